@@ -1,0 +1,645 @@
+"""The description model: YAML parsed into frozen dataclasses, validated on load.
+
+Everything the templates need is decided here, and every mistake an author
+can make is reported here with its file and line. The format is specified in
+docs/op-description.md and docs/optimizer-description.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.source import DescriptionError, YList, YMap, load_yaml
+
+DTYPES = ("TL_DOUBLE", "TL_FLOAT", "TL_INT32", "TL_INT16", "TL_INT8",
+          "TL_UINT32", "TL_UINT16", "TL_UINT8", "TL_BOOL")
+ARCHS = ("none", "cpu")
+MTYPES = ("none", "cpu")
+PTYPES = ("null", "string", "number", "bool", "string[]", "number[]", "bool[]")
+REALTYPES = ("int", "float", "double")
+BOUNDS = ("eq", "ne", "gt", "ge", "lt", "le")
+# Names every description expression may use besides its op's own arguments.
+GLOBALS = frozenset({"kernels", "np", "math", "DType"})
+BUILTINS = frozenset(dir(builtins))
+MISSING = object()
+
+
+# The model ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """A condition an op's arguments must satisfy, with an optional explanation."""
+
+    expr: str
+    msg: str | None
+    names: tuple[str, ...]  # the argument names it reads, shown when it fails
+
+
+@dataclass(frozen=True)
+class TensorIn:
+    arg_name: str
+    doc: str
+    dtype: tuple[str, ...]  # accepted dtypes; empty: any
+    ndim: int | None
+    len: str | None
+    sametype: str | None
+    sameshape: str | None
+    static: bool | None
+    optional: bool
+    variadic: bool
+    min: int
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True)
+class TensorOut:
+    arg_name: str
+    doc: str
+    dtype: str  # a dtype name or an expression
+    shape: str
+    static: bool
+    owner: str | None
+    view: str | None
+    from_file: str | None
+
+
+@dataclass(frozen=True)
+class Bound:
+    rule: str  # eq, ne, gt, ge, lt, le
+    value: str  # a Python expression (a literal is one too)
+
+
+@dataclass(frozen=True)
+class ParamDesc:
+    arg_name: str
+    doc: str
+    ptype: str
+    realtype: str | None
+    default: object  # MISSING when required
+    bounds: tuple[Bound, ...]
+    len: str | None
+    choices: tuple
+    checks: tuple[Check, ...]
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+    @property
+    def is_array(self) -> bool:
+        return self.ptype.endswith("[]")
+
+
+@dataclass(frozen=True)
+class Example:
+    doc: str
+    inputs: dict
+    params: dict
+    outputs: dict
+    error: str | None
+
+
+@dataclass(frozen=True)
+class OpDesc:
+    optype: str
+    arch: str
+    mtype: str
+    doc: str
+    inherits: str | None
+    tensors_in: tuple[TensorIn, ...]
+    tensors_out: tuple[TensorOut, ...]
+    params: tuple[ParamDesc, ...]
+    checks: tuple[Check, ...]
+    pre_run: str | None
+    pre_run_names: tuple[str, ...]  # names the pre_run code assigns; kept for run
+    static_run: str | None
+    run: str | None
+    post_run: str | None
+    examples: tuple[Example, ...]
+
+    @property
+    def runnable(self) -> bool:
+        return self.arch != "none"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One file of descriptions/ops: an abstract op and its arch variants."""
+
+    name: str
+    source: str
+    ops: tuple[OpDesc, ...]
+
+
+@dataclass(frozen=True)
+class ExpanderRule:
+    when: str | None
+    replace: str
+
+
+@dataclass(frozen=True)
+class Expander:
+    optype: str
+    rules: tuple[ExpanderRule, ...]
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """One file of descriptions/optimizers: an arch's expander rules."""
+
+    arch: str
+    doc: str
+    source: str
+    expanders: tuple[Expander, ...]
+
+
+@dataclass(frozen=True)
+class Descriptions:
+    families: tuple[Family, ...]
+    optimizers: tuple[Optimizer, ...]
+
+    def ops(self):
+        return [op for family in self.families for op in family.ops]
+
+
+# Reading mappings with located errors ------------------------------------------------
+
+
+class _Fields:
+    """Typed access to a YAML mapping; reports unknown keys when done."""
+
+    def __init__(self, value, file: str, path: str, line: int):
+        if not isinstance(value, dict):
+            raise DescriptionError(file, line, path, f"expected a mapping, found {_kind(value)}")
+        self.map, self.file, self.path = value, file, path
+        self.line = getattr(value, "line", line)
+        self.used: set[str] = set()
+
+    def where(self, key: str) -> tuple[str, int, str]:
+        line = self.map.line_of(key) if isinstance(self.map, YMap) else self.line
+        return self.file, line, f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, message: str) -> DescriptionError:
+        return DescriptionError(*self.where(key), message)
+
+    def get(self, key: str, kinds, default=MISSING):
+        self.used.add(key)
+        if key not in self.map:
+            if default is MISSING:
+                raise DescriptionError(self.file, self.line, self.path, f"'{key}' is required")
+            return default
+        value = self.map[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _tuple(kinds)):
+            raise self.error(key, f"expected {_kinds(kinds)}, found {_kind(value)}")
+        return value
+
+    def items(self, key: str) -> list[tuple[object, str, int]]:
+        """The elements of a list field with their paths and lines."""
+        values = self.get(key, list, [])
+        lines = values.lines if isinstance(values, YList) else []
+        path = self.where(key)[2]
+        return [(v, f"{path}[{i}]", lines[i] if i < len(lines) else self.line)
+                for i, v in enumerate(values)]
+
+    def done(self) -> None:
+        unknown = [k for k in self.map if k not in self.used]
+        if unknown:
+            raise self.error(unknown[0], f"unknown key '{unknown[0]}' (known here: "
+                             f"{', '.join(sorted(self.used))})")
+
+
+def _tuple(kinds):
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def _kinds(kinds) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+             list: "a list", dict: "a mapping", type(None): "null"}
+    return " or ".join(names[k] for k in _tuple(kinds))
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a bool", str: "a string", int: "an integer", float: "a number",
+            list: "a list", dict: "a mapping", YList: "a list", YMap: "a mapping"}.get(
+        type(value), type(value).__name__)
+
+
+# Expressions and code snippets ------------------------------------------------------
+
+
+def _names_read(tree) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _names_stored(tree) -> list[str]:
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in names:
+            names.append(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in names:
+            names.append(node.name)
+    return names
+
+
+def _parse(text: str, mode: str, fields: _Fields, key: str):
+    try:
+        return ast.parse(text, mode=mode)
+    except SyntaxError as e:
+        file, line, path = fields.where(key)
+        what = "expression" if mode == "eval" else "code"
+        raise DescriptionError(file, line + (e.lineno or 1) - 1 if mode == "exec" else line,
+                               path, f"invalid Python {what}: {e.msg}: {text.strip()[:60]!r}") from None
+
+
+def _check_names(tree, known, fields: _Fields, key: str, local=()) -> tuple[str, ...]:
+    """The argument names `tree` reads; error on a name that is nowhere defined."""
+    read = _names_read(tree)
+    unknown = sorted(read - set(known) - set(local) - GLOBALS - BUILTINS)
+    if unknown:
+        raise fields.error(key, f"unknown name '{unknown[0]}' (known here: "
+                           f"{', '.join(sorted(known)) or 'none'}, and {', '.join(sorted(GLOBALS))})")
+    return tuple(n for n in known if n in read)
+
+
+def _expr(fields: _Fields, key: str, known, default=MISSING, allow_number=False):
+    """An expression field: a Python expression string (or a number literal)."""
+    kinds = (str, int, float) if allow_number else str
+    value = fields.get(key, kinds, default)
+    if value is default and default is not MISSING:
+        return value
+    text = str(value)
+    _check_names(_parse(text, "eval", fields, key), known, fields, key)
+    return text
+
+
+def _code(fields: _Fields, key: str, known) -> tuple[str | None, list[str]]:
+    """A code snippet and the names it assigns."""
+    text = fields.get(key, str, None)
+    if text is None:
+        return None, []
+    tree = _parse(text, "exec", fields, key)
+    stored = _names_stored(tree)
+    _check_names(tree, known, fields, key, local=stored)
+    return text.rstrip() + "\n", stored
+
+
+def _checks(fields: _Fields, known) -> tuple[Check, ...]:
+    checks = []
+    for value, path, line in fields.items("checks"):
+        f = _Fields(value, fields.file, path, line)
+        expr = f.get("expr", str)
+        names = _check_names(_parse(expr, "eval", f, "expr"), known, f, "expr")
+        checks.append(Check(expr, f.get("msg", str, None), names))
+        f.done()
+    return tuple(checks)
+
+
+def _identifier(fields: _Fields, key: str) -> str:
+    name = fields.get(key, str)
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise fields.error(key, f"'{name}' is not a valid Python identifier")
+    return name
+
+
+# Operator descriptions -------------------------------------------------------------------
+
+
+_LIST_KEYS = ("tensors_in", "tensors_out", "params")
+
+
+def _merge(parent: YMap, child: YMap) -> YMap:
+    """`child` over `parent`: list args merge by arg_name, other keys are replaced."""
+    merged = YMap(parent)
+    merged.line, merged.lines = child.line, {**parent.lines, **child.lines}
+    for key, value in child.items():
+        if key in _LIST_KEYS and key in parent and isinstance(value, list):
+            merged[key] = _merge_args(parent[key], value)
+        elif key != "examples":
+            merged[key] = value
+    if "examples" not in child:
+        merged.pop("examples", None)
+    merged.pop("inherits", None)
+    return merged
+
+
+def _merge_args(parent: list, child: list) -> YList:
+    result = YList()
+    result.line = getattr(child, "line", 0)
+    by_name = {}
+    for item in parent:
+        by_name.setdefault(item.get("arg_name") if isinstance(item, dict) else id(item), item)
+    for item in child:
+        name = item.get("arg_name") if isinstance(item, dict) else id(item)
+        if name in by_name and isinstance(by_name[name], YMap) and isinstance(item, YMap):
+            merged = YMap({**by_name[name], **item})
+            merged.line, merged.lines = item.line, {**by_name[name].lines, **item.lines}
+            by_name[name] = merged
+        else:
+            by_name[name] = item
+    for item in by_name.values():
+        result.append(item)
+        result.lines.append(getattr(item, "line", result.line))
+    return result
+
+
+def _resolve_inheritance(raw: dict, file: str) -> dict:
+    """Each op's mapping with its `inherits` chain (within the file) merged in."""
+    resolved = {}
+
+    def resolve(optype, chain):
+        if optype in resolved:
+            return resolved[optype]
+        value = raw[optype]
+        parent = value.get("inherits") if isinstance(value, dict) else None
+        if parent is None:
+            resolved[optype] = value
+            return value
+        f = _Fields(value, file, optype, 0)
+        if not isinstance(parent, str) or parent not in raw:
+            raise f.error("inherits", f"'{parent}' is not an op described in this file")
+        if parent in chain:
+            raise f.error("inherits", f"inheritance cycle: {' -> '.join(chain + [parent])}")
+        resolved[optype] = _merge(resolve(parent, chain + [parent]), value)
+        return resolved[optype]
+
+    for optype in raw:
+        resolve(optype, [optype])
+    return resolved
+
+
+def _tensor_in(value, file, path, line) -> TensorIn:
+    f = _Fields(value, file, path, line)
+    arg = _identifier(f, "arg_name")
+    dtype = f.get("dtype", (str, list), [])
+    dtype = (dtype,) if isinstance(dtype, str) else tuple(dtype)
+    for d in dtype:
+        if d not in DTYPES:
+            raise f.error("dtype", f"unknown dtype '{d}' (known: {', '.join(DTYPES)})")
+    variadic = f.get("variadic", bool, False)
+    t = TensorIn(
+        arg_name=arg,
+        doc=f.get("doc", str, ""),
+        dtype=dtype,
+        ndim=f.get("ndim", int, None),
+        len=None,  # expressions are read once all names are known
+        sametype=f.get("sametype", str, None),
+        sameshape=f.get("sameshape", str, None),
+        static=f.get("static", bool, None),
+        optional=f.get("optional", bool, False),
+        variadic=variadic,
+        min=f.get("min", int, 1),
+        checks=(),
+    )
+    if "min" in f.map and not variadic:
+        raise f.error("min", "'min' is for variadic inputs only")
+    if t.optional and t.variadic:
+        raise f.error("optional", "a variadic input cannot also be optional")
+    return t
+
+
+def _tensor_in_exprs(t: TensorIn, value, file, path, line, known) -> TensorIn:
+    f = _Fields(value, file, path, line)
+    f.used.update(value)  # the other keys were read by _tensor_in
+    f.used.discard("len")
+    f.used.discard("checks")
+    length = _expr(f, "len", known, None, allow_number=True)
+    checks = _checks(f, known)
+    f.done()
+    return TensorIn(**{**t.__dict__, "len": length, "checks": checks})
+
+
+def _param(value, file, path, line, known) -> ParamDesc:
+    f = _Fields(value, file, path, line)
+    arg = _identifier(f, "arg_name")
+    ptype = f.get("ptype", str)
+    if ptype not in PTYPES:
+        raise f.error("ptype", f"unknown ptype '{ptype}' (known: {', '.join(PTYPES)})")
+    numeric = ptype.startswith("number")
+    realtype = f.get("realtype", str, None)
+    if numeric and realtype not in REALTYPES:
+        raise f.error("realtype", f"a {ptype} param needs realtype: one of {', '.join(REALTYPES)}")
+    if not numeric and realtype is not None:
+        raise f.error("realtype", f"realtype is for number params, not {ptype}")
+    known = [*known, arg]
+    bounds = []
+    for rule in BOUNDS:
+        bound = _expr(f, rule, known, None, allow_number=True)
+        if bound is not None:
+            if not numeric:
+                raise f.error(rule, f"bounds are for number params, not {ptype}")
+            bounds.append(Bound(rule, bound))
+    length = _expr(f, "len", known, None, allow_number=True)
+    if length is not None and not ptype.endswith("[]"):
+        raise f.error("len", "'len' is for array params")
+    choices = tuple(f.get("choices", list, []))
+    if choices and ptype not in ("string", "string[]"):
+        raise f.error("choices", "'choices' is for string params")
+    if any(not isinstance(c, str) for c in choices):
+        raise f.error("choices", "choices must be strings")
+    default = MISSING
+    if "default" in f.map:
+        default = f.get("default", (str, int, float, bool, list, type(None)))
+        _check_default(f, ptype, default, choices)
+    p = ParamDesc(arg, f.get("doc", str, ""), ptype, realtype, default, tuple(bounds),
+                  length, choices, _checks(f, known))
+    f.done()
+    return p
+
+
+def _check_default(f: _Fields, ptype: str, default, choices) -> None:
+    scalar = ptype.removesuffix("[]")
+    values = default if ptype.endswith("[]") else [default]
+    if ptype.endswith("[]") and not isinstance(default, list):
+        raise f.error("default", f"expected a list for a {ptype} param, found {_kind(default)}")
+    python = {"null": type(None), "string": str, "number": (int, float), "bool": bool}[scalar]
+    for v in values:
+        if not isinstance(v, python) or (isinstance(v, bool) and scalar == "number"):
+            raise f.error("default", f"expected a {scalar} default, found {_kind(v)}")
+        if choices and v not in choices:
+            raise f.error("default", f"default {v!r} is not one of the choices")
+
+
+def _tensor_out(value, file, path, line, known, ins) -> TensorOut:
+    f = _Fields(value, file, path, line)
+    arg = _identifier(f, "arg_name")
+    dtype = f.get("dtype", str)
+    if dtype not in DTYPES:
+        _check_names(_parse(dtype, "eval", f, "dtype"), known, f, "dtype")
+    owner = f.get("owner", str, None)
+    if owner is not None and owner not in ins:
+        raise f.error("owner", f"'{owner}' is not an input of this op")
+    view = _expr(f, "view", known, None)
+    if view is not None and owner is None:
+        raise f.error("view", "a view needs an 'owner' input whose memory it shares")
+    t = TensorOut(arg, f.get("doc", str, ""), dtype, _expr(f, "shape", known),
+                  f.get("static", bool, False), owner, view,
+                  _expr(f, "from_file", known, None))
+    f.done()
+    return t
+
+
+def _example(value, file, path, line, op_ins, op_outs, op_params) -> Example:
+    f = _Fields(value, file, path, line)
+    inputs = f.get("inputs", dict, {})
+    params = f.get("params", dict, {})
+    outputs = f.get("outputs", dict, {})
+    error = f.get("error", str, None)
+    if (error is None) == (not outputs):
+        raise DescriptionError(file, line, path, "an example gives either 'outputs' or 'error'")
+    for key, names, given in (("inputs", op_ins, inputs), ("outputs", op_outs, outputs),
+                              ("params", op_params, params)):
+        for name in given:
+            if name not in names and not any(name.startswith(v) and name[len(v):].isdigit()
+                                             for v in names):
+                raise f.error(key, f"'{name}' is not one of {', '.join(names) or 'none'}")
+    ex = Example(f.get("doc", str, ""), _plain(inputs), _plain(params), _plain(outputs), error)
+    f.done()
+    return ex
+
+
+def _plain(value):
+    """YMap/YList trees as plain dicts and lists (for rendering as literals)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _op(optype: str, value, file: str) -> OpDesc:
+    f = _Fields(value, file, optype, 0)
+    if not optype.isidentifier() or keyword.iskeyword(optype):
+        raise DescriptionError(file, f.line, optype, "an optype must be a Python identifier")
+    f.used.add("inherits")
+    arch = f.get("arch", str)
+    if arch not in ARCHS:
+        raise f.error("arch", f"unknown arch '{arch}' (known: {', '.join(ARCHS)})")
+    mtype = f.get("mtype", str, "none" if arch == "none" else arch)
+    if mtype not in MTYPES:
+        raise f.error("mtype", f"unknown mtype '{mtype}' (known: {', '.join(MTYPES)})")
+
+    raw_ins = f.items("tensors_in")
+    ins = [_tensor_in(v, file, p, l) for v, p, l in raw_ins]
+    in_names = [t.arg_name for t in ins]
+    _unique(f, "tensors_in", in_names)
+    for t, (v, p, l) in zip(ins, raw_ins):
+        g = _Fields(v, file, p, l)
+        for key in ("sametype", "sameshape"):
+            other = getattr(t, key)
+            if other is not None and (other not in in_names or other == t.arg_name):
+                raise g.error(key, f"'{other}' is not another input of this op")
+
+    params = []
+    for v, p, l in f.items("params"):
+        params.append(_param(v, file, p, l, [*in_names, *(q.arg_name for q in params)]))
+    param_names = [p.arg_name for p in params]
+    _unique(f, "params", [*in_names, *param_names])
+    known = [*in_names, *param_names]
+    ins = [_tensor_in_exprs(t, v, file, p, l, known) for t, (v, p, l) in zip(ins, raw_ins)]
+    checks = _checks(f, known)
+    pre_run, pre_run_names = _code(f, "pre_run", [*known, "op"])
+    known = [*known, *(n for n in pre_run_names if n not in known)]
+
+    outs = []
+    for v, p, l in f.items("tensors_out"):
+        outs.append(_tensor_out(v, file, p, l, [*known, *(o.arg_name for o in outs)], in_names))
+    out_names = [o.arg_name for o in outs]
+    _unique(f, "tensors_out", [*known, *out_names])
+
+    run_known = [*known, *out_names, "priv", "op"]
+    static_run, _ = _code(f, "static_run", run_known)
+    run, _ = _code(f, "run", run_known)
+    post_run, _ = _code(f, "post_run", ["priv", "op", *param_names])
+    if arch == "none" and (static_run or run):
+        raise DescriptionError(file, f.line, optype, "an abstract op (arch none) has no run code")
+    examples = tuple(_example(v, file, p, l, in_names, out_names, param_names)
+                     for v, p, l in f.items("examples"))
+    op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), value.get("inherits"),
+                tuple(ins), tuple(outs), tuple(params), checks, pre_run,
+                tuple(n for n in pre_run_names if n not in param_names),
+                static_run, run, post_run, examples)
+    f.done()
+    return op
+
+
+def _unique(f: _Fields, key: str, names) -> None:
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise f.error(key, f"name '{name}' is used twice in this op")
+        seen.add(name)
+
+
+def load_family(path: Path, label: str) -> Family:
+    doc = load_yaml(path, label)
+    if not isinstance(doc, dict) or not doc:
+        raise DescriptionError(label, 1, "", "expected a mapping of optype to description")
+    for optype, value in doc.items():
+        if not isinstance(value, dict):
+            raise DescriptionError(label, doc.line_of(optype), optype,
+                                   f"expected a mapping, found {_kind(value)}")
+    resolved = _resolve_inheritance(doc, label)
+    return Family(path.stem, label, tuple(_op(optype, resolved[optype], label) for optype in doc))
+
+
+# Optimizer descriptions ----------------------------------------------------------------
+
+
+def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
+    doc = load_yaml(path, label)
+    f = _Fields(doc, label, "", 1)
+    arch = f.get("arch", str)
+    if arch not in ARCHS or arch == "none":
+        raise f.error("arch", f"expected a runnable arch ({', '.join(ARCHS[1:])}), found '{arch}'")
+    if path.stem != arch:
+        raise f.error("arch", f"the file of arch '{arch}' must be named {arch}.yaml")
+    expanders = []
+    for optype, rules in f.get("expanders", dict, {}).items():
+        g = _Fields(f.map["expanders"], label, "expanders", f.line)
+        if optype not in ops or ops[optype].arch != "none":
+            raise g.error(optype, f"'{optype}' is not an abstract op (arch none)")
+        if not isinstance(rules, list) or not rules:
+            raise g.error(optype, "expected a non-empty list of rules")
+        parsed = []
+        for i, rule in enumerate(rules):
+            lines = getattr(rules, "lines", [])
+            r = _Fields(rule, label, f"expanders.{optype}[{i}]",
+                        lines[i] if i < len(lines) else g.line)
+            replace = r.get("replace", str)
+            if replace not in ops or ops[replace].arch != arch:
+                raise r.error("replace", f"'{replace}' is not an op of arch '{arch}'")
+            when = _expr(r, "when", ["op"], None)
+            if when is None and i != len(rules) - 1:
+                raise r.error("when", "only the last rule may omit 'when' (it always matches)")
+            parsed.append(ExpanderRule(when, replace))
+            r.done()
+        expanders.append(Expander(optype, tuple(parsed)))
+    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders))
+    f.done()
+    return opt
+
+
+def load(root: Path) -> Descriptions:
+    """Every description under `root`/descriptions, validated."""
+    families = []
+    ops: dict[str, tuple[OpDesc, str]] = {}
+    for path in sorted((root / "descriptions" / "ops").glob("*.yaml")):
+        label = path.relative_to(root).as_posix()
+        family = load_family(path, label)
+        for op in family.ops:
+            if op.optype in ops:
+                raise DescriptionError(label, 0, op.optype,
+                                       f"optype also described in {ops[op.optype][1]}")
+            ops[op.optype] = (op, label)
+        families.append(family)
+    by_optype = {optype: op for optype, (op, _) in ops.items()}
+    optimizers = [load_optimizer(p, p.relative_to(root).as_posix(), by_optype)
+                  for p in sorted((root / "descriptions" / "optimizers").glob("*.yaml"))]
+    return Descriptions(tuple(families), tuple(optimizers))

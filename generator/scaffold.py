@@ -1,0 +1,59 @@
+"""`python -m generator new-op NAME`: a commented description to start from."""
+
+from __future__ import annotations
+
+import keyword
+from pathlib import Path
+
+SKELETON = '''\
+# {name}: describe in one sentence what the op computes.
+# The format is specified in docs/op-description.md. After editing, run
+# `python -m generator` and commit the description with lightnet/auto/.
+
+{name}:
+  arch: none                      # abstract: semantics only, lowered by expanders
+  doc: >
+    What {name} computes, which dtypes it accepts and any semantics a
+    user must know (edge cases, rounding, layout).
+  tensors_in:
+    - arg_name: src
+      dtype: TL_FLOAT             # accepted dtypes (a name or a list)
+      doc: The input.
+  tensors_out:
+    - arg_name: dst
+      dtype: src.dtype            # an expression, or a dtype name
+      shape: src.shape            # an expression giving a tuple of ints
+      doc: The result.
+  params:
+    - arg_name: alpha
+      ptype: number               # null, string, number, bool, or arrays: number[]...
+      realtype: float             # int, float or double (numbers only)
+      default: 1.0
+      ge: 0                       # bounds: eq, ne, gt, ge, lt, le
+      doc: A scale factor.
+  examples:
+    - inputs: {{src: [[1, 2], [3, 4]]}}
+      params: {{alpha: 2}}
+      outputs: {{dst: [[2, 4], [6, 8]]}}
+    - inputs: {{src: [1]}}
+      params: {{alpha: -1}}
+      error: "param 'alpha': ge"
+
+{name}_cpu:
+  inherits: {name}
+  arch: cpu
+  run: |
+    np.multiply(src, alpha, out=dst)
+'''
+
+
+def new_op(root: Path, name: str) -> Path:
+    """Write descriptions/ops/NAME.yaml; ValueError if the name is bad or taken."""
+    if not name.isidentifier() or keyword.iskeyword(name) or not name.islower():
+        raise ValueError(f"'{name}' is not a valid optype (lower-case Python identifier)")
+    path = root / "descriptions" / "ops" / f"{name}.yaml"
+    if path.exists():
+        raise ValueError(f"{path.relative_to(root)} already exists")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SKELETON.format(name=name), encoding="utf-8")
+    return path

@@ -1,0 +1,91 @@
+"""Reading YAML while remembering where every value came from.
+
+Mappings load as YMap and sequences as YList: ordinary dict and list, plus
+the line of the node and of each key or item, so that every validation error
+can point at `file:line`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+
+class DescriptionError(Exception):
+    """An invalid description: `file:line: path: message`."""
+
+    def __init__(self, file, line, path: str, message: str):
+        self.file, self.line, self.path = file, line, path
+        where = f"{file}:{line}" if line else str(file)
+        super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+
+
+class YMap(dict):
+    line: int = 0
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.lines: dict = {}
+
+    def line_of(self, key) -> int:
+        return self.lines.get(key, self.line)
+
+
+class YList(list):
+    line: int = 0
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.lines: list = []
+
+    def line_of(self, index: int) -> int:
+        return self.lines[index] if index < len(self.lines) else self.line
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_map(loader, node):
+    loader.flatten_mapping(node)
+    result = YMap()
+    result.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if not isinstance(key, str):
+            raise DescriptionError(loader.name, line, "", f"keys must be strings, found {key!r}")
+        if key in result:
+            raise DescriptionError(loader.name, line, key, "key given twice")
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.lines[key] = line
+    return result
+
+
+def _construct_seq(loader, node):
+    result = YList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
+
+
+def load_yaml(path: Path, label: str):
+    """The document in `path`; DescriptionError on a syntax error."""
+    text = path.read_text(encoding="utf-8")
+    loader = _Loader(text)
+    loader.name = label
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else 0
+        raise DescriptionError(label, line, "", f"invalid YAML: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise DescriptionError(label, 0, "", f"invalid YAML: {e}") from None
+    finally:
+        loader.dispose()

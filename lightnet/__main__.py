@@ -1,0 +1,5 @@
+import sys
+
+from lightnet.cli import main
+
+sys.exit(main())

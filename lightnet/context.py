@@ -1,0 +1,258 @@
+"""The context: the single point of truth for one model.
+
+It owns the tensor table, the op list (run order), the data-flow graph, the
+memory plan and, once loaded, one arena per memory type with every tensor
+bound as a numpy view into it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lightnet import ir, mem, passes, weights
+from lightnet.arch import get_proto
+from lightnet.dfg import DataFlowGraph
+from lightnet.errors import LightNetError
+from lightnet.op import Op, unique_name
+from lightnet.param import Param
+from lightnet.tensor import MemType, TensorTable
+
+
+class Context:
+    def __init__(self):
+        self.label = "<model>"
+        self.tensors = TensorTable()
+        self.ops: list[Op] = []
+        self.dfg = DataFlowGraph()
+        self.mem: dict[MemType, mem.MemReport] | None = None
+        self.arenas: dict[MemType, np.ndarray] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        self._runs: tuple = ()
+
+    # Building and checking ------------------------------------------------------
+
+    def init(self, source) -> None:
+        """Create and check the ops of a model (a path, `-` for stdin, or a dict)."""
+        self.cleanup()
+        specs, self.label = ir.read(source)
+        ops = []
+        for index, spec in enumerate(specs):
+            proto = get_proto(spec.optype)
+            if proto is None:
+                raise LightNetError(
+                    f"{self.label}: op {index} ('{spec.name}'): unknown optype '{spec.optype}'"
+                )
+            ops.append(Op(proto, spec.name, spec.tensors_in, spec.tensors_out, spec.params))
+        self.add_ops(0, ops)
+        self.check()
+
+    def add_ops(self, position: int, ops: list[Op]) -> None:
+        """Insert `ops` at `position`, checking each (pre_run) in order."""
+        for k, op in enumerate(ops):
+            try:
+                op.pre_run(self.tensors)
+                self.dfg.add(op)
+            except LightNetError as e:
+                self._forget_outputs(op)
+                raise LightNetError(f"{self.label}: {e}") from e
+            self.ops.insert(position + k, op)
+        self.mem = None
+
+    def _forget_outputs(self, op: Op) -> None:
+        for name in op.tensors_out.values():
+            entry = self.tensors.get(name)
+            if entry is not None and entry.creator == op.name:
+                del self.tensors[name]
+
+    def remove_ops(self, position: int, count: int) -> list[Op]:
+        """Take `count` ops out at `position` (post_run each, last first)."""
+        removed = self.ops[position : position + count]
+        for op in reversed(removed):
+            op.post_run(self.tensors)
+            self.dfg.remove(op)
+        del self.ops[position : position + count]
+        self.mem = None
+        return removed
+
+    def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
+        """Replace `count` ops at `position` by `new_ops`. A tensor the old ops
+        produced and later ops still read must keep its dtype and shape."""
+        old = {n: self.tensors[n] for op in self.ops[position : position + count]
+               for n in op.tensors_out.values()}
+        self.remove_ops(position, count)
+        self.add_ops(position, new_ops)
+        for name, entry in old.items():
+            if self.dfg.num_consumers(name) == 0:
+                continue
+            new = self.tensors.get(name)
+            if new is None:
+                raise LightNetError(f"{self.label}: a pass removed tensor '{name}', "
+                                    f"which op '{self.dfg.consumers[name][0]}' still reads")
+            if (new.dtype, new.shape) != (entry.dtype, entry.shape):
+                raise LightNetError(
+                    f"{self.label}: a pass changed tensor '{name}' from "
+                    f"{entry.describe()} to {new.describe()}"
+                )
+
+    def check(self) -> None:
+        """Every op reads only tensors created by an earlier op, and the graph is sound."""
+        defined = set()
+        for op in self.ops:
+            for arg, name in op.tensors_in.items():
+                if name not in defined:
+                    raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): "
+                                        f"input '{arg}' reads tensor '{name}' before any op creates it")
+            defined.update(op.tensors_out.values())
+        try:
+            self.dfg.check()
+        except LightNetError as e:
+            raise LightNetError(f"{self.label}: {e}") from None
+
+    def new_op_name(self, prefix: str) -> str:
+        return unique_name(prefix, self.dfg.ops)
+
+    @property
+    def outputs(self) -> list[str]:
+        """The model's outputs: tensors no op reads, in creation order."""
+        return self.dfg.dangling_outs
+
+    # Compiling --------------------------------------------------------------------
+
+    def compile(self, target: str = "cpu") -> None:
+        """Lower to `target`'s ops, optimize, and plan memory."""
+        self.unload()
+        passes.compile(self, target)
+
+    def plan(self) -> None:
+        self.mem = mem.plan(self.ops, self.tensors, keep=self.outputs)
+
+    def print(self, outfile=None) -> str:
+        """The IR of the current op list; written to `outfile` when given."""
+        text = ir.dump(self.ops)
+        if outfile is not None:
+            try:
+                Path(outfile).write_text(text, encoding="utf-8")
+            except OSError as e:
+                raise LightNetError(f"{outfile}: cannot write the IR: {e.strerror}") from None
+        return text
+
+    # Loading and running -------------------------------------------------------------
+
+    def load(self, datafile=None) -> None:
+        """Allocate the arenas, bind every tensor, load weights, run static_run."""
+        self.unload()
+        if self.mem is None:
+            self.plan()
+        self.arenas = {m: np.zeros(r.arena, dtype=np.uint8) for m, r in self.mem.items()}
+        arrays = self.arrays
+        for op in self.ops:
+            for name in op.tensors_out.values():
+                entry = self.tensors[name]
+                if entry.owner is None:
+                    raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
+                    arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
+            if op.proto.views is not None:
+                for arg, view in op.proto.views(op, arrays).items():
+                    arrays[op.tensors_out[arg]] = view
+        self._load_weights(datafile)
+        runs = []
+        for op in self.ops:
+            if op.proto.load is not None:
+                run = op.proto.load(op, arrays)
+                if run is not None:
+                    runs.append(run)
+        self._runs = tuple(runs)
+
+    def _load_weights(self, datafile) -> None:
+        wanted = sorted(n for n, e in self.tensors.items() if e.from_file)
+        given = {} if datafile is None else weights.read(datafile)
+        missing = [n for n in wanted if n not in given]
+        if missing:
+            where = f"weight file {datafile}" if datafile else "no weight file (-f)"
+            raise LightNetError(f"{self.label}: tensors {missing} are created from a file, "
+                                f"but {where} gives them")
+        for name, array in given.items():
+            entry = self.tensors.get(name)
+            if entry is None or not entry.from_file:
+                raise LightNetError(f"{datafile}: tensor '{name}' is not a tensor the model "
+                                    "creates from a file")
+            if array.dtype != entry.dtype.np:
+                raise LightNetError(f"{datafile}: tensor '{name}': expected dtype "
+                                    f"{entry.dtype.np}, found {array.dtype}")
+            if array.size != entry.len or (array.ndim > 1 and array.shape != entry.shape):
+                raise LightNetError(f"{datafile}: tensor '{name}': expected shape "
+                                    f"{entry.shape}, found {array.shape}")
+            self.arrays[name][...] = array.reshape(entry.shape)
+
+    def run(self) -> None:
+        for run in self._runs:
+            run()
+
+    def _array(self, name: str) -> np.ndarray:
+        if not self.arrays:
+            raise LightNetError("the model is not loaded: call load() first")
+        if name not in self.arrays:
+            raise LightNetError(f"no tensor named '{name}' in the model")
+        return self.arrays[name]
+
+    def set_data(self, name: str, data) -> None:
+        """Copy `data` into tensor `name` (same shape, or same element count)."""
+        dst = self._array(name)
+        data = np.asarray(data)
+        if data.size != dst.size:
+            raise LightNetError(f"tensor '{name}': expected {dst.size} elements "
+                                f"{dst.shape}, found {data.size} {data.shape}")
+        if not np.can_cast(data.dtype, dst.dtype, casting="same_kind"):
+            raise LightNetError(f"tensor '{name}': expected dtype {dst.dtype}, found {data.dtype}")
+        dst[...] = data.reshape(dst.shape)
+
+    def get_data(self, name: str) -> np.ndarray:
+        """A copy of tensor `name`'s data."""
+        return self._array(name).copy()
+
+    def data_size(self, name: str) -> int:
+        return self.tensors.entry(name).nbytes
+
+    def set_param(self, opname: str, pname: str, value) -> None:
+        """Change a param of op `opname` and check the model again.
+
+        Only before load: a new param may change shapes and memory.
+        """
+        if self.arrays:
+            raise LightNetError("set_param needs an unloaded model: call unload() first")
+        op = self.dfg.ops.get(opname)
+        if op is None:
+            raise LightNetError(f"no op named '{opname}' in the model")
+        try:
+            new = Param.from_value(pname, value)
+        except ValueError as e:
+            raise LightNetError(f"op '{opname}': param '{pname}': {e}") from None
+        position = self.ops.index(op)
+        tail = self.remove_ops(position, len(self.ops) - position)
+        old_params = op.params
+        op.params = {**old_params, pname: new}
+        try:
+            self.add_ops(position, tail)
+        except LightNetError:
+            op.params = old_params
+            self.remove_ops(position, len(self.ops) - position)
+            self.add_ops(position, tail)
+            raise
+
+    def unload(self) -> None:
+        """Free the arenas and private state; the model stays checked."""
+        self._runs = ()
+        self.arrays = {}
+        self.arenas = {}
+        for op in self.ops:
+            op.priv.clear()
+
+    def cleanup(self) -> None:
+        """Release everything init acquired."""
+        self.unload()
+        self.remove_ops(0, len(self.ops))
+        self.tensors.clear()
+        self.dfg = DataFlowGraph()
+        self.mem = None

@@ -1,0 +1,93 @@
+"""The data-flow graph of a model: ops as nodes, tensor names as edges.
+
+Tensors consumed but produced by no op are dangling ins; tensors produced but
+consumed by no op are dangling outs (the model's outputs). Passes ask it who
+consumes an op's output and who produced an op's input.
+"""
+
+from __future__ import annotations
+
+from lightnet.errors import LightNetError
+from lightnet.graph import CycleError, Graph
+from lightnet.op import Op
+
+
+class DataFlowGraph:
+    def __init__(self, ops=()):
+        self.graph = Graph()
+        self.ops: dict[str, Op] = {}
+        self.producer: dict[str, str] = {}  # tensor -> op name
+        self.consumers: dict[str, list[str]] = {}  # tensor -> op names, in add order
+        for op in ops:
+            self.add(op)
+
+    def add(self, op: Op) -> None:
+        """Add `op` and link it with the ops producing its inputs and consuming its outputs."""
+        if op.name in self.ops:
+            raise LightNetError(f"op name '{op.name}' is used twice")
+        self.ops[op.name] = op
+        self.graph.add(op.name)
+        for tname in op.tensors_in.values():
+            self.consumers.setdefault(tname, []).append(op.name)
+            if tname in self.producer:
+                self.graph.link(self.producer[tname], op.name, tname)
+        for tname in op.tensors_out.values():
+            if tname in self.producer:
+                raise LightNetError(
+                    f"tensor '{tname}' is produced by both op '{self.producer[tname]}' "
+                    f"and op '{op.name}'"
+                )
+            self.producer[tname] = op.name
+            for consumer in self.consumers.get(tname, ()):
+                self.graph.link(op.name, consumer, tname)
+
+    def remove(self, op: Op) -> None:
+        """Remove `op` and its edges; its inputs and outputs may become dangling."""
+        del self.ops[op.name]
+        self.graph.remove(op.name)
+        for tname in op.tensors_in.values():
+            self.consumers[tname].remove(op.name)
+            if not self.consumers[tname]:
+                del self.consumers[tname]
+        for tname in op.tensors_out.values():
+            del self.producer[tname]
+
+    def link(self, op1: Op, op2: Op, tname: str) -> None:
+        self.graph.link(op1.name, op2.name, tname)
+
+    def unlink(self, op1: Op, op2: Op, tname: str) -> None:
+        self.graph.unlink(op1.name, op2.name, tname)
+
+    def nexts(self, op: Op, tname: str) -> list[Op]:
+        """The ops consuming `tname`, an output of `op`."""
+        if tname not in op.tensors_out.values():
+            return []
+        return [self.ops[n] for n in self.consumers.get(tname, ())]
+
+    def prev(self, op: Op, tname: str) -> Op | None:
+        """The op producing `tname`, an input of `op`."""
+        if tname not in op.tensors_in.values() or tname not in self.producer:
+            return None
+        return self.ops[self.producer[tname]]
+
+    def num_consumers(self, tname: str) -> int:
+        return len(self.consumers.get(tname, ()))
+
+    @property
+    def dangling_ins(self) -> list[str]:
+        return [t for t in self.consumers if t not in self.producer]
+
+    @property
+    def dangling_outs(self) -> list[str]:
+        return [t for t in self.producer if t not in self.consumers]
+
+    def check(self) -> None:
+        """Every input must be produced by an op, and the graph must be acyclic."""
+        for tname in self.dangling_ins:
+            raise LightNetError(
+                f"op '{self.consumers[tname][0]}' reads tensor '{tname}', which no op produces"
+            )
+        try:
+            self.graph.topsort_layers()
+        except CycleError as e:
+            raise LightNetError(f"the model has a cycle among ops {e.nodes}") from None

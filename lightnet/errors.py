@@ -1,0 +1,30 @@
+"""The one error type users meet, and the one message format it speaks."""
+
+
+class LightNetError(Exception):
+    """A problem with the user's input: a model, weight file, argument or option.
+
+    Anything raised as LightNetError is shown to the user as one line; anything
+    else escaping the runtime is a bug in LightNet.
+    """
+
+
+class CheckError(LightNetError):
+    """An operator check failed.
+
+    The message names the op, its optype, the argument, the rule, what was
+    expected and what was found:
+    ``op 'slice1' (slice): param 'axis': ge: expected axis >= 0, found -1``
+    """
+
+    def __init__(self, op_name, optype, arg, rule, expected, found):
+        self.op_name = op_name
+        self.optype = optype
+        self.arg = arg
+        self.rule = rule
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"op '{op_name}' ({optype}): {arg}: {rule}: "
+            f"expected {expected}, found {found}"
+        )

@@ -1,0 +1,155 @@
+"""The JSON IR: read a model document, validate its structure, write it back.
+
+Validation here is about the document's shape (fields, JSON types, unique
+names); what an optype accepts is checked by the op's pre_run. Every error
+names the source, the op index (and name, when known) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from lightnet.errors import LightNetError
+from lightnet.param import Param
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op as the IR states it, before any check of its optype."""
+
+    name: str
+    optype: str
+    tensors_in: dict
+    tensors_out: dict
+    params: dict
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+def _no_duplicate_keys(pairs):
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"duplicate key '{key}'")
+        obj[key] = value
+    return obj
+
+
+def parse_json(text: str, label: str):
+    """Strict JSON: no NaN/Infinity, no duplicate keys; errors give line and column."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant,
+                          object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as e:
+        raise LightNetError(f"{label}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise LightNetError(f"{label}: invalid JSON: {e}") from None
+
+
+def read(source) -> tuple[list[OpSpec], str]:
+    """The ops of a model given as a path, `-` (stdin) or an already parsed dict.
+
+    Returns the ops and a label naming the source for messages.
+    """
+    if isinstance(source, dict):
+        return parse(source, "<model>"), "<model>"
+    label = "<stdin>" if str(source) == "-" else str(source)
+    if label == "<stdin>":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError as e:
+            raise LightNetError(f"{label}: cannot read the model: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise LightNetError(f"{label}: the model is not UTF-8 text") from None
+    return parse(parse_json(text, label), label), label
+
+
+def _type_name(value) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a bool", str: "a string", int: "a number", float: "a number",
+            list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def parse(doc, label: str) -> list[OpSpec]:
+    """Validate an IR document and return its ops."""
+    if not isinstance(doc, dict):
+        raise LightNetError(f"{label}: the model must be a JSON object, found {_type_name(doc)}")
+    if "ops" not in doc:
+        raise LightNetError(f"{label}: the model has no 'ops' field")
+    if not isinstance(doc["ops"], list):
+        raise LightNetError(f"{label}: 'ops' must be an array, found {_type_name(doc['ops'])}")
+    specs = []
+    names = set()
+    for index, op in enumerate(doc["ops"]):
+        spec = _parse_op(op, f"{label}: op {index}")
+        if spec.name in names:
+            raise LightNetError(f"{label}: op {index}: name '{spec.name}' is used by an earlier op")
+        names.add(spec.name)
+        specs.append(spec)
+    return specs
+
+
+def _parse_op(op, where: str) -> OpSpec:
+    if not isinstance(op, dict):
+        raise LightNetError(f"{where}: expected an object, found {_type_name(op)}")
+    name = op.get("name")
+    if isinstance(name, str) and name:
+        where = f"{where} ('{name}')"
+    for key in ("name", "optype"):
+        if not isinstance(op.get(key), str) or not op[key]:
+            found = "nothing" if key not in op else _type_name(op[key])
+            raise LightNetError(f"{where}: field '{key}': expected a non-empty string, found {found}")
+    unknown = sorted(set(op) - {"name", "optype", "tensors_in", "tensors_out", "params"})
+    if unknown:
+        raise LightNetError(f"{where}: unknown field '{unknown[0]}'")
+    tensors_in = _parse_list(op, "tensors_in", "name", where)
+    tensors_out = _parse_list(op, "tensors_out", "name", where)
+    params = {}
+    for arg, value in _parse_list(op, "params", "value", where).items():
+        try:
+            params[arg] = Param.from_value(arg, value)
+        except ValueError as e:
+            raise LightNetError(f"{where}: param '{arg}': {e}") from None
+    return OpSpec(op["name"], op["optype"], tensors_in, tensors_out, params)
+
+
+def _parse_list(op, field: str, value_key: str, where: str) -> dict:
+    """A list of {arg_name, <value_key>} objects as an ordered dict."""
+    items = op.get(field, [])
+    if not isinstance(items, list):
+        raise LightNetError(f"{where}: field '{field}': expected an array, found {_type_name(items)}")
+    result = {}
+    for i, item in enumerate(items):
+        at = f"{where}: {field}[{i}]"
+        if not isinstance(item, dict):
+            raise LightNetError(f"{at}: expected an object, found {_type_name(item)}")
+        extra = sorted(set(item) - {"arg_name", value_key, "offset"})
+        if extra:
+            raise LightNetError(f"{at}: unknown field '{extra[0]}'")
+        arg = item.get("arg_name")
+        if not isinstance(arg, str) or not arg:
+            raise LightNetError(f"{at}: field 'arg_name': expected a non-empty string, "
+                                f"found {_type_name(arg) if 'arg_name' in item else 'nothing'}")
+        if arg in result:
+            raise LightNetError(f"{at}: arg_name '{arg}' is given twice")
+        if value_key not in item:
+            raise LightNetError(f"{at} ('{arg}'): field '{value_key}' is missing")
+        value = item[value_key]
+        if value_key == "name" and (not isinstance(value, str) or not value):
+            raise LightNetError(f"{at} ('{arg}'): field 'name': expected a non-empty string, "
+                                f"found {_type_name(value)}")
+        result[arg] = value
+    return result
+
+
+def dump(ops) -> str:
+    """The IR document of `ops`, as stable, indented JSON text."""
+    return json.dumps({"ops": [op.to_json() for op in ops]}, indent=4) + "\n"

@@ -1,0 +1,124 @@
+"""Kernels that move data without arithmetic: slicing, copying, layout changes."""
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "arange_len",
+    "concat",
+    "fill_arange",
+    "fill_zeros",
+    "pick1d",
+    "pick1d_shape",
+    "reshape_dims",
+    "slice",
+    "transpose",
+]
+
+
+def slice(src: np.ndarray, dst: np.ndarray, axis: int, start: int, len: int) -> None:
+    """Copy `len` entries of `src` along `axis`, from `start`, into `dst`."""
+    index = (np.s_[:],) * axis + (np.s_[start : start + len],)
+    np.copyto(dst, src[index])
+
+
+def concat(srcs: list, dst: np.ndarray, *, axis: int) -> None:
+    """Join `srcs` along `axis` into `dst`.
+
+    tl_tensor_concat joins two tensors; this takes any number (>= 1), which is
+    the same as chaining the two-input version. All other dims must agree.
+    """
+    np.concatenate(srcs, axis=axis, out=dst)
+
+
+def transpose(src: np.ndarray, dst: np.ndarray, *, axes) -> None:
+    """Permute `src`'s axes into `dst`: dst.shape[i] == src.shape[axes[i]].
+
+    Same as tl_tensor_transpose (and numpy's transpose); no workspace needed.
+    """
+    np.copyto(dst, src.transpose(axes))
+
+
+def fill_zeros(dst: np.ndarray) -> None:
+    """Set every element of `dst` to zero (the `zeros` op)."""
+    dst.fill(0)
+
+
+def arange_len(start: float, stop: float, step: float) -> int:
+    """Number of elements of arange(start, stop, step): ceil((stop - start) / step).
+
+    That is LightNet's arange length. Never raises: a zero or non-finite step,
+    or a range the step walks away from, gives 0.
+    """
+    try:
+        n = math.ceil((stop - start) / step)
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return 0
+    return max(n, 0)
+
+
+def fill_arange(dst: np.ndarray, start: float, stop: float, step: float) -> None:
+    """Fill 1-D `dst` with start + step * i, computed in double, cast to dst's dtype.
+
+    Like LightNet's arange static_run (and tl_tensor_rearange). `dst` must hold
+    exactly arange_len(start, stop, step) elements.
+    """
+    n = arange_len(start, stop, step)
+    if dst.size != n:
+        raise ValueError(
+            f"arange({start}, {stop}, {step}) has {n} elements, but dst has {dst.size}"
+        )
+    values = start + step * np.arange(n, dtype=np.float64)
+    np.copyto(dst.reshape(-1), values, casting="unsafe")
+
+
+def reshape_dims(src_shape, dims) -> tuple:
+    """The shape `dims` asks for, with at most one -1 entry resolved from `src_shape`.
+
+    Other entries must be >= 1 (TensorLight dims are positive). ValueError when
+    the element counts cannot match.
+    """
+    dims = tuple(int(d) for d in dims)
+    total = math.prod(src_shape)
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise ValueError(f"reshape dims {list(dims)} have more than one -1")
+    bad = [d for d in dims if d < 1 and d != -1]
+    if bad:
+        raise ValueError(f"reshape dims {list(dims)} have invalid entry {bad[0]} (need >= 1 or -1)")
+    known = math.prod(d for d in dims if d != -1)
+    if unknown:
+        if total % known:
+            raise ValueError(
+                f"cannot reshape {list(src_shape)} ({total} elements) to {list(dims)}: "
+                f"{total} is not a multiple of {known}"
+            )
+        i = unknown[0]
+        return dims[:i] + (total // known,) + dims[i + 1 :]
+    if known != total:
+        raise ValueError(
+            f"cannot reshape {list(src_shape)} ({total} elements) to {list(dims)} "
+            f"({known} elements)"
+        )
+    return dims
+
+
+def pick1d_shape(len: int, stride: int) -> tuple:
+    """Shape of pick1d's dst: (len * stride,)."""
+    return (len * stride,)
+
+
+def pick1d(
+    src: np.ndarray, src_index: np.ndarray, dst: np.ndarray, *, len: int, stride: int
+) -> None:
+    """Gather `len` chunks of `stride` elements of 1-D `src` into `dst`.
+
+    TensorLight's tl_tensor_pick1d semantics (read from its source): for each
+    i < len, dst[i*stride : (i+1)*stride] = src[k*stride : (k+1)*stride] with
+    k = src_index[i]. So `stride` is the chunk width, `len` the number of chunks
+    picked (the first `len` entries of `src_index`), and dst has len*stride
+    elements.
+    """
+    chunks = src[: src.shape[0] // stride * stride].reshape(-1, stride)
+    np.take(chunks, src_index[:len], axis=0, out=dst.reshape(len, stride))

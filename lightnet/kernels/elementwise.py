@@ -1,0 +1,128 @@
+"""Element-wise kernels: binary arithmetic with broadcasting and activations.
+
+Everything writes through ufunc `out=` arguments, so no temporaries are made
+per call (except integer TL_DIV/TL_POW, see `elew`).
+"""
+
+import numpy as np
+
+__all__ = [
+    "broadcast_shape",
+    "clip",
+    "elew",
+    "lrelu",
+    "relu",
+    "sigmoid",
+    "submean",
+    "submean_shape",
+    "tanh",
+]
+
+_ELEW_UFUNCS = {
+    "TL_MUL": np.multiply,
+    "TL_DIV": np.divide,
+    "TL_SUM": np.add,
+    "TL_SUB": np.subtract,
+    "TL_MAX": np.maximum,
+    "TL_MIN": np.minimum,
+    "TL_POW": np.power,
+}
+
+
+def broadcast_shape(a, b) -> tuple:
+    """The numpy broadcast of shapes `a` and `b`; ValueError naming the clash if none."""
+    a, b = tuple(a), tuple(b)
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for i, (x, y) in enumerate(zip(pa, pb)):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(
+                f"shapes {list(a)} and {list(b)} do not broadcast: "
+                f"dimension {i - n} is {x} in one and {y} in the other"
+            )
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def elew(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, elew_op: str) -> None:
+    """dst = src1 <op> src2 with numpy broadcasting, computed in dst's dtype.
+
+    `elew_op` is a TensorLight tl_elew_op name: TL_MUL, TL_DIV, TL_SUM, TL_SUB,
+    TL_MAX, TL_MIN or TL_POW. tl_tensor_elew needs equal shapes; broadcasting is
+    a superset (dst must have broadcast_shape(src1.shape, src2.shape)). As in
+    TensorLight, integer TL_DIV truncates toward zero (C division) and integer
+    TL_POW is computed in double and saturated to the dtype's range; those two
+    go through a float64 temporary. Division by zero is undefined, as in TL.
+    """
+    try:
+        ufunc = _ELEW_UFUNCS[elew_op]
+    except KeyError:
+        raise ValueError(
+            f"unknown elew_op {elew_op!r} (known: {', '.join(_ELEW_UFUNCS)})"
+        ) from None
+    if ufunc in (np.divide, np.power) and np.issubdtype(dst.dtype, np.integer):
+        info = np.iinfo(dst.dtype)
+        result = ufunc(src1, src2, dtype=np.float64)
+        np.clip(result, info.min, info.max, out=result)
+        np.trunc(result, out=result)
+        np.copyto(dst, result, casting="unsafe")
+        return
+    ufunc(src1, src2, out=dst, dtype=dst.dtype)
+
+
+def relu(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = max(src, 0)."""
+    np.maximum(src, 0, out=dst)
+
+
+def sigmoid(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = 1 / (1 + exp(-src)), built in place in dst (no temporaries).
+
+    exp overflows to inf for very negative inputs, which correctly gives 0.
+    """
+    with np.errstate(over="ignore"):
+        np.negative(src, out=dst)
+        np.exp(dst, out=dst)
+    np.add(dst, 1, out=dst)
+    np.reciprocal(dst, out=dst)
+
+
+def tanh(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = tanh(src)."""
+    np.tanh(src, out=dst)
+
+
+def lrelu(src: np.ndarray, dst: np.ndarray, *, negslope: float) -> None:
+    """Leaky ReLU, TensorLight's tl_tensor_lrelu: dst = src >= 0 ? src : src * negslope.
+
+    negslope is cast to dst's dtype first, as TL does ((type)negslope), so for
+    integer tensors a fractional slope truncates. Safe when dst is src; the
+    only temporary is the boolean mask of negative entries.
+    """
+    np.copyto(dst, src)
+    np.multiply(dst, negslope, out=dst, where=dst < 0, dtype=dst.dtype, casting="unsafe")
+
+
+def clip(src: np.ndarray, dst: np.ndarray, *, min: float, max: float) -> None:
+    """dst = src limited to [min, max]."""
+    np.clip(src, min, max, out=dst)
+
+
+def submean_shape(src_shape) -> tuple:
+    """Shape of submean's dst for an [H, W, C] src: (C, H, W)."""
+    h, w, c = src_shape
+    return (c, h, w)
+
+
+def submean(src: np.ndarray, dst: np.ndarray, *, mean) -> None:
+    """Subtract a per-channel mean from an HWC image and lay it out as CHW.
+
+    TensorLight's tl_tensor_submean semantics (read from its source, and
+    LightNet's submean op gives dst dims [src[2], src[0], src[1]]): src is
+    [H, W, C], dst is [C, H, W], dst[c, h, w] = src[h, w, c] - mean[c]. TL fixes
+    C = 3; here C = len(mean). The result is written in dst's dtype (the op's
+    `dtype` param), cast unsafely like TL's conversion.
+    """
+    for c in range(dst.shape[0]):
+        np.subtract(src[:, :, c], float(mean[c]), out=dst[c], casting="unsafe")

@@ -1,0 +1,39 @@
+"""Kernels that fill tensors from model data or show them to the user."""
+
+import sys
+import zlib
+
+import numpy as np
+
+__all__ = ["fill_data", "fill_uniform", "format_tensor", "print_tensor"]
+
+
+def fill_data(dst: np.ndarray, data) -> None:
+    """Fill `dst` with the literal values of a model (cast to its dtype)."""
+    dst.reshape(-1)[:] = np.asarray(data, dtype=np.float64)
+
+
+def fill_uniform(dst: np.ndarray, low: float, high: float, seed_name: str) -> None:
+    """Fill `dst` with uniform random values in [low, high).
+
+    The generator is seeded with the CRC-32 of the tensor's name, so a model
+    without a weight file runs reproducibly, and two tensors differ.
+    """
+    rng = np.random.default_rng(zlib.crc32(seed_name.encode("utf-8")))
+    dst[...] = rng.uniform(low, high, size=dst.shape)
+
+
+def format_tensor(src: np.ndarray) -> str:
+    """Render a tensor as LightNet prints it: numpy layout, 3 decimals for floats."""
+    return np.array2string(
+        src,
+        threshold=sys.maxsize,
+        max_line_width=sys.maxsize,
+        formatter={"float_kind": lambda x: f"{x:.3f}"},
+    )
+
+
+def print_tensor(src: np.ndarray, msg: str, file=None) -> None:
+    """Print `msg` on a line, then the tensor."""
+    out = sys.stdout if file is None else file
+    out.write(f"{msg}\n{format_tensor(src)}\n")

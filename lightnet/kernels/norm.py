@@ -1,0 +1,67 @@
+"""Normalization kernels: inference batch normalization, its folding into scale-layer
+weights, and local response normalization across channels."""
+
+import numpy as np
+
+__all__ = ["batchnorm", "bn2scale_wts", "lrn_workspace", "lrn"]
+
+
+def _coefficient(v):
+    """[C]-sized parameter math runs in float64; only the result is cast to dst's dtype."""
+    return np.asarray(v, dtype=np.float64)
+
+
+def _per_channel(v, ndim, dtype):
+    """A [C] vector shaped to broadcast along axis 1 of an ndim-D tensor."""
+    return np.asarray(v, dtype=dtype).reshape((-1,) + (1,) * (ndim - 2))
+
+
+def batchnorm(src, scale, offset, mean, var, dst, *, epsilon) -> None:
+    """Inference batch normalization over axis 1 of src [N, C, ...]:
+    dst = (src - mean) / sqrt(var + epsilon) * scale + offset.
+
+    Folded into one multiply and one add per element: a = scale / sqrt(var + eps),
+    b = offset - mean * a (only [C]-sized temporaries)."""
+    a = _coefficient(scale) / np.sqrt(_coefficient(var) + epsilon)
+    b = _coefficient(offset) - _coefficient(mean) * a
+    np.multiply(src, _per_channel(a, src.ndim, dst.dtype), out=dst)
+    np.add(dst, _per_channel(b, src.ndim, dst.dtype), out=dst)
+
+
+def bn2scale_wts(src_mean, src_var, src_scale, src_offset, dst_scale, dst_shift, dst_power, *,
+                 epsilon) -> None:
+    """TensorRT-style scale layer weights equivalent to a batch normalization, so that
+    y = (x * dst_scale + dst_shift) ** dst_power reproduces it:
+    dst_scale = scale / sqrt(var + eps), dst_shift = offset - mean * dst_scale, dst_power = 1."""
+    a = _coefficient(src_scale) / np.sqrt(_coefficient(src_var) + epsilon)
+    np.copyto(dst_scale, a, casting="same_kind")
+    np.copyto(dst_shift, _coefficient(src_offset) - _coefficient(src_mean) * a, casting="same_kind")
+    dst_power.fill(1)
+
+
+def lrn_workspace(src_shape, dst_shape, *, size, alpha, beta, bias, dtype=np.float32) -> dict:
+    """Scratch for `lrn`: squares of src with size - 1 zero channels around them."""
+    return {"sq": np.zeros((src_shape[0], src_shape[1] + size - 1) + tuple(src_shape[2:]), dtype)}
+
+
+def lrn(src, dst, *, size, alpha, beta, bias, ws=None) -> None:
+    """Local response normalization across channels (ONNX LRN) of src [N, C, ...]:
+    dst = src / (bias + alpha / size * square_sum) ** beta, square_sum[c] summing src^2
+    over channels c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) that exist.
+
+    The squares sit in a zero-bordered channel buffer, so the window sum is `size`
+    shifted whole-tensor adds."""
+    if ws is None:
+        ws = lrn_workspace(src.shape, dst.shape, size=size, alpha=alpha, beta=beta, bias=bias,
+                           dtype=dst.dtype)
+    c = src.shape[1]
+    sq = ws["sq"]
+    before = (size - 1) // 2
+    np.square(src, out=sq[:, before:before + c])
+    np.copyto(dst, sq[:, :c])
+    for k in range(1, size):
+        np.add(dst, sq[:, k:k + c], out=dst)
+    np.multiply(dst, alpha / size, out=dst)
+    np.add(dst, bias, out=dst)
+    np.power(dst, -beta, out=dst)
+    np.multiply(dst, src, out=dst)

@@ -1,0 +1,144 @@
+"""Pooling kernels (NCHW): windowed max/average pooling and global pooling.
+
+Windowed pooling reduces one strided view per kernel tap into dst (kh * kw whole-tensor
+ufunc calls, no loop over channels or pixels). Padding goes through a scratch buffer
+from `maxpool2d_workspace` / `avgpool2d_workspace` whose border is prefilled once
+(-inf for max, 0 for average); the kernel only copies the interior on each call.
+
+Every geometry is read from dst's shape, so a dst sized with ceil_mode works too:
+windows reaching past the explicit padding see only more padding.
+"""
+
+import numpy as np
+
+__all__ = [
+    "pool2d_output_hw",
+    "maxpool2d_workspace",
+    "maxpool2d",
+    "avgpool2d_workspace",
+    "avgpool2d",
+    "global_avgpool2d",
+    "global_maxpool2d",
+]
+
+
+def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False) -> tuple[int, int]:
+    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - size) / stride, plus 1.
+
+    With ceil_mode a last window that would start inside the end padding is dropped
+    (the PyTorch / ONNX Runtime rule), so every window overlaps the input or begin pad.
+    """
+    top, left, bottom, right = padding
+    out = []
+    for n, k, s, b, e in zip(in_hw, size, stride, (top, left), (bottom, right)):
+        span = n + b + e - k
+        if ceil_mode:
+            o = -(-span // s) + 1
+            if (o - 1) * s >= n + b:
+                o -= 1
+        else:
+            o = span // s + 1
+        out.append(o)
+    return tuple(out)
+
+
+def _padded_hw(src_shape, dst_shape, size, stride, padding) -> tuple[int, int] | None:
+    """Height/width of the padded input the windows need, or None if src can be read as is."""
+    top, left = padding[0], padding[1]
+    need = [(o - 1) * s + k for o, s, k in zip(dst_shape[2:], stride, size)]
+    if top == 0 and left == 0 and need[0] <= src_shape[2] and need[1] <= src_shape[3]:
+        return None
+    return max(top + src_shape[2], need[0]), max(left + src_shape[3], need[1])
+
+
+def _padded(src_shape, dst_shape, size, stride, padding, dtype, fill):
+    hw = _padded_hw(src_shape, dst_shape, size, stride, padding)
+    if hw is None:
+        return None
+    return np.full(tuple(src_shape[:2]) + hw, fill, dtype)
+
+
+def _lowest(dtype):
+    dtype = np.dtype(dtype)
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _taps(src, dst, padded, size, stride, padding):
+    """Yield one strided view of the (padded) input per kernel tap, each shaped like dst."""
+    x = src
+    if padded is not None:
+        top, left = padding[0], padding[1]
+        h, w = src.shape[2:]
+        padded[:, :, top:top + h, left:left + w] = src
+        x = padded
+    oh, ow = dst.shape[2:]
+    sy, sx = stride
+    for i in range(size[0]):
+        for j in range(size[1]):
+            yield x[:, :, i:i + sy * (oh - 1) + 1:sy, j:j + sx * (ow - 1) + 1:sx]
+
+
+def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32) -> dict:
+    """Scratch for `maxpool2d`: a -inf bordered padded input, when padding is needed."""
+    return {"padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype))}
+
+
+def maxpool2d(src, dst, *, size, stride, padding, ws=None) -> None:
+    """Max pooling (ONNX MaxPool without dilation); padded cells never win."""
+    if ws is None:
+        ws = maxpool2d_workspace(src.shape, dst.shape, size=size, stride=stride,
+                                 padding=padding, dtype=dst.dtype)
+    taps = _taps(src, dst, ws["padded"], size, stride, padding)
+    np.copyto(dst, next(taps))
+    for tap in taps:
+        np.maximum(dst, tap, out=dst)
+
+
+def _window_counts(n, o, k, s, b, e, count_include_pad):
+    """Cells per window along one axis that count towards the average."""
+    starts = np.arange(o) * s - b
+    lo, hi = (-b, n + e) if count_include_pad else (0, n)
+    return np.clip(starts + k, lo, hi) - np.clip(starts, lo, hi)
+
+
+def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
+                        dtype=np.float32) -> dict:
+    """Scratch for `avgpool2d`: a zero bordered padded input (when padding is needed) and
+    the reciprocal window cell counts [OH, OW]."""
+    top, left, bottom, right = padding
+    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom, count_include_pad)
+    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right, count_include_pad)
+    counts = np.maximum(np.outer(rows, cols), 1)
+    return {
+        "padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, 0),
+        "scale": (1.0 / counts).astype(dtype),
+    }
+
+
+def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=None) -> None:
+    """Average pooling (ONNX AveragePool). With count_include_pad=False (the ONNX default)
+    each window sum is divided by its number of input cells; with True, by its number of
+    input plus explicit padding cells. Cells beyond the explicit padding (ceil_mode) never
+    count; a window holding no counted cell yields 0."""
+    if ws is None:
+        ws = avgpool2d_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
+                                 count_include_pad=count_include_pad, dtype=dst.dtype)
+    taps = _taps(src, dst, ws["padded"], size, stride, padding)
+    np.copyto(dst, next(taps))
+    for tap in taps:
+        np.add(dst, tap, out=dst)
+    np.multiply(dst, ws["scale"], out=dst)
+
+
+def _spatial_axes(src) -> tuple[int, ...]:
+    return tuple(range(2, src.ndim))
+
+
+def global_avgpool2d(src, dst) -> None:
+    """Mean over all spatial axes: src [N, C, ...] -> dst [N, C, 1, ...]."""
+    np.mean(src, axis=_spatial_axes(src), dtype=dst.dtype, out=dst, keepdims=True)
+
+
+def global_maxpool2d(src, dst) -> None:
+    """Max over all spatial axes: src [N, C, ...] -> dst [N, C, 1, ...]."""
+    np.max(src, axis=_spatial_axes(src), out=dst, keepdims=True)

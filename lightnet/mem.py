@@ -1,0 +1,131 @@
+"""Memory planning: a virtual pool of offsets, and the plan that fills one arena
+per memory type.
+
+Nothing is allocated here: the plan gives every non-static tensor that owns its
+memory an offset, reusing a tensor's bytes once its last reader has run. The
+context then allocates each arena once and binds numpy views at the offsets.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from lightnet.errors import LightNetError
+from lightnet.tensor import MemType, TensorTable
+
+
+def align_up(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+class MemoryPool:
+    """Hands out offsets of aligned blocks and takes them back (best fit,
+    freed neighbours coalesced). `size` is the high-water mark."""
+
+    def __init__(self, align: int = 64):
+        self.align = align
+        self.size = 0
+        self._used: dict[int, int] = {}  # offset -> size
+        self._holes: list[tuple[int, int]] = []  # sorted (offset, size) free blocks
+
+    def alloc(self, nbytes: int) -> int:
+        size = align_up(max(nbytes, 1), self.align)
+        best = None
+        for i, (off, hole) in enumerate(self._holes):
+            if hole >= size and (best is None or hole < self._holes[best][1]):
+                best = i
+        if best is not None:
+            off, hole = self._holes.pop(best)
+            if hole > size:
+                bisect.insort(self._holes, (off + size, hole - size))
+        elif self._holes and sum(self._holes[-1]) == self.size:
+            off, _ = self._holes.pop()  # the hole at the end grows
+            self.size = off + size
+        else:
+            off = self.size
+            self.size += size
+        self._used[off] = size
+        return off
+
+    def free(self, offset: int) -> None:
+        size = self._used.pop(offset)
+        i = bisect.bisect(self._holes, (offset, size))
+        if i < len(self._holes) and offset + size == self._holes[i][0]:
+            size += self._holes.pop(i)[1]
+        if i > 0 and sum(self._holes[i - 1]) == offset:
+            offset, prev = self._holes.pop(i - 1)
+            size += prev
+            i -= 1
+        self._holes.insert(i, (offset, size))
+
+    def exists(self, offset: int) -> bool:
+        return offset in self._used
+
+    def dump(self) -> str:
+        used = [(o, s, "used") for o, s in self._used.items()]
+        holes = [(o, s, "free") for o, s in self._holes]
+        return "\n".join(f"{o:>12} {s:>12} {k}" for o, s, k in sorted(used + holes))
+
+
+@dataclass(frozen=True)
+class MemReport:
+    """Per memory type: bytes of the planned arena, of every tensor without reuse,
+    and the lower bound (the largest total of simultaneously live tensors)."""
+
+    mtype: MemType
+    arena: int
+    total: int
+    lower_bound: int
+
+
+def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
+    """Give every tensor owning its memory an offset in its memory type's arena.
+
+    `ops` is the run order; `keep` names tensors that must survive the run
+    (model outputs). Static tensors are never freed; views (tensors with an
+    owner) share their root's memory and keep it alive while they are read.
+    """
+    roots = {}
+    last_use = {}
+    for i, op in enumerate(ops):
+        for name in op.tensors_out.values():
+            entry = tensors[name]
+            if entry.mtype is MemType.NONE:
+                raise LightNetError(
+                    f"op '{op.name}' ({op.optype}) is abstract and cannot run: "
+                    "compile the model for a target first"
+                )
+            roots[name] = tensors.root(name).name
+            last_use.setdefault(roots[name], i)
+        for name in op.tensors_in.values():
+            last_use[roots[name]] = i
+    for name in keep:
+        last_use[roots[name]] = len(ops)
+
+    pools: dict[MemType, MemoryPool] = {}
+    live: dict[MemType, int] = {}
+    reports = {}
+    total: dict[MemType, int] = {}
+    bound: dict[MemType, int] = {}
+    for i, op in enumerate(ops):
+        for name in op.tensors_out.values():
+            entry = tensors[name]
+            if entry.owner is not None:
+                continue
+            pool = pools.setdefault(entry.mtype, MemoryPool(entry.mtype.align))
+            entry.offset = pool.alloc(entry.nbytes)
+            live[entry.mtype] = live.get(entry.mtype, 0) + entry.nbytes
+            total[entry.mtype] = total.get(entry.mtype, 0) + entry.nbytes
+            bound[entry.mtype] = max(bound.get(entry.mtype, 0), live[entry.mtype])
+        for name in {roots[n] for n in op.tensor_names()}:
+            entry = tensors[name]
+            if last_use[name] == i and not entry.static:
+                pools[entry.mtype].free(entry.offset)
+                live[entry.mtype] -= entry.nbytes
+    for name, root in roots.items():
+        if root != name:
+            tensors[name].offset = tensors[root].offset
+    for mtype, pool in pools.items():
+        reports[mtype] = MemReport(mtype, pool.size, total[mtype], bound[mtype])
+    return reports

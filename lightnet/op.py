@@ -1,0 +1,144 @@
+"""Operators: prototypes (what an optype is) and ops (one use of it in a model).
+
+An op's lifecycle: `pre_run` checks its inputs and params and registers its
+outputs in the tensor table (init -> checked); `load` runs its static_run once
+against the bound arena arrays and returns its run function (checked -> ready);
+that function runs many times; `post_run` frees private state and unregisters
+the outputs (-> end). Prototypes are generated from descriptions/ops/*.yaml.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from lightnet.param import Param, ParamType
+from lightnet.tensor import MemType, TensorTable
+
+REQUIRED = object()  # default of a param that has none
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument an optype takes or gives.
+
+    A variadic input `src` is given as `src1`, `src2`, ... (at least `min`).
+    """
+
+    arg_name: str
+    optional: bool = False
+    variadic: bool = False
+    min: int = 1
+
+
+@dataclass(frozen=True)
+class ParamArg:
+    arg_name: str
+    ptype: ParamType
+    default: object = REQUIRED
+
+
+@dataclass(frozen=True)
+class OpProto:
+    """Everything the runtime knows of an optype, built by its generated module.
+
+    pre_run(op, tensors) checks and defines outputs; views(op, arrays) returns
+    the arrays of outputs that share an input's memory; load(op, arrays) runs
+    static_run and returns the run function; post_run(op) frees private state.
+    """
+
+    optype: str
+    arch: str
+    mtype: MemType
+    doc: str
+    tensors_in: tuple[TensorArg, ...]
+    tensors_out: tuple[TensorArg, ...]
+    params: tuple[ParamArg, ...]
+    pre_run: Callable
+    source: str
+    views: Callable | None = None
+    load: Callable | None = None
+    post_run: Callable | None = None
+    examples: tuple = ()
+
+
+@dataclass
+class Op:
+    """One operator of a model: a prototype applied to named tensors and params.
+
+    `tensors_in` / `tensors_out` map arg names to tensor names, in IR order.
+    `values` holds the checked param values (defaults applied, typed as the
+    description says), set by pre_run and read by load. `priv` is the op's
+    private state between static_run and run.
+    """
+
+    proto: OpProto
+    name: str
+    tensors_in: dict[str, str]
+    tensors_out: dict[str, str]
+    params: dict[str, Param]
+    values: dict = field(default_factory=dict)
+    priv: dict = field(default_factory=dict)
+
+    @property
+    def optype(self) -> str:
+        return self.proto.optype
+
+    @property
+    def arch(self) -> str:
+        return self.proto.arch
+
+    def tensor_names(self):
+        """Every tensor this op reads or writes."""
+        return [*self.tensors_in.values(), *self.tensors_out.values()]
+
+    def variadic_in(self, arg_name: str) -> list[str]:
+        """Arg names `arg_name1`, `arg_name2`, ... this op is given, in order."""
+        names = []
+        while f"{arg_name}{len(names) + 1}" in self.tensors_in:
+            names.append(f"{arg_name}{len(names) + 1}")
+        return names
+
+    def arrays_in(self, arrays: dict, arg_name: str) -> list[np.ndarray]:
+        return [arrays[self.tensors_in[a]] for a in self.variadic_in(arg_name)]
+
+    def array(self, arrays: dict, arg_name: str) -> np.ndarray | None:
+        """The bound array of an input or output arg (None: optional, absent)."""
+        name = self.tensors_in.get(arg_name) or self.tensors_out.get(arg_name)
+        return None if name is None else arrays[name]
+
+    def pre_run(self, tensors: TensorTable) -> None:
+        self.values = {}
+        self.proto.pre_run(self, tensors)
+
+    def post_run(self, tensors: TensorTable) -> None:
+        """Free private state and unregister the outputs."""
+        if self.proto.post_run is not None:
+            self.proto.post_run(self)
+        self.priv.clear()
+        for name in self.tensors_out.values():
+            tensors.pop(name, None)
+
+    def copy_as(self, proto: OpProto, name: str | None = None) -> "Op":
+        """This op's tensors and params under another optype (e.g. slice -> slice_cpu)."""
+        return Op(proto, name or self.name, dict(self.tensors_in),
+                  dict(self.tensors_out), dict(self.params))
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "optype": self.optype,
+            "tensors_in": [{"arg_name": a, "name": n} for a, n in self.tensors_in.items()],
+            "tensors_out": [{"arg_name": a, "name": n} for a, n in self.tensors_out.items()],
+            "params": [{"arg_name": a, "value": p.to_json()} for a, p in self.params.items()],
+        }
+
+
+def unique_name(prefix: str, taken) -> str:
+    """`prefix` followed by the smallest serial number not in `taken`."""
+    n = 1
+    while f"{prefix}{n}" in taken:
+        n += 1
+    return f"{prefix}{n}"

@@ -1,0 +1,272 @@
+"""Check helpers for generated pre_run code.
+
+Every failed check raises CheckError with one message format, naming the op,
+its optype, the argument, the rule, what was expected and what was found. A
+Checker is bound to one op and its context's tensor table.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from lightnet.errors import CheckError
+from lightnet.op import REQUIRED, Op
+from lightnet.param import ParamType
+from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+
+COMPARISONS = {
+    "eq": (operator.eq, "=="),
+    "ne": (operator.ne, "!="),
+    "gt": (operator.gt, ">"),
+    "ge": (operator.ge, ">="),
+    "lt": (operator.lt, "<"),
+    "le": (operator.le, "<="),
+}
+
+
+def _arg_in(arg: str) -> str:
+    return f"tensor_in '{arg}'"
+
+
+def _arg_out(arg: str) -> str:
+    return f"tensor_out '{arg}'"
+
+
+def _arg_param(arg: str) -> str:
+    return f"param '{arg}'"
+
+
+class Checker:
+    def __init__(self, op: Op, tensors: TensorTable):
+        self.op = op
+        self.tensors = tensors
+
+    def fail(self, arg: str, rule: str, expected, found):
+        raise CheckError(self.op.name, self.op.optype, arg, rule, expected, found)
+
+    # Tensor lists ---------------------------------------------------------
+
+    def tensor_in(self, arg: str, optional: bool = False) -> TensorEntry | None:
+        """The entry of input `arg`: it must be given and defined by an earlier op."""
+        name = self.op.tensors_in.get(arg)
+        if name is None:
+            if optional:
+                return None
+            self.fail(_arg_in(arg), "exists", "the input to be given", "no such input")
+        return self._defined(_arg_in(arg), name)
+
+    def tensors_in_variadic(self, arg: str, min: int) -> list[TensorEntry]:
+        """The entries of `arg1`, `arg2`, ...: at least `min` of them, numbered from 1."""
+        args = self.op.variadic_in(arg)
+        if len(args) < min:
+            self.fail(_arg_in(f"{arg}1.."), "len_ge", f"at least {min} inputs", len(args))
+        return [self._defined(_arg_in(a), self.op.tensors_in[a]) for a in args]
+
+    def _defined(self, arg: str, name: str) -> TensorEntry:
+        entry = self.tensors.get(name)
+        if entry is None:
+            self.fail(arg, "defined", f"tensor '{name}' defined by an earlier op",
+                      "no such tensor")
+        return entry
+
+    def tensor_out(self, arg: str, optional: bool = False) -> str | None:
+        """The name of output `arg`: it must be given and not yet defined."""
+        name = self.op.tensors_out.get(arg)
+        if name is None:
+            if optional:
+                return None
+            self.fail(_arg_out(arg), "exists", "the output to be given", "no such output")
+        entry = self.tensors.get(name)
+        if entry is not None:
+            self.fail(_arg_out(arg), "not_defined", f"tensor '{name}' to be new",
+                      f"it is already defined by op '{entry.creator}'")
+        return name
+
+    def no_unknown_args(self) -> None:
+        """Every arg the op is given must be one its optype takes."""
+        proto = self.op.proto
+        ins = {t.arg_name for t in proto.tensors_in if not t.variadic}
+        variadic = [t.arg_name for t in proto.tensors_in if t.variadic]
+        for arg in self.op.tensors_in:
+            if arg not in ins and not any(arg in self.op.variadic_in(v) for v in variadic):
+                self.fail(_arg_in(arg), "known", _names(proto.tensors_in),
+                          "an unknown input")
+        outs = {t.arg_name for t in proto.tensors_out}
+        for arg in self.op.tensors_out:
+            if arg not in outs:
+                self.fail(_arg_out(arg), "known", _names(proto.tensors_out), "an unknown output")
+        params = {p.arg_name for p in proto.params}
+        for arg in self.op.params:
+            if arg not in params:
+                self.fail(_arg_param(arg), "known", _names(proto.params), "an unknown param")
+
+    # Tensor properties ----------------------------------------------------
+    # Each takes an entry, None (an absent optional input: nothing to check)
+    # or a list of entries (a variadic input `src`: checked as src1, src2, ...).
+
+    def ndim(self, arg: str, entry, expected: int) -> None:
+        for arg, entry in _each(arg, entry):
+            self._ndim(arg, entry, expected)
+
+    def _ndim(self, arg: str, entry: TensorEntry, expected: int) -> None:
+        if entry.ndim != expected:
+            self.fail(_arg_in(arg), "ndim", f"{expected} dimensions",
+                      f"{entry.ndim} ({entry.describe()})")
+
+    def len(self, arg: str, entry, expected: int, text: str) -> None:
+        for arg, entry in _each(arg, entry):
+            self._len(arg, entry, expected, text)
+
+    def _len(self, arg: str, entry: TensorEntry, expected: int, text: str) -> None:
+        if entry.len != expected:
+            self.fail(_arg_in(arg), "len", _with_value(text, expected) + " elements",
+                      f"{entry.len} ({entry.describe()})")
+
+    def dtype(self, arg: str, entry, allowed: tuple[DType, ...]) -> None:
+        for arg, entry in _each(arg, entry):
+            self._dtype(arg, entry, allowed)
+
+    def _dtype(self, arg: str, entry: TensorEntry, allowed: tuple[DType, ...]) -> None:
+        if entry.dtype not in allowed:
+            self.fail(_arg_in(arg), "dtype", " or ".join(d.name for d in allowed),
+                      f"{entry.dtype.name} ({entry.describe()})")
+
+    def mtype(self, arg: str, entry, expected: MemType) -> None:
+        for arg, entry in _each(arg, entry):
+            if entry.mtype is not expected:
+                self.fail(_arg_in(arg), "mtype", f"memory type {expected}", entry.mtype)
+
+    def same_shape(self, arg: str, entry, other_arg: str, other: TensorEntry) -> None:
+        if other is None:
+            return
+        for arg, entry in _each(arg, entry):
+            if entry.shape != other.shape:
+                self.fail(_arg_in(arg), "sameshape", f"the shape of '{other_arg}' {other.shape}",
+                          entry.shape)
+
+    def same_type(self, arg: str, entry, other_arg: str, other: TensorEntry) -> None:
+        if other is None:
+            return
+        for arg, entry in _each(arg, entry):
+            if entry.dtype is not other.dtype:
+                self.fail(_arg_in(arg), "sametype",
+                          f"the dtype of '{other_arg}' ({other.dtype})", entry.dtype)
+
+    def static(self, arg: str, entry, expected: bool) -> None:
+        for arg, entry in _each(arg, entry):
+            self._static(arg, entry, expected)
+
+    def _static(self, arg: str, entry: TensorEntry, expected: bool) -> None:
+        if entry.static != expected:
+            want = "a static tensor (weights or a constant)" if expected else "a non-static tensor"
+            self.fail(_arg_in(arg), "static", want,
+                      f"'{entry.name}' {'is' if entry.static else 'is not'} static")
+
+    # Params ---------------------------------------------------------------
+
+    def param(self, arg: str, ptype: ParamType, realtype: str | None = None,
+              default=REQUIRED):
+        """The value of param `arg`, of type `ptype` (numbers as `realtype`:
+        int, float or double); `default` when absent, if it has one."""
+        param = self.op.params.get(arg)
+        if param is None:
+            if default is REQUIRED:
+                self.fail(_arg_param(arg), "exists", f"a {ptype} param", "none given")
+            return default
+        if not param.matches(ptype):
+            self.fail(_arg_param(arg), "type", f"a {ptype}", f"a {param.ptype} {param}")
+        return param.typed(realtype)
+
+    def compare(self, arg: str, value, rule: str, bound, text: str) -> None:
+        """`value <rule> bound`, e.g. axis >= 0; `text` is the bound as written."""
+        test, symbol = COMPARISONS[rule]
+        if not test(value, bound):
+            self.fail(_arg_param(arg), rule, f"{arg} {symbol} {_with_value(text, bound)}", value)
+
+    def compare_each(self, arg: str, values, rule: str, bound, text: str) -> None:
+        """The same comparison for every element of an array param."""
+        test, symbol = COMPARISONS[rule]
+        for i, value in enumerate(values):
+            if not test(value, bound):
+                self.fail(_arg_param(arg), rule,
+                          f"every {arg}[i] {symbol} {_with_value(text, bound)}",
+                          f"{arg}[{i}] = {value}")
+
+    def array_len(self, arg: str, values, expected: int, text: str) -> None:
+        if len(values) != expected:
+            self.fail(_arg_param(arg), "len", f"{_with_value(text, expected)} elements",
+                      f"{len(values)} ({list(values)})")
+
+    def one_of(self, arg: str, value, choices: tuple) -> None:
+        if value not in choices:
+            self.fail(_arg_param(arg), "choices", "one of " + ", ".join(map(str, choices)),
+                      repr(value))
+
+    def each_one_of(self, arg: str, values, choices: tuple) -> None:
+        for i, value in enumerate(values):
+            if value not in choices:
+                self.fail(_arg_param(arg), "choices",
+                          "every element one of " + ", ".join(map(str, choices)),
+                          f"{arg}[{i}] = {value!r}")
+
+    # Free-form ------------------------------------------------------------
+
+    def satisfy(self, arg: str, ok: bool, expr: str, msg: str | None, found) -> None:
+        """A check written as an expression; `found` renders the values it used."""
+        if not ok:
+            expected = expr if msg is None else f"{expr} ({msg})"
+            self.fail(arg, "check", expected, found() if callable(found) else found)
+
+    # Outputs ----------------------------------------------------------------
+
+    def define(self, arg: str, dtype, shape, *, static: bool = False,
+               owner: str | None = None, from_file: bool = False) -> TensorEntry:
+        """Register output `arg` with its inferred dtype and shape."""
+        name = self.op.tensors_out[arg]
+        if isinstance(dtype, str):
+            dtype = DType.from_name(dtype)
+        if not isinstance(dtype, DType):
+            self.fail(_arg_out(arg), "dtype", "a dtype", repr(dtype))
+        try:
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            self.fail(_arg_out(arg), "shape", "a sequence of integers", repr(shape))
+        if any(d < 0 for d in shape):
+            self.fail(_arg_out(arg), "shape", "dimensions >= 0", shape)
+        owner_name = None if owner is None else self.op.tensors_in[owner]
+        entry = TensorEntry(name, dtype, shape, self.op.name, self.op.proto.mtype,
+                            static=static, owner=owner_name, from_file=from_file)
+        self.tensors[name] = entry
+        return entry
+
+
+def _each(arg: str, entry):
+    """(arg, entry) pairs to check: none, one, or one per variadic input."""
+    if entry is None:
+        return []
+    if isinstance(entry, list):
+        return [(f"{arg}{i}", e) for i, e in enumerate(entry, 1)]
+    return [(arg, entry)]
+
+
+def found(**values) -> str:
+    """`start=1, src=float32[2, 4]`: the values a failed check read."""
+    return ", ".join(f"{name}={_show(value)}" for name, value in values.items())
+
+
+def _show(value) -> str:
+    if isinstance(value, TensorEntry):
+        return value.describe()
+    if isinstance(value, list) and value and isinstance(value[0], TensorEntry):
+        return "[" + ", ".join(v.describe() for v in value) + "]"
+    return repr(value)
+
+
+def _with_value(text: str, value) -> str:
+    """`src.ndim (2)`: an expression with its value, or just a literal."""
+    return text if text == str(value) else f"{text} ({value})"
+
+
+def _names(args) -> str:
+    names = [f"{a.arg_name}1..{a.arg_name}N" if a.variadic else a.arg_name for a in args]
+    return "one of " + ", ".join(names) if names else "none"

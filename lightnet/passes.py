@@ -1,0 +1,71 @@
+"""The compile pipeline: expand, combine until stable, then plan memory.
+
+Expanders and combiners work on the linear op list (a peephole optimizer);
+they may consult the data-flow graph to decide. The context is checked after
+every change.
+"""
+
+from __future__ import annotations
+
+from lightnet.arch import Arch, get_arch
+from lightnet.errors import LightNetError
+
+MAX_COMBINE_ROUNDS = 100
+
+
+def expand(ctx, arch: Arch) -> None:
+    """Replace every op not of `arch` by what the arch's expander returns."""
+    i = 0
+    while i < len(ctx.ops):
+        op = ctx.ops[i]
+        if op.arch == arch.name:
+            i += 1
+            continue
+        expander = arch.expanders.get(op.optype)
+        new_ops = None if expander is None else expander(ctx, op)
+        if new_ops is None:
+            raise LightNetError(
+                f"op '{op.name}' ({op.optype}) cannot be compiled for target "
+                f"'{arch.name}': no expander rule matches it"
+            )
+        ctx.replace_ops(i, 1, new_ops)
+        i += len(new_ops)
+
+
+def combine(ctx, arch: Arch) -> int:
+    """Apply combiners over windows of adjacent ops until none matches.
+
+    Returns the number of rounds; gives up with an error after
+    MAX_COMBINE_ROUNDS, which means two rules undo each other.
+    """
+    for rounds in range(MAX_COMBINE_ROUNDS):
+        changed = False
+        for combiner in arch.combiners:
+            size = len(combiner.window)
+            i = 0
+            while i + size <= len(ctx.ops):
+                window = ctx.ops[i : i + size]
+                if tuple(op.optype for op in window) == combiner.window:
+                    new_ops = combiner.func(ctx, window)
+                    if new_ops is not None:
+                        ctx.replace_ops(i, size, new_ops)
+                        changed = True
+                        continue
+                i += 1
+        if not changed:
+            return rounds
+    raise LightNetError(
+        f"combiners of target '{arch.name}' did not settle after {MAX_COMBINE_ROUNDS} rounds"
+    )
+
+
+def compile(ctx, target: str) -> None:
+    arch = get_arch(target)
+    expand(ctx, arch)
+    combine(ctx, arch)
+    for subgraph in arch.subgraphs:
+        subgraph(ctx)
+    for schedule in arch.schedules:
+        schedule(ctx)
+    ctx.check()
+    ctx.plan()

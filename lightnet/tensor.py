@@ -1,0 +1,124 @@
+"""Tensor dtypes, memory types, tensor entries and the tensor table.
+
+A tensor entry is the metadata of one named tensor: who created it, its dtype
+and shape, whether it is static, whose memory it shares (its owner) and, after
+memory planning, where it lives in its memory type's arena.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightnet.errors import LightNetError
+
+
+class DType(enum.Enum):
+    """TensorLight's element types, each mapped to its numpy dtype."""
+
+    TL_DOUBLE = "float64"
+    TL_FLOAT = "float32"
+    TL_INT32 = "int32"
+    TL_INT16 = "int16"
+    TL_INT8 = "int8"
+    TL_UINT32 = "uint32"
+    TL_UINT16 = "uint16"
+    TL_UINT8 = "uint8"
+    TL_BOOL = "bool"
+
+    @property
+    def np(self) -> np.dtype:
+        return np.dtype(self.value)
+
+    @property
+    def size(self) -> int:
+        return self.np.itemsize
+
+    @classmethod
+    def from_name(cls, name: str) -> "DType":
+        """The dtype called `name` (``"TL_FLOAT"``); LightNetError if none is."""
+        try:
+            return cls[name]
+        except KeyError:
+            known = ", ".join(d.name for d in cls)
+            raise LightNetError(f"unknown dtype '{name}' (known: {known})") from None
+
+    @classmethod
+    def from_numpy(cls, dtype) -> "DType":
+        dtype = np.dtype(dtype)
+        for d in cls:
+            if d.np == dtype:
+                return d
+        raise LightNetError(f"numpy dtype {dtype} has no LightNet dtype")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MemType(enum.Enum):
+    """Where a tensor's data lives. `none` belongs to abstract ops, which never run."""
+
+    NONE = "none"
+    CPU = "cpu"
+
+    @property
+    def align(self) -> int:
+        """Byte alignment of every tensor in this memory type's arena."""
+        return 64
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class TensorEntry:
+    """One tensor of a model, as registered by its creator op's pre_run."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    creator: str
+    mtype: MemType = MemType.CPU
+    static: bool = False
+    owner: str | None = None
+    from_file: bool = False
+    offset: int | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def len(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.len * self.dtype.size
+
+    def describe(self) -> str:
+        """``float32[2, 4]``: how messages show a tensor's type."""
+        return f"{self.dtype.np}[{', '.join(map(str, self.shape))}]"
+
+
+class TensorTable(dict):
+    """All tensors of a context by name: a dict whose lookups fail clearly."""
+
+    def find(self, name: str) -> TensorEntry | None:
+        return self.get(name)
+
+    def entry(self, name: str) -> TensorEntry:
+        try:
+            return self[name]
+        except KeyError:
+            raise LightNetError(f"no tensor named '{name}' in the model") from None
+
+    def root(self, name: str) -> TensorEntry:
+        """The tensor that really owns `name`'s memory (following owners)."""
+        entry = self.entry(name)
+        while entry.owner is not None:
+            entry = self.entry(entry.owner)
+        return entry

@@ -1,0 +1,349 @@
+"""conv2d / deconv2d and their shape helpers against naive loop references."""
+
+import numpy as np
+import pytest
+
+from lightnet.kernels.conv import (
+    autopad_padding,
+    conv2d,
+    conv2d_output_hw,
+    conv2d_workspace,
+    deconv2d,
+    deconv2d_autopad_padding,
+    deconv2d_output_hw,
+    deconv2d_workspace,
+)
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def arena_view(shape, dtype=np.float32):
+    """A C-contiguous view in the middle of a NaN-filled arena, like the runtime hands out."""
+    size = int(np.prod(shape))
+    arena = np.full(size + 16, np.nan, dtype)
+    return arena, arena[8:8 + size].reshape(shape)
+
+
+def check_arena(arena, dst, expected):
+    np.testing.assert_allclose(dst, expected, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+# ---------------------------------------------------------------- references
+
+
+def ref_conv2d(x, w, b, group, stride, padding, dilation):
+    """Direct definition: loop over every output pixel and kernel tap."""
+    n_, _, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    sy, sx = stride
+    dy, dx = dilation
+    top, left, bottom, right = padding
+    oh = (h + top + bottom - (dy * (kh - 1) + 1)) // sy + 1
+    ow = (wd + left + right - (dx * (kw - 1) + 1)) // sx + 1
+    og = o // group
+    out = np.zeros((n_, o, oh, ow))
+    for n in range(n_):
+        for g in range(group):
+            for oy in range(oh):
+                for ox in range(ow):
+                    acc = np.zeros(og)
+                    for i in range(kh):
+                        for j in range(kw):
+                            y = oy * sy - top + i * dy
+                            xx = ox * sx - left + j * dx
+                            if 0 <= y < h and 0 <= xx < wd:
+                                acc += w[g * og:(g + 1) * og, :, i, j].astype(np.float64) @ \
+                                    x[n, g * cg:(g + 1) * cg, y, xx].astype(np.float64)
+                    out[n, g * og:(g + 1) * og, oy, ox] = acc
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out
+
+
+def ref_deconv2d(x, w, b, group, stride, padding, output_padding, dilation):
+    """Scatter definition: each input pixel adds weight * value at stride spacing."""
+    n_, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    sy, sx = stride
+    dy, dx = dilation
+    top, left, bottom, right = padding
+    oh = sy * (h - 1) + output_padding[0] + (kh - 1) * dy + 1 - top - bottom
+    ow = sx * (wd - 1) + output_padding[1] + (kw - 1) * dx + 1 - left - right
+    cg = c // group
+    out = np.zeros((n_, og * group, oh, ow))
+    for n in range(n_):
+        for ci in range(c):
+            g = ci // cg
+            for iy in range(h):
+                for ix in range(wd):
+                    for i in range(kh):
+                        for j in range(kw):
+                            y = iy * sy + i * dy - top
+                            xx = ix * sx + j * dx - left
+                            if 0 <= y < oh and 0 <= xx < ow:
+                                out[n, g * og:(g + 1) * og, y, xx] += x[n, ci, iy, ix] * w[ci, :, i, j]
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out
+
+
+# ---------------------------------------------------------------- shape helpers
+
+
+def test_conv2d_output_hw():
+    assert conv2d_output_hw((7, 9), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)) == (5, 7)
+    assert conv2d_output_hw((7, 9), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)) == (4, 5)
+    assert conv2d_output_hw((8, 8), (3, 2), (2, 3), (1, 0, 0, 2), (2, 1)) == (3, 3)
+    assert conv2d_output_hw((10, 10), (3, 3), (1, 1), (0, 0, 0, 0), (3, 2)) == (4, 6)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        # in (5, 7), size (4, 2), stride (1, 2): totals 3 (H) and 1 (W)
+        (((5, 7), (4, 2), (1, 2), (1, 1), "SAME_UPPER"), (1, 0, 2, 1)),
+        (((5, 7), (4, 2), (1, 2), (1, 1), "SAME_LOWER"), (2, 1, 1, 0)),
+        (((5, 7), (4, 2), (1, 2), (1, 1), "VALID"), (0, 0, 0, 0)),
+        (((5, 7), (4, 2), (1, 2), (1, 1), "NOTSET"), None),
+        # dilation: totals 4 and 6
+        (((6, 6), (3, 3), (1, 1), (2, 3), "SAME_UPPER"), (2, 3, 2, 3)),
+        (((6, 6), (3, 3), (1, 1), (2, 3), "SAME_LOWER"), (2, 3, 2, 3)),
+        # stride larger than the kernel: the total would be negative, clamped to 0
+        (((6, 5), (1, 1), (4, 2), (1, 1), "SAME_UPPER"), (0, 0, 0, 0)),
+        # stride 2, in 8, kernel 3: out 4, total 1
+        (((8, 8), (3, 3), (2, 2), (1, 1), "SAME_UPPER"), (0, 0, 1, 1)),
+        (((8, 8), (3, 3), (2, 2), (1, 1), "SAME_LOWER"), (1, 1, 0, 0)),
+    ],
+)
+def test_autopad_padding(args, expected):
+    assert autopad_padding(*args) == expected
+
+
+@pytest.mark.parametrize("autopad", ["SAME_UPPER", "SAME_LOWER"])
+def test_autopad_same_output_is_ceil(autopad):
+    for n in range(1, 12):
+        for k in (1, 2, 3, 4):
+            for s in (1, 2, 3):
+                for d in (1, 2):
+                    pads = autopad_padding((n, n), (k, k), (s, s), (d, d), autopad)
+                    oh, ow = conv2d_output_hw((n, n), (k, k), (s, s), pads, (d, d))
+                    assert oh == ow == -(-n // s)
+
+
+def test_autopad_rejects_unknown():
+    with pytest.raises(ValueError):
+        autopad_padding((4, 4), (3, 3), (1, 1), (1, 1), "SAME")
+
+
+def test_deconv2d_output_hw():
+    # ONNX ConvTranspose examples: 3x3 in, 3x3 kernel -> 5x5; strides (3, 2) pads (1, 2, 1, 2) -> 7x3
+    assert deconv2d_output_hw((3, 3), (3, 3), (1, 1), (0, 0, 0, 0), (0, 0), (1, 1)) == (5, 5)
+    assert deconv2d_output_hw((3, 3), (3, 3), (3, 2), (1, 2, 1, 2), (0, 0), (1, 1)) == (7, 3)
+    assert deconv2d_output_hw((3, 3), (3, 3), (3, 2), (0, 0, 0, 0), (1, 1), (1, 1)) == (10, 8)
+    assert deconv2d_output_hw((4, 5), (2, 3), (2, 1), (0, 1, 1, 0), (1, 0), (2, 2)) == (9, 8)
+
+
+@pytest.mark.parametrize(
+    "output_dims, output_padding, autopad, expected",
+    [
+        # in 3, kernel 3, stride 2: natural extent 7
+        ((6, 6), (0, 0), "SAME_UPPER", (0, 0, 1, 1)),
+        ((6, 6), (0, 0), "NOTSET", (1, 1, 0, 0)),
+        ((6, 6), (0, 0), "SAME_LOWER", (1, 1, 0, 0)),
+        ((6, 6), (1, 1), "SAME_UPPER", (1, 1, 1, 1)),
+        ((5, 4), (0, 0), "SAME_UPPER", (1, 1, 1, 2)),
+        ((5, 4), (0, 0), "NOTSET", (1, 2, 1, 1)),
+        # output larger than natural: negative pads (total -2 and -1)
+        ((9, 8), (0, 0), "SAME_UPPER", (-1, -1, -1, 0)),
+        ((9, 8), (0, 0), "NOTSET", (-1, 0, -1, -1)),
+        # not given: SAME targets in * stride = 6, VALID zeros, NOTSET keeps explicit pads
+        ((), (0, 0), "SAME_UPPER", (0, 0, 1, 1)),
+        ((0, 0), (0, 0), "SAME_LOWER", (1, 1, 0, 0)),
+        (None, (0, 0), "VALID", (0, 0, 0, 0)),
+        ((), (0, 0), "NOTSET", None),
+    ],
+)
+def test_deconv2d_autopad_padding(output_dims, output_padding, autopad, expected):
+    pads = deconv2d_autopad_padding((3, 3), (3, 3), (2, 2), output_padding, (1, 1), output_dims, autopad)
+    assert pads == expected
+    if pads is not None and output_dims and all(output_dims):
+        out = deconv2d_output_hw((3, 3), (3, 3), (2, 2), pads, output_padding, (1, 1))
+        assert out == tuple(output_dims)
+
+
+def test_deconv2d_autopad_same_gives_in_times_stride():
+    for n in range(1, 7):
+        for k in (1, 2, 3, 4):
+            for s in (1, 2, 3):
+                for op in range(s):
+                    for autopad in ("SAME_UPPER", "SAME_LOWER"):
+                        pads = deconv2d_autopad_padding((n, n), (k, k), (s, s), (op, op), (1, 1), (), autopad)
+                        out = deconv2d_output_hw((n, n), (k, k), (s, s), pads, (op, op), (1, 1))
+                        assert out == (n * s, n * s)
+
+
+# ---------------------------------------------------------------- conv2d
+
+
+def run_conv(x, w, b, *, group, stride, padding, dilation, use_ws):
+    n = x.shape[0]
+    oh, ow = conv2d_output_hw(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    arena, dst = arena_view((n, w.shape[0], oh, ow))
+    params = dict(group=group, stride=stride, padding=padding, dilation=dilation)
+    ws = conv2d_workspace(x.shape, w.shape, dst.shape, **params) if use_ws else None
+    expected = ref_conv2d(x, w, b, group, stride, padding, dilation)
+    for _ in range(2):  # a reused workspace must give the same answer
+        assert conv2d(x, w, b, dst, **params, ws=ws) is None
+        check_arena(arena, dst, expected)
+    return dst
+
+
+CONV_CASES = [
+    # (N, C, H, W), (O, kh, kw), group, stride, padding, dilation
+    ((2, 3, 7, 6), (4, 3, 3), 1, (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((1, 3, 7, 8), (5, 3, 3), 1, (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((1, 2, 8, 7), (3, 3, 2), 1, (2, 3), (1, 0, 2, 1), (1, 1)),  # asymmetric pads, strides
+    ((1, 2, 9, 9), (2, 3, 3), 1, (1, 1), (2, 2, 2, 2), (2, 2)),  # dilation
+    ((2, 3, 9, 8), (2, 2, 3), 1, (2, 1), (0, 3, 1, 0), (3, 2)),  # everything at once
+    ((1, 4, 6, 6), (6, 3, 3), 2, (1, 1), (1, 1, 1, 1), (1, 1)),  # groups
+    ((2, 6, 7, 7), (9, 2, 2), 3, (2, 2), (0, 1, 1, 0), (2, 1)),  # groups, stride, dilation
+    ((2, 4, 7, 7), (4, 3, 3), 4, (1, 1), (1, 1, 1, 1), (1, 1)),  # depthwise
+    ((1, 3, 8, 7), (6, 3, 3), 3, (2, 2), (1, 0, 0, 1), (2, 1)),  # depthwise, multiplier 2
+    ((1, 3, 5, 5), (3, 3, 3), 3, (1, 1), (0, 0, 0, 0), (1, 1)),  # depthwise, unpadded
+    ((2, 5, 4, 6), (7, 1, 1), 1, (1, 1), (0, 0, 0, 0), (1, 1)),  # pointwise, no im2col
+    ((1, 4, 5, 5), (6, 1, 1), 2, (1, 1), (0, 0, 0, 0), (1, 1)),  # grouped pointwise
+    ((1, 3, 7, 7), (2, 1, 1), 1, (2, 2), (0, 0, 0, 0), (1, 1)),  # strided 1x1
+    ((1, 3, 4, 4), (2, 1, 1), 1, (1, 1), (1, 0, 1, 0), (1, 1)),  # padded 1x1
+    ((1, 2, 5, 5), (3, 5, 5), 1, (1, 1), (0, 0, 0, 0), (1, 1)),  # kernel covers input
+]
+
+
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d(case, with_bias, use_ws):
+    (n, c, h, w), (o, kh, kw), group, stride, padding, dilation = case
+    rng = np.random.default_rng(0)
+    x = rand(rng, n, c, h, w)
+    wt = rand(rng, o, c // group, kh, kw)
+    b = rand(rng, o) if with_bias else None
+    run_conv(x, wt, b, group=group, stride=stride, padding=padding, dilation=dilation, use_ws=use_ws)
+
+
+def test_conv2d_hand_computed():
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    w = np.ones((1, 1, 2, 2), np.float32)
+    dst = np.zeros((1, 1, 2, 2), np.float32)
+    conv2d(x, w, np.array([1.0], np.float32), dst, group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
+    np.testing.assert_array_equal(dst[0, 0], [[9, 13], [21, 25]])
+    # one zero pixel on the left and top, stride 2: windows [[0,0],[0,0]] [[0,0],[1,2]] ...
+    dst = np.zeros((1, 1, 2, 2), np.float32)
+    conv2d(x, w, None, dst, group=1, stride=(2, 2), padding=(1, 1, 0, 0), dilation=(1, 1))
+    np.testing.assert_array_equal(dst[0, 0], [[0, 3], [9, 24]])
+
+
+def test_conv2d_noncontiguous_and_float64_inputs():
+    rng = np.random.default_rng(1)
+    x = rand(rng, 1, 8, 7, 3).transpose(0, 3, 1, 2)  # non-contiguous [1, 3, 8, 7]
+    w = rng.standard_normal((4, 3, 3, 3))  # float64 weight, computed in dst's float32
+    b = rng.standard_normal(4)
+    for padding in [(0, 0, 0, 0), (1, 1, 1, 1)]:
+        run_conv(x, w, b, group=1, stride=(1, 2), padding=padding, dilation=(1, 1), use_ws=True)
+    run_conv(x, rng.standard_normal((6, 1, 1, 1)), None, group=3, stride=(1, 1), padding=(0, 0, 0, 0),
+             dilation=(1, 1), use_ws=False)
+
+
+def test_conv2d_workspace_contents():
+    params = dict(group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
+    assert conv2d_workspace((1, 4, 5, 5), (8, 4, 1, 1), (1, 8, 5, 5), **params) == {}
+    ws = conv2d_workspace((1, 4, 5, 5), (8, 4, 3, 3), (1, 8, 3, 3), **params)
+    assert set(ws) == {"cols"} and ws["cols"].shape == (1, 4, 3, 3, 3, 3)
+    ws = conv2d_workspace((1, 4, 5, 5), (4, 1, 3, 3), (1, 4, 5, 5), **{**params, "group": 4,
+                                                                      "padding": (1, 1, 1, 1)})
+    assert set(ws) == {"padded", "cols"} and ws["padded"].shape == (1, 4, 7, 7)
+    assert ws["cols"].shape == (1, 4, 3, 3, 5, 5)
+
+
+# ---------------------------------------------------------------- deconv2d
+
+
+def run_deconv(x, w, b, *, group, stride, padding, output_padding, dilation, use_ws):
+    oh, ow = deconv2d_output_hw(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    arena, dst = arena_view((x.shape[0], w.shape[1] * group, oh, ow))
+    params = dict(group=group, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation)
+    ws = deconv2d_workspace(x.shape, w.shape, dst.shape, **params) if use_ws else None
+    expected = ref_deconv2d(x, w, b, group, stride, padding, output_padding, dilation)
+    for _ in range(2):
+        assert deconv2d(x, w, b, dst, **params, ws=ws) is None
+        check_arena(arena, dst, expected)
+
+
+DECONV_CASES = [
+    # (N, C, H, W), (O/group, kh, kw), group, stride, padding, output_padding, dilation
+    ((1, 2, 3, 3), (3, 3, 3), 1, (1, 1), (0, 0, 0, 0), (0, 0), (1, 1)),
+    ((2, 3, 4, 3), (2, 3, 3), 1, (2, 2), (0, 0, 0, 0), (0, 0), (1, 1)),
+    ((1, 2, 3, 4), (2, 3, 3), 1, (3, 2), (1, 2, 1, 2), (0, 0), (1, 1)),
+    ((1, 2, 3, 3), (2, 3, 2), 1, (2, 3), (1, 0, 0, 1), (1, 2), (1, 1)),  # output_padding
+    ((1, 2, 4, 3), (3, 2, 3), 1, (2, 1), (0, 1, 2, 0), (1, 0), (2, 2)),  # dilation
+    ((2, 4, 3, 3), (3, 3, 3), 2, (2, 2), (1, 1, 1, 1), (1, 1), (1, 1)),  # groups
+    ((1, 3, 3, 4), (1, 3, 3), 3, (2, 2), (1, 1, 0, 0), (0, 1), (1, 2)),  # depthwise
+    ((1, 3, 3, 3), (2, 2, 2), 1, (2, 2), (0, 0, 0, 0), (0, 0), (1, 1)),  # non-overlapping upsample
+    ((1, 2, 3, 3), (2, 1, 1), 1, (1, 1), (0, 0, 0, 0), (0, 0), (1, 1)),  # 1x1
+    ((1, 2, 3, 3), (2, 3, 3), 1, (2, 2), (-1, 0, -2, -1), (0, 0), (1, 1)),  # negative pads
+]
+
+
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("case", DECONV_CASES)
+def test_deconv2d(case, with_bias, use_ws):
+    (n, c, h, w), (og, kh, kw), group, stride, padding, output_padding, dilation = case
+    rng = np.random.default_rng(2)
+    x = rand(rng, n, c, h, w)
+    wt = rand(rng, c, og, kh, kw)
+    b = rand(rng, og * group) if with_bias else None
+    run_deconv(x, wt, b, group=group, stride=stride, padding=padding, output_padding=output_padding,
+               dilation=dilation, use_ws=use_ws)
+
+
+def test_deconv2d_onnx_example():
+    """The ONNX ConvTranspose doc example: 3x3 input 0..8, two 3x3 all-ones filters."""
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    w = np.ones((1, 2, 3, 3), np.float32)
+    dst = np.empty((1, 2, 5, 5), np.float32)
+    deconv2d(x, w, None, dst, group=1, stride=(1, 1), padding=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1))
+    expected = [[0, 1, 3, 3, 2], [3, 8, 15, 12, 7], [9, 21, 36, 27, 15], [9, 20, 33, 24, 13], [6, 13, 21, 15, 8]]
+    np.testing.assert_array_equal(dst[0, 0], expected)
+    np.testing.assert_array_equal(dst[0, 1], expected)
+
+
+def test_deconv2d_output_padding_cells_hold_bias():
+    x = np.ones((1, 1, 2, 2), np.float32)
+    w = np.ones((1, 1, 1, 1), np.float32)
+    dst = np.full((1, 1, 4, 4), np.nan, np.float32)
+    deconv2d(x, w, np.array([0.5], np.float32), dst, group=1, stride=(2, 2), padding=(0, 0, 0, 0),
+             output_padding=(1, 1), dilation=(1, 1))
+    np.testing.assert_array_equal(dst[0, 0], [[1.5, 0.5, 1.5, 0.5], [0.5] * 4, [1.5, 0.5, 1.5, 0.5], [0.5] * 4])
+
+
+def test_deconv2d_is_adjoint_of_conv2d():
+    """<conv(x), y> == <x, deconv(y)> with the same weights when shapes line up."""
+    rng = np.random.default_rng(3)
+    stride, padding, dilation = (2, 3), (1, 2, 0, 1), (2, 1)
+    x = rand(rng, 2, 4, 9, 11).astype(np.float64)
+    w = rand(rng, 6, 2, 3, 3).astype(np.float64)  # conv [O, C/g, ...] == deconv [C_in, O/g, ...]
+    oh, ow = conv2d_output_hw((9, 11), (3, 3), stride, padding, dilation)
+    y = np.empty((2, 6, oh, ow))
+    conv2d(x, w, None, y, group=2, stride=stride, padding=padding, dilation=dilation)
+    r = rand(rng, 2, 6, oh, ow).astype(np.float64)
+    natural = deconv2d_output_hw((oh, ow), (3, 3), stride, padding, (0, 0), dilation)
+    output_padding = (9 - natural[0], 11 - natural[1])
+    back = np.empty_like(x)
+    deconv2d(r, w, None, back, group=2, stride=stride, padding=padding, output_padding=output_padding,
+             dilation=dilation)
+    np.testing.assert_allclose(np.vdot(y, r), np.vdot(x, back), rtol=1e-10)

@@ -1,0 +1,267 @@
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from lightnet.kernels.elementwise import (
+    broadcast_shape,
+    clip,
+    elew,
+    lrelu,
+    relu,
+    sigmoid,
+    submean,
+    submean_shape,
+    tanh,
+)
+
+RTOL, ATOL = 1e-5, 1e-6
+
+SCALAR_OPS = {
+    "TL_MUL": lambda a, b: a * b,
+    "TL_DIV": lambda a, b: a / b,
+    "TL_SUM": lambda a, b: a + b,
+    "TL_SUB": lambda a, b: a - b,
+    "TL_MAX": lambda a, b: a if a > b else b,
+    "TL_MIN": lambda a, b: a if a < b else b,
+    "TL_POW": lambda a, b: math.pow(a, b),
+}
+
+
+def arena_view(shape, dtype=np.float32, fill=-777):
+    n = math.prod(shape)
+    arena = np.full(n + 16, fill, dtype=dtype)
+    return arena, arena[8 : 8 + n].reshape(shape)
+
+
+def naive_broadcast_op(a, b, f, out_shape):
+    """Apply scalar f over the broadcast of a and b, indexing each by hand."""
+    nd = len(out_shape)
+    a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+    b = b.reshape((1,) * (nd - b.ndim) + b.shape)
+    out = np.zeros(out_shape)
+    for idx in itertools.product(*map(range, out_shape)):
+        ia = tuple(0 if a.shape[k] == 1 else i for k, i in enumerate(idx))
+        ib = tuple(0 if b.shape[k] == 1 else i for k, i in enumerate(idx))
+        out[idx] = f(float(a[ia]), float(b[ib]))
+    return out
+
+
+def operands(rng, shape1, shape2, op, dtype):
+    a = rng.uniform(0.5, 2.0, shape1) if op == "TL_POW" else rng.standard_normal(shape1)
+    b = rng.standard_normal(shape2)
+    if op == "TL_DIV":
+        b = np.where(np.abs(b) < 0.1, 0.5, b)
+    return a.astype(dtype), b.astype(dtype)
+
+
+@pytest.mark.parametrize("op", list(SCALAR_OPS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_elew_same_shape(op, dtype):
+    rng = np.random.default_rng(len(op) + (dtype == np.float64))
+    a, b = operands(rng, (3, 4, 5), (3, 4, 5), op, dtype)
+    arena, dst = arena_view((3, 4, 5), dtype=dtype)
+    assert elew(a, b, dst, elew_op=op) is None
+    expected = naive_broadcast_op(a, b, SCALAR_OPS[op], (3, 4, 5))
+    np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+@pytest.mark.parametrize("op", list(SCALAR_OPS))
+@pytest.mark.parametrize(
+    "shape1, shape2, out_shape",
+    [
+        ((2, 3, 4), (4,), (2, 3, 4)),
+        ((2, 1, 4), (3, 1), (2, 3, 4)),
+        ((1,), (2, 3), (2, 3)),
+        ((), (2, 2), (2, 2)),
+        ((3, 1), (1, 5), (3, 5)),
+    ],
+)
+def test_elew_broadcasting(op, shape1, shape2, out_shape):
+    rng = np.random.default_rng(sum(shape1) * 7 + sum(shape2))
+    a, b = operands(rng, shape1, shape2, op, np.float32)
+    assert broadcast_shape(shape1, shape2) == out_shape
+    _, dst = arena_view(out_shape)
+    elew(a, b, dst, elew_op=op)
+    expected = naive_broadcast_op(a, b, SCALAR_OPS[op], out_shape)
+    np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_elew_non_contiguous_inputs():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 3)).astype(np.float32).T
+    b = rng.standard_normal((3, 8)).astype(np.float32)[:, ::2]
+    _, dst = arena_view((3, 4))
+    elew(a, b, dst, elew_op="TL_SUB")
+    np.testing.assert_allclose(
+        dst, naive_broadcast_op(a, b, SCALAR_OPS["TL_SUB"], (3, 4)), rtol=RTOL, atol=ATOL
+    )
+
+
+def test_elew_hand_values():
+    a = np.array([1.0, -2.0, 3.0, 4.0], np.float32)
+    b = np.array([2.0, 2.0, -1.0, 0.5], np.float32)
+    expected = {
+        "TL_MUL": [2, -4, -3, 2],
+        "TL_DIV": [0.5, -1, -3, 8],
+        "TL_SUM": [3, 0, 2, 4.5],
+        "TL_SUB": [-1, -4, 4, 3.5],
+        "TL_MAX": [2, 2, 3, 4],
+        "TL_MIN": [1, -2, -1, 0.5],
+        "TL_POW": [1, 4, 1 / 3, 2],
+    }
+    for op, want in expected.items():
+        dst = np.empty(4, np.float32)
+        elew(a, b, dst, elew_op=op)
+        np.testing.assert_allclose(dst, want, rtol=RTOL, atol=ATOL, err_msg=op)
+
+
+def test_elew_integer_div_truncates_like_c():
+    a = np.array([7, -7, 7, -7, 6], np.int32)
+    b = np.array([2, 2, -2, -2, 3], np.int32)
+    dst = np.empty(5, np.int32)
+    elew(a, b, dst, elew_op="TL_DIV")
+    np.testing.assert_array_equal(dst, [3, -3, -3, 3, 2])
+
+
+def test_elew_integer_pow_saturates_like_tensorlight():
+    a = np.array([3, -3, 2, 2, 5], np.int8)
+    b = np.array([5, 5, -1, 3, 0], np.int8)
+    dst = np.empty(5, np.int8)
+    elew(a, b, dst, elew_op="TL_POW")
+    np.testing.assert_array_equal(dst, [127, -128, 0, 8, 1])
+
+
+def test_elew_integer_other_ops():
+    a = np.array([5, -3, 0], np.int32)
+    b = np.array([2, 4, -1], np.int32)
+    for op in ["TL_MUL", "TL_SUM", "TL_SUB", "TL_MAX", "TL_MIN"]:
+        dst = np.empty(3, np.int32)
+        elew(a, b, dst, elew_op=op)
+        want = [SCALAR_OPS[op](int(x), int(y)) for x, y in zip(a, b)]
+        np.testing.assert_array_equal(dst, want, err_msg=op)
+
+
+def test_elew_unknown_op():
+    dst = np.empty(2, np.float32)
+    with pytest.raises(ValueError, match="unknown elew_op 'TL_MOD'.*TL_MUL"):
+        elew(dst, dst, dst, elew_op="TL_MOD")
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [((2, 3), (4,)), ((2, 3), (3, 2)), ((5, 1, 3), (1, 4, 2)), ((2,), (3,))],
+)
+def test_broadcast_shape_failures(a, b):
+    with pytest.raises(ValueError, match="do not broadcast"):
+        broadcast_shape(a, b)
+
+
+def test_broadcast_shape_message_names_shapes():
+    with pytest.raises(ValueError) as info:
+        broadcast_shape((2, 3), (4,))
+    assert "[2, 3]" in str(info.value) and "[4]" in str(info.value)
+    assert "3" in str(info.value) and "4" in str(info.value)
+
+
+def test_broadcast_shape_matches_numpy():
+    for a, b in [((), ()), ((1,), ()), ((4, 1, 3), (5, 1)), ((1, 1), (7,)), ((2, 0), (1,))]:
+        assert broadcast_shape(a, b) == np.broadcast_shapes(a, b)
+
+
+def unary_reference(src, f):
+    return np.array([f(float(x)) for x in src.ravel()]).reshape(src.shape)
+
+
+def test_relu_sigmoid_tanh_against_loops():
+    rng = np.random.default_rng(11)
+    src = (rng.standard_normal((4, 5, 6)) * 4).astype(np.float32)
+    for kernel, f in [
+        (relu, lambda x: x if x > 0 else 0.0),
+        (sigmoid, lambda x: 1 / (1 + math.exp(-x))),
+        (tanh, math.tanh),
+    ]:
+        arena, dst = arena_view(src.shape)
+        assert kernel(src, dst) is None
+        np.testing.assert_allclose(dst, unary_reference(src, f), rtol=RTOL, atol=ATOL)
+        assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+def test_sigmoid_extremes_without_warnings():
+    src = np.array([-1000, -100, -20, 0, 20, 100, 1000], np.float32)
+    dst = np.empty_like(src)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sigmoid(src, dst)
+    np.testing.assert_allclose(dst, [0, 0, 2.0611537e-09, 0.5, 1, 1, 1], rtol=RTOL, atol=ATOL)
+
+
+def test_unary_in_place():
+    rng = np.random.default_rng(12)
+    base = rng.standard_normal(50).astype(np.float32)
+    for kernel, f in [
+        (relu, lambda x: max(x, 0.0)),
+        (sigmoid, lambda x: 1 / (1 + math.exp(-x))),
+        (tanh, math.tanh),
+    ]:
+        buf = base.copy()
+        kernel(buf, buf)
+        np.testing.assert_allclose(buf, unary_reference(base, f), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("negslope", [0.1, 0.0, 1.0, 1.5, -0.5])
+def test_lrelu(negslope):
+    rng = np.random.default_rng(13)
+    src = rng.standard_normal((3, 7)).astype(np.float32)
+    src[0, 0] = 0.0
+    _, dst = arena_view(src.shape)
+    assert lrelu(src, dst, negslope=negslope) is None
+    expected = unary_reference(src, lambda x: x if x >= 0 else x * negslope)
+    np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
+    buf = src.copy()
+    lrelu(buf, buf, negslope=negslope)
+    np.testing.assert_allclose(buf, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_lrelu_integer_casts_slope_like_tensorlight():
+    src = np.array([-5, -1, 0, 3], np.int32)
+    dst = np.empty(4, np.int32)
+    lrelu(src, dst, negslope=0.1)  # (int32)0.1 == 0
+    np.testing.assert_array_equal(dst, [0, 0, 0, 3])
+    lrelu(src, dst, negslope=2.7)  # (int32)2.7 == 2
+    np.testing.assert_array_equal(dst, [-10, -2, 0, 3])
+
+
+def test_clip():
+    src = np.array([[-3, -1, 0], [0.5, 2, 9]], np.float32)
+    _, dst = arena_view(src.shape)
+    assert clip(src, dst, min=-1, max=2) is None
+    np.testing.assert_array_equal(dst, [[-1, -1, 0], [0.5, 2, 2]])
+
+
+def test_submean_hwc_to_chw():
+    rng = np.random.default_rng(14)
+    h, w, c = 4, 5, 3
+    src = rng.integers(0, 256, (h, w, c)).astype(np.uint8)
+    mean = [103.94, 116.78, 123.68]
+    assert submean_shape(src.shape) == (c, h, w)
+    arena, dst = arena_view((c, h, w))
+    assert submean(src, dst, mean=mean) is None
+    expected = np.zeros((c, h, w))
+    for ci in range(c):
+        for y in range(h):
+            for x in range(w):
+                expected[ci, y, x] = float(src[y, x, ci]) - mean[ci]
+    np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=1e-4)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+def test_submean_other_dtypes_and_channel_count():
+    src = np.arange(2 * 2 * 4, dtype=np.float32).reshape(2, 2, 4)
+    dst = np.empty((4, 2, 2), np.float64)
+    submean(src, dst, mean=np.array([0.0, 1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(dst[3], [[0, 4], [8, 12]])
+    np.testing.assert_allclose(dst[0], [[0, 4], [8, 12]])

@@ -1,0 +1,142 @@
+"""batchnorm, bn2scale_wts and lrn against naive references."""
+
+import math
+
+import numpy as np
+import pytest
+
+from lightnet.kernels.norm import batchnorm, bn2scale_wts, lrn, lrn_workspace
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def arena_view(shape):
+    size = int(np.prod(shape))
+    arena = np.full(size + 16, np.nan, np.float32)
+    return arena, arena[8:8 + size].reshape(shape)
+
+
+def bn_params(rng, c):
+    return rand(rng, c), rand(rng, c), rand(rng, c), rng.uniform(0.1, 2.0, c).astype(np.float32)
+
+
+# ---------------------------------------------------------------- batchnorm
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (3, 4), (1, 2, 7), (2, 3, 2, 2, 2)])
+def test_batchnorm(shape):
+    rng = np.random.default_rng(0)
+    x = rand(rng, *shape)
+    c = shape[1]
+    scale, offset, mean, var = bn_params(rng, c)
+    eps = 1e-3
+    expected = np.empty(shape)
+    for index in np.ndindex(*shape):
+        ch = index[1]
+        expected[index] = (x[index] - mean[ch]) / math.sqrt(var[ch] + eps) * scale[ch] + offset[ch]
+    arena, dst = arena_view(shape)
+    assert batchnorm(x, scale, offset, mean, var, dst, epsilon=eps) is None
+    np.testing.assert_allclose(dst, expected, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+def test_batchnorm_hand_computed():
+    x = np.array([[[[1.0, 3.0]], [[2.0, 6.0]]]], np.float32)  # [1, 2, 1, 2]
+    dst = np.empty_like(x)
+    batchnorm(x, np.array([2.0, 1.0]), np.array([0.5, -1.0]), np.array([1.0, 4.0]), np.array([4.0, 1.0]), dst,
+              epsilon=0.0)
+    # channel 0: (x - 1) / 2 * 2 + 0.5; channel 1: (x - 4) / 1 * 1 - 1
+    np.testing.assert_allclose(dst, [[[[0.5, 2.5]], [[-3.0, 1.0]]]], **TOL)
+
+
+def test_batchnorm_noncontiguous_input():
+    rng = np.random.default_rng(1)
+    x = rand(rng, 2, 5, 4, 3).transpose(0, 3, 1, 2)  # [2, 3, 5, 4]
+    scale, offset, mean, var = bn_params(rng, 3)
+    dst = np.empty(x.shape, np.float32)
+    batchnorm(x, scale, offset, mean, var, dst, epsilon=1e-5)
+    a = (scale / np.sqrt(var.astype(np.float64) + 1e-5)).reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(dst, (x - mean.reshape(1, 3, 1, 1)) * a + offset.reshape(1, 3, 1, 1), **TOL)
+
+
+# ---------------------------------------------------------------- bn2scale_wts
+
+
+def test_bn2scale_wts():
+    rng = np.random.default_rng(2)
+    scale, offset, mean, var = bn_params(rng, 6)
+    eps = 1e-5
+    dst_scale, dst_shift, dst_power = (np.full(6, np.nan, np.float32) for _ in range(3))
+    assert bn2scale_wts(mean, var, scale, offset, dst_scale, dst_shift, dst_power, epsilon=eps) is None
+    exp_scale = [scale[c] / math.sqrt(var[c] + eps) for c in range(6)]
+    exp_shift = [offset[c] - mean[c] * exp_scale[c] for c in range(6)]
+    np.testing.assert_allclose(dst_scale, exp_scale, **TOL)
+    np.testing.assert_allclose(dst_shift, exp_shift, **TOL)
+    np.testing.assert_array_equal(dst_power, np.ones(6))
+    # the scale layer reproduces batchnorm
+    x = rand(rng, 2, 6, 3, 3)
+    bn = np.empty_like(x)
+    batchnorm(x, scale, offset, mean, var, bn, epsilon=eps)
+    scaled = (x * dst_scale.reshape(1, 6, 1, 1) + dst_shift.reshape(1, 6, 1, 1)) ** dst_power.reshape(1, 6, 1, 1)
+    np.testing.assert_allclose(scaled, bn, **TOL)
+
+
+def test_bn2scale_wts_hand_computed():
+    dst_scale, dst_shift, dst_power = np.empty(1), np.empty(1), np.empty(1)
+    bn2scale_wts(np.array([2.0]), np.array([3.0]), np.array([4.0]), np.array([1.0]), dst_scale, dst_shift,
+                 dst_power, epsilon=1.0)
+    np.testing.assert_allclose([dst_scale[0], dst_shift[0], dst_power[0]], [2.0, -3.0, 1.0])
+
+
+# ---------------------------------------------------------------- lrn
+
+
+def ref_lrn(x, size, alpha, beta, bias):
+    """ONNX LRN spelled out element by element."""
+    c_ = x.shape[1]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    out = np.empty(x.shape)
+    for index in np.ndindex(*x.shape):
+        c = index[1]
+        square_sum = 0.0
+        for cc in range(max(0, c - lo), min(c_ - 1, c + hi) + 1):
+            square_sum += float(x[(index[0], cc) + index[2:]]) ** 2
+        out[index] = x[index] / (bias + alpha / size * square_sum) ** beta
+    return out
+
+
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize(
+    "shape, size, alpha, beta, bias",
+    [
+        ((2, 7, 3, 4), 5, 1e-4, 0.75, 1.0),  # AlexNet style, odd size
+        ((1, 6, 2, 3), 4, 0.5, 0.75, 2.0),  # even size: one more channel after than before
+        ((1, 5, 3, 3), 2, 1.0, 0.5, 1.0),
+        ((2, 3, 2, 2), 1, 0.3, 1.0, 1.5),  # size 1: only the channel itself
+        ((1, 3, 2, 2), 7, 0.2, 0.6, 1.0),  # window wider than the channel count
+        ((2, 4, 5), 3, 0.1, 0.75, 1.0),  # 1-D spatial
+    ],
+)
+def test_lrn(shape, size, alpha, beta, bias, use_ws):
+    x = rand(np.random.default_rng(3), *shape)
+    arena, dst = arena_view(shape)
+    params = dict(size=size, alpha=alpha, beta=beta, bias=bias)
+    ws = lrn_workspace(x.shape, dst.shape, **params) if use_ws else None
+    expected = ref_lrn(x, size, alpha, beta, bias)
+    for _ in range(2):
+        assert lrn(x, dst, **params, ws=ws) is None
+        np.testing.assert_allclose(dst, expected, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+def test_lrn_even_size_window_hand_computed():
+    # size 2: window {c, c + 1}; x = [1, 2, 3] over channels, alpha / size = 0.5, beta 1, bias 1
+    x = np.array([1.0, 2.0, 3.0], np.float32).reshape(1, 3, 1, 1)
+    dst = np.empty_like(x)
+    lrn(x, dst, size=2, alpha=1.0, beta=1.0, bias=1.0)
+    expected = [1 / (1 + 0.5 * 5), 2 / (1 + 0.5 * 13), 3 / (1 + 0.5 * 9)]
+    np.testing.assert_allclose(dst.ravel(), expected, **TOL)

@@ -1,0 +1,101 @@
+"""pad and pad_output_shape against a naive index-mapping reference."""
+
+import numpy as np
+import pytest
+
+from lightnet.kernels.pad import pad, pad_output_shape
+
+
+def source_index(i, n, mode):
+    """Where padded coordinate i (relative to the first source element) reads from, or None."""
+    if 0 <= i < n:
+        return i
+    if mode == "constant":
+        return None
+    if mode == "edge":
+        return min(max(i, 0), n - 1)
+    if mode == "wrap":
+        return i % n
+    while not 0 <= i < n:  # reflect about the first and last elements
+        i = -i if i < 0 else 2 * (n - 1) - i
+    return i
+
+
+def ref_pad(x, pads, mode, value):
+    ndim = x.ndim
+    begins, ends = pads[:ndim], pads[ndim:]
+    out_shape = [d + b + e for d, b, e in zip(x.shape, begins, ends)]
+    out = np.empty(out_shape)
+    for idx in np.ndindex(*out_shape):
+        src = [source_index(i - b, n, mode) for i, b, n in zip(idx, begins, x.shape)]
+        out[idx] = value if None in src else x[tuple(src)]
+    return out
+
+
+def test_pad_output_shape():
+    assert pad_output_shape((2, 3), [1, 0, 2, 4]) == (5, 7)
+    assert pad_output_shape((1, 3, 4, 4), [0, 0, 1, 2, 0, 0, 3, 4]) == (1, 3, 8, 10)
+    assert pad_output_shape((5, 6), [-1, 2, 0, -3]) == (4, 5)
+    with pytest.raises(ValueError):
+        pad_output_shape((2, 3), [1, 1])
+
+
+CASES = [
+    ((3, 4), [1, 2, 2, 1]),
+    ((2, 3, 4), [0, 1, 2, 1, 2, 0]),
+    ((1, 2, 4, 5), [0, 0, 3, 1, 0, 0, 2, 4]),  # NCHW spatial padding
+    ((5,), [4, 3]),
+    ((3, 3), [0, 0, 0, 0]),
+    ((4, 4), [2, 0, 0, 2]),  # one side per axis
+]
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("shape, pads", CASES)
+def test_pad(shape, pads, mode):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out_shape = pad_output_shape(shape, pads)
+    size = int(np.prod(out_shape))
+    arena = np.full(size + 16, np.nan, np.float32)
+    dst = arena[8:8 + size].reshape(out_shape)
+    assert pad(x, dst, pads=pads, mode=mode, value=2.5) is None
+    np.testing.assert_allclose(dst, ref_pad(x, pads, mode, 2.5), rtol=1e-5, atol=1e-5)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+def test_pad_hand_computed():
+    x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    dst = np.empty((2, 7), np.float32)
+    pad(x, dst, pads=[0, 2, 0, 2], mode="reflect")
+    np.testing.assert_array_equal(dst, [[3, 2, 1, 2, 3, 2, 1], [6, 5, 4, 5, 6, 5, 4]])
+    pad(x, dst, pads=[0, 2, 0, 2], mode="edge")
+    np.testing.assert_array_equal(dst, [[1, 1, 1, 2, 3, 3, 3], [4, 4, 4, 5, 6, 6, 6]])
+    pad(x, dst, pads=[0, 2, 0, 2], mode="constant")
+    np.testing.assert_array_equal(dst, [[0, 0, 1, 2, 3, 0, 0], [0, 0, 4, 5, 6, 0, 0]])
+    dst = np.empty((4, 3), np.float32)
+    pad(x, dst, pads=[1, 0, 1, 0], mode="constant", value=-1.0)
+    np.testing.assert_array_equal(dst, [[-1, -1, -1], [1, 2, 3], [4, 5, 6], [-1, -1, -1]])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_negative_crops(mode):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    pads = [-1, 2, 1, -2]
+    dst = np.empty(pad_output_shape(x.shape, pads), np.float32)
+    pad(x, dst, pads=pads, mode=mode)
+    np.testing.assert_array_equal(dst, ref_pad(x[1:, :3], [0, 2, 1, 0], mode, 0.0))
+
+
+def test_pad_noncontiguous_source_and_int_dtype():
+    x = np.arange(24, dtype=np.int64).reshape(4, 6)[::2, 1::2]  # [[1, 3, 5], [13, 15, 17]]
+    dst = np.empty((4, 5), np.int64)
+    pad(x, dst, pads=[1, 1, 1, 1], mode="edge")
+    np.testing.assert_array_equal(dst, ref_pad(x, [1, 1, 1, 1], "edge", 0))
+
+
+def test_pad_rejects_bad_input():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError):
+        pad(x, np.empty((2, 7), np.float32), pads=[0, 3, 0, 1], mode="reflect")  # 3 > 3 - 1
+    with pytest.raises(ValueError):
+        pad(x, np.empty((2, 3), np.float32), pads=[0, 0, 0, 0], mode="mirror")

@@ -1,0 +1,181 @@
+"""Pooling kernels and the pooling shape helper against naive loop references."""
+
+import numpy as np
+import pytest
+
+from lightnet.kernels.pool import (
+    avgpool2d,
+    avgpool2d_workspace,
+    global_avgpool2d,
+    global_maxpool2d,
+    maxpool2d,
+    maxpool2d_workspace,
+    pool2d_output_hw,
+)
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def arena_view(shape):
+    size = int(np.prod(shape))
+    arena = np.full(size + 16, np.nan, np.float32)
+    return arena, arena[8:8 + size].reshape(shape)
+
+
+def ref_pool(x, out_hw, size, stride, padding, kind, count_include_pad=False):
+    """Visit each window cell by cell. Cells outside the input are skipped; for the average
+    with count_include_pad they still count if they lie inside the explicit padding."""
+    n_, c_, h, w = x.shape
+    top, left, bottom, right = padding
+    out = np.zeros((n_, c_) + tuple(out_hw))
+    for n in range(n_):
+        for c in range(c_):
+            for oy in range(out_hw[0]):
+                for ox in range(out_hw[1]):
+                    values, count = [], 0
+                    for i in range(size[0]):
+                        for j in range(size[1]):
+                            y, xx = oy * stride[0] - top + i, ox * stride[1] - left + j
+                            if 0 <= y < h and 0 <= xx < w:
+                                values.append(float(x[n, c, y, xx]))
+                                count += 1
+                            elif count_include_pad and -top <= y < h + bottom and -left <= xx < w + right:
+                                count += 1
+                    out[n, c, oy, ox] = max(values) if kind == "max" else sum(values) / count
+    return out
+
+
+# ---------------------------------------------------------------- shape helper
+
+
+def test_pool2d_output_hw():
+    assert pool2d_output_hw((5, 5), (2, 2), (2, 2), (0, 0, 0, 0)) == (2, 2)
+    assert pool2d_output_hw((5, 5), (2, 2), (2, 2), (0, 0, 0, 0), ceil_mode=True) == (3, 3)
+    assert pool2d_output_hw((4, 6), (3, 3), (2, 2), (1, 1, 1, 1)) == (2, 3)
+    assert pool2d_output_hw((4, 6), (3, 3), (2, 2), (1, 1, 1, 1), ceil_mode=True) == (3, 4)
+    assert pool2d_output_hw((7, 8), (3, 2), (1, 3), (1, 0, 0, 2)) == (6, 3)
+    # the last ceil window would start inside the end padding: dropped
+    assert pool2d_output_hw((3, 3), (2, 2), (2, 2), (1, 1, 1, 1), ceil_mode=True) == (2, 2)
+    assert pool2d_output_hw((3, 3), (2, 2), (2, 2), (1, 1, 1, 1)) == (2, 2)
+
+
+# ---------------------------------------------------------------- windowed pooling
+
+POOL_CASES = [
+    # (N, C, H, W), size, stride, padding, ceil_mode
+    ((2, 3, 6, 6), (2, 2), (2, 2), (0, 0, 0, 0), False),
+    ((1, 2, 7, 7), (3, 3), (2, 2), (1, 1, 1, 1), False),
+    ((1, 2, 7, 8), (3, 2), (1, 2), (1, 0, 2, 1), False),  # asymmetric
+    ((1, 2, 5, 5), (3, 3), (1, 1), (1, 1, 1, 1), False),  # "same" 3x3
+    ((2, 2, 5, 6), (2, 3), (2, 2), (0, 0, 0, 0), True),  # ceil mode, no padding
+    ((1, 3, 6, 7), (3, 3), (2, 2), (1, 1, 1, 1), True),  # ceil mode with padding
+    ((1, 1, 4, 4), (4, 4), (1, 1), (0, 0, 0, 0), False),  # window covers the input
+    ((1, 2, 6, 5), (1, 1), (2, 2), (0, 0, 0, 0), False),  # plain subsampling
+    ((1, 2, 3, 3), (2, 2), (1, 1), (0, 0, 0, 1), False),  # pad on one side only
+]
+
+
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_maxpool2d(case, use_ws):
+    shape, size, stride, padding, ceil_mode = case
+    x = rand(np.random.default_rng(0), *shape)
+    out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
+    arena, dst = arena_view(shape[:2] + out_hw)
+    params = dict(size=size, stride=stride, padding=padding)
+    ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
+    expected = ref_pool(x, out_hw, size, stride, padding, "max")
+    for _ in range(2):
+        assert maxpool2d(x, dst, **params, ws=ws) is None
+        np.testing.assert_allclose(dst, expected, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+@pytest.mark.parametrize("count_include_pad", [False, True])
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_avgpool2d(case, use_ws, count_include_pad):
+    shape, size, stride, padding, ceil_mode = case
+    x = rand(np.random.default_rng(1), *shape)
+    out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
+    arena, dst = arena_view(shape[:2] + out_hw)
+    params = dict(size=size, stride=stride, padding=padding, count_include_pad=count_include_pad)
+    ws = avgpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
+    expected = ref_pool(x, out_hw, size, stride, padding, "avg", count_include_pad)
+    for _ in range(2):
+        assert avgpool2d(x, dst, **params, ws=ws) is None
+        np.testing.assert_allclose(dst, expected, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+def test_avgpool2d_default_excludes_padding():
+    x = np.ones((1, 1, 2, 2), np.float32)
+    dst = np.empty((1, 1, 2, 2), np.float32)
+    avgpool2d(x, dst, size=(2, 2), stride=(1, 1), padding=(1, 1, 0, 0))
+    np.testing.assert_array_equal(dst, np.ones((1, 1, 2, 2)))
+    avgpool2d(x, dst, size=(2, 2), stride=(1, 1), padding=(1, 1, 0, 0), count_include_pad=True)
+    np.testing.assert_array_equal(dst[0, 0], [[0.25, 0.5], [0.5, 1.0]])
+
+
+def test_pool_hand_computed():
+    x = np.array([[[[1, -2, 3], [-4, 5, -6], [7, -8, 9]]]], np.float32)
+    dst = np.empty((1, 1, 2, 2), np.float32)
+    maxpool2d(-np.abs(x), dst, size=(2, 2), stride=(2, 2), padding=(0, 0, 1, 1))
+    # windows of -|x|: {-1,-2,-4,-5}, {-3,-6}, {-7,-8}, {-9}: padding never wins
+    np.testing.assert_array_equal(dst[0, 0], [[-1, -3], [-7, -9]])
+    avgpool2d(x, dst, size=(2, 2), stride=(2, 2), padding=(0, 0, 1, 1))
+    np.testing.assert_array_equal(dst[0, 0], [[0, -1.5], [-0.5, 9]])
+
+
+def test_pool_noncontiguous_input():
+    rng = np.random.default_rng(2)
+    x = rand(rng, 1, 6, 5, 2).transpose(0, 3, 2, 1)  # [1, 2, 5, 6], not contiguous
+    for padding in [(0, 0, 0, 0), (1, 0, 1, 1)]:
+        out_hw = pool2d_output_hw((5, 6), (2, 3), (1, 2), padding)
+        dst = np.empty((1, 2) + out_hw, np.float32)
+        maxpool2d(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
+        np.testing.assert_allclose(dst, ref_pool(x, out_hw, (2, 3), (1, 2), padding, "max"), **TOL)
+        avgpool2d(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
+        np.testing.assert_allclose(dst, ref_pool(x, out_hw, (2, 3), (1, 2), padding, "avg"), **TOL)
+
+
+def test_maxpool2d_integer():
+    x = np.array([[[[-5, -7], [-9, -6]]]], np.int32)
+    dst = np.empty((1, 1, 2, 2), np.int32)
+    maxpool2d(x, dst, size=(2, 2), stride=(1, 1), padding=(0, 0, 1, 1))
+    np.testing.assert_array_equal(dst[0, 0], [[-5, -6], [-6, -6]])
+
+
+# ---------------------------------------------------------------- global pooling
+
+
+def test_global_pooling():
+    x = rand(np.random.default_rng(3), 2, 3, 4, 5)
+    expected_avg = np.zeros((2, 3, 1, 1))
+    expected_max = np.zeros((2, 3, 1, 1))
+    for n in range(2):
+        for c in range(3):
+            cells = [float(x[n, c, i, j]) for i in range(4) for j in range(5)]
+            expected_avg[n, c, 0, 0] = sum(cells) / len(cells)
+            expected_max[n, c, 0, 0] = max(cells)
+    arena, dst = arena_view((2, 3, 1, 1))
+    assert global_avgpool2d(x, dst) is None
+    np.testing.assert_allclose(dst, expected_avg, **TOL)
+    assert global_maxpool2d(x, dst) is None
+    np.testing.assert_allclose(dst, expected_max, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+def test_global_pooling_other_ranks():
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)[..., ::2]  # non-contiguous
+    dst = np.empty((1, 2, 1, 1), np.float32)
+    global_avgpool2d(x, dst)
+    np.testing.assert_allclose(dst.ravel(), [5.0, 17.0], **TOL)
+    x3 = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    dst3 = np.empty((1, 2, 1), np.float32)
+    global_maxpool2d(x3, dst3)
+    np.testing.assert_array_equal(dst3.ravel(), [2, 5])

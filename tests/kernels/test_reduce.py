@@ -1,0 +1,150 @@
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from lightnet.kernels.reduce import (
+    maxreduce,
+    maxreduce_arg,
+    reduce_shape,
+    softmax,
+    softmax_workspace,
+)
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def arena_view(shape, dtype=np.float32, fill=-777):
+    n = math.prod(shape)
+    arena = np.full(n + 16, fill, dtype=dtype)
+    return arena, arena[8 : 8 + n].reshape(shape)
+
+
+def lines(shape, axis):
+    """Every index tuple of `shape` with `axis` left free, as lists of full indices."""
+    others = [range(d) if k != axis else [None] for k, d in enumerate(shape)]
+    for idx in itertools.product(*others):
+        yield [idx[:axis] + (i,) + idx[axis + 1 :] for i in range(shape[axis])]
+
+
+def naive_softmax(src, axis):
+    out = np.zeros(src.shape)
+    for line in lines(src.shape, axis):
+        exps = [math.exp(float(src[i])) for i in line]
+        total = sum(exps)
+        for i, e in zip(line, exps):
+            out[i] = e / total
+    return out
+
+
+def naive_max_arg(src, axis):
+    shape = reduce_shape(src.shape, axis)
+    values, args = np.zeros(shape), np.zeros(shape, np.int64)
+    for line in lines(src.shape, axis):
+        best = 0
+        for k in range(1, len(line)):
+            if src[line[k]] > src[line[best]]:
+                best = k
+        key = line[0][:axis] + (0,) + line[0][axis + 1 :]
+        values[key], args[key] = src[line[best]], best
+    return values, args
+
+
+@pytest.mark.parametrize(
+    "shape, axis",
+    [
+        ((5,), 0),
+        ((3, 4), 0),
+        ((3, 4), 1),
+        ((2, 3, 4), 0),
+        ((2, 3, 4), 1),
+        ((2, 3, 4), 2),
+        ((2, 3, 2, 5), 3),
+    ],
+)
+def test_softmax_matches_naive(shape, axis):
+    rng = np.random.default_rng(len(shape) * 10 + axis)
+    src = (rng.standard_normal(shape) * 3).astype(np.float32)
+    arena, dst = arena_view(shape)
+    assert softmax(src, dst, axis=axis) is None
+    np.testing.assert_allclose(dst, naive_softmax(src, axis), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(dst.sum(axis=axis), 1, rtol=RTOL, atol=ATOL)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+def test_softmax_large_values_are_stable_and_workspace_reused():
+    src = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -1000.0]], np.float32)
+    ws = softmax_workspace(src.shape, np.float32, axis=1)
+    assert ws.shape == (2, 1)
+    dst = np.empty_like(src)
+    for _ in range(2):
+        softmax(src, dst, axis=1, ws=ws)
+        e = [math.exp(-2), math.exp(-1), 1.0]
+        np.testing.assert_allclose(dst[0], [x / sum(e) for x in e], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(dst[1], [1 / 3] * 3, rtol=RTOL, atol=ATOL)
+
+
+def test_softmax_non_contiguous_input_and_in_place():
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((4, 3)).astype(np.float32)
+    src = base.T  # (3, 4), non-contiguous
+    dst = np.empty((3, 4), np.float32)
+    softmax(src, dst, axis=1)
+    np.testing.assert_allclose(dst, naive_softmax(src, 1), rtol=RTOL, atol=ATOL)
+    buf = base.copy()
+    softmax(buf, buf, axis=0)
+    np.testing.assert_allclose(buf, naive_softmax(base, 0), rtol=RTOL, atol=ATOL)
+
+
+def test_reduce_shape_keeps_axis():
+    assert reduce_shape((2, 3, 4, 5), 1) == (2, 1, 4, 5)
+    assert reduce_shape([7], 0) == (1,)
+    with pytest.raises(ValueError, match="axis 3 is out of range"):
+        reduce_shape((2, 3, 4), 3)
+    with pytest.raises(ValueError, match="out of range"):
+        reduce_shape((2, 3, 4), -1)
+
+
+@pytest.mark.parametrize(
+    "shape, axis", [((6,), 0), ((3, 4), 0), ((3, 4), 1), ((2, 3, 4), 1), ((2, 3, 4, 5), 2)]
+)
+def test_maxreduce_and_arg_match_naive(shape, axis):
+    rng = np.random.default_rng(sum(shape) + axis)
+    src = rng.integers(-3, 4, shape).astype(np.float32)  # many ties
+    values, args = naive_max_arg(src, axis)
+    out_shape = reduce_shape(shape, axis)
+
+    arena, dst = arena_view(out_shape)
+    assert maxreduce(src, dst, axis=axis) is None
+    np.testing.assert_allclose(dst, values, rtol=RTOL, atol=ATOL)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+    _, dst2 = arena_view(out_shape)
+    arg_arena, arg = arena_view(out_shape, dtype=np.int32)
+    assert maxreduce_arg(src, dst2, arg, axis=axis) is None
+    np.testing.assert_allclose(dst2, values, rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(arg, args)
+    assert arg.dtype == np.int32
+    assert (arg_arena[:8] == -777).all() and (arg_arena[-8:] == -777).all()
+
+
+def test_maxreduce_arg_ties_take_first():
+    src = np.array([[1, 5, 5, 2], [7, 7, 7, 7], [0, 1, 2, 3]], np.float32)
+    dst = np.empty((3, 1), np.float32)
+    arg = np.empty((3, 1), np.int32)
+    maxreduce_arg(src, dst, arg, axis=1)
+    np.testing.assert_array_equal(dst[:, 0], [5, 7, 3])
+    np.testing.assert_array_equal(arg[:, 0], [1, 0, 3])
+    dst0 = np.empty((1, 4), np.float32)
+    arg0 = np.empty((1, 4), np.int32)
+    maxreduce_arg(src, dst0, arg0, axis=0)
+    np.testing.assert_array_equal(dst0[0], [7, 7, 7, 7])
+    np.testing.assert_array_equal(arg0[0], [1, 1, 1, 1])
+
+
+def test_maxreduce_integer_dtype():
+    src = np.array([[3, -9], [4, 8]], np.int32)
+    dst = np.empty((2, 1), np.int32)
+    maxreduce(src, dst, axis=1)
+    np.testing.assert_array_equal(dst, [[3], [8]])
