@@ -640,6 +640,29 @@ def load(root: Path) -> Descriptions:
             ops[op.optype] = (op, label)
         families.append(family)
     by_optype = {optype: op for optype, (op, _) in ops.items()}
-    optimizers = [load_optimizer(p, p.relative_to(root).as_posix(), by_optype)
-                  for p in sorted((root / "descriptions" / "optimizers").glob("*.yaml"))]
-    return Descriptions(tuple(families), tuple(optimizers))
+    optimizers = {}
+    for path in sorted((root / "descriptions" / "optimizers").glob("*.yaml")):
+        optimizer = load_optimizer(path, path.relative_to(root).as_posix(), by_optype)
+        optimizers[optimizer.arch] = optimizer
+    archs = sorted({op.arch for op in by_optype.values() if op.runnable})
+    return Descriptions(
+        tuple(families),
+        tuple(_with_default_expanders(optimizers.get(arch), arch, by_optype) for arch in archs),
+    )
+
+
+def _with_default_expanders(optimizer: Optimizer | None, arch: str, ops) -> Optimizer:
+    """Add the default rule for every abstract op the arch's file leaves out:
+    lower `X` to `X_<arch>` when that op exists. So an op described in one file
+    needs no optimizer rule unless its lowering is more than a rename."""
+    if optimizer is None:
+        optimizer = Optimizer(arch, "", f"descriptions/optimizers/{arch}.yaml (defaults)", ())
+    explicit = {e.optype for e in optimizer.expanders}
+    defaults = tuple(
+        Expander(optype, (ExpanderRule(None, f"{optype}_{arch}"),))
+        for optype, op in ops.items()
+        if op.arch == "none" and optype not in explicit and f"{optype}_{arch}" in ops
+        and ops[f"{optype}_{arch}"].arch == arch
+    )
+    expanders = tuple(sorted(optimizer.expanders + defaults, key=lambda e: e.optype))
+    return Optimizer(optimizer.arch, optimizer.doc, optimizer.source, expanders)

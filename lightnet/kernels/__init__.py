@@ -7,8 +7,13 @@ check time live beside the kernels they describe.
 
 from lightnet.kernels.array import *  # noqa: F401,F403
 from lightnet.kernels.conv import *  # noqa: F401,F403
+from lightnet.kernels.detection import *  # noqa: F401,F403
+from lightnet.kernels.elementwise import *  # noqa: F401,F403
 from lightnet.kernels.io import *  # noqa: F401,F403
 from lightnet.kernels.linalg import *  # noqa: F401,F403
 from lightnet.kernels.norm import *  # noqa: F401,F403
 from lightnet.kernels.pad import *  # noqa: F401,F403
 from lightnet.kernels.pool import *  # noqa: F401,F403
+from lightnet.kernels.reduce import *  # noqa: F401,F403
+from lightnet.kernels.resample import *  # noqa: F401,F403
+from lightnet.kernels.sort import *  # noqa: F401,F403

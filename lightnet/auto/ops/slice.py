@@ -80,7 +80,7 @@ SLICE = OpProto(
             "inputs": {"src": [[1, 2, 3, 4]]},
             "params": {"axis": 1, "start": 2, "len": 3},
             "outputs": {},
-            "error": "param 'len': check: expected start + len <= src.shape[axis] (the slice ends inside the axis), found start=2, len=3, src=float32[1, 4]",
+            "error": "param 'len': check: expected start + len <= src.shape[axis] (the slice ends inside the axis), found src=float32[1, 4], axis=1, start=2, len=3",
         },
     ),
 )

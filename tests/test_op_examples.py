@@ -1,0 +1,79 @@
+"""Every `examples` entry of every op description, run through the full runtime.
+
+Each example becomes a model: one `create` op per input, then the op under
+test; it is compiled for cpu, loaded and run, and each output is compared
+with the example's expected values (or the expected error is matched).
+"""
+
+import numpy as np
+import pytest
+
+from lightnet import Context, LightNetError
+from lightnet.arch import op_protos
+from lightnet.tensor import DType
+
+
+def _cases():
+    for proto in op_protos().values():
+        for i, example in enumerate(proto.examples):
+            yield pytest.param(proto, example, id=f"{proto.optype}-{i}")
+
+
+def _input(value):
+    """(dtype name, array) of an example input: a nested list or {dtype, data}."""
+    if isinstance(value, dict):
+        dtype = value.get("dtype", "TL_FLOAT")
+        return dtype, np.asarray(value["data"], dtype=DType.from_name(dtype).np)
+    return "TL_FLOAT", np.asarray(value, dtype=np.float32)
+
+
+def _model(proto, example):
+    ops = []
+    tensors_in = []
+    for arg, value in example["inputs"].items():
+        dtype, array = _input(value)
+        ops.append({
+            "name": f"create_{arg}", "optype": "create", "tensors_in": [],
+            "tensors_out": [{"arg_name": "dst", "name": f"in_{arg}"}],
+            "params": [{"arg_name": "dtype", "value": dtype},
+                       {"arg_name": "dims", "value": list(array.shape) or [1]},
+                       {"arg_name": "data", "value": array.reshape(-1).tolist()}],
+        })
+        tensors_in.append({"arg_name": arg, "name": f"in_{arg}"})
+    outs = [t.arg_name for t in proto.tensors_out]
+    ops.append({
+        "name": "op", "optype": proto.optype, "tensors_in": tensors_in,
+        "tensors_out": [{"arg_name": a, "name": f"out_{a}"} for a in outs],
+        "params": [{"arg_name": k, "value": v} for k, v in example["params"].items()],
+    })
+    return {"ops": ops}
+
+
+@pytest.mark.parametrize("proto, example", list(_cases()))
+def test_example(proto, example):
+    ctx = Context()
+    model = _model(proto, example)
+    if example["error"] is not None:
+        with pytest.raises(LightNetError) as info:
+            ctx.init(model)
+            ctx.compile("cpu")
+        assert example["error"] in str(info.value)
+        return
+    ctx.init(model)
+    ctx.compile("cpu")
+    ctx.load()
+    ctx.run()
+    for arg, expected in example["outputs"].items():
+        _, expected = _input(expected)
+        got = ctx.get_data(f"out_{arg}")
+        assert got.shape == expected.shape, f"output '{arg}' shape"
+        np.testing.assert_allclose(got, expected.astype(got.dtype), rtol=1e-5, atol=1e-6)
+
+
+def test_every_abstract_op_has_examples_and_a_cpu_variant():
+    from lightnet.arch import archs
+
+    for optype, proto in archs()["none"].ops.items():
+        assert proto.examples, f"{optype} has no examples"
+        assert any(e["error"] for e in proto.examples), f"{optype} has no invalid example"
+        assert optype in archs()["cpu"].expanders, f"{optype} cannot be lowered to cpu"
