@@ -554,8 +554,8 @@ def _op(optype: str, value, file: str) -> OpDesc:
     _unique(f, "tensors_out", [*known, *out_names])
 
     run_known = [*known, *out_names, "priv", "op"]
-    static_run, _ = _code(f, "static_run", run_known)
-    run, _ = _code(f, "run", run_known)
+    static_run, static_names = _code(f, "static_run", run_known)
+    run, _ = _code(f, "run", [*run_known, *static_names])  # run closes over static_run's names
     post_run, _ = _code(f, "post_run", ["priv", "op", *param_names])
     if arch == "none" and (static_run or run):
         raise DescriptionError(file, f.line, optype, "an abstract op (arch none) has no run code")
