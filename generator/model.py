@@ -137,25 +137,51 @@ class Family:
 
 
 @dataclass(frozen=True)
-class ExpanderRule:
+class NewOp:
+    """One op a rule puts in place: an optype, the op it starts from (`like`:
+    its name, tensors and params), and expressions for what differs."""
+
+    optype: str
+    like: str | None
+    name: str | None
+    ins: tuple[tuple[str, str], ...]
+    outs: tuple[tuple[str, str], ...]
+    params: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`when` holds -> replace the matched op(s) by `replace` (empty: remove).
+    `tensors` are fresh tensor names the new ops may create."""
+
     when: str | None
-    replace: str
+    tensors: tuple[str, ...]
+    replace: tuple[NewOp, ...]
 
 
 @dataclass(frozen=True)
 class Expander:
     optype: str
-    rules: tuple[ExpanderRule, ...]
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
+class Combiner:
+    name: str
+    doc: str
+    window: tuple[str, ...]
+    rule: Rule
 
 
 @dataclass(frozen=True)
 class Optimizer:
-    """One file of descriptions/optimizers: an arch's expander rules."""
+    """One file of descriptions/optimizers: an arch's expanders and combiners."""
 
     arch: str
     doc: str
     source: str
     expanders: tuple[Expander, ...]
+    combiners: tuple[Combiner, ...]
 
 
 @dataclass(frozen=True)
@@ -592,6 +618,57 @@ def load_family(path: Path, label: str) -> Family:
 # Optimizer descriptions ----------------------------------------------------------------
 
 
+def _new_op(value, file, path, line, arch, ops, known, likes) -> NewOp:
+    f = _Fields(value, file, path, line)
+    optype = f.get("optype", str)
+    if optype not in ops or ops[optype].arch != arch:
+        raise f.error("optype", f"'{optype}' is not an op of arch '{arch}'")
+    op = ops[optype]
+    like = f.get("like", str, None)
+    if like is not None and like not in likes:
+        raise f.error("like", f"expected one of {', '.join(likes)}, found '{like}'")
+    name = _expr(f, "name", known, None)
+    args = {
+        "ins": [t.arg_name for t in op.tensors_in],
+        "outs": [t.arg_name for t in op.tensors_out],
+        "params": [p.arg_name for p in op.params],
+    }
+    variadic = [t.arg_name for t in op.tensors_in if t.variadic]
+    mapped = {}
+    for key, names in args.items():
+        items = []
+        for arg, expr in f.get(key, dict, {}).items():
+            if arg not in names and not any(arg.startswith(v) and arg[len(v):].isdigit()
+                                            for v in variadic):
+                raise f.error(key, f"'{arg}' is not one of {', '.join(names) or 'none'} "
+                                   f"of {optype}")
+            text = expr if isinstance(expr, str) else repr(_plain(expr))
+            _check_names(_parse(text, "eval", f, key), known, f, key)
+            items.append((arg, text))
+        mapped[key] = tuple(items)
+    f.done()
+    return NewOp(optype, like, name, mapped["ins"], mapped["outs"], mapped["params"])
+
+
+def _rule(f: _Fields, arch: str, ops, subject: str, likes) -> Rule:
+    """The when / tensors / replace keys shared by expander and combiner rules."""
+    tensors = tuple(f.get("tensors", list, []))
+    for t in tensors:
+        if not isinstance(t, str) or not t.isidentifier():
+            raise f.error("tensors", f"tensor names must be identifiers, found {t!r}")
+    known = [subject, *tensors]
+    when = _expr(f, "when", [subject], None)
+    replace = f.get("replace", (str, list))
+    if isinstance(replace, str):  # shorthand: the op under another optype
+        if replace not in ops or ops[replace].arch != arch:
+            raise f.error("replace", f"'{replace}' is not an op of arch '{arch}'")
+        new_ops = (NewOp(replace, likes[0], None, (), (), ()),)
+    else:
+        new_ops = tuple(_new_op(v, f.file, p, l, arch, ops, known, likes)
+                        for v, p, l in f.items("replace"))
+    return Rule(when, tensors, new_ops)
+
+
 def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
     doc = load_yaml(path, label)
     f = _Fields(doc, label, "", 1)
@@ -601,27 +678,36 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
     if path.stem != arch:
         raise f.error("arch", f"the file of arch '{arch}' must be named {arch}.yaml")
     expanders = []
-    for optype, rules in f.get("expanders", dict, {}).items():
-        g = _Fields(f.map["expanders"], label, "expanders", f.line)
+    g = _Fields(f.get("expanders", dict, {}), label, "expanders", f.line)
+    for optype in g.map:
         if optype not in ops or ops[optype].arch != "none":
             raise g.error(optype, f"'{optype}' is not an abstract op (arch none)")
-        if not isinstance(rules, list) or not rules:
+        items = g.items(optype)
+        if not items:
             raise g.error(optype, "expected a non-empty list of rules")
-        parsed = []
-        for i, rule in enumerate(rules):
-            lines = getattr(rules, "lines", [])
-            r = _Fields(rule, label, f"expanders.{optype}[{i}]",
-                        lines[i] if i < len(lines) else g.line)
-            replace = r.get("replace", str)
-            if replace not in ops or ops[replace].arch != arch:
-                raise r.error("replace", f"'{replace}' is not an op of arch '{arch}'")
-            when = _expr(r, "when", ["op"], None)
-            if when is None and i != len(rules) - 1:
+        rules = []
+        for i, (value, path_i, line) in enumerate(items):
+            r = _Fields(value, label, path_i, line)
+            rule = _rule(r, arch, ops, "op", ["op"])
+            if rule.when is None and i != len(items) - 1:
                 raise r.error("when", "only the last rule may omit 'when' (it always matches)")
-            parsed.append(ExpanderRule(when, replace))
+            rules.append(rule)
             r.done()
-        expanders.append(Expander(optype, tuple(parsed)))
-    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders))
+        expanders.append(Expander(optype, tuple(rules)))
+    combiners = []
+    c = _Fields(f.get("combiners", dict, {}), label, "combiners", f.line)
+    for name in c.map:
+        if not name.isidentifier():
+            raise c.error(name, f"a combiner name must be an identifier, found '{name}'")
+        r = _Fields(c.get(name, dict), label, f"combiners.{name}", c.where(name)[1])
+        window = r.get("window", list)
+        if len(window) < 1 or any(w not in ops or ops[w].arch != arch for w in window):
+            raise r.error("window", f"expected a list of ops of arch '{arch}', found {window}")
+        likes = [f"ops[{i}]" for i in range(len(window))]
+        combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
+                                  _rule(r, arch, ops, "ops", likes)))
+        r.done()
+    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners))
     f.done()
     return opt
 
@@ -656,13 +742,14 @@ def _with_default_expanders(optimizer: Optimizer | None, arch: str, ops) -> Opti
     lower `X` to `X_<arch>` when that op exists. So an op described in one file
     needs no optimizer rule unless its lowering is more than a rename."""
     if optimizer is None:
-        optimizer = Optimizer(arch, "", f"descriptions/optimizers/{arch}.yaml (defaults)", ())
+        optimizer = Optimizer(arch, "", f"descriptions/optimizers/{arch}.yaml (defaults)", (), ())
     explicit = {e.optype for e in optimizer.expanders}
     defaults = tuple(
-        Expander(optype, (ExpanderRule(None, f"{optype}_{arch}"),))
+        Expander(optype, (Rule(None, (), (NewOp(f"{optype}_{arch}", "op", None, (), (), ()),)),))
         for optype, op in ops.items()
         if op.arch == "none" and optype not in explicit and f"{optype}_{arch}" in ops
         and ops[f"{optype}_{arch}"].arch == arch
     )
     expanders = tuple(sorted(optimizer.expanders + defaults, key=lambda e: e.optype))
-    return Optimizer(optimizer.arch, optimizer.doc, optimizer.source, expanders)
+    return Optimizer(optimizer.arch, optimizer.doc, optimizer.source, expanders,
+                     optimizer.combiners)

@@ -93,6 +93,22 @@ def _satisfy(arg: str, check) -> str:
             f"lambda: found({values}))")
 
 
+def _rule_texts(optimizer: Optimizer) -> list[str]:
+    rules = [r for e in optimizer.expanders for r in e.rules]
+    rules += [c.rule for c in optimizer.combiners]
+    texts = [r.when or "" for r in rules]
+    for rule in rules:
+        for n in rule.replace:
+            texts += [n.name or ""] + [expr for _, expr in n.ins + n.outs + n.params]
+    return texts
+
+
+def _globals_used(texts) -> dict[str, bool]:
+    joined = "\n".join(texts)
+    return {name.lower(): bool(re.search(rf"\b{name}\b", joined))
+            for name in ("kernels", "np", "math", "DType")}
+
+
 def _uses(family: Family) -> dict[str, bool]:
     text = []
     for op in family.ops:
@@ -202,9 +218,9 @@ def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
         text = env.get_template("op.py.j2").render(family=family, uses=_uses(family))
         files[f"lightnet/auto/ops/{family.name}.py"] = format_python(text, family.source)
     for optimizer in descriptions.optimizers:
-        needs_view = any(r.when for e in optimizer.expanders for r in e.rules)
-        text = env.get_template("optimizer.py.j2").render(optimizer=optimizer,
-                                                          needs_view=needs_view)
+        text = env.get_template("optimizer.py.j2").render(
+            optimizer=optimizer, uses=_globals_used(_rule_texts(optimizer))
+        )
         files[f"lightnet/auto/optimizers/{optimizer.arch}.py"] = format_python(text, optimizer.source)
     for package, doc in (("ops", "Generated op modules, one per descriptions/ops/*.yaml."),
                          ("optimizers", "Generated optimizer modules, one per arch."),

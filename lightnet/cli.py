@@ -30,6 +30,13 @@ def parser() -> argparse.ArgumentParser:
                    help="MODEL is already compiled: run it as it is")
     p.add_argument("-f", "--datafile", metavar="DATAFILE",
                    help="weight file (.npz or LightNet text format)")
+    p.add_argument("--mem-report", action="store_true",
+                   help="print the memory plan: arena, all tensors, lower bound")
+    p.add_argument("--profile", action="store_true",
+                   help="print the time of each op (run once more, timed per op)")
+    p.add_argument("--dot", metavar="FILE", help="write the compiled data-flow graph (DOT)")
+    p.add_argument("--dot-before", metavar="FILE",
+                   help="write the data-flow graph before compiling (DOT)")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
 
@@ -37,10 +44,17 @@ def parser() -> argparse.ArgumentParser:
 def run(args, out) -> None:
     ctx = Context()
     ctx.init(args.model)
+    if args.dot_before:
+        write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
     if args.run:
         ctx.plan()
     else:
         ctx.compile(args.target)
+    if args.dot:
+        write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
+    if args.mem_report:
+        for report in ctx.mem.values():
+            print(format_mem_report(report), file=out)
     if args.compile:
         ctx.print(args.outfile)
         return
@@ -50,6 +64,34 @@ def run(args, out) -> None:
     elapsed = time.perf_counter() - start
     out.flush()
     print(f"info: run time: {elapsed:.6f}s", file=out)
+    if args.profile:
+        print(format_profile(ctx.profile()), file=out)
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise LightNetError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def format_mem_report(r) -> str:
+    ratio = r.arena / r.lower_bound if r.lower_bound else 1.0
+    return (f"memory {r.mtype}: arena {r.arena} bytes, all tensors {r.total} bytes, "
+            f"lower bound {r.lower_bound} bytes (arena / lower bound = {ratio:.3f})")
+
+
+def format_profile(times) -> str:
+    total = sum(t for _, t in times) or 1e-12
+    width = max([len("op")] + [len(op.name) for op, _ in times])
+    owidth = max([len("optype")] + [len(op.optype) for op, _ in times])
+    lines = [f"{'op':<{width}}  {'optype':<{owidth}}  {'ms':>10}  {'%':>6}"]
+    for op, t in times:
+        lines.append(f"{op.name:<{width}}  {op.optype:<{owidth}}  {t * 1e3:>10.3f}  "
+                     f"{100 * t / total:>6.1f}")
+    lines.append(f"{'total':<{width}}  {'':<{owidth}}  {total * 1e3:>10.3f}  {100.0:>6.1f}")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:

@@ -7,6 +7,7 @@ bound as a numpy view into it.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ class Context:
         self.arenas: dict[MemType, np.ndarray] = {}
         self.arrays: dict[str, np.ndarray] = {}
         self._runs: tuple = ()
+        self._run_ops: tuple = ()
 
     # Building and checking ------------------------------------------------------
 
@@ -147,23 +149,33 @@ class Context:
             self.plan()
         self.arenas = {m: np.zeros(r.arena, dtype=np.uint8) for m, r in self.mem.items()}
         arrays = self.arrays
+        for name, entry in self.tensors.items():
+            if entry.owner is None:
+                raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
+                arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
         for op in self.ops:
-            for name in op.tensors_out.values():
+            views = op.proto.views(op, arrays) if op.proto.views is not None else {}
+            for arg, name in op.tensors_out.items():
                 entry = self.tensors[name]
-                if entry.owner is None:
-                    raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
-                    arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
-            if op.proto.views is not None:
-                for arg, view in op.proto.views(op, arrays).items():
-                    arrays[op.tensors_out[arg]] = view
+                if entry.owner is not None:
+                    owner = arrays[entry.owner]
+                    view = views[arg] if arg in views else owner.reshape(entry.shape)
+                    if not np.shares_memory(view, owner) or view.shape != entry.shape:
+                        raise LightNetError(
+                            f"op '{op.name}' ({op.optype}): output '{arg}' must be a "
+                            f"{entry.describe()} view of '{entry.owner}'s memory; its "
+                            "description's view is wrong"
+                        )
+                    arrays[name] = view
         self._load_weights(datafile)
         runs = []
         for op in self.ops:
             if op.proto.load is not None:
                 run = op.proto.load(op, arrays)
                 if run is not None:
-                    runs.append(run)
-        self._runs = tuple(runs)
+                    runs.append((op, run))
+        self._run_ops = tuple(runs)
+        self._runs = tuple(run for _, run in runs)
 
     def _load_weights(self, datafile) -> None:
         wanted = sorted(n for n, e in self.tensors.items() if e.from_file)
@@ -189,6 +201,17 @@ class Context:
     def run(self) -> None:
         for run in self._runs:
             run()
+
+    def profile(self, repeat: int = 1) -> list[tuple[Op, float]]:
+        """Run `repeat` times, timing each op: (op, seconds per run), run order."""
+        times = [0.0] * len(self._run_ops)
+        clock = time.perf_counter
+        for _ in range(repeat):
+            for i, (_, run) in enumerate(self._run_ops):
+                start = clock()
+                run()
+                times[i] += clock() - start
+        return [(op, t / repeat) for (op, _), t in zip(self._run_ops, times)]
 
     def _array(self, name: str) -> np.ndarray:
         if not self.arrays:
@@ -244,6 +267,7 @@ class Context:
     def unload(self) -> None:
         """Free the arenas and private state; the model stays checked."""
         self._runs = ()
+        self._run_ops = ()
         self.arrays = {}
         self.arenas = {}
         for op in self.ops:

@@ -25,6 +25,16 @@ class DataFlowGraph:
         """Add `op` and link it with the ops producing its inputs and consuming its outputs."""
         if op.name in self.ops:
             raise LightNetError(f"op name '{op.name}' is used twice")
+        # Check every output before changing anything, so a failed add leaves
+        # the graph as it was.
+        produced = {}
+        for tname in op.tensors_out.values():
+            other = self.producer.get(tname) or produced.get(tname)
+            if other is not None:
+                raise LightNetError(
+                    f"tensor '{tname}' is produced by both op '{other}' and op '{op.name}'"
+                )
+            produced[tname] = op.name
         self.ops[op.name] = op
         self.graph.add(op.name)
         for tname in op.tensors_in.values():
@@ -32,11 +42,6 @@ class DataFlowGraph:
             if tname in self.producer:
                 self.graph.link(self.producer[tname], op.name, tname)
         for tname in op.tensors_out.values():
-            if tname in self.producer:
-                raise LightNetError(
-                    f"tensor '{tname}' is produced by both op '{self.producer[tname]}' "
-                    f"and op '{op.name}'"
-                )
             self.producer[tname] = op.name
             for consumer in self.consumers.get(tname, ()):
                 self.graph.link(op.name, consumer, tname)
@@ -91,3 +96,33 @@ class DataFlowGraph:
             self.graph.topsort_layers()
         except CycleError as e:
             raise LightNetError(f"the model has a cycle among ops {e.nodes}") from None
+
+    def to_dot(self, tensors) -> str:
+        """Graphviz DOT: ops as boxes, tensors as labelled edges; model outputs
+        as edges to plain `output` nodes."""
+        lines = ["digraph lightnet {", "  node [shape=box, fontname=monospace];"]
+        for name, op in self.ops.items():
+            label = _dot_id(name + "\n" + op.optype)
+            lines.append(f"  {_dot_id(name)} [label={label}];")
+        for name in self.graph.nodes:
+            for succ, tname in self.graph.successors(name):
+                lines.append(f"  {_dot_id(name)} -> {_dot_id(succ)} "
+                             f"[label={_dot_id(_tensor_label(tensors, tname))}];")
+        for tname in self.dangling_outs:
+            out = _dot_id(f"out:{tname}")
+            lines.append(f"  {out} [shape=plaintext, label={_dot_id(tname)}];")
+            lines.append(f"  {_dot_id(self.producer[tname])} -> {out} "
+                         f"[label={_dot_id(_tensor_label(tensors, tname))}];")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _tensor_label(tensors, tname: str) -> str:
+    entry = tensors.get(tname)
+    return tname if entry is None else f"{tname} {entry.describe()}"
+
+
+def _dot_id(text: str) -> str:
+    """A quoted DOT identifier."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'

@@ -74,6 +74,8 @@ def read(source) -> tuple[list[OpSpec], str]:
 def _type_name(value) -> str:
     if value is None:
         return "null"
+    if value == "":
+        return "an empty string"
     return {bool: "a bool", str: "a string", int: "a number", float: "a number",
             list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
 

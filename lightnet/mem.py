@@ -108,11 +108,15 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     reports = {}
     total: dict[MemType, int] = {}
     bound: dict[MemType, int] = {}
+    allocated = set()
     for i, op in enumerate(ops):
         for name in op.tensors_out.values():
-            entry = tensors[name]
-            if entry.owner is not None:
+            # A root is allocated when it or any view of it is first written:
+            # a view may be written before its root (a slice of a concat output).
+            entry = tensors[roots[name]]
+            if entry.name in allocated:
                 continue
+            allocated.add(entry.name)
             pool = pools.setdefault(entry.mtype, MemoryPool(entry.mtype.align))
             entry.offset = pool.alloc(entry.nbytes)
             live[entry.mtype] = live.get(entry.mtype, 0) + entry.nbytes

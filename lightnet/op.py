@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from lightnet.errors import CheckError
 from lightnet.param import Param, ParamType
 from lightnet.tensor import MemType, TensorTable
 
@@ -110,8 +111,15 @@ class Op:
         return None if name is None else arrays[name]
 
     def pre_run(self, tensors: TensorTable) -> None:
+        """Check the op and register its outputs. A helper that rejects the
+        arguments (a shape function raising ValueError, say) is reported as a
+        failed check of this op, like every other."""
         self.values = {}
-        self.proto.pre_run(self, tensors)
+        try:
+            self.proto.pre_run(self, tensors)
+        except (ValueError, ArithmeticError, IndexError, TypeError) as e:
+            raise CheckError(self.name, self.optype, "op", "infer",
+                             "arguments its shapes can be computed from", str(e)) from e
 
     def post_run(self, tensors: TensorTable) -> None:
         """Free private state and unregister the outputs."""

@@ -259,6 +259,8 @@ def _show(value) -> str:
         return value.describe()
     if isinstance(value, list) and value and isinstance(value[0], TensorEntry):
         return "[" + ", ".join(v.describe() for v in value) + "]"
+    if isinstance(value, tuple) and len(value) > 8:
+        return f"({', '.join(map(repr, value[:8]))}, ... {len(value)} elements)"
     return repr(value)
 
 
@@ -268,5 +270,6 @@ def _with_value(text: str, value) -> str:
 
 
 def _names(args) -> str:
-    names = [f"{a.arg_name}1..{a.arg_name}N" if a.variadic else a.arg_name for a in args]
+    names = [f"{a.arg_name}1..{a.arg_name}N" if getattr(a, "variadic", False) else a.arg_name
+             for a in args]
     return "one of " + ", ".join(names) if names else "none"

@@ -104,7 +104,11 @@ class Param:
 
     @staticmethod
     def _number(v) -> float:
-        v = float(v)
+        try:
+            v = float(v)
+        except OverflowError:  # an integer beyond the double range, e.g. 10**400
+            raise ValueError("numbers must be finite, found an integer beyond the "
+                             "double range") from None
         if not math.isfinite(v):
             raise ValueError(f"numbers must be finite, found {v}")
         return v

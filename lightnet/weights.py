@@ -35,6 +35,9 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         raise LightNetError(f"{path}: not a valid .npz weight file: {e}") from None
     except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise LightNetError(f"{path}: not a valid .npz weight file: {e}") from None
+    except Exception as e:  # a damaged archive: zlib.error, TokenError, NotImplementedError, ...
+        raise LightNetError(f"{path}: not a valid .npz weight file: "
+                            f"{type(e).__name__}: {e}") from None
 
 
 def _read_text(path: Path) -> dict[str, np.ndarray]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from lightnet.auto.ops import create as create_ops
 from lightnet.auto.ops import print as print_ops
+from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.optimizers import cpu as cpu_optimizers
 
 OP_PROTOS = (
     *create_ops.PROTOS,
     *print_ops.PROTOS,
+    *reshape_ops.PROTOS,
     *slice_ops.PROTOS,
 )
 

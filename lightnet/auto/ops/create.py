@@ -60,13 +60,7 @@ def create_pre_run(op, tensors):
         lambda: found(ran=ran),
     )
     from_file = ck.param("from_file", ParamType.BOOL, default=False)
-    ck.define(
-        "dst",
-        dtype,
-        dims,
-        static=True,
-        from_file=from_file,
-    )
+    ck.define("dst", dtype, dims, static=True, from_file=from_file)
     op.values.update(dtype=dtype, dims=dims, data=data, ran=ran, from_file=from_file)
 
 
@@ -181,13 +175,7 @@ def create_cpu_pre_run(op, tensors):
         lambda: found(ran=ran),
     )
     from_file = ck.param("from_file", ParamType.BOOL, default=False)
-    ck.define(
-        "dst",
-        dtype,
-        dims,
-        static=True,
-        from_file=from_file,
-    )
+    ck.define("dst", dtype, dims, static=True, from_file=from_file)
     op.values.update(dtype=dtype, dims=dims, data=data, ran=ran, from_file=from_file)
 
 

@@ -31,11 +31,7 @@ def slice_pre_run(op, tensors):
         "the slice ends inside the axis",
         lambda: found(src=src, axis=axis, start=start, len=len),
     )
-    ck.define(
-        "dst",
-        src.dtype,
-        src.shape[:axis] + (len,) + src.shape[axis + 1 :],
-    )
+    ck.define("dst", src.dtype, src.shape[:axis] + (len,) + src.shape[axis + 1 :])
     op.values.update(axis=axis, start=start, len=len)
 
 
@@ -108,11 +104,7 @@ def slice_cpu_pre_run(op, tensors):
         "the slice ends inside the axis",
         lambda: found(src=src, axis=axis, start=start, len=len),
     )
-    ck.define(
-        "dst",
-        src.dtype,
-        src.shape[:axis] + (len,) + src.shape[axis + 1 :],
-    )
+    ck.define("dst", src.dtype, src.shape[:axis] + (len,) + src.shape[axis + 1 :])
     op.values.update(axis=axis, start=start, len=len)
 
 

@@ -7,27 +7,42 @@ is lowered to `X_cpu`.
 
 from __future__ import annotations
 
-from lightnet.arch import get_proto
+from lightnet.arch import Combiner
+from lightnet.rules import Builder, OpView
 
 
 def expand_create(ctx, target):
     """Lower create to create_cpu."""
-    return [target.copy_as(get_proto("create_cpu"))]
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("create_cpu", like=op)]
 
 
 def expand_print(ctx, target):
     """Lower print to print_cpu."""
-    return [target.copy_as(get_proto("print_cpu"))]
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("print_cpu", like=op)]
+
+
+def expand_reshape(ctx, target):
+    """Lower reshape to reshape_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("reshape_cpu", like=op)]
 
 
 def expand_slice(ctx, target):
     """Lower slice to slice_cpu."""
-    return [target.copy_as(get_proto("slice_cpu"))]
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("slice_cpu", like=op)]
 
 
 EXPANDERS = {
     "create": expand_create,
     "print": expand_print,
+    "reshape": expand_reshape,
     "slice": expand_slice,
 }
 
