@@ -66,6 +66,7 @@ class TensorOut:
     owner: str | None
     view: str | None
     from_file: str | None
+    input: bool  # fed by the user (set_data / Session.run), kept alive the whole run
 
 
 @dataclass(frozen=True)
@@ -506,7 +507,7 @@ def _tensor_out(value, file, path, line, known, ins) -> TensorOut:
         raise f.error("view", "a view needs an 'owner' input whose memory it shares")
     t = TensorOut(arg, f.get("doc", str, ""), dtype, _expr(f, "shape", known),
                   f.get("static", bool, False), owner, view,
-                  _expr(f, "from_file", known, None))
+                  _expr(f, "from_file", known, None), f.get("input", bool, False))
     f.done()
     return t
 

@@ -7,10 +7,13 @@
     ctx.set_data("input", array)
     ctx.run()
     result = ctx.get_data("output")
+
+or, for a model with `input` ops: `lightnet.Session("model.json").run({"x": x})`.
 """
 
 from lightnet.context import Context
 from lightnet.errors import CheckError, LightNetError
+from lightnet.session import Session, TensorInfo
 from lightnet.tensor import DType
 
-__all__ = ["CheckError", "Context", "DType", "LightNetError"]
+__all__ = ["CheckError", "Context", "DType", "LightNetError", "Session", "TensorInfo"]

@@ -120,6 +120,11 @@ class Context:
         """The model's outputs: tensors no op reads, in creation order."""
         return self.dfg.dangling_outs
 
+    @property
+    def inputs(self) -> list[str]:
+        """The model's inputs: tensors the user feeds (`input` ops), in order."""
+        return [n for op in self.ops for n in op.tensors_out.values() if self.tensors[n].input]
+
     # Compiling --------------------------------------------------------------------
 
     def compile(self, target: str = "cpu") -> None:
@@ -128,7 +133,7 @@ class Context:
         passes.compile(self, target)
 
     def plan(self) -> None:
-        self.mem = mem.plan(self.ops, self.tensors, keep=self.outputs)
+        self.mem = mem.plan(self.ops, self.tensors, keep=self.outputs + self.inputs)
 
     def print(self, outfile=None) -> str:
         """The IR of the current op list; written to `outfile` when given."""

@@ -220,7 +220,8 @@ class Checker:
     # Outputs ----------------------------------------------------------------
 
     def define(self, arg: str, dtype, shape, *, static: bool = False,
-               owner: str | None = None, from_file: bool = False) -> TensorEntry:
+               owner: str | None = None, from_file: bool = False,
+               input: bool = False) -> TensorEntry:
         """Register output `arg` with its inferred dtype and shape."""
         name = self.op.tensors_out[arg]
         if isinstance(dtype, str):
@@ -235,7 +236,8 @@ class Checker:
             self.fail(_arg_out(arg), "shape", "dimensions >= 0", shape)
         owner_name = None if owner is None else self.op.tensors_in[owner]
         entry = TensorEntry(name, dtype, shape, self.op.name, self.op.proto.mtype,
-                            static=static, owner=owner_name, from_file=from_file)
+                            static=static, owner=owner_name, from_file=from_file,
+                            input=input)
         self.tensors[name] = entry
         return entry
 

@@ -85,6 +85,7 @@ class TensorEntry:
     static: bool = False
     owner: str | None = None
     from_file: bool = False
+    input: bool = False
     offset: int | None = None
 
     @property

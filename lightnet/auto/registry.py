@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+from lightnet.auto.ops import conv2d as conv2d_ops
 from lightnet.auto.ops import create as create_ops
+from lightnet.auto.ops import input as input_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.optimizers import cpu as cpu_optimizers
 
 OP_PROTOS = (
+    *conv2d_ops.PROTOS,
     *create_ops.PROTOS,
+    *input_ops.PROTOS,
     *print_ops.PROTOS,
     *reshape_ops.PROTOS,
     *slice_ops.PROTOS,

@@ -11,11 +11,25 @@ from lightnet.arch import Combiner
 from lightnet.rules import Builder, OpView
 
 
+def expand_conv2d(ctx, target):
+    """Lower conv2d to conv2d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("conv2d_cpu", like=op)]
+
+
 def expand_create(ctx, target):
     """Lower create to create_cpu."""
     op = OpView(ctx, target)
     b = Builder(ctx)
     return [b.op("create_cpu", like=op)]
+
+
+def expand_input(ctx, target):
+    """Lower input to input_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("input_cpu", like=op)]
 
 
 def expand_print(ctx, target):
@@ -40,7 +54,9 @@ def expand_slice(ctx, target):
 
 
 EXPANDERS = {
+    "conv2d": expand_conv2d,
     "create": expand_create,
+    "input": expand_input,
     "print": expand_print,
     "reshape": expand_reshape,
     "slice": expand_slice,

@@ -1,0 +1,61 @@
+"""Session: compile and load a model once, then run it on new inputs many times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightnet.context import Context
+from lightnet.errors import LightNetError
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+class Session:
+    """A compiled, loaded model.
+
+    `inputs` are the tensors of its `input` ops; `outputs` the tensors no op
+    reads. `run({name: array})` checks every input's shape and dtype, runs the
+    model and returns a copy of every output by name.
+    """
+
+    def __init__(self, model, target: str = "cpu", datafile=None):
+        self.ctx = Context()
+        self.ctx.init(model)
+        self.ctx.compile(target)
+        self.ctx.load(datafile)
+        self.inputs = [self._info(n) for n in self.ctx.inputs]
+        self.outputs = [self._info(n) for n in self.ctx.outputs]
+
+    def _info(self, name: str) -> TensorInfo:
+        entry = self.ctx.tensors[name]
+        return TensorInfo(name, entry.dtype.np, entry.shape)
+
+    def run(self, feeds: dict | None = None) -> dict[str, np.ndarray]:
+        feeds = dict(feeds or {})
+        names = [i.name for i in self.inputs]
+        for name in feeds:
+            if name not in names:
+                raise LightNetError(f"'{name}' is not an input of the model "
+                                    f"(inputs: {', '.join(names) or 'none'})")
+        missing = [n for n in names if n not in feeds]
+        if missing:
+            raise LightNetError(f"inputs {missing} are not given")
+        for info in self.inputs:
+            value = feeds[info.name]
+            array = value if isinstance(value, np.ndarray) else np.asarray(value, info.dtype)
+            if array.dtype != info.dtype:
+                raise LightNetError(f"input '{info.name}': expected dtype {info.dtype}, "
+                                    f"found {array.dtype}")
+            if array.shape != info.shape:
+                raise LightNetError(f"input '{info.name}': expected shape {info.shape}, "
+                                    f"found {array.shape}")
+            self.ctx.arrays[info.name][...] = array
+        self.ctx.run()
+        return {o.name: self.ctx.get_data(o.name) for o in self.outputs}
