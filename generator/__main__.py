@@ -26,9 +26,10 @@ def generate(root: Path, check: bool) -> int:
             print("generated code is out of date: run `python -m generator`", file=sys.stderr)
             return 1
         return 0
+    done = {"stale": "updated", "missing": "created", "extra": "removed"}
     for line in output.write(root, files):
-        print(line.replace("stale", "updated").replace("missing", "created")
-                  .replace("extra", "removed"))
+        kind, _, rel = line.partition(": ")  # only the kind: a path may contain "extra"
+        print(f"{done[kind]}: {rel}")
     return 0
 
 

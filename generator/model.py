@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import keyword
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,16 @@ BOUNDS = ("eq", "ne", "gt", "ge", "lt", "le")
 # Names every description expression may use besides its op's own arguments.
 GLOBALS = frozenset({"kernels", "np", "math", "DType"})
 BUILTINS = frozenset(dir(builtins))
+# Names the generated functions use for themselves: an argument (or a name
+# pre_run assigns) called like one of them would break the generated code.
+RESERVED = GLOBALS | frozenset({
+    "ck", "op", "tensors", "arrays", "priv", "run", "found",
+    "Checker", "OpProto", "ParamArg", "TensorArg", "ParamType", "MemType",
+})
+# Builtins hidden in the op being validated: its own arguments and pre_run
+# names are locals of the generated functions, so e.g. a param `max` makes
+# `max(...)` in an earlier param's check an unbound local, not the builtin.
+_HIDDEN: ContextVar[frozenset] = ContextVar("hidden_builtins", default=frozenset())
 MISSING = object()
 
 
@@ -122,6 +133,7 @@ class OpDesc:
     run: str | None
     post_run: str | None
     examples: tuple[Example, ...]
+    assemble: tuple[str, str, str] | None  # (output, variadic input, axis param)
 
     @property
     def runnable(self) -> bool:
@@ -265,14 +277,46 @@ def _names_read(tree) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _names_stored(tree) -> list[str]:
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in names:
-            names.append(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in names:
-            names.append(node.name)
-    return names
+def _bindings(tree) -> tuple[list[str], set[str]]:
+    """The names a snippet binds in its own scope (in order), and the names
+    bound only inside its comprehensions, lambdas, functions and classes
+    (which are defined there, but are not names the snippet keeps)."""
+    top: list[str] = []
+    inner: set[str] = set()
+
+    def bind(name: str, nested: bool) -> None:
+        if nested:
+            inner.add(name)
+        elif name not in top:
+            top.append(name)
+
+    def visit(node, in_func: bool, in_comp: bool) -> None:
+        nested = in_func or in_comp
+        if isinstance(node, ast.NamedExpr):  # binds in the enclosing function scope
+            bind(node.target.id, in_func)
+            visit(node.value, in_func, in_comp)
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bind(node.id, nested)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(node.name, nested)
+            in_func = True
+        elif isinstance(node, ast.Lambda):
+            in_func = True
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            in_comp = True
+        elif isinstance(node, ast.arg):
+            inner.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bind((alias.asname or alias.name).split(".")[0], nested)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bind(node.name, nested)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_func, in_comp)
+
+    visit(tree, False, False)
+    return top, inner
 
 
 def _parse(text: str, mode: str, fields: _Fields, key: str):
@@ -280,18 +324,27 @@ def _parse(text: str, mode: str, fields: _Fields, key: str):
         return ast.parse(text, mode=mode)
     except SyntaxError as e:
         file, line, path = fields.where(key)
+        if mode == "exec" and isinstance(fields.map, YMap):
+            line = fields.map.text_line(key) + (e.lineno or 1) - 1
         what = "expression" if mode == "eval" else "code"
-        raise DescriptionError(file, line + (e.lineno or 1) - 1 if mode == "exec" else line,
+        raise DescriptionError(file, line,
                                path, f"invalid Python {what}: {e.msg}: {text.strip()[:60]!r}") from None
 
 
 def _check_names(tree, known, fields: _Fields, key: str, local=()) -> tuple[str, ...]:
     """The argument names `tree` reads; error on a name that is nowhere defined."""
     read = _names_read(tree)
-    unknown = sorted(read - set(known) - set(local) - GLOBALS - BUILTINS)
+    top, inner = _bindings(tree)
+    hidden = _HIDDEN.get()
+    unknown = sorted(read - set(known) - set(local) - set(top) - inner - GLOBALS
+                     - (BUILTINS - hidden))
     if unknown:
-        raise fields.error(key, f"unknown name '{unknown[0]}' (known here: "
-                           f"{', '.join(sorted(known)) or 'none'}, and {', '.join(sorted(GLOBALS))})")
+        name = unknown[0]
+        why = (f"; this op's own '{name}' hides the builtin, and is not defined here"
+               if name in hidden else "")
+        raise fields.error(key, f"unknown name '{name}' (known here: "
+                           f"{', '.join(sorted(known)) or 'none'}, and {', '.join(sorted(GLOBALS))}"
+                           f"{why})")
     return tuple(n for n in known if n in read)
 
 
@@ -312,8 +365,8 @@ def _code(fields: _Fields, key: str, known) -> tuple[str | None, list[str]]:
     if text is None:
         return None, []
     tree = _parse(text, "exec", fields, key)
-    stored = _names_stored(tree)
-    _check_names(tree, known, fields, key, local=stored)
+    stored, _ = _bindings(tree)
+    _check_names(tree, known, fields, key)
     return text.rstrip() + "\n", stored
 
 
@@ -332,6 +385,8 @@ def _identifier(fields: _Fields, key: str) -> str:
     name = fields.get(key, str)
     if not name.isidentifier() or keyword.iskeyword(name):
         raise fields.error(key, f"'{name}' is not a valid Python identifier")
+    if name in RESERVED:
+        raise fields.error(key, f"'{name}' is reserved: the generated code uses that name")
     return name
 
 
@@ -345,14 +400,14 @@ def _merge(parent: YMap, child: YMap) -> YMap:
     """`child` over `parent`: list args merge by arg_name, other keys are replaced."""
     merged = YMap(parent)
     merged.line, merged.lines = child.line, {**parent.lines, **child.lines}
+    merged.text_lines = {**parent.text_lines, **child.text_lines}
     for key, value in child.items():
         if key in _LIST_KEYS and key in parent and isinstance(value, list):
             merged[key] = _merge_args(parent[key], value)
-        elif key != "examples":
-            merged[key] = value
+        else:
+            merged[key] = value  # including the child's own examples and inherits
     if "examples" not in child:
         merged.pop("examples", None)
-    merged.pop("inherits", None)
     return merged
 
 
@@ -362,8 +417,12 @@ def _merge_args(parent: list, child: list) -> YList:
     by_name = {}
     for item in parent:
         by_name.setdefault(item.get("arg_name") if isinstance(item, dict) else id(item), item)
+    in_child = set()
     for item in child:
         name = item.get("arg_name") if isinstance(item, dict) else id(item)
+        if name in in_child:  # given twice by the child: keep both, for _unique to report
+            name = id(item)
+        in_child.add(name)
         if name in by_name and isinstance(by_name[name], YMap) and isinstance(item, YMap):
             merged = YMap({**by_name[name], **item})
             merged.line, merged.lines = item.line, {**by_name[name].lines, **item.lines}
@@ -428,6 +487,8 @@ def _tensor_in(value, file, path, line) -> TensorIn:
         raise f.error("min", "'min' is for variadic inputs only")
     if t.optional and t.variadic:
         raise f.error("optional", "a variadic input cannot also be optional")
+    f.used.update(("len", "checks"))  # read by _tensor_in_exprs
+    f.done()
     return t
 
 
@@ -473,14 +534,14 @@ def _param(value, file, path, line, known) -> ParamDesc:
     default = MISSING
     if "default" in f.map:
         default = f.get("default", (str, int, float, bool, list, type(None)))
-        _check_default(f, ptype, default, choices)
+        _check_default(f, ptype, default, choices, realtype)
     p = ParamDesc(arg, f.get("doc", str, ""), ptype, realtype, default, tuple(bounds),
                   length, choices, _checks(f, known))
     f.done()
     return p
 
 
-def _check_default(f: _Fields, ptype: str, default, choices) -> None:
+def _check_default(f: _Fields, ptype: str, default, choices, realtype=None) -> None:
     scalar = ptype.removesuffix("[]")
     values = default if ptype.endswith("[]") else [default]
     if ptype.endswith("[]") and not isinstance(default, list):
@@ -489,6 +550,8 @@ def _check_default(f: _Fields, ptype: str, default, choices) -> None:
     for v in values:
         if not isinstance(v, python) or (isinstance(v, bool) and scalar == "number"):
             raise f.error("default", f"expected a {scalar} default, found {_kind(v)}")
+        if realtype == "int" and isinstance(v, float) and not v.is_integer():
+            raise f.error("default", f"expected an integer default (realtype int), found {v!r}")
         if choices and v not in choices:
             raise f.error("default", f"default {v!r} is not one of the choices")
 
@@ -540,7 +603,31 @@ def _plain(value):
     return value
 
 
+def _own_names(value) -> frozenset:
+    """The argument names an op mapping gives and the names its pre_run assigns."""
+    names = set()
+    for key in _LIST_KEYS:
+        items = value.get(key)
+        if isinstance(items, list):
+            names.update(i["arg_name"] for i in items
+                         if isinstance(i, dict) and isinstance(i.get("arg_name"), str))
+    if isinstance(value.get("pre_run"), str):
+        try:
+            names.update(_bindings(ast.parse(value["pre_run"]))[0])
+        except SyntaxError:
+            pass  # reported with its line when pre_run is read
+    return frozenset(names)
+
+
 def _op(optype: str, value, file: str) -> OpDesc:
+    token = _HIDDEN.set(_own_names(value) & BUILTINS)
+    try:
+        return _op_checked(optype, value, file)
+    finally:
+        _HIDDEN.reset(token)
+
+
+def _op_checked(optype: str, value, file: str) -> OpDesc:
     f = _Fields(value, file, optype, 0)
     if not optype.isidentifier() or keyword.iskeyword(optype):
         raise DescriptionError(file, f.line, optype, "an optype must be a Python identifier")
@@ -555,7 +642,7 @@ def _op(optype: str, value, file: str) -> OpDesc:
     raw_ins = f.items("tensors_in")
     ins = [_tensor_in(v, file, p, l) for v, p, l in raw_ins]
     in_names = [t.arg_name for t in ins]
-    _unique(f, "tensors_in", in_names)
+    _unique(file, [], raw_ins, in_names)
     for t, (v, p, l) in zip(ins, raw_ins):
         g = _Fields(v, file, p, l)
         for key in ("sametype", "sameshape"):
@@ -564,47 +651,84 @@ def _op(optype: str, value, file: str) -> OpDesc:
                 raise g.error(key, f"'{other}' is not another input of this op")
 
     params = []
-    for v, p, l in f.items("params"):
+    raw_params = f.items("params")
+    for v, p, l in raw_params:
         params.append(_param(v, file, p, l, [*in_names, *(q.arg_name for q in params)]))
     param_names = [p.arg_name for p in params]
-    _unique(f, "params", [*in_names, *param_names])
+    _unique(file, in_names, raw_params, param_names)
     known = [*in_names, *param_names]
     ins = [_tensor_in_exprs(t, v, file, p, l, known) for t, (v, p, l) in zip(ins, raw_ins)]
     checks = _checks(f, known)
     pre_run, pre_run_names = _code(f, "pre_run", [*known, "op"])
+    for name in pre_run_names:
+        if name in RESERVED:
+            raise f.error("pre_run", f"pre_run assigns '{name}', a name the generated code uses")
     known = [*known, *(n for n in pre_run_names if n not in known)]
 
     outs = []
-    for v, p, l in f.items("tensors_out"):
+    raw_outs = f.items("tensors_out")
+    for v, p, l in raw_outs:
         outs.append(_tensor_out(v, file, p, l, [*known, *(o.arg_name for o in outs)], in_names))
     out_names = [o.arg_name for o in outs]
-    _unique(f, "tensors_out", [*known, *out_names])
+    _unique(file, known, raw_outs, out_names)
 
     run_known = [*known, *out_names, "priv", "op"]
     static_run, static_names = _code(f, "static_run", run_known)
-    run, _ = _code(f, "run", [*run_known, *static_names])  # run closes over static_run's names
+    run, run_names = _code(f, "run", [*run_known, *static_names])  # closes over static_run's
+    # The arrays are bound before static_run, and run is a closure: assigning
+    # one of the names it closes over makes it a local of run (unbound).
+    for key, names, outer in (("static_run", static_names, [*in_names, *out_names]),
+                              ("run", run_names, [*run_known, *static_names])):
+        rebound = [n for n in names if n in outer]
+        if rebound:
+            raise f.error(key, f"{key} assigns '{rebound[0]}', a name it is given: write "
+                               f"into arrays ({rebound[0]}[...] = ..., out=), never rebind them")
     post_run, _ = _code(f, "post_run", ["priv", "op", *param_names])
     if arch == "none" and (static_run or run):
-        raise DescriptionError(file, f.line, optype, "an abstract op (arch none) has no run code")
+        raise f.error("static_run" if static_run else "run",
+                      "an abstract op (arch none) has no run code")
     examples = tuple(_example(v, file, p, l, in_names, out_names, param_names)
                      for v, p, l in f.items("examples"))
     op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), value.get("inherits"),
                 tuple(ins), tuple(outs), tuple(params), checks, pre_run,
                 tuple(n for n in pre_run_names if n not in param_names),
-                static_run, run, post_run, examples)
+                static_run, run, post_run, examples, _assemble(f, ins, outs, params))
     f.done()
     return op
 
 
-def _unique(f: _Fields, key: str, names) -> None:
-    seen = set()
-    for name in names:
+def _assemble(f: _Fields, ins, outs, params) -> tuple[str, str, str] | None:
+    """`assemble: {output: dst, inputs: src, axis: axis}`: the output is the
+    variadic inputs laid end to end along the axis param (concat)."""
+    value = f.get("assemble", dict, None)
+    if value is None:
+        return None
+    g = _Fields(value, f.file, f.where("assemble")[2], f.where("assemble")[1])
+    output, inputs, axis = g.get("output", str), g.get("inputs", str), g.get("axis", str)
+    if output not in [t.arg_name for t in outs]:
+        raise g.error("output", f"'{output}' is not an output of this op")
+    if inputs not in [t.arg_name for t in ins if t.variadic]:
+        raise g.error("inputs", f"'{inputs}' is not a variadic input of this op")
+    if axis not in [p.arg_name for p in params if p.realtype == "int" and p.ptype == "number"]:
+        raise g.error("axis", f"'{axis}' is not an int number param of this op")
+    g.done()
+    return output, inputs, axis
+
+
+def _unique(file: str, earlier, items, names) -> None:
+    """Error at the arg_name of the first item whose name is taken: by `earlier`
+    names or an earlier item. `items` are the (value, path, line) of `names`."""
+    seen = set(earlier)
+    for name, (value, path, line) in zip(names, items):
         if name in seen:
-            raise f.error(key, f"name '{name}' is used twice in this op")
+            line = value.line_of("arg_name") if isinstance(value, YMap) else line
+            raise DescriptionError(file, line, f"{path}.arg_name",
+                                   f"name '{name}' is used twice in this op")
         seen.add(name)
 
 
-def load_family(path: Path, label: str) -> Family:
+def load_family(path: Path, label: str, taken: dict[str, str] | None = None) -> Family:
+    """The ops of one file; `taken` maps optypes of other files to their file."""
     doc = load_yaml(path, label)
     if not isinstance(doc, dict) or not doc:
         raise DescriptionError(label, 1, "", "expected a mapping of optype to description")
@@ -612,6 +736,10 @@ def load_family(path: Path, label: str) -> Family:
         if not isinstance(value, dict):
             raise DescriptionError(label, doc.line_of(optype), optype,
                                    f"expected a mapping, found {_kind(value)}")
+        if taken and optype in taken:
+            raise DescriptionError(label, doc.line_of(optype), optype,
+                                   f"optype also described in {taken[optype]}")
+        value.line = doc.line_of(optype)  # an op's own errors point at its name
     resolved = _resolve_inheritance(doc, label)
     return Family(path.stem, label, tuple(_op(optype, resolved[optype], label) for optype in doc))
 
@@ -719,11 +847,8 @@ def load(root: Path) -> Descriptions:
     ops: dict[str, tuple[OpDesc, str]] = {}
     for path in sorted((root / "descriptions" / "ops").glob("*.yaml")):
         label = path.relative_to(root).as_posix()
-        family = load_family(path, label)
+        family = load_family(path, label, {optype: file for optype, (_, file) in ops.items()})
         for op in family.ops:
-            if op.optype in ops:
-                raise DescriptionError(label, 0, op.optype,
-                                       f"optype also described in {ops[op.optype][1]}")
             ops[op.optype] = (op, label)
         families.append(family)
     by_optype = {optype: op for optype, (op, _) in ops.items()}

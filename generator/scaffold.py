@@ -5,6 +5,8 @@ from __future__ import annotations
 import keyword
 from pathlib import Path
 
+from generator.source import DescriptionError, load_yaml
+
 SKELETON = '''\
 # {name}: describe in one sentence what the op computes.
 # The format is specified in docs/op-description.md. After editing, run
@@ -54,6 +56,26 @@ def new_op(root: Path, name: str) -> Path:
     path = root / "descriptions" / "ops" / f"{name}.yaml"
     if path.exists():
         raise ValueError(f"{path.relative_to(root)} already exists")
+    described = _described(root)
+    for optype in (name, f"{name}_cpu"):  # the skeleton describes both
+        if optype in described:
+            raise ValueError(f"optype '{optype}' is already described in {described[optype]}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(SKELETON.format(name=name), encoding="utf-8")
     return path
+
+
+def _described(root: Path) -> dict[str, str]:
+    """The optypes of the existing descriptions, with their file (a file that
+    does not parse is skipped: `python -m generator` reports it)."""
+    described = {}
+    for path in sorted((root / "descriptions" / "ops").glob("*.yaml")):
+        label = path.relative_to(root).as_posix()
+        try:
+            doc = load_yaml(path, label)
+        except DescriptionError:
+            continue
+        if isinstance(doc, dict):
+            for optype in doc:
+                described.setdefault(optype, label)
+    return described

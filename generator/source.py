@@ -27,9 +27,15 @@ class YMap(dict):
     def __init__(self, *args):
         super().__init__(*args)
         self.lines: dict = {}
+        self.text_lines: dict = {}  # key -> first line of a `|` block value
 
     def line_of(self, key) -> int:
         return self.lines.get(key, self.line)
+
+    def text_line(self, key) -> int:
+        """The line the value of `key` starts on: the line after the key for a
+        `|` block (code), else the key's own line."""
+        return self.text_lines.get(key, self.line_of(key))
 
 
 class YList(list):
@@ -60,6 +66,8 @@ def _construct_map(loader, node):
             raise DescriptionError(loader.name, line, key, "key given twice")
         result[key] = loader.construct_object(value_node, deep=True)
         result.lines[key] = line
+        if isinstance(value_node, yaml.ScalarNode) and value_node.style == "|":
+            result.text_lines[key] = value_node.start_mark.line + 2
     return result
 
 

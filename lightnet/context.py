@@ -133,7 +133,9 @@ class Context:
         passes.compile(self, target)
 
     def plan(self) -> None:
-        self.mem = mem.plan(self.ops, self.tensors, keep=self.outputs + self.inputs)
+        keep = self.outputs + self.inputs
+        mem.assemble_in_place(self.ops, self.tensors, keep)
+        self.mem = mem.plan(self.ops, self.tensors, keep)
 
     def print(self, outfile=None) -> str:
         """The IR of the current op list; written to `outfile` when given."""
@@ -152,17 +154,17 @@ class Context:
         self.unload()
         if self.mem is None:
             self.plan()
-        self.arenas = {m: np.zeros(r.arena, dtype=np.uint8) for m, r in self.mem.items()}
+        self.arenas = {m: self._alloc_arena(r) for m, r in self.mem.items()}
         arrays = self.arrays
         for name, entry in self.tensors.items():
-            if entry.owner is None:
+            if entry.owner is None or entry.owner_offset is not None:
                 raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
                 arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
         for op in self.ops:
             views = op.proto.views(op, arrays) if op.proto.views is not None else {}
             for arg, name in op.tensors_out.items():
                 entry = self.tensors[name]
-                if entry.owner is not None:
+                if entry.owner is not None and entry.owner_offset is None:
                     owner = arrays[entry.owner]
                     view = views[arg] if arg in views else owner.reshape(entry.shape)
                     if not np.shares_memory(view, owner) or view.shape != entry.shape:
@@ -181,6 +183,13 @@ class Context:
                     runs.append((op, run))
         self._run_ops = tuple(runs)
         self._runs = tuple(run for _, run in runs)
+
+    def _alloc_arena(self, report: mem.MemReport) -> np.ndarray:
+        try:
+            return np.zeros(report.arena, dtype=np.uint8)
+        except (MemoryError, ValueError):  # ValueError: beyond numpy's largest array
+            raise LightNetError(f"{self.label}: cannot allocate the {report.mtype} arena of "
+                                f"{report.arena} bytes") from None
 
     def _load_weights(self, datafile) -> None:
         wanted = sorted(n for n, e in self.tensors.items() if e.from_file)

@@ -9,6 +9,7 @@ context then allocates each arena once and binds numpy views at the offsets.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 from lightnet.errors import LightNetError
@@ -79,6 +80,37 @@ class MemReport:
     lower_bound: int
 
 
+def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
+    """Let producers write straight into their part of an assembled output.
+
+    An op whose description says `assemble` (concat) builds an output from its
+    variadic inputs laid end to end along an axis. When everything before that
+    axis has size 1, each input is a contiguous block of the output: an input
+    that owns its memory, is not static, not a model input or output, and not
+    given twice, becomes that block (owner + owner_offset), so no copy is made.
+    Returns how many inputs were placed.
+    """
+    placed = 0
+    for op in ops:
+        if op.proto.assemble is None:
+            continue
+        out_arg, in_arg, axis_param = op.proto.assemble
+        dst = tensors[op.tensors_out[out_arg]]
+        if math.prod(dst.shape[: op.values[axis_param]]) != 1:
+            continue
+        names = [op.tensors_in[a] for a in op.variadic_in(in_arg)]
+        offset = 0
+        for name in names:
+            entry = tensors[name]
+            if (entry.owner is None and not entry.static and not entry.input
+                    and name not in keep and names.count(name) == 1
+                    and entry.mtype is dst.mtype and tensors.root(dst.name) is not entry):
+                entry.owner, entry.owner_offset = dst.name, offset
+                placed += 1
+            offset += entry.nbytes
+    return placed
+
+
 def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     """Give every tensor owning its memory an offset in its memory type's arena.
 
@@ -122,14 +154,14 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
             live[entry.mtype] = live.get(entry.mtype, 0) + entry.nbytes
             total[entry.mtype] = total.get(entry.mtype, 0) + entry.nbytes
             bound[entry.mtype] = max(bound.get(entry.mtype, 0), live[entry.mtype])
-        for name in {roots[n] for n in op.tensor_names()}:
+        for name in dict.fromkeys(roots[n] for n in op.tensor_names()):
             entry = tensors[name]
             if last_use[name] == i and not entry.static:
                 pools[entry.mtype].free(entry.offset)
                 live[entry.mtype] -= entry.nbytes
     for name, root in roots.items():
         if root != name:
-            tensors[name].offset = tensors[root].offset
+            tensors[name].offset = tensors.offset_in_root(name) + tensors[root].offset
     for mtype, pool in pools.items():
         reports[mtype] = MemReport(mtype, pool.size, total[mtype], bound[mtype])
     return reports

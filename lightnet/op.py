@@ -48,6 +48,7 @@ class OpProto:
     pre_run(op, tensors) checks and defines outputs; views(op, arrays) returns
     the arrays of outputs that share an input's memory; load(op, arrays) runs
     static_run and returns the run function; post_run(op) frees private state.
+    `assemble` lets the memory planner place the inputs inside the output.
     """
 
     optype: str
@@ -62,6 +63,7 @@ class OpProto:
     views: Callable | None = None
     load: Callable | None = None
     post_run: Callable | None = None
+    assemble: tuple[str, str, str] | None = None  # (output, variadic input, axis param)
     examples: tuple = ()
 
 

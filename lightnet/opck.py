@@ -11,7 +11,7 @@ import operator
 
 from lightnet.errors import CheckError
 from lightnet.op import REQUIRED, Op
-from lightnet.param import ParamType
+from lightnet.param import Param, ParamType
 from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
 
 COMPARISONS = {
@@ -172,7 +172,8 @@ class Checker:
         if param is None:
             if default is REQUIRED:
                 self.fail(_arg_param(arg), "exists", f"a {ptype} param", "none given")
-            return default
+            # A default gets the same typing (and saturation) as a given value.
+            return Param.from_value(arg, default).typed(realtype)
         if not param.matches(ptype):
             self.fail(_arg_param(arg), "type", f"a {ptype}", f"a {param.ptype} {param}")
         return param.typed(realtype)

@@ -84,6 +84,7 @@ class TensorEntry:
     mtype: MemType = MemType.CPU
     static: bool = False
     owner: str | None = None
+    owner_offset: int | None = None  # bytes into the owner, when a contiguous part of it
     from_file: bool = False
     input: bool = False
     offset: int | None = None
@@ -116,6 +117,16 @@ class TensorTable(dict):
             return self[name]
         except KeyError:
             raise LightNetError(f"no tensor named '{name}' in the model") from None
+
+    def offset_in_root(self, name: str) -> int:
+        """Bytes from the root's start to `name`'s (0 for views that are not
+        contiguous parts: their numpy view knows where they start)."""
+        offset = 0
+        entry = self.entry(name)
+        while entry.owner is not None:
+            offset += entry.owner_offset or 0
+            entry = self.entry(entry.owner)
+        return offset
 
     def root(self, name: str) -> TensorEntry:
         """The tensor that really owns `name`'s memory (following owners)."""

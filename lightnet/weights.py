@@ -58,12 +58,12 @@ def _read_text(path: Path) -> dict[str, np.ndarray]:
             raise LightNetError(f"{where}: tensor '{name}': expected {count} values, found {len(values)}")
         if name in tensors:
             raise LightNetError(f"{where}: tensor '{name}' is given twice")
+        if any(len(v) > 8 for v in values):
+            raise LightNetError(f"{where}: tensor '{name}': a value has more than 8 hex digits")
         try:
             raw = bytes.fromhex("".join(v.rjust(8, "0") for v in values))
         except ValueError:
             raise LightNetError(f"{where}: tensor '{name}': values must be hex digits") from None
-        if any(len(v) > 8 for v in values):
-            raise LightNetError(f"{where}: tensor '{name}': a value has more than 8 hex digits")
         tensors[name] = np.frombuffer(raw, dtype=">f4").astype(np.float32)
     return tensors
 

@@ -37,7 +37,8 @@ def _model(proto, example):
             "tensors_out": [{"arg_name": "dst", "name": f"in_{arg}"}],
             "params": [{"arg_name": "dtype", "value": dtype},
                        {"arg_name": "dims", "value": list(array.shape) or [1]},
-                       {"arg_name": "data", "value": array.reshape(-1).tolist()}],
+                       {"arg_name": "data",
+                        "value": array.reshape(-1).astype(np.float64).tolist()}],
         })
         tensors_in.append({"arg_name": arg, "name": f"in_{arg}"})
     outs = [t.arg_name for t in proto.tensors_out]

@@ -3,21 +3,89 @@
 
 from __future__ import annotations
 
+from lightnet.auto.ops import arange as arange_ops
+from lightnet.auto.ops import avgpool2d as avgpool2d_ops
+from lightnet.auto.ops import batchnorm as batchnorm_ops
+from lightnet.auto.ops import bn2scale_wts as bn2scale_wts_ops
+from lightnet.auto.ops import clip as clip_ops
+from lightnet.auto.ops import concat as concat_ops
 from lightnet.auto.ops import conv2d as conv2d_ops
 from lightnet.auto.ops import create as create_ops
+from lightnet.auto.ops import deconv2d as deconv2d_ops
+from lightnet.auto.ops import detect_yolov3 as detect_yolov3_ops
+from lightnet.auto.ops import dot_product as dot_product_ops
+from lightnet.auto.ops import elew as elew_ops
+from lightnet.auto.ops import forward as forward_ops
+from lightnet.auto.ops import fprint as fprint_ops
+from lightnet.auto.ops import global_pool as global_pool_ops
 from lightnet.auto.ops import input as input_ops
+from lightnet.auto.ops import lrelu as lrelu_ops
+from lightnet.auto.ops import lrn as lrn_ops
+from lightnet.auto.ops import matmul as matmul_ops
+from lightnet.auto.ops import maxpool2d as maxpool2d_ops
+from lightnet.auto.ops import maxreduce as maxreduce_ops
+from lightnet.auto.ops import maxreduce_arg as maxreduce_arg_ops
+from lightnet.auto.ops import pad as pad_ops
+from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
+from lightnet.auto.ops import rearange as rearange_ops
+from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reshape as reshape_ops
+from lightnet.auto.ops import resize as resize_ops
+from lightnet.auto.ops import sigmoid as sigmoid_ops
 from lightnet.auto.ops import slice as slice_ops
+from lightnet.auto.ops import softmax as softmax_ops
+from lightnet.auto.ops import sort1d as sort1d_ops
+from lightnet.auto.ops import sort1d_by_key as sort1d_by_key_ops
+from lightnet.auto.ops import submean as submean_ops
+from lightnet.auto.ops import tanh as tanh_ops
+from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
+from lightnet.auto.ops import transpose as transpose_ops
+from lightnet.auto.ops import upsample as upsample_ops
+from lightnet.auto.ops import zeros as zeros_ops
 from lightnet.auto.optimizers import cpu as cpu_optimizers
 
 OP_PROTOS = (
+    *arange_ops.PROTOS,
+    *avgpool2d_ops.PROTOS,
+    *batchnorm_ops.PROTOS,
+    *bn2scale_wts_ops.PROTOS,
+    *clip_ops.PROTOS,
+    *concat_ops.PROTOS,
     *conv2d_ops.PROTOS,
     *create_ops.PROTOS,
+    *deconv2d_ops.PROTOS,
+    *detect_yolov3_ops.PROTOS,
+    *dot_product_ops.PROTOS,
+    *elew_ops.PROTOS,
+    *forward_ops.PROTOS,
+    *fprint_ops.PROTOS,
+    *global_pool_ops.PROTOS,
     *input_ops.PROTOS,
+    *lrelu_ops.PROTOS,
+    *lrn_ops.PROTOS,
+    *matmul_ops.PROTOS,
+    *maxpool2d_ops.PROTOS,
+    *maxreduce_ops.PROTOS,
+    *maxreduce_arg_ops.PROTOS,
+    *pad_ops.PROTOS,
+    *pick1d_ops.PROTOS,
     *print_ops.PROTOS,
+    *rearange_ops.PROTOS,
+    *relu_ops.PROTOS,
     *reshape_ops.PROTOS,
+    *resize_ops.PROTOS,
+    *sigmoid_ops.PROTOS,
     *slice_ops.PROTOS,
+    *softmax_ops.PROTOS,
+    *sort1d_ops.PROTOS,
+    *sort1d_by_key_ops.PROTOS,
+    *submean_ops.PROTOS,
+    *tanh_ops.PROTOS,
+    *transform_bboxSQD_ops.PROTOS,
+    *transpose_ops.PROTOS,
+    *upsample_ops.PROTOS,
+    *zeros_ops.PROTOS,
 )
 
 OPTIMIZERS = {

@@ -4,6 +4,8 @@ Everything writes through ufunc `out=` arguments, so no temporaries are made
 per call (except integer TL_DIV/TL_POW, see `elew`).
 """
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -105,7 +107,22 @@ def lrelu(src: np.ndarray, dst: np.ndarray, *, negslope: float) -> None:
 
 
 def clip(src: np.ndarray, dst: np.ndarray, *, min: float, max: float) -> None:
-    """dst = src limited to [min, max]."""
+    """dst = src limited to [min, max].
+
+    For an integer dst the bounds are made integers of its dtype first:
+    rounded inward (ceil(min), floor(max), so every result lies in [min, max])
+    and saturated to the dtype's range. (numpy cannot clip an integer array
+    into itself with float bounds.) When no integer lies in [min, max], every
+    element becomes floor(max).
+    """
+    if np.issubdtype(dst.dtype, np.integer):
+        info = np.iinfo(dst.dtype)
+        lo, hi = (
+            dst.dtype.type(info.min if v < info.min else info.max if v > info.max else v)
+            for v in (math.ceil(min), math.floor(max))
+        )
+        np.clip(src, lo, hi, out=dst)
+        return
     np.clip(src, min, max, out=dst)
 
 

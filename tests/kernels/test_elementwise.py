@@ -242,6 +242,18 @@ def test_clip():
     np.testing.assert_array_equal(dst, [[-1, -1, 0], [0.5, 2, 2]])
 
 
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint8, np.uint16])
+def test_clip_integer_rounds_bounds_inward_and_saturates(dtype):
+    info = np.iinfo(dtype)
+    src = np.array([info.min, 0, 1, 2, 3, info.max], dtype)
+    dst = np.empty_like(src)
+    clip(src, dst, min=0.5, max=2.5)  # float bounds: numpy alone refuses them
+    np.testing.assert_array_equal(dst, [1, 1, 1, 2, 2, 2])
+    clip(src, dst, min=-1e30, max=1e30)  # beyond the dtype: saturated
+    np.testing.assert_array_equal(dst, src)
+    assert dst.dtype == dtype
+
 def test_submean_hwc_to_chw():
     rng = np.random.default_rng(14)
     h, w, c = 4, 5, 3

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import math
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
 from lightnet.tensor import MemType
 
@@ -17,6 +19,36 @@ def reshape_pre_run(op, tensors):
     src = ck.tensor_in("src")
     ck.tensor_out("dst")
     dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
+    ck.compare_each("dims", dims, "ne", 0, "0")
+    ck.compare_each("dims", dims, "ge", -1, "-1")
+    ck.satisfy(
+        "param 'dims'",
+        len(dims) >= 1,
+        "len(dims) >= 1",
+        "a tensor has at least one dimension",
+        lambda: found(dims=dims),
+    )
+    ck.satisfy(
+        "param 'dims'",
+        dims.count(-1) <= 1,
+        "dims.count(-1) <= 1",
+        "at most one dimension is inferred (-1)",
+        lambda: found(dims=dims),
+    )
+    ck.satisfy(
+        "param 'dims'",
+        -1 in dims or math.prod(dims) == src.len,
+        "-1 in dims or math.prod(dims) == src.len",
+        "dims hold as many elements as src",
+        lambda: found(src=src, dims=dims),
+    )
+    ck.satisfy(
+        "param 'dims'",
+        -1 not in dims or src.len % -math.prod(dims) == 0,
+        "-1 not in dims or src.len % -math.prod(dims) == 0",
+        "the product of the other dims divides the element count of src",
+        lambda: found(src=src, dims=dims),
+    )
     ck.define("dst", src.dtype, kernels.reshape_dims(src.shape, dims), owner="src")
     op.values.update(dims=dims)
 
@@ -25,7 +57,7 @@ RESHAPE = OpProto(
     optype="reshape",
     arch="none",
     mtype=MemType.NONE,
-    doc="x",
+    doc="`src` seen with shape `dims`, in row-major order. One entry of `dims` may be -1: it is inferred from the element count. `dst` shares `src`'s memory (no copy, no run code). Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(ParamArg("dims", ParamType.ARRAY_NUMBER),),
@@ -34,17 +66,45 @@ RESHAPE = OpProto(
     examples=(
         {
             "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"dims": [4]},
-            "outputs": {"dst": [1, 2, 3, 4]},
+            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
+            "params": {"dims": [3, 2]},
+            "outputs": {"dst": [[1, 2], [3, 4], [5, 6]]},
+            "error": None,
+        },
+        {
+            "doc": "an inferred dimension",
+            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
+            "params": {"dims": [-1, 1, 2]},
+            "outputs": {"dst": [[[1, 2]], [[3, 4]], [[5, 6]]]},
             "error": None,
         },
         {
             "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"dims": [3]},
+            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
+            "params": {"dims": [4, 2]},
             "outputs": {},
-            "error": "x",
+            "error": "param 'dims': check: expected -1 in dims or math.prod(dims) == src.len (dims hold as many elements as src), found src=float32[2, 3], dims=(4, 2)",
+        },
+        {
+            "doc": "",
+            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
+            "params": {"dims": [-1, 4]},
+            "outputs": {},
+            "error": "param 'dims': check: expected -1 not in dims or src.len % -math.prod(dims) == 0",
+        },
+        {
+            "doc": "",
+            "inputs": {"src": [1, 2, 3, 4]},
+            "params": {"dims": [-1, -1]},
+            "outputs": {},
+            "error": "param 'dims': check: expected dims.count(-1) <= 1 (at most one dimension is inferred (-1))",
+        },
+        {
+            "doc": "",
+            "inputs": {"src": [1, 2]},
+            "params": {"dims": [2, 0]},
+            "outputs": {},
+            "error": "param 'dims': ne: expected every dims[i] != 0, found dims[1] = 0",
         },
     ),
 )
@@ -58,6 +118,36 @@ def reshape_cpu_pre_run(op, tensors):
     ck.mtype("src", src, MemType.CPU)
     ck.tensor_out("dst")
     dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
+    ck.compare_each("dims", dims, "ne", 0, "0")
+    ck.compare_each("dims", dims, "ge", -1, "-1")
+    ck.satisfy(
+        "param 'dims'",
+        len(dims) >= 1,
+        "len(dims) >= 1",
+        "a tensor has at least one dimension",
+        lambda: found(dims=dims),
+    )
+    ck.satisfy(
+        "param 'dims'",
+        dims.count(-1) <= 1,
+        "dims.count(-1) <= 1",
+        "at most one dimension is inferred (-1)",
+        lambda: found(dims=dims),
+    )
+    ck.satisfy(
+        "param 'dims'",
+        -1 in dims or math.prod(dims) == src.len,
+        "-1 in dims or math.prod(dims) == src.len",
+        "dims hold as many elements as src",
+        lambda: found(src=src, dims=dims),
+    )
+    ck.satisfy(
+        "param 'dims'",
+        -1 not in dims or src.len % -math.prod(dims) == 0,
+        "-1 not in dims or src.len % -math.prod(dims) == 0",
+        "the product of the other dims divides the element count of src",
+        lambda: found(src=src, dims=dims),
+    )
     ck.define("dst", src.dtype, kernels.reshape_dims(src.shape, dims), owner="src")
     op.values.update(dims=dims)
 
@@ -66,7 +156,7 @@ RESHAPE_CPU = OpProto(
     optype="reshape_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="x",
+    doc="`src` seen with shape `dims`, in row-major order. One entry of `dims` may be -1: it is inferred from the element count. `dst` shares `src`'s memory (no copy, no run code). Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(ParamArg("dims", ParamType.ARRAY_NUMBER),),

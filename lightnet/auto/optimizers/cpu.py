@@ -11,6 +11,48 @@ from lightnet.arch import Combiner
 from lightnet.rules import Builder, OpView
 
 
+def expand_arange(ctx, target):
+    """Lower arange to arange_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("arange_cpu", like=op)]
+
+
+def expand_avgpool2d(ctx, target):
+    """Lower avgpool2d to avgpool2d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("avgpool2d_cpu", like=op)]
+
+
+def expand_batchnorm(ctx, target):
+    """Lower batchnorm to batchnorm_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("batchnorm_cpu", like=op)]
+
+
+def expand_bn2scale_wts(ctx, target):
+    """Lower bn2scale_wts to bn2scale_wts_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("bn2scale_wts_cpu", like=op)]
+
+
+def expand_clip(ctx, target):
+    """Lower clip to clip_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("clip_cpu", like=op)]
+
+
+def expand_concat(ctx, target):
+    """Lower concat to concat_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("concat_cpu", like=op)]
+
+
 def expand_conv2d(ctx, target):
     """Lower conv2d to conv2d_cpu."""
     op = OpView(ctx, target)
@@ -25,11 +67,123 @@ def expand_create(ctx, target):
     return [b.op("create_cpu", like=op)]
 
 
+def expand_deconv2d(ctx, target):
+    """Lower deconv2d to deconv2d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("deconv2d_cpu", like=op)]
+
+
+def expand_detect_yolov3(ctx, target):
+    """Lower detect_yolov3 to detect_yolov3_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("detect_yolov3_cpu", like=op)]
+
+
+def expand_dot_product(ctx, target):
+    """Lower dot_product to dot_product_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("dot_product_cpu", like=op)]
+
+
+def expand_elew(ctx, target):
+    """Lower elew to elew_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("elew_cpu", like=op)]
+
+
+def expand_forward(ctx, target):
+    """Lower forward to forward_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("forward_cpu", like=op)]
+
+
+def expand_fprint(ctx, target):
+    """Lower fprint to fprint_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("fprint_cpu", like=op)]
+
+
+def expand_global_avgpool2d(ctx, target):
+    """Lower global_avgpool2d to global_avgpool2d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("global_avgpool2d_cpu", like=op)]
+
+
+def expand_global_maxpool2d(ctx, target):
+    """Lower global_maxpool2d to global_maxpool2d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("global_maxpool2d_cpu", like=op)]
+
+
 def expand_input(ctx, target):
     """Lower input to input_cpu."""
     op = OpView(ctx, target)
     b = Builder(ctx)
     return [b.op("input_cpu", like=op)]
+
+
+def expand_lrelu(ctx, target):
+    """Lower lrelu to lrelu_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("lrelu_cpu", like=op)]
+
+
+def expand_lrn(ctx, target):
+    """Lower lrn to lrn_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("lrn_cpu", like=op)]
+
+
+def expand_matmul(ctx, target):
+    """Lower matmul to matmul_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("matmul_cpu", like=op)]
+
+
+def expand_maxpool2d(ctx, target):
+    """Lower maxpool2d to maxpool2d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("maxpool2d_cpu", like=op)]
+
+
+def expand_maxreduce(ctx, target):
+    """Lower maxreduce to maxreduce_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("maxreduce_cpu", like=op)]
+
+
+def expand_maxreduce_arg(ctx, target):
+    """Lower maxreduce_arg to maxreduce_arg_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("maxreduce_arg_cpu", like=op)]
+
+
+def expand_pad(ctx, target):
+    """Lower pad to pad_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("pad_cpu", like=op)]
+
+
+def expand_pick1d(ctx, target):
+    """Lower pick1d to pick1d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("pick1d_cpu", like=op)]
 
 
 def expand_print(ctx, target):
@@ -39,11 +193,39 @@ def expand_print(ctx, target):
     return [b.op("print_cpu", like=op)]
 
 
+def expand_rearange(ctx, target):
+    """Lower rearange to rearange_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("rearange_cpu", like=op)]
+
+
+def expand_relu(ctx, target):
+    """Lower relu to relu_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("relu_cpu", like=op)]
+
+
 def expand_reshape(ctx, target):
     """Lower reshape to reshape_cpu."""
     op = OpView(ctx, target)
     b = Builder(ctx)
     return [b.op("reshape_cpu", like=op)]
+
+
+def expand_resize(ctx, target):
+    """Lower resize to resize_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("resize_cpu", like=op)]
+
+
+def expand_sigmoid(ctx, target):
+    """Lower sigmoid to sigmoid_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("sigmoid_cpu", like=op)]
 
 
 def expand_slice(ctx, target):
@@ -53,13 +235,111 @@ def expand_slice(ctx, target):
     return [b.op("slice_cpu", like=op)]
 
 
+def expand_softmax(ctx, target):
+    """Lower softmax to softmax_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("softmax_cpu", like=op)]
+
+
+def expand_sort1d(ctx, target):
+    """Lower sort1d to sort1d_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("sort1d_cpu", like=op)]
+
+
+def expand_sort1d_by_key(ctx, target):
+    """Lower sort1d_by_key to sort1d_by_key_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("sort1d_by_key_cpu", like=op)]
+
+
+def expand_submean(ctx, target):
+    """Lower submean to submean_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("submean_cpu", like=op)]
+
+
+def expand_tanh(ctx, target):
+    """Lower tanh to tanh_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("tanh_cpu", like=op)]
+
+
+def expand_transform_bboxSQD(ctx, target):
+    """Lower transform_bboxSQD to transform_bboxSQD_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("transform_bboxSQD_cpu", like=op)]
+
+
+def expand_transpose(ctx, target):
+    """Lower transpose to transpose_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("transpose_cpu", like=op)]
+
+
+def expand_upsample(ctx, target):
+    """Lower upsample to upsample_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("upsample_cpu", like=op)]
+
+
+def expand_zeros(ctx, target):
+    """Lower zeros to zeros_cpu."""
+    op = OpView(ctx, target)
+    b = Builder(ctx)
+    return [b.op("zeros_cpu", like=op)]
+
+
 EXPANDERS = {
+    "arange": expand_arange,
+    "avgpool2d": expand_avgpool2d,
+    "batchnorm": expand_batchnorm,
+    "bn2scale_wts": expand_bn2scale_wts,
+    "clip": expand_clip,
+    "concat": expand_concat,
     "conv2d": expand_conv2d,
     "create": expand_create,
+    "deconv2d": expand_deconv2d,
+    "detect_yolov3": expand_detect_yolov3,
+    "dot_product": expand_dot_product,
+    "elew": expand_elew,
+    "forward": expand_forward,
+    "fprint": expand_fprint,
+    "global_avgpool2d": expand_global_avgpool2d,
+    "global_maxpool2d": expand_global_maxpool2d,
     "input": expand_input,
+    "lrelu": expand_lrelu,
+    "lrn": expand_lrn,
+    "matmul": expand_matmul,
+    "maxpool2d": expand_maxpool2d,
+    "maxreduce": expand_maxreduce,
+    "maxreduce_arg": expand_maxreduce_arg,
+    "pad": expand_pad,
+    "pick1d": expand_pick1d,
     "print": expand_print,
+    "rearange": expand_rearange,
+    "relu": expand_relu,
     "reshape": expand_reshape,
+    "resize": expand_resize,
+    "sigmoid": expand_sigmoid,
     "slice": expand_slice,
+    "softmax": expand_softmax,
+    "sort1d": expand_sort1d,
+    "sort1d_by_key": expand_sort1d_by_key,
+    "submean": expand_submean,
+    "tanh": expand_tanh,
+    "transform_bboxSQD": expand_transform_bboxSQD,
+    "transpose": expand_transpose,
+    "upsample": expand_upsample,
+    "zeros": expand_zeros,
 }
 
 COMBINERS = ()

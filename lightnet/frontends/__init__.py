@@ -1,0 +1,1 @@
+"""Front-ends: convert other model formats (the IL, ...) to LightNet's JSON IR."""

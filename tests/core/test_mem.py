@@ -1,0 +1,388 @@
+"""lightnet.mem: the offset pool and the memory plan.
+
+The plan is checked against liveness computed independently here, on a few
+hundred random op DAGs, and by simulating the arena byte by byte.
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from lightnet import Context
+from lightnet.errors import LightNetError
+from lightnet.mem import MemoryPool, MemReport, align_up, plan
+from lightnet.op import Op, OpProto
+from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+
+# MemoryPool -----------------------------------------------------------------------
+
+
+def holes(pool):
+    return [tuple(map(int, line.split()[:2])) for line in pool.dump().splitlines()
+            if line.endswith("free")]
+
+
+def test_align_up():
+    assert [align_up(n, 64) for n in (0, 1, 63, 64, 65, 128, 129)] == [0, 64, 64, 64, 128, 128, 192]
+    assert [align_up(n, 16) for n in (1, 16, 17)] == [16, 16, 32]
+
+
+def test_pool_alloc_free_coalesce():
+    p = MemoryPool(64)
+    a = p.alloc(10)     # 64 bytes at 0
+    b = p.alloc(100)    # 128 bytes at 64
+    c = p.alloc(64)     # 64 bytes at 192
+    assert (a, b, c, p.size) == (0, 64, 192, 256)
+    assert all(p.exists(o) for o in (a, b, c)) and not p.exists(32)
+    p.free(b)
+    assert holes(p) == [(64, 128)]
+    d = p.alloc(50)     # best fit: the front of the 128-byte hole
+    assert d == 64 and holes(p) == [(128, 64)]
+    e = p.alloc(64)     # fills the rest exactly
+    assert e == 128 and holes(p) == [] and p.size == 256
+    p.free(a)
+    p.free(c)
+    assert holes(p) == [(0, 64), (192, 64)]
+    p.free(d)           # merges with the hole before it only (e is still used)
+    assert holes(p) == [(0, 128), (192, 64)]
+    p.free(e)           # merges with both neighbours
+    assert holes(p) == [(0, 256)]
+    assert p.size == 256  # the high-water mark stays
+    f = p.alloc(300)    # the hole at the end grows instead of leaving a gap
+    assert f == 0 and p.size == 320 and holes(p) == []
+
+
+def test_pool_best_fit_not_first_fit():
+    p = MemoryPool(64)
+    offs = [p.alloc(n) for n in (192, 64, 64, 64)]
+    assert offs == [0, 192, 256, 320]
+    p.free(0)
+    p.free(256)
+    assert holes(p) == [(0, 192), (256, 64)]
+    assert p.alloc(64) == 256  # the smallest hole that fits
+    assert p.alloc(65) == 0    # 128 bytes from the 192-byte hole
+    assert holes(p) == [(128, 64)]
+    assert p.alloc(200) == 384  # no hole fits and the last block is used: append
+    assert p.size == 640
+
+
+def test_pool_free_next_hole_merge():
+    p = MemoryPool(64)
+    offs = [p.alloc(64) for _ in range(4)]
+    p.free(offs[2])
+    p.free(offs[1])  # merges with the hole after it
+    assert holes(p) == [(64, 128)]
+    p.free(offs[3])
+    assert holes(p) == [(64, 192)]
+    assert p.alloc(256) == 64 and p.size == 320  # the end hole grows by 64
+
+
+def test_pool_alignment_and_zero():
+    p = MemoryPool(16)
+    assert [p.alloc(n) for n in (0, 1, 16, 17)] == [0, 16, 32, 48]
+    assert p.size == 80
+    with pytest.raises(KeyError):
+        p.free(8)  # not an allocated offset
+
+
+def test_pool_dump():
+    p = MemoryPool(64)
+    p.alloc(64)
+    b = p.alloc(64)
+    p.alloc(64)
+    p.free(b)
+    assert p.dump() == (f"{0:>12} {64:>12} used\n{64:>12} {64:>12} free\n"
+                        f"{128:>12} {64:>12} used")
+
+
+def test_pool_random_never_overlaps():
+    """Random alloc/free against a naive interval list."""
+    rng = random.Random(5)
+    for align in (1, 8, 64):
+        p = MemoryPool(align)
+        used = {}
+        high = 0
+        for _ in range(2000):
+            if used and rng.random() < 0.45:
+                off = rng.choice(list(used))
+                p.free(off)
+                del used[off]
+            else:
+                n = rng.choice([0, 1, 7, 64, 100, 1000, rng.randint(1, 5000)])
+                off = p.alloc(n)
+                size = align_up(max(n, 1), align)
+                assert off % align == 0
+                for o, s in used.items():
+                    assert off + size <= o or o + s <= off, "blocks overlap"
+                used[off] = size
+                high = max(high, off + size)
+                assert off + size <= p.size
+        assert p.size == high
+        # Every byte not used is in exactly one hole, and holes never touch.
+        spans = sorted([(o, s) for o, s in used.items()] + holes(p))
+        pos = 0
+        for o, s in spans:
+            assert o == pos
+            pos += s
+        assert pos == p.size or (pos < p.size and not used)
+        hs = holes(p)
+        assert all(a[0] + a[1] < b[0] for a, b in zip(hs, hs[1:]))
+
+
+# plan: hand-computed -------------------------------------------------------------------
+
+PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, doc="", tensors_in=(),
+                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
+
+
+def op(name, ins=(), outs=()):
+    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
+              {f"out{i}": t for i, t in enumerate(outs)}, {})
+
+
+def f32(name, n, creator="x", **kw):
+    return TensorEntry(name, DType.TL_FLOAT, (n,), creator, **kw)
+
+
+def test_plan_chain_hand_computed():
+    tensors = TensorTable(A=f32("A", 25), B=f32("B", 16), C=f32("C", 16), D=f32("D", 16))
+    ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"]), op("o2", ["B"], ["C"]),
+           op("o3", ["C"], ["D"])]
+    reports = plan(ops, tensors, keep=["D"])
+    # A: 100 bytes -> 128 at 0. B at 128; A freed. C best-fits A's hole at 0;
+    # B freed. D takes 64..128; C freed.
+    assert [tensors[n].offset for n in "ABCD"] == [0, 128, 0, 64]
+    assert reports == {MemType.CPU: MemReport(MemType.CPU, 192, 292, 164)}
+
+
+def test_plan_static_and_kept_survive():
+    tensors = TensorTable(W=f32("W", 16, static=True), A=f32("A", 16), B=f32("B", 16),
+                          C=f32("C", 16), D=f32("D", 16))
+    ops = [op("o0", [], ["W"]), op("o1", ["W"], ["A"]), op("o2", ["A"], ["B"]),
+           op("o3", ["B"], ["C"]), op("o4", ["C", "W"], ["D"])]
+    reports = plan(ops, tensors, keep=["A", "D"])
+    off = {n: tensors[n].offset for n in "WABCD"}
+    # W and A are never freed; B is freed after o3 and its place reused by D.
+    assert off == {"W": 0, "A": 64, "B": 128, "C": 192, "D": 128}
+    assert reports[MemType.CPU] == MemReport(MemType.CPU, 256, 320, 256)
+
+
+def test_plan_view_keeps_root_alive():
+    tensors = TensorTable(A=f32("A", 64), V=f32("V", 64, owner="A"), W=f32("W", 32, owner="V"),
+                          B=f32("B", 64), C=f32("C", 64))
+    ops = [op("o0", [], ["A"]), op("o1", ["A"], ["V"]), op("o2", ["V"], ["W"]),
+           op("o3", ["W"], ["B"]), op("o4", ["B"], ["C"])]
+    reports = plan(ops, tensors, keep=["C"])
+    # A stays alive through o3 (W, a view of a view of A, is read there): B
+    # cannot take its place; C can once B's producer read W for the last time.
+    assert tensors["V"].offset == tensors["W"].offset == tensors["A"].offset == 0
+    assert tensors["B"].offset == 256
+    assert tensors["C"].offset == 0
+    assert reports[MemType.CPU] == MemReport(MemType.CPU, 512, 768, 512)
+
+
+def test_plan_unread_output_is_freed_at_once():
+    tensors = TensorTable(A=f32("A", 16), junk=f32("junk", 16), B=f32("B", 16))
+    ops = [op("o0", [], ["A", "junk"]), op("o1", ["A"], ["B"])]
+    plan(ops, tensors, keep=["B"])
+    assert (tensors["A"].offset, tensors["junk"].offset) == (0, 64)
+    assert tensors["B"].offset == 64  # junk died at o0; A is still read by o1
+
+
+def test_plan_abstract_op_is_refused():
+    tensors = TensorTable(A=f32("A", 4, mtype=MemType.NONE))
+    with pytest.raises(LightNetError) as e:
+        plan([op("create1", [], ["A"])], tensors, keep=["A"])
+    assert str(e.value) == ("op 'create1' (t) is abstract and cannot run: "
+                            "compile the model for a target first")
+
+
+# plan: randomized --------------------------------------------------------------------------
+
+DTYPES = list(DType)
+
+
+def random_model(rng):
+    """Random ops in run order over random tensors: some static, some views
+    (of an input of their op), some never read; a random set is kept."""
+    tensors = TensorTable()
+    ops = []
+    produced = []
+    for i in range(rng.randint(1, 25)):
+        ins = []
+        if produced:
+            k = min(len(produced), rng.choice([0, 1, 1, 1, 2, 2, 3]))
+            # Mostly recent tensors, sometimes old ones (long lifetimes).
+            pool = produced[-4:] if rng.random() < 0.7 else produced
+            ins = rng.sample(pool, min(k, len(pool)))
+        outs = []
+        for j in range(rng.choice([0, 1, 1, 1, 2, 3])):
+            name = f"t{i}_{j}"
+            shape = tuple(rng.choice([0, 1, 2, 3, 5, 7, 16, 33]) if rng.random() < 0.05
+                          else rng.choice([1, 2, 3, 5, 7, 16, 33]) for _ in range(rng.randint(1, 3)))
+            r = rng.random()
+            owner = rng.choice(ins) if ins and r < 0.2 else None
+            static = owner is None and r > 0.85
+            tensors[name] = TensorEntry(name, rng.choice(DTYPES), shape, f"op{i}",
+                                        static=static, owner=owner)
+            outs.append(name)
+        ops.append(op(f"op{i}", ins, outs))
+        produced += outs
+    keep = [t for t in produced if rng.random() < 0.15]
+    return ops, tensors, keep
+
+
+def root_of(tensors, name):
+    while tensors[name].owner is not None:
+        name = tensors[name].owner
+    return name
+
+
+def lifetimes(ops, tensors, keep):
+    """(birth, death) op index of every root, from first principles."""
+    birth, death = {}, {}
+    for i, o in enumerate(ops):
+        for t in o.tensors_out.values():
+            if tensors[t].owner is None:
+                birth[t] = death[t] = i
+        for t in o.tensor_names():
+            r = root_of(tensors, t)
+            death[r] = max(death[r], i)
+    for r in birth:
+        if tensors[r].static:
+            death[r] = len(ops)
+    for t in keep:
+        death[root_of(tensors, t)] = len(ops)
+    return birth, death
+
+
+def check_plan(ops, tensors, keep, reports):
+    birth, death = lifetimes(ops, tensors, keep)
+    roots = sorted(birth)
+    if not roots:
+        assert reports == {}
+        return
+    report = reports[MemType.CPU]
+    size = {r: tensors[r].nbytes for r in roots}
+    for r in roots:
+        off = tensors[r].offset
+        assert off is not None and off % 64 == 0
+        assert off + size[r] <= report.arena
+    # No two simultaneously live roots share a byte.
+    for x in range(len(roots)):
+        for y in range(x + 1, len(roots)):
+            a, b = roots[x], roots[y]
+            if not size[a] or not size[b]:
+                continue
+            if birth[a] <= death[b] and birth[b] <= death[a]:
+                oa, ob = tensors[a].offset, tensors[b].offset
+                assert oa + size[a] <= ob or ob + size[b] <= oa, (a, b)
+    # Views share their root's offset.
+    for name, e in tensors.items():
+        if e.owner is not None:
+            assert e.offset == tensors[root_of(tensors, name)].offset
+    # The report.
+    total = sum(size.values())
+    live = [sum(size[r] for r in roots if birth[r] <= i <= death[r]) for i in range(len(ops))]
+    assert report.mtype is MemType.CPU
+    assert report.total == total
+    assert report.lower_bound == max(live)
+    assert max(live) <= report.arena <= sum(align_up(max(size[r], 1), 64) for r in roots)
+    simulate(ops, tensors, keep, report.arena)
+
+
+def simulate(ops, tensors, keep, arena):
+    """Run the ops on an arena that remembers which tensor wrote each byte."""
+    writer = np.full(arena, -1, dtype=np.int64)
+    ids = {name: k for k, name in enumerate(tensors)}
+
+    def span(name):
+        r = tensors[root_of(tensors, name)]
+        return slice(r.offset, r.offset + r.nbytes)
+
+    for o in ops:
+        for t in o.tensors_in.values():
+            r = root_of(tensors, t)
+            assert (writer[span(t)] == ids[r]).all(), f"{o.name} reads clobbered {t}"
+        for t in o.tensors_out.values():
+            if tensors[t].owner is None:
+                writer[span(t)] = ids[t]
+    for t in list(keep) + [n for n, e in tensors.items() if e.static]:
+        assert (writer[span(t)] == ids[root_of(tensors, t)]).all(), f"{t} was overwritten"
+
+
+def test_plan_random_dags():
+    rng = random.Random(20240601)
+    views = statics = reuse = 0
+    for _ in range(300):
+        ops, tensors, keep = random_model(rng)
+        reports = plan(ops, tensors, keep)
+        check_plan(ops, tensors, keep, reports)
+        views += sum(e.owner is not None for e in tensors.values())
+        statics += sum(e.static for e in tensors.values())
+        if reports and reports[MemType.CPU].arena < reports[MemType.CPU].total:
+            reuse += 1
+    # The generator did exercise what it was meant to.
+    assert views > 100 and statics > 100 and reuse > 50
+
+
+def test_check_plan_catches_a_bad_plan():
+    """The checker itself fails when two live tensors share memory."""
+    tensors = TensorTable(A=f32("A", 16), B=f32("B", 16))
+    ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"])]
+    reports = plan(ops, tensors, keep=["B"])
+    tensors["B"].offset = tensors["A"].offset
+    with pytest.raises(AssertionError):
+        check_plan(ops, tensors, ["B"], reports)
+
+
+# plan: real models -----------------------------------------------------------------------
+
+
+def random_slice_model(rng):
+    """creates with data, then a random DAG of slices; returns the model and
+    the value every tensor must have, computed with numpy."""
+    ops, values = [], {}
+    for i in range(rng.randint(1, 3)):
+        shape = [rng.randint(1, 5) for _ in range(rng.randint(1, 3))]
+        data = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) * (i + 1)
+        name = f"c{i}"
+        values[name] = data
+        ops.append({"name": f"create{i}", "optype": "create",
+                    "tensors_out": [{"arg_name": "dst", "name": name}],
+                    "params": [{"arg_name": "dtype", "value": "TL_FLOAT"},
+                               {"arg_name": "dims", "value": shape},
+                               {"arg_name": "data", "value": data.reshape(-1).tolist()}]})
+    for i in range(rng.randint(1, 12)):
+        src = rng.choice(list(values)[-4:])
+        x = values[src]
+        axis = rng.randrange(x.ndim)
+        start = rng.randrange(x.shape[axis])
+        length = rng.randint(1, x.shape[axis] - start)
+        name = f"s{i}"
+        values[name] = np.take(x, range(start, start + length), axis=axis)
+        ops.append({"name": f"slice{i}", "optype": "slice",
+                    "tensors_in": [{"arg_name": "src", "name": src}],
+                    "tensors_out": [{"arg_name": "dst", "name": name}],
+                    "params": [{"arg_name": "axis", "value": axis},
+                               {"arg_name": "start", "value": start},
+                               {"arg_name": "len", "value": length}]})
+    return {"ops": ops}, values
+
+
+def test_plan_random_real_models():
+    rng = random.Random(7)
+    for _ in range(60):
+        model, values = random_slice_model(rng)
+        ctx = Context()
+        ctx.init(model)
+        ctx.compile("cpu")
+        check_plan(ctx.ops, ctx.tensors, ctx.outputs, ctx.mem)
+        ctx.load()
+        ctx.run()
+        for name in ctx.outputs:
+            np.testing.assert_array_equal(ctx.get_data(name), values[name])
+        for name, e in ctx.tensors.items():
+            if e.static:
+                np.testing.assert_array_equal(ctx.get_data(name), values[name])

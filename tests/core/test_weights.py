@@ -1,0 +1,183 @@
+"""lightnet.weights: .npz files (never unpickled) and the text format."""
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+from lightnet import weights
+from lightnet.errors import LightNetError
+
+
+def bits(a):
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+# .npz ---------------------------------------------------------------------------------
+
+
+def test_npz_read(tmp_path):
+    arrays = {
+        "w": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "b": np.array([-1.5, 2.25], dtype=np.float64),
+        "i": np.array([[1, -2]], dtype=np.int8),
+        "m": np.array([True, False]),
+    }
+    path = tmp_path / "w.npz"
+    np.savez(path, **arrays)
+    got = weights.read(path)
+    assert sorted(got) == sorted(arrays)
+    for name, a in arrays.items():
+        assert got[name].dtype == a.dtype and got[name].shape == a.shape
+        np.testing.assert_array_equal(got[name], a)
+    # Compressed archives and str paths work too.
+    np.savez_compressed(tmp_path / "c.npz", **arrays)
+    got = weights.read(str(tmp_path / "c.npz"))
+    np.testing.assert_array_equal(got["w"], arrays["w"])
+
+
+class Boom:
+    """Unpickling this would create a directory: it must never happen."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_npz_with_pickled_objects_is_refused(tmp_path):
+    marker = tmp_path / "unpickled"
+    path = tmp_path / "evil.npz"
+    np.savez(path, w=np.zeros(2, np.float32), o=np.array([Boom(str(marker)), 1], dtype=object))
+    with pytest.raises(LightNetError) as e:
+        weights.read(path)
+    assert str(e.value) == f"{path}: holds pickled objects, which are never loaded"
+    assert not marker.exists()
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(LightNetError) as e:
+        weights.read(tmp_path / "nope.npz")
+    assert str(e.value) == f"{tmp_path / 'nope.npz'}: no such weight file"
+    with pytest.raises(LightNetError, match="no such weight file"):
+        weights.read(tmp_path)  # a directory is no weight file
+
+
+def test_truncated_npz(tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, w=np.arange(1000, dtype=np.float32))
+    data = path.read_bytes()
+    for cut in (len(data) // 2, len(data) - 10, 30):
+        path.write_bytes(data[:cut])
+        with pytest.raises(LightNetError) as e:
+            weights.read(path)
+        assert str(e.value).startswith(f"{path}: ")
+
+
+def test_corrupt_npz_crc(tmp_path):
+    path = tmp_path / "w.npz"
+    np.savez(path, w=np.arange(1000, dtype=np.float32))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the array data
+    path.write_bytes(bytes(data))
+    with pytest.raises(LightNetError) as e:
+        weights.read(path)
+    assert str(e.value) == f"{path}: not a valid .npz weight file: Bad CRC-32 for file 'w.npy'"
+
+
+def test_damaged_npz_never_escapes_as_another_error(tmp_path):
+    """Random damage to plain and compressed archives: always a LightNetError
+    naming the file (zlib errors, bad headers and the like included)."""
+    rng = random.Random(3)
+    path = tmp_path / "d.npz"
+    for save in (np.savez, np.savez_compressed):
+        save(path, w=np.arange(300, dtype=np.float32), b=np.ones((3, 4)))
+        data = path.read_bytes()
+        for trial in range(150):
+            b = bytearray(data)
+            if trial % 3 == 0:
+                for _ in range(rng.randint(1, 5)):
+                    b[rng.randrange(len(b))] = rng.randrange(256)
+            elif trial % 3 == 1:
+                b = b[: rng.randrange(len(b))]
+            else:
+                k = rng.randrange(len(b))
+                del b[k : k + rng.randint(1, 50)]
+            path.write_bytes(bytes(b))
+            try:
+                weights.read(path)
+            except LightNetError as e:
+                assert str(e).startswith(f"{path}")
+        path.write_bytes(data)
+
+
+# Text format --------------------------------------------------------------------------
+
+
+def test_write_text_exact(tmp_path):
+    path = tmp_path / "w.txt"
+    weights.write_text(path, {"w": np.array([[1.0, -2.0], [0.5, 0.0]]), "b": np.array([1])})
+    assert path.read_text() == "w 4 3f800000 c0000000 3f000000 00000000\nb 1 3f800000\n"
+
+
+def test_text_round_trip_is_bit_exact(tmp_path):
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3.4028235e38, -1.17549435e-38,
+                        0.1, 123456.789], dtype=np.float32)
+    rng = np.random.default_rng(0)
+    tensors = {
+        "special": special,
+        "rand": (rng.standard_normal((3, 5, 7)) * 1e3).astype(np.float32),
+        "bits": rng.integers(0, 2**32, size=200, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        "one": np.float32([42.0]),
+    }
+    path = tmp_path / "w.txt"
+    weights.write_text(path, tensors)
+    got = weights.read(path)
+    assert list(got) == list(tensors)
+    for name, a in tensors.items():
+        assert got[name].dtype == np.float32
+        assert got[name].shape == (a.size,)  # the text format is flat
+        np.testing.assert_array_equal(bits(got[name]), bits(a).reshape(-1))
+
+
+def test_text_comments_blank_lines_and_short_hex(tmp_path):
+    path = tmp_path / "w.txt"
+    path.write_text("# weights\n\n  \nw 3 3f800000 1 BF800000\n   # indented comment\nempty 0\n")
+    got = weights.read(path)
+    assert list(got) == ["w", "empty"]
+    assert bits(got["w"]).tolist() == [0x3F800000, 1, 0xBF800000]
+    assert got["w"][1] == np.float32(1.4e-45)  # "1" is 00000001: the smallest denormal
+    assert got["empty"].shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("w\n", 1, "expected 'NAME COUNT HEX...', found 'w'"),
+        ("# c\nw x 3f800000\n", 2, "expected 'NAME COUNT HEX...', found 'w x 3f800000'"),
+        ("w -1\n", 1, "expected 'NAME COUNT HEX...', found 'w -1'"),
+        ("w 2 3f800000\n", 1, "tensor 'w': expected 2 values, found 1"),
+        ("\nw 1 3f800000 0\n", 2, "tensor 'w': expected 1 values, found 2"),
+        ("w 1 3f800000\nb 0\nw 1 0\n", 3, "tensor 'w' is given twice"),
+        ("w 2 3f800000 zz\n", 1, "tensor 'w': values must be hex digits"),
+        ("w 1 0x12\n", 1, "tensor 'w': values must be hex digits"),
+        ("w 1 123456789\n", 1, "tensor 'w': a value has more than 8 hex digits"),
+        ("w 1 123456789a\n", 1, "tensor 'w': a value has more than 8 hex digits"),
+    ],
+)
+def test_text_errors_name_file_and_line(tmp_path, text, line, message):
+    path = tmp_path / "w.txt"
+    path.write_text(text)
+    with pytest.raises(LightNetError) as e:
+        weights.read(path)
+    assert str(e.value) == f"{path}:{line}: {message}"
+
+
+def test_binary_file_is_not_a_weight_file(tmp_path):
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"\x93NUMPY\xff\xfe")
+    with pytest.raises(LightNetError) as e:
+        weights.read(path)
+    assert str(e.value) == f"{path}: not a weight file (neither .npz nor text)"

@@ -1,0 +1,265 @@
+"""The loaded model: inheritance, default expanders, names in expressions.
+
+These load descriptions with generator.model only (no rendering), except
+where the generated code itself is the point.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from generator import model
+from generator.source import DescriptionError
+from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, write_descriptions
+
+
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory):
+    root = make_root(tmp_path_factory.mktemp("model") / "root", BASE_OPS, BASE_OPTIMIZERS)
+    return model.load(root)
+
+
+@pytest.fixture
+def ops(base_model):
+    return {op.optype: op for op in base_model.ops()}
+
+
+def _load(tmp_path, ops, optimizers=None):
+    return model.load(make_root(tmp_path / "root", ops, optimizers))
+
+
+# Inheritance -----------------------------------------------------------------------
+
+
+def test_child_narrowing_dtype_keeps_the_other_tensor_keys(ops):
+    parent, child = ops["scale"].tensors_in[0], ops["scale_cpu"].tensors_in[0]
+    assert parent.dtype == ("TL_FLOAT", "TL_DOUBLE")
+    assert child.dtype == ("TL_FLOAT",)
+    assert (child.arg_name, child.ndim, child.doc) == ("src", 2, "The input.")
+    # an input the child does not mention is the parent's, unchanged
+    assert ops["scale_cpu"].tensors_in[1] == ops["scale"].tensors_in[1]
+    assert ops["scale_cpu"].tensors_in[1].sametype == "src"
+
+
+def test_child_changing_a_bound_keeps_the_other_param_keys(ops):
+    parent = ops["scale"].params[0]
+    child = ops["scale_cpu"].params[0]
+    assert parent.bounds == (model.Bound("ge", "0"), model.Bound("le", "10"))
+    assert child.bounds == (model.Bound("ge", "0"), model.Bound("le", "5"))
+    assert (child.ptype, child.realtype, child.default, child.doc) == (
+        "number", "float", 1.0, "Scale.")
+    # untouched params are identical
+    assert ops["scale_cpu"].params[1:4] == ops["scale"].params[1:4]
+
+
+def test_child_args_are_appended_in_order(ops):
+    assert [p.arg_name for p in ops["scale"].params] == ["alpha", "axis", "mode", "pad"]
+    assert [p.arg_name for p in ops["scale_cpu"].params] == [
+        "alpha", "axis", "mode", "pad", "bias"]
+    bias = ops["scale_cpu"].params[-1]
+    assert (bias.ptype, bias.realtype, bias.default, bias.required) == (
+        "number", "double", 0, False)
+
+
+def test_child_inherits_scalar_keys_and_op_checks(ops):
+    child = ops["scale_cpu"]
+    assert child.doc == ops["scale"].doc
+    assert child.checks == ops["scale"].checks
+    assert child.tensors_out == ops["scale"].tensors_out
+    assert (child.arch, child.mtype, child.inherits) == ("cpu", "cpu", "scale")
+    assert (ops["scale"].arch, ops["scale"].mtype, ops["scale"].inherits) == (
+        "none", "none", None)
+    assert child.run == "np.multiply(src, alpha, out=dst)\nnp.add(dst, bias, out=dst)\n"
+    assert ops["scale"].run is None
+
+
+def test_examples_are_not_inherited(ops):
+    assert len(ops["scale"].examples) == 2
+    assert ops["scale_cpu"].examples == ()
+    assert ops["scale"].examples[1] == model.Example(
+        "", {"src": [[1, 2]]}, {"alpha": -1, "axis": 1}, {}, "param 'alpha': ge")
+
+
+def test_child_examples_are_its_own(tmp_path):
+    d = _load(tmp_path, {"a.yaml": """\
+        a:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          examples:
+            - {inputs: {src: [1]}, error: parent}
+        a_cpu:
+          inherits: a
+          arch: cpu
+          examples:
+            - {inputs: {src: [2]}, error: child}
+        """})
+    a, a_cpu = d.families[0].ops
+    assert [e.error for e in a.examples] == ["parent"]
+    assert [e.error for e in a_cpu.examples] == ["child"]
+
+
+def test_grandchild_merges_through_the_chain(tmp_path):
+    d = _load(tmp_path, {"a.yaml": """\
+        a:
+          arch: none
+          params:
+            - {arg_name: n, ptype: number, realtype: int, ge: 0, doc: N.}
+        b:
+          inherits: a
+          arch: none
+          params:
+            - {arg_name: n, le: 9}
+        c:
+          inherits: b
+          arch: cpu
+          params:
+            - {arg_name: n, ge: 1}
+            - {arg_name: m, ptype: bool}
+        """})
+    c = {op.optype: op for op in d.ops()}["c"]
+    assert c.inherits == "b"
+    n, m = c.params
+    assert n.bounds == (model.Bound("ge", "1"), model.Bound("le", "9"))
+    assert (n.realtype, n.doc, m.arg_name) == ("int", "N.", "m")
+
+
+def test_child_may_come_before_its_parent_in_the_file(tmp_path):
+    d = _load(tmp_path, {"a.yaml": """\
+        a_cpu:
+          inherits: a
+          arch: cpu
+        a:
+          arch: none
+          params: [{arg_name: n, ptype: bool}]
+        """})
+    assert [op.optype for op in d.families[0].ops] == ["a_cpu", "a"]
+    assert d.families[0].ops[0].params[0].arg_name == "n"
+
+
+# Default expanders -------------------------------------------------------------------
+
+
+def _rules(optimizer):
+    return {e.optype: e.rules for e in optimizer.expanders}
+
+
+def test_default_expander_without_any_rule(base_model):
+    (cpu,) = base_model.optimizers
+    rules = _rules(cpu)
+    assert list(rules) == ["scale", "shift"]  # sorted
+    (default,) = rules["shift"]
+    assert default.when is None
+    assert [n.optype for n in default.replace] == ["shift_cpu"]
+
+
+def test_explicit_rule_wins_over_the_default(base_model):
+    (cpu,) = base_model.optimizers
+    explicit = _rules(cpu)["scale"]
+    assert [r.when for r in explicit] == ["op.params.alpha == 0", None]
+    assert cpu.source == "descriptions/optimizers/cpu.yaml"
+
+
+def test_default_expanders_without_an_optimizer_file(tmp_path):
+    d = _load(tmp_path, BASE_OPS)
+    (cpu,) = d.optimizers
+    assert cpu.arch == "cpu"
+    assert cpu.source == "descriptions/optimizers/cpu.yaml (defaults)"
+    assert list(_rules(cpu)) == ["scale", "shift"]
+
+
+def test_no_default_expander_without_a_cpu_variant(tmp_path):
+    d = _load(tmp_path, {"a.yaml": """\
+        a:
+          arch: none
+        b:
+          arch: none
+        b_cpu:
+          inherits: b
+          arch: cpu
+        a_gpu:
+          arch: cpu
+        """})
+    (cpu,) = d.optimizers
+    assert list(_rules(cpu)) == ["b"]
+
+
+def test_no_optimizer_when_nothing_is_runnable(tmp_path):
+    d = _load(tmp_path, {"a.yaml": "a:\n  arch: none\n"}, {"cpu.yaml": "arch: cpu\n"})
+    assert d.optimizers == ()
+
+
+# Names in expressions and code ---------------------------------------------------------
+
+
+def test_names_bound_inside_expressions_and_code_are_defined(tmp_path):
+    """Comprehension variables, lambda and def args are not undefined names, and
+    are not names pre_run keeps (they do not exist after it)."""
+    d = _load(tmp_path, {"a.yaml": """\
+        a:
+          arch: cpu
+          tensors_in: [{arg_name: src}]
+          params:
+            - arg_name: dims
+              ptype: number[]
+              realtype: int
+              checks:
+                - expr: all(d > 0 for d in dims)
+          pre_run: |
+            sizes = [d * 2 for d in src.shape]
+            def twice(x):
+                return 2 * x
+            total = sum(map(lambda v: twice(v), sizes))
+          tensors_out:
+            - {arg_name: dst, dtype: src.dtype, shape: "tuple(s for s in sizes)"}
+          run: |
+            order = sorted(range(src.size), key=lambda i: src.flat[i])
+            dst.flat[:] = [src.flat[i] for i in order][:dst.size]
+        """})
+    (a,) = d.ops()
+    assert a.pre_run_names == ("sizes", "twice", "total")
+    assert a.params[0].checks[0].names == ("dims",)
+
+
+def test_pre_run_may_reassign_a_param_without_keeping_it_twice(tmp_path):
+    d = _load(tmp_path, {"a.yaml": """\
+        a:
+          arch: none
+          params: [{arg_name: pad, ptype: "number[]", realtype: int, default: [0]}]
+          pre_run: |
+            pad = tuple(pad) * 2
+            extra = 1
+        """})
+    assert d.ops()[0].pre_run_names == ("extra",)
+
+
+def test_param_named_like_a_builtin_hides_it_only_before_it_is_defined(tmp_path):
+    # len(...) before the param `len` exists would be an unbound local in the
+    # generated pre_run: an error at generation time.
+    with pytest.raises(DescriptionError, match=r"a\.yaml:6: a\.params\[0\]\.checks\[0\]\.expr: "
+                                               r"unknown name 'len'.*hides the builtin"):
+        _load(tmp_path / "1", {"a.yaml": """\
+            a:
+              arch: none
+              params:
+                - arg_name: dims
+                  ptype: number[]
+                  checks: [{expr: len(dims) > 0}]
+                  realtype: int
+                - {arg_name: len, ptype: number, realtype: int}
+            """})
+    # after it, or in an op without such a param, the name is fine
+    d = _load(tmp_path / "2", {"a.yaml": """\
+        a:
+          arch: none
+          params:
+            - {arg_name: dims, ptype: "number[]", realtype: int, checks: [{expr: len(dims) > 0}]}
+            - {arg_name: n, ptype: number, realtype: int, checks: [{expr: "max(n, 1) > 0"}]}
+        """})
+    assert d.ops()[0].params[1].checks[0].names == ("n",)
+
+
+def test_check_names_lists_only_arguments_read(ops):
+    (check,) = ops["scale"].params[3].checks
+    assert check == model.Check("pad[0] <= pad[1]", "the pads are ordered", ("pad",))
+    (op_check,) = ops["scale"].checks
+    assert op_check.names == ("src", "axis")

@@ -1,0 +1,782 @@
+"""Invalid descriptions: one located error, exit 1, nothing written.
+
+Each case adds or replaces description files in a copy of the generated base
+tree. The offending line carries a `# <-` marker, so the expected line number
+is computed from the text rather than counted by hand. The error must read
+exactly `error: FILE:LINE: PATH: MESSAGE` (no path for invalid YAML).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+from genutil import run, snapshot, write_descriptions
+
+ERROR = re.compile(r"error: (?P<file>[^:\n]+):(?P<line>\d+): (?:(?P<path>[^\s:]+): )?(?P<msg>.+)\n")
+
+
+class Case:
+    def __init__(self, id, text, path, message, file="descriptions/ops/bad.yaml", extra=None):
+        self.id, self.file, self.path, self.message = id, file, path, message
+        self.files = {file: textwrap.dedent(text), **(extra or {})}
+
+
+# An op of the base tree to inherit from or collide with is not used unless a
+# case says so: most cases live in descriptions/ops/bad.yaml.
+CASES = [
+    # Syntax and structure ------------------------------------------------------
+    Case("yaml-syntax", """\
+        bad:
+          arch: none
+          doc: [unclosed, list
+          params: x   # <-
+        """, None, "invalid YAML"),
+    Case("yaml-key-twice", """\
+        bad:
+          arch: none
+          arch: cpu   # <-
+        """, "arch", "key given twice"),
+    Case("op-not-a-mapping", """\
+        bad: 3   # <-
+        """, "bad", "expected a mapping, found an integer"),
+    # Unknown keys ----------------------------------------------------------------
+    Case("unknown-key-op", """\
+        bad:
+          arch: none
+          colour: red   # <-
+        """, "bad.colour", "unknown key 'colour'"),
+    Case("unknown-key-tensor-in", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              shape: x   # <-
+        """, "bad.tensors_in[0].shape", "unknown key 'shape'"),
+    Case("unknown-key-tensor-out", """\
+        bad:
+          arch: none
+          tensors_out:
+            - arg_name: dst
+              dtype: TL_FLOAT
+              shape: "(1,)"
+              ndim: 1   # <-
+        """, "bad.tensors_out[0].ndim", "unknown key 'ndim'"),
+    Case("unknown-key-param", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: a
+              ptype: bool
+              gte: 1   # <-
+        """, "bad.params[0].gte", "unknown key 'gte'"),
+    Case("unknown-key-check", """\
+        bad:
+          arch: none
+          checks:
+            - expr: "True"
+              message: hi   # <-
+        """, "bad.checks[0].message", "unknown key 'message'"),
+    Case("unknown-key-example", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          examples:
+            - inputs: {src: [1]}
+              error: boom
+              expected: 1   # <-
+        """, "bad.examples[0].expected", "unknown key 'expected'"),
+    # Missing required keys (the line of the mapping that lacks it) -------------------
+    Case("missing-arch", """\
+        bad:   # <-
+          doc: no arch
+        """, "bad", "'arch' is required"),
+    Case("missing-arg-name", """\
+        bad:
+          arch: none
+          tensors_in:
+            - doc: no name   # <-
+        """, "bad.tensors_in[0]", "'arg_name' is required"),
+    Case("missing-ptype", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: a, ptype: bool}
+            - {arg_name: b, doc: no ptype}   # <-
+        """, "bad.params[1]", "'ptype' is required"),
+    Case("missing-shape", """\
+        bad:
+          arch: none
+          tensors_out:
+            - arg_name: dst   # <-
+              dtype: TL_FLOAT
+        """, "bad.tensors_out[0]", "'shape' is required"),
+    Case("missing-output-dtype", """\
+        bad:
+          arch: none
+          tensors_out:
+            - arg_name: dst   # <-
+              shape: "(1,)"
+        """, "bad.tensors_out[0]", "'dtype' is required"),
+    Case("missing-check-expr", """\
+        bad:
+          arch: none
+          checks:
+            - msg: what   # <-
+        """, "bad.checks[0]", "'expr' is required"),
+    # Wrong YAML types ------------------------------------------------------------
+    Case("type-ndim", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              ndim: two   # <-
+        """, "bad.tensors_in[0].ndim", "expected an integer, found a string"),
+    Case("type-ndim-bool", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              ndim: true   # <-
+        """, "bad.tensors_in[0].ndim", "expected an integer, found a bool"),
+    Case("type-static", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              static: 1   # <-
+        """, "bad.tensors_in[0].static", "expected true or false, found an integer"),
+    Case("type-doc", """\
+        bad:
+          arch: none
+          doc: [a, b]   # <-
+        """, "bad.doc", "expected a string, found a list"),
+    Case("type-arch", """\
+        bad:
+          arch: 1   # <-
+        """, "bad.arch", "expected a string, found an integer"),
+    Case("type-tensors-in", """\
+        bad:
+          arch: none
+          tensors_in:   # <-
+            src: {doc: a mapping, not a list}
+        """, "bad.tensors_in", "expected a list, found a mapping"),
+    Case("type-param-item", """\
+        bad:
+          arch: none
+          params:
+            - alpha   # <-
+        """, "bad.params[0]", "expected a mapping, found a string"),
+    Case("type-shape-number", """\
+        bad:
+          arch: none
+          tensors_out:
+            - arg_name: dst
+              dtype: TL_FLOAT
+              shape: 3   # <-
+        """, "bad.tensors_out[0].shape", "expected a string, found an integer"),
+    Case("type-run", """\
+        bad:
+          arch: cpu
+          run: [a]   # <-
+        """, "bad.run", "expected a string, found a list"),
+    # Unknown names of the format ------------------------------------------------
+    Case("unknown-dtype", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              dtype: TL_HALF   # <-
+        """, "bad.tensors_in[0].dtype", "unknown dtype 'TL_HALF'"),
+    Case("unknown-dtype-in-list", """\
+        bad:
+          arch: none
+          tensors_in:
+            - {arg_name: src, dtype: [TL_FLOAT, TL_FLOAT16]}   # <-
+        """, "bad.tensors_in[0].dtype", "unknown dtype 'TL_FLOAT16'"),
+    Case("unknown-output-dtype-name", """\
+        bad:
+          arch: none
+          tensors_out:
+            - arg_name: dst
+              dtype: TL_FLAOT   # <-
+              shape: "(1,)"
+        """, "bad.tensors_out[0].dtype", "unknown name 'TL_FLAOT'"),
+    Case("unknown-ptype", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: a
+              ptype: int   # <-
+        """, "bad.params[0].ptype", "unknown ptype 'int'"),
+    Case("unknown-arch", """\
+        bad:
+          arch: gpu   # <-
+        """, "bad.arch", "unknown arch 'gpu'"),
+    Case("unknown-mtype", """\
+        bad:
+          arch: cpu
+          mtype: gpu   # <-
+        """, "bad.mtype", "unknown mtype 'gpu'"),
+    Case("unknown-realtype", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: a
+              ptype: number
+              realtype: long   # <-
+        """, "bad.params[0].realtype", "needs realtype"),
+    # Param rules -----------------------------------------------------------------
+    Case("realtype-missing", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: a, ptype: number}   # <-
+        """, "bad.params[0].realtype", "a number param needs realtype"),
+    Case("realtype-missing-array", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: a, ptype: "number[]"}   # <-
+        """, "bad.params[0].realtype", "a number[] param needs realtype"),
+    Case("realtype-on-string", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: s
+              ptype: string
+              realtype: int   # <-
+        """, "bad.params[0].realtype", "realtype is for number params, not string"),
+    Case("bound-on-string", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: s
+              ptype: string
+              ge: 1   # <-
+        """, "bad.params[0].ge", "bounds are for number params, not string"),
+    Case("bound-on-bool-array", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: s
+              ptype: "bool[]"
+              lt: 1   # <-
+        """, "bad.params[0].lt", "bounds are for number params, not bool[]"),
+    Case("len-on-scalar", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: n
+              ptype: number
+              realtype: int
+              len: 2   # <-
+        """, "bad.params[0].len", "'len' is for array params"),
+    Case("choices-on-number", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: n
+              ptype: number
+              realtype: int
+              choices: [a, b]   # <-
+        """, "bad.params[0].choices", "'choices' is for string params"),
+    Case("choices-not-strings", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: s
+              ptype: string
+              choices: [a, 1]   # <-
+        """, "bad.params[0].choices", "choices must be strings"),
+    Case("default-string-for-number", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: n
+              ptype: number
+              realtype: int
+              default: one   # <-
+        """, "bad.params[0].default", "expected a number default, found a string"),
+    Case("default-bool-for-number", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: n, ptype: number, realtype: double, default: true}   # <-
+        """, "bad.params[0].default", "expected a number default, found a bool"),
+    Case("default-scalar-for-array", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: n
+              ptype: "number[]"
+              realtype: int
+              default: 3   # <-
+        """, "bad.params[0].default", "expected a list for a number[] param"),
+    Case("default-element-type", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: n
+              ptype: "string[]"
+              default: [a, 2]   # <-
+        """, "bad.params[0].default", "expected a string default, found an integer"),
+    Case("default-fraction-for-int", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: n
+              ptype: number
+              realtype: int
+              default: 0.5   # <-
+        """, "bad.params[0].default", "expected an integer default (realtype int)"),
+    Case("default-not-a-choice", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: s
+              ptype: string
+              choices: [a, b]
+              default: c   # <-
+        """, "bad.params[0].default", "default 'c' is not one of the choices"),
+    # Names -------------------------------------------------------------------------
+    Case("arg-name-not-identifier", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: 2x   # <-
+              ptype: bool
+        """, "bad.params[0].arg_name", "'2x' is not a valid Python identifier"),
+    Case("arg-name-keyword", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: lambda   # <-
+        """, "bad.tensors_in[0].arg_name", "'lambda' is not a valid Python identifier"),
+    Case("arg-name-reserved", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: ck, ptype: bool}   # <-
+        """, "bad.params[0].arg_name", "'ck' is reserved"),
+    Case("pre-run-assigns-reserved", """\
+        bad:
+          arch: none
+          pre_run: |   # <-
+            op = None
+        """, "bad.pre_run", "pre_run assigns 'op'"),
+    Case("optype-not-identifier", """\
+        bad-op:   # <-
+          arch: none
+        """, "bad-op", "an optype must be a Python identifier"),
+    Case("duplicate-inputs", """\
+        bad:
+          arch: none
+          tensors_in:
+            - {arg_name: src}
+            - {arg_name: src}   # <-
+        """, "bad.tensors_in[1].arg_name", "name 'src' is used twice in this op"),
+    Case("duplicate-input-and-param", """\
+        bad:
+          arch: none
+          tensors_in:
+            - {arg_name: src}
+          params:
+            - arg_name: a
+              ptype: bool
+            - arg_name: src   # <-
+              ptype: bool
+        """, "bad.params[1].arg_name", "name 'src' is used twice in this op"),
+    Case("duplicate-output-and-param", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: dst, ptype: bool}
+          tensors_out:
+            - {arg_name: dst, dtype: TL_FLOAT, shape: "(1,)"}   # <-
+        """, "bad.tensors_out[0].arg_name", "name 'dst' is used twice in this op"),
+    Case("duplicate-in-child", """\
+        bad:
+          arch: none
+          params:
+            - {arg_name: a, ptype: bool}
+        bad_cpu:
+          inherits: bad
+          arch: cpu
+          params:
+            - {arg_name: b, ptype: bool}
+            - {arg_name: b, ptype: string}   # <-
+        """, "bad_cpu.params[2].arg_name", "name 'b' is used twice in this op"),
+    Case("sametype-missing-input", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: a
+              sametype: b   # <-
+        """, "bad.tensors_in[0].sametype", "'b' is not another input of this op"),
+    Case("sameshape-itself", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: a
+              sameshape: a   # <-
+        """, "bad.tensors_in[0].sameshape", "'a' is not another input of this op"),
+    Case("owner-missing-input", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out:
+            - arg_name: dst
+              dtype: src.dtype
+              shape: src.shape
+              owner: srcc   # <-
+        """, "bad.tensors_out[0].owner", "'srcc' is not an input of this op"),
+    Case("view-without-owner", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out:
+            - arg_name: dst
+              dtype: src.dtype
+              shape: src.shape
+              view: "src[1:]"   # <-
+        """, "bad.tensors_out[0].view", "a view needs an 'owner' input"),
+    # Python expressions and code ------------------------------------------------------
+    Case("invalid-expression", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out:
+            - arg_name: dst
+              dtype: src.dtype
+              shape: "src.shape[:"   # <-
+        """, "bad.tensors_out[0].shape", "invalid Python expression"),
+    Case("statement-as-expression", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: a
+              ptype: number
+              realtype: int
+              checks:
+                - expr: "a = 1"   # <-
+        """, "bad.params[0].checks[0].expr", "invalid Python expression"),
+    Case("invalid-code-line", """\
+        bad:
+          arch: cpu
+          tensors_in: [{arg_name: src}]
+          run: |
+            x = 1
+            y = (x +   # <-
+        """, "bad.run", "invalid Python code"),
+    Case("invalid-code-inline", """\
+        bad:
+          arch: cpu
+          run: "if"   # <-
+        """, "bad.run", "invalid Python code"),
+    Case("undefined-name-shape", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out:
+            - arg_name: dst
+              dtype: src.dtype
+              shape: srcc.shape   # <-
+        """, "bad.tensors_out[0].shape", "unknown name 'srcc'"),
+    Case("undefined-name-dtype", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out:
+            - arg_name: dst
+              dtype: srcc.dtype   # <-
+              shape: src.shape
+        """, "bad.tensors_out[0].dtype", "unknown name 'srcc'"),
+    Case("undefined-name-run", """\
+        bad:
+          arch: cpu
+          tensors_in: [{arg_name: src}]
+          run: |   # <-
+            kernels.copy(src, dstt)
+        """, "bad.run", "unknown name 'dstt'"),
+    Case("undefined-name-tensor-len", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              len: n * 2   # <-
+        """, "bad.tensors_in[0].len", "unknown name 'n'"),
+    Case("check-reads-later-param", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: a
+              ptype: number
+              realtype: int
+              checks:
+                - expr: a < b   # <-
+            - {arg_name: b, ptype: number, realtype: int}
+        """, "bad.params[0].checks[0].expr", "unknown name 'b'"),
+    Case("bound-reads-later-param", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: a
+              ptype: number
+              realtype: int
+              lt: b   # <-
+            - {arg_name: b, ptype: number, realtype: int}
+        """, "bad.params[0].lt", "unknown name 'b'"),
+    Case("check-reads-later-builtin-named-param", """\
+        bad:
+          arch: none
+          params:
+            - arg_name: low
+              ptype: number
+              realtype: int
+              checks:
+                - expr: low <= max   # <-
+            - {arg_name: max, ptype: number, realtype: int}
+        """, "bad.params[0].checks[0].expr", "unknown name 'max'"),
+    Case("post-run-reads-output", """\
+        bad:
+          arch: cpu
+          tensors_out:
+            - {arg_name: dst, dtype: TL_FLOAT, shape: "(1,)"}
+          post_run: |   # <-
+            priv.clear(); dst.fill(0)
+        """, "bad.post_run", "unknown name 'dst'"),
+    Case("run-rebinds-output", """\
+        bad:
+          arch: cpu
+          tensors_in: [{arg_name: src}]
+          tensors_out: [{arg_name: dst, dtype: src.dtype, shape: src.shape}]
+          run: |   # <-
+            np.copyto(dst, src)
+            dst += 1
+        """, "bad.run", "run assigns 'dst', a name it is given"),
+    Case("static-run-rebinds-input", """\
+        bad:
+          arch: cpu
+          tensors_in: [{arg_name: src}]
+          static_run: src = src * 2   # <-
+        """, "bad.static_run", "static_run assigns 'src', a name it is given"),
+    Case("run-on-abstract-op", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          run: print(src)   # <-
+        """, "bad.run", "an abstract op (arch none) has no run code"),
+    Case("static-run-on-abstract-op", """\
+        bad:
+          arch: none
+          static_run: |   # <-
+            priv["x"] = 1
+        """, "bad.static_run", "an abstract op (arch none) has no run code"),
+    # Examples --------------------------------------------------------------------------
+    Case("example-unknown-input", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          examples:
+            - inputs: {srcc: [1]}   # <-
+              error: x
+        """, "bad.examples[0].inputs", "'srcc' is not one of src"),
+    Case("example-unknown-param", """\
+        bad:
+          arch: none
+          params: [{arg_name: a, ptype: bool}]
+          examples:
+            - error: x
+              params: {b: true}   # <-
+        """, "bad.examples[0].params", "'b' is not one of a"),
+    Case("example-outputs-and-error", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out: [{arg_name: dst, dtype: src.dtype, shape: src.shape}]
+          examples:
+            - inputs: {src: [1]}
+              error: x
+            - inputs: {src: [1]}   # <-
+              outputs: {dst: [1]}
+              error: y
+        """, "bad.examples[1]", "either 'outputs' or 'error'"),
+    Case("example-neither", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          examples:
+            - inputs: {src: [1]}   # <-
+        """, "bad.examples[0]", "either 'outputs' or 'error'"),
+    # Inheritance and files ----------------------------------------------------------
+    Case("inherits-unknown", """\
+        bad:
+          arch: none
+        bad_cpu:
+          arch: cpu
+          inherits: badd   # <-
+        """, "bad_cpu.inherits", "'badd' is not an op described in this file"),
+    Case("inherits-other-file", """\
+        bad_cpu:
+          arch: cpu
+          inherits: scale   # <-
+        """, "bad_cpu.inherits", "'scale' is not an op described in this file"),
+    Case("inherits-cycle", """\
+        bad_a:
+          inherits: bad_b
+          arch: none
+        bad_b:
+          inherits: bad_a   # <-
+          arch: cpu
+        """, "bad_b.inherits", "inheritance cycle: bad_a -> bad_b -> bad_a"),
+    Case("inherits-itself", """\
+        bad:
+          arch: none
+          inherits: bad   # <-
+        """, "bad.inherits", "inheritance cycle: bad -> bad"),
+    Case("optype-in-two-files", """\
+        zzz:
+          arch: none
+        shift:   # <-
+          arch: none
+        """, "shift", "optype also described in descriptions/ops/shift.yaml",
+         file="descriptions/ops/zdup.yaml"),
+    # Optimizer files -----------------------------------------------------------------
+    Case("optimizer-unknown-optype", """\
+        arch: cpu
+        expanders:
+          scale:
+            - replace: scale_cpu
+          nope:   # <-
+            - replace: scale_cpu
+        """, "expanders.nope", "'nope' is not an abstract op (arch none)",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-runnable-optype", """\
+        arch: cpu
+        expanders:
+          shift_cpu:   # <-
+            - replace: shift_cpu
+        """, "expanders.shift_cpu", "'shift_cpu' is not an abstract op (arch none)",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-replace-other-arch", """\
+        arch: cpu
+        expanders:
+          scale:
+            - when: op.params.alpha > 1
+              replace: scale_cpu
+            - replace: shift   # <-
+        """, "expanders.scale[1].replace", "'shift' is not an op of arch 'cpu'",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-replace-unknown", """\
+        arch: cpu
+        expanders:
+          scale:
+            - replace: scale_gpu   # <-
+        """, "expanders.scale[0].replace", "'scale_gpu' is not an op of arch 'cpu'",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-rule-without-when-not-last", """\
+        arch: cpu
+        expanders:
+          scale:
+            - replace: scale_cpu   # <-
+            - when: op.params.alpha > 1
+              replace: scale_cpu
+        """, "expanders.scale[0].when", "only the last rule may omit 'when'",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-when-undefined-name", """\
+        arch: cpu
+        expanders:
+          scale:
+            - when: target.params.alpha > 1   # <-
+              replace: scale_cpu
+            - replace: scale_cpu
+        """, "expanders.scale[0].when", "unknown name 'target'",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-empty-rules", """\
+        arch: cpu
+        expanders:
+          scale: []   # <-
+        """, "expanders.scale", "expected a non-empty list of rules",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-unknown-key", """\
+        arch: cpu
+        expander: {}   # <-
+        """, "expander", "unknown key 'expander'",
+         file="descriptions/optimizers/cpu.yaml"),
+    Case("optimizer-arch-file-mismatch", """\
+        arch: cpu   # <-
+        expanders: {}
+        """, "arch", "the file of arch 'cpu' must be named cpu.yaml",
+         file="descriptions/optimizers/gpu.yaml"),
+    Case("optimizer-arch-none", """\
+        arch: none   # <-
+        """, "arch", "expected a runnable arch",
+         file="descriptions/optimizers/none.yaml"),
+]
+
+
+def _marked_line(text: str) -> int:
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if "# <-" in line]
+    assert len(lines) == 1, "a case marks exactly one line"
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_schema_error(tree, case):
+    before = snapshot(tree)
+    for rel, text in case.files.items():
+        (tree / rel).write_text(text, encoding="utf-8")
+    result = run(tree)
+    assert result.rc == 1
+    assert result.out == ""
+    match = ERROR.fullmatch(result.err)
+    assert match, f"not one `file:line: path: message` line: {result.err!r}"
+    assert match["file"] == case.file
+    assert int(match["line"]) == _marked_line(case.files[case.file]), result.err
+    assert match["path"] == case.path, result.err
+    assert case.message in match["msg"], result.err
+    # Nothing written: every file byte for byte and mtime as before, none added.
+    assert snapshot(tree) == before
+
+
+def test_schema_error_with_check_writes_nothing_either(tree):
+    before = snapshot(tree)
+    write_descriptions(tree, {"bad.yaml": "bad:\n  arch: gpu\n"})
+    result = run(tree, "--check")
+    assert result.rc == 1
+    assert result.err == "error: descriptions/ops/bad.yaml:2: bad.arch: unknown arch 'gpu' " \
+                         "(known: none, cpu)\n"
+    assert snapshot(tree) == before
+
+
+def test_error_in_inherited_key_points_at_the_parent_line(tree):
+    """A key the child inherits is reported where the parent wrote it."""
+    write_descriptions(tree, {"bad.yaml": """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+          tensors_out:
+            - {arg_name: dst, dtype: src.dtype, shape: src.shape}
+        bad_cpu:
+          inherits: bad
+          arch: cpu
+          tensors_out:
+            - {arg_name: dst, shape: srcc.shape}
+        """})
+    result = run(tree)
+    assert result.rc == 1
+    assert result.err.startswith(
+        "error: descriptions/ops/bad.yaml:11: bad_cpu.tensors_out[0].shape: unknown name 'srcc'")
+
+
+def test_empty_description_file(tree):
+    before = snapshot(tree)
+    (tree / "descriptions/ops/bad.yaml").write_text("", encoding="utf-8")
+    result = run(tree)
+    assert (result.rc, result.err) == (
+        1, "error: descriptions/ops/bad.yaml:1: expected a mapping of optype to description\n")
+    assert snapshot(tree) == before
