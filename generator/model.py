@@ -154,12 +154,13 @@ class NewOp:
     """One op a rule puts in place: an optype, the op it starts from (`like`:
     its name, tensors and params), and expressions for what differs."""
 
-    optype: str
+    optype: str | None  # None: the optype of `like`
     like: str | None
     name: str | None
     ins: tuple[tuple[str, str], ...]
     outs: tuple[tuple[str, str], ...]
     params: tuple[tuple[str, str], ...]
+    rename: tuple[tuple[str, str], ...]  # tensor -> tensor, in every arg of the op
 
 
 @dataclass(frozen=True)
@@ -749,34 +750,40 @@ def load_family(path: Path, label: str, taken: dict[str, str] | None = None) -> 
 
 def _new_op(value, file, path, line, arch, ops, known, likes) -> NewOp:
     f = _Fields(value, file, path, line)
-    optype = f.get("optype", str)
-    if optype not in ops or ops[optype].arch != arch:
-        raise f.error("optype", f"'{optype}' is not an op of arch '{arch}'")
-    op = ops[optype]
     like = f.get("like", str, None)
     if like is not None and like not in likes:
         raise f.error("like", f"expected one of {', '.join(likes)}, found '{like}'")
+    optype = f.get("optype", str, None)
+    if optype is None and like is None:
+        raise DescriptionError(file, line, path, "a new op needs 'optype', 'like' or both")
+    if optype is not None and (optype not in ops or ops[optype].arch != arch):
+        raise f.error("optype", f"'{optype}' is not an op of arch '{arch}'")
     name = _expr(f, "name", known, None)
-    args = {
-        "ins": [t.arg_name for t in op.tensors_in],
-        "outs": [t.arg_name for t in op.tensors_out],
-        "params": [p.arg_name for p in op.params],
-    }
-    variadic = [t.arg_name for t in op.tensors_in if t.variadic]
     mapped = {}
-    for key, names in args.items():
+    for key in ("ins", "outs", "params", "rename"):
         items = []
         for arg, expr in f.get(key, dict, {}).items():
-            if arg not in names and not any(arg.startswith(v) and arg[len(v):].isdigit()
-                                            for v in variadic):
-                raise f.error(key, f"'{arg}' is not one of {', '.join(names) or 'none'} "
-                                   f"of {optype}")
+            if optype is not None and key != "rename":
+                _check_arg(f, key, arg, ops[optype])
             text = expr if isinstance(expr, str) else repr(_plain(expr))
             _check_names(_parse(text, "eval", f, key), known, f, key)
+            if key == "rename":
+                _check_names(_parse(arg, "eval", f, key), known, f, key)
             items.append((arg, text))
         mapped[key] = tuple(items)
     f.done()
-    return NewOp(optype, like, name, mapped["ins"], mapped["outs"], mapped["params"])
+    return NewOp(optype, like, name, mapped["ins"], mapped["outs"], mapped["params"],
+                 mapped["rename"])
+
+
+def _check_arg(f: _Fields, key: str, arg: str, op: OpDesc) -> None:
+    names = {"ins": [t.arg_name for t in op.tensors_in],
+             "outs": [t.arg_name for t in op.tensors_out],
+             "params": [p.arg_name for p in op.params]}[key]
+    variadic = [t.arg_name for t in op.tensors_in if t.variadic] if key == "ins" else []
+    if arg not in names and not any(arg.startswith(v) and arg[len(v):].isdigit()
+                                    for v in variadic):
+        raise f.error(key, f"'{arg}' is not one of {', '.join(names) or 'none'} of {op.optype}")
 
 
 def _rule(f: _Fields, arch: str, ops, subject: str, likes) -> Rule:
@@ -791,7 +798,7 @@ def _rule(f: _Fields, arch: str, ops, subject: str, likes) -> Rule:
     if isinstance(replace, str):  # shorthand: the op under another optype
         if replace not in ops or ops[replace].arch != arch:
             raise f.error("replace", f"'{replace}' is not an op of arch '{arch}'")
-        new_ops = (NewOp(replace, likes[0], None, (), (), ()),)
+        new_ops = (NewOp(replace, likes[0], None, (), (), (), ()),)
     else:
         new_ops = tuple(_new_op(v, f.file, p, l, arch, ops, known, likes)
                         for v, p, l in f.items("replace"))
@@ -830,8 +837,10 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
             raise c.error(name, f"a combiner name must be an identifier, found '{name}'")
         r = _Fields(c.get(name, dict), label, f"combiners.{name}", c.where(name)[1])
         window = r.get("window", list)
-        if len(window) < 1 or any(w not in ops or ops[w].arch != arch for w in window):
-            raise r.error("window", f"expected a list of ops of arch '{arch}', found {window}")
+        if len(window) < 1 or any(w != "*" and (w not in ops or ops[w].arch != arch)
+                                  for w in window):
+            raise r.error("window", f"expected a list of ops of arch '{arch}' (or *), "
+                                    f"found {window}")
         likes = [f"ops[{i}]" for i in range(len(window))]
         combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
                                   _rule(r, arch, ops, "ops", likes)))
@@ -871,7 +880,7 @@ def _with_default_expanders(optimizer: Optimizer | None, arch: str, ops) -> Opti
         optimizer = Optimizer(arch, "", f"descriptions/optimizers/{arch}.yaml (defaults)", (), ())
     explicit = {e.optype for e in optimizer.expanders}
     defaults = tuple(
-        Expander(optype, (Rule(None, (), (NewOp(f"{optype}_{arch}", "op", None, (), (), ()),)),))
+        Expander(optype, (Rule(None, (), (NewOp(f"{optype}_{arch}", "op", None, (), (), (), ()),)),))
         for optype, op in ops.items()
         if op.arch == "none" and optype not in explicit and f"{optype}_{arch}" in ops
         and ops[f"{optype}_{arch}"].arch == arch

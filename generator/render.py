@@ -100,6 +100,7 @@ def _rule_texts(optimizer: Optimizer) -> list[str]:
     for rule in rules:
         for n in rule.replace:
             texts += [n.name or ""] + [expr for _, expr in n.ins + n.outs + n.params]
+            texts += [old for old, _ in n.rename]
     return texts
 
 

@@ -45,7 +45,7 @@ def combine(ctx, arch: Arch) -> int:
             i = 0
             while i + size <= len(ctx.ops):
                 window = ctx.ops[i : i + size]
-                if tuple(op.optype for op in window) == combiner.window:
+                if all(w in ("*", op.optype) for w, op in zip(combiner.window, window)):
                     new_ops = combiner.func(ctx, window)
                     if new_ops is not None:
                         ctx.replace_ops(i, size, new_ops)

@@ -25,6 +25,14 @@ class OpView:
         self._ctx = ctx
         self._op = op
 
+    def given(self, arg: str) -> bool:
+        """Whether input `arg` (an optional one) is given."""
+        return arg in self._op.tensors_in
+
+    def out_names(self) -> list[str]:
+        """The names of every output."""
+        return list(self._op.tensors_out.values())
+
     def consumers(self, arg: str) -> int:
         """How many ops read output `arg`."""
         return self._ctx.dfg.num_consumers(self._op.tensors_out[arg])
@@ -51,9 +59,11 @@ class Builder:
         self.tensor_names.add(name)
         return name
 
-    def op(self, optype, like=None, name=None, ins=None, outs=None, params=None) -> Op:
-        proto = get_proto(optype)
+    def op(self, optype=None, like=None, name=None, ins=None, outs=None, params=None,
+           rename=None) -> Op:
         base = like._op if isinstance(like, OpView) else like
+        proto = base.proto if optype is None else get_proto(optype)
+        optype = proto.optype
         tensors_in = dict(base.tensors_in) if base else {}
         tensors_out = dict(base.tensors_out) if base else {}
         op_params = dict(base.params) if base else {}
@@ -63,6 +73,10 @@ class Builder:
             _assign(tensors_out, arg, tensor)
         for arg, value in (params or {}).items():
             op_params[arg] = Param.from_value(arg, value)
+        renames = {_name(old): _name(new) for old, new in (rename or {}).items()}
+        for tensors in (tensors_in, tensors_out):
+            for arg, tname in tensors.items():
+                tensors[arg] = renames.get(tname, tname)
         if name is None:
             if base is not None and base.name not in self.op_names:
                 name = base.name
@@ -72,9 +86,13 @@ class Builder:
         return Op(proto, name, tensors_in, tensors_out, op_params)
 
 
+def _name(tensor) -> str:
+    return tensor if isinstance(tensor, str) else tensor.name
+
+
 def _assign(tensors: dict, arg: str, tensor) -> None:
     """Set arg to a tensor (an entry or a name); None leaves it out."""
     if tensor is None:
         tensors.pop(arg, None)
     else:
-        tensors[arg] = tensor if isinstance(tensor, str) else tensor.name
+        tensors[arg] = _name(tensor)

@@ -201,11 +201,13 @@ def _blank_comments(text: str, label: str) -> str:
     and pcpp gives what follows a comment of several lines the line where the
     comment began. In a directive line (#define ... /* ... */ ...) the
     newlines of a comment become line splices, so the directive goes on.
+    Strings are kept (with ? escaped where a trigraph could form).
     """
     def blank(m):
         s = m.group()
         if s.startswith('"'):
-            return s
+            # pcpp would read ??= ??/ ... in a string as trigraphs: write \? instead.
+            return s.replace("?", "\\?") if "??" in s else s
         if s.startswith("/*") and (len(s) < 4 or not s.endswith("*/")):
             line = text.count("\n", 0, m.start()) + 1
             col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
@@ -405,7 +407,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PP_NUMBER = re.compile(r"\.?[0-9](?:[eE][+-]|[0-9A-Za-z_.])*")
 _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _PUNCT = "()|=,;[]:-"
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "?": "?", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
             "t": "\t"}
 
 
@@ -444,7 +446,9 @@ class _Parser:
             if m:
                 pos = m.end()
             if pos >= len(text):
-                tokens.append(_Token("eof", "", None, pos, pos))
+                # The end of the file is shown just after the last token.
+                end = tokens[-1].end if tokens else 0
+                tokens.append(_Token("eof", "", None, end, end))
                 return tokens
             c = text[pos]
             if text.startswith("/*", pos):
@@ -512,7 +516,7 @@ class _Parser:
                 raise self.error("unterminated string", start)
             else:
                 raise self.error(f"unknown escape '\\{e}' in a string "
-                                 '(known: \\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)', pos)
+                                 '(known: \\" \\\\ \\/ \\? \\b \\f \\n \\r \\t \\uXXXX)', pos)
 
     def _hex4(self, pos: int) -> int:
         digits = self.text[pos + 2:pos + 6]
@@ -682,21 +686,22 @@ def _show_char(c: str) -> str:
 def _map_column(pre: str, orig: str | None, col: int) -> int:
     """The column in the original line of column `col` of its preprocessed text.
 
-    Preprocessing replaces comments by a space and expands macros; matching
-    the two lines keeps columns exact outside expansions. A line mostly made
-    by macros points at the start of the original line.
+    Preprocessing expands macros and may change spaces; matching the two
+    lines (runs of at least 4 equal characters) keeps columns exact outside
+    expansions. A column in an expansion points just after the text matched
+    before it, often the macro's name, or at the start of the line.
     """
     if orig is None or pre == orig:
         return col
     matcher = difflib.SequenceMatcher(None, pre, orig, autojunk=False)
-    if matcher.ratio() < 0.6:
-        return len(orig) - len(orig.lstrip())
-    mapped = col
+    mapped = len(orig) - len(orig.lstrip())
     for a, b, size in matcher.get_matching_blocks():
+        if size < 4 and not (size and a + size == len(pre) and b + size == len(orig)):
+            continue
         if a <= col < a + size:
             return b + col - a
-        if size and a + size <= col:
-            mapped = b + size  # just after the last matching text before col
+        if a + size <= col:
+            mapped = b + size
     return mapped
 
 

@@ -1831,10 +1831,11 @@ def _split(c: _Converter, n: Node):
 def _gather(c: _Converter, n: Node):
     _check_attrs(n, {"axis"})
     x = c.val(n.input(0))
-    if not c.is_const(n.input(1)):
-        raise _Unsupported("indices computed by the model (only constant indices)")
-    idx = np.asarray(c.const(n.input(1))).astype(np.int64)
     axis = _axes([n.attrs.get("axis", 0)], x.rank)[0]
+    if not c.is_const(n.input(1)):
+        _gather_pick(c, n, x, axis)
+        return
+    idx = np.asarray(c.const(n.input(1))).astype(np.int64)
     if idx.ndim > 1:
         raise _Unsupported(f"rank-{idx.ndim} indices")
     flat = [int(i) + x.shape[axis] if i < 0 else int(i) for i in idx.reshape(-1)]
@@ -1857,6 +1858,23 @@ def _gather(c: _Converter, n: Node):
     _reshape_to(c, n, y, shape)
 
 
+def _gather_pick(c: _Converter, n: Node, x: Val, axis: int):
+    """Gather with computed indices (an embedding lookup): pick1d of rows of `x`."""
+    idx = c.val(n.input(1))
+    if math.prod(x.shape[:axis]) != 1:
+        raise _Unsupported(f"computed indices on axis {axis} of {list(x.shape)} "
+                           "(only an axis with no larger axis before it)")
+    if idx.dtype != "TL_INT32":
+        raise _Unsupported(f"indices of dtype {idx.dtype}")
+    count = math.prod(idx.shape)
+    stride = math.prod(x.shape[axis + 1:])
+    flat_x = c.reshape(x, (math.prod(x.shape),))
+    flat_i = c.reshape(idx, (count,))
+    y = c.emit("pick1d", {"src": flat_x, "src_index": flat_i}, {"len": count, "stride": stride},
+               x.dtype, (count * stride,), hint=f"{n.outputs[0]}_pick")
+    _reshape_to(c, n, y, c.out_shape(n))
+
+
 @_handler("Expand", 8, 13)
 def _expand(c: _Converter, n: Node):
     x = c.val(n.input(0))
@@ -1869,39 +1887,171 @@ def _expand(c: _Converter, n: Node):
     _elew(c, n, x, zeros, "TL_SUM")
 
 
-def _reduce_pool(optype):
+@_handler("Abs", 1, 6, 13)
+def _abs(c: _Converter, n: Node):
+    _check_attrs(n, {"consumed_inputs"})
+    x = c.val(n.input(0))
+    if x.dtype.startswith("TL_UINT"):
+        _reshape_to(c, n, x, x.shape)
+        return
+    neg = _elew(c, n, x, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL", out=False)
+    _elew(c, n, x, neg, "TL_MAX")
+
+
+def _exp(c: _Converter, n: Node, x: Val, *, out: bool) -> Val:
+    """exp(x) as e ** x (elew TL_POW with a float e)."""
+    e = c.scalar(math.e, x.dtype, f"{n.outputs[0]}_e")
+    return _elew(c, n, e, x, "TL_POW", out=out)
+
+
+@_handler("Exp", 1, 6, 13)
+def _exp_handler(c: _Converter, n: Node):
+    _check_attrs(n, {"consumed_inputs"})
+    x = c.val(n.input(0))
+    _float_input(x, "Exp input")
+    _exp(c, n, x, out=True)
+
+
+def _elu_like(c: _Converter, n: Node, alpha: float, gamma: float):
+    """gamma * (max(x, 0) + alpha * (exp(min(x, 0)) - 1))."""
+    x = c.val(n.input(0))
+    _float_input(x, f"{n.op_type} input")
+    zero = c.scalar(0, x.dtype, f"{n.outputs[0]}_zero")
+    pos = _elew(c, n, x, zero, "TL_MAX", out=False)
+    neg = _elew(c, n, x, zero, "TL_MIN", out=False)
+    expm1 = _elew(c, n, _exp(c, n, neg, out=False), c.scalar(1, x.dtype, f"{n.outputs[0]}_one"),
+                  "TL_SUB", out=False)
+    scaled = _elew(c, n, expm1, c.scalar(alpha, x.dtype, f"{n.outputs[0]}_alpha"), "TL_MUL",
+                   out=False)
+    if gamma == 1:
+        _elew(c, n, pos, scaled, "TL_SUM")
+        return
+    y = _elew(c, n, pos, scaled, "TL_SUM", out=False)
+    _elew(c, n, y, c.scalar(gamma, x.dtype, f"{n.outputs[0]}_gamma"), "TL_MUL")
+
+
+@_handler("Elu", 1, 6, 22)
+def _elu(c: _Converter, n: Node):
+    _check_attrs(n, {"alpha", "consumed_inputs"})
+    _elu_like(c, n, n.attrs.get("alpha", 1.0), 1.0)
+
+
+@_handler("Selu", 1, 6, 22)
+def _selu(c: _Converter, n: Node):
+    _check_attrs(n, {"alpha", "gamma", "consumed_inputs"})
+    _elu_like(c, n, n.attrs.get("alpha", 1.67326319217681884765625),
+              n.attrs.get("gamma", 1.05070102214813232421875))
+
+
+@_handler("InstanceNormalization", 1, 6, 22)
+def _instance_norm(c: _Converter, n: Node):
+    """(x - mean) / sqrt(var + epsilon) * scale + B over each [n, c] plane, from
+    global average pools and element-wise ops."""
+    _check_attrs(n, {"epsilon", "consumed_inputs"})
+    x = c.val(n.input(0))
+    _float_input(x, "InstanceNormalization input")
+    if x.rank < 3:
+        raise _Unsupported(f"rank-{x.rank} input")
+    nn, ch = x.shape[:2]
+    s = math.prod(x.shape[2:])
+    x4 = c.reshape(x, (nn, ch, s, 1))
+    stat = (nn, ch, 1, 1)
+    mean = c.emit("global_avgpool2d", {"src": x4}, {}, x.dtype, stat, hint=f"{n.outputs[0]}_mean")
+    d = _elew(c, n, x4, mean, "TL_SUB", out=False)
+    sq = _elew(c, n, d, d, "TL_MUL", out=False)
+    var = c.emit("global_avgpool2d", {"src": sq}, {}, x.dtype, stat, hint=f"{n.outputs[0]}_var")
+    eps = c.scalar(n.attrs.get("epsilon", 1e-5), x.dtype, f"{n.outputs[0]}_eps")
+    inv = _elew(c, n, _elew(c, n, var, eps, "TL_SUM", out=False),
+                c.scalar(-0.5, x.dtype, f"{n.outputs[0]}_rsqrt"), "TL_POW", out=False)
+    scale = c.reshape(c.val(n.input(1)), (ch, 1, 1))
+    bias = c.reshape(c.val(n.input(2)), (ch, 1, 1))
+    y = _elew(c, n, d, _elew(c, n, inv, scale, "TL_MUL", out=False), "TL_MUL", out=False)
+    y = _elew(c, n, y, bias, "TL_SUM", out=x.rank == 4)
+    if x.rank != 4:
+        c.reshape(y, x.shape, out=n.outputs[0])
+
+
+def _reduce_handler(c: _Converter, n: Node):
+    """ReduceMean / ReduceSum / ReduceMax / ReduceMin over any axes: the kept axes are
+    moved first and the reduced ones last, flattened to [1, kept, reduced, 1] and
+    reduced by global average / max pooling."""
+    _check_attrs(n, {"axes", "keepdims", "noop_with_empty_axes"})
+    x = c.val(n.input(0))
+    axes_input = (n.op_type == "ReduceSum" and n.version >= 13) or n.version >= 18
+    axes = n.attrs.get("axes")
+    if axes_input and n.has_input(1):
+        axes = c.const(n.input(1), "axes").reshape(-1).tolist()
+    if not axes:
+        if n.attrs.get("noop_with_empty_axes", 0):
+            _reshape_to(c, n, x, x.shape)
+            return
+        axes = list(range(x.rank))
+    axes = sorted(set(_axes(axes, x.rank)))
+    kind = n.op_type[6:].lower()
+    if kind in ("mean", "sum"):
+        _float_input(x, f"{n.op_type} input")
+    if kind == "min" and x.dtype.startswith("TL_UINT"):
+        raise _Unsupported(f"unsigned input {x.dtype}")
+    kept = [i for i in range(x.rank) if i not in axes]
+    perm = kept + axes
+    y = x
+    if perm != sorted(perm):
+        y = c.emit("transpose", {"src": x}, {"axes": perm}, x.dtype,
+                   tuple(x.shape[p] for p in perm), hint=f"{n.outputs[0]}_transpose")
+    k = math.prod(x.shape[i] for i in kept)
+    r = math.prod(x.shape[i] for i in axes)
+    y = c.reshape(y, (1, k, r, 1))
+    if kind == "min":
+        y = _elew(c, n, y, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL", out=False)
+    optype = "global_avgpool2d" if kind in ("mean", "sum") else "global_maxpool2d"
+    y = c.emit(optype, {"src": y}, {}, x.dtype, (1, k, 1, 1), hint=f"{n.outputs[0]}_pool")
+    if kind == "sum" and r != 1:
+        y = _elew(c, n, y, c.scalar(r, x.dtype, f"{n.outputs[0]}_count"), "TL_MUL", out=False)
+    if kind == "min":
+        y = _elew(c, n, y, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL", out=False)
+    keep = n.attrs.get("keepdims", 1)
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keep else tuple(
+        d for i, d in enumerate(x.shape) if i not in axes)
+    c.reshape(y, shape, out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+_handler("ReduceMean", 1, 11, 13, 18)(_reduce_handler)
+_handler("ReduceSum", 1, 11, 13)(_reduce_handler)
+_handler("ReduceMax", 1, 11, 12, 13, 18, 20)(_reduce_handler)
+_handler("ReduceMin", 1, 11, 12, 13, 18, 20)(_reduce_handler)
+
+
+@_handler("Tile", 6, 13)
+def _tile(c: _Converter, n: Node):
+    _check_attrs(n, set())
+    x = c.val(n.input(0))
+    repeats = [int(r) for r in c.const(n.input(1), "repeats").reshape(-1)]
+    if len(repeats) != x.rank or any(r < 1 for r in repeats):
+        raise _Unsupported(f"repeats {repeats} of a rank-{x.rank} input")
+    y = x
+    for axis, r in enumerate(repeats):
+        if r > 1:
+            shape = y.shape[:axis] + (y.shape[axis] * r,) + y.shape[axis + 1:]
+            y = c.emit("concat", {"src": [y] * r}, {"axis": axis}, x.dtype, shape,
+                       hint=f"{n.outputs[0]}_axis{axis}")
+    _reshape_to(c, n, y, y.shape)
+
+
+def _not_folded(reason):
     def handle(c: _Converter, n: Node):
-        _check_attrs(n, {"axes", "keepdims", "noop_with_empty_axes"})
-        x = c.val(n.input(0))
-        axes = n.attrs.get("axes")
-        if axes is None and n.has_input(1):
-            axes = c.const(n.input(1), "axes").reshape(-1).tolist()
-        if not axes:
-            raise _Unsupported("reducing every axis")
-        axes = sorted(_axes(axes, x.rank))
-        if x.rank < 3 or axes != list(range(2, x.rank)):
-            raise _Unsupported(f"axes {axes} of a rank-{x.rank} input (only all spatial axes "
-                               "of [N, C, ...])")
-        keep = n.attrs.get("keepdims", 1)
-        shape = x.shape[:2] + ((1,) * (x.rank - 2) if keep else ())
-        src = x if x.rank == 4 else c.reshape(x, x.shape[:2] + (math.prod(x.shape[2:]), 1))
-        if optype == "global_avgpool2d":
-            _float_input(x, f"{n.op_type} input")
-        if shape == x.shape[:2] + (1, 1):
-            c.emit(optype, {"src": src}, {}, x.dtype, shape, out=n.outputs[0],
-                   hint=n.name or n.outputs[0])
-        else:
-            y = c.emit(optype, {"src": src}, {}, x.dtype, x.shape[:2] + (1, 1),
-                       hint=n.outputs[0])
-            c.reshape(y, shape, out=n.outputs[0])
+        raise _Unsupported(reason)
     return handle
 
 
-_handler("ReduceMean", 1, 11, 13, 18)(_reduce_pool("global_avgpool2d"))
-_handler("ReduceMax", 1, 11, 12, 13, 18, 20)(_reduce_pool("global_maxpool2d"))
+_handler("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24)(_not_folded(
+    "only value, value_float(s) and value_int(s) constants of numeric types"))
+_handler("ConstantOfShape", 9, 20, 21, 23, 24)(_not_folded(
+    "a shape computed from data (only shapes known at import time)"))
+_handler("Shape", 1, 13, 15, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
+_handler("Size", 1, 13, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
 
 
-SUPPORTED_OPS = sorted(set(_HANDLERS) | {"Constant", "ConstantOfShape", "Shape", "Size"})
+SUPPORTED_OPS = sorted(_HANDLERS)
 
 
 # -----------------------------------------------------------------------------

@@ -248,7 +248,7 @@ def test_syntax_errors():
     assert error("slice(src=t1 | dst=t2 | axis=foo);") == (
         "m.net:1:30: bad value 'foo' for param 'axis': expected a number, a \"string\", "
         "true, false, null or an array")
-    assert error('x(||);\n\n  print(src=t | | msg="abc);\n') == "m.net:3:22: unterminated string"
+    assert error('x(||);\n\n  print(src=t | | msg="abc);\n') == "m.net:3:23: unterminated string"
     assert error("print(src=t2);") == (
         "m.net:1:13: expected ',' or '|' after input 'src', found ')' "
         "(an op has three sections: inputs | outputs | params)")
@@ -396,12 +396,12 @@ def test_cli_stdout_file_and_stdin(tmp_path, capsys, monkeypatch):
 
 def test_cli_defines_and_include_dirs(tmp_path, capsys):
     (tmp_path / "inc").mkdir()
-    (tmp_path / "inc" / "defs.net").write_text("#define OP(n) op##n(||);\n")
+    (tmp_path / "inc" / "defs.net").write_text("#define OP(v) op(| | k=v);\n")
     model = tmp_path / "m.net"
     model.write_text('#include "defs.net"\nOP(K)\n')
     status, out, err = cli(["-I", str(tmp_path / "inc"), "-D", "K=7", str(model)], capsys)
     assert (status, err) == (0, "")
-    assert json.loads(out)["ops"][0]["optype"] == "op7"
+    assert json.loads(out)["ops"][0]["params"] == [{"arg_name": "k", "value": 7}]
 
 
 def test_cli_errors_are_one_line_with_status_1(tmp_path, capsys, monkeypatch):
