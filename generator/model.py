@@ -78,6 +78,7 @@ class TensorOut:
     view: str | None
     from_file: str | None
     input: bool  # fed by the user (set_data / Session.run), kept alive the whole run
+    checks: tuple[Check, ...]  # after the output is defined: may read it
 
 
 @dataclass(frozen=True)
@@ -571,7 +572,8 @@ def _tensor_out(value, file, path, line, known, ins) -> TensorOut:
         raise f.error("view", "a view needs an 'owner' input whose memory it shares")
     t = TensorOut(arg, f.get("doc", str, ""), dtype, _expr(f, "shape", known),
                   f.get("static", bool, False), owner, view,
-                  _expr(f, "from_file", known, None), f.get("input", bool, False))
+                  _expr(f, "from_file", known, None), f.get("input", bool, False),
+                  _checks(f, [*known, arg]))
     f.done()
     return t
 

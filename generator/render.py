@@ -132,7 +132,8 @@ def _uses(family: Family) -> dict[str, bool]:
 
 def _all_checks(op: OpDesc):
     return [*op.checks, *(c for p in op.params for c in p.checks),
-            *(c for t in op.tensors_in for c in t.checks)]
+            *(c for t in op.tensors_in for c in t.checks),
+            *(c for t in op.tensors_out for c in t.checks)]
 
 
 def _tensor_rules(t) -> str:
@@ -186,7 +187,8 @@ def environment(templates: Path) -> jinja2.Environment:
         kwarg=lambda n: f"{n}={n}",
         kept_names=_kept_names,
         names_read_by_outputs=lambda op: _names_read(
-            "\n".join(t.shape + "\n" + t.dtype for t in op.tensors_out)
+            "\n".join(t.shape + "\n" + t.dtype + "\n" + "\n".join(c.expr for c in t.checks)
+                      for t in op.tensors_out)
         ),
         has_views=lambda op: any(t.view for t in op.tensors_out),
         views_text=lambda op: "\n".join(t.view for t in op.tensors_out if t.view),

@@ -30,6 +30,8 @@ def parser() -> argparse.ArgumentParser:
                    help="MODEL is already compiled: run it as it is")
     p.add_argument("-f", "--datafile", metavar="DATAFILE",
                    help="weight file (.npz or LightNet text format)")
+    p.add_argument("--no-combine", action="store_true",
+                   help="lower the model without fusing ops (to compare results)")
     p.add_argument("--mem-report", action="store_true",
                    help="print the memory plan: arena, all tensors, lower bound")
     p.add_argument("--profile", action="store_true",
@@ -49,7 +51,7 @@ def run(args, out) -> None:
     if args.run:
         ctx.plan()
     else:
-        ctx.compile(args.target)
+        ctx.compile(args.target, combine=not args.no_combine)
     if args.dot:
         write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
     if args.mem_report:

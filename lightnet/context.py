@@ -127,10 +127,11 @@ class Context:
 
     # Compiling --------------------------------------------------------------------
 
-    def compile(self, target: str = "cpu") -> None:
-        """Lower to `target`'s ops, optimize, and plan memory."""
+    def compile(self, target: str = "cpu", combine: bool = True) -> None:
+        """Lower to `target`'s ops, optimize (combine=False: no fusions), and
+        plan memory."""
         self.unload()
-        passes.compile(self, target)
+        passes.compile(self, target, combine)
 
     def plan(self) -> None:
         keep = self.outputs + self.inputs

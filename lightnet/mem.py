@@ -137,31 +137,35 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
 
     pools: dict[MemType, MemoryPool] = {}
     live: dict[MemType, int] = {}
-    reports = {}
     total: dict[MemType, int] = {}
     bound: dict[MemType, int] = {}
     allocated = set()
+
+    def allocate(root: str) -> None:
+        entry = tensors[root]
+        allocated.add(root)
+        pool = pools.setdefault(entry.mtype, MemoryPool(entry.mtype.align))
+        entry.offset = pool.alloc(entry.nbytes)
+        live[entry.mtype] = live.get(entry.mtype, 0) + entry.nbytes
+        total[entry.mtype] = total.get(entry.mtype, 0) + entry.nbytes
+        bound[entry.mtype] = max(bound.get(entry.mtype, 0), live[entry.mtype])
+
+    # Static tensors and inputs are filled before the run starts, so they live
+    # from the start. Any other root is allocated when it or any view of it is
+    # first written (a view may come before its root: a part of a concat).
+    for root in dict.fromkeys(roots.values()):
+        if tensors[root].static or tensors[root].input:
+            allocate(root)
     for i, op in enumerate(ops):
         for name in op.tensors_out.values():
-            # A root is allocated when it or any view of it is first written:
-            # a view may be written before its root (a slice of a concat output).
-            entry = tensors[roots[name]]
-            if entry.name in allocated:
-                continue
-            allocated.add(entry.name)
-            pool = pools.setdefault(entry.mtype, MemoryPool(entry.mtype.align))
-            entry.offset = pool.alloc(entry.nbytes)
-            live[entry.mtype] = live.get(entry.mtype, 0) + entry.nbytes
-            total[entry.mtype] = total.get(entry.mtype, 0) + entry.nbytes
-            bound[entry.mtype] = max(bound.get(entry.mtype, 0), live[entry.mtype])
+            if roots[name] not in allocated:
+                allocate(roots[name])
         for name in dict.fromkeys(roots[n] for n in op.tensor_names()):
             entry = tensors[name]
-            if last_use[name] == i and not entry.static:
+            if last_use[name] == i and not entry.static and not entry.input:
                 pools[entry.mtype].free(entry.offset)
                 live[entry.mtype] -= entry.nbytes
     for name, root in roots.items():
         if root != name:
             tensors[name].offset = tensors.offset_in_root(name) + tensors[root].offset
-    for mtype, pool in pools.items():
-        reports[mtype] = MemReport(mtype, pool.size, total[mtype], bound[mtype])
-    return reports
+    return {m: MemReport(m, pool.size, total[m], bound[m]) for m, pool in pools.items()}

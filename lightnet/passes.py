@@ -59,10 +59,27 @@ def combine(ctx, arch: Arch) -> int:
     )
 
 
-def compile(ctx, target: str) -> None:
+def hoist_constants(ctx) -> None:
+    """Move ops that read nothing and make only static tensors or inputs
+    (create, input, arange) to the front, in their order. They may run
+    anywhere before their readers; at the front they no longer sit between
+    two ops a combiner could join."""
+    def is_source(op):
+        return not op.tensors_in and all(
+            ctx.tensors[n].static or ctx.tensors[n].input for n in op.tensors_out.values())
+
+    ctx.ops[:] = [op for op in ctx.ops if is_source(op)] + [
+        op for op in ctx.ops if not is_source(op)]
+
+
+def compile(ctx, target: str, combine_ops: bool = True) -> None:
+    """Lower to `target`; `combine_ops=False` skips the combiners (to compare
+    an optimized model with its plain lowering)."""
     arch = get_arch(target)
     expand(ctx, arch)
-    combine(ctx, arch)
+    hoist_constants(ctx)
+    if combine_ops:
+        combine(ctx, arch)
     for subgraph in arch.subgraphs:
         subgraph(ctx)
     for schedule in arch.schedules:

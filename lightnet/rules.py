@@ -33,6 +33,10 @@ class OpView:
         """The names of every output."""
         return list(self._op.tensors_out.values())
 
+    def readers(self, tensor) -> int:
+        """How many ops read `tensor` (an entry or a name)."""
+        return self._ctx.dfg.num_consumers(_name(tensor))
+
     def consumers(self, arg: str) -> int:
         """How many ops read output `arg`."""
         return self._ctx.dfg.num_consumers(self._op.tensors_out[arg])
@@ -73,7 +77,7 @@ class Builder:
             _assign(tensors_out, arg, tensor)
         for arg, value in (params or {}).items():
             op_params[arg] = Param.from_value(arg, value)
-        renames = {_name(old): _name(new) for old, new in (rename or {}).items()}
+        renames = {_name(old): _name(new) for old, new in (rename or ())}
         for tensors in (tensors_in, tensors_out):
             for arg, tname in tensors.items():
                 tensors[arg] = renames.get(tname, tname)

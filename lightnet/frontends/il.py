@@ -70,9 +70,9 @@ def to_ir(source, *, filename: str | None = None, defines=(), include_dirs=(),
     """The JSON IR document (a dict) of an IL model.
 
     `source` is a path (any os.PathLike, e.g. pathlib.Path: the file is read)
-    or a str holding the IL text itself. `filename` names text in messages
-    and is the directory `#include "..."` searches first (default: the
-    current one). `defines` are `NAME`, `NAME=VALUE` or `F(x)=VALUE` strings,
+    or a str holding the IL text itself. `filename` names the source in
+    messages; `#include "..."` searches its directory first (default: the
+    current directory for text). `defines` are `NAME`, `NAME=VALUE` or `F(x)=VALUE` strings,
     or a mapping name -> value; `include_dirs` are searched by `#include`
     after the including file's directory. `preprocessor` is `pcpp`, `cpp`
     (the system C preprocessor), `none` (no macros, no directives) or `auto`
@@ -173,7 +173,7 @@ class _Preprocessed:
             text = self.top_text
         else:
             try:
-                text = _blank_comments(Path(key).read_text(encoding="utf-8"), key)
+                text = _blank_comments(Path(key).read_text(encoding="utf-8"), key, False)
             except (OSError, UnicodeDecodeError, ILError):
                 return None
         lines = text.splitlines()
@@ -193,7 +193,7 @@ def _display_path(path: str) -> str:
 _COMMENT_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
 
 
-def _blank_comments(text: str, label: str) -> str:
+def _blank_comments(text: str, label: str, escape_trigraphs: bool = True) -> str:
     """`text` with its comments replaced by spaces, keeping every other
     character at its line and column.
 
@@ -207,7 +207,7 @@ def _blank_comments(text: str, label: str) -> str:
         s = m.group()
         if s.startswith('"'):
             # pcpp would read ??= ??/ ... in a string as trigraphs: write \? instead.
-            return s.replace("?", "\\?") if "??" in s else s
+            return s.replace("?", "\\?") if escape_trigraphs and "??" in s else s
         if s.startswith("/*") and (len(s) < 4 or not s.endswith("*/")):
             line = text.count("\n", 0, m.start()) + 1
             col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
@@ -239,16 +239,17 @@ def _preprocess(text, label, defines, include_dirs, preprocessor, on_warning) ->
             preprocessor = "pcpp"
         except ImportError:
             preprocessor = "cpp" if shutil.which("cpp") else "pcpp"
+    original = _blank_comments(text, label, escape_trigraphs=False)  # for columns
     text = _blank_comments(text, label)
     if preprocessor == "none":
         lines = text.split("\n")
         return _Preprocessed(text, [(label, i + 1) for i in range(len(lines))],
-                             label, label, text, directives=False)
+                             label, label, original, directives=False)
     if preprocessor == "pcpp":
         out, top_key = _run_pcpp(text, label, defines, include_dirs, on_warning)
     else:
         out, top_key = _run_cpp(text, label, defines, include_dirs, on_warning)
-    return _follow_line_markers(out, label, top_key, text)
+    return _follow_line_markers(out, label, top_key, original)
 
 
 # `#line 12 "file"` (pcpp, C) or `# 12 "file" 1` (cpp); the file is optional.
@@ -407,8 +408,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PP_NUMBER = re.compile(r"\.?[0-9](?:[eE][+-]|[0-9A-Za-z_.])*")
 _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _PUNCT = "()|=,;[]:-"
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "?": "?", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
-            "t": "\t"}
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "?": "?", "b": "\b", "f": "\f", "n": "\n",
+            "r": "\r", "t": "\t"}
 
 
 class _Parser:
@@ -428,8 +429,7 @@ class _Parser:
         index = bisect.bisect_right(self.line_starts, pos) - 1
         col = pos - self.line_starts[index]
         key, line = self.pre.origins[min(index, len(self.pre.origins) - 1)]
-        end = self.line_starts[index + 1] - 1 if index + 1 < len(self.line_starts) else len(self.text)
-        pre_line = self.text[self.line_starts[index]:end]
+        pre_line = self.text[self.line_starts[index]:].partition("\n")[0]
         if pre_line.strip():
             col = _map_column(pre_line, self.pre.original_line(key, line), col)
         return self.pre.display(key), line, col + 1

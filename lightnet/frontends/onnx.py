@@ -40,7 +40,8 @@ import numpy as np
 
 from lightnet.errors import LightNetError
 
-__all__ = ["UnsupportedModelError", "convert", "import_model", "main", "SUPPORTED_OPS"]
+__all__ = ["SUPPORTED_OPS", "UnsupportedModelError", "convert", "import_model", "main",
+           "save_weights"]
 
 
 class UnsupportedModelError(LightNetError):
@@ -98,7 +99,7 @@ _NP_OF_TL = {
     "TL_BOOL": np.bool_,
 }
 _FLOAT_TL = ("TL_FLOAT", "TL_DOUBLE")
-_HUGE = 1.7976931348623157e308  # the largest finite double: "no bound" for clip
+_FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def _type_name(elem_type: int) -> str:
@@ -285,7 +286,18 @@ def _fold_constant(node, ins):
 def _fold_constant_of_shape(node, ins):
     value = node.attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
-    return [np.full(tuple(int(d) for d in ins[0]), value[0], dtype=value.dtype)]
+    # A read-only broadcast view: no memory, however large the shape.
+    return [np.broadcast_to(value[:1].reshape(()), tuple(int(d) for d in ins[0]))]
+
+
+def _uniform_value(array: np.ndarray):
+    """The one value every element of `array` has, or None."""
+    if array.size == 0:
+        return None
+    first = array.reshape(-1)[0] if array.flags.c_contiguous else array.flat[0]
+    if all(s == 0 for s in array.strides) or (array.size <= 1 << 24 and np.all(array == first)):
+        return first.item()
+    return None
 
 
 def _fold_cast(node, ins):
@@ -498,7 +510,7 @@ _FOLDERS = {
     "Mul": _binary(np.multiply),
     "Div": _fold_div,
     "Pow": _fold_pow,
-    "Mod": _binary(np.fmod),
+    "Mod": lambda node, ins: _binary(np.fmod if node.attrs.get("fmod", 0) else np.mod)(node, ins),
     "Equal": _binary(np.equal),
     "Less": _binary(np.less),
     "Greater": _binary(np.greater),
@@ -647,6 +659,7 @@ class _Converter:
         self.used_tensor_names.update(i.name for i in g.input)
         self.used_tensor_names.update(o.name for o in g.output)
         self.nodes = [self._node(i, n) for i, n in enumerate(g.node)]
+        self.consumed = {x for n in g.node for x in n.input if x} | self.graph_output_names
         self._fix_inputs()
         self._fold()
         self._map()
@@ -692,6 +705,11 @@ class _Converter:
                     errors.append(f"input '{inp.name}' dim {axis} is symbolic ({label}): give {hint}")
             self.input_shapes[inp.name] = tuple(shape)
             self.info[inp.name] = (t.elem_type, tuple(shape))
+        named = {d.dim_param for i in self.inputs if i.type.HasField("tensor_type")
+                 for d in i.type.tensor_type.shape.dim if d.dim_param}
+        for name in sorted(set(self.dims) - named):
+            errors.append(f"--dim {name}: no input dim is named '{name}' (symbolic dims: "
+                          f"{', '.join(sorted(named)) or 'none'})")
         if errors:
             raise LightNetError("; ".join(errors))
 
@@ -770,7 +788,7 @@ class _Converter:
         folder = _FOLDERS.get(n.op_type)
         if folder is None:
             return False
-        if n.op_type == "Dropout" and len(n.outputs) > 1 and n.outputs[1]:
+        if n.op_type == "Dropout" and len(n.outputs) > 1 and n.outputs[1] in self.consumed:
             return False
         if not all(x in self.consts for x in n.inputs if x):
             return False
@@ -782,7 +800,7 @@ class _Converter:
             return False
         except Exception:
             return False
-        if any(np.asarray(o).size > _FOLD_LIMIT for o in outs):
+        if any(np.asarray(o).size > _FOLD_LIMIT and any(np.asarray(o).strides) for o in outs):
             return False
         for name, value in zip(n.outputs, outs):
             if name:
@@ -871,6 +889,11 @@ class _Converter:
 
     # Values ------------------------------------------------------------------------
 
+    def used(self, n: Node, i: int) -> bool:
+        """Output `i` of `n` is read by a node or is a graph output."""
+        name = n.outputs[i] if i < len(n.outputs) else ""
+        return bool(name) and name in self.consumed
+
     def is_const(self, name: str) -> bool:
         return name in self.consts
 
@@ -907,21 +930,16 @@ class _Converter:
         if value.size == 0:
             raise _Unsupported(f"constant '{name}' is empty (shape {list(value.shape)})")
         what = f"{'initializer' if name in self.initializers else 'constant'} '{name}'"
-        array = to_tl_array(value, what)
+        uniform = _uniform_value(value) if name not in self.initializers else None
+        array = (to_tl_array(np.asarray(uniform, value.dtype).reshape(1), what)
+                 if uniform is not None else to_tl_array(value, what))
+        if uniform is not None and value.size > 1:
+            array = np.broadcast_to(array.reshape(()), value.shape)
         dtype = tl_dtype(self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype), what)
         target = out or (name if name not in self.vals else self.fresh(name))
         self.used_tensor_names.add(target)
         shape = tuple(value.shape)
-        params = {"dtype": dtype, "dims": list(_lnshape(shape))}
-        small = array.size <= 16 and (array.dtype.kind != "f" or np.isfinite(array).all())
-        if name in self.initializers or not small:
-            if name not in self.initializers and not array.any():
-                pass  # all zeros: create gives zeros without data
-            else:
-                params["from_file"] = True
-                self.weights[target] = array.reshape(_lnshape(shape))
-        elif array.any():
-            params["data"] = [_pyval(v) for v in array.reshape(-1).tolist()]
+        params = self._create_params(array, dtype, target, from_file=name in self.initializers)
         v = self.emit("create", {}, params, dtype, shape, out=target, hint=name, bind=False)
         if out is None:
             self.materialized[name] = v
@@ -936,17 +954,32 @@ class _Converter:
         return self.emit("create", {}, params, dtype, (), out=name, hint=hint, bind=False)
 
     def tensor_const(self, array: np.ndarray, dtype: str, hint: str) -> Val:
-        """A constant made by the importer (a reshaped slope, a zero bias)."""
+        """A constant made by the importer (a zero bias, say)."""
         name = self.fresh(hint)
         array = np.asarray(array, dtype=_NP_OF_TL[dtype])
-        params = {"dtype": dtype, "dims": list(_lnshape(array.shape))}
-        if array.any():
-            if array.size <= 16 and (array.dtype.kind != "f" or np.isfinite(array).all()):
-                params["data"] = [_pyval(v) for v in array.reshape(-1).tolist()]
-            else:
-                params["from_file"] = True
-                self.weights[name] = array.reshape(_lnshape(array.shape))
+        params = self._create_params(array, dtype, name)
         return self.emit("create", {}, params, dtype, array.shape, out=name, hint=hint, bind=False)
+
+    def _create_params(self, array: np.ndarray, dtype: str, name: str, from_file=False) -> dict:
+        """Params of the create op of constant `array`: from the weight file (always for
+        initializers), or with its `data` (small ones), or a uniform value as ran
+        [v, v] (zeros need nothing)."""
+        params = {"dtype": dtype, "dims": list(_lnshape(array.shape))}
+        finite = array.dtype.kind != "f" or bool(np.isfinite(array).all())
+        uniform = None if from_file or array.dtype == np.bool_ else _uniform_value(array)
+        if from_file or not finite:
+            pass
+        elif uniform is not None and array.size > 1:
+            if uniform:
+                params["ran"] = [uniform, uniform]
+            return params
+        elif array.size <= 16:
+            if array.any():
+                params["data"] = [_pyval(v) for v in array.reshape(-1).tolist()]
+            return params
+        params["from_file"] = True
+        self.weights[name] = np.ascontiguousarray(array).reshape(_lnshape(array.shape))
+        return params
 
     def out_dtype(self, n: Node, i: int = 0) -> str:
         info = self.info.get(n.outputs[i])
@@ -1198,7 +1231,7 @@ def _batchnorm(c: _Converter, n: Node):
                      "training_mode"})
     if n.attrs.get("training_mode", 0):
         raise _Unsupported("training_mode 1")
-    if any(o for o in n.outputs[1:]):
+    if any(c.used(n, i) for i in range(1, len(n.outputs))):
         raise _Unsupported("training outputs (mean, var, saved_mean, saved_var)")
     x = c.val(n.input(0))
     _float_input(x, "BatchNormalization input")
@@ -1263,26 +1296,33 @@ def _prelu(c: _Converter, n: Node):
 @_handler("Clip", 1, 6, 11, 12, 13)
 def _clip(c: _Converter, n: Node):
     x = c.val(n.input(0))
+    if x.dtype == "TL_BOOL":
+        raise _Unsupported("bool input")
     if n.version < 11:
+        # Attribute form: the bounds default to float's lowest and largest values.
         _check_attrs(n, {"min", "max", "consumed_inputs"})
-        lo, hi = n.attrs.get("min", -_HUGE), n.attrs.get("max", _HUGE)
+        lo, hi = n.attrs.get("min", -_FLT_MAX), n.attrs.get("max", _FLT_MAX)
     else:
+        # Input form: a missing bound is no bound (infinities pass through).
         _check_attrs(n, set())
-        lo = float(c.const(n.input(1), "min").reshape(())) if n.has_input(1) else -_HUGE
-        hi = float(c.const(n.input(2), "max").reshape(())) if n.has_input(2) else _HUGE
-    lo = max(-_HUGE, lo)
-    hi = min(_HUGE, hi)
-    if lo > hi:
-        raise _Unsupported(f"min {lo} > max {hi}")
-    c.emit("clip", {"src": x}, {"min": lo, "max": hi}, x.dtype, x.shape, out=n.outputs[0],
-           hint=n.name or n.outputs[0])
+        lo = float(c.const(n.input(1), "min").reshape(())) if n.has_input(1) else None
+        hi = float(c.const(n.input(2), "max").reshape(())) if n.has_input(2) else None
+    if lo is not None and hi is not None:
+        c.emit("clip", {"src": x}, {"min": lo, "max": hi}, x.dtype, x.shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
+    elif lo is not None:
+        _elew(c, n, x, c.scalar(lo, x.dtype, f"{n.outputs[0]}_min"), "TL_MAX")
+    elif hi is not None:
+        _elew(c, n, x, c.scalar(hi, x.dtype, f"{n.outputs[0]}_max"), "TL_MIN")
+    else:
+        _reshape_to(c, n, x, x.shape)
 
 
 def _pool(optype):
     def handle(c: _Converter, n: Node):
         _check_attrs(n, {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
                          "kernel_shape", "pads", "strides", "storage_order"})
-        if len(n.outputs) > 1 and n.outputs[1]:
+        if c.used(n, 1):
             raise _Unsupported("the Indices output")
         x = c.val(n.input(0))
         if x.rank not in (3, 4):
@@ -1380,8 +1420,14 @@ def _gemm(c: _Converter, n: Node):
            a.dtype, shape, out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
+_MAX_BATCH = 256  # batched MatMul becomes this many 2-D matmuls at most
+
+
 @_handler("MatMul", 1, 9, 13)
 def _matmul(c: _Converter, n: Node):
+    """numpy matmul: 1-D operands gain a dim; [..., M, K] @ [K, N] is one 2-D matmul of
+    the flattened rows; two stacks of matrices become one matmul per matrix, joined
+    by a concat."""
     _check_attrs(n, set())
     a, b = c.val(n.input(0)), c.val(n.input(1))
     _float_input(a, "MatMul input")
@@ -1390,19 +1436,47 @@ def _matmul(c: _Converter, n: Node):
         a = c.reshape(a, (1,) + a.shape)
     if b.rank == 1:
         b = c.reshape(b, b.shape + (1,))
-    if b.rank != 2:
-        raise _Unsupported(f"batched MatMul of {list(a.shape)} by {list(b.shape)} "
-                           "(the second operand must be 2-D)")
-    m = math.prod(a.shape[:-1])
-    if a.rank > 2:
+    if b.rank == 2:
+        m = math.prod(a.shape[:-1])
         a = c.reshape(a, (m, a.shape[-1]))
-    out2d = (m, b.shape[1])
-    if _lnshape(out2d) == _lnshape(shape) and len(shape) == 2:
-        c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, shape, out=n.outputs[0],
-               hint=n.name or n.outputs[0])
-    else:
-        y = c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, out2d, hint=n.outputs[0])
-        c.reshape(y, shape, out=n.outputs[0])
+        out2d = (m, b.shape[1])
+        if out2d == tuple(shape):
+            c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, shape, out=n.outputs[0],
+                   hint=n.name or n.outputs[0])
+        else:
+            y = c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, out2d, hint=n.outputs[0])
+            c.reshape(y, shape, out=n.outputs[0])
+        return
+    from lightnet.kernels import broadcast_shape
+
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    count = math.prod(batch)
+    if count > _MAX_BATCH:
+        raise _Unsupported(f"a batch of {count} matrices (at most {_MAX_BATCH})")
+    (mm, k), nn = a.shape[-2:], b.shape[-1]
+
+    def matrices(x: Val):
+        """The batch of `x` broadcast to `batch`, as a list of 2-D tensors."""
+        xb = x.shape[:-2]
+        full = (1,) * (len(batch) - len(xb)) + xb
+        flat = c.reshape(x, (math.prod(xb),) + x.shape[-2:])
+        result = []
+        for index in np.ndindex(*batch):
+            src = np.ravel_multi_index(tuple(i if d != 1 else 0 for i, d in zip(index, full)),
+                                       full) if full else 0
+            part = _slice_val(c, flat, 0, int(src), 1, f"{n.outputs[0]}_mat")
+            result.append(c.reshape(part, x.shape[-2:]))
+        return result
+
+    products = [c.emit("matmul", {"src1": x, "src2": y}, {}, a.dtype, (mm, nn),
+                       hint=f"{n.outputs[0]}_product")
+                for x, y in zip(matrices(a), matrices(b))]
+    if len(products) == 1:
+        c.reshape(products[0], shape, out=n.outputs[0])
+        return
+    y = c.emit("concat", {"src": products}, {"axis": 0}, a.dtype, (count * mm, nn),
+               hint=f"{n.outputs[0]}_concat")
+    c.reshape(y, shape, out=n.outputs[0])
 
 
 _ELEW = {"Add": "TL_SUM", "Sub": "TL_SUB", "Mul": "TL_MUL", "Div": "TL_DIV", "Pow": "TL_POW",
@@ -1434,6 +1508,8 @@ def _binary_handler(c: _Converter, n: Node):
     a = c.val(n.input(0))
     if n.op_type == "Pow" and c.is_const(n.input(1)):
         e = c.const(n.input(1))
+        if a.dtype not in _FLOAT_TL and np.any(e != np.trunc(e)):
+            raise _Unsupported(f"a fractional exponent for a {a.dtype} base")
         if e.dtype != _NP_OF_TL[a.dtype]:
             name = c.fresh(f"{n.input(1)}_as_{a.dtype}")
             c.consts[name] = e.astype(_NP_OF_TL[a.dtype])
@@ -1457,9 +1533,7 @@ def _variadic_handler(c: _Converter, n: Node):
     xs = [c.val(x) for x in n.inputs if x]
     op = _ELEW[n.op_type]
     if len(xs) == 1:
-        if n.op_type == "Mean" or True:
-            c.emit("forward", {"src": xs[0]}, {}, xs[0].dtype, xs[0].shape, out=n.outputs[0],
-                   hint=n.name or n.outputs[0])
+        _reshape_to(c, n, xs[0], xs[0].shape)
         return
     acc = xs[0]
     for i, x in enumerate(xs[1:]):
@@ -1599,7 +1673,7 @@ def _softmax(c: _Converter, n: Node):
 @_handler("Dropout", 1, 6, 7, 10, 12, 13, 22)
 def _dropout(c: _Converter, n: Node):
     _check_attrs(n, {"ratio", "is_test", "seed", "consumed_inputs"})
-    if len(n.outputs) > 1 and n.outputs[1]:
+    if c.used(n, 1):
         raise _Unsupported("the mask output")
     if n.version >= 12 and n.has_input(2):
         if bool(np.asarray(c.const(n.input(2), "training_mode")).reshape(())):
@@ -1675,51 +1749,38 @@ def _resample(c: _Converter, n: Node, x: Val, scales, sizes, mode, ctm, nearest_
     if x.dtype not in _FLOAT_TL and mode == "linear":
         raise _Unsupported(f"linear mode on {x.dtype}")
     tl_mode = "TL_NEAREST" if mode == "nearest" else "TL_LINEAR"
+    # upsample's scales are float32 params: match with the rounded values.
+    scales32 = [float(np.float32(s)) for s in scales]
     rng = np.random.default_rng(0)
     ok_up, ok_resize = True, True
-    for n_in, n_out, s in zip(x.shape, out, scales):
+    for n_in, n_out, s, s32 in zip(x.shape, out, scales, scales32):
         if n_in == n_out and s == 1:
             continue
         src = rng.random(n_in)
         want = _onnx_resample_1d(src, n_out, s, mode, ctm, nearest_mode)
         got = np.empty(n_out)
-        if ok_up:
-            try:
-                if math.floor(n_in * s) != n_out:
-                    raise ValueError
-                kernels.upsample(src, got, mode=tl_mode, scales=(s,))
-                ok_up = np.allclose(got, want, rtol=1e-9, atol=1e-12)
-            except ValueError:
-                ok_up = False
+        if ok_up and math.floor(n_in * s32) == n_out:
+            kernels.upsample(src, got, mode=tl_mode, scales=(s32,))
+            ok_up = np.allclose(got, want, rtol=1e-9, atol=1e-12)
+        else:
+            ok_up = False
         if ok_resize:
             kernels.resize(src, got, mode=tl_mode, dims=(n_out,))
             ok_resize = np.allclose(got, want, rtol=1e-9, atol=1e-12)
     shape = tuple(out)
-    if ok_up and c.has_param_safe("upsample", "scales"):
-        c.emit("upsample", {"src": x}, {"mode": tl_mode, "scales": scales}, x.dtype, shape,
-               out=n.outputs[0], hint=n.name or n.outputs[0])
-    elif ok_resize and c.has_param_safe("resize", "dims"):
-        c.emit("resize", {"src": x}, {"mode": tl_mode, "dims": list(shape)}, x.dtype, shape,
-               out=n.outputs[0], hint=n.name or n.outputs[0])
-    elif not (ok_up or ok_resize):
+    if not (ok_up or ok_resize):
         detail = f"mode {mode}, coordinate_transformation_mode {ctm}"
         if mode == "nearest":
             detail += f", nearest_mode {nearest_mode}"
         raise _Unsupported(f"{detail} with scales {[round(s, 4) for s in scales]} "
                            "(LightNet's upsample / resize compute other coordinates)")
+    # Sizes given: resize to them; scales given: upsample by them (either when equal).
+    if ok_resize and (sizes is not None or not ok_up):
+        c.emit("resize", {"src": x}, {"mode": tl_mode, "dims": list(shape)}, x.dtype, shape,
+               out=n.outputs[0], hint=n.name or n.outputs[0])
     else:
-        c.require("upsample" if ok_up else "resize")
-        raise _Unsupported("LightNet's upsample / resize ops lack the expected params")
-
-
-def _has_param_safe(self, optype, param):
-    from lightnet.arch import get_proto
-
-    proto = get_proto(optype)
-    return proto is not None and any(p.arg_name == param for p in proto.params)
-
-
-_Converter.has_param_safe = _has_param_safe
+        c.emit("upsample", {"src": x}, {"mode": tl_mode, "scales": scales32}, x.dtype, shape,
+               out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
 @_handler("Upsample", 7, 9, 10)
@@ -2086,6 +2147,17 @@ def convert(model, dims: dict | None = None, check: bool = True):
     return ir, weights
 
 
+def save_weights(path, weights: dict[str, np.ndarray]) -> None:
+    """Write `weights` as an .npz (one .npy member per tensor). Unlike np.savez(**w),
+    any tensor name works, even 'file' or 'allow_pickle'."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, array in weights.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
+
+
 def import_model(path, out_json, dims: dict | None = None):
     """Convert the ONNX model at `path`; write the IR to `out_json` and the weights to
     the .npz beside it with the same stem. Returns (IR path, weights path)."""
@@ -2094,7 +2166,7 @@ def import_model(path, out_json, dims: dict | None = None):
     out_npz = out_json.with_suffix(".npz")
     try:
         out_json.write_text(json.dumps(ir, indent=1) + "\n", encoding="utf-8")
-        np.savez(out_npz, **weights)
+        save_weights(out_npz, weights)
     except OSError as e:
         raise LightNetError(f"cannot write {e.filename}: {e.strerror}") from None
     return out_json, out_npz

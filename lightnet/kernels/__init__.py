@@ -9,6 +9,7 @@ from lightnet.kernels.array import *  # noqa: F401,F403
 from lightnet.kernels.conv import *  # noqa: F401,F403
 from lightnet.kernels.detection import *  # noqa: F401,F403
 from lightnet.kernels.elementwise import *  # noqa: F401,F403
+from lightnet.kernels.fused import *  # noqa: F401,F403
 from lightnet.kernels.io import *  # noqa: F401,F403
 from lightnet.kernels.linalg import *  # noqa: F401,F403
 from lightnet.kernels.norm import *  # noqa: F401,F403

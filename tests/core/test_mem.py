@@ -250,8 +250,8 @@ def lifetimes(ops, tensors, keep):
             r = root_of(tensors, t)
             death[r] = max(death[r], i)
     for r in birth:
-        if tensors[r].static:
-            death[r] = len(ops)
+        if tensors[r].static or tensors[r].input:  # filled before the run starts
+            birth[r], death[r] = 0, len(ops)
     for t in keep:
         death[root_of(tensors, t)] = len(ops)
     return birth, death

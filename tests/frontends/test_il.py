@@ -117,12 +117,14 @@ def test_numbers():
     assert type(p["a"]) is int and type(p["e"]) is float
 
 
-def test_strings_and_escapes():
+@pytest.mark.parametrize("pp", [*PREPROCESSORS, "none"])
+def test_strings_and_escapes(pp):
     p = params(r'x(| | a="q\"uote", b="back\\slash", c="line\nbreak\ttab", d="\u00e9\u4e2d", '
-               r'e="\ud83d\ude00", f="", g="a // not a comment /* nor this */", h="\/\r\b\f");')
+               r'e="\ud83d\ude00", f="", g="a // not a comment /* nor this */", h="\/\r\b\f", '
+               r'i="what??! ??= ???/", j="\?");', preprocessor=pp)
     assert p == {"a": 'q"uote', "b": "back\\slash", "c": "line\nbreak\ttab", "d": "é中",
                  "e": "\U0001F600", "f": "", "g": "a // not a comment /* nor this */",
-                 "h": "/\r\b\f"}
+                 "h": "/\r\b\f", "i": "what??! ??= ???/", "j": "?"}
 
 
 def test_booleans_null_and_arrays():
@@ -222,7 +224,8 @@ def test_include_relative_to_the_including_file(tmp_path, pp, monkeypatch):
     (tmp_path / "lib" / "deeper").mkdir(parents=True)
     (tmp_path / "lib" / "layers.net").write_text(
         '#include "deeper/act.net"\n#define DENSE(n) matmul(src=x | dst=d##n |);\n')
-    (tmp_path / "lib" / "deeper" / "act.net").write_text("#define ACT(t) relu(src=t | dst=t##_r |);\n")
+    (tmp_path / "lib" / "deeper" / "act.net").write_text(
+        "#define ACT(t) relu(src=t | dst=t##_r |);\n")
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "common.net").write_text("common(||);\n")
     model = tmp_path / "model.net"
@@ -362,7 +365,8 @@ def test_preprocessor_none():
 
 def test_missing_pcpp_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "pcpp", None)  # import pcpp fails
-    with pytest.raises(LightNetError, match=r"needs the pcpp package: pip install 'lightnet\[il\]'"):
+    with pytest.raises(LightNetError,
+                       match=r"needs the pcpp package: pip install 'lightnet\[il\]'"):
         to_ir("x(||);", preprocessor="pcpp")
     # auto falls back to the system cpp
     if HAS_CPP:
@@ -391,6 +395,7 @@ def test_cli_stdout_file_and_stdin(tmp_path, capsys, monkeypatch):
     out = tmp_path / "m.json"
     assert cli([str(model), "-o", str(out)], capsys) == (0, "", "")
     assert out.read_text() == expected
+    assert cli([str(model), "-o", "-"], capsys) == (0, expected, "")
     assert cli(["-"], capsys, stdin=EXAMPLE, monkeypatch=monkeypatch) == (0, expected, "")
 
 
@@ -417,7 +422,8 @@ def test_cli_errors_are_one_line_with_status_1(tmp_path, capsys, monkeypatch):
     out_file = tmp_path / "bad.json"
     status, out, err = cli([str(model), "-o", str(out_file)], capsys)
     assert status == 1 and not out_file.exists()
-    assert err == f"il2json: error: {model}:1:6: expected ';' after 'x(...)', found the end of the file\n"
+    assert err == (f"il2json: error: {model}:1:6: expected ';' after 'x(...)', "
+                   "found the end of the file\n")
 
 
 def test_cli_debug_shows_the_traceback(capsys, monkeypatch):

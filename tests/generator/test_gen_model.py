@@ -10,7 +10,7 @@ import pytest
 
 from generator import model
 from generator.source import DescriptionError
-from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, write_descriptions
+from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root
 
 
 @pytest.fixture(scope="module")

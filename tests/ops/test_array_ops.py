@@ -54,7 +54,7 @@ def build(optype, inputs, params=None, outs=("dst",), static=False, extra=()):
     ops.extend(extra)
     ctx = Context()
     ctx.init({"ops": ops})
-    ctx.compile("cpu")
+    ctx.compile("cpu", combine=False)  # keep every op and tensor name as written
     ctx.load()
     if not static:
         for arg, a in inputs.items():

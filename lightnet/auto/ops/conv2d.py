@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -290,8 +292,31 @@ def conv2d_cpu_pre_run(op, tensors):
     ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
     ck.ndim("bias", bias, 1)
     ck.mtype("bias", bias, MemType.CPU)
+    bn_scale = ck.tensor_in("bn_scale", optional=True)
+    ck.ndim("bn_scale", bn_scale, 1)
+    ck.static("bn_scale", bn_scale, True)
+    ck.mtype("bn_scale", bn_scale, MemType.CPU)
+    bn_offset = ck.tensor_in("bn_offset", optional=True)
+    ck.ndim("bn_offset", bn_offset, 1)
+    ck.static("bn_offset", bn_offset, True)
+    ck.mtype("bn_offset", bn_offset, MemType.CPU)
+    bn_mean = ck.tensor_in("bn_mean", optional=True)
+    ck.ndim("bn_mean", bn_mean, 1)
+    ck.static("bn_mean", bn_mean, True)
+    ck.mtype("bn_mean", bn_mean, MemType.CPU)
+    bn_var = ck.tensor_in("bn_var", optional=True)
+    ck.ndim("bn_var", bn_var, 1)
+    ck.static("bn_var", bn_var, True)
+    ck.mtype("bn_var", bn_var, MemType.CPU)
+    residual = ck.tensor_in("residual", optional=True)
+    ck.mtype("residual", residual, MemType.CPU)
     ck.same_type("weight", weight, "src", src)
     ck.same_type("bias", bias, "src", src)
+    ck.same_type("bn_scale", bn_scale, "src", src)
+    ck.same_type("bn_offset", bn_offset, "src", src)
+    ck.same_type("bn_mean", bn_mean, "src", src)
+    ck.same_type("bn_var", bn_var, "src", src)
+    ck.same_type("residual", residual, "src", src)
     ck.tensor_out("dst")
     group = ck.param("group", ParamType.NUMBER, "int", default=1)
     ck.compare("group", group, "ge", 1, "1")
@@ -316,6 +341,22 @@ def conv2d_cpu_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    activation = ck.param("activation", ParamType.STRING, default="none")
+    ck.one_of(
+        "activation", activation, ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
+    )
+    negslope = ck.param("negslope", ParamType.NUMBER, "float", default=0.01)
+    clip_min = ck.param("clip_min", ParamType.NUMBER, "float", default=0)
+    clip_max = ck.param("clip_max", ParamType.NUMBER, "float", default=0)
+    ck.satisfy(
+        "param 'clip_max'",
+        clip_min <= clip_max,
+        "clip_min <= clip_max",
+        "the clip range is [clip_min, clip_max]",
+        lambda: found(clip_min=clip_min, clip_max=clip_max),
+    )
+    bn_epsilon = ck.param("bn_epsilon", ParamType.NUMBER, "float", default=1e-05)
+    ck.compare("bn_epsilon", bn_epsilon, "gt", 0, "0")
     ck.satisfy(
         "tensor_in 'weight'",
         weight.shape[1] * group == src.shape[1],
@@ -338,6 +379,10 @@ def conv2d_cpu_pre_run(op, tensors):
         lambda: found(weight=weight, size=size),
     )
     ck.len("bias", bias, weight.shape[0], "weight.shape[0]")
+    ck.len("bn_scale", bn_scale, weight.shape[0], "weight.shape[0]")
+    ck.len("bn_offset", bn_offset, weight.shape[0], "weight.shape[0]")
+    ck.len("bn_mean", bn_mean, weight.shape[0], "weight.shape[0]")
+    ck.len("bn_var", bn_var, weight.shape[0], "weight.shape[0]")
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -359,11 +404,37 @@ def conv2d_cpu_pre_run(op, tensors):
         kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
         or padding
     )
-    ck.define(
+    dst = ck.define(
         "dst",
         src.dtype,
         (src.shape[0], weight.shape[0])
         + kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation),
+    )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        residual is None or residual.shape == dst.shape,
+        "residual is None or residual.shape == dst.shape",
+        "the residual has the output's shape",
+        lambda: found(residual=residual, dst=dst),
+    )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        (bn_scale is None)
+        == (bn_offset is None)
+        == (bn_mean is None)
+        == (bn_var is None),
+        "(bn_scale is None) == (bn_offset is None) == (bn_mean is None) == (bn_var is None)",
+        "a fused batchnorm gives all of bn_scale, bn_offset, bn_mean and bn_var",
+        lambda: found(
+            bn_scale=bn_scale, bn_offset=bn_offset, bn_mean=bn_mean, bn_var=bn_var
+        ),
+    )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        bn_scale is None or (weight.static and bias.static),
+        "bn_scale is None or (weight.static and bias.static)",
+        "folding a batchnorm needs static weight and bias",
+        lambda: found(weight=weight, bias=bias, bn_scale=bn_scale),
     )
     op.values.update(
         group=group,
@@ -372,6 +443,11 @@ def conv2d_cpu_pre_run(op, tensors):
         dilation=dilation,
         padding=padding,
         autopad=autopad,
+        activation=activation,
+        negslope=negslope,
+        clip_min=clip_min,
+        clip_max=clip_max,
+        bn_epsilon=bn_epsilon,
     )
 
 
@@ -380,11 +456,21 @@ def conv2d_cpu_load(op, arrays):
     src = op.array(arrays, "src")
     weight = op.array(arrays, "weight")
     bias = op.array(arrays, "bias")
+    bn_scale = op.array(arrays, "bn_scale")
+    bn_offset = op.array(arrays, "bn_offset")
+    bn_mean = op.array(arrays, "bn_mean")
+    bn_var = op.array(arrays, "bn_var")
+    residual = op.array(arrays, "residual")
     dst = op.array(arrays, "dst")
     group = op.values["group"]
     stride = op.values["stride"]
     dilation = op.values["dilation"]
     padding = op.values["padding"]
+    activation = op.values["activation"]
+    negslope = op.values["negslope"]
+    clip_min = op.values["clip_min"]
+    clip_max = op.values["clip_max"]
+    bn_epsilon = op.values["bn_epsilon"]
     ws = kernels.conv2d_workspace(
         src.shape,
         weight.shape,
@@ -395,18 +481,35 @@ def conv2d_cpu_load(op, arrays):
         dilation=dilation,
         dtype=dst.dtype,
     )
+    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    if bn_scale is None:
+        w, b = weight, bias
+    else:
+        w, b = kernels.fold_batchnorm_conv(
+            weight, bias, bn_scale, bn_offset, bn_mean, bn_var, bn_epsilon, dst.dtype
+        )
 
     def run():
         kernels.conv2d(
             src,
-            weight,
-            bias,
+            w,
+            b,
             dst,
             group=group,
             stride=stride,
             padding=padding,
             dilation=dilation,
             ws=ws,
+        )
+        if residual is not None:
+            np.add(dst, residual, out=dst)
+        kernels.activate(
+            dst,
+            activation,
+            negslope=negslope,
+            clip_min=clip_min,
+            clip_max=clip_max,
+            ws=act_ws,
         )
 
     return run
@@ -416,8 +519,17 @@ CONV2D_CPU = OpProto(
     optype="conv2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="2-D convolution of NCHW `src` (ONNX Conv): dst[n, o, y, x] = bias[o] + sum over c in o's group and kernel taps (i, j) of weight[o, c, i, j] * src[n, c, y * stride[0] - padding[0] + i * dilation[0], x * stride[1] - padding[1] + j * dilation[1]], cells outside `src` reading 0 (cross-correlation, as in every DL framework). Channels split into `group` groups: output channel o reads the input channels of group o // (O / group). Output size per axis: floor((in + pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
-    tensors_in=(TensorArg("src"), TensorArg("weight"), TensorArg("bias")),
+    doc="conv2d on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm (`bn_*`, folded into the weights once at load, so its inputs and the weights must be static), a residual added to the output, then an activation applied in place. Accepts TL_FLOAT and TL_DOUBLE.",
+    tensors_in=(
+        TensorArg("src"),
+        TensorArg("weight"),
+        TensorArg("bias"),
+        TensorArg("bn_scale", optional=True),
+        TensorArg("bn_offset", optional=True),
+        TensorArg("bn_mean", optional=True),
+        TensorArg("bn_var", optional=True),
+        TensorArg("residual", optional=True),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("group", ParamType.NUMBER, 1),
@@ -426,6 +538,11 @@ CONV2D_CPU = OpProto(
         ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("activation", ParamType.STRING, "none"),
+        ParamArg("negslope", ParamType.NUMBER, 0.01),
+        ParamArg("clip_min", ParamType.NUMBER, 0),
+        ParamArg("clip_max", ParamType.NUMBER, 0),
+        ParamArg("bn_epsilon", ParamType.NUMBER, 1e-05),
     ),
     pre_run=conv2d_cpu_pre_run,
     source="descriptions/ops/conv2d.yaml",

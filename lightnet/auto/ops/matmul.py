@@ -164,13 +164,49 @@ def matmul_cpu_pre_run(op, tensors):
     bias = ck.tensor_in("bias", optional=True)
     ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
     ck.mtype("bias", bias, MemType.CPU)
+    bn_scale = ck.tensor_in("bn_scale", optional=True)
+    ck.ndim("bn_scale", bn_scale, 1)
+    ck.static("bn_scale", bn_scale, True)
+    ck.mtype("bn_scale", bn_scale, MemType.CPU)
+    bn_offset = ck.tensor_in("bn_offset", optional=True)
+    ck.ndim("bn_offset", bn_offset, 1)
+    ck.static("bn_offset", bn_offset, True)
+    ck.mtype("bn_offset", bn_offset, MemType.CPU)
+    bn_mean = ck.tensor_in("bn_mean", optional=True)
+    ck.ndim("bn_mean", bn_mean, 1)
+    ck.static("bn_mean", bn_mean, True)
+    ck.mtype("bn_mean", bn_mean, MemType.CPU)
+    bn_var = ck.tensor_in("bn_var", optional=True)
+    ck.ndim("bn_var", bn_var, 1)
+    ck.static("bn_var", bn_var, True)
+    ck.mtype("bn_var", bn_var, MemType.CPU)
     ck.same_type("src2", src2, "src1", src1)
     ck.same_type("bias", bias, "src1", src1)
+    ck.same_type("bn_scale", bn_scale, "src1", src1)
+    ck.same_type("bn_offset", bn_offset, "src1", src1)
+    ck.same_type("bn_mean", bn_mean, "src1", src1)
+    ck.same_type("bn_var", bn_var, "src1", src1)
     ck.tensor_out("dst")
     transA = ck.param("transA", ParamType.BOOL, default=False)
     transB = ck.param("transB", ParamType.BOOL, default=False)
     alpha = ck.param("alpha", ParamType.NUMBER, "float", default=1.0)
     beta = ck.param("beta", ParamType.NUMBER, "float", default=1.0)
+    activation = ck.param("activation", ParamType.STRING, default="none")
+    ck.one_of(
+        "activation", activation, ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
+    )
+    negslope = ck.param("negslope", ParamType.NUMBER, "float", default=0.01)
+    clip_min = ck.param("clip_min", ParamType.NUMBER, "float", default=0)
+    clip_max = ck.param("clip_max", ParamType.NUMBER, "float", default=0)
+    ck.satisfy(
+        "param 'clip_max'",
+        clip_min <= clip_max,
+        "clip_min <= clip_max",
+        "the clip range is [clip_min, clip_max]",
+        lambda: found(clip_min=clip_min, clip_max=clip_max),
+    )
+    bn_epsilon = ck.param("bn_epsilon", ParamType.NUMBER, "float", default=1e-05)
+    ck.compare("bn_epsilon", bn_epsilon, "gt", 0, "0")
     ck.satisfy(
         "tensor_in 'src2'",
         (src1.shape[0] if transA else src1.shape[1])
@@ -203,7 +239,7 @@ def matmul_cpu_pre_run(op, tensors):
         "a 2-D bias's first dim is 1 or M",
         lambda: found(src1=src1, bias=bias, transA=transA),
     )
-    ck.define(
+    dst = ck.define(
         "dst",
         src1.dtype,
         (
@@ -211,23 +247,100 @@ def matmul_cpu_pre_run(op, tensors):
             src2.shape[0] if transB else src2.shape[1],
         ),
     )
-    op.values.update(transA=transA, transB=transB, alpha=alpha, beta=beta)
+    ck.satisfy(
+        "tensor_out 'dst'",
+        (bn_scale is None)
+        == (bn_offset is None)
+        == (bn_mean is None)
+        == (bn_var is None),
+        "(bn_scale is None) == (bn_offset is None) == (bn_mean is None) == (bn_var is None)",
+        "a fused batchnorm gives all of bn_scale, bn_offset, bn_mean and bn_var",
+        lambda: found(
+            bn_scale=bn_scale, bn_offset=bn_offset, bn_mean=bn_mean, bn_var=bn_var
+        ),
+    )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        bn_scale is None or (src2.static and (bias is None or bias.static)),
+        "bn_scale is None or (src2.static and (bias is None or bias.static))",
+        "folding a batchnorm needs static src2 and bias",
+        lambda: found(src2=src2, bias=bias, bn_scale=bn_scale),
+    )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        bn_scale is None
+        or all(t.len == dst.shape[-1] for t in (bn_scale, bn_offset, bn_mean, bn_var)),
+        "bn_scale is None or all(t.len == dst.shape[-1] for t in (bn_scale, bn_offset, bn_mean, bn_var))",
+        "a fused batchnorm has one value per output column",
+        lambda: found(
+            bn_scale=bn_scale,
+            bn_offset=bn_offset,
+            bn_mean=bn_mean,
+            bn_var=bn_var,
+            dst=dst,
+        ),
+    )
+    op.values.update(
+        transA=transA,
+        transB=transB,
+        alpha=alpha,
+        beta=beta,
+        activation=activation,
+        negslope=negslope,
+        clip_min=clip_min,
+        clip_max=clip_max,
+        bn_epsilon=bn_epsilon,
+    )
 
 
 def matmul_cpu_load(op, arrays):
-    """Return the run function, bound to the op's arrays."""
+    """Run static_run once; return the run function, bound to the op's arrays."""
     src1 = op.array(arrays, "src1")
     src2 = op.array(arrays, "src2")
     bias = op.array(arrays, "bias")
+    bn_scale = op.array(arrays, "bn_scale")
+    bn_offset = op.array(arrays, "bn_offset")
+    bn_mean = op.array(arrays, "bn_mean")
+    bn_var = op.array(arrays, "bn_var")
     dst = op.array(arrays, "dst")
     transA = op.values["transA"]
     transB = op.values["transB"]
     alpha = op.values["alpha"]
     beta = op.values["beta"]
+    activation = op.values["activation"]
+    negslope = op.values["negslope"]
+    clip_min = op.values["clip_min"]
+    clip_max = op.values["clip_max"]
+    bn_epsilon = op.values["bn_epsilon"]
+    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    if bn_scale is None:
+        b, c, gemm_beta = src2, bias, beta
+    else:
+        b, c = kernels.fold_batchnorm_gemm(
+            src2,
+            bias,
+            bn_scale,
+            bn_offset,
+            bn_mean,
+            bn_var,
+            bn_epsilon,
+            transB=transB,
+            beta=beta,
+            dtype=dst.dtype,
+        )
+        gemm_beta = 1.0
 
     def run():
         kernels.matmul(
-            src1, src2, bias, dst, transA=transA, transB=transB, alpha=alpha, beta=beta
+            src1, b, c, dst, transA=transA, transB=transB, alpha=alpha, beta=gemm_beta
+        )
+        kernels.activate(
+            dst,
+            activation,
+            negslope=negslope,
+            clip_min=clip_min,
+            clip_max=clip_max,
+            ws=act_ws,
         )
 
     return run
@@ -237,14 +350,27 @@ MATMUL_CPU = OpProto(
     optype="matmul_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="General matrix multiply (ONNX Gemm): dst = alpha * A' @ B' + beta * bias, where A' is `src1` [M, K] (given as [K, M] and transposed when `transA`) and B' is `src2` [K, N] (given as [N, K] and transposed when `transB`). `bias` is optional (absent: 0) and broadcasts numpy-style to [M, N]: its shape is [N], [1], [M, N], [1, N], [M, 1] or [1, 1]. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); no tensor needs to be static.",
-    tensors_in=(TensorArg("src1"), TensorArg("src2"), TensorArg("bias", optional=True)),
+    doc="matmul on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm over the output columns (`bn_*`, folded into src2 and the bias once at load, so they must be static), then an activation applied in place. Accepts TL_FLOAT and TL_DOUBLE.",
+    tensors_in=(
+        TensorArg("src1"),
+        TensorArg("src2"),
+        TensorArg("bias", optional=True),
+        TensorArg("bn_scale", optional=True),
+        TensorArg("bn_offset", optional=True),
+        TensorArg("bn_mean", optional=True),
+        TensorArg("bn_var", optional=True),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("transA", ParamType.BOOL, False),
         ParamArg("transB", ParamType.BOOL, False),
         ParamArg("alpha", ParamType.NUMBER, 1.0),
         ParamArg("beta", ParamType.NUMBER, 1.0),
+        ParamArg("activation", ParamType.STRING, "none"),
+        ParamArg("negslope", ParamType.NUMBER, 0.01),
+        ParamArg("clip_min", ParamType.NUMBER, 0),
+        ParamArg("clip_max", ParamType.NUMBER, 0),
+        ParamArg("bn_epsilon", ParamType.NUMBER, 1e-05),
     ),
     pre_run=matmul_cpu_pre_run,
     source="descriptions/ops/matmul.yaml",

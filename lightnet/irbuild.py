@@ -1,0 +1,109 @@
+"""Build IR documents in Python: for tests, benchmarks and examples.
+
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 224, 224])
+    y = m.relu(m.conv(x, 3, 64, 3, pad=1))
+    m.to_dict()          # the IR document
+
+Weights are `create` ops with uniform random values (seeded by tensor name),
+or `from_file` ones to be filled from a weight file.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class ModelBuilder:
+    def __init__(self):
+        self.ops: list[dict] = []
+        self._counts: dict[str, int] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+
+    def _name(self, prefix: str) -> str:
+        self._counts[prefix] = self._counts.get(prefix, 0) + 1
+        return f"{prefix}{self._counts[prefix]}"
+
+    def op(self, optype: str, ins: dict, outs=("dst",), name: str | None = None, **params):
+        """Add an op; returns its output tensor name (or a tuple of them)."""
+        name = name or self._name(optype)
+        out_names = [f"{name}_{arg}" if len(outs) > 1 else name for arg in outs]
+        self.ops.append({
+            "name": name,
+            "optype": optype,
+            "tensors_in": [{"arg_name": a, "name": t} for a, t in ins.items()],
+            "tensors_out": [{"arg_name": a, "name": t} for a, t in zip(outs, out_names)],
+            "params": [{"arg_name": k, "value": v} for k, v in params.items()],
+        })
+        return out_names[0] if len(outs) == 1 else tuple(out_names)
+
+    def input(self, name: str, dims, dtype: str = "TL_FLOAT") -> str:
+        self.shapes[name] = tuple(dims)
+        return self.op("input", {}, name=name, dims=list(dims), dtype=dtype)
+
+    def weight(self, prefix: str, dims, low: float = -1.0, high: float = 1.0,
+               from_file: bool = False) -> str:
+        name = self._name(prefix)
+        self.shapes[name] = tuple(dims)
+        params = {"dtype": "TL_FLOAT", "dims": list(dims), "from_file": from_file}
+        if not from_file:
+            params["ran"] = [low, high]
+        return self.op("create", {}, name=name, **params)
+
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int = 0,
+             group: int = 1, scale: float | None = None) -> str:
+        """A conv2d with He-scaled random weights (keeps activations in range)."""
+        bound = scale if scale is not None else math.sqrt(6.0 / (cin // group * k * k))
+        w = self.weight("w", [cout, cin // group, k, k], -bound, bound)
+        b = self.weight("b", [cout], -0.1, 0.1)
+        return self.op("conv2d", {"src": x, "weight": w, "bias": b}, group=group, size=[k, k],
+                       stride=[stride, stride], padding=[pad] * 4)
+
+    def batchnorm(self, x: str, channels: int) -> str:
+        return self.op("batchnorm", {
+            "src": x,
+            "scale": self.weight("bn_scale", [channels], 0.5, 1.5),
+            "offset": self.weight("bn_offset", [channels], -0.2, 0.2),
+            "mean": self.weight("bn_mean", [channels], -0.2, 0.2),
+            "var": self.weight("bn_var", [channels], 0.5, 1.5),
+        }, epsilon=1e-5)
+
+    def relu(self, x: str) -> str:
+        return self.op("relu", {"src": x})
+
+    def maxpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
+        return self.op("maxpool2d", {"src": x}, size=[k, k], stride=[stride, stride],
+                       padding=[pad] * 4)
+
+    def add(self, a: str, b: str) -> str:
+        return self.op("elew", {"src1": a, "src2": b}, elew_op="TL_SUM")
+
+    def concat(self, xs, axis: int = 1) -> str:
+        return self.op("concat", {f"src{i}": x for i, x in enumerate(xs, 1)}, axis=axis)
+
+    def to_dict(self) -> dict:
+        return {"ops": list(self.ops)}
+
+
+def squeezenet(m: ModelBuilder, x: str, classes: int = 1000, width: float = 1.0) -> str:
+    """SqueezeNet 1.1: a conv stem, eight fire modules, a 1x1 conv classifier."""
+
+    def fire(x, cin, squeeze, expand):
+        s = m.relu(m.conv(x, cin, squeeze, 1))
+        e1 = m.relu(m.conv(s, squeeze, expand, 1))
+        e3 = m.relu(m.conv(s, squeeze, expand, 3, pad=1))
+        return m.concat([e1, e3]), 2 * expand
+
+    def w(c):
+        return max(1, int(c * width))
+
+    y = m.relu(m.conv(x, 3, w(64), 3, stride=2))
+    y = m.maxpool(y, 3, 2)
+    c = w(64)
+    for i, (sq, ex) in enumerate([(16, 64), (16, 64), (32, 128), (32, 128),
+                                  (48, 192), (48, 192), (64, 256), (64, 256)]):
+        y, c = fire(y, c, w(sq), w(ex))
+        if i in (1, 3):
+            y = m.maxpool(y, 3, 2)
+    y = m.relu(m.conv(y, c, classes, 1))
+    return m.op("global_avgpool2d", {"src": y})

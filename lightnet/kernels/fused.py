@@ -1,0 +1,72 @@
+"""What the optimizer fuses into a producing op (conv2d, matmul).
+
+A batchnorm that follows is folded into the weights once, at load; a residual
+add and an activation are applied to the destination in place, so the fused
+op makes no intermediate tensor and no extra pass over memory per fused op.
+"""
+
+import numpy as np
+
+__all__ = [
+    "ACTIVATIONS",
+    "activate",
+    "activate_workspace",
+    "fold_batchnorm_conv",
+    "fold_batchnorm_gemm",
+]
+
+ACTIVATIONS = ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
+
+
+def _bn_scale_shift(scale, offset, mean, var, epsilon):
+    """Per-channel s, t with batchnorm(x) = x * s + t, in float64."""
+    s = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + epsilon)
+    return s, np.asarray(offset, np.float64) - np.asarray(mean, np.float64) * s
+
+
+def fold_batchnorm_conv(weight, bias, scale, offset, mean, var, epsilon, dtype):
+    """(weight', bias') such that conv(x, weight', bias') == batchnorm(conv(x, weight, bias))."""
+    s, t = _bn_scale_shift(scale, offset, mean, var, epsilon)
+    folded_weight = (np.asarray(weight, np.float64) * s[:, None, None, None]).astype(dtype)
+    b = 0.0 if bias is None else np.asarray(bias, np.float64)
+    return folded_weight, (b * s + t).astype(dtype)
+
+
+def fold_batchnorm_gemm(src2, bias, scale, offset, mean, var, epsilon, *, transB, beta, dtype):
+    """(src2', bias') such that matmul(A, src2', bias', alpha, beta=1) is the
+    batchnorm (over output columns) of matmul(A, src2, bias, alpha, beta)."""
+    s, t = _bn_scale_shift(scale, offset, mean, var, epsilon)
+    b = np.asarray(src2, np.float64)
+    folded_b = b * (s[:, None] if transB else s[None, :])
+    c = 0.0 if bias is None else beta * np.asarray(bias, np.float64)
+    return folded_b.astype(dtype), ((c * s) + t).astype(dtype)
+
+
+def activate_workspace(shape, activation, dtype):
+    """Scratch for activations that need it (lrelu), made once at load."""
+    return np.empty(shape, dtype) if activation == "lrelu" else None
+
+
+def activate(dst, activation, *, negslope=0.0, clip_min=0.0, clip_max=0.0, ws=None):
+    """Apply `activation` to dst in place (same semantics as the relu, lrelu,
+    sigmoid, tanh and clip ops)."""
+    if activation == "none":
+        return
+    if activation == "relu":
+        np.maximum(dst, 0, out=dst)
+    elif activation == "lrelu":
+        scratch = np.empty_like(dst) if ws is None else ws
+        np.multiply(dst, dst.dtype.type(negslope), out=scratch)
+        # x * a is above x for x < 0 exactly when a <= 1; below it when a > 1.
+        (np.maximum if negslope <= 1 else np.minimum)(dst, scratch, out=dst)
+    elif activation == "sigmoid":
+        np.negative(dst, out=dst)
+        np.exp(dst, out=dst)
+        np.add(dst, 1, out=dst)
+        np.reciprocal(dst, out=dst)
+    elif activation == "tanh":
+        np.tanh(dst, out=dst)
+    elif activation == "clip":
+        np.clip(dst, clip_min, clip_max, out=dst)
+    else:
+        raise ValueError(f"unknown activation '{activation}' (known: {', '.join(ACTIVATIONS)})")

@@ -1,0 +1,69 @@
+"""The ONNX package's PyTorch-exported test models (pytorch-converted, pytorch-operator)
+through the importer and lightnet.Session: every case that imports must pass.
+
+KNOWN_FAILURES lists cases that import but compute wrong values because of a bug
+in an op description or kernel (not in the importer), with the reason; it is
+empty now. MAY_BE_UNSUPPORTED lists the cases the importer cannot map today, with
+the reason: any other case must import, so a regression in the importer or in an
+op it relies on shows up here.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from lightnet.frontends import onnx_conformance as conformance  # noqa: E402
+
+KNOWN_FAILURES: dict[str, str] = {}
+
+_NO_3D = "3-D convolution / pooling: LightNet's conv2d and pool ops are 2-D"
+_NO_LOG = "needs a logarithm, which no LightNet op computes"
+MAY_BE_UNSUPPORTED: dict[str, str] = {
+    **{name: _NO_3D for name in (
+        "test_AvgPool3d", "test_AvgPool3d_stride", "test_AvgPool3d_stride1_pad0_gpu_input",
+        "test_Conv3d", "test_Conv3d_dilated", "test_Conv3d_dilated_strided", "test_Conv3d_groups",
+        "test_Conv3d_no_bias", "test_Conv3d_stride", "test_Conv3d_stride_padding",
+        "test_MaxPool3d", "test_MaxPool3d_stride", "test_MaxPool3d_stride_padding")},
+    "test_MaxPool1d_stride_padding_dilation": "maxpool2d has no dilation",
+    "test_MaxPool2d_stride_padding_dilation": "maxpool2d has no dilation",
+    "test_LogSoftmax": _NO_LOG,
+    "test_log_softmax_dim3": _NO_LOG,
+    "test_log_softmax_lastdim": _NO_LOG,
+    "test_Softplus": _NO_LOG,
+}
+
+CASES = conformance.cases()
+
+
+def test_the_suites_are_found():
+    names = {c.name for c in CASES}
+    assert len(CASES) > 100
+    assert {"test_Conv2d", "test_operator_addmm"} <= names
+    assert set(MAY_BE_UNSUPPORTED) <= names and set(KNOWN_FAILURES) <= names
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case(case):
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = conformance.run_case(case)
+    if result.status == "unsupported":
+        assert case.name in MAY_BE_UNSUPPORTED, f"no longer imports: {result.detail}"
+        pytest.skip(f"unsupported: {MAY_BE_UNSUPPORTED[case.name]}")
+    if case.name in KNOWN_FAILURES:
+        if result.status == "passed":
+            pytest.fail("known failure now passes: remove it from KNOWN_FAILURES")
+        pytest.xfail(KNOWN_FAILURES[case.name])
+    assert result.status == "passed", result.detail
+
+
+def test_main_prints_the_counts(capsys):
+    assert conformance.main(["-k", "test_Conv2d_"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("passed: ")
+    assert "failed: 0" in out and "unsupported: 0" in out
