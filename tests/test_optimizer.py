@@ -188,3 +188,28 @@ def test_squeezenet_memory_plan_is_near_the_lower_bound():
     assert n_fused < n_plain
     report = ctx.mem[next(iter(ctx.mem))]
     assert report.arena <= 1.10 * report.lower_bound
+
+
+def test_depthwise_convolution_gets_its_kernel_and_fusions():
+    m = ModelBuilder()
+    x, feeds = image(m, (1, 6, 8, 8))
+    y = m.relu(m.batchnorm(m.conv(x, 6, 6, 3, stride=2, pad=1, group=6), 6))
+    m.conv(y, 6, 6, 3, pad=1, group=3)  # grouped, not depthwise
+    n_plain, n_fused, ctx = run_both(m.to_dict(), feeds)
+    assert optypes(ctx) == ["depthwise_conv2d_cpu", "conv2d_cpu"]
+    assert (n_plain, n_fused) == (4, 2)
+    # the dedicated kernel agrees with the general one
+    general = Context()
+    general.init(m.to_dict())
+    general.compile("cpu", combine=False)
+    for op in general.ops:
+        if op.optype == "depthwise_conv2d_cpu":
+            from lightnet.arch import get_proto
+            general.replace_ops(general.ops.index(op), 1,
+                                [op.copy_as(get_proto("conv2d_cpu"))])
+    general.plan()
+    general.load()
+    general.set_data("x", feeds["x"])
+    general.run()
+    np.testing.assert_allclose(ctx.get_data(ctx.outputs[0]),
+                               general.get_data(general.outputs[0]), rtol=1e-5, atol=1e-5)

@@ -61,7 +61,7 @@ class UnsupportedModelError(LightNetError):
                 grouped[(op_type, version)].append(detail)
         parts = []
         for (op_type, version), details in sorted(grouped.items()):
-            text = f"{op_type} (opset {opset}, {op_type}-{version})" if version else f"{op_type} (opset {opset})"
+            text = f"{op_type} (opset {opset}" + (f", {op_type}-{version})" if version else ")")
             if details:
                 text += ": " + "; ".join(details)
             parts.append(text)
@@ -398,7 +398,10 @@ def _slice_params(node, ins, shape):
         steps = ins[4] if len(ins) > 4 else None
     starts = [int(s) for s in np.asarray(starts).reshape(-1)]
     ends = [int(e) for e in np.asarray(ends).reshape(-1)]
-    axes = list(range(len(starts))) if axes is None else _axes(np.asarray(axes).reshape(-1), len(shape))
+    if axes is None:
+        axes = list(range(len(starts)))
+    else:
+        axes = _axes(np.asarray(axes).reshape(-1), len(shape))
     steps = [1] * len(starts) if steps is None else [int(s) for s in np.asarray(steps).reshape(-1)]
     result = []
     for axis, start, end, step in zip(axes, starts, ends, steps):
@@ -482,11 +485,10 @@ def _reduce(func):
     return fold
 
 
-def _unary(func, keep_dtype=True):
+def _unary(func):
     def fold(node, ins):
         x = np.asarray(ins[0])
-        out = np.asarray(func(x))
-        return [out.astype(x.dtype) if keep_dtype else out]
+        return [np.asarray(func(x)).astype(x.dtype)]
     return fold
 
 
@@ -698,11 +700,14 @@ class _Converter:
                 elif axis == 0:
                     shape.append(1)
                 elif d.HasField("dim_value"):
-                    errors.append(f"input '{inp.name}' dim {axis} is 0 (empty tensors are not supported)")
+                    errors.append(f"input '{inp.name}' dim {axis} is 0 "
+                                  "(empty tensors are not supported)")
                 else:
                     label = f"'{d.dim_param}'" if d.dim_param else "unnamed"
-                    hint = f"--dim {d.dim_param}=VALUE" if d.dim_param else "a model with that dim fixed"
-                    errors.append(f"input '{inp.name}' dim {axis} is symbolic ({label}): give {hint}")
+                    hint = (f"--dim {d.dim_param}=VALUE" if d.dim_param
+                            else "a model with that dim fixed")
+                    errors.append(f"input '{inp.name}' dim {axis} is symbolic ({label}): "
+                                  f"give {hint}")
             self.input_shapes[inp.name] = tuple(shape)
             self.info[inp.name] = (t.elem_type, tuple(shape))
         named = {d.dim_param for i in self.inputs if i.type.HasField("tensor_type")
@@ -903,16 +908,6 @@ class _Converter:
             raise _Unsupported(f"{what or 'input'} '{name}' must be a constant")
         return self.consts[name]
 
-    def shape_of(self, name: str) -> tuple[int, ...]:
-        if name in self.consts:
-            return tuple(self.consts[name].shape)
-        if name in self.vals:
-            return self.vals[name].shape
-        info = self.info.get(name)
-        if info is None or info[1] is None:
-            raise _Unsupported(f"the shape of tensor '{name}' is unknown")
-        return info[1]
-
     def val(self, name: str) -> Val:
         """ONNX tensor `name` as a LightNet tensor (constants become create ops)."""
         if name in self.poisoned:
@@ -975,17 +970,12 @@ class _Converter:
             return params
         elif array.size <= 16:
             if array.any():
-                params["data"] = [_pyval(v) for v in array.reshape(-1).tolist()]
+                params["data"] = [int(v) if isinstance(v, bool) else v
+                                  for v in array.reshape(-1).tolist()]
             return params
         params["from_file"] = True
         self.weights[name] = np.ascontiguousarray(array).reshape(_lnshape(array.shape))
         return params
-
-    def out_dtype(self, n: Node, i: int = 0) -> str:
-        info = self.info.get(n.outputs[i])
-        if info is None or not info[0]:
-            raise _Unsupported(f"the type of output '{n.outputs[i]}' is unknown")
-        return tl_dtype(info[0], f"output '{n.outputs[i]}'")
 
     def out_shape(self, n: Node, i: int = 0) -> tuple[int, ...]:
         info = self.info.get(n.outputs[i])
@@ -1708,7 +1698,9 @@ def _pad(c: _Converter, n: Node):
         value = n.attrs.get("value", 0.0)
     else:
         pads = [int(p) for p in c.const(n.input(1), "pads").reshape(-1)]
-        value = float(c.const(n.input(2), "constant_value").reshape(-1)[0]) if n.has_input(2) else 0.0
+        value = 0.0
+        if n.has_input(2):
+            value = float(c.const(n.input(2), "constant_value").reshape(-1)[0])
         if n.has_input(3):
             axes = _axes(c.const(n.input(3), "axes").reshape(-1), x.rank)
             full = [0] * (2 * x.rank)

@@ -62,8 +62,11 @@ def _read_pb(path: Path) -> np.ndarray:
 
 def _data_sets(case: Path):
     for ds in sorted(case.glob("test_data_set_*")):
-        inputs = [_read_pb(p) for p in sorted(ds.glob("input_*.pb"), key=lambda p: int(p.stem[6:]))]
-        outputs = [_read_pb(p) for p in sorted(ds.glob("output_*.pb"), key=lambda p: int(p.stem[7:]))]
+        def numbered(prefix):
+            paths = ds.glob(f"{prefix}_*.pb")
+            return [_read_pb(p) for p in sorted(paths, key=lambda p: int(p.stem.split("_")[-1]))]
+
+        inputs, outputs = numbered("input"), numbered("output")
         yield ds.name, inputs, outputs
 
 

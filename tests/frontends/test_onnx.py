@@ -379,7 +379,7 @@ def test_pytorch_shape_chain_is_folded(tmp_path):
     i64 = TensorProto.INT64
     nodes = [
         helper.make_node("Shape", ["x"], ["shape"]),
-        helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Constant", [], ["zero"], value=init("", np.array(0, np.int64))),
         helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
         helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
         helper.make_node("Slice", ["shape", "s_start", "s_end"], ["chw"]),
@@ -525,7 +525,8 @@ def test_gather_split_slice_on_data(tmp_path):
         helper.make_node("Slice", ["x", "st", "en", "ax"], ["s"]),
         helper.make_node("Tile", ["a", "reps"], ["t"]),
     ]
-    inits = [init("idx", np.array([2, 0, 1, 2], np.int64)), init("split", np.array([1, 4], np.int64)),
+    inits = [init("idx", np.array([2, 0, 1, 2], np.int64)),
+             init("split", np.array([1, 4], np.int64)),
              init("st", np.array([1, -3], np.int64)), init("en", np.array([3, 100], np.int64)),
              init("ax", np.array([1, 2], np.int64)), init("reps", np.array([2, 1, 3], np.int64))]
     m = model(nodes, [("x", [2, 3, 5])], [("b", None), ("s", None), ("t", None)], inits)
@@ -594,6 +595,30 @@ def test_symbolic_non_batch_dim_needs_a_value():
         onnx2ln.convert(m)
     ir, _ = onnx2ln.convert(m, {"width": 7, "n": 2})
     assert ir["ops"][0]["params"][1] == {"arg_name": "dims", "value": [2, 7]}
+    with pytest.raises(LightNetError, match=r"--dim height: no input dim is named 'height' "
+                                            r"\(symbolic dims: n, width\)"):
+        onnx2ln.convert(m, {"width": 7, "height": 2})
+
+
+def test_uniform_and_large_constants(tmp_path):
+    # ConstantOfShape of a big shape costs no memory and needs no weight file.
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["big"],
+                         value=init("", np.array([0.25], np.float32))),
+        helper.make_node("MatMul", ["x", "big"], ["m"]),
+        helper.make_node("ConstantOfShape", ["shape2"], ["zeros"]),
+        helper.make_node("Add", ["m", "zeros"], ["y"]),
+    ]
+    inits = [init("shape", np.array([3000, 2000], np.int64)),
+             init("shape2", np.array([2, 2000], np.int64))]
+    m = model(nodes, [("x", [2, 3000])], [("y", None)], inits)
+    ir, weights = onnx2ln.convert(m)
+    assert weights == {}
+    creates = {op["tensors_out"][0]["name"]: op["params"] for op in ir["ops"]
+               if op["optype"] == "create"}
+    assert {"arg_name": "ran", "value": [0.25, 0.25]} in creates["big"]
+    assert [p["arg_name"] for p in creates["zeros"]] == ["dtype", "dims"]
+    check(m, {"x": rand(2, 3000)}, tmp_path, rtol=1e-4, atol=1e-3)
 
 
 def test_missing_onnx_package_is_a_clear_error(monkeypatch):
@@ -683,3 +708,27 @@ def test_matmul_batched_and_vectors(a, b, tmp_path):
     nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
     m = model(nodes, [("a", a), ("b", b)], [("y", None)])
     check(m, {"a": rand(*a), "b": rand(*b)}, tmp_path)
+
+
+# --- whole networks ---------------------------------------------------------------
+
+
+def _light_models():
+    from pathlib import Path
+
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    heavy = {"light_bvlc_alexnet", "light_vgg19", "light_zfnet512"}  # > 1 s each
+    return [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in heavy else [])
+            for p in sorted(root.glob("light_*.onnx"))]
+
+
+@pytest.mark.parametrize("path", _light_models())
+def test_light_networks(path, tmp_path):
+    """The onnx package's small versions of AlexNet, DenseNet-121, Inception v1/v2,
+    ResNet-50, ShuffleNet, SqueezeNet, VGG-19 and ZFNet-512 (opset 9; weights made by
+    ConstantOfShape, unused Dropout masks, Sum, LRN, Gemm...)."""
+    m = onnx.load(str(path))
+    inits = {t.name for t in m.graph.initializer}
+    (x,) = [i for i in m.graph.input if i.name not in inits]
+    shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    check(m, {x.name: rand(*shape)}, tmp_path)

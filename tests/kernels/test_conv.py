@@ -347,3 +347,27 @@ def test_deconv2d_is_adjoint_of_conv2d():
     deconv2d(r, w, None, back, group=2, stride=stride, padding=padding, output_padding=output_padding,
              dilation=dilation)
     np.testing.assert_allclose(np.vdot(y, r), np.vdot(x, back), rtol=1e-10)
+
+
+@pytest.mark.parametrize("c, hw, k, stride, padding, dilation", [
+    (3, (7, 6), 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+    (4, (9, 9), 3, (2, 2), (0, 1, 1, 0), (1, 1)),
+    (2, (8, 7), 2, (1, 2), (0, 0, 0, 0), (2, 1)),
+    (5, (5, 5), 1, (1, 1), (0, 0, 0, 0), (1, 1)),
+])
+def test_depthwise_conv2d_matches_loops(c, hw, k, stride, padding, dilation):
+    from lightnet.kernels.conv import (conv2d_output_hw, depthwise_conv2d,
+                                       depthwise_conv2d_workspace)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, c) + hw).astype(np.float32)
+    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    oh, ow = conv2d_output_hw(hw, (k, k), stride, padding, dilation)
+    dst = np.full((2, c, oh, ow), np.nan, np.float32)
+    ws = depthwise_conv2d_workspace(x.shape, w.shape, dst.shape, stride=stride,
+                                    padding=padding, dilation=dilation)
+    for _ in range(2):  # the workspace is reused
+        assert depthwise_conv2d(x, w, b, dst, stride=stride, padding=padding,
+                                dilation=dilation, ws=ws) is None
+        np.testing.assert_allclose(dst, ref_conv2d(x, w, b, c, stride, padding, dilation),
+                                   rtol=1e-5, atol=1e-5)

@@ -54,9 +54,14 @@ def expand_concat(ctx, target):
 
 
 def expand_conv2d(ctx, target):
-    """Lower conv2d to conv2d_cpu."""
+    """Lower conv2d to depthwise_conv2d_cpu or conv2d_cpu."""
     op = OpView(ctx, target)
     b = Builder(ctx)
+    if (
+        op.params.group > 1
+        and op.params.group == op.ins.src.shape[1] == op.ins.weight.shape[0]
+    ):
+        return [b.op("depthwise_conv2d_cpu", like=op)]
     return [b.op("conv2d_cpu", like=op)]
 
 
@@ -303,7 +308,7 @@ def combine_conv_batchnorm(ctx, window):
     once at load, so they and the batchnorm's inputs must be static."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype == "conv2d_cpu"
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -380,7 +385,8 @@ def combine_conv_residual(ctx, window):
     and a tensor of the same shape."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[1].params.elew_op == "TL_SUM"
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
+        and ops[1].params.elew_op == "TL_SUM"
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
         and not ops[0].given("residual")
@@ -409,7 +415,7 @@ def combine_fuse_relu(ctx, window):
     """Apply a relu inside the conv2d or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "matmul_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -425,7 +431,7 @@ def combine_fuse_lrelu(ctx, window):
     """Apply an lrelu inside the conv2d or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "matmul_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -445,7 +451,7 @@ def combine_fuse_sigmoid(ctx, window):
     """Apply a sigmoid inside the conv2d or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "matmul_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -463,7 +469,7 @@ def combine_fuse_tanh(ctx, window):
     """Apply a tanh inside the conv2d or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "matmul_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -479,7 +485,7 @@ def combine_fuse_clip(ctx, window):
     """Apply a clip inside the conv2d or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "matmul_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -606,7 +612,7 @@ COMBINERS = (
     Combiner(
         "matmul_batchnorm", ("matmul_cpu", "batchnorm_cpu"), combine_matmul_batchnorm
     ),
-    Combiner("conv_residual", ("conv2d_cpu", "elew_cpu"), combine_conv_residual),
+    Combiner("conv_residual", ("*", "elew_cpu"), combine_conv_residual),
     Combiner("fuse_relu", ("*", "relu_cpu"), combine_fuse_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_cpu"), combine_fuse_lrelu),
     Combiner("fuse_sigmoid", ("*", "sigmoid_cpu"), combine_fuse_sigmoid),
