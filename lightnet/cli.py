@@ -11,6 +11,7 @@ import sys
 import time
 import traceback
 
+from lightnet import mem
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -39,12 +40,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dot", metavar="FILE", help="write the compiled data-flow graph (DOT)")
     p.add_argument("--dot-before", metavar="FILE",
                    help="write the data-flow graph before compiling (DOT)")
+    p.add_argument("--memory-limit", type=_size, metavar="BYTES",
+                   help="refuse a model needing more memory than BYTES (suffixes K, M, G: "
+                        "512M); default: the memory the machine has available")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
 
 
+def _size(text: str) -> int:
+    try:
+        return mem.parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def run(args, out) -> None:
-    ctx = Context()
+    ctx = Context(memory_limit=args.memory_limit)
     ctx.init(args.model)
     if args.dot_before:
         write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))

@@ -21,8 +21,24 @@ from lightnet.param import Param
 from lightnet.tensor import MemType, TensorTable
 
 
+# Errors a kernel raises because of the data it is given (static_run at load,
+# or run): reported as LightNetErrors naming the op.
+_DATA_ERRORS = (ArithmeticError, IndexError, ValueError)
+
+
 class Context:
-    def __init__(self):
+    """`memory_limit`: the most bytes of cpu memory the planned model may need
+    (an int, or a string like `512M`); None (the default) is the memory the
+    machine has available when the model is planned. A model needing more is
+    refused by plan(), before anything is allocated."""
+
+    def __init__(self, memory_limit=None):
+        if memory_limit is not None:
+            try:
+                memory_limit = mem.parse_size(memory_limit)
+            except ValueError as e:
+                raise LightNetError(f"memory limit: {e}") from None
+        self.memory_limit: int | None = memory_limit
         self.label = "<model>"
         self.tensors = TensorTable()
         self.ops: list[Op] = []
@@ -136,7 +152,9 @@ class Context:
     def plan(self) -> None:
         keep = self.outputs + self.inputs
         mem.assemble_in_place(self.ops, self.tensors, keep)
-        self.mem = mem.plan(self.ops, self.tensors, keep)
+        reports = mem.plan(self.ops, self.tensors, keep)
+        mem.check_limit(reports, self.memory_limit, self.label)
+        self.mem = reports
 
     def print(self, outfile=None) -> str:
         """The IR of the current op list; written to `outfile` when given."""
@@ -179,7 +197,10 @@ class Context:
         runs = []
         for op in self.ops:
             if op.proto.load is not None:
-                run = op.proto.load(op, arrays)
+                try:
+                    run = op.proto.load(op, arrays)
+                except (*_DATA_ERRORS, MemoryError) as e:  # MemoryError: a workspace
+                    raise self._op_error(op, "load", e) from e
                 if run is not None:
                     runs.append((op, run))
         self._run_ops = tuple(runs)
@@ -214,8 +235,18 @@ class Context:
             self.arrays[name][...] = array.reshape(entry.shape)
 
     def run(self) -> None:
-        for run in self._runs:
-            run()
+        i = 0
+        try:
+            for i, run in enumerate(self._runs):
+                run()
+        except _DATA_ERRORS as e:
+            # What the data makes a kernel refuse (an index out of range, say):
+            # a user error, named after the op that met it.
+            raise self._op_error(self._run_ops[i][0], "run", e) from e
+
+    def _op_error(self, op: Op, phase: str, e: Exception) -> LightNetError:
+        return LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): {phase}: "
+                             f"{type(e).__name__}: {e}")
 
     def profile(self, repeat: int = 1) -> list[tuple[Op, float]]:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""

@@ -5,8 +5,23 @@ class LightNetError(Exception):
     """A problem with the user's input: a model, weight file, argument or option.
 
     Anything raised as LightNetError is shown to the user as one line; anything
-    else escaping the runtime is a bug in LightNet.
+    else escaping the runtime is a bug in LightNet. The message quotes names
+    from the user's files, so characters that are not printable (a newline in
+    a name, a lone surrogate) are written as escapes: the line stays one line
+    and can always be printed.
     """
+
+    def __init__(self, message="", *args):
+        super().__init__(one_line(str(message)), *args)
+
+
+def one_line(text: str) -> str:
+    """`text` with every unprintable character escaped (newline as \\n)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape",
+                                                      "backslashreplace").decode("ascii")
+                   for c in text)
 
 
 class CheckError(LightNetError):

@@ -8,6 +8,7 @@ names the source, the op index (and name, when known) and the field.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +57,8 @@ def read(source) -> tuple[list[OpSpec], str]:
 
     Returns the ops and a label naming the source for messages.
     """
-    if isinstance(source, dict):
-        return parse(source, "<model>"), "<model>"
+    if isinstance(source, dict) or not isinstance(source, (str, os.PathLike)):
+        return parse(source, "<model>"), "<model>"  # an error unless a dict
     label = "<stdin>" if str(source) == "-" else str(source)
     if label == "<stdin>":
         text = sys.stdin.read()
@@ -69,6 +70,27 @@ def read(source) -> tuple[list[OpSpec], str]:
         except UnicodeDecodeError:
             raise LightNetError(f"{label}: the model is not UTF-8 text") from None
     return parse(parse_json(text, label), label), label
+
+
+def is_text(value: str) -> bool:
+    """Whether a string is Unicode text: JSON's \\ud800 escapes can make lone
+    surrogates, which no file or terminal can take."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _name_problem(value, given: bool = True) -> str | None:
+    """What is wrong with a name field (op, optype, arg or tensor name), if anything."""
+    if not given:
+        return "expected a non-empty string, found nothing"
+    if not isinstance(value, str) or not value:
+        return f"expected a non-empty string, found {_type_name(value)}"
+    if not is_text(value):
+        return "expected a non-empty string, found a string with a lone surrogate"
+    return None
 
 
 def _type_name(value) -> str:
@@ -106,9 +128,9 @@ def _parse_op(op, where: str) -> OpSpec:
     if isinstance(name, str) and name:
         where = f"{where} ('{name}')"
     for key in ("name", "optype"):
-        if not isinstance(op.get(key), str) or not op[key]:
-            found = "nothing" if key not in op else _type_name(op[key])
-            raise LightNetError(f"{where}: field '{key}': expected a non-empty string, found {found}")
+        problem = _name_problem(op.get(key), key in op)
+        if problem:
+            raise LightNetError(f"{where}: field '{key}': {problem}")
     unknown = sorted(set(op) - {"name", "optype", "tensors_in", "tensors_out", "params"})
     if unknown:
         raise LightNetError(f"{where}: unknown field '{unknown[0]}'")
@@ -137,17 +159,17 @@ def _parse_list(op, field: str, value_key: str, where: str) -> dict:
         if extra:
             raise LightNetError(f"{at}: unknown field '{extra[0]}'")
         arg = item.get("arg_name")
-        if not isinstance(arg, str) or not arg:
-            raise LightNetError(f"{at}: field 'arg_name': expected a non-empty string, "
-                                f"found {_type_name(arg) if 'arg_name' in item else 'nothing'}")
+        problem = _name_problem(arg, "arg_name" in item)
+        if problem:
+            raise LightNetError(f"{at}: field 'arg_name': {problem}")
         if arg in result:
             raise LightNetError(f"{at}: arg_name '{arg}' is given twice")
         if value_key not in item:
             raise LightNetError(f"{at} ('{arg}'): field '{value_key}' is missing")
         value = item[value_key]
-        if value_key == "name" and (not isinstance(value, str) or not value):
-            raise LightNetError(f"{at} ('{arg}'): field 'name': expected a non-empty string, "
-                                f"found {_type_name(value)}")
+        problem = _name_problem(value) if value_key == "name" else None
+        if problem:
+            raise LightNetError(f"{at} ('{arg}'): field 'name': {problem}")
         result[arg] = value
     return result
 

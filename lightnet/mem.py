@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
+import re
 from dataclasses import dataclass
 
 from lightnet.errors import LightNetError
@@ -169,3 +171,53 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
         if root != name:
             tensors[name].offset = tensors.offset_in_root(name) + tensors[root].offset
     return {m: MemReport(m, pool.size, total[m], bound[m]) for m, pool in pools.items()}
+
+
+# Memory limits ---------------------------------------------------------------------------
+
+_SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*\Z", re.I)
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text) -> int:
+    """A number of bytes: an int, or a string like `4096`, `512K`, `64M`, `2G`
+    (binary units: K = 1024). ValueError saying why not."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"expected a number of bytes >= 0, found {text}")
+        return text
+    m = _SIZE.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"expected a number of bytes, optionally with a suffix K, M or G "
+                         f"(e.g. 512M), found {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def available_memory() -> int | None:
+    """The bytes of memory the machine can still give: MemAvailable of
+    /proc/meminfo, else the free physical pages; None when neither is known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the unit is kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_limit(reports: dict[MemType, MemReport], limit: int | None, label: str) -> None:
+    """Refuse a plan whose arena of host memory exceeds `limit` bytes (None:
+    the machine's available memory), before anything is allocated."""
+    if limit is None:
+        limit = available_memory()
+        if limit is None:
+            return
+    for report in reports.values():
+        if report.arena > limit:
+            raise LightNetError(f"{label}: the model needs {report.arena} bytes of "
+                                f"{report.mtype} memory, more than the limit of {limit} "
+                                "bytes (--memory-limit)")

@@ -7,12 +7,13 @@ Checker is bound to one op and its context's tensor table.
 
 from __future__ import annotations
 
+import math
 import operator
 
 from lightnet.errors import CheckError
 from lightnet.op import REQUIRED, Op
 from lightnet.param import Param, ParamType
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.tensor import MAX_ELEMENTS, DType, MemType, TensorEntry, TensorTable
 
 COMPARISONS = {
     "eq": (operator.eq, "=="),
@@ -235,6 +236,10 @@ class Checker:
             self.fail(_arg_out(arg), "shape", "a sequence of integers", repr(shape))
         if any(d < 0 for d in shape):
             self.fail(_arg_out(arg), "shape", "dimensions >= 0", shape)
+        size = math.prod(shape)
+        if size > MAX_ELEMENTS or any(d > MAX_ELEMENTS for d in shape):
+            self.fail(_arg_out(arg), "size", f"at most 2**40 elements ({MAX_ELEMENTS})",
+                      f"{size} elements {list(shape)}")
         owner_name = None if owner is None else self.op.tensors_in[owner]
         entry = TensorEntry(name, dtype, shape, self.op.name, self.op.proto.mtype,
                             static=static, owner=owner_name, from_file=from_file,

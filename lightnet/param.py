@@ -94,13 +94,25 @@ class Param:
             ptype = _ARRAY_OF[types.pop()] if types else ParamType.ARRAY_NUMBER
             if ptype is ParamType.ARRAY_NUMBER:
                 value = [cls._number(v) for v in value]
+            elif ptype is ParamType.ARRAY_STRING:
+                for v in value:
+                    cls._text(v)
             return cls(arg_name, ptype, tuple(value))
         ptype = _scalar_type(value)
         if ptype is None:
             raise ValueError(f"a param value cannot be a {type(value).__name__}")
         if ptype is ParamType.NUMBER:
             value = cls._number(value)
+        elif ptype is ParamType.STRING:
+            cls._text(value)
         return cls(arg_name, ptype, value)
+
+    @staticmethod
+    def _text(v: str) -> None:
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("strings must be Unicode text, found a lone surrogate") from None
 
     @staticmethod
     def _number(v) -> float:

@@ -22,11 +22,12 @@ class Session:
 
     `inputs` are the tensors of its `input` ops; `outputs` the tensors no op
     reads. `run({name: array})` checks every input's shape and dtype, runs the
-    model and returns a copy of every output by name.
+    model and returns a copy of every output by name. `memory_limit` is the
+    Context's: bytes (or `512M`), None for the machine's available memory.
     """
 
-    def __init__(self, model, target: str = "cpu", datafile=None):
-        self.ctx = Context()
+    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None):
+        self.ctx = Context(memory_limit=memory_limit)
         self.ctx.init(model)
         self.ctx.compile(target)
         self.ctx.load(datafile)

@@ -16,6 +16,11 @@ import numpy as np
 from lightnet.errors import LightNetError
 
 
+# The most elements a tensor may have (and the largest dimension): beyond it a
+# shape is an error of the model, not something to try to allocate.
+MAX_ELEMENTS = 2**40
+
+
 class DType(enum.Enum):
     """TensorLight's element types, each mapped to its numpy dtype."""
 

@@ -47,26 +47,38 @@ __all__ = ["SUPPORTED_OPS", "UnsupportedModelError", "convert", "import_model", 
 class UnsupportedModelError(LightNetError):
     """The model uses ONNX operators (or attribute values) the importer cannot map.
 
-    `problems` lists every one, as (op_type, opset, detail) with detail '' when
-    the op type itself is unsupported.
+    `problems` lists every one, as (op_type, op version, detail), detail '' when
+    the op type itself is unsupported (op_type 'graph input' for an input whose
+    element type LightNet lacks).
     """
 
     def __init__(self, problems, opset):
         self.problems = list(problems)
         self.opset = opset
         grouped: dict[tuple[str, int], list[str]] = {}
+        inputs = []
         for op_type, version, detail in self.problems:
-            grouped.setdefault((op_type, version), [])
-            if detail and detail not in grouped[(op_type, version)]:
-                grouped[(op_type, version)].append(detail)
+            if op_type == _GRAPH_INPUT:
+                inputs.append(detail)
+                continue
+            details = grouped.setdefault((op_type, version), [])
+            if detail and detail not in details:
+                details.append(detail)
         parts = []
         for (op_type, version), details in sorted(grouped.items()):
             text = f"{op_type} (opset {opset}" + (f", {op_type}-{version})" if version else ")")
             if details:
                 text += ": " + "; ".join(details)
             parts.append(text)
-        super().__init__(f"unsupported ONNX model: {len(grouped)} operator(s) cannot be "
-                         f"imported: " + " | ".join(parts))
+        message = "unsupported ONNX model: "
+        if grouped:
+            message += f"{len(grouped)} operator(s) cannot be imported: " + " | ".join(parts)
+        if inputs:
+            message += ("; " if grouped else "") + "graph inputs: " + "; ".join(inputs)
+        super().__init__(message)
+
+
+_GRAPH_INPUT = "graph input"
 
 
 class _Unsupported(Exception):
@@ -828,9 +840,11 @@ class _Converter:
             elem = inp.type.tensor_type.elem_type
             shape = self.input_shapes[inp.name]
             try:
-                dtype = tl_dtype(elem, f"input '{inp.name}'")
+                dtype = tl_dtype(elem, f"'{inp.name}'")
             except _Unsupported as e:
-                raise LightNetError(str(e)) from None
+                self.problems.append((_GRAPH_INPUT, 0, str(e)))
+                self.poisoned.add(inp.name)
+                continue
             self.emit("input", {}, {"dtype": dtype, "dims": list(_lnshape(shape))},
                       dtype, shape, out=inp.name, hint=inp.name)
         # Only the nodes the outputs need, and only those not folded.
@@ -1075,8 +1089,7 @@ class _Converter:
                 v = Val(inner, v.dtype, v.shape)
             self.emit("forward", {"src": v}, {}, v.dtype, v.shape, out=name, hint=name)
             readers.setdefault(v.name, []).append(self.ops[-1])
-        # Inputs, then every constant, then the computation: static tensors are
-        # allocated before any other tensor is freed, so no two share memory.
+        # Inputs, then every constant, then the computation in node order.
         rank = {"input": 0, "create": 1}
         self.ops.sort(key=lambda op: rank.get(op["optype"], 2))
 
@@ -1088,14 +1101,14 @@ class _Converter:
         try:
             ctx.init(ir)
         except LightNetError as e:
-            raise LightNetError(f"the imported model fails LightNet's checks (an importer "
-                                f"bug): {e}") from None
+            raise LightNetError(f"the imported model fails LightNet's checks (an invalid "
+                                f"ONNX model, or an importer bug): {e}") from None
         for onnx_name, v in self.vals.items():
             entry = ctx.tensors.get(v.name) if v.name in ctx.tensors else None
             info = self.info.get(onnx_name)
             if entry is None or info is None or info[1] is None:
                 continue
-            if tuple(entry.shape) != _lnshape(info[1]) and tuple(entry.shape) != _lnshape(v.shape):
+            if tuple(entry.shape) != _lnshape(info[1]):
                 raise LightNetError(
                     f"importer bug: tensor '{onnx_name}' has shape {list(entry.shape)} in "
                     f"LightNet but {list(info[1])} in ONNX")
@@ -1188,13 +1201,32 @@ def _conv_transpose(c: _Converter, n: Node):
     kernel = n.attrs.get("kernel_shape") or w.shape[2:]
     strides, dilations, pads, autopad, kernel = _spatial_params(c, n, k, kernel)
     output_padding = list(n.attrs.get("output_padding") or [0] * k)
-    output_shape = list(n.attrs.get("output_shape") or [])
-    if output_shape:
-        output_shape = output_shape[-k:]
-        pads = [0] * 4
+    output_shape = list(n.attrs.get("output_shape") or [])[-k:]
+    in_hw = list(x.shape[2:])
     if k == 1:
         output_padding = [0] + output_padding
         output_shape = [1] + output_shape if output_shape else []
+        in_hw = [1] + in_hw
+    natural = [s * (i - 1) + p + (kk - 1) * d + 1 for i, s, p, kk, d in
+               zip(in_hw, strides, output_padding, kernel, dilations)]
+    if output_shape:
+        # The padding comes from output_shape, cropping the uncropped output as the
+        # spec splits it; a larger output_shape extends the end, as output_padding
+        # does (ONNX Runtime's behaviour).
+        pads = [0] * 4
+        output_padding = [p + max(0, o - full)
+                          for p, o, full in zip(output_padding, output_shape, natural)]
+    elif autopad in ("SAME_UPPER", "SAME_LOWER") and any(
+            full < i * s for full, i, s in zip(natural, in_hw, strides)):
+        # SAME aims at in * stride by cropping; an axis that is shorter keeps its
+        # natural size (the padding clamps at 0, as ONNX inference and Runtime do).
+        begin, end = [], []
+        for full, i, s in zip(natural, in_hw, strides):
+            total = max(0, full - i * s)
+            small = total // 2
+            begin.append(small if autopad == "SAME_UPPER" else total - small)
+            end.append(total - begin[-1])
+        pads, autopad = begin + end, "NOTSET"
     if n.has_input(2):
         b = c.val(n.input(2))
     else:
@@ -2019,9 +2051,8 @@ def _instance_norm(c: _Converter, n: Node):
     scale = c.reshape(c.val(n.input(1)), (ch, 1, 1))
     bias = c.reshape(c.val(n.input(2)), (ch, 1, 1))
     y = _elew(c, n, d, _elew(c, n, inv, scale, "TL_MUL", out=False), "TL_MUL", out=False)
-    y = _elew(c, n, y, bias, "TL_SUM", out=x.rank == 4)
-    if x.rank != 4:
-        c.reshape(y, x.shape, out=n.outputs[0])
+    y = _elew(c, n, y, bias, "TL_SUM", out=False)
+    c.reshape(y, x.shape, out=n.outputs[0])
 
 
 def _reduce_handler(c: _Converter, n: Node):

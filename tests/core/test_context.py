@@ -210,20 +210,31 @@ def test_uncompiled_model_cannot_run():
         ctx.get_data("tensor2")
 
 
-@pytest.mark.parametrize("dims, arena", [
-    # Far beyond any address space: numpy fails at once, nothing is touched.
-    ([100000, 100000, 100000], 4 * 10**15),
-    ([2147483647, 2147483647], 18446744056529682496),
+@pytest.mark.parametrize("dims, size", [
+    # Tensors this large are refused by shape inference (more than 2**40 elements).
+    ([100000, 100000, 100000], 10**15),
+    ([2147483647, 2147483647], 4611686014132420609),
 ])
-def test_arena_too_large_is_a_user_error(dims, arena):
+def test_arena_too_large_is_a_user_error(dims, size):
     ctx = Context()
-    ctx.init({"ops": [create(dims=dims)]})
-    ctx.compile()
-    assert ctx.mem[next(iter(ctx.mem))].arena == arena
     with pytest.raises(LightNetError) as e:
-        ctx.load()
-    assert str(e.value) == f"<model>: cannot allocate the cpu arena of {arena} bytes"
+        ctx.init({"ops": [create(dims=dims)]})
+    assert str(e.value) == (f"<model>: op 'create1' (create): tensor_out 'dst': size: expected "
+                            f"at most 2**40 elements (1099511627776), found {size} elements {dims}")
     assert ctx.arrays == {}
+
+
+def test_arena_allocation_failure_is_a_user_error():
+    # Far beyond any address space (only reachable with a memory limit above it):
+    # numpy fails at once, nothing is touched.
+    from lightnet.mem import MemReport
+    from lightnet.tensor import MemType
+
+    ctx = Context(memory_limit=2**70)
+    arena = 4 * 10**15 * 2**10
+    with pytest.raises(LightNetError) as e:
+        ctx._alloc_arena(MemReport(MemType.CPU, arena, arena, arena))
+    assert str(e.value) == f"<model>: cannot allocate the cpu arena of {arena} bytes"
 
 
 def test_unload_and_cleanup(capsys):

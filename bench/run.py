@@ -1,0 +1,345 @@
+"""LightNet vs ONNX Runtime on 224x224 float32 CNNs (not part of the unit tests).
+
+    python bench/run.py                         # every model, then the dispatch table
+    python bench/run.py --models resnet50,vgg11 --repeat 5
+    python bench/run.py --profile mobilenetv2   # where LightNet's time goes, by optype
+    python bench/run.py --threads 1
+
+Each model is built once as an ONNX graph with seeded random weights (bench/models.py);
+ONNX Runtime runs it directly, LightNet through its ONNX importer, each engine in a
+fresh process (bench/worker.py) so that its memory growth can be measured. Both
+engines' outputs must agree to 1e-3 (max |ours - ort| / max |ort|) or the row says FAIL.
+
+BLAS threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
+BLIS_NUM_THREADS are set to --threads before numpy is imported (here and in the
+worker processes, which inherit them); ONNX Runtime gets intra_op_num_threads =
+--threads. See docs/performance.md for results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="BLAS threads and ONNX Runtime intra-op threads (default: all cores)")
+    p.add_argument("--models", default=None,
+                   help="comma-separated subset of: vgg11, resnet50, squeezenet1.1, "
+                        "mobilenetv2, shufflenet (default: all)")
+    p.add_argument("--repeat", type=int, default=10,
+                   help="timed runs per engine and model; the median is reported (default 10)")
+    p.add_argument("--profile", metavar="MODEL", default=None,
+                   help="print where LightNet's time goes on MODEL, by optype, and exit")
+    p.add_argument("--no-dispatch", action="store_true", help="skip the dispatch table")
+    p.add_argument("--dispatch-ops", type=int, default=1000,
+                   help="length of the relu chain of the dispatch table (default 1000)")
+    return p.parse_args(argv)
+
+
+ARGS = _args()
+if ARGS.threads < 1:
+    sys.exit("run.py: --threads must be >= 1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_var] = str(ARGS.threads)
+
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+import models  # noqa: E402
+
+SEED = 20240611
+MB = 1 << 20
+
+
+def blas_threads() -> str:
+    """What the loaded OpenBLAS says its thread count is (via ctypes), if it can tell."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "openblas" in line.lower()}
+    except OSError:
+        return "?"
+    for lib in libs:
+        try:
+            so = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        for sym in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                    "scipy_openblas_get_num_threads", "openblas_get_num_threads"):
+            fn = getattr(so, sym, None)
+            if fn is not None:
+                return str(fn())
+    return "?"
+
+
+def gemm_rate(n: int = 1024, repeat: int = 20) -> float:
+    """float32 GFLOP/s of numpy's matmul on n x n matrices (median of `repeat`)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    c = np.empty((n, n), np.float32)
+    for _ in range(3):
+        np.matmul(a, b, out=c)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        np.matmul(a, b, out=c)
+        times.append(time.perf_counter() - t)
+    return 2 * n ** 3 / float(np.median(times)) / 1e9
+
+
+def prepare(name: str, d: str) -> float:
+    """Build model `name` as ONNX, import it, write everything the workers read to `d`;
+    returns its GFLOPs."""
+    from lightnet.frontends.onnx import convert, save_weights
+
+    model = models.MODELS[name](np.random.default_rng(SEED))
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    ir, weights = convert(model)
+    with open(os.path.join(d, "model.json"), "w") as f:
+        json.dump(ir, f)
+    save_weights(os.path.join(d, "model.npz"), weights)
+    x = np.random.default_rng(SEED + 1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    np.save(os.path.join(d, "input.npy"), x)
+    return models.gflops(model)
+
+
+def worker(engine: str, d: str) -> dict:
+    cmd = [sys.executable, os.path.join(HERE, "worker.py"), engine, d, str(ARGS.repeat),
+           str(ARGS.threads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    if proc.returncode != 0:
+        raise RuntimeError(f"{engine} worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
+    ours = ours.reshape(ref.shape).astype(np.float64)
+    ref = ref.astype(np.float64)
+    if not (np.all(np.isfinite(ours)) and np.all(np.isfinite(ref))):
+        return math.inf
+    return float(np.max(np.abs(ours - ref)) / max(np.max(np.abs(ref)), 1e-30))
+
+
+def bench_models(names) -> list[dict]:
+    rows = []
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix=f"lnbench-{name}-") as d:
+            t = time.perf_counter()
+            gf = prepare(name, d)
+            ours = worker("ours", d)
+            ort = worker("ort", d)
+            err = rel_error(np.load(os.path.join(d, "out_ours.npy")),
+                            np.load(os.path.join(d, "out_ort.npy")))
+        row = {"model": name, "gflops": gf, "ours": ours, "ort": ort, "err": err,
+               "ok": err <= 1e-3, "wall": time.perf_counter() - t}
+        rows.append(row)
+        print(f"  {name}: ours {ours['latency'] * 1e3:.1f} ms, ort {ort['latency'] * 1e3:.1f} ms,"
+              f" err {err:.1e} ({row['wall']:.0f} s)", file=sys.stderr, flush=True)
+    return rows
+
+
+def print_model_table(rows, gemm: float) -> None:
+    head = ("model", "GFLOP", "ours ms", "ORT ms", "ratio", "ours GF/s", "ORT GF/s",
+            "arena MB", "+ws MB", "ours peak MB", "ORT peak MB", "rel err", "check")
+    table = []
+    for r in rows:
+        o, t = r["ours"], r["ort"]
+        table.append((
+            r["model"], f"{r['gflops']:.2f}", f"{o['latency'] * 1e3:.1f}",
+            f"{t['latency'] * 1e3:.1f}", f"{o['latency'] / t['latency']:.2f}",
+            f"{r['gflops'] / o['latency']:.1f}", f"{r['gflops'] / t['latency']:.1f}",
+            f"{o['arena'] / MB:.1f}", f"{o['outside_arena'] / MB:.1f}",
+            f"{o['peak_growth'] / MB:.1f}", f"{t['peak_growth'] / MB:.1f}",
+            f"{r['err']:.1e}", "ok" if r["ok"] else "FAIL"))
+    _print_table(head, table)
+    ratios = [r["ours"]["latency"] / r["ort"]["latency"] for r in rows]
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        print(f"\ngeometric mean latency ratio (ours / ORT): {geo:.2f}; "
+              f"worst: {max(ratios):.2f}")
+    print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} GFLOP/s")
+    print("arena MB: LightNet's planned arena (weights + activations); +ws MB: arrays its ops"
+          " keep outside the arena (im2col/padding scratch, folded weights); peak MB: growth"
+          " of the process's peak RSS over creating the model and running it once.")
+
+
+def _print_table(head, rows) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "| " + " | ".join(  # noqa: E731
+        str(c).ljust(w) if i == 0 else str(c).rjust(w)
+        for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+    print(line(head))
+    print("|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":"
+                         for i, w in enumerate(widths)) + "|")
+    for r in rows:
+        print(line(r))
+
+
+def bench_dispatch(n: int) -> None:
+    """Per-op cost of a chain of n relu ops on a [1, 16] tensor."""
+    import onnxruntime as ort
+
+    import lightnet
+    from lightnet.frontends.onnx import convert
+
+    model = models.relu_chain(n)
+    ir, _ = convert(model)
+    ctx = lightnet.Context()
+    ctx.init(ir)
+    ctx.compile("cpu")
+    ctx.load()
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    (name,) = ctx.inputs
+
+    def ours():
+        ctx.set_data(name, x)
+        ctx.run()
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = ARGS.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    feed = {"x": x}
+
+    def theirs():
+        sess.run(None, feed)
+
+    ours()
+    theirs()
+    if not np.allclose(ctx.get_data(ctx.outputs[0]), sess.run(None, feed)[0]):
+        print("dispatch chain: outputs differ: FAIL")
+
+    def per_op(fn, reps=200):
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times)) / n * 1e6
+
+    us_ours, us_ort = per_op(ours), per_op(theirs)
+    print(f"\ndispatch: a chain of {n} relu ops on a float32 [1, 16] tensor "
+          f"(LightNet runs {len(ctx._runs)} ops), median of 200 runs")
+    _print_table(("engine", "us / op"), [("LightNet", f"{us_ours:.2f}"),
+                                        ("ONNX Runtime", f"{us_ort:.2f}")])
+
+
+def profile(name: str) -> None:
+    """LightNet's time per optype on one model (Context.profile)."""
+    import lightnet
+    from lightnet.frontends.onnx import convert, save_weights
+
+    model = models.MODELS[name](np.random.default_rng(SEED))
+    ir, weights = convert(model)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "w.npz")
+        save_weights(path, weights)
+        ctx = lightnet.Context()
+        ctx.init(ir)
+        ctx.compile("cpu")
+        ctx.load(path)
+    x = np.random.default_rng(SEED + 1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    ctx.set_data(ctx.inputs[0], x)
+    ctx.run()
+    ctx.run()
+    repeat = max(ARGS.repeat, 1)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        ctx.run()
+    wall = (time.perf_counter() - t) / repeat
+    prof = ctx.profile(repeat)
+    total = sum(s for _, s in prof)
+
+    by_type: dict[str, list] = {}
+    by_kind: dict[str, list] = {}
+    for op, s in prof:
+        by_type.setdefault(op.optype, [0, 0.0])
+        by_type[op.optype][0] += 1
+        by_type[op.optype][1] += s
+        if op.optype == "conv2d_cpu":
+            kind = conv_kind(ctx, op)
+            by_kind.setdefault(kind, [0, 0.0])
+            by_kind[kind][0] += 1
+            by_kind[kind][1] += s
+    print(f"{name}: {len(prof)} ops, {wall * 1e3:.1f} ms per run (profiled sum "
+          f"{total * 1e3:.1f} ms), {ARGS.threads} BLAS threads, {repeat} runs\n")
+    rows = [(k, n, f"{s * 1e3:.2f}", f"{100 * s / total:.1f}", f"{s / n * 1e6:.0f}")
+            for k, (n, s) in sorted(by_type.items(), key=lambda kv: -kv[1][1])]
+    _print_table(("optype", "ops", "ms", "%", "us / op"), rows)
+    if by_kind:
+        print()
+        rows = [(k, n, f"{s * 1e3:.2f}", f"{100 * s / total:.1f}")
+                for k, (n, s) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])]
+        _print_table(("conv2d_cpu kind", "ops", "ms", "%"), rows)
+    print("\nslowest ops:")
+    rows = [(op.name, op.optype, conv_kind(ctx, op) if op.optype == "conv2d_cpu" else "",
+             f"{s * 1e3:.2f}") for op, s in sorted(prof, key=lambda p: -p[1])[:10]]
+    _print_table(("op", "optype", "kind", "ms"), rows)
+
+
+def conv_kind(ctx, op) -> str:
+    w = ctx.tensors[op.tensors_in["weight"]].shape
+    src = ctx.tensors[op.tensors_in["src"]].shape
+    group = op.values["group"]
+    k = f"{w[2]}x{w[3]}"
+    s = "/s" + str(op.values["stride"][0]) if op.values["stride"][0] != 1 else ""
+    if group == src[1] and group > 1:
+        return f"depthwise {k}{s}"
+    if group > 1:
+        return f"grouped {k}{s}"
+    return f"dense {k}{s}"
+
+
+def main() -> None:
+    names = list(models.MODELS)
+    if ARGS.profile:
+        if ARGS.profile not in models.MODELS:
+            sys.exit(f"run.py: unknown model {ARGS.profile!r} (known: {', '.join(names)})")
+        profile(ARGS.profile)
+        return
+    if ARGS.models:
+        names = [n.strip() for n in ARGS.models.split(",") if n.strip()]
+        unknown = [n for n in names if n not in models.MODELS]
+        if unknown:
+            sys.exit(f"run.py: unknown models {unknown} (known: {', '.join(models.MODELS)})")
+    import onnxruntime
+
+    start = time.perf_counter()
+    gemm = gemm_rate()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
+          f"{platform.python_version()}, numpy {np.__version__}, onnxruntime "
+          f"{onnxruntime.__version__}")
+    print(f"threads: --threads {ARGS.threads} (OMP/OPENBLAS/MKL_NUM_THREADS="
+          f"{os.environ['OPENBLAS_NUM_THREADS']}, OpenBLAS reports {blas_threads()}; "
+          f"ORT intra_op_num_threads={ARGS.threads}); median of {ARGS.repeat} runs\n")
+    rows = bench_models(names)
+    print_model_table(rows, gemm)
+    if not ARGS.no_dispatch:
+        bench_dispatch(ARGS.dispatch_ops)
+    print(f"\ntotal bench time: {time.perf_counter() - start:.0f} s")
+    if not all(r["ok"] for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

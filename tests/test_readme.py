@@ -1,0 +1,30 @@
+"""The README's commands and its Python example work as written."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_first_lines_are_the_two_commands():
+    block = re.search(r"```sh\n(.*?)```", README, re.S).group(1).splitlines()
+    assert block[0].startswith('pip install -e . && lightnet examples/')
+    assert block[1].startswith('pip install -e ".[test]" && python -m pytest')
+    model = block[0].split("lightnet ")[1].split()[0]
+    run = subprocess.run([sys.executable, "-m", "lightnet", model], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_onnx_python_example(tmp_path):
+    pytest.importorskip("onnx")
+    code = re.search(r"```python\n(import os, numpy.*?)```", README, re.S).group(1)
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "{'softmaxout_1': (1, 1000, 1, 1)}"
