@@ -1,0 +1,91 @@
+"""The compile pipeline's passes, driven by hand-made architectures: what
+generated optimizer functions do (Builder, OpView), and how passes fail."""
+
+import numpy as np
+import pytest
+
+from lightnet import Context, LightNetError
+from lightnet.arch import Arch, Combiner, archs
+from lightnet.irbuild import ModelBuilder
+from lightnet.passes import combine, expand
+from lightnet.rules import Builder, OpView
+
+
+def model():
+    m = ModelBuilder()
+    x = m.input("x", (2, 3))
+    m.op("relu", {"src": x}, name="r")
+    return m.to_dict()
+
+
+def cpu_with(expanders=None, combiners=()):
+    cpu = archs()["cpu"]
+    return Arch("test", cpu.ops, {**cpu.expanders, **(expanders or {})}, tuple(combiners))
+
+
+def test_an_op_no_rule_matches_is_an_error_naming_op_and_target():
+    ctx = Context()
+    ctx.init(model())
+    with pytest.raises(LightNetError, match=r"op 'r' \(relu\) cannot be compiled for target "
+                                            r"'test': no expander rule matches it"):
+        expand(ctx, cpu_with({"relu": lambda ctx, op: None}))
+
+
+def test_an_expander_may_emit_several_ops_with_new_tensors():
+    def relu_twice(ctx, target):
+        op, b = OpView(ctx, target), Builder(ctx)
+        tmp = b.tensor("tmp")
+        return [b.op("relu_cpu", like=op, outs={"dst": tmp}),
+                b.op("relu_cpu", like=op, ins={"src": tmp})]
+
+    ctx = Context()
+    ctx.init(model())
+    expand(ctx, cpu_with({"relu": relu_twice}))
+    assert [(o.name, o.tensors_in["src"] if o.tensors_in else None) for o in ctx.ops] == [
+        ("x", None), ("r", "x"), ("relu_cpu1", "tmp1")]
+    ctx.check()
+    ctx.load()
+    ctx.set_data("x", [[-1, 2, -3], [4, -5, 6]])
+    ctx.run()
+    np.testing.assert_array_equal(ctx.get_data("r"), [[0, 2, 0], [4, 0, 6]])
+
+
+def test_a_rule_removing_an_op_whose_output_is_read_fails_clearly():
+    m = ModelBuilder()
+    x = m.input("x", (2,))
+    y = m.op("forward", {"src": x}, name="f")
+    m.op("relu", {"src": y}, name="r")
+    ctx = Context()
+    ctx.init(m.to_dict())
+    with pytest.raises(LightNetError, match="a pass removed tensor 'f', which op 'r' still reads"):
+        expand(ctx, cpu_with({"forward": lambda ctx, op: []}))
+
+
+def test_combiners_that_undo_each_other_are_stopped():
+    def flip(optype):
+        return lambda ctx, window: [Builder(ctx).op(optype, like=window[0])]
+
+    ctx = Context()
+    ctx.init(model())
+    arch = cpu_with(combiners=[Combiner("a", ("relu_cpu",), flip("sigmoid_cpu")),
+                               Combiner("b", ("sigmoid_cpu",), flip("relu_cpu"))])
+    expand(ctx, arch)
+    with pytest.raises(LightNetError, match="did not settle after 100 rounds"):
+        combine(ctx, arch)
+
+
+def test_a_pass_may_not_change_a_tensor_later_ops_read():
+    m = ModelBuilder()
+    x = m.input("x", (2, 3))
+    y = m.op("relu", {"src": x}, name="r")
+    m.op("relu", {"src": y}, name="s")
+    ctx = Context()
+    ctx.init(m.to_dict())
+
+    def transposed(ctx, target):
+        b = Builder(ctx)
+        return [b.op("transpose_cpu", like=target, params={"axes": [1, 0]})]
+
+    with pytest.raises(LightNetError, match=r"changed tensor 'r' from float32\[2, 3\] "
+                                            r"to float32\[3, 2\]"):
+        expand(ctx, cpu_with({"relu": transposed}))
