@@ -33,10 +33,14 @@ def _args(argv=None):
     p.add_argument("--models", default=None,
                    help="comma-separated subset of: vgg11, resnet50, squeezenet1.1, "
                         "mobilenetv2, shufflenet (default: all)")
-    p.add_argument("--repeat", type=int, default=10,
-                   help="timed runs per engine and model; the median is reported (default 10)")
+    p.add_argument("--repeat", type=int, default=20,
+                   help="timed runs per engine and model; the median is reported (default 20)")
     p.add_argument("--profile", metavar="MODEL", default=None,
                    help="print where LightNet's time goes on MODEL, by optype, and exit")
+    p.add_argument("--quiet-wait", type=float, default=0, metavar="SECONDS",
+                   help="before each model, wait up to SECONDS for other processes to use "
+                        "less than 10%% of the machine (a shared machine makes OpenBLAS's "
+                        "threads stall; default 0: do not wait)")
     p.add_argument("--no-dispatch", action="store_true", help="skip the dispatch table")
     p.add_argument("--dispatch-ops", type=int, default=1000,
                    help="length of the relu chain of the dispatch table (default 1000)")
@@ -89,6 +93,61 @@ def blas_threads() -> str:
     return "?"
 
 
+class CpuShare:
+    """How much of the machine other processes used between start() and stop():
+    busy time from /proc/stat minus this process's and its waited-for children's
+    CPU time, over elapsed time x cores. Shared machines make timings noisy, and
+    OpenBLAS's threads suffer most (see docs/performance.md), so every row shows it."""
+
+    HZ = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+        return (user + nice + system + irq + softirq + steal) / CpuShare.HZ
+
+    @staticmethod
+    def _own():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def __init__(self):
+        self.start()
+
+    def start(self):
+        self.t0, self.busy0, self.own0 = time.perf_counter(), self._busy(), self._own()
+
+    def stop(self) -> float | None:
+        """The others' share of all cores, 0..1 (None if /proc/stat is unreadable)."""
+        busy = self._busy()
+        if busy is None or self.busy0 is None:
+            return None
+        elapsed = (time.perf_counter() - self.t0) * (os.cpu_count() or 1)
+        others = (busy - self.busy0) - (self._own() - self.own0)
+        return max(0.0, others / elapsed) if elapsed > 0 else None
+
+
+def wait_quiet(limit: float, below: float = 0.10) -> None:
+    """Wait (up to `limit` seconds) until other processes use < `below` of all cores
+    over one second."""
+    end = time.perf_counter() + limit
+    while True:
+        share = CpuShare()
+        time.sleep(1.0)
+        others = share.stop()
+        if others is None or others < below:
+            return
+        if time.perf_counter() >= end:
+            print(f"  (machine still busy: others use {100 * others:.0f}%; measuring anyway)",
+                  file=sys.stderr, flush=True)
+            return
+
+
 def gemm_rate(n: int = 1024, repeat: int = 20) -> float:
     """float32 GFLOP/s of numpy's matmul on n x n matrices (median of `repeat`)."""
     rng = np.random.default_rng(0)
@@ -122,13 +181,69 @@ def prepare(name: str, d: str) -> float:
     return models.gflops(model)
 
 
-def worker(engine: str, d: str) -> dict:
-    cmd = [sys.executable, os.path.join(HERE, "worker.py"), engine, d, str(ARGS.repeat),
-           str(ARGS.threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
-    if proc.returncode != 0:
-        raise RuntimeError(f"{engine} worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class Worker:
+    """An engine in its own process (bench/worker.py), set up and waiting for commands."""
+
+    def __init__(self, engine: str, d: str):
+        cmd = [sys.executable, os.path.join(HERE, "worker.py"), engine, d, str(ARGS.threads)]
+        self.engine = engine
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        self.info = self._reply()
+
+    def _reply(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            raise RuntimeError(f"the {self.engine} worker failed:\n{self.proc.stderr.read()[-3000:]}")
+        return json.loads(line)
+
+    def ask(self, command: str):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.wait(timeout=60)
+
+
+# After its runs, an engine's helper threads spin for a while (OpenBLAS: about 2**28
+# cycles; ONNX Runtime's pool spins too). On 2 cores that would slow the other engine,
+# so the interleaved measurement waits this long whenever it switches engines.
+SWITCH_PAUSE = 0.15
+
+
+def measure(d: str) -> tuple[dict, dict]:
+    """Set both engines up (one at a time, each measuring its own memory), then time
+    them in alternation: warm-up runs, then --repeat rounds of one run each."""
+    ours = Worker("ours", d)
+    try:
+        ort = Worker("ort", d)
+        try:
+            times = {"ours": [], "ort": []}
+            for w in (ours, ort):
+                w.ask("run 2")
+                time.sleep(SWITCH_PAUSE)
+            for _ in range(ARGS.repeat):
+                for w in (ours, ort):
+                    times[w.engine] += w.ask("run 1")
+                    time.sleep(SWITCH_PAUSE)
+            ours.ask("save")
+            ort.ask("save")
+        finally:
+            ort.close()
+    finally:
+        ours.close()
+    results = []
+    for w in (ours, ort):
+        results.append({**w.info, "times": times[w.engine],
+                        "latency": float(np.median(times[w.engine]))})
+    return results[0], results[1]
 
 
 def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
@@ -145,12 +260,15 @@ def bench_models(names) -> list[dict]:
         with tempfile.TemporaryDirectory(prefix=f"lnbench-{name}-") as d:
             t = time.perf_counter()
             gf = prepare(name, d)
-            ours = worker("ours", d)
-            ort = worker("ort", d)
+            if ARGS.quiet_wait > 0:
+                wait_quiet(ARGS.quiet_wait)
+            share = CpuShare()
+            ours, ort = measure(d)
+            others = share.stop()
             err = rel_error(np.load(os.path.join(d, "out_ours.npy")),
                             np.load(os.path.join(d, "out_ort.npy")))
         row = {"model": name, "gflops": gf, "ours": ours, "ort": ort, "err": err,
-               "ok": err <= 1e-3, "wall": time.perf_counter() - t}
+               "ok": err <= 1e-3, "wall": time.perf_counter() - t, "others": others}
         rows.append(row)
         print(f"  {name}: ours {ours['latency'] * 1e3:.1f} ms, ort {ort['latency'] * 1e3:.1f} ms,"
               f" err {err:.1e} ({row['wall']:.0f} s)", file=sys.stderr, flush=True)
@@ -159,7 +277,8 @@ def bench_models(names) -> list[dict]:
 
 def print_model_table(rows, gemm: float) -> None:
     head = ("model", "GFLOP", "ours ms", "ORT ms", "ratio", "ours GF/s", "ORT GF/s",
-            "arena MB", "+ws MB", "ours peak MB", "ORT peak MB", "rel err", "check")
+            "arena MB", "+ws MB", "ours peak MB", "ORT peak MB", "rel err", "check",
+            "others' CPU")
     table = []
     for r in rows:
         o, t = r["ours"], r["ort"]
@@ -169,7 +288,8 @@ def print_model_table(rows, gemm: float) -> None:
             f"{r['gflops'] / o['latency']:.1f}", f"{r['gflops'] / t['latency']:.1f}",
             f"{o['arena'] / MB:.1f}", f"{o['outside_arena'] / MB:.1f}",
             f"{o['peak_growth'] / MB:.1f}", f"{t['peak_growth'] / MB:.1f}",
-            f"{r['err']:.1e}", "ok" if r["ok"] else "FAIL"))
+            f"{r['err']:.1e}", "ok" if r["ok"] else "FAIL",
+            "?" if r["others"] is None else f"{100 * r['others']:.0f}%"))
     _print_table(head, table)
     ratios = [r["ours"]["latency"] / r["ort"]["latency"] for r in rows]
     if ratios:
@@ -179,7 +299,8 @@ def print_model_table(rows, gemm: float) -> None:
     print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} GFLOP/s")
     print("arena MB: LightNet's planned arena (weights + activations); +ws MB: arrays its ops"
           " keep outside the arena (im2col/padding scratch, folded weights); peak MB: growth"
-          " of the process's peak RSS over creating the model and running it once.")
+          " of the process's peak RSS over creating the model and running it once; others'"
+          " CPU: share of all cores that other processes used while the row was measured.")
 
 
 def _print_table(head, rows) -> None:
@@ -325,6 +446,9 @@ def main() -> None:
     import onnxruntime
 
     start = time.perf_counter()
+    share = CpuShare()
+    if ARGS.quiet_wait > 0:
+        wait_quiet(ARGS.quiet_wait)
     gemm = gemm_rate()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
           f"{platform.python_version()}, numpy {np.__version__}, onnxruntime "
@@ -335,8 +459,13 @@ def main() -> None:
     rows = bench_models(names)
     print_model_table(rows, gemm)
     if not ARGS.no_dispatch:
+        if ARGS.quiet_wait > 0:
+            wait_quiet(ARGS.quiet_wait)
         bench_dispatch(ARGS.dispatch_ops)
-    print(f"\ntotal bench time: {time.perf_counter() - start:.0f} s")
+    others = share.stop()
+    print(f"\ntotal bench time: {time.perf_counter() - start:.0f} s; other processes used "
+          f"{'?' if others is None else f'{100 * others:.0f}%'} of the machine meanwhile; "
+          f"load average now {os.getloadavg()[0]:.2f}")
     if not all(r["ok"] for r in rows):
         sys.exit(1)
 

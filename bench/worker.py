@@ -1,10 +1,12 @@
 """One engine on one model, in a fresh process: `bench/run.py` starts it so that the
 memory each engine takes can be measured from the process's own peak RSS.
 
-    python bench/worker.py ENGINE DIR REPEAT THREADS      (ENGINE: ours | ort)
+    python bench/worker.py ENGINE DIR THREADS      (ENGINE: ours | ort)
 
 DIR holds model.onnx, input.npy and, for ours, model.json + model.npz (the ONNX
-importer's output). Prints one JSON line; writes DIR/out_ENGINE.npy.
+importer's output). The worker sets its engine up, prints what that took as one
+JSON line, then runs the model when told to (see `main`), so that bench/run.py
+can interleave the two engines' timed runs.
 
 Memory: the kernel's peak-RSS counter (VmHWM) is reset (/proc/self/clear_refs) once
 the engine's module is imported, then read after creating the engine's model and
@@ -35,12 +37,6 @@ def _reset_peak() -> bool:
         return True
     except OSError:
         return False
-
-
-def _median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def _outside_arena_bytes(ctx) -> int:
@@ -74,85 +70,103 @@ def _outside_arena_bytes(ctx) -> int:
     return total
 
 
-def run_ours(d: str, x, repeat: int) -> tuple[dict, object]:
-    import lightnet
+class Ours:
+    name = "ours"
 
-    with open(os.path.join(d, "model.json")) as f:
-        ir = json.load(f)
-    base = _status("VmRSS")
-    _reset_peak()
-    t0 = time.perf_counter()
-    ctx = lightnet.Context()
-    ctx.init(ir)
-    ctx.compile("cpu")
-    ctx.load(os.path.join(d, "model.npz"))
-    t1 = time.perf_counter()
-    (name,) = ctx.inputs
-    ctx.set_data(name, x)
-    ctx.run()
-    peak = _status("VmHWM") - base
-    out = ctx.get_data(ctx.outputs[0])
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        ctx.set_data(name, x)
-        ctx.run()
-        times.append(time.perf_counter() - start)
-    result = {
-        "latency": _median(times), "times": times, "setup": t1 - t0, "peak_growth": peak,
-        "rss_growth": _status("VmRSS") - base,
-        "arena": sum(r.arena for r in ctx.mem.values()),
-        "lower_bound": sum(r.lower_bound for r in ctx.mem.values()),
-        "tensor_total": sum(r.total for r in ctx.mem.values()),
-        "outside_arena": _outside_arena_bytes(ctx),
-        "ops": len(ctx._runs),
-    }
-    return result, out
+    def __init__(self, d: str, threads: int):
+        import lightnet
+
+        with open(os.path.join(d, "model.json")) as f:
+            ir = json.load(f)
+        base = _status("VmRSS")
+        _reset_peak()
+        t0 = time.perf_counter()
+        ctx = lightnet.Context()
+        ctx.init(ir)
+        ctx.compile("cpu")
+        ctx.load(os.path.join(d, "model.npz"))
+        self.setup = time.perf_counter() - t0
+        (self.input,) = ctx.inputs
+        self.ctx = ctx
+        self.x = _load_input(d)
+        self.run()
+        self.info = {
+            "setup": self.setup, "peak_growth": _status("VmHWM") - base,
+            "rss_growth": _status("VmRSS") - base,
+            "arena": sum(r.arena for r in ctx.mem.values()),
+            "lower_bound": sum(r.lower_bound for r in ctx.mem.values()),
+            "tensor_total": sum(r.total for r in ctx.mem.values()),
+            "outside_arena": _outside_arena_bytes(ctx),
+            "ops": len(ctx._runs),
+        }
+
+    def run(self):
+        self.ctx.set_data(self.input, self.x)
+        self.ctx.run()
+
+    def output(self):
+        return self.ctx.get_data(self.ctx.outputs[0])
 
 
-def run_ort(d: str, x, repeat: int, threads: int) -> tuple[dict, object]:
-    import onnxruntime as ort
+class Ort:
+    name = "ort"
 
-    path = os.path.join(d, "model.onnx")
-    base = _status("VmRSS")
-    _reset_peak()
-    t0 = time.perf_counter()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    t1 = time.perf_counter()
-    name = sess.get_inputs()[0].name
-    out = sess.run(None, {name: x})[0]
-    peak = _status("VmHWM") - base
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        sess.run(None, {name: x})
-        times.append(time.perf_counter() - start)
-    result = {"latency": _median(times), "times": times, "setup": t1 - t0,
-              "peak_growth": peak, "rss_growth": _status("VmRSS") - base,
-              "version": ort.__version__}
-    return result, out
+    def __init__(self, d: str, threads: int):
+        import onnxruntime as ort
+
+        path = os.path.join(d, "model.onnx")
+        base = _status("VmRSS")
+        _reset_peak()
+        t0 = time.perf_counter()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        self.setup = time.perf_counter() - t0
+        self.input = self.sess.get_inputs()[0].name
+        self.x = _load_input(d)
+        self.run()
+        self.info = {"setup": self.setup, "peak_growth": _status("VmHWM") - base,
+                     "rss_growth": _status("VmRSS") - base, "version": ort.__version__}
+
+    def run(self):
+        self.out = self.sess.run(None, {self.input: self.x})[0]
+
+    def output(self):
+        return self.out
+
+
+def _load_input(d):
+    import numpy as np
+
+    return np.load(os.path.join(d, "input.npy"))
 
 
 def main(argv) -> None:
-    engine, d, repeat, threads = argv[0], argv[1], int(argv[2]), int(argv[3])
+    """Set the engine up (measuring memory), print its info as one JSON line, then
+    serve commands from stdin, one a line: `run K` (print the K run times as a JSON
+    list), `save` (write DIR/out_ENGINE.npy) and `quit`."""
+    engine, d, threads = argv[0], argv[1], int(argv[2])
     import numpy as np
 
-    x = np.load(os.path.join(d, "input.npy"))
-    warmup = 2
-    if engine == "ours":
-        result, out = run_ours(d, x, repeat + warmup)
-    else:
-        result, out = run_ort(d, x, repeat + warmup, threads)
-    times = result["times"][warmup:]  # the first runs after the measured one warm caches
-    result["times"] = times
-    result["latency"] = _median(times)
-    np.save(os.path.join(d, f"out_{engine}.npy"), out)
-    print(json.dumps(result))
+    e = (Ours if engine == "ours" else Ort)(d, threads)
+    print(json.dumps(e.info), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            break
+        if cmd[0] == "run":
+            times = []
+            for _ in range(int(cmd[1])):
+                start = time.perf_counter()
+                e.run()
+                times.append(time.perf_counter() - start)
+            print(json.dumps(times), flush=True)
+        elif cmd[0] == "save":
+            np.save(os.path.join(d, f"out_{engine}.npy"), e.output())
+            print("{}", flush=True)
 
 
 if __name__ == "__main__":

@@ -404,7 +404,7 @@ def _merge(parent: YMap, child: YMap) -> YMap:
     merged.line, merged.lines = child.line, {**parent.lines, **child.lines}
     merged.text_lines = {**parent.text_lines, **child.text_lines}
     for key, value in child.items():
-        if key in _LIST_KEYS and key in parent and isinstance(value, list):
+        if key in _LIST_KEYS and isinstance(parent.get(key), list) and isinstance(value, list):
             merged[key] = _merge_args(parent[key], value)
         else:
             merged[key] = value  # including the child's own examples and inherits
@@ -418,10 +418,10 @@ def _merge_args(parent: list, child: list) -> YList:
     result.line = getattr(child, "line", 0)
     by_name = {}
     for item in parent:
-        by_name.setdefault(item.get("arg_name") if isinstance(item, dict) else id(item), item)
+        by_name.setdefault(_arg_key(item), item)
     in_child = set()
     for item in child:
-        name = item.get("arg_name") if isinstance(item, dict) else id(item)
+        name = _arg_key(item)
         if name in in_child:  # given twice by the child: keep both, for _unique to report
             name = id(item)
         in_child.add(name)
@@ -435,6 +435,13 @@ def _merge_args(parent: list, child: list) -> YList:
         result.append(item)
         result.lines.append(getattr(item, "line", result.line))
     return result
+
+
+def _arg_key(item):
+    """What list items merge by: the arg_name, when it is a string; else the
+    item itself (its errors are reported when it is read)."""
+    name = item.get("arg_name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) else id(item)
 
 
 def _resolve_inheritance(raw: dict, file: str) -> dict:

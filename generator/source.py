@@ -18,7 +18,17 @@ class DescriptionError(Exception):
     def __init__(self, file, line, path: str, message: str):
         self.file, self.line, self.path = file, line, path
         where = f"{file}:{line}" if line else str(file)
-        super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+        super().__init__(_one_line(f"{where}: {path}: {message}" if path
+                                   else f"{where}: {message}"))
+
+
+def _one_line(text: str) -> str:
+    """Unprintable characters (a newline in a key, say) escaped: an error is one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape",
+                                                      "backslashreplace").decode("ascii")
+                   for c in text)
 
 
 class YMap(dict):
@@ -84,16 +94,27 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 
 def load_yaml(path: Path, label: str):
     """The document in `path`; DescriptionError on a syntax error."""
-    text = path.read_text(encoding="utf-8")
-    loader = _Loader(text)
-    loader.name = label
+    data = path.read_bytes()
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DescriptionError(label, data.count(b"\n", 0, e.start) + 1, "",
+                               "the file is not UTF-8 text") from None
+    loader = None
+    try:
+        loader = _Loader(text)  # the reader checks every character here
+        loader.name = label
         return loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 0
         raise DescriptionError(label, line, "", f"invalid YAML: {e.problem or e.context}") from None
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow
+        line = text.count("\n", 0, e.position) + 1
+        raise DescriptionError(label, line, "", f"invalid YAML: character "
+                               f"U+{e.character:04X} is not allowed") from None
     except yaml.YAMLError as e:
         raise DescriptionError(label, 0, "", f"invalid YAML: {e}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -7,6 +7,7 @@ bound as a numpy view into it.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -173,6 +174,7 @@ class Context:
         self.unload()
         if self.mem is None:
             self.plan()
+        given = self._read_weights(datafile)  # checked before anything is allocated
         self.arenas = {m: self._alloc_arena(r) for m, r in self.mem.items()}
         arrays = self.arrays
         for name, entry in self.tensors.items():
@@ -193,7 +195,8 @@ class Context:
                             "description's view is wrong"
                         )
                     arrays[name] = view
-        self._load_weights(datafile)
+        for name, array in given.items():
+            arrays[name][...] = array.reshape(self.tensors[name].shape)
         runs = []
         for op in self.ops:
             if op.proto.load is not None:
@@ -213,26 +216,34 @@ class Context:
             raise LightNetError(f"{self.label}: cannot allocate the {report.mtype} arena of "
                                 f"{report.arena} bytes") from None
 
-    def _load_weights(self, datafile) -> None:
+    def _read_weights(self, datafile) -> dict[str, np.ndarray]:
+        """The weight file's tensors, each checked against the model's entry
+        (an .npz array before its data is read)."""
         wanted = sorted(n for n, e in self.tensors.items() if e.from_file)
-        given = {} if datafile is None else weights.read(datafile)
-        missing = [n for n in wanted if n not in given]
-        if missing:
-            where = f"weight file {datafile}" if datafile else "no weight file (-f)"
-            raise LightNetError(f"{self.label}: tensors {missing} are created from a file, "
-                                f"but {where} gives them")
-        for name, array in given.items():
+
+        def expect(name, dtype, shape):  # before the data is read, when it can be
             entry = self.tensors.get(name)
             if entry is None or not entry.from_file:
                 raise LightNetError(f"{datafile}: tensor '{name}' is not a tensor the model "
                                     "creates from a file")
-            if array.dtype != entry.dtype.np:
+            if dtype != entry.dtype.np:
                 raise LightNetError(f"{datafile}: tensor '{name}': expected dtype "
-                                    f"{entry.dtype.np}, found {array.dtype}")
-            if array.size != entry.len or (array.ndim > 1 and array.shape != entry.shape):
+                                    f"{entry.dtype.np}, found {dtype}")
+            if math.prod(shape) != entry.len or (len(shape) > 1 and tuple(shape) != entry.shape):
                 raise LightNetError(f"{datafile}: tensor '{name}': expected shape "
-                                    f"{entry.shape}, found {array.shape}")
-            self.arrays[name][...] = array.reshape(entry.shape)
+                                    f"{entry.shape}, found {tuple(shape)}")
+
+        def expect_names(names):
+            missing = [n for n in wanted if n not in names]
+            if missing:
+                where = f"weight file {datafile}" if datafile else "no weight file (-f)"
+                raise LightNetError(f"{self.label}: tensors {missing} are created from a "
+                                    f"file, but {where} gives them")
+
+        if datafile is None:
+            expect_names([])
+            return {}
+        return weights.read(datafile, expect_names, expect)
 
     def run(self) -> None:
         i = 0

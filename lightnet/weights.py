@@ -15,20 +15,61 @@ import numpy as np
 from lightnet.errors import LightNetError
 
 
-def read(path) -> dict[str, np.ndarray]:
-    """Every tensor of a weight file by name."""
+def read(path, expect_names=None, expect=None) -> dict[str, np.ndarray]:
+    """Every tensor of a weight file by name.
+
+    The optional checks raise LightNetError to refuse the file:
+    `expect_names(names)` sees every tensor name, and `expect(name, dtype,
+    shape)` each tensor, before its data is read when the file says what the
+    data is (an .npz array's header): a small compressed file could expand to
+    gigabytes no model wants.
+    """
     path = Path(path)
     if not path.is_file():
         raise LightNetError(f"{path}: no such weight file")
     if zipfile.is_zipfile(path):
-        return _read_npz(path)
-    return _read_text(path)
+        return _read_npz(path, expect_names, expect)
+    tensors = _read_text(path)
+    if expect_names is not None:
+        expect_names(list(tensors))
+    if expect is not None:
+        for name, array in tensors.items():
+            expect(name, array.dtype, array.shape)
+    return tensors
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
+def _header(npz, name: str):
+    """(dtype, shape) that the .npy header of member `name` declares; None
+    when it has no header numpy's public readers take (np.load reports it)."""
+    member = name + ".npy" if name + ".npy" in npz.zip.namelist() else name
+    readers = {(1, 0): np.lib.format.read_array_header_1_0,
+               (2, 0): np.lib.format.read_array_header_2_0}
+    with npz.zip.open(member) as f:
+        try:
+            reader = readers.get(np.lib.format.read_magic(f))
+            if reader is None:
+                return None
+            shape, _, dtype = reader(f)
+        except ValueError:
+            return None
+    return dtype, shape
+
+
+def _read_npz(path: Path, expect_names, expect) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
+            if expect_names is not None:
+                expect_names(list(npz.files))
+            tensors = {}
+            for name in npz.files:
+                header = None if expect is None else _header(npz, name)
+                if header is not None:
+                    expect(name, *header)
+                tensors[name] = npz[name]
+                if expect is not None and header is None and isinstance(tensors[name], np.ndarray):
+                    expect(name, tensors[name].dtype, tensors[name].shape)
+    except LightNetError:
+        raise
     except ValueError as e:
         if "allow_pickle" in str(e):
             raise LightNetError(f"{path}: holds pickled objects, which are never loaded") from None
@@ -38,6 +79,12 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     except Exception as e:  # a damaged archive: zlib.error, TokenError, NotImplementedError, ...
         raise LightNetError(f"{path}: not a valid .npz weight file: "
                             f"{type(e).__name__}: {e}") from None
+    for name, value in tensors.items():
+        # np.load gives the raw bytes of a member that is not a .npy array.
+        if not isinstance(value, np.ndarray):
+            raise LightNetError(f"{path}: not a valid .npz weight file: member '{name}' is "
+                                "not a .npy array")
+    return tensors
 
 
 def _read_text(path: Path) -> dict[str, np.ndarray]:

@@ -310,7 +310,8 @@ def _run_pcpp(text, label, defines, include_dirs, on_warning) -> tuple[str, str]
                 except UnicodeDecodeError:
                     raise ILError(f"#include: '{display(includepath)}' is not UTF-8 text",
                                   *self._where()) from None
-            return io.StringIO(_blank_comments(text, display(includepath)))
+            label = display(includepath)
+            return io.StringIO(_pcpp_safe(_blank_comments(text, label), label))
 
         def on_include_not_found(self, is_malformed, is_system_include, curdir, includepath):
             if is_malformed:
@@ -340,13 +341,43 @@ def _run_pcpp(text, label, defines, include_dirs, on_warning) -> tuple[str, str]
     p.rewrite_paths = []  # file names stay absolute; display() shortens them
     for name, value in defines:
         p.define(f"{name} {value}")
-    p.parse(text, label)
     out = io.StringIO()
     try:
+        p.parse(_pcpp_safe(text, label), label)
         p.write(out)
     except RecursionError:
         raise ILError("macro expansion or #include nested too deeply", label) from None
+    except (IndexError, KeyError, TypeError, AttributeError, ValueError) as e:
+        # pcpp's own failure on text it does not expect: still the source's error.
+        raise ILError(f"the preprocessor (pcpp) cannot process this source: "
+                      f"{type(e).__name__}: {e}", label) from e
     return out.getvalue(), top_key
+
+
+# Directives pcpp fails on (an IndexError) when their argument is missing.
+_NEEDS_ARGUMENT = re.compile(r"\s*#\s*(define|undef|ifdef|ifndef|if|elif)\s*\Z")
+_BARE_PRAGMA = re.compile(r"\s*#\s*pragma\s*\Z")
+
+
+def _pcpp_safe(text: str, label: str) -> str:
+    """`text` (comments blanked) checked for the directives pcpp cannot take:
+    one missing its macro name or expression is an error at its line, as cpp
+    says; an empty `#pragma`, which means nothing, becomes an empty line."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        start, logical = i, lines[i]
+        while logical.endswith("\\") and i + 1 < len(lines):  # a spliced directive
+            i += 1
+            logical = logical[:-1] + lines[i]
+        m = _NEEDS_ARGUMENT.match(logical)
+        if m:
+            what = "an expression" if m.group(1) in ("if", "elif") else "a macro name"
+            raise ILError(f"#{m.group(1)} without {what}", label, start + 1)
+        if _BARE_PRAGMA.match(logical):
+            lines[start:i + 1] = [""] * (i + 1 - start)
+        i += 1
+    return "\n".join(lines)
 
 
 _CPP_DIAGNOSTIC = re.compile(r"(.*?):(\d+):(?:(\d+):)? (fatal error|error|warning): (.*)")

@@ -251,24 +251,82 @@ def deconv2d(src, weight, bias, dst, *, group, stride, padding, output_padding, 
         np.add(dst, np.reshape(bias, (1, o, 1, 1)), out=dst)
 
 
+def _phase_fill(n, lo, stride, phase, rows_q):
+    """Along one axis: which source cells land in phase `phase` of the padded input.
+
+    Padded cell R = r * stride + phase is source cell R - lo. Returns (first phase
+    cell r0, first source cell, count), count clipped to the rows_q cells kept."""
+    first = lo + (phase - lo) % stride            # first padded cell >= lo in this phase
+    r0 = (first - phase) // stride
+    count = max(0, min(-(-(lo + n - first) // stride), rows_q - r0))
+    return r0, first - lo, count
+
+
+def _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation):
+    """How `depthwise_conv2d` lays its scratch out ("phases, wide rows").
+
+    The padded input is split into stride[0] * stride[1] phases (padded rows
+    py, py + sy, ..., columns px, px + sx, ...), each a small image of Hq x Wq
+    cells stored flat per channel. Output (y, x) reads tap (i, j) from padded cell
+    (y * sy + i * dy, x * sx + j * dx), which is cell (y + oy, x + ox) of phase
+    ((i * dy) % sy, (j * dx) % sx) with oy = (i * dy) // sy, ox = (j * dx) // sx. So
+    if the output is computed on rows of Wq cells (the last Wq - OW of each row are
+    garbage, dropped at the end), tap (i, j) of every output is one contiguous run of
+    L = OH * Wq cells starting at oy * Wq + ox in its phase: the gather is kh * kw
+    block copies per chunk of channels (one strided copy for stride 1)."""
+    _, _, h, w = src_shape
+    kh, kw = weight_shape[2:]
+    oh, ow = dst_shape[2:]
+    (sy, sx), (dy, dx) = stride, dilation
+    top, left = padding[0], padding[1]
+    hq = oh + (kh - 1) * dy // sy
+    wq = ow + (kw - 1) * dx // sx
+    row = hq * wq + (kw - 1) * dx // sx           # the last garbage cells read the tail
+    fills = []
+    for py in range(sy):
+        ry = _phase_fill(h, top, sy, py, hq)
+        for px in range(sx):
+            rx = _phase_fill(w, left, sx, px, wq)
+            if ry[2] and rx[2]:
+                fills.append((py * sx + px, ry, rx))
+    taps = [((i * dy) % sy * sx + (j * dx) % sx, (i * dy) // sy * wq + (j * dx) // sx)
+            for i in range(kh) for j in range(kw)]
+    return {"hq": hq, "wq": wq, "row": row, "length": oh * wq, "fills": fills, "taps": taps}
+
+
+# Taps are gathered for this many bytes' worth of channels at a time, so that the
+# matrix-vector products read them back from cache (measured on MobileNet layers:
+# 1.4x faster than one gather of all channels for 112x112 and 56x56 images).
+_DEPTHWISE_CHUNK_BYTES = 2 << 20
+
+
 def depthwise_conv2d_workspace(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
                                dtype=np.float32) -> dict:
-    """Scratch for `depthwise_conv2d`: the padded input, and the taps [N, C, kh*kw, OH*OW]."""
-    n, c, h, w = src_shape
+    """Scratch for `depthwise_conv2d` (see `_depthwise_plan`): the zero-bordered input
+    split into phases [N, C, sy*sx, Hq*Wq + tail], and the taps [chunk, kh*kw, OH*Wq]
+    and wide output [chunk, 1, OH*Wq] of one chunk of channels."""
+    n, c = src_shape[:2]
     kh, kw = weight_shape[2:]
-    top, left, bottom, right = padding
-    ws = {"taps": np.empty((n, c, kh * kw, dst_shape[2] * dst_shape[3]), dtype)}
-    if any(padding):
-        ws["padded"] = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
-    return ws
+    plan = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
+    length = plan["length"]
+    chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (kh * kw * length * np.dtype(dtype).itemsize)))
+    return {"plan": plan,
+            "phases": np.zeros((n, c, stride[0] * stride[1], plan["row"]), dtype),
+            "taps": np.empty((chunk, kh * kw, length), dtype),
+            "out": np.empty((chunk, 1, length), dtype)}
 
 
 def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=None) -> None:
     """conv2d with one filter per channel (group == C == O, weight [C, 1, kh, kw]).
 
     Gathers each channel's kh*kw taps side by side, then one batched matrix-vector
-    product per channel writes the output: on this numpy it beats accumulating
-    tap by tap (1.6x) and einsum (5x) on MobileNet-sized layers.
+    product per channel computes the output: on this numpy that beats accumulating
+    tap by tap (1.6x) and einsum (5x) on MobileNet-sized layers. The taps are
+    gathered as contiguous runs from the input split into stride phases (see
+    `_depthwise_plan`), a chunk of channels at a time so that they are still in
+    cache for the product; the bias add doubles as the copy that drops the garbage
+    columns. (1.2x to 1.8x faster on MobileNet layers than gathering strided
+    windows of the padded input for all channels at once.)
     """
     if ws is None:
         ws = depthwise_conv2d_workspace(src.shape, weight.shape, dst.shape, stride=stride,
@@ -276,17 +334,37 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
     n, c, h, w = src.shape
     kh, kw = weight.shape[2:]
     oh, ow = dst.shape[2:]
-    x = src
-    if any(padding):
-        x = ws["padded"]
-        x[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w] = src
-    s0, s1, s2, s3 = x.strides
-    windows = as_strided(x, (n, c, kh, kw, oh, ow),
-                         (s0, s1, dilation[0] * s2, dilation[1] * s3,
-                          stride[0] * s2, stride[1] * s3), writeable=False)
-    taps = ws["taps"]
-    np.copyto(_view(taps, (n, c, kh, kw, oh, ow)), windows)
-    np.matmul(np.asarray(weight, dst.dtype).reshape(c, 1, kh * kw), taps,
-              out=_view(dst, (n, c, 1, oh * ow)))
+    sy, sx = stride
+    plan, phases, taps, out = ws["plan"], ws["phases"], ws["taps"], ws["out"]
+    hq, wq, length = plan["hq"], plan["wq"], plan["length"]
+    weight = np.asarray(weight, dst.dtype).reshape(c, 1, kh * kw)
+
+    images = phases[:, :, :, :hq * wq].reshape(n, c, sy * sx, hq, wq)
+    for p, (r0, y0, ny), (q0, x0, nx) in plan["fills"]:
+        images[:, :, p, r0:r0 + ny, q0:q0 + nx] = \
+            src[:, :, y0:y0 + sy * (ny - 1) + 1:sy, x0:x0 + sx * (nx - 1) + 1:sx]
+
+    single = sy == sx == 1
+    if single:  # one phase: tap (i, j) starts at i*dy*Wq + j*dx, a strided view
+        r0, r1, _, r3 = phases.strides
+        gather = as_strided(phases, (n, c, kh, kw, length),
+                            (r0, r1, dilation[0] * wq * r3, dilation[1] * r3, r3),
+                            writeable=False)
     if bias is not None:
-        np.add(dst, np.reshape(bias, (1, c, 1, 1)), out=dst)
+        bias = np.reshape(np.asarray(bias, dst.dtype), (c, 1, 1))
+    chunk = taps.shape[0]
+    for b in range(n):
+        for c0 in range(0, c, chunk):
+            c1 = min(c, c0 + chunk)
+            part, res = taps[:c1 - c0], out[:c1 - c0]
+            if single:
+                np.copyto(_view(part, (c1 - c0, kh, kw, length)), gather[b, c0:c1])
+            else:
+                for t, (p, offset) in enumerate(plan["taps"]):
+                    np.copyto(part[:, t], phases[b, c0:c1, p, offset:offset + length])
+            np.matmul(weight[c0:c1], part, out=res)
+            valid = res.reshape(c1 - c0, oh, wq)[:, :, :ow]
+            if bias is None:
+                np.copyto(dst[b, c0:c1], valid)
+            else:
+                np.add(valid, bias[c0:c1], out=dst[b, c0:c1])

@@ -53,7 +53,10 @@ def activate(dst, activation, *, negslope=0.0, clip_min=0.0, clip_max=0.0, ws=No
     if activation == "none":
         return
     if activation == "relu":
-        np.maximum(dst, 0, out=dst)
+        if dst.dtype.kind == "f" and dst.size >= 8192:
+            np.clip(dst, 0, np.inf, out=dst)  # 3x faster than np.maximum(dst, 0): see relu
+        else:
+            np.maximum(dst, 0, out=dst)
     elif activation == "lrelu":
         scratch = np.empty_like(dst) if ws is None else ws
         np.multiply(dst, dst.dtype.type(negslope), out=scratch)

@@ -1,7 +1,8 @@
 """Pooling kernels (NCHW): windowed max/average pooling and global pooling.
 
 Windowed pooling reduces one strided view per kernel tap into dst (kh * kw whole-tensor
-ufunc calls, no loop over channels or pixels). Padding goes through a scratch buffer
+ufunc calls, no loop over channels or pixels), or, for windows of 3x3 and the like,
+separably: over each window's rows first, then over its columns (kh + kw calls). Padding goes through a scratch buffer
 from `maxpool2d_workspace` / `avgpool2d_workspace` whose border is prefilled once
 (-inf for max, 0 for average); the kernel only copies the interior on each call.
 
@@ -78,9 +79,67 @@ def _taps(src, dst, padded, size, stride, padding):
             yield x[:, :, i:i + sy * (oh - 1) + 1:sy, j:j + sx * (ow - 1) + 1:sx]
 
 
+def _cols_needed(dst_shape, size, stride) -> int:
+    """Input columns the windows of dst span (from the left of the padded input)."""
+    return (dst_shape[3] - 1) * stride[1] + size[1]
+
+
+def _separable(src_shape, dst_shape, size, stride) -> bool:
+    """Whether to pool over rows first, then columns (see `_pool_separable`).
+
+    Per output row that reads kh * cols cells with inner stride 1, then kw * OW
+    strided ones, instead of kh * kw * OW strided ones; a strided cell costs about
+    three contiguous ones here (numpy 2.4, AVX2). Measured 1.3x to 1.9x faster for
+    3x3 windows, 1.1x to 1.4x for 2x2 stride 2."""
+    kh, kw = size
+    if kh == 1 or kw == 1:
+        return False
+    ow = dst_shape[3]
+    return kh * _cols_needed(dst_shape, size, stride) + 3 * kw * ow < 3 * kh * kw * ow
+
+
+def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill) -> dict:
+    ws = {"padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, fill)}
+    if _separable(src_shape, dst_shape, size, stride):
+        ws["rows"] = np.empty(tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),),
+                              dtype)
+    return ws
+
+
+def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
+    """dst = ufunc-reduction of every window: first over each window's kh rows (whole
+    rows, contiguous) into ws["rows"] [N, C, OH, cols], then over kw columns of that."""
+    x = src
+    if ws["padded"] is not None:
+        top, left = padding[0], padding[1]
+        h, w = src.shape[2:]
+        ws["padded"][:, :, top:top + h, left:left + w] = src
+        x = ws["padded"]
+    rows = ws["rows"]
+    ncols = rows.shape[3]
+    oh, ow = dst.shape[2:]
+    sy, sx = stride
+    kh, kw = size
+
+    def row(i):
+        return x[:, :, i:i + sy * (oh - 1) + 1:sy, :ncols]
+
+    ufunc(row(0), row(1), out=rows)
+    for i in range(2, kh):
+        ufunc(rows, row(i), out=rows)
+
+    def col(j):
+        return rows[:, :, :, j:j + sx * (ow - 1) + 1:sx]
+
+    ufunc(col(0), col(1), out=dst)
+    for j in range(2, kw):
+        ufunc(dst, col(j), out=dst)
+
+
 def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32) -> dict:
-    """Scratch for `maxpool2d`: a -inf bordered padded input, when padding is needed."""
-    return {"padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype))}
+    """Scratch for `maxpool2d`: a -inf bordered padded input, when padding is needed,
+    and the maxima over window rows [N, C, OH, cols] when pooling separably."""
+    return _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype))
 
 
 def maxpool2d(src, dst, *, size, stride, padding, ws=None) -> None:
@@ -88,6 +147,9 @@ def maxpool2d(src, dst, *, size, stride, padding, ws=None) -> None:
     if ws is None:
         ws = maxpool2d_workspace(src.shape, dst.shape, size=size, stride=stride,
                                  padding=padding, dtype=dst.dtype)
+    if "rows" in ws:
+        _pool_separable(src, dst, ws, size, stride, padding, np.maximum)
+        return
     taps = _taps(src, dst, ws["padded"], size, stride, padding)
     np.copyto(dst, next(taps))
     for tap in taps:
@@ -103,16 +165,16 @@ def _window_counts(n, o, k, s, b, e, count_include_pad):
 
 def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
                         dtype=np.float32) -> dict:
-    """Scratch for `avgpool2d`: a zero bordered padded input (when padding is needed) and
-    the reciprocal window cell counts [OH, OW]."""
+    """Scratch for `avgpool2d`: a zero bordered padded input (when padding is needed),
+    the row sums when the pooling is done separably, and the reciprocal window cell
+    counts [OH, OW]."""
     top, left, bottom, right = padding
     rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom, count_include_pad)
     cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right, count_include_pad)
     counts = np.maximum(np.outer(rows, cols), 1)
-    return {
-        "padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, 0),
-        "scale": (1.0 / counts).astype(dtype),
-    }
+    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0)
+    ws["scale"] = (1.0 / counts).astype(dtype)
+    return ws
 
 
 def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=None) -> None:
@@ -123,10 +185,13 @@ def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=No
     if ws is None:
         ws = avgpool2d_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
                                  count_include_pad=count_include_pad, dtype=dst.dtype)
-    taps = _taps(src, dst, ws["padded"], size, stride, padding)
-    np.copyto(dst, next(taps))
-    for tap in taps:
-        np.add(dst, tap, out=dst)
+    if "rows" in ws:
+        _pool_separable(src, dst, ws, size, stride, padding, np.add)
+    else:
+        taps = _taps(src, dst, ws["padded"], size, stride, padding)
+        np.copyto(dst, next(taps))
+        for tap in taps:
+            np.add(dst, tap, out=dst)
     np.multiply(dst, ws["scale"], out=dst)
 
 

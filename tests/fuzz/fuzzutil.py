@@ -374,10 +374,12 @@ NAMES_FIELD = re.compile(
     r"|: unknown field '|: unknown optype '"
     r"|\bop \d+: expected an object, found "  # the op itself is not an object
     r"|: op: infer: "  # a shape helper refused the op's arguments
+    r"|: op: check: .*, found \w+="  # a check over several args: it lists each
     r"|\): (load|run): \w+: ")  # a kernel refused the data (static_run or run)
 # Problems of the whole model, which belong to no op; each says where it is.
 MODEL_LEVEL = [
     re.compile(r"^[^:]*(:\d+:\d+)?: invalid JSON: "),
+    re.compile(r"^[^:]*: the model is not UTF-8 text$"),
     re.compile(r"^[^:]*: the model must be a JSON object, found "),
     re.compile(r"^[^:]*: the model has no 'ops' field$"),
     re.compile(r"^[^:]*: 'ops' must be an array, found "),

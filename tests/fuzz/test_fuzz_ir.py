@@ -142,7 +142,7 @@ def test_huge_dims_are_refused_before_allocating(monkeypatch):
     monkeypatch.setattr(Context, "_alloc_arena",
                         lambda self, report: pytest.fail("an arena was allocated"))
     for dims, expected in (([2**31 - 1] * 3, "op 'c' (create): tensor_out 'dst': size: "),
-                           ([2**40, 2], "op 'c' (create): tensor_out 'dst': size: "),
+                           ([2**20, 2**20, 2], "op 'c' (create): tensor_out 'dst': size: "),
                            ([2**20, 2**19], "the model needs 2199023255552 bytes of cpu "
                                             "memory, more than the limit of")):
         doc = {"ops": [{"name": "c", "optype": "create",

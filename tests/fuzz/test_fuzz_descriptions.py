@@ -1,0 +1,217 @@
+"""Fuzzing op and optimizer descriptions: `python -m generator --root ROOT` on
+a mutated copy of a real description either succeeds, or exits 1 with
+`error: file:line: ...` on stderr and leaves the root's generated files
+(lightnet/auto/ and docs/ops.md) byte-identical.
+
+Each test root (see tests/generator/genutil.py) holds one real description
+from descriptions/ops/, or the generator tests' small families with their
+optimizer file, generated once. A case mutates one file, as YAML data
+(fields dropped, renamed or given other types; expressions and code
+replaced by invalid, undefined or hostile Python) or as text (characters,
+lines, indentation, tabs, tags, an alias bomb), then runs the generator in
+process. Anything escaping it, a message without `file:line`, a changed
+generated file after a failure or an example past its deadline fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fuzzutil import CI_EXAMPLES, ROOT, SLOW_EXAMPLES, deadline, fuzz_settings
+
+sys.path.insert(0, str(ROOT / "tests" / "generator"))
+from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, run, snapshot  # noqa: E402
+
+FAMILIES = ["slice.yaml", "create.yaml", "concat.yaml", "conv2d.yaml", "softmax.yaml"]
+CASES = [("ops", name, {name: (ROOT / "descriptions" / "ops" / name).read_text()}, {})
+         for name in FAMILIES]
+CASES.append(("optimizers", "cpu.yaml", BASE_OPS, BASE_OPTIMIZERS))
+CASES.append(("ops", "scale.yaml", BASE_OPS, BASE_OPTIMIZERS))
+_TMP = Path(tempfile.mkdtemp(prefix="lightnet-fuzz-gen-"))
+_ROOTS: dict[int, tuple[Path, dict]] = {}
+
+
+def _root(case: int) -> tuple[Path, dict]:
+    """The generated root of a case (made once), and its snapshot."""
+    if case not in _ROOTS:
+        _, _, ops, optimizers = CASES[case]
+        root = make_root(_TMP / f"root{case}", ops, optimizers)
+        result = run(root)
+        assert result.rc == 0, result.err
+        _ROOTS[case] = root, snapshot(root)
+    return _ROOTS[case]
+
+
+def _restore(root: Path, files: dict) -> None:
+    """Put the generated files back as they were (after a successful run)."""
+    now = snapshot(root)
+    for rel in set(now) - set(files):
+        (root / rel).unlink()
+    for rel, (data, mtime) in files.items():
+        if now.get(rel, (None,))[0] != data:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+            os.utime(root / rel, ns=(mtime, mtime))
+
+
+KEYS = ["arch", "inherits", "doc", "mtype", "tensors_in", "tensors_out", "params", "checks",
+        "pre_run", "static_run", "run", "post_run", "examples", "assemble", "arg_name",
+        "dtype", "shape", "ndim", "len", "owner", "view", "from_file", "static", "optional",
+        "variadic", "min", "ptype", "realtype", "default", "ge", "lt", "choices", "expr",
+        "msg", "inputs", "outputs", "error", "when", "replace", "like", "optype", "window",
+        "expanders", "combiners", "ins", "outs", "rename", "tensors", "sametype", "input"]
+CODE = ["src.shape[", "undefined_name", "src.shape", "1/0", "lambda: 0", "import os",
+        "op", "ck", "yield 1", "await x", "__import__('os').system('true')", "x = (",
+        "def f():\n  return 1\n", "  indented = 1\n", "if True:\nreturn", "\t", "",
+        "np.add(src, 1, out=dst)", "dst = src", "priv['x'] = 1", "kernels", "TL_FLOAT",
+        "none", "cpu", "gpu", "number", "int", "string[]", "slice_cpu", "ops[0]", "*",
+        "{{7*7}}", "global x", "nonlocal y", "del src", "src.dtype", "(1,)", "ran", "len"]
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
+    [2**31, -(2**63), 1e309, float("nan"), 0.5]), st.sampled_from(CODE + KEYS),
+    st.text(max_size=6))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.sampled_from(KEYS), inner, max_size=3), max_leaves=5)
+
+
+def _paths(node, path=()):
+    yield path
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _paths(value, (*path, i))
+
+
+def _mutate_data(draw, doc):
+    paths = [p for p in _paths(doc) if p]
+    if not paths:
+        return doc
+    path = draw(st.sampled_from(paths))
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    how = draw(st.sampled_from(["drop", "rename", "retype", "code", "duplicate"]))
+    if how == "drop":
+        del parent[path[-1]]
+    elif how == "rename" and isinstance(parent, dict):
+        parent[draw(st.sampled_from(KEYS) | st.text(max_size=5))] = parent.pop(path[-1])
+    elif how == "code":
+        parent[path[-1]] = draw(st.sampled_from(CODE))
+    elif how == "duplicate" and isinstance(parent, list):
+        parent.append(parent[path[-1]])
+    else:
+        parent[path[-1]] = draw(VALUES)
+    return doc
+
+
+def _alias_bomb(depth: int = 8) -> str:
+    """Nested lists of ten aliases each: 10**depth values once expanded."""
+    text = "&x0 [" + ", ".join(["1"] * 10) + "]"
+    for k in range(1, depth + 1):
+        text = f"&x{k} [{text}" + f", *x{k - 1}" * 9 + "]"
+    return text
+
+
+def _mutate_text(draw, text: str) -> str:
+    how = draw(st.sampled_from(["chars", "line_drop", "line_dup", "indent", "tab", "cut",
+                                "tag", "bomb", "key_twice", "bom"]))
+    lines = text.split("\n")
+    i = draw(st.integers(0, len(lines) - 1))
+    if how == "chars":
+        k = draw(st.integers(0, len(text)))
+        chars = draw(st.text(alphabet=st.sampled_from(":-[]{}#&*!|>'\"\n \\%@`,?") |
+                             st.characters(), min_size=1, max_size=6))
+        return text[:k] + chars + text[k + draw(st.integers(0, 3)):]
+    if how == "line_drop":
+        del lines[i]
+    elif how == "line_dup":
+        lines.insert(i, lines[i])
+    elif how == "indent":
+        lines[i] = " " * draw(st.integers(0, 7)) + lines[i].lstrip(" ")
+    elif how == "tab":
+        lines[i] = "\t" + lines[i]
+    elif how == "cut":
+        return text[:draw(st.integers(0, len(text)))]
+    elif how == "tag":
+        lines[i] = re.sub(r": (\S)", r": !!python/object:os.system \1", lines[i], count=1)
+    elif how == "bomb":
+        bomb = _alias_bomb(draw(st.integers(6, 9)))
+        lines.append(f"bomb:\n  arch: none\n  doc: {bomb}\n  examples:\n"
+                     f"    - {{inputs: {{src: *x5}}, outputs: {{dst: *x5}}}}")
+    elif how == "key_twice":
+        lines.insert(i, lines[i])
+    else:
+        return "\ufeff" + text
+    return "\n".join(lines)
+
+
+@st.composite
+def mutations(draw):
+    """(case index, mutated text of the case's file)."""
+    case = draw(st.integers(0, len(CASES) - 1))
+    kind, name, ops, optimizers = CASES[case]
+    text = (ops if kind == "ops" else optimizers)[name]
+    for _ in range(draw(st.integers(1, 2))):
+        if draw(st.booleans()) and "&x0" not in text:  # never expand the alias bomb here
+            try:
+                doc = yaml.safe_load(text)
+            except yaml.YAMLError:
+                doc = None
+            if isinstance(doc, (dict, list)):
+                text = yaml.safe_dump(_mutate_data(draw, doc), sort_keys=False,
+                                      allow_unicode=True)
+                continue
+        text = _mutate_text(draw, text)
+    return case, text
+
+
+WHERE = re.compile(r"error: (descriptions/(ops|optimizers)/[\w.]+\.yaml):(\d+): ")
+
+
+def check(case: int, text: str) -> None:
+    root, files = _root(case)
+    kind, name, ops, optimizers = CASES[case]
+    path = root / "descriptions" / kind / name
+    original = path.read_bytes()
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    before = snapshot(root)
+    try:
+        with deadline():
+            result = run(root)
+    finally:
+        path.write_bytes(original)
+    if result.rc == 0:
+        _restore(root, files)
+        return
+    assert result.rc == 1, result
+    assert len(result.err.splitlines()) == 1, result.err
+    assert WHERE.match(result.err), result.err
+    assert snapshot(root) == before, "a failed run changed the generated files"
+
+
+@fuzz_settings(CI_EXAMPLES // 2)
+@given(mutations())
+def test_mutated_descriptions(case):
+    check(*case)
+
+
+@pytest.mark.slow
+@fuzz_settings(SLOW_EXAMPLES)
+@given(mutations())
+def test_mutated_descriptions_slow(case):
+    check(*case)
+
+
+def teardown_module():
+    shutil.rmtree(_TMP, ignore_errors=True)
