@@ -275,7 +275,7 @@ def bench_models(names) -> list[dict]:
     return rows
 
 
-def print_model_table(rows, gemm: float) -> None:
+def print_model_table(rows, gemm: float, gemm_end: float) -> None:
     head = ("model", "GFLOP", "ours ms", "ORT ms", "ratio", "ours GF/s", "ORT GF/s",
             "arena MB", "+ws MB", "ours peak MB", "ORT peak MB", "rel err", "check",
             "others' CPU")
@@ -296,7 +296,8 @@ def print_model_table(rows, gemm: float) -> None:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"\ngeometric mean latency ratio (ours / ORT): {geo:.2f}; "
               f"worst: {max(ratios):.2f}")
-    print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} GFLOP/s")
+    print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} "
+          f"GFLOP/s before the models, {gemm_end:.1f} after (a drop means the machine slowed)")
     print("arena MB: LightNet's planned arena (weights + activations); +ws MB: arrays its ops"
           " keep outside the arena (im2col/padding scratch, folded weights); peak MB: growth"
           " of the process's peak RSS over creating the model and running it once; others'"
@@ -457,7 +458,8 @@ def main() -> None:
           f"{os.environ['OPENBLAS_NUM_THREADS']}, OpenBLAS reports {blas_threads()}; "
           f"ORT intra_op_num_threads={ARGS.threads}); median of {ARGS.repeat} runs\n")
     rows = bench_models(names)
-    print_model_table(rows, gemm)
+    gemm_end = gemm_rate()
+    print_model_table(rows, gemm, gemm_end)
     if not ARGS.no_dispatch:
         if ARGS.quiet_wait > 0:
             wait_quiet(ARGS.quiet_wait)

@@ -21,6 +21,9 @@ import os
 import sys
 import time
 
+# the lightnet next to this bench/, like bench/run.py (not another installed copy)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def _status(field: str) -> int:
     with open("/proc/self/status") as f:

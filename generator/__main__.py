@@ -1,9 +1,15 @@
-"""`python -m generator [--check] | new-op NAME`."""
+"""`python -m generator [--check] [--debug] | new-op NAME`.
+
+Exit status: 0 on success, 1 on an error in the descriptions or the tree (one
+line on stderr: `error: file:line: ...`), 2 on bad usage. `--debug` shows the
+traceback of an error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 
 from generator import model, output, render, scaffold
@@ -12,12 +18,14 @@ from generator.source import DescriptionError
 ROOT = Path(__file__).resolve().parent.parent
 
 
+class UserError(Exception):
+    """A problem the user can fix (a file that cannot be written, say): one line."""
+
+
 def generate(root: Path, check: bool) -> int:
-    try:
-        files = render.render_all(root, model.load(root))
-    except (DescriptionError, render.RenderError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    if not (root / "descriptions" / "ops").is_dir():
+        raise UserError(f"{root}: no descriptions/ops directory: not a LightNet tree")
+    files = render.render_all(root, model.load(root))
     if check:
         problems = output.differences(root, files)
         for line in problems:
@@ -27,7 +35,12 @@ def generate(root: Path, check: bool) -> int:
             return 1
         return 0
     done = {"stale": "updated", "missing": "created", "extra": "removed"}
-    for line in output.write(root, files):
+    try:
+        changed = output.write(root, files)
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        raise UserError(f"{where}cannot write the generated files: {e.strerror or e}") from e
+    for line in changed:
         kind, _, rel = line.partition(": ")  # only the kind: a path may contain "extra"
         print(f"{done[kind]}: {rel}")
     return 0
@@ -40,20 +53,35 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 listing every stale, missing or extra file")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command")
     new = sub.add_parser("new-op", help="write a commented description skeleton")
     new.add_argument("name")
     args = parser.parse_args(argv)
-    if args.command == "new-op":
-        try:
-            path = scaffold.new_op(args.root, args.name)
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        print(f"wrote {path.relative_to(args.root)}; edit it, then run `python -m generator`")
-        return 0
-    return generate(args.root, args.check)
+    try:
+        if args.command == "new-op":
+            try:
+                path = scaffold.new_op(args.root, args.name)
+            except ValueError as e:
+                raise UserError(str(e)) from e
+            print(f"wrote {path.relative_to(args.root)}; edit it, then run `python -m generator`")
+            return 0
+        return generate(args.root, args.check)
+    except (DescriptionError, render.RenderError, UserError) as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("generator: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug in the generator, not in the descriptions
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: internal error: {type(e).__name__}: {e} "
+              "(please report it; --debug shows the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

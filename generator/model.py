@@ -367,6 +367,8 @@ def _code(fields: _Fields, key: str, known) -> tuple[str | None, list[str]]:
     if text is None:
         return None, []
     tree = _parse(text, "exec", fields, key)
+    if not tree.body:  # empty, or only comments: no code (it would render no statement)
+        return None, []
     stored, _ = _bindings(tree)
     _check_names(tree, known, fields, key)
     return text.rstrip() + "\n", stored

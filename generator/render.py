@@ -206,7 +206,8 @@ def format_python(source: str, name: str) -> str:
     try:
         return black.format_str(source, mode=BLACK_MODE)
     except black.InvalidInput as e:
-        raise RenderError(f"{name}: the rendered code is not valid Python ({e}); "
+        reason = str(e).splitlines()[0] if str(e) else "black cannot parse it"
+        raise RenderError(f"{name}: the rendered code is not valid Python ({reason}); "
                           "a template or a snippet is broken") from None
 
 

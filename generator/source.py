@@ -92,6 +92,41 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
 
 
+# The most values a description may hold once its aliases are expanded: far
+# beyond any real description, far below what an alias bomb (`&a [1, 1, ...]`,
+# `&b [*a, *a, ...]`, ...) asks for.
+MAX_VALUES = 100_000
+
+
+def _check_expansion(root, label: str) -> None:
+    """Refuse aliases that expand to more than MAX_VALUES values, or that
+    contain themselves: every later walk of the data would never end."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise DescriptionError(label, node.start_mark.line + 1, "",
+                                   "a recursive alias: a value contains itself")
+        if isinstance(node, yaml.ScalarNode):
+            return 1
+        active.add(key)
+        children = (node.value if isinstance(node, yaml.SequenceNode)
+                    else [n for pair in node.value for n in pair])
+        total = 1 + sum(size(child) for child in children)
+        active.discard(key)
+        if total > MAX_VALUES:
+            raise DescriptionError(label, node.start_mark.line + 1, "",
+                                   f"the aliases here expand to more than {MAX_VALUES} values")
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
 def load_yaml(path: Path, label: str):
     """The document in `path`; DescriptionError on a syntax error."""
     data = path.read_bytes()
@@ -104,7 +139,11 @@ def load_yaml(path: Path, label: str):
     try:
         loader = _Loader(text)  # the reader checks every character here
         loader.name = label
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, label)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 0

@@ -23,8 +23,9 @@ from lightnet.tensor import MemType, TensorTable
 
 
 # Errors a kernel raises because of the data it is given (static_run at load,
-# or run): reported as LightNetErrors naming the op.
-_DATA_ERRORS = (ArithmeticError, IndexError, ValueError)
+# or run), or of a file a model names (fprint): reported as LightNetErrors
+# naming the op.
+_DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 
 
 class Context:
@@ -151,7 +152,10 @@ class Context:
         passes.compile(self, target, combine)
 
     def plan(self) -> None:
+        """Plan memory: one arena per memory type. A plan needing more than
+        `memory_limit` is refused here, before anything is allocated."""
         keep = self.outputs + self.inputs
+        self.mem = None  # until the new plan is within the limit
         mem.assemble_in_place(self.ops, self.tensors, keep)
         reports = mem.plan(self.ops, self.tensors, keep)
         mem.check_limit(reports, self.memory_limit, self.label)
@@ -174,6 +178,8 @@ class Context:
         self.unload()
         if self.mem is None:
             self.plan()
+        else:  # the limit may have changed since the plan
+            mem.check_limit(self.mem, self.memory_limit, self.label)
         given = self._read_weights(datafile)  # checked before anything is allocated
         self.arenas = {m: self._alloc_arena(r) for m, r in self.mem.items()}
         arrays = self.arrays

@@ -42,6 +42,9 @@ def combine(ctx, arch: Arch) -> int:
         changed = False
         for combiner in arch.combiners:
             size = len(combiner.window)
+            # A rule is tried again where it replaced ops (the new ops may
+            # match again); one that always matches would never move on.
+            budget = MAX_COMBINE_ROUNDS * (len(ctx.ops) + 1)
             i = 0
             while i + size <= len(ctx.ops):
                 window = ctx.ops[i : i + size]
@@ -50,6 +53,11 @@ def combine(ctx, arch: Arch) -> int:
                     if new_ops is not None:
                         ctx.replace_ops(i, size, new_ops)
                         changed = True
+                        budget -= 1
+                        if budget < 0:
+                            raise LightNetError(
+                                f"combiners of target '{arch.name}' did not settle: combiner "
+                                f"'{combiner.name}' keeps replacing the ops at position {i}")
                         continue
                 i += 1
         if not changed:

@@ -64,6 +64,9 @@ def _read_npz(path: Path, expect_names, expect) -> dict[str, np.ndarray]:
             for name in npz.files:
                 header = None if expect is None else _header(npz, name)
                 if header is not None:
+                    if header[0].hasobject:  # refused as np.load would, before any check
+                        raise LightNetError(f"{path}: holds pickled objects, which are "
+                                            "never loaded")
                     expect(name, *header)
                 tensors[name] = npz[name]
                 if expect is not None and header is None and isinstance(tensors[name], np.ndarray):

@@ -15,12 +15,15 @@ generated file after a failure or an example past its deadline fails.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -31,6 +34,8 @@ from fuzzutil import CI_EXAMPLES, ROOT, SLOW_EXAMPLES, deadline, fuzz_settings
 
 sys.path.insert(0, str(ROOT / "tests" / "generator"))
 from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, run, snapshot  # noqa: E402
+
+from generator import render  # noqa: E402
 
 FAMILIES = ["slice.yaml", "create.yaml", "concat.yaml", "conv2d.yaml", "softmax.yaml"]
 CASES = [("ops", name, {name: (ROOT / "descriptions" / "ops" / name).read_text()}, {})
@@ -125,7 +130,7 @@ def _alias_bomb(depth: int = 8) -> str:
 
 def _mutate_text(draw, text: str) -> str:
     how = draw(st.sampled_from(["chars", "line_drop", "line_dup", "indent", "tab", "cut",
-                                "tag", "bomb", "key_twice", "bom"]))
+                                "tag", "bomb", "recursive", "key_twice", "bom"]))
     lines = text.split("\n")
     i = draw(st.integers(0, len(lines) - 1))
     if how == "chars":
@@ -145,15 +150,27 @@ def _mutate_text(draw, text: str) -> str:
         return text[:draw(st.integers(0, len(text)))]
     elif how == "tag":
         lines[i] = re.sub(r": (\S)", r": !!python/object:os.system \1", lines[i], count=1)
-    elif how == "bomb":
-        bomb = _alias_bomb(draw(st.integers(6, 9)))
-        lines.append(f"bomb:\n  arch: none\n  doc: {bomb}\n  examples:\n"
-                     f"    - {{inputs: {{src: *x5}}, outputs: {{dst: *x5}}}}")
+    elif how == "bomb":  # small (4) or not (6 to 9: up to 10**9 values)
+        depth = draw(st.integers(4, 9))
+        lines.append(f"bomb:\n  arch: none\n  tensors_in: [{{arg_name: src}}]\n"
+                     f"  tensors_out: [{{arg_name: dst, dtype: src.dtype, shape: src.shape}}]\n"
+                     f"  examples:\n    - {{inputs: {{src: {_alias_bomb(depth)}}}, "
+                     f"outputs: {{dst: *x{depth}}}}}")
+    elif how == "recursive":
+        lines.append("rec: &r\n  arch: none\n  doc: [*r]")
     elif how == "key_twice":
         lines.insert(i, lines[i])
     else:
         return "\ufeff" + text
     return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str):
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
 
 
 @st.composite
@@ -163,11 +180,8 @@ def mutations(draw):
     kind, name, ops, optimizers = CASES[case]
     text = (ops if kind == "ops" else optimizers)[name]
     for _ in range(draw(st.integers(1, 2))):
-        if draw(st.booleans()) and "&x0" not in text:  # never expand the alias bomb here
-            try:
-                doc = yaml.safe_load(text)
-            except yaml.YAMLError:
-                doc = None
+        if draw(st.booleans()) and "&x0" not in text and "&r" not in text:  # never expand them here
+            doc = copy.deepcopy(_parsed(text))
             if isinstance(doc, (dict, list)):
                 text = yaml.safe_dump(_mutate_data(draw, doc), sort_keys=False,
                                       allow_unicode=True)
@@ -179,6 +193,19 @@ def mutations(draw):
 WHERE = re.compile(r"error: (descriptions/(ops|optimizers)/[\w.]+\.yaml):(\d+): ")
 
 
+@functools.lru_cache(maxsize=512)
+def _format_python(source: str, name: str) -> str:
+    """render.format_python (black), remembered: most files of a run are the
+    same every time, and black is most of the generator's time."""
+    return _black(source, name)
+
+
+_black = render.format_python
+# The jinja environment of a root, kept: compiling the templates again for
+# every run would be most of the rest.
+_environment = functools.lru_cache(maxsize=None)(render.environment)
+
+
 def check(case: int, text: str) -> None:
     root, files = _root(case)
     kind, name, ops, optimizers = CASES[case]
@@ -187,7 +214,8 @@ def check(case: int, text: str) -> None:
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     before = snapshot(root)
     try:
-        with deadline():
+        with deadline(), mock.patch.object(render, "format_python", _format_python), \
+                mock.patch.object(render, "environment", _environment):
             result = run(root)
     finally:
         path.write_bytes(original)
@@ -200,7 +228,7 @@ def check(case: int, text: str) -> None:
     assert snapshot(root) == before, "a failed run changed the generated files"
 
 
-@fuzz_settings(CI_EXAMPLES // 2)
+@fuzz_settings(CI_EXAMPLES // 3)
 @given(mutations())
 def test_mutated_descriptions(case):
     check(*case)

@@ -1,0 +1,803 @@
+"""docs/errors.md cannot drift from the code.
+
+1. Every documented error is triggered here (TRIGGERS: doc key -> a function
+   making the error happen and returning its message), and the example
+   message in the doc must match the real one; `<placeholders>` (a path, a
+   number...) match any text. `<model>`, `<stdin>` and `<string>` are labels
+   LightNet itself prints, not placeholders.
+2. Every place the code makes a user error (LightNetError, ILError,
+   CheckError via Checker.fail, the generator's DescriptionError, RenderError
+   and UserError, found by an AST scan of lightnet/ and generator/) must be
+   covered by some entry: the constant text of its message (every fragment
+   of four letters or more) appears in the entry's example or its "Also"
+   forms. A new or reworded error therefore needs its doc entry.
+
+The ONNX importer (lightnet/frontends/onnx*.py) documents its own errors
+with the importer and is not scanned here.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import re
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lightnet import Context, LightNetError, Session
+from lightnet.errors import CheckError
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "errors.md"
+EXAMPLES = ROOT / "examples"
+LABELS = ("<model>", "<stdin>", "<string>")
+
+
+# The doc ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    key: str
+    group: str
+    example: str
+    forms: list[str]
+    fix: str
+
+
+HEADING = re.compile(r"^### `(?P<key>[\w.-]+)`", re.M)
+
+
+def parse_doc(text: str) -> dict[str, Entry]:
+    entries = {}
+    group = None
+    for block in re.split(r"(?m)^(?=##+ )", text):
+        if block.startswith("## "):
+            group = block.splitlines()[0][3:].strip()
+            continue
+        m = HEADING.match(block)
+        if not m:
+            continue
+        key = m.group("key")
+        assert key not in entries, f"{key} is documented twice"
+        lines = block.splitlines()[1:]
+        examples = [line[4:] for line in lines if line.startswith("    ") and line.strip()]
+        assert examples, f"{key}: no example message (an indented line)"
+        also = re.search(r"(?ms)^Also: (.*?)(?:\n\n|\Z)", block)
+        forms = re.findall(r"`([^`]+)`", also.group(1)) if also else []
+        fix = re.search(r"(?ms)^Fix: (.*?)(?:\n\n|\Z)", block)
+        assert fix, f"{key}: no 'Fix: ...' paragraph"
+        entries[key] = Entry(key, group, examples[0], forms, fix.group(1))
+    return entries
+
+
+def pattern(example: str) -> re.Pattern:
+    """The example as a regex: each <placeholder> matches any text."""
+    out, pos = [], 0
+    for m in re.finditer(r"<[^<>\s][^<>]*>", example):
+        out.append(re.escape(example[pos:m.start()]))
+        out.append(re.escape(m.group()) if m.group() in LABELS else ".+?")
+        pos = m.end()
+    out.append(re.escape(example[pos:]))
+    return re.compile("".join(out))
+
+
+ENTRIES = parse_doc(DOC.read_text(encoding="utf-8"))
+
+
+# Triggers --------------------------------------------------------------------------------
+
+
+def op(name, optype, ins=(), outs=(), **params):
+    return {"name": name, "optype": optype,
+            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
+            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
+            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
+
+
+def create(name="create1", out="tensor1", **params):
+    return op(name, "create", outs={"dst": out}, **{"dtype": "TL_FLOAT", "dims": [2, 4], **params})
+
+
+def example():
+    return json.loads((EXAMPLES / "example.json").read_text())
+
+
+def message(fn, *args, **kwargs) -> str:
+    """The message of the LightNetError `fn` raises."""
+    with pytest.raises(LightNetError) as e:
+        fn(*args, **kwargs)
+    return str(e.value)
+
+
+def run_model(model, datafile=None, stage="run", **ctx_kwargs) -> str:
+    """The message of the error running `model` (a dict or a path) raises."""
+    def go():
+        ctx = Context(**ctx_kwargs)
+        ctx.init(model)
+        if stage == "init":
+            return
+        ctx.compile("cpu")
+        ctx.load(datafile)
+        ctx.run()
+    with contextlib.redirect_stdout(io.StringIO()):
+        return message(go)
+
+
+def model_file(tmp, text, name="m.json"):
+    path = tmp / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
+    return path
+
+
+def with_example(change):
+    doc = example()
+    change(doc)
+    return doc
+
+
+def ir(change):
+    return lambda tmp: run_model(with_example(change))
+
+
+def il(text, **kw):
+    from lightnet.frontends.il import to_ir
+    kw.setdefault("filename", "m.net")
+    return lambda tmp: message(to_ir, text, **kw)
+
+
+def gen(ops=None, optimizers=None, render=False):
+    """The generator's error on a tree holding these description files."""
+    from generator import model
+    from generator import render as rendering
+    from generator.source import DescriptionError
+
+    def trigger(tmp):
+        sys.path.insert(0, str(ROOT / "tests" / "generator"))
+        from genutil import BASE_OPS, make_root
+        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {})
+        with pytest.raises((DescriptionError, rendering.RenderError)) as e:
+            descriptions = model.load(root)
+            if render:
+                rendering.render_all(root, descriptions)
+        return str(e.value)
+    return trigger
+
+
+def cli(main_module, argv, tmp=None):
+    """The last line a command writes on stderr (in process)."""
+    import importlib
+    main = importlib.import_module(main_module).main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main([str(a) for a in argv])
+        except SystemExit:
+            pass
+    return err.getvalue().splitlines()[-1]
+
+
+def weights_npz(tmp, arrays=None, members=None, name="w.npz"):
+    path = tmp / name
+    if members is not None:
+        with zipfile.ZipFile(path, "w") as z:
+            for member, data in members.items():
+                z.writestr(member, data)
+    else:
+        np.savez(path, **arrays)
+    return path
+
+
+def from_file_model():
+    doc = example()
+    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
+                               {"arg_name": "dims", "value": [2, 4]},
+                               {"arg_name": "from_file", "value": True}]
+    return doc
+
+
+def load_weights(path_or_fn):
+    def trigger(tmp):
+        path = path_or_fn(tmp) if callable(path_or_fn) else path_or_fn
+        return run_model(from_file_model(), datafile=path)
+    return trigger
+
+
+def text_weights(text):
+    def trigger(tmp):
+        return load_weights(model_file(tmp, text, "w.txt"))(tmp)
+    return trigger
+
+
+def two_ops(first, second):
+    return {"ops": [first, second]}
+
+
+# Triggers that need a hand-made situation ---------------------------------------------------
+
+
+def pass_removed(tmp):
+    from lightnet.arch import get_proto
+    from lightnet.op import Op
+    ctx = Context()
+    ctx.init(example())
+    other = Op(get_proto("create"), "create1", {}, {"dst": "elsewhere"},
+               ctx.ops[0].params)
+    return message(ctx.replace_ops, 0, 1, [other])
+
+
+def pass_changed(tmp):
+    from lightnet.arch import get_proto
+    from lightnet.op import Op
+    from lightnet.param import Param
+    ctx = Context()
+    ctx.init(example())
+    params = {**ctx.ops[0].params, "dims": Param.from_value("dims", [4, 4]),
+              "data": Param.from_value("data", [])}
+    return message(ctx.replace_ops, 0, 1, [Op(get_proto("create"), "create1", {},
+                                              {"dst": "tensor1"}, params)])
+
+
+def read_before_create(tmp):
+    ctx = Context()
+    ctx.init(example())
+    ctx.ops.reverse()
+    return message(ctx.check)
+
+
+def dfg_error(kind):
+    def trigger(tmp):
+        from lightnet.arch import get_proto
+        from lightnet.dfg import DataFlowGraph
+        from lightnet.op import Op
+        relu = get_proto("relu")
+        a = Op(relu, "a", {"src": "t2"}, {"dst": "t1"}, {})
+        b = Op(relu, "b", {"src": "t1"}, {"dst": "t2"}, {})
+        g = DataFlowGraph()
+        if kind == "twice":
+            g.add(a)
+            return message(g.add, Op(relu, "a", {"src": "x"}, {"dst": "y"}, {}))
+        if kind == "both":
+            g.add(a)
+            return message(g.add, Op(relu, "c", {"src": "x"}, {"dst": "t1"}, {}))
+        if kind == "dangling":
+            g.add(a)
+            return message(g.check)
+        g.add(a)
+        g.add(b)
+        return message(g.check)
+    return trigger
+
+
+def no_expander(tmp):
+    from lightnet import passes
+    from lightnet.arch import Arch
+    ctx = Context()
+    ctx.init(example())
+    return message(passes.expand, ctx, Arch("cpu", {}))
+
+
+def unsettled(tmp):
+    from lightnet import passes
+    from lightnet.arch import Arch, Combiner, archs
+    ctx = Context()
+    ctx.init(example())
+    ctx.compile("cpu", combine=False)
+    flip = Combiner("flip", ("*",), lambda c, window: [window[0].copy_as(window[0].proto)])
+    return message(passes.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
+
+
+def wrong_view(tmp, monkeypatch=None):
+    import dataclasses
+
+    from lightnet.arch import get_proto
+    ctx = Context()
+    ctx.init(op_model("reshape", {"src": [[1, 2], [3, 4]]}, dims=[4]))
+    ctx.compile("cpu")
+    for o in ctx.ops:
+        if o.optype == "reshape_cpu":
+            o.proto = dataclasses.replace(get_proto("reshape_cpu"),
+                                          views=lambda op, arrays: {"dst": np.zeros(4)})
+    return message(ctx.load)
+
+
+def op_model(optype, inputs, outs=("dst",), **params):
+    """create ops for `inputs` (nested lists, or (dtype, nested lists)), then the op."""
+    ops = []
+    for arg, value in inputs.items():
+        dtype, data = value if isinstance(value, tuple) else ("TL_FLOAT", value)
+        a = np.asarray(data)
+        ops.append(create(f"create_{arg}", f"in_{arg}", dtype=dtype, dims=list(a.shape),
+                          data=a.reshape(-1).astype(float).tolist()))
+    ops.append(op("op", optype, {a: f"in_{a}" for a in inputs},
+                  {a: f"out_{a}" for a in outs}, **params))
+    return {"ops": ops}
+
+
+def op_error(optype, inputs, outs=("dst",), **params):
+    return lambda tmp: run_model(op_model(optype, inputs, outs, **params))
+
+
+def checker_define(kind):
+    def trigger(tmp):
+        from lightnet.arch import get_proto
+        from lightnet.op import Op
+        from lightnet.opck import Checker
+        from lightnet.tensor import TensorTable
+        ck = Checker(Op(get_proto("relu"), "relu1", {}, {"dst": "t"}, {}), TensorTable())
+        shape = {"dtype": [2], "seq": 5, "neg": [2, -1]}[kind]
+        dtype = 3 if kind == "dtype" else "TL_FLOAT"
+        return message(ck.define, "dst", dtype, shape)
+    return trigger
+
+
+def api(kind):
+    def trigger(tmp):
+        ctx = Context()
+        ctx.init({"ops": [create(data=list(range(8))), op("r", "relu", {"src": "tensor1"},
+                                                             {"dst": "y"})]})
+        ctx.compile("cpu")
+        if kind == "not_loaded":
+            return message(ctx.get_data, "y")
+        if kind == "set_param_loaded":
+            ctx.load()
+            return message(ctx.set_param, "r", "x", 1)
+        if kind == "no_op":
+            return message(ctx.set_param, "nope", "x", 1)
+        if kind == "param_value":
+            return message(ctx.set_param, "r", "x", float("nan"))
+        ctx.load()
+        if kind == "no_tensor":
+            return message(ctx.get_data, "nope")
+        if kind == "elements":
+            return message(ctx.set_data, "y", np.zeros(3, np.float32))
+        if kind == "dtype":
+            return message(ctx.set_data, "y", np.zeros(8, np.complex64))
+        if kind == "data_size":
+            return message(ctx.data_size, "nope")
+    return trigger
+
+
+def session(kind):
+    def trigger(tmp):
+        from lightnet.irbuild import ModelBuilder
+        m = ModelBuilder()
+        m.relu(m.input("x", [1, 2]))
+        s = Session(m.to_dict())
+        feeds = {"not_input": {"x": np.zeros((1, 2), np.float32), "y": 1},
+                 "missing": {},
+                 "dtype": {"x": np.zeros((1, 2), np.float64)},
+                 "shape": {"x": np.zeros((2, 1), np.float32)}}[kind]
+        return message(s.run, feeds)
+    return trigger
+
+
+def dtype_error(kind):
+    def trigger(tmp):
+        from lightnet.tensor import DType
+        if kind == "name":
+            return message(DType.from_name, "TL_HALF")
+        return message(DType.from_numpy, np.float16)
+    return trigger
+
+
+def kernel_run_error(tmp):
+    return run_model(op_model("pick1d", {"src": [0, 1, 2, 3, 4, 5],
+                                         "src_index": ("TL_INT32", [7, 0, 1])},
+                              len=3, stride=1))
+
+
+def pcpp_missing(tmp, monkeypatch=None):
+    import builtins
+    from unittest import mock
+
+    from lightnet.frontends.il import to_ir
+    real = builtins.__import__
+
+    def no_pcpp(name, *args, **kwargs):
+        if name == "pcpp":
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+    with mock.patch.object(builtins, "__import__", no_pcpp):
+        return message(to_ir, "relu(|a|);", filename="m.net", preprocessor="pcpp")
+
+
+def no_cpp(tmp):
+    from unittest import mock
+
+    from lightnet.frontends import il
+    with mock.patch.object(il.shutil, "which", lambda name: None):
+        return message(il.to_ir, "relu(|a|);", filename="m.net", preprocessor="cpp")
+
+
+def cpp_fails(kind):
+    def trigger(tmp):
+        import subprocess
+        from unittest import mock
+
+        from lightnet.frontends import il
+        if kind == "run":
+            def broken(*args, **kwargs):
+                raise PermissionError(13, "Permission denied")
+        else:
+            def broken(*args, **kwargs):
+                return subprocess.CompletedProcess(args, 3, "", "cpp: something odd\n")
+        with mock.patch.object(il.shutil, "which", lambda name: "/usr/bin/cpp"), \
+                mock.patch.object(il.subprocess, "run", broken):
+            return message(il.to_ir, "relu(|a|);", filename="m.net", preprocessor="cpp")
+    return trigger
+
+
+def il_include(text, files):
+    def trigger(tmp):
+        from lightnet.frontends.il import to_ir
+        for name, content in files.items():
+            (tmp / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        main = tmp / "m.net"
+        main.write_text(text)
+        return message(to_ir, main, preprocessor="pcpp")
+    return trigger
+
+
+def il_file(content):
+    def trigger(tmp):
+        from lightnet.frontends.il import to_ir
+        path = tmp / "m.net"
+        if content is not None:
+            path.write_bytes(content)
+        return message(to_ir, path)
+    return trigger
+
+
+def write_error(tool):
+    def trigger(tmp):
+        target = tmp / "no" / "such" / "dir" / "out"
+        if tool == "lightnet":
+            return cli("lightnet.cli", [EXAMPLES / "example.json", "--dot", target])
+        if tool == "ir":
+            return cli("lightnet.cli", [EXAMPLES / "example.json", "-c", "-o", target])
+        return cli("lightnet.frontends.il", [EXAMPLES / "fire.net", "-o", target])
+    return trigger
+
+
+def gen_cli(kind):
+    def trigger(tmp):
+        from unittest import mock
+
+        from generator import output
+        if kind == "root":
+            return cli("generator.__main__", ["--root", tmp])
+        sys.path.insert(0, str(ROOT / "tests" / "generator"))
+        from genutil import BASE_OPS, make_root
+        root = make_root(tmp / "root", BASE_OPS)
+
+        def disk_full(src, dst):
+            raise OSError(28, "No space left on device", dst)
+        with mock.patch.object(output.os, "replace", disk_full):
+            return cli("generator.__main__", ["--root", root])
+    return trigger
+
+
+def black_version(tmp):
+    from unittest import mock
+
+    from generator import render
+    with mock.patch.object(render, "BLACK_VERSION", "0.0"):
+        return gen(render=True)(tmp)
+
+
+def damaged_npz(tmp):
+    """A .npz whose array data fails its CRC check."""
+    path = weights_npz(tmp, {"tensor1": np.arange(8, dtype=np.float32).reshape(2, 4)})
+    data = bytearray(path.read_bytes())
+    data[data.index(b"\x00\x00\x80?")] ^= 0xFF  # inside the array data
+    path.write_bytes(bytes(data))
+    return path
+
+
+def infer_error(tmp):
+    """A shape helper refusing what the checks let through (a gap in a description)."""
+    import dataclasses
+
+    from lightnet.arch import get_proto
+    from lightnet.op import Op
+    from lightnet.tensor import TensorTable
+
+    def pre_run(op, tensors):
+        raise ValueError("shapes [2] and [3] do not broadcast: dimension -1 is 2 in one "
+                         "and 3 in the other")
+    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run)
+    return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
+
+
+def message_of(fn):
+    """The message of whatever exception `fn` raises (the generator's own types)."""
+    with pytest.raises(Exception) as e:
+        fn()
+    return str(e.value)
+
+
+TRIGGERS = {
+    # IR
+    "ir.read": lambda tmp: run_model(tmp / "nope.json"),
+    "ir.utf8": lambda tmp: run_model(model_file(tmp, b'{"ops": [\xff]}')),
+    "ir.json": lambda tmp: run_model(model_file(tmp, '{"ops": [\n  {"name": "a",,}\n]}')),
+    "ir.document": lambda tmp: run_model([1, 2]),
+    "ir.op-object": lambda tmp: run_model({"ops": [3]}),
+    "ir.name": ir(lambda d: d["ops"][0].pop("name")),
+    "ir.unknown-field": ir(lambda d: d["ops"][0].update(param=[])),
+    "ir.list": ir(lambda d: d["ops"][0].update(params={})),
+    "ir.arg-name": ir(lambda d: d["ops"][1]["tensors_in"][0].pop("arg_name")),
+    "ir.value": ir(lambda d: d["ops"][1]["params"][0].pop("value")),
+    "ir.param-value": ir(lambda d: d["ops"][1]["params"][2].update(value=float("nan"))),
+    "ir.duplicate-op": ir(lambda d: d["ops"][2].update(name="slice1")),
+    "ir.unknown-optype": ir(lambda d: d["ops"][2].update(optype="show")),
+    # Op checks
+    "check.exists": ir(lambda d: d["ops"][1]["params"].pop(0)),
+    "check.known": ir(lambda d: d["ops"][1]["params"].append({"arg_name": "step", "value": 1})),
+    "check.defined": ir(lambda d: d["ops"][1]["tensors_in"][0].update(name="tensorX")),
+    "check.not-defined": ir(lambda d: d["ops"][1]["tensors_out"][0].update(name="tensor1")),
+    "check.variadic": op_error("concat", {"src1": [1, 2]}, axis=0),
+    "check.type": ir(lambda d: d["ops"][1]["params"][0].update(value="1")),
+    "check.compare": ir(lambda d: d["ops"][1]["params"][0].update(value=2)),
+    "check.array-len": ir(lambda d: d["ops"][0]["params"][3].update(value=[0, 1, 2])),
+    "check.choices": ir(lambda d: d["ops"][0]["params"][0].update(value="TL_HALF")),
+    "check.ndim": op_error("sort1d_by_key", {"src_key": [[1, 2]], "src_val": [1, 2]},
+                           outs=("dst_key", "dst_val"), dir="TL_SORT_DIR_ASCENDING"),
+    "check.len": op_error("sort1d_by_key", {"src_key": [1, 2], "src_val": [1, 2, 3]},
+                          outs=("dst_key", "dst_val"), dir="TL_SORT_DIR_ASCENDING"),
+    "check.dtype": op_error("softmax", {"src": ("TL_INT32", [1, 2])}, axis=0),
+    "check.mtype": lambda tmp: run_model(two_ops(create(data=list(range(8))),
+                                                 op("r", "relu_cpu", {"src": "tensor1"},
+                                                    {"dst": "y"}))),
+    "check.same": op_error("dot_product", {"src1": [1, 2], "src2": [1, 2, 3]}),
+    "check.static": lambda tmp: run_model({"ops": [
+        op("x", "input", outs={"dst": "m"}, dims=[2]),
+        *(create(f"c{a}", f"t{a}", dims=[2]) for a in ("var", "scale", "offset")),
+        op("bn", "bn2scale_wts", {"src_mean": "m", "src_var": "tvar", "src_scale": "tscale",
+                                   "src_offset": "toffset"},
+           {"dst_scale": "s", "dst_shift": "h", "dst_power": "p"})]}),
+    "check.expression": ir(lambda d: d["ops"][1]["params"][1].update(value=2)),
+    "check.infer": infer_error,
+    "check.output": checker_define("dtype"),
+    "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
+    # Compile
+    "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
+    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+                                                     c.plan())),
+    "compile.no-expander": no_expander,
+    "compile.unsettled": unsettled,
+    "compile.pass": pass_removed,
+    "compile.order": read_before_create,
+    "compile.graph": dfg_error("cycle"),
+    "compile.view": wrong_view,
+    # Memory
+    "memory.limit": lambda tmp: run_model(EXAMPLES / "example.json", memory_limit=100),
+    "memory.limit-value": lambda tmp: message(Context, memory_limit="lots"),
+    "memory.allocate": lambda tmp: message(
+        Context(memory_limit=2**70)._alloc_arena,
+        __import__("lightnet.mem", fromlist=["MemReport"]).MemReport(
+            __import__("lightnet.tensor", fromlist=["MemType"]).MemType.CPU, 2**62, 0, 0)),
+    # Weights
+    "weights.no-file": load_weights(lambda tmp: tmp / "nope.npz"),
+    "weights.not-weights": load_weights(lambda tmp: model_file(tmp, b"\x93NUMPY\xff", "w.bin")),
+    "weights.npz": load_weights(damaged_npz),
+    "weights.pickle": load_weights(lambda tmp: weights_npz(
+        tmp, {"tensor1": np.array([{"a": 1}] * 8, dtype=object)})),
+    "weights.text-line": text_weights("tensor1 x 3f800000\n"),
+    "weights.text-count": text_weights("tensor1 2 3f800000\n"),
+    "weights.text-twice": text_weights("tensor1 1 0\ntensor1 1 0\n"),
+    "weights.text-hex": text_weights("tensor1 2 3f800000 zz\n"),
+    "weights.unknown": load_weights(lambda tmp: weights_npz(
+        tmp, {"tensor1": np.zeros((2, 4), np.float32), "extra": np.zeros(1, np.float32)})),
+    "weights.dtype": load_weights(lambda tmp: weights_npz(
+        tmp, {"tensor1": np.zeros((2, 4), np.float64)})),
+    "weights.shape": load_weights(lambda tmp: weights_npz(
+        tmp, {"tensor1": np.zeros((4, 2), np.float32)})),
+    "weights.missing": lambda tmp: run_model(from_file_model()),
+    # Run
+    "run.kernel": kernel_run_error,
+    # API
+    "api.not-loaded": api("not_loaded"),
+    "api.no-tensor": api("no_tensor"),
+    "api.set-data": api("elements"),
+    "api.set-param": api("set_param_loaded"),
+    "api.no-op": api("no_op"),
+    "api.session-input": session("not_input"),
+    "api.session-missing": session("missing"),
+    "api.session-feed": session("shape"),
+    "api.dtype": dtype_error("name"),
+    # CLI
+    "cli.write": write_error("lightnet"),
+    "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
+    "cli.internal": lambda tmp: internal_error(),
+    # IL
+    "il.read": il_file(None),
+    "il.utf8": il_file(b"relu(| |);\xff"),
+    "il.define": lambda tmp: message(__import__("lightnet.frontends.il", fromlist=["to_ir"])
+                                     .to_ir, "", defines=["1X=2"]),
+    "il.preprocessor": il("", preprocessor="m4"),
+    "il.pcpp": pcpp_missing,
+    "il.cpp": no_cpp,
+    "il.cpp-failed": cpp_fails("status"),
+    "il.directive": il("#frobnicate\n", preprocessor="pcpp"),
+    "il.error-directive": il("#error stop here\n", preprocessor="pcpp"),
+    "il.include": il_include('#include "missing.net"\n', {}),
+    "il.include-depth": il_include('#include "m.net"\n', {}),
+    "il.include-utf8": il_include('#include "bad.net"\n', {"bad.net": b"\xff"}),
+    "il.no-argument": il("#define\n", preprocessor="pcpp"),
+    "il.pcpp-failed": lambda tmp: pcpp_crash(),
+    "il.comment": il("relu(| | /* never closed"),
+    "il.character": il("relu(src=a | dst=b | x=@);"),
+    "il.number": il("relu(| | x=1e99999);"),
+    "il.string": il('print(src=a | | msg="tab\\q");'),
+    "il.syntax": il("relu(src=a | dst=b |)"),
+    "il.value": il("relu(src=a | dst=b | x=maybe);"),
+    "il.array": il("relu(src=a | dst=b | x=[1, \"a\"]);"),
+    "il.twice": il("relu(src=a, src=b | dst=c |);"),
+    "il.op-name": il("r: relu(src=a | dst=b |);\nr: relu(src=b | dst=c |);"),
+    "il.cli-define": lambda tmp: cli("lightnet.frontends.il", ["-D", "1X", "m.net"]),
+    "il.write": write_error("il"),
+    # Generator
+    "gen.yaml": gen({"bad.yaml": "bad:\n  arch: [none\n"}),
+    "gen.yaml-text": gen({"bad.yaml": "bad:\n  arch: none\n  doc: \x07\n"}),
+    "gen.aliases": gen({"bad.yaml": "bad: &a\n  arch: none\n  doc: [*a]\n"}),
+    "gen.keys": gen({"bad.yaml": "bad:\n  arch: none\n  arch: cpu\n"}),
+    "gen.structure": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: 3\n"}),
+    "gen.required": gen({"bad.yaml": "bad:\n  doc: no arch\n"}),
+    "gen.unknown-key": gen({"bad.yaml": "bad:\n  arch: none\n  colour: blue\n"}),
+    "gen.optype": gen({"bad.yaml": "scale:\n  arch: none\n"}),
+    "gen.arch": gen({"bad.yaml": "bad:\n  arch: gpu\n"}),
+    "gen.run-code": gen({"bad.yaml": "bad:\n  arch: none\n  run: pass\n"}),
+    "gen.inherits": gen({"bad.yaml": "bad:\n  arch: cpu\n  inherits: worse\n"}),
+    "gen.identifier": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
+                                       "    - {arg_name: 2src}\n"}),
+    "gen.unknown-name": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [{arg_name: src}]\n"
+                                         "  tensors_out:\n"
+                                         "    - {arg_name: dst, dtype: src.dtype, shape: srcc}\n"}),
+    "gen.python": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [{arg_name: src}]\n"
+                                   "  checks:\n    - {expr: 'src.ndim >'}\n"}),
+    "gen.rebind": gen({"bad.yaml": "bad:\n  arch: cpu\n  tensors_in: [{arg_name: src}]\n"
+                                   "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
+                                   "shape: src.shape}]\n  run: dst = src\n"}),
+    "gen.tensor": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
+                                   "    - {arg_name: src, dtype: TL_HALF}\n"}),
+    "gen.param": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
+                                  "    - {arg_name: n, ptype: number}\n"}),
+    "gen.default": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
+                                    "    - {arg_name: n, ptype: number, realtype: int, "
+                                    "default: 0.5}\n"}),
+    "gen.example": gen({"bad.yaml": "bad:\n  arch: none\n  examples:\n    - inputs: {}\n"}),
+    "gen.assemble": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [{arg_name: src}]\n"
+                                     "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
+                                     "shape: src.shape}]\n"
+                                     "  assemble: {output: out, inputs: src, axis: axis}\n"}),
+    "gen.optimizer": gen(optimizers={"cpu.yaml": "arch: cpu\nexpanders:\n  scale_cpu:\n"
+                                                 "    - replace: scale_cpu\n"}),
+    "gen.rule": gen(optimizers={"cpu.yaml": "arch: cpu\nexpanders:\n  scale:\n"
+                                            "    - replace: shift_cpu\n"
+                                            "    - replace: scale_cpu\n"}),
+    "gen.render": lambda tmp: message_of(
+        lambda: __import__("generator.render", fromlist=["render"]).format_python(
+            "def broken(:\n", "descriptions/ops/bad.yaml")),
+    "gen.black": black_version,
+    "gen.root": gen_cli("root"),
+    "gen.write": gen_cli("write"),
+}
+
+
+def internal_error():
+    from unittest import mock
+
+    import lightnet.cli
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("planted bug")
+    with mock.patch.object(lightnet.cli.Context, "init", bug):
+        return cli("lightnet.cli", [EXAMPLES / "example.json"])
+
+
+def pcpp_crash():
+    from unittest import mock
+
+    import pcpp
+
+    from lightnet.frontends.il import to_ir
+
+    def crash(self, *args, **kwargs):
+        raise IndexError("list index out of range")
+    with mock.patch.object(pcpp.Preprocessor, "write", crash):
+        return message(to_ir, "relu(|a|);", filename="m.net", preprocessor="pcpp")
+
+
+# Tests -------------------------------------------------------------------------------------
+
+
+def test_every_documented_error_has_a_trigger_and_every_trigger_a_doc_entry():
+    assert sorted(set(ENTRIES) - set(TRIGGERS)) == [], "documented errors without a trigger"
+    assert sorted(set(TRIGGERS) - set(ENTRIES)) == [], "triggers without a doc entry"
+
+
+@pytest.mark.parametrize("key", sorted(TRIGGERS))
+def test_documented_message_is_the_real_one(key, tmp_path):
+    if key not in ENTRIES:
+        pytest.fail(f"{key} is not documented in docs/errors.md")
+    actual = TRIGGERS[key](tmp_path)
+    example = ENTRIES[key].example
+    assert pattern(example).fullmatch(actual), (
+        f"docs/errors.md, {key}:\n  documented: {example}\n  actual:     {actual}")
+
+
+# Coverage of the code ----------------------------------------------------------------------
+
+# The argument holding the message, by the callable making the error.
+MESSAGE_ARG = {"LightNetError": 0, "ILError": 0, "DescriptionError": 3, "RenderError": 0,
+               "UserError": 0, "ArgumentTypeError": 0}
+
+
+def _fragments(node) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        parts = [node.value]
+    elif isinstance(node, ast.JoinedStr):
+        parts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+    elif isinstance(node, ast.BinOp):
+        return _fragments(node.left) + _fragments(node.right)
+    else:
+        return []
+    stripped = (p.strip(" :,.'\"()") for p in parts)
+    return [p for p in stripped if len(re.sub(r"\W", "", p)) >= 4]
+
+
+def error_sites():
+    """(file:line, constant fragments of the message) of every user error the
+    code makes."""
+    paths = [p for p in sorted((ROOT / "lightnet").rglob("*.py"))
+             if "auto" not in p.parts and not p.name.startswith("onnx")]
+    paths += sorted((ROOT / "generator").rglob("*.py"))
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            args = node.args
+            if name in MESSAGE_ARG and len(args) > MESSAGE_ARG[name]:
+                messages = [args[MESSAGE_ARG[name]]]
+            elif name == "error" and path.name in ("il.py", "model.py") and args:
+                messages = [args[0] if path.name == "il.py" else args[-1]]
+            elif name == "fail" and path.name == "opck.py" and len(args) > 2:
+                messages = [args[1], args[2]]  # the rule and what was expected
+            else:
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            yield where, [f for m in messages for f in _fragments(m)]
+
+
+def test_the_scan_sees_the_errors():
+    sites = list(error_sites())
+    assert len(sites) > 150
+    assert any(w.startswith("lightnet/opck.py") for w, _ in sites)
+    assert any(w.startswith("generator/model.py") for w, _ in sites)
+
+
+def test_every_error_in_the_code_is_documented():
+    texts = {key: "\n".join([e.example, *e.forms]) for key, e in ENTRIES.items()}
+    missing = []
+    for where, fragments in error_sites():
+        if fragments and not any(all(f in text for f in fragments) for text in texts.values()):
+            missing.append(f"{where}: {fragments}")
+    assert missing == [], "errors not in docs/errors.md (add an entry or an 'Also' form):\n" + \
+        "\n".join(missing)
+
+
+def test_doc_groups():
+    groups = {e.group for e in ENTRIES.values()}
+    assert {"IR", "Op checks", "Compile", "Weights", "Memory", "CLI", "IL",
+            "Generator"} <= groups
