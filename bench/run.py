@@ -4,16 +4,19 @@
     python bench/run.py --models resnet50,vgg11 --repeat 5
     python bench/run.py --profile mobilenetv2   # where LightNet's time goes, by optype
     python bench/run.py --threads 1
+    python bench/run.py --quiet-wait 120        # on a shared machine: wait for quiet
 
 Each model is built once as an ONNX graph with seeded random weights (bench/models.py);
-ONNX Runtime runs it directly, LightNet through its ONNX importer, each engine in a
-fresh process (bench/worker.py) so that its memory growth can be measured. Both
-engines' outputs must agree to 1e-3 (max |ours - ort| / max |ort|) or the row says FAIL.
+ONNX Runtime runs it directly, LightNet through its ONNX importer. Each engine runs in
+its own process (bench/worker.py), which measures the memory the engine takes; the
+timed runs alternate between the two processes (one run each, --repeat rounds, medians
+reported), so both see the same machine. Both engines' outputs must agree to 1e-3
+(max |ours - ort| / max |ort|) or the row says FAIL (and the exit status is 1).
 
 BLAS threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
 BLIS_NUM_THREADS are set to --threads before numpy is imported (here and in the
 worker processes, which inherit them); ONNX Runtime gets intra_op_num_threads =
---threads. See docs/performance.md for results.
+--threads. Results and what they mean: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -299,7 +302,8 @@ def print_model_table(rows, gemm: float, gemm_end: float) -> None:
     print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} "
           f"GFLOP/s before the models, {gemm_end:.1f} after (a drop means the machine slowed)")
     print("arena MB: LightNet's planned arena (weights + activations); +ws MB: arrays its ops"
-          " keep outside the arena (im2col/padding scratch, folded weights); peak MB: growth"
+          " keep outside the arena (im2col/padding/pooling scratch, depthwise taps,"
+          " batchnorm-folded weights); peak MB: growth"
           " of the process's peak RSS over creating the model and running it once; others'"
           " CPU: share of all cores that other processes used while the row was measured.")
 

@@ -32,7 +32,6 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from lightnet.errors import CheckError
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "errors.md"
@@ -294,7 +293,7 @@ def unsettled(tmp):
     return message(passes.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
 
 
-def wrong_view(tmp, monkeypatch=None):
+def wrong_view(tmp):
     import dataclasses
 
     from lightnet.arch import get_proto
@@ -394,7 +393,7 @@ def kernel_run_error(tmp):
                               len=3, stride=1))
 
 
-def pcpp_missing(tmp, monkeypatch=None):
+def pcpp_missing(tmp):
     import builtins
     from unittest import mock
 
@@ -693,6 +692,41 @@ TRIGGERS = {
 }
 
 
+# More triggers, of "Also" forms: each message must contain one of its entry's forms.
+ALSO = {
+    "ir.json": [lambda tmp: run_model(model_file(tmp, '{"ops": [NaN]}')),
+                lambda tmp: run_model(model_file(tmp, '{"ops": [], "ops": []}'))],
+    "ir.document": [lambda tmp: run_model(model_file(tmp, "{}")),
+                    lambda tmp: run_model(model_file(tmp, '{"ops": {}}'))],
+    "ir.param-value": [ir(lambda d: d["ops"][1]["params"][2].update(value=10**400)),
+                       ir(lambda d: d["ops"][0]["params"][1].update(value=[1, "a"]))],
+    "check.output": [checker_define("seq"), checker_define("neg")],
+    "compile.pass": [pass_changed],
+    "compile.graph": [dfg_error("twice"), dfg_error("both"), dfg_error("dangling")],
+    "api.set-data": [api("dtype")],
+    "api.set-param": [api("param_value")],
+    "api.no-tensor": [api("data_size")],
+    "api.session-feed": [session("dtype")],
+    "api.dtype": [dtype_error("numpy")],
+    "il.cpp": [cpp_fails("run")],
+    "il.string": [il('print(src=a | | msg="open);'), il('print(src=a | | msg="\\u12");'),
+                  il('print(src=a | | msg="\\ud800");')],
+    "il.character": [il("relu(src='a' | |);"), il("relu(| |);\n  x #y", preprocessor="pcpp")],
+    "il.number": [il("relu(| | x=1x);"), il("relu(| | x=-x);")],
+    "il.array": [il("relu(| | x=[null]);"), il("relu(| | x=[[1]]);"), il("relu(| | x=[1;);")],
+    "il.syntax": [il("|"), il("r: (| |);"), il("relu |"), il("relu(= |"), il("relu(src=a x"),
+                  il("relu(src=1 | |);"), il("relu(| | x=)")],
+    "il.include": [il('#include <x\n', preprocessor="pcpp")],
+    "gen.keys": [gen({"bad.yaml": "bad:\n  1: x\n"})],
+    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"})],
+    "gen.tensor": [gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
+                                    "    - {arg_name: src, min: 2}\n"})],
+    "gen.param": [gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
+                                   "    - {arg_name: n, ptype: int}\n"})],
+}
+
+
 def internal_error():
     from unittest import mock
 
@@ -733,6 +767,14 @@ def test_documented_message_is_the_real_one(key, tmp_path):
     example = ENTRIES[key].example
     assert pattern(example).fullmatch(actual), (
         f"docs/errors.md, {key}:\n  documented: {example}\n  actual:     {actual}")
+
+
+@pytest.mark.parametrize("key, i", [(k, i) for k, fs in ALSO.items() for i in range(len(fs))])
+def test_other_forms_are_real_ones(key, i, tmp_path):
+    actual = ALSO[key][i](tmp_path)
+    forms = [ENTRIES[key].example, *ENTRIES[key].forms]
+    assert any(pattern(form).search(actual) for form in forms), (
+        f"docs/errors.md, {key}: no 'Also' form matches\n  actual: {actual}\n  forms: {forms}")
 
 
 # Coverage of the code ----------------------------------------------------------------------

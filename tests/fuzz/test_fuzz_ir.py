@@ -16,8 +16,10 @@ runs SLOW_EXAMPLES.
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -76,6 +78,7 @@ def test_mutated_ir_slow(case):
 
 _NUMBER = re.compile(r"(?<![\w.\"])-?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w.\"])")
 _TMP = Path(tempfile.mkdtemp(prefix="lightnet-fuzz-"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 
 
 @st.composite

@@ -13,8 +13,10 @@ marker file must never exist.
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -28,6 +30,7 @@ from fuzzutil import CI_EXAMPLES, INJECTIONS, SLOW_EXAMPLES, deadline, fuzz_sett
 from lightnet import Context, LightNetError, weights
 
 TMP = Path(tempfile.mkdtemp(prefix="lightnet-fuzz-weights-"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 MARKER = TMP / "unpickled"
 
 MODEL = {"ops": [
