@@ -39,9 +39,18 @@ def bn2scale_wts(src_mean, src_var, src_scale, src_offset, dst_scale, dst_shift,
     dst_power.fill(1)
 
 
+def _lrn_reach(channels: int, size: int) -> tuple[int, int]:
+    """Channels the window reaches before and after c, capped at the tensor's
+    channels: a wider window only adds zeros, so huge sizes cost nothing."""
+    before = (size - 1) // 2
+    return min(before, channels - 1), min(size - 1 - before, channels - 1)
+
+
 def lrn_workspace(src_shape, dst_shape, *, size, alpha, beta, bias, dtype=np.float32) -> dict:
-    """Scratch for `lrn`: squares of src with size - 1 zero channels around them."""
-    return {"sq": np.zeros((src_shape[0], src_shape[1] + size - 1) + tuple(src_shape[2:]), dtype)}
+    """Scratch for `lrn`: squares of src with the window's reach of zero channels around them."""
+    before, after = _lrn_reach(src_shape[1], size)
+    return {"sq": np.zeros((src_shape[0], src_shape[1] + before + after) + tuple(src_shape[2:]),
+                           dtype)}
 
 
 def lrn(src, dst, *, size, alpha, beta, bias, ws=None) -> None:
@@ -50,16 +59,16 @@ def lrn(src, dst, *, size, alpha, beta, bias, ws=None) -> None:
     over channels c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) that exist.
 
     The squares sit in a zero-bordered channel buffer, so the window sum is `size`
-    shifted whole-tensor adds."""
+    shifted whole-tensor adds (at most 2C - 1, whatever `size` is)."""
     if ws is None:
         ws = lrn_workspace(src.shape, dst.shape, size=size, alpha=alpha, beta=beta, bias=bias,
                            dtype=dst.dtype)
     c = src.shape[1]
     sq = ws["sq"]
-    before = (size - 1) // 2
+    before, after = _lrn_reach(c, size)
     np.square(src, out=sq[:, before:before + c])
     np.copyto(dst, sq[:, :c])
-    for k in range(1, size):
+    for k in range(1, before + after + 1):
         np.add(dst, sq[:, k:k + c], out=dst)
     np.multiply(dst, alpha / size, out=dst)
     np.add(dst, bias, out=dst)

@@ -403,27 +403,3 @@ def refusal_problem(message: str) -> str | None:
     if not NAMES_FIELD.search(message) and "tensor '" not in message:
         return "the message names no field or arg"
     return None
-
-
-# Known issues ------------------------------------------------------------------------------
-# Problems the fuzzer found outside the core runtime (in op descriptions or
-# kernels, owned elsewhere). A compiled model that would meet one is not run,
-# so the fuzz stays green and fast; each has a strict xfail reproducer in
-# test_fuzz_ir.py, which starts passing (and so fails) once it is fixed:
-# then delete the entry here.
-
-def _lrn_huge_size(ctx) -> bool:
-    # lrn's kernel loops `size` times and its workspace has C + size - 1
-    # channels: size 2**31 - 1 (a saturated param) runs for hours. The check
-    # `size >= 1` has no upper bound (a window wider than 2 * C - 1 adds nothing).
-    return any(op.optype == "lrn_cpu" and op.values.get("size", 0) > 2**16 for op in ctx.ops)
-
-
-KNOWN_ISSUES = {"lrn: an unbounded size loops size times at run": _lrn_huge_size}
-
-
-def known_issue(ctx) -> str | None:
-    for name, hit in KNOWN_ISSUES.items():
-        if hit(ctx):
-            return name
-    return None
