@@ -7,6 +7,7 @@ usage. `--debug` shows the traceback of an error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import traceback
@@ -107,22 +108,33 @@ def format_profile(times) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+def report_errors(prog: str, debug: bool, body) -> int:
+    """Run `body()` as a command's work, and turn what it raises into the
+    commands' contract: a user error is one line on stderr and status 1; a
+    bug is one `internal error` line and status 1; --debug adds the traceback."""
     try:
-        run(args, sys.stdout)
+        body()
     except LightNetError as e:
-        if args.debug:
+        if debug:
             traceback.print_exc()
-        print(f"lightnet: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (prog ... | head): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:
-        print("lightnet: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # a bug in LightNet, not in the user's input
-        if args.debug:
+        if debug:
             traceback.print_exc()
-        print(f"lightnet: internal error: {type(e).__name__}: {e} "
+        print(f"{prog}: internal error: {type(e).__name__}: {e} "
               "(please report it; --debug shows the traceback)", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return report_errors("lightnet", args.debug, lambda: run(args, sys.stdout))

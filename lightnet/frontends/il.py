@@ -31,12 +31,12 @@ import re
 import shutil
 import subprocess
 import sys
-import traceback
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from lightnet.cli import report_errors
 from lightnet.errors import LightNetError
 
 PREPROCESSORS = ("auto", "pcpp", "cpp", "none")
@@ -769,7 +769,7 @@ def main(argv=None) -> int:
     def warn(message):
         print(f"il2json: warning: {message}", file=sys.stderr)
 
-    try:
+    def convert():
         if args.source == "-":
             source, filename = sys.stdin.read(), "<stdin>"
         else:
@@ -787,25 +787,8 @@ def main(argv=None) -> int:
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
-    except LightNetError as e:
-        if args.debug:
-            traceback.print_exc()
-        print(f"il2json: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        # The reader went away (il2json m.net | head): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except KeyboardInterrupt:
-        print("il2json: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug in il2json, not in the user's input
-        if args.debug:
-            traceback.print_exc()
-        print(f"il2json: internal error: {type(e).__name__}: {e} "
-              "(please report it; --debug shows the traceback)", file=sys.stderr)
-        return 1
-    return 0
+
+    return report_errors("il2json", args.debug, convert)
 
 
 if __name__ == "__main__":

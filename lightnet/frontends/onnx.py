@@ -32,12 +32,12 @@ import argparse
 import json
 import math
 import sys
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from lightnet.cli import report_errors
 from lightnet.errors import LightNetError
 
 __all__ = ["SUPPORTED_OPS", "UnsupportedModelError", "convert", "import_model", "main",
@@ -2220,18 +2220,16 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     out = Path(args.outfile) if args.outfile else Path(args.model).with_suffix(".json")
-    try:
+
+    def convert():
         ir_path, npz_path = import_model(args.model, out, dict(args.dim))
-    except LightNetError as e:
-        if args.debug:
-            traceback.print_exc()
-        print(f"onnx2ln: error: {e}", file=sys.stderr)
-        return 1
-    doc = json.loads(ir_path.read_text(encoding="utf-8"))
-    with np.load(npz_path) as npz:
-        count = len(npz.files)
-    print(f"onnx2ln: wrote {ir_path} ({len(doc['ops'])} ops) and {npz_path} ({count} tensors)")
-    return 0
+        doc = json.loads(ir_path.read_text(encoding="utf-8"))
+        with np.load(npz_path) as npz:
+            count = len(npz.files)
+        print(f"onnx2ln: wrote {ir_path} ({len(doc['ops'])} ops) and {npz_path} "
+              f"({count} tensors)")
+
+    return report_errors("onnx2ln", args.debug, convert)
 
 
 if __name__ == "__main__":
