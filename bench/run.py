@@ -301,9 +301,9 @@ def print_model_table(rows, gemm: float, gemm_end: float) -> None:
               f"worst: {max(ratios):.2f}")
     print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} "
           f"GFLOP/s before the models, {gemm_end:.1f} after (a drop means the machine slowed)")
-    print("arena MB: LightNet's planned arena (weights + activations); +ws MB: arrays its ops"
-          " keep outside the arena (im2col/padding/pooling scratch, depthwise taps,"
-          " batchnorm-folded weights); peak MB: growth"
+    print("arena MB: LightNet's planned arena (activations) plus its weights (compiled with"
+          " them, so batchnorms are folded); +ws MB: arrays its ops keep besides those"
+          " (im2col/padding/pooling scratch, depthwise taps); peak MB: growth"
           " of the process's peak RSS over creating the model and running it once; others'"
           " CPU: share of all cores that other processes used while the row was measured.")
 

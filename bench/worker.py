@@ -43,20 +43,25 @@ def _reset_peak() -> bool:
 
 
 def _outside_arena_bytes(ctx) -> int:
-    """Bytes of arrays the run functions keep besides the arena: conv im2col
-    workspaces, padded copies, folded batchnorm weights (found in the closures)."""
+    """Bytes of arrays the run functions keep besides the arena and the
+    weights: conv im2col workspaces, padded copies, batchnorm weights folded
+    at load (found in the closures)."""
     import numpy as np
 
+    def root(a):
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+
     arenas = list(ctx.arenas.values())
-    seen, total = set(), 0
+    seen = {id(root(w)) for w in ctx.weights.values()}
+    total = 0
 
     def count(a):
         nonlocal total
         if not isinstance(a, np.ndarray):
             return
-        base = a
-        while isinstance(base.base, np.ndarray):
-            base = base.base
+        base = root(a)
         if any(base is arena for arena in arenas) or id(base) in seen:
             return
         seen.add(id(base))
@@ -86,8 +91,8 @@ class Ours:
         t0 = time.perf_counter()
         ctx = lightnet.Context()
         ctx.init(ir)
-        ctx.compile("cpu")
-        ctx.load(os.path.join(d, "model.npz"))
+        ctx.compile("cpu", weights=os.path.join(d, "model.npz"))  # as `lightnet -f` does
+        ctx.load()
         self.setup = time.perf_counter() - t0
         (self.input,) = ctx.inputs
         self.ctx = ctx
@@ -96,7 +101,7 @@ class Ours:
         self.info = {
             "setup": self.setup, "peak_growth": _status("VmHWM") - base,
             "rss_growth": _status("VmRSS") - base,
-            "arena": sum(r.arena for r in ctx.mem.values()),
+            "arena": sum(r.needed for r in ctx.mem.values()),  # arena + weights
             "lower_bound": sum(r.lower_bound for r in ctx.mem.values()),
             "tensor_total": sum(r.total for r in ctx.mem.values()),
             "outside_arena": _outside_arena_bytes(ctx),

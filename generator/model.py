@@ -32,6 +32,11 @@ RESERVED = GLOBALS | frozenset({
     "ck", "op", "tensors", "arrays", "priv", "run", "found",
     "Checker", "OpProto", "ParamArg", "TensorArg", "ParamType", "MemType",
 })
+# Names the generated optimizer functions use: a rule's tensors and constants
+# must be named otherwise.
+RULE_RESERVED = GLOBALS | frozenset({
+    "ctx", "window", "target", "op", "ops", "b", "Builder", "OpView", "Combiner",
+})
 # Builtins hidden in the op being validated: its own arguments and pre_run
 # names are locals of the generated functions, so e.g. a param `max` makes
 # `max(...)` in an earlier param's check an unbound local, not the builtin.
@@ -165,12 +170,23 @@ class NewOp:
 
 
 @dataclass(frozen=True)
+class Constant:
+    """New weights a rule computes at compile time (constant folding): `expr`
+    gives one array per name in `names` (a tuple when there are several)."""
+
+    names: tuple[str, ...]
+    expr: str
+
+
+@dataclass(frozen=True)
 class Rule:
     """`when` holds -> replace the matched op(s) by `replace` (empty: remove).
-    `tensors` are fresh tensor names the new ops may create."""
+    `tensors` are fresh tensor names the new ops may create; `constants` new
+    weights computed from known static data."""
 
     when: str | None
     tensors: tuple[str, ...]
+    constants: tuple[Constant, ...]
     replace: tuple[NewOp, ...]
 
 
@@ -797,13 +813,42 @@ def _check_arg(f: _Fields, key: str, arg: str, op: OpDesc) -> None:
         raise f.error(key, f"'{arg}' is not one of {', '.join(names) or 'none'} of {op.optype}")
 
 
+def _constants(f: _Fields, arch: str, ops, known) -> tuple[Constant, ...]:
+    """The `constants` key: `name: expr` or `name1, name2: expr` (a tuple)."""
+    value = f.get("constants", dict, {})
+    if not value:
+        return ()
+    file, line, path = f.where("constants")
+    g = _Fields(value, file, path, line)
+    constants, seen = [], set(known)
+    for key in g.map:
+        names = tuple(n.strip() for n in str(key).split(","))
+        for n in names:
+            if not n.isidentifier() or keyword.iskeyword(n):
+                raise g.error(key, f"expected names separated by commas, found '{key}'")
+            if n in seen:
+                raise g.error(key, f"'{n}' is already a name of this rule")
+            if n in RULE_RESERVED:
+                raise g.error(key, f"'{n}' is reserved: the generated code uses that name")
+            seen.add(n)
+        constants.append(Constant(names, _expr(g, key, known)))
+    g.done()
+    if f"create_{arch}" not in ops:
+        raise f.error("constants", f"folded constants need the op create_{arch}")
+    return tuple(constants)
+
+
 def _rule(f: _Fields, arch: str, ops, subject: str, likes) -> Rule:
-    """The when / tensors / replace keys shared by expander and combiner rules."""
+    """The when / tensors / constants / replace keys shared by expander and
+    combiner rules."""
     tensors = tuple(f.get("tensors", list, []))
     for t in tensors:
         if not isinstance(t, str) or not t.isidentifier():
             raise f.error("tensors", f"tensor names must be identifiers, found {t!r}")
-    known = [subject, *tensors]
+        if t in RULE_RESERVED:
+            raise f.error("tensors", f"'{t}' is reserved: the generated code uses that name")
+    constants = _constants(f, arch, ops, [subject, *tensors])
+    known = [subject, *tensors, *(n for c in constants for n in c.names)]
     when = _expr(f, "when", [subject], None)
     replace = f.get("replace", (str, list))
     if isinstance(replace, str):  # shorthand: the op under another optype
@@ -813,7 +858,7 @@ def _rule(f: _Fields, arch: str, ops, subject: str, likes) -> Rule:
     else:
         new_ops = tuple(_new_op(v, f.file, p, l, arch, ops, known, likes)
                         for v, p, l in f.items("replace"))
-    return Rule(when, tensors, new_ops)
+    return Rule(when, tensors, constants, new_ops)
 
 
 def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
@@ -891,7 +936,7 @@ def _with_default_expanders(optimizer: Optimizer | None, arch: str, ops) -> Opti
         optimizer = Optimizer(arch, "", f"descriptions/optimizers/{arch}.yaml (defaults)", (), ())
     explicit = {e.optype for e in optimizer.expanders}
     defaults = tuple(
-        Expander(optype, (Rule(None, (), (NewOp(f"{optype}_{arch}", "op", None, (), (), (), ()),)),))
+        Expander(optype, (Rule(None, (), (), (NewOp(f"{optype}_{arch}", "op", None, (), (), (), ()),)),))
         for optype, op in ops.items()
         if op.arch == "none" and optype not in explicit and f"{optype}_{arch}" in ops
         and ops[f"{optype}_{arch}"].arch == arch

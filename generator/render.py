@@ -98,6 +98,7 @@ def _rule_texts(optimizer: Optimizer) -> list[str]:
     rules += [c.rule for c in optimizer.combiners]
     texts = [r.when or "" for r in rules]
     for rule in rules:
+        texts += [c.expr for c in rule.constants]
         for n in rule.replace:
             texts += [n.name or ""] + [expr for _, expr in n.ins + n.outs + n.params]
             texts += [old for old, _ in n.rename]

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from lightnet import mem
 from lightnet.context import Context
@@ -31,7 +32,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--run", action="store_true",
                    help="MODEL is already compiled: run it as it is")
     p.add_argument("-f", "--datafile", metavar="DATAFILE",
-                   help="weight file (.npz or LightNet text format)")
+                   help="weight file (.npz or LightNet text format); read before optimizing, "
+                        "so rules fold constants (a batchnorm into the conv's weights)")
+    p.add_argument("-w", "--weights-out", metavar="WEIGHTS",
+                   help="with -c and -f: where to write the compiled model's weights "
+                        "(default: OUT with the suffix .npz)")
     p.add_argument("--no-combine", action="store_true",
                    help="lower the model without fusing ops (to compare results)")
     p.add_argument("--mem-report", action="store_true",
@@ -63,7 +68,10 @@ def run(args, out) -> None:
     if args.run:
         ctx.plan()
     else:
-        ctx.compile(args.target, combine=not args.no_combine)
+        # Weights before optimizing, so rules may fold them; `-c` without `-f`
+        # keeps the weights apart (the compiled IR takes any weight file).
+        weights = args.datafile if args.datafile is not None else None if args.compile else {}
+        ctx.compile(args.target, combine=not args.no_combine, weights=weights)
     if args.dot:
         write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
     if args.mem_report:
@@ -71,8 +79,10 @@ def run(args, out) -> None:
             print(format_mem_report(report), file=out)
     if args.compile:
         ctx.print(args.outfile)
+        if args.datafile is not None:
+            ctx.save_weights(args.weights_out or str(Path(args.outfile).with_suffix(".npz")))
         return
-    ctx.load(args.datafile)
+    ctx.load(args.datafile if args.run else None)
     start = time.perf_counter()
     ctx.run()
     elapsed = time.perf_counter() - start
@@ -93,7 +103,8 @@ def write_text(path: str, text: str) -> None:
 def format_mem_report(r) -> str:
     ratio = r.arena / r.lower_bound if r.lower_bound else 1.0
     return (f"memory {r.mtype}: arena {r.arena} bytes, all tensors {r.total} bytes, "
-            f"lower bound {r.lower_bound} bytes (arena / lower bound = {ratio:.3f})")
+            f"lower bound {r.lower_bound} bytes (arena / lower bound = {ratio:.3f}); "
+            f"weights {r.weights} bytes")
 
 
 def format_profile(times) -> str:

@@ -1,8 +1,9 @@
 """The context: the single point of truth for one model.
 
 It owns the tensor table, the op list (run order), the data-flow graph, the
-memory plan and, once loaded, one arena per memory type with every tensor
-bound as a numpy view into it.
+memory plan, the weights (the data of tensors created from the weight file)
+and, once loaded, one arena per memory type with every other tensor bound as
+a numpy view into it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class Context:
         self.mem: dict[MemType, mem.MemReport] | None = None
         self.arenas: dict[MemType, np.ndarray] = {}
         self.arrays: dict[str, np.ndarray] = {}
+        # The data of the tensors created from the weight file, by name: read by
+        # compile(weights=...) or load(datafile), plus what rules folded.
+        self.weights: dict[str, np.ndarray] | None = None
+        self.compiled_with_weights = False
+        self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
         self._runs: tuple = ()
         self._run_ops: tuple = ()
 
@@ -145,11 +151,79 @@ class Context:
 
     # Compiling --------------------------------------------------------------------
 
-    def compile(self, target: str = "cpu", combine: bool = True) -> None:
+    def compile(self, target: str = "cpu", combine: bool = True, weights=None) -> None:
         """Lower to `target`'s ops, optimize (combine=False: no fusions), and
-        plan memory."""
+        plan memory.
+
+        `weights` (a weight file, or a mapping of tensor name to array) loads
+        the weights before optimizing: rules may then compute new static data
+        from them (constant folding, e.g. a batchnorm folded into the conv's
+        weights), weights nothing reads any more are dropped, and load() takes
+        no weight file. `save_weights` writes the compiled model's weights.
+        """
         self.unload()
-        passes.compile(self, target, combine)
+        self.weights = None if weights is None else self._read_weights(weights)
+        self.compiled_with_weights = weights is not None
+        self._values = {}
+        try:
+            passes.compile(self, target, combine)
+        finally:
+            self._values = {}
+
+    def value(self, name: str) -> np.ndarray | None:
+        """The data of static tensor `name` while compiling with weights: a
+        weight, or what the ops making it compute from weights and params.
+        None when it is not known before the run (or compiling without weights)."""
+        if not self.compiled_with_weights:
+            return None
+        if name in self.weights:
+            return self.weights[name]
+        if name in self._values:
+            return self._values[name]
+        entry = self.tensors.get(name)
+        op = None if entry is None or not entry.static else self.dfg.ops.get(entry.creator)
+        if op is None or op.proto.load is None or not all(
+                self.tensors[n].static for n in op.tensors_out.values()):
+            return None
+        arrays = {n: self.value(n) for n in op.tensors_in.values()}
+        if any(a is None for a in arrays.values()):
+            return None
+        outs = [self.tensors[n] for n in op.tensors_out.values()]
+        limit = mem.memory_limit(self.memory_limit)
+        needed = sum(a.nbytes for a in self._values.values()) + sum(e.nbytes for e in outs)
+        if limit is not None and needed > limit:
+            raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): computing its "
+                                f"output at compile time needs {needed} bytes, more than the "
+                                f"limit of {limit} bytes (--memory-limit)")
+        for e in outs:
+            arrays[e.name] = np.zeros(e.shape, e.dtype.np)
+        try:
+            run = op.proto.load(op, arrays)
+            if run is not None:
+                run()
+        except (*_DATA_ERRORS, MemoryError) as e:
+            raise self._op_error(op, "compile-time evaluation", e) from e
+        for n in op.tensors_out.values():
+            self._values[n] = arrays[n]
+        return self._values[name]
+
+    def add_weight(self, name: str, data: np.ndarray) -> None:
+        """Record the data of a tensor a rule creates from folded weights."""
+        self.weights[name] = data
+
+    def save_weights(self, path) -> None:
+        """Write the weights of the (compiled) model to an .npz file, which
+        load() / `lightnet -r -f` read back."""
+        names = sorted(n for n, e in self.tensors.items() if e.from_file)
+        missing = [n for n in names if self.weights is None or n not in self.weights]
+        if missing:
+            raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
+                                "compile or load the model with its weight file first")
+        try:
+            with open(path, "wb") as f:
+                np.savez(f, **{n: self.weights[n] for n in names})
+        except OSError as e:
+            raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
     def plan(self) -> None:
         """Plan memory: one arena per memory type. A plan needing more than
@@ -174,17 +248,27 @@ class Context:
     # Loading and running -------------------------------------------------------------
 
     def load(self, datafile=None) -> None:
-        """Allocate the arenas, bind every tensor, load weights, run static_run."""
+        """Allocate the arenas, bind every tensor (weights to the arrays read
+        from `datafile`), run static_run. A model compiled with its weights
+        takes no datafile."""
         self.unload()
         if self.mem is None:
             self.plan()
         else:  # the limit may have changed since the plan
             mem.check_limit(self.mem, self.memory_limit, self.label)
-        given = self._read_weights(datafile)  # checked before anything is allocated
+        if datafile is not None and self.compiled_with_weights:
+            raise LightNetError(f"{self.label}: the model was compiled with its weights; "
+                                f"load() takes no weight file (given {datafile})")
+        if datafile is not None or self.weights is None:
+            # Checked before anything is allocated.
+            self.weights = self._read_weights(datafile)
+        self._check_weights_known()
         self.arenas = {m: self._alloc_arena(r) for m, r in self.mem.items()}
         arrays = self.arrays
         for name, entry in self.tensors.items():
-            if entry.owner is None or entry.owner_offset is not None:
+            if entry.from_file:
+                arrays[name] = self.weights[name]
+            elif entry.owner is None or entry.owner_offset is not None:
                 raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
                 arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
         for op in self.ops:
@@ -201,8 +285,6 @@ class Context:
                             "description's view is wrong"
                         )
                     arrays[name] = view
-        for name, array in given.items():
-            arrays[name][...] = array.reshape(self.tensors[name].shape)
         runs = []
         for op in self.ops:
             if op.proto.load is not None:
@@ -222,9 +304,19 @@ class Context:
             raise LightNetError(f"{self.label}: cannot allocate the {report.mtype} arena of "
                                 f"{report.arena} bytes") from None
 
+    def _check_weights_known(self) -> None:
+        """Every weight the model reads has data (a model compiled with its
+        weights and then changed by set_param may have new ones)."""
+        missing = sorted(n for n, e in self.tensors.items()
+                         if e.from_file and n not in self.weights)
+        if missing:
+            raise LightNetError(f"{self.label}: tensors {missing} are created from a file, "
+                                "but the weights the model was compiled with do not give them")
+
     def _read_weights(self, datafile) -> dict[str, np.ndarray]:
-        """The weight file's tensors, each checked against the model's entry
-        (an .npz array before its data is read)."""
+        """The weights from `datafile` (a path or a name -> array mapping),
+        each checked against the model's entry (an .npz array before its data
+        is read) and made a read-only array of the entry's shape."""
         wanted = sorted(n for n, e in self.tensors.items() if e.from_file)
 
         def expect(name, dtype, shape):  # before the data is read, when it can be
@@ -249,7 +341,20 @@ class Context:
         if datafile is None:
             expect_names([])
             return {}
-        return weights.read(datafile, expect_names, expect)
+        if isinstance(datafile, dict):
+            given = {n: np.array(a) for n, a in datafile.items()}  # copies: ours alone
+            expect_names(list(given))
+            for name, array in given.items():
+                expect(name, array.dtype, array.shape)
+            datafile = "weights"  # how messages name a mapping
+        else:
+            given = weights.read(datafile, expect_names, expect)
+        arrays = {}
+        for name, array in given.items():
+            array = np.ascontiguousarray(array).reshape(self.tensors[name].shape)
+            array.flags.writeable = False
+            arrays[name] = array
+        return arrays
 
     def run(self) -> None:
         i = 0
@@ -286,6 +391,9 @@ class Context:
     def set_data(self, name: str, data) -> None:
         """Copy `data` into tensor `name` (same shape, or same element count)."""
         dst = self._array(name)
+        if not dst.flags.writeable:
+            raise LightNetError(f"tensor '{name}' is a weight from the weight file and cannot "
+                                "be set: load the model with other weights instead")
         data = np.asarray(data)
         if data.size != dst.size:
             raise LightNetError(f"tensor '{name}': expected {dst.size} elements "
@@ -343,3 +451,5 @@ class Context:
         self.tensors.clear()
         self.dfg = DataFlowGraph()
         self.mem = None
+        self.weights = None
+        self.compiled_with_weights = False

@@ -1,9 +1,11 @@
 """Memory planning: a virtual pool of offsets, and the plan that fills one arena
 per memory type.
 
-Nothing is allocated here: the plan gives every non-static tensor that owns its
-memory an offset, reusing a tensor's bytes once its last reader has run. The
-context then allocates each arena once and binds numpy views at the offsets.
+Nothing is allocated here: the plan gives every tensor that owns its memory an
+offset, reusing a tensor's bytes once its last reader has run. The context then
+allocates each arena once and binds numpy views at the offsets. Weights (static
+tensors whose data comes from the weight file) are not in the arena: the
+context binds them to the arrays it read, so they are never copied.
 """
 
 from __future__ import annotations
@@ -73,13 +75,20 @@ class MemoryPool:
 
 @dataclass(frozen=True)
 class MemReport:
-    """Per memory type: bytes of the planned arena, of every tensor without reuse,
-    and the lower bound (the largest total of simultaneously live tensors)."""
+    """Per memory type: bytes of the planned arena, of every arena tensor without
+    reuse, the lower bound (the largest total of simultaneously live arena
+    tensors), and of the weights kept outside the arena."""
 
     mtype: MemType
     arena: int
     total: int
     lower_bound: int
+    weights: int = 0
+
+    @property
+    def needed(self) -> int:
+        """Every byte the loaded model holds in this memory type."""
+        return self.arena + self.weights
 
 
 def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
@@ -119,6 +128,7 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     `ops` is the run order; `keep` names tensors that must survive the run
     (model outputs). Static tensors are never freed; views (tensors with an
     owner) share their root's memory and keep it alive while they are read.
+    Weights from the weight file get no offset (see the module docstring).
     """
     roots = {}
     last_use = {}
@@ -141,7 +151,14 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     live: dict[MemType, int] = {}
     total: dict[MemType, int] = {}
     bound: dict[MemType, int] = {}
+    weights: dict[MemType, int] = {}
     allocated = set()
+    for root in dict.fromkeys(roots.values()):
+        entry = tensors[root]
+        if entry.from_file:
+            entry.offset = None
+            allocated.add(root)
+            weights[entry.mtype] = weights.get(entry.mtype, 0) + entry.nbytes
 
     def allocate(root: str) -> None:
         entry = tensors[root]
@@ -156,7 +173,7 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     # from the start. Any other root is allocated when it or any view of it is
     # first written (a view may come before its root: a part of a concat).
     for root in dict.fromkeys(roots.values()):
-        if tensors[root].static or tensors[root].input:
+        if root not in allocated and (tensors[root].static or tensors[root].input):
             allocate(root)
     for i, op in enumerate(ops):
         for name in op.tensors_out.values():
@@ -169,8 +186,11 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
                 live[entry.mtype] -= entry.nbytes
     for name, root in roots.items():
         if root != name:
-            tensors[name].offset = tensors.offset_in_root(name) + tensors[root].offset
-    return {m: MemReport(m, pool.size, total[m], bound[m]) for m, pool in pools.items()}
+            base = tensors[root].offset
+            tensors[name].offset = None if base is None else tensors.offset_in_root(name) + base
+    return {m: MemReport(m, pools[m].size if m in pools else 0, total.get(m, 0),
+                         bound.get(m, 0), weights.get(m, 0))
+            for m in dict.fromkeys([*pools, *weights])}
 
 
 # Memory limits ---------------------------------------------------------------------------
@@ -209,15 +229,20 @@ def available_memory() -> int | None:
         return None
 
 
+def memory_limit(limit: int | None) -> int | None:
+    """The limit in force: `limit`, or (None) the machine's available memory
+    (None when that is not known either)."""
+    return available_memory() if limit is None else limit
+
+
 def check_limit(reports: dict[MemType, MemReport], limit: int | None, label: str) -> None:
-    """Refuse a plan whose arena of host memory exceeds `limit` bytes (None:
-    the machine's available memory), before anything is allocated."""
+    """Refuse a plan whose arena and weights of host memory exceed `limit`
+    bytes (None: the machine's available memory), before anything is allocated."""
+    limit = memory_limit(limit)
     if limit is None:
-        limit = available_memory()
-        if limit is None:
-            return
+        return
     for report in reports.values():
-        if report.arena > limit:
-            raise LightNetError(f"{label}: the model needs {report.arena} bytes of "
+        if report.needed > limit:
+            raise LightNetError(f"{label}: the model needs {report.needed} bytes of "
                                 f"{report.mtype} memory, more than the limit of {limit} "
                                 "bytes (--memory-limit)")

@@ -52,6 +52,7 @@ def combine(ctx, arch: Arch) -> int:
                     new_ops = combiner.func(ctx, window)
                     if new_ops is not None:
                         ctx.replace_ops(i, size, new_ops)
+                        i += _hoist_sources(ctx, i, len(new_ops))
                         changed = True
                         budget -= 1
                         if budget < 0:
@@ -67,27 +68,64 @@ def combine(ctx, arch: Arch) -> int:
     )
 
 
+def _is_source(ctx, op) -> bool:
+    """Whether `op` reads nothing and makes only static tensors or inputs."""
+    return not op.tensors_in and all(
+        ctx.tensors[n].static or ctx.tensors[n].input for n in op.tensors_out.values())
+
+
 def hoist_constants(ctx) -> None:
     """Move ops that read nothing and make only static tensors or inputs
     (create, input, arange) to the front, in their order. They may run
     anywhere before their readers; at the front they no longer sit between
     two ops a combiner could join."""
-    def is_source(op):
-        return not op.tensors_in and all(
-            ctx.tensors[n].static or ctx.tensors[n].input for n in op.tensors_out.values())
+    ctx.ops[:] = [op for op in ctx.ops if _is_source(ctx, op)] + [
+        op for op in ctx.ops if not _is_source(ctx, op)]
 
-    ctx.ops[:] = [op for op in ctx.ops if is_source(op)] + [
-        op for op in ctx.ops if not is_source(op)]
+
+def _hoist_sources(ctx, start: int, count: int) -> int:
+    """Move the source ops among ops[start:start + count] (the create ops of
+    weights a rule folded) to the front; returns how many moved."""
+    new = ctx.ops[start : start + count]
+    sources = [op for op in new if _is_source(ctx, op)]
+    if sources:
+        ctx.ops[start : start + count] = [op for op in new if not _is_source(ctx, op)]
+        ctx.ops[:0] = sources
+    return len(sources)
+
+
+def remove_dead_constants(ctx, outputs_before) -> int:
+    """Remove ops that make only static tensors nobody reads any more (the
+    weights a rule folded into new ones), unless a tensor of theirs was a
+    model output before compiling; their weights are forgotten. Returns how
+    many ops went."""
+    removed = 0
+    keep = set(outputs_before)
+    while True:
+        dead = [i for i, op in enumerate(ctx.ops) if op.tensors_out and all(
+            ctx.tensors[n].static and ctx.dfg.num_consumers(n) == 0 and n not in keep
+            for n in op.tensors_out.values())]
+        if not dead:
+            return removed
+        for i in reversed(dead):
+            names = list(ctx.ops[i].tensors_out.values())
+            ctx.remove_ops(i, 1)
+            for n in names:
+                if ctx.weights is not None:
+                    ctx.weights.pop(n, None)
+        removed += len(dead)
 
 
 def compile(ctx, target: str, combine_ops: bool = True) -> None:
     """Lower to `target`; `combine_ops=False` skips the combiners (to compare
     an optimized model with its plain lowering)."""
     arch = get_arch(target)
+    outputs_before = ctx.outputs
     expand(ctx, arch)
     hoist_constants(ctx)
     if combine_ops:
         combine(ctx, arch)
+        remove_dead_constants(ctx, outputs_before)
     for subgraph in arch.subgraphs:
         subgraph(ctx)
     for schedule in arch.schedules:

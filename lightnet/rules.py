@@ -1,18 +1,23 @@
 """What optimizer rule conditions see of an op.
 
 `when` expressions in descriptions/optimizers read `op.params.group`,
-`op.ins.src.shape`, `op.outs.dst.static`, `op.consumers("dst")` and
-`op.producer("src")`; the generated optimizer functions build an OpView, and
-make the replacement ops with a Builder.
+`op.ins.src.shape`, `op.outs.dst.static`, `op.consumers("dst")`,
+`op.producer("src")` and, when the model is compiled with its weights,
+`op.value("weight")`; the generated optimizer functions build an OpView, and
+make the replacement ops (and the weights a rule folds) with a Builder.
 """
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
+
 from lightnet.arch import get_proto
+from lightnet.errors import LightNetError
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
+from lightnet.tensor import DType
 
 
 class OpView:
@@ -41,6 +46,17 @@ class OpView:
         """How many ops read output `arg`."""
         return self._ctx.dfg.num_consumers(self._op.tensors_out[arg])
 
+    def value(self, arg: str) -> np.ndarray | None:
+        """The data of input `arg` at compile time: known for weights (and
+        what ops compute from weights and params) when the model is compiled
+        with its weights; None otherwise, and for an optional input not given."""
+        name = self._op.tensors_in.get(arg)
+        return None if name is None else self._ctx.value(name)
+
+    def known(self, *args: str) -> bool:
+        """Whether the data of every input in `args` is known at compile time."""
+        return all(self.value(a) is not None for a in args)
+
     def producer(self, arg: str) -> str | None:
         """The optype of the op that produced input `arg`."""
         prev = self._ctx.dfg.prev(self._op, self._op.tensors_in[arg])
@@ -50,18 +66,55 @@ class OpView:
 class Builder:
     """Makes the ops a rule puts in place, with op and tensor names unique in
     the context. An op built `like` another starts from its name, tensors and
-    params; the first op built like X keeps X's name, later ones get new names."""
+    params; the first op built like X keeps X's name, later ones get new names.
+    `create_ops` holds the create ops of the weights the rule folded."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, arch: str):
         self.ctx = ctx
+        self.arch = arch
         self.op_names: set[str] = set()
         self.tensor_names: set[str] = set()
+        self.create_ops: list[Op] = []
+
+    def _taken(self):
+        return self.ctx.tensors.keys() | self.ctx.dfg.producer.keys() | self.tensor_names
 
     def tensor(self, prefix: str) -> str:
-        taken = self.ctx.tensors.keys() | self.ctx.dfg.producer.keys() | self.tensor_names
-        name = unique_name(prefix, taken)
+        name = unique_name(prefix, self._taken())
         self.tensor_names.add(name)
         return name
+
+    def constant(self, name: str, value) -> str:
+        """A new weight holding `value`, static data the rule computed at
+        compile time: its tensor name (`name`, or `name_N` when taken). Its
+        create op (from_file: the data goes with the model's weights) is in
+        `create_ops`; the compile pipeline moves it to the front."""
+        if not isinstance(value, np.ndarray):
+            raise LightNetError(f"a rule folding '{name}' computed a {type(value).__name__}, "
+                                "not an array")
+        dtype = DType.from_numpy(value.dtype)
+        taken = self._taken()
+        if name in taken:
+            name = unique_name(f"{name}_", taken)
+        self.tensor_names.add(name)
+        dims = list(value.shape) or [1]
+        data = np.ascontiguousarray(value).reshape(dims)
+        data.flags.writeable = False
+        self.ctx.add_weight(name, data)
+        op_names = self.ctx.dfg.ops.keys() | self.op_names
+        op_name = name if name not in op_names else unique_name(f"{name}_", op_names)
+        self.create_ops.append(self.op(f"create_{self.arch}", name=op_name, outs={"dst": name},
+                                       params={"dtype": dtype.name, "dims": dims,
+                                               "from_file": True}))
+        return name
+
+    def constants(self, stem: str, names: tuple[str, ...], values) -> tuple[str, ...]:
+        """`constant` for each of `names` (tensor `stem_name`) and the arrays
+        `values` (a tuple of as many)."""
+        if not isinstance(values, tuple) or len(values) != len(names):
+            raise LightNetError(f"a rule folding {', '.join(names)} of '{stem}' computed "
+                                f"{type(values).__name__}, not a tuple of {len(names)} arrays")
+        return tuple(self.constant(f"{stem}_{n}", v) for n, v in zip(names, values))
 
     def op(self, optype=None, like=None, name=None, ins=None, outs=None, params=None,
            rename=None) -> Op:

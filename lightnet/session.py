@@ -29,8 +29,9 @@ class Session:
     def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None):
         self.ctx = Context(memory_limit=memory_limit)
         self.ctx.init(model)
-        self.ctx.compile(target)
-        self.ctx.load(datafile)
+        # Weights before optimizing: the optimizer may fold them (see Context.compile).
+        self.ctx.compile(target, weights=datafile if datafile is not None else {})
+        self.ctx.load()
         self.inputs = [self._info(n) for n in self.ctx.inputs]
         self.outputs = [self._info(n) for n in self.ctx.outputs]
 

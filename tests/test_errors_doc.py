@@ -209,6 +209,52 @@ def load_weights(path_or_fn):
     return trigger
 
 
+def compiled_with_weights(kind):
+    """Errors of a model compiled with its weights (compile(weights=...))."""
+    def trigger(tmp):
+        ctx = Context()
+        if kind == "set_param":
+            ctx.init(example())
+            ctx.compile("cpu", weights={})
+            ctx.set_param(ctx.ops[0].name, "from_file", True)
+            return message(ctx.load)
+        ctx.init(from_file_model())
+        if kind == "unknown":
+            ctx.compile("cpu")
+            return message(ctx.save_weights, tmp / "w.npz")
+        ctx.compile("cpu", weights={"tensor1": np.zeros((2, 4), np.float32)})
+        if kind == "load_file":
+            return message(ctx.load, tmp / "w.npz")
+        if kind == "write":
+            return message(ctx.save_weights, tmp / "no" / "dir" / "w.npz")
+        ctx.load()
+        return message(ctx.set_data, "tensor1", np.ones((2, 4), np.float32))
+    return trigger
+
+
+def fold_over_limit(tmp):
+    from lightnet.irbuild import ModelBuilder
+    m = ModelBuilder()
+    m.batchnorm(m.conv(m.input("x", [1, 4, 5, 5]), 4, 3, 3), 3)
+    ctx = Context(memory_limit=100)
+    ctx.init(m.to_dict())
+    return message(ctx.compile, "cpu", weights={})
+
+
+def bad_fold(kind):
+    """A rule's constants expression giving something other than arrays."""
+    def trigger(tmp):
+        from lightnet.rules import Builder
+        ctx = Context()
+        ctx.init(example())
+        ctx.compile("cpu", weights={})
+        b = Builder(ctx, "cpu")
+        if kind == "one":
+            return message(b.constant, "conv1_weight", 1.0)
+        return message(b.constants, "conv1", ("weight", "bias"), [1])
+    return trigger
+
+
 def text_weights(text):
     def trigger(tmp):
         return load_weights(model_file(tmp, text, "w.txt"))(tmp)
@@ -573,6 +619,7 @@ TRIGGERS = {
                                                      c.plan())),
     "compile.no-expander": no_expander,
     "compile.unsettled": unsettled,
+    "compile.fold": bad_fold("one"),
     "compile.pass": pass_removed,
     "compile.order": read_before_create,
     "compile.graph": dfg_error("cycle"),
@@ -601,6 +648,8 @@ TRIGGERS = {
     "weights.shape": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((4, 2), np.float32)})),
     "weights.missing": lambda tmp: run_model(from_file_model()),
+    "weights.compiled": compiled_with_weights("load_file"),
+    "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
     "run.kernel": kernel_run_error,
     # API
@@ -692,6 +741,16 @@ TRIGGERS = {
 }
 
 
+FOLD_RULE = """\
+arch: cpu
+combiners:
+  f:
+    window: [scale_cpu]
+    constants:
+      {names}: ops[0].value("src")
+    replace: []
+"""
+
 # More triggers, of "Also" forms: each message must contain one of its entry's forms.
 ALSO = {
     "ir.json": [lambda tmp: run_model(model_file(tmp, '{"ops": [NaN]}')),
@@ -702,8 +761,12 @@ ALSO = {
                        ir(lambda d: d["ops"][0]["params"][1].update(value=[1, "a"]))],
     "check.output": [checker_define("seq"), checker_define("neg")],
     "compile.pass": [pass_changed],
+    "compile.fold": [bad_fold("tuple")],
+    "memory.limit": [fold_over_limit],
+    "weights.missing": [compiled_with_weights("set_param")],
+    "cli.write": [compiled_with_weights("write")],
     "compile.graph": [dfg_error("twice"), dfg_error("both"), dfg_error("dangling")],
-    "api.set-data": [api("dtype")],
+    "api.set-data": [api("dtype"), compiled_with_weights("set_data")],
     "api.set-param": [api("param_value")],
     "api.no-tensor": [api("data_size")],
     "api.session-feed": [session("dtype")],
@@ -718,6 +781,9 @@ ALSO = {
                   il("relu(src=1 | |);"), il("relu(| | x=)")],
     "il.include": [il('#include <x\n', preprocessor="pcpp")],
     "gen.keys": [gen({"bad.yaml": "bad:\n  1: x\n"})],
+    "gen.rule": [gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w")}),
+                 gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w-x")}),
+                 gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w, w")})],
     "gen.structure": [gen({"bad.yaml": "- 1\n"}),
                       gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"})],
     "gen.tensor": [gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"

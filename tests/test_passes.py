@@ -33,7 +33,7 @@ def test_an_op_no_rule_matches_is_an_error_naming_op_and_target():
 
 def test_an_expander_may_emit_several_ops_with_new_tensors():
     def relu_twice(ctx, target):
-        op, b = OpView(ctx, target), Builder(ctx)
+        op, b = OpView(ctx, target), Builder(ctx, "cpu")
         tmp = b.tensor("tmp")
         return [b.op("relu_cpu", like=op, outs={"dst": tmp}),
                 b.op("relu_cpu", like=op, ins={"src": tmp})]
@@ -63,7 +63,7 @@ def test_a_rule_removing_an_op_whose_output_is_read_fails_clearly():
 
 def test_combiners_that_undo_each_other_are_stopped():
     def flip(optype):
-        return lambda ctx, window: [Builder(ctx).op(optype, like=window[0])]
+        return lambda ctx, window: [Builder(ctx, "cpu").op(optype, like=window[0])]
 
     ctx = Context()
     ctx.init(model())
@@ -83,7 +83,7 @@ def test_a_pass_may_not_change_a_tensor_later_ops_read():
     ctx.init(m.to_dict())
 
     def transposed(ctx, target):
-        b = Builder(ctx)
+        b = Builder(ctx, "cpu")
         return [b.op("transpose_cpu", like=target, params={"axes": [1, 0]})]
 
     with pytest.raises(LightNetError, match=r"changed tensor 'r' from float32\[2, 3\] "

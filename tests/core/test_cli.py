@@ -83,7 +83,7 @@ def test_mem_report():
     assert result.returncode == 0
     assert result.stdout.startswith(
         "memory cpu: arena 128 bytes, all tensors 56 bytes, lower bound 56 bytes "
-        "(arena / lower bound = 2.286)\n" + EXAMPLE_OUTPUT)
+        "(arena / lower bound = 2.286); weights 0 bytes\n" + EXAMPLE_OUTPUT)
 
 
 def bad_model(tmp_path, change):

@@ -263,3 +263,57 @@ def test_check_names_lists_only_arguments_read(ops):
     assert check == model.Check("pad[0] <= pad[1]", "the pads are ordered", ("pad",))
     (op_check,) = ops["scale"].checks
     assert op_check.names == ("src", "axis")
+
+
+# Folded constants in optimizer rules ------------------------------------------------------
+
+CREATE = {"create.yaml": """\
+    create:
+      arch: none
+      tensors_out:
+        - {arg_name: dst, dtype: TL_FLOAT, shape: "(1,)", static: true}
+    create_cpu:
+      inherits: create
+      arch: cpu
+    """}
+
+FOLDING = {"cpu.yaml": """\
+    arch: cpu
+    combiners:
+      fold:
+        window: [scale_cpu, shift_cpu]
+        constants:
+          w: ops[0].value("src") * ops[0].params.alpha
+          lo, hi: (ops[1].value("src") - 1, ops[1].value("src") + 1)
+        replace:
+          - {like: "ops[1]", ins: {src: w}}
+    """}
+
+
+def test_rule_constants_load_and_render(tmp_path):
+    from generator import render
+    root = make_root(tmp_path / "root", {**BASE_OPS, **CREATE}, FOLDING)
+    d = model.load(root)
+    (cpu,) = d.optimizers
+    (fold,) = cpu.combiners
+    assert [c.names for c in fold.rule.constants] == [("w",), ("lo", "hi")]
+    code = render.render_all(root, d)["lightnet/auto/optimizers/cpu.py"]
+    assert 'w = b.constant(ops[0].name + "_w", ops[0].value("src") * ops[0].params.alpha)' in code
+    assert 'lo, hi = b.constants(\n        ops[0].name, ("lo", "hi"), (ops[1].value("src") - 1' in code
+    assert "return [*b.create_ops, b.op(like=ops[1]" in code
+
+
+@pytest.mark.parametrize("names, message", [
+    ("b", "'b' is reserved: the generated code uses that name"),
+    ("w, w", "'w' is already a name of this rule"),
+    ("1w", "expected names separated by commas, found '1w'"),
+])
+def test_rule_constants_names_are_checked(tmp_path, names, message):
+    text = FOLDING["cpu.yaml"].replace("w: ops[0]", f"{names}: ops[0]")
+    with pytest.raises(DescriptionError, match=message):
+        _load(tmp_path, {**BASE_OPS, **CREATE}, {"cpu.yaml": text})
+
+
+def test_rule_constants_need_a_create_op(tmp_path):
+    with pytest.raises(DescriptionError, match="folded constants need the op create_cpu"):
+        _load(tmp_path, BASE_OPS, FOLDING)

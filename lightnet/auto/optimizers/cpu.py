@@ -7,6 +7,9 @@ An abstract op `X` with no expander rule here is lowered to `X_cpu`.
 
 from __future__ import annotations
 
+import numpy as np
+
+from lightnet import kernels
 from lightnet.arch import Combiner
 from lightnet.rules import Builder, OpView
 
@@ -14,49 +17,49 @@ from lightnet.rules import Builder, OpView
 def expand_arange(ctx, target):
     """Lower arange to arange_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("arange_cpu", like=op)]
 
 
 def expand_avgpool2d(ctx, target):
     """Lower avgpool2d to avgpool2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("avgpool2d_cpu", like=op)]
 
 
 def expand_batchnorm(ctx, target):
     """Lower batchnorm to batchnorm_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("batchnorm_cpu", like=op)]
 
 
 def expand_bn2scale_wts(ctx, target):
     """Lower bn2scale_wts to bn2scale_wts_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("bn2scale_wts_cpu", like=op)]
 
 
 def expand_clip(ctx, target):
     """Lower clip to clip_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("clip_cpu", like=op)]
 
 
 def expand_concat(ctx, target):
     """Lower concat to concat_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("concat_cpu", like=op)]
 
 
 def expand_conv2d(ctx, target):
     """Lower conv2d to depthwise_conv2d_cpu or conv2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     if (
         op.params.group > 1
         and op.params.group == op.ins.src.shape[1] == op.ins.weight.shape[0]
@@ -68,244 +71,347 @@ def expand_conv2d(ctx, target):
 def expand_create(ctx, target):
     """Lower create to create_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("create_cpu", like=op)]
 
 
 def expand_deconv2d(ctx, target):
     """Lower deconv2d to deconv2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("deconv2d_cpu", like=op)]
 
 
 def expand_detect_yolov3(ctx, target):
     """Lower detect_yolov3 to detect_yolov3_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("detect_yolov3_cpu", like=op)]
 
 
 def expand_dot_product(ctx, target):
     """Lower dot_product to dot_product_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("dot_product_cpu", like=op)]
 
 
 def expand_elew(ctx, target):
     """Lower elew to elew_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("elew_cpu", like=op)]
 
 
 def expand_forward(ctx, target):
     """Lower forward to forward_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("forward_cpu", like=op)]
 
 
 def expand_fprint(ctx, target):
     """Lower fprint to fprint_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("fprint_cpu", like=op)]
 
 
 def expand_global_avgpool2d(ctx, target):
     """Lower global_avgpool2d to global_avgpool2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("global_avgpool2d_cpu", like=op)]
 
 
 def expand_global_maxpool2d(ctx, target):
     """Lower global_maxpool2d to global_maxpool2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("global_maxpool2d_cpu", like=op)]
 
 
 def expand_input(ctx, target):
     """Lower input to input_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("input_cpu", like=op)]
 
 
 def expand_lrelu(ctx, target):
     """Lower lrelu to lrelu_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("lrelu_cpu", like=op)]
 
 
 def expand_lrn(ctx, target):
     """Lower lrn to lrn_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("lrn_cpu", like=op)]
 
 
 def expand_matmul(ctx, target):
     """Lower matmul to matmul_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("matmul_cpu", like=op)]
 
 
 def expand_maxpool2d(ctx, target):
     """Lower maxpool2d to maxpool2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("maxpool2d_cpu", like=op)]
 
 
 def expand_maxreduce(ctx, target):
     """Lower maxreduce to maxreduce_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("maxreduce_cpu", like=op)]
 
 
 def expand_maxreduce_arg(ctx, target):
     """Lower maxreduce_arg to maxreduce_arg_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("maxreduce_arg_cpu", like=op)]
 
 
 def expand_pad(ctx, target):
     """Lower pad to pad_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("pad_cpu", like=op)]
 
 
 def expand_pick1d(ctx, target):
     """Lower pick1d to pick1d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("pick1d_cpu", like=op)]
 
 
 def expand_print(ctx, target):
     """Lower print to print_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("print_cpu", like=op)]
 
 
 def expand_rearange(ctx, target):
     """Lower rearange to rearange_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("rearange_cpu", like=op)]
 
 
 def expand_relu(ctx, target):
     """Lower relu to relu_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("relu_cpu", like=op)]
 
 
 def expand_reshape(ctx, target):
     """Lower reshape to reshape_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("reshape_cpu", like=op)]
 
 
 def expand_resize(ctx, target):
     """Lower resize to resize_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("resize_cpu", like=op)]
 
 
 def expand_sigmoid(ctx, target):
     """Lower sigmoid to sigmoid_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("sigmoid_cpu", like=op)]
 
 
 def expand_slice(ctx, target):
     """Lower slice to slice_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("slice_cpu", like=op)]
 
 
 def expand_softmax(ctx, target):
     """Lower softmax to softmax_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("softmax_cpu", like=op)]
 
 
 def expand_sort1d(ctx, target):
     """Lower sort1d to sort1d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("sort1d_cpu", like=op)]
 
 
 def expand_sort1d_by_key(ctx, target):
     """Lower sort1d_by_key to sort1d_by_key_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("sort1d_by_key_cpu", like=op)]
 
 
 def expand_submean(ctx, target):
     """Lower submean to submean_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("submean_cpu", like=op)]
 
 
 def expand_tanh(ctx, target):
     """Lower tanh to tanh_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("tanh_cpu", like=op)]
 
 
 def expand_transform_bboxSQD(ctx, target):
     """Lower transform_bboxSQD to transform_bboxSQD_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("transform_bboxSQD_cpu", like=op)]
 
 
 def expand_transpose(ctx, target):
     """Lower transpose to transpose_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("transpose_cpu", like=op)]
 
 
 def expand_upsample(ctx, target):
     """Lower upsample to upsample_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("upsample_cpu", like=op)]
 
 
 def expand_zeros(ctx, target):
     """Lower zeros to zeros_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op("zeros_cpu", like=op)]
 
 
+def combine_conv_batchnorm_fold(ctx, window):
+    """Fold a batchnorm into the convolution that feeds it at compile time, when
+    the model is compiled with its weights: a new weight and bias replace the
+    old ones, which are dropped when nothing else reads them."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+        and not ops[0].given("residual")
+        and not ops[0].given("bn_scale")
+        and ops[0].known("weight", "bias")
+        and ops[1].known("scale", "offset", "mean", "var")
+        and all(
+            t.ndim == 1
+            for t in (
+                ops[1].ins.scale,
+                ops[1].ins.offset,
+                ops[1].ins.mean,
+                ops[1].ins.var,
+            )
+        )
+    ):
+        return None
+    b = Builder(ctx, "cpu")
+    weight, bias = b.constants(
+        ops[0].name,
+        ("weight", "bias"),
+        kernels.fold_batchnorm_conv(
+            ops[0].value("weight"),
+            ops[0].value("bias"),
+            ops[1].value("scale"),
+            ops[1].value("offset"),
+            ops[1].value("mean"),
+            ops[1].value("var"),
+            ops[1].params.epsilon,
+            ops[0].outs.dst.dtype.np,
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(
+            like=ops[0],
+            ins={"weight": weight, "bias": bias},
+            outs={"dst": ops[1].outs.dst},
+        ),
+    ]
+
+
+def combine_matmul_batchnorm_fold(ctx, window):
+    """Fold a batchnorm over a matmul's output columns into new src2 and bias
+    tensors at compile time, when the model is compiled with its weights."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].outs.dst.ndim == 2
+        and ops[0].params.activation == "none"
+        and not ops[0].given("bn_scale")
+        and ops[0].known("src2")
+        and (not ops[0].given("bias") or ops[0].known("bias"))
+        and ops[1].known("scale", "offset", "mean", "var")
+        and all(
+            t.ndim == 1
+            for t in (
+                ops[1].ins.scale,
+                ops[1].ins.offset,
+                ops[1].ins.mean,
+                ops[1].ins.var,
+            )
+        )
+    ):
+        return None
+    b = Builder(ctx, "cpu")
+    src2, bias = b.constants(
+        ops[0].name,
+        ("src2", "bias"),
+        kernels.fold_batchnorm_gemm(
+            ops[0].value("src2"),
+            ops[0].value("bias"),
+            ops[1].value("scale"),
+            ops[1].value("offset"),
+            ops[1].value("mean"),
+            ops[1].value("var"),
+            ops[1].params.epsilon,
+            transB=ops[0].params.transB,
+            beta=ops[0].params.beta,
+            dtype=ops[0].outs.dst.dtype.np,
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(
+            like=ops[0],
+            ins={"src2": src2, "bias": bias},
+            outs={"dst": ops[1].outs.dst},
+            params={"beta": 1.0},
+        ),
+    ]
+
+
 def combine_conv_batchnorm(ctx, window):
-    """Fold a batchnorm into the convolution that feeds it; the weights are folded
-    once at load, so they and the batchnorm's inputs must be static."""
+    """Fold a batchnorm into the convolution that feeds it when the weights are
+    not known at compile time: they are folded once at load, so they and the
+    batchnorm's inputs must be static."""
     ops = [OpView(ctx, op) for op in window]
     if not (
         ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
@@ -327,7 +433,7 @@ def combine_conv_batchnorm(ctx, window):
         )
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[0],
@@ -364,7 +470,7 @@ def combine_matmul_batchnorm(ctx, window):
         )
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[0],
@@ -395,7 +501,7 @@ def combine_conv_residual(ctx, window):
         and ops[1].ins.src1.shape == ops[1].ins.src2.shape
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[0],
@@ -421,7 +527,7 @@ def combine_fuse_relu(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "relu"})
     ]
@@ -437,7 +543,7 @@ def combine_fuse_lrelu(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[0],
@@ -457,7 +563,7 @@ def combine_fuse_sigmoid(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "sigmoid"}
@@ -475,7 +581,7 @@ def combine_fuse_tanh(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "tanh"})
     ]
@@ -491,7 +597,7 @@ def combine_fuse_clip(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[0],
@@ -515,7 +621,7 @@ def combine_drop_forward(ctx, window):
         and not ops[1].ins.src.input
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op(like=ops[0], rename=[(ops[1].ins.src, ops[1].outs.dst)])]
 
 
@@ -526,7 +632,7 @@ def combine_reshape_reshape(ctx, window):
         ops[1].ins.src.name == ops[0].outs.dst.name and ops[0].consumers("dst") == 1
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [b.op(like=ops[1], ins={"src": ops[0].ins.src})]
 
 
@@ -537,7 +643,7 @@ def combine_transpose_transpose(ctx, window):
         ops[1].ins.src.name == ops[0].outs.dst.name and ops[0].consumers("dst") == 1
     ):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             like=ops[1],
@@ -552,7 +658,7 @@ def combine_identity_transpose(ctx, window):
     ops = [OpView(ctx, op) for op in window]
     if not (list(ops[0].params.axes) == list(range(len(ops[0].params.axes)))):
         return None
-    b = Builder(ctx)
+    b = Builder(ctx, "cpu")
     return [
         b.op(
             "forward_cpu",
@@ -608,6 +714,14 @@ EXPANDERS = {
 }
 
 COMBINERS = (
+    Combiner(
+        "conv_batchnorm_fold", ("*", "batchnorm_cpu"), combine_conv_batchnorm_fold
+    ),
+    Combiner(
+        "matmul_batchnorm_fold",
+        ("matmul_cpu", "batchnorm_cpu"),
+        combine_matmul_batchnorm_fold,
+    ),
     Combiner("conv_batchnorm", ("*", "batchnorm_cpu"), combine_conv_batchnorm),
     Combiner(
         "matmul_batchnorm", ("matmul_cpu", "batchnorm_cpu"), combine_matmul_batchnorm
