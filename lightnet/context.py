@@ -305,10 +305,11 @@ class Context:
                                 f"{report.arena} bytes") from None
 
     def _check_weights_known(self) -> None:
-        """Every weight the model reads has data (a model compiled with its
-        weights and then changed by set_param may have new ones)."""
-        missing = sorted(n for n, e in self.tensors.items()
-                         if e.from_file and n not in self.weights)
+        """Every weight the model reads has data of its dtype and shape (a
+        model compiled with its weights, then changed by set_param, may not)."""
+        missing = sorted(n for n, e in self.tensors.items() if e.from_file and (
+            n not in self.weights or self.weights[n].dtype != e.dtype.np
+            or self.weights[n].shape != e.shape))
         if missing:
             raise LightNetError(f"{self.label}: tensors {missing} are created from a file, "
                                 "but the weights the model was compiled with do not give them")

@@ -263,3 +263,14 @@ def test_cli_compile_with_weights_writes_the_folded_weights(tmp_path):
     assert "batchnorm" not in (tmp_path / "fast.json").read_text()
     named = lightnet("m.json", "-f", "w.npz", "-c", "-o", "b.json", "-w", "bw.npz", cwd=tmp_path)
     assert named.returncode == 0 and (tmp_path / "bw.npz").is_file()
+
+
+def test_a_weight_whose_shape_changed_after_compiling_is_refused():
+    m = ModelBuilder()
+    m.relu(m.weight("p", [4], from_file=True))
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("cpu", weights={"p1": np.ones(4, np.float32)})
+    ctx.set_param("p1", "dims", [2])
+    with pytest.raises(LightNetError, match=r"tensors \['p1'\] are created from a file"):
+        ctx.load()
