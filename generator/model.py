@@ -29,7 +29,7 @@ BUILTINS = frozenset(dir(builtins))
 # Names the generated functions use for themselves: an argument (or a name
 # pre_run assigns) called like one of them would break the generated code.
 RESERVED = GLOBALS | frozenset({
-    "ck", "op", "tensors", "arrays", "priv", "run", "found",
+    "ck", "op", "tensors", "arrays", "priv", "run", "found", "scratch",
     "Checker", "OpProto", "ParamArg", "TensorArg", "ParamType", "MemType",
 })
 # Names the generated optimizer functions use: a rule's tensors and constants
@@ -140,6 +140,7 @@ class OpDesc:
     post_run: str | None
     examples: tuple[Example, ...]
     assemble: tuple[str, str, str] | None  # (output, variadic input, axis param)
+    scratch: str | None  # bytes of per-run scratch memory the memory plan gives the op
 
     @property
     def runnable(self) -> bool:
@@ -700,7 +701,10 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     out_names = [o.arg_name for o in outs]
     _unique(file, known, raw_outs, out_names)
 
-    run_known = [*known, *out_names, "priv", "op"]
+    scratch = _expr(f, "scratch", [*known, *out_names], None, allow_number=True)
+    if scratch is not None and arch == "none":
+        raise f.error("scratch", "an abstract op (arch none) has no scratch memory")
+    run_known = [*known, *out_names, "priv", "op", *(["scratch"] if scratch else [])]
     static_run, static_names = _code(f, "static_run", run_known)
     run, run_names = _code(f, "run", [*run_known, *static_names])  # closes over static_run's
     # The arrays are bound before static_run, and run is a closure: assigning
@@ -720,7 +724,8 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), value.get("inherits"),
                 tuple(ins), tuple(outs), tuple(params), checks, pre_run,
                 tuple(n for n in pre_run_names if n not in param_names),
-                static_run, run, post_run, examples, _assemble(f, ins, outs, params))
+                static_run, run, post_run, examples, _assemble(f, ins, outs, params),
+                scratch)
     f.done()
     return op
 

@@ -84,6 +84,8 @@ def _bind_lines(op: OpDesc, code: str) -> list[str]:
             lines.append(f'{name} = op.values["{name}"]')
     if "priv" in used:
         lines.append("priv = op.priv")
+    if op.scratch and "scratch" in used:
+        lines.append("scratch = arrays[op.scratch_key]")
     return lines
 
 
@@ -114,7 +116,8 @@ def _globals_used(texts) -> dict[str, bool]:
 def _uses(family: Family) -> dict[str, bool]:
     text = []
     for op in family.ops:
-        text += [op.pre_run or "", op.static_run or "", op.run or "", op.post_run or ""]
+        text += [op.pre_run or "", op.static_run or "", op.run or "", op.post_run or "",
+                 op.scratch or ""]
         text += [t.len or "" for t in op.tensors_in]
         text += [t.shape + (t.view or "") + t.dtype + (t.from_file or "") for t in op.tensors_out]
         text += [b.value for p in op.params for b in p.bounds] + [p.len or "" for p in op.params]

@@ -285,6 +285,10 @@ class Context:
                             "description's view is wrong"
                         )
                     arrays[name] = view
+        for op in self.ops:
+            if op.scratch:
+                start = op.scratch_offset
+                arrays[op.scratch_key] = self.arenas[op.proto.mtype][start : start + op.scratch]
         runs = []
         for op in self.ops:
             if op.proto.load is not None:

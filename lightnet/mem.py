@@ -129,6 +129,8 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     (model outputs). Static tensors are never freed; views (tensors with an
     owner) share their root's memory and keep it alive while they are read.
     Weights from the weight file get no offset (see the module docstring).
+    An op's scratch (`op.scratch` bytes) is allocated with its outputs and
+    freed as soon as it has run; its offset goes to `op.scratch_offset`.
     """
     roots = {}
     last_use = {}
@@ -160,14 +162,21 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
             allocated.add(root)
             weights[entry.mtype] = weights.get(entry.mtype, 0) + entry.nbytes
 
+    def take(mtype: MemType, nbytes: int) -> int:
+        pool = pools.setdefault(mtype, MemoryPool(mtype.align))
+        live[mtype] = live.get(mtype, 0) + nbytes
+        total[mtype] = total.get(mtype, 0) + nbytes
+        bound[mtype] = max(bound.get(mtype, 0), live[mtype])
+        return pool.alloc(nbytes)
+
+    def give_back(mtype: MemType, offset: int, nbytes: int) -> None:
+        pools[mtype].free(offset)
+        live[mtype] -= nbytes
+
     def allocate(root: str) -> None:
         entry = tensors[root]
         allocated.add(root)
-        pool = pools.setdefault(entry.mtype, MemoryPool(entry.mtype.align))
-        entry.offset = pool.alloc(entry.nbytes)
-        live[entry.mtype] = live.get(entry.mtype, 0) + entry.nbytes
-        total[entry.mtype] = total.get(entry.mtype, 0) + entry.nbytes
-        bound[entry.mtype] = max(bound.get(entry.mtype, 0), live[entry.mtype])
+        entry.offset = take(entry.mtype, entry.nbytes)
 
     # Static tensors and inputs are filled before the run starts, so they live
     # from the start. Any other root is allocated when it or any view of it is
@@ -179,11 +188,13 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
         for name in op.tensors_out.values():
             if roots[name] not in allocated:
                 allocate(roots[name])
+        op.scratch_offset = take(op.proto.mtype, op.scratch) if op.scratch else None
         for name in dict.fromkeys(roots[n] for n in op.tensor_names()):
             entry = tensors[name]
             if last_use[name] == i and not entry.static and not entry.input:
-                pools[entry.mtype].free(entry.offset)
-                live[entry.mtype] -= entry.nbytes
+                give_back(entry.mtype, entry.offset, entry.nbytes)
+        if op.scratch:
+            give_back(op.proto.mtype, op.scratch_offset, op.scratch)
     for name, root in roots.items():
         if root != name:
             base = tensors[root].offset

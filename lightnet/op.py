@@ -74,7 +74,9 @@ class Op:
     `tensors_in` / `tensors_out` map arg names to tensor names, in IR order.
     `values` holds the checked param values (defaults applied, typed as the
     description says), set by pre_run and read by load. `priv` is the op's
-    private state between static_run and run.
+    private state between static_run and run. `scratch` is the bytes of
+    scratch memory it needs while it runs (set by pre_run), planned in the
+    arena like a tensor that lives during this op only.
     """
 
     proto: OpProto
@@ -84,6 +86,8 @@ class Op:
     params: dict[str, Param]
     values: dict = field(default_factory=dict)
     priv: dict = field(default_factory=dict)
+    scratch: int = 0
+    scratch_offset: int | None = None  # in the arena, once planned
 
     @property
     def optype(self) -> str:
@@ -92,6 +96,12 @@ class Op:
     @property
     def arch(self) -> str:
         return self.proto.arch
+
+    @property
+    def scratch_key(self) -> tuple[str, str]:
+        """Where the loaded context binds the op's scratch in `arrays` (not a
+        string, so no tensor name can take it)."""
+        return ("scratch", self.name)
 
     def tensor_names(self):
         """Every tensor this op reads or writes."""
@@ -117,6 +127,7 @@ class Op:
         arguments (a shape function raising ValueError, say) is reported as a
         failed check of this op, like every other."""
         self.values = {}
+        self.scratch = 0
         try:
             self.proto.pre_run(self, tensors)
         except (ValueError, ArithmeticError, IndexError, TypeError) as e:

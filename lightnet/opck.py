@@ -221,6 +221,17 @@ class Checker:
 
     # Outputs ----------------------------------------------------------------
 
+    def scratch(self, nbytes) -> None:
+        """Ask for `nbytes` of scratch memory while the op runs (0: none)."""
+        try:
+            n = None if isinstance(nbytes, bool) else operator.index(nbytes)
+        except TypeError:
+            n = None
+        if n is None or not 0 <= n <= MAX_ELEMENTS * 8:
+            self.fail("op", "scratch", f"a number of bytes in [0, {MAX_ELEMENTS * 8}]",
+                      repr(nbytes))
+        self.op.scratch = n
+
     def define(self, arg: str, dtype, shape, *, static: bool = False,
                owner: str | None = None, from_file: bool = False,
                input: bool = False) -> TensorEntry:

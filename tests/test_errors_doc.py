@@ -377,6 +377,8 @@ def checker_define(kind):
         from lightnet.opck import Checker
         from lightnet.tensor import TensorTable
         ck = Checker(Op(get_proto("relu"), "relu1", {}, {"dst": "t"}, {}), TensorTable())
+        if kind == "scratch":
+            return message(ck.scratch, -1)
         shape = {"dtype": [2], "seq": 5, "neg": [2, -1]}[kind]
         dtype = 3 if kind == "dtype" else "TL_FLOAT"
         return message(ck.define, "dst", dtype, shape)
@@ -759,7 +761,8 @@ ALSO = {
                     lambda tmp: run_model(model_file(tmp, '{"ops": {}}'))],
     "ir.param-value": [ir(lambda d: d["ops"][1]["params"][2].update(value=10**400)),
                        ir(lambda d: d["ops"][0]["params"][1].update(value=[1, "a"]))],
-    "check.output": [checker_define("seq"), checker_define("neg")],
+    "check.output": [checker_define("seq"), checker_define("neg"), checker_define("scratch")],
+    "gen.run-code": [gen({"bad.yaml": "bad:\n  arch: none\n  scratch: 64\n"})],
     "compile.pass": [pass_changed],
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],

@@ -17,4 +17,5 @@ from lightnet.kernels.pad import *  # noqa: F401,F403
 from lightnet.kernels.pool import *  # noqa: F401,F403
 from lightnet.kernels.reduce import *  # noqa: F401,F403
 from lightnet.kernels.resample import *  # noqa: F401,F403
+from lightnet.kernels.scratch import *  # noqa: F401,F403
 from lightnet.kernels.sort import *  # noqa: F401,F403

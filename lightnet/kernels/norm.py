@@ -3,7 +3,7 @@ weights, and local response normalization across channels."""
 
 import numpy as np
 
-__all__ = ["batchnorm", "bn2scale_wts", "lrn_workspace", "lrn"]
+__all__ = ["batchnorm", "bn2scale_wts", "lrn_scratch", "lrn"]
 
 
 def _coefficient(v):
@@ -46,11 +46,11 @@ def _lrn_reach(channels: int, size: int) -> tuple[int, int]:
     return min(before, channels - 1), min(size - 1 - before, channels - 1)
 
 
-def lrn_workspace(src_shape, dst_shape, *, size, alpha, beta, bias, dtype=np.float32) -> dict:
-    """Scratch for `lrn`: squares of src with the window's reach of zero channels around them."""
+def lrn_scratch(src_shape, size, dtype) -> tuple:
+    """Scratch layout of `lrn` (see kernels.scratch): squares of src with the
+    window's reach of zero channels around them."""
     before, after = _lrn_reach(src_shape[1], size)
-    return {"sq": np.zeros((src_shape[0], src_shape[1] + before + after) + tuple(src_shape[2:]),
-                           dtype)}
+    return (("sq", (src_shape[0], src_shape[1] + before + after) + tuple(src_shape[2:]), dtype),)
 
 
 def lrn(src, dst, *, size, alpha, beta, bias, ws=None) -> None:
@@ -59,13 +59,15 @@ def lrn(src, dst, *, size, alpha, beta, bias, ws=None) -> None:
     over channels c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) that exist.
 
     The squares sit in a zero-bordered channel buffer, so the window sum is `size`
-    shifted whole-tensor adds (at most 2C - 1, whatever `size` is)."""
+    shifted whole-tensor adds (at most 2C - 1, whatever `size` is). `ws` is
+    lrn_scratch's arrays (what they hold on entry does not matter)."""
     if ws is None:
-        ws = lrn_workspace(src.shape, dst.shape, size=size, alpha=alpha, beta=beta, bias=bias,
-                           dtype=dst.dtype)
+        ws = {"sq": np.empty(*lrn_scratch(src.shape, size, dst.dtype)[0][1:])}
     c = src.shape[1]
     sq = ws["sq"]
     before, after = _lrn_reach(c, size)
+    sq[:, :before] = 0
+    sq[:, before + c:] = 0
     np.square(src, out=sq[:, before:before + c])
     np.copyto(dst, sq[:, :c])
     for k in range(1, before + after + 1):

@@ -190,6 +190,17 @@ def test_plan_unread_output_is_freed_at_once():
     assert tensors["B"].offset == 64  # junk died at o0; A is still read by o1
 
 
+def test_plan_scratch_lives_while_its_op_runs():
+    tensors = TensorTable(A=f32("A", 16), B=f32("B", 16), C=f32("C", 16))
+    ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"]), op("o2", ["B"], ["C"])]
+    ops[1].scratch = 100
+    reports = plan(ops, tensors, keep=["C"])
+    # A at 0, B at 64, o1's scratch after them (128 bytes at 128), freed at
+    # once with A: C takes A's place.
+    assert ([tensors[n].offset for n in "ABC"], ops[1].scratch_offset) == ([0, 64, 0], 128)
+    assert reports[MemType.CPU] == MemReport(MemType.CPU, 256, 292, 228)
+
+
 def test_plan_abstract_op_is_refused():
     tensors = TensorTable(A=f32("A", 4, mtype=MemType.NONE))
     with pytest.raises(LightNetError) as e:
@@ -228,6 +239,7 @@ def random_model(rng):
                                         static=static, owner=owner)
             outs.append(name)
         ops.append(op(f"op{i}", ins, outs))
+        ops[-1].scratch = rng.choice([0, 0, 0, 1, 64, 100, 1000])
         produced += outs
     keep = [t for t in produced if rng.random() < 0.15]
     return ops, tensors, keep
@@ -259,24 +271,28 @@ def lifetimes(ops, tensors, keep):
 
 def check_plan(ops, tensors, keep, reports):
     birth, death = lifetimes(ops, tensors, keep)
-    roots = sorted(birth)
+    size = {r: tensors[r].nbytes for r in birth}
+    offset = {r: tensors[r].offset for r in birth}
+    for i, o in enumerate(ops):  # an op's scratch lives while the op runs
+        if o.scratch:
+            birth[o.scratch_key] = death[o.scratch_key] = i
+            size[o.scratch_key], offset[o.scratch_key] = o.scratch, o.scratch_offset
+    roots = sorted(birth, key=str)
     if not roots:
         assert reports == {}
         return
     report = reports[MemType.CPU]
-    size = {r: tensors[r].nbytes for r in roots}
     for r in roots:
-        off = tensors[r].offset
-        assert off is not None and off % 64 == 0
-        assert off + size[r] <= report.arena
-    # No two simultaneously live roots share a byte.
+        assert offset[r] is not None and offset[r] % 64 == 0
+        assert offset[r] + size[r] <= report.arena
+    # No two simultaneously live roots (or scratch buffers) share a byte.
     for x in range(len(roots)):
         for y in range(x + 1, len(roots)):
             a, b = roots[x], roots[y]
             if not size[a] or not size[b]:
                 continue
             if birth[a] <= death[b] and birth[b] <= death[a]:
-                oa, ob = tensors[a].offset, tensors[b].offset
+                oa, ob = offset[a], offset[b]
                 assert oa + size[a] <= ob or ob + size[b] <= oa, (a, b)
     # Views share their root's offset.
     for name, e in tensors.items():
@@ -302,6 +318,8 @@ def simulate(ops, tensors, keep, arena):
         return slice(r.offset, r.offset + r.nbytes)
 
     for o in ops:
+        if o.scratch:  # the op fills its scratch while it reads its inputs
+            writer[o.scratch_offset:o.scratch_offset + o.scratch] = -2
         for t in o.tensors_in.values():
             r = root_of(tensors, t)
             assert (writer[span(t)] == ids[r]).all(), f"{o.name} reads clobbered {t}"
@@ -314,17 +332,18 @@ def simulate(ops, tensors, keep, arena):
 
 def test_plan_random_dags():
     rng = random.Random(20240601)
-    views = statics = reuse = 0
+    views = statics = reuse = scratch = 0
     for _ in range(300):
         ops, tensors, keep = random_model(rng)
         reports = plan(ops, tensors, keep)
         check_plan(ops, tensors, keep, reports)
         views += sum(e.owner is not None for e in tensors.values())
         statics += sum(e.static for e in tensors.values())
+        scratch += sum(o.scratch > 0 for o in ops)
         if reports and reports[MemType.CPU].arena < reports[MemType.CPU].total:
             reuse += 1
     # The generator did exercise what it was meant to.
-    assert views > 100 and statics > 100 and reuse > 50
+    assert views > 100 and statics > 100 and reuse > 50 and scratch > 500
 
 
 def test_check_plan_catches_a_bad_plan():

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.norm import batchnorm, bn2scale_wts, lrn, lrn_workspace
+from lightnet.kernels.norm import batchnorm, bn2scale_wts, lrn, lrn_scratch
+from lightnet.kernels.scratch import carve, scratch_bytes
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -125,7 +126,9 @@ def test_lrn(shape, size, alpha, beta, bias, use_ws):
     x = rand(np.random.default_rng(3), *shape)
     arena, dst = arena_view(shape)
     params = dict(size=size, alpha=alpha, beta=beta, bias=bias)
-    ws = lrn_workspace(x.shape, dst.shape, **params) if use_ws else None
+    layout = lrn_scratch(x.shape, size, dst.dtype)
+    garbage = np.full(scratch_bytes(layout), 0xFF, np.uint8)  # NaNs: nothing is kept
+    ws = carve(garbage, layout) if use_ws else None
     expected = ref_lrn(x, size, alpha, beta, bias)
     for _ in range(2):
         assert lrn(x, dst, **params, ws=ws) is None

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -120,6 +122,9 @@ def lrn_cpu_pre_run(op, tensors):
         lambda: found(src=src),
     )
     ck.define("dst", src.dtype, src.shape)
+    ck.scratch(
+        kernels.scratch_bytes(kernels.lrn_scratch(src.shape, size, src.dtype.np))
+    )
     op.values.update(size=size, alpha=alpha, beta=beta, bias=bias)
 
 
@@ -131,15 +136,8 @@ def lrn_cpu_load(op, arrays):
     alpha = op.values["alpha"]
     beta = op.values["beta"]
     bias = op.values["bias"]
-    ws = kernels.lrn_workspace(
-        src.shape,
-        dst.shape,
-        size=size,
-        alpha=alpha,
-        beta=beta,
-        bias=bias,
-        dtype=dst.dtype,
-    )
+    scratch = arrays[op.scratch_key]
+    ws = kernels.carve(scratch, kernels.lrn_scratch(src.shape, size, dst.dtype))
 
     def run():
         kernels.lrn(src, dst, size=size, alpha=alpha, beta=beta, bias=bias, ws=ws)
