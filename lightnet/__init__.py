@@ -2,8 +2,8 @@
 
     ctx = lightnet.Context()
     ctx.init("model.json")
-    ctx.compile("cpu")
-    ctx.load("weights.npz")
+    ctx.compile("cpu", weights="weights.npz")   # weights known: rules fold them
+    ctx.load()
     ctx.set_data("input", array)
     ctx.run()
     result = ctx.get_data("output")

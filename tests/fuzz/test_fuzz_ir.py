@@ -40,7 +40,7 @@ def run_model(source) -> str | None:
     try:
         with deadline():
             ctx.init(source)
-            ctx.compile("cpu")
+            ctx.compile("cpu", weights={})  # as the lightnet command does: rules may fold
             ctx.load()
             ctx.run()
     except LightNetError as e:
