@@ -5,7 +5,23 @@ import zlib
 
 import numpy as np
 
-__all__ = ["fill_data", "fill_uniform", "format_tensor", "print_tensor"]
+__all__ = ["fill_data", "fill_uniform", "fits_dtype", "format_tensor", "print_tensor"]
+
+
+def fits_dtype(values, dtype) -> bool:
+    """Whether every value is representable in numpy `dtype` (floats up to
+    rounding): integers in range for integer dtypes, 0 or 1 for bool, within
+    the finite range for floats. So literal data never wraps or overflows
+    silently."""
+    dtype = np.dtype(dtype)
+    v = np.asarray(values, dtype=np.float64)
+    if dtype.kind == "b":
+        return bool(np.isin(v, (0, 1)).all())
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return bool(((v == np.round(v)) & (v >= info.min) & (v <= info.max)).all())
+    return bool((np.abs(v) <= np.finfo(dtype).max).all())
+
 
 
 def fill_data(dst: np.ndarray, data) -> None:

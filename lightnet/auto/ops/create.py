@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import math
+import numpy as np
 
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import MemType
+from lightnet.tensor import DType, MemType
 
 
 def create_pre_run(op, tensors):
@@ -49,6 +50,13 @@ def create_pre_run(op, tensors):
         "len(data) in (0, math.prod(dims))",
         "data gives every element or none",
         lambda: found(dims=dims, data=data),
+    )
+    ck.satisfy(
+        "param 'data'",
+        kernels.fits_dtype(data, DType.from_name(dtype).np),
+        "kernels.fits_dtype(data, DType.from_name(dtype).np)",
+        "every value fits dtype, integers in range for integer dtypes",
+        lambda: found(dtype=dtype, data=data),
     )
     ran = ck.param("ran", ParamType.ARRAY_NUMBER, "double", default=(0, 0))
     ck.array_len("ran", ran, 2, "2")
@@ -123,6 +131,27 @@ CREATE = OpProto(
             "outputs": {},
             "error": "param 'dtype': choices",
         },
+        {
+            "doc": "a value outside the dtype's range is refused, not wrapped",
+            "inputs": {},
+            "params": {"dtype": "TL_INT8", "dims": [2], "data": [1, 300]},
+            "outputs": {},
+            "error": "param 'data': check: expected kernels.fits_dtype(data, DType.from_name(dtype).np) (every value fits dtype, integers in range for integer dtypes), found dtype='TL_INT8', data=(1.0, 300.0)",
+        },
+        {
+            "doc": "",
+            "inputs": {},
+            "params": {"dtype": "TL_INT32", "dims": [1], "data": [1.5]},
+            "outputs": {},
+            "error": "param 'data': check: expected kernels.fits_dtype",
+        },
+        {
+            "doc": "",
+            "inputs": {},
+            "params": {"dtype": "TL_FLOAT", "dims": [1], "data": [1e300]},
+            "outputs": {},
+            "error": "param 'data': check: expected kernels.fits_dtype",
+        },
     ),
 )
 
@@ -164,6 +193,13 @@ def create_cpu_pre_run(op, tensors):
         "len(data) in (0, math.prod(dims))",
         "data gives every element or none",
         lambda: found(dims=dims, data=data),
+    )
+    ck.satisfy(
+        "param 'data'",
+        kernels.fits_dtype(data, DType.from_name(dtype).np),
+        "kernels.fits_dtype(data, DType.from_name(dtype).np)",
+        "every value fits dtype, integers in range for integer dtypes",
+        lambda: found(dtype=dtype, data=data),
     )
     ran = ck.param("ran", ParamType.ARRAY_NUMBER, "double", default=(0, 0))
     ck.array_len("ran", ran, 2, "2")
