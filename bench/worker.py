@@ -44,9 +44,12 @@ def _reset_peak() -> bool:
 
 def _outside_arena_bytes(ctx) -> int:
     """Bytes of arrays the run functions keep besides the arena and the
-    weights: conv im2col workspaces, padded copies, batchnorm weights folded
-    at load (found in the closures)."""
+    weights: conv padded copies, batchnorm weights folded at load (found in the
+    closures), plus the scratch buffers the kernels share between ops (im2col,
+    depthwise taps, pooling rows: `lightnet.kernels.reuse`)."""
     import numpy as np
+
+    from lightnet.kernels import reuse
 
     def root(a):
         while isinstance(a.base, np.ndarray):
@@ -75,7 +78,7 @@ def _outside_arena_bytes(ctx) -> int:
                     count(v)
             else:
                 count(value)
-    return total
+    return total + reuse.held_bytes()
 
 
 class Ours:

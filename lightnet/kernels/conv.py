@@ -6,13 +6,18 @@ weights into a col buffer and scatter-adds it back (col2im). Groups become a
 batch axis of one `np.matmul`, so no Python loop runs over groups (for depthwise
 convs this batched GEMM measured about twice as fast as per-tap multiply-adds).
 
-Scratch memory comes from `conv2d_workspace` / `deconv2d_workspace`, which the
-runtime calls once at load time with the shapes of the array arguments (src,
-weight, dst) and the same keyword params as the kernel.
+Scratch memory comes from `conv2d_workspace` / `deconv2d_workspace` /
+`depthwise_conv2d_workspace`, which the runtime calls once at load time with the
+shapes of the array arguments (src, weight, dst) and the same keyword params as
+the kernel. conv2d's and depthwise_conv2d's big buffers are shared by all ops of
+a thread (`reuse`), so they stay in cache from one op to the next.
 """
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from lightnet.kernels import reuse
+from lightnet.kernels.fused import activate
 
 __all__ = [
     "autopad_padding",
@@ -126,8 +131,9 @@ def _is_pointwise(weight_shape, stride, padding) -> bool:
 
 def conv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, padding, dilation,
                      dtype=np.float32) -> dict:
-    """Scratch buffers for `conv2d`: a zero-bordered padded input when padding is non-zero
-    and the im2col buffer [N, C, kh, kw, OH, OW]. 1x1 stride-1 unpadded convs need nothing."""
+    """Scratch for `conv2d`: a zero-bordered padded input when padding is non-zero, and
+    the shape of the im2col buffer [N, C, kh, kw, OH, OW], which is shared (`reuse`).
+    1x1 stride-1 unpadded convs need nothing."""
     n, c, h, w = src_shape
     kh, kw = weight_shape[2:]
     ws = {}
@@ -136,7 +142,8 @@ def conv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, paddi
     top, left, bottom, right = padding
     if any(padding):
         ws["padded"] = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
-    ws["cols"] = np.empty((n, c, kh, kw) + tuple(dst_shape[2:]), dtype)
+    ws["cols"] = (n, c, kh, kw) + tuple(dst_shape[2:])
+    reuse.reserve("conv2d_cols", int(np.prod(ws["cols"])) * np.dtype(dtype).itemsize)
     return ws
 
 
@@ -170,7 +177,7 @@ def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None)
         s0, s1, s2, s3 = x.strides
         windows = as_strided(x, (n, c, kh, kw, oh, ow),
                              (s0, s1, dy * s2, dx * s3, sy * s2, sx * s3), writeable=False)
-        cols = ws["cols"]
+        cols = reuse.scratch("conv2d_cols", ws["cols"], dst.dtype)
         np.copyto(cols, windows)
         np.matmul(weight.reshape(group, og, cg * kh * kw),
                   _view(cols, (n, group, cg * kh * kw, oh * ow)),
@@ -251,120 +258,161 @@ def deconv2d(src, weight, bias, dst, *, group, stride, padding, output_padding, 
         np.add(dst, np.reshape(bias, (1, o, 1, 1)), out=dst)
 
 
-def _phase_fill(n, lo, stride, phase, rows_q):
-    """Along one axis: which source cells land in phase `phase` of the padded input.
-
-    Padded cell R = r * stride + phase is source cell R - lo. Returns (first phase
-    cell r0, first source cell, count), count clipped to the rows_q cells kept."""
-    first = lo + (phase - lo) % stride            # first padded cell >= lo in this phase
-    r0 = (first - phase) // stride
-    count = max(0, min(-(-(lo + n - first) // stride), rows_q - r0))
-    return r0, first - lo, count
+def _tap_span(n_out, n_in, stride, offset):
+    """Output cells [lo, hi) along one axis whose source cell o * stride + offset lies
+    inside the input [0, n_in); lo == hi when none does."""
+    lo = min(-(offset // stride) if offset < 0 else 0, n_out)
+    hi = min(n_out, (n_in - 1 - offset) // stride + 1) if offset < n_in else 0
+    return lo, max(lo, hi)
 
 
 def _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation):
-    """How `depthwise_conv2d` lays its scratch out ("phases, wide rows").
+    """Where each kernel tap (i, j) reads: output (y, x) reads src[y * sy + oy, x * sx + ox]
+    with (oy, ox) = (i * dy - top, j * dx - left), a cell inside src only for outputs in
+    the rectangle rows[i][1:] x cols[j][1:] ([y0, y1) x [x0, x1)); elsewhere the tap is 0.
 
-    The padded input is split into stride[0] * stride[1] phases (padded rows
-    py, py + sy, ..., columns px, px + sx, ...), each a small image of Hq x Wq
-    cells stored flat per channel. Output (y, x) reads tap (i, j) from padded cell
-    (y * sy + i * dy, x * sx + j * dx), which is cell (y + oy, x + ox) of phase
-    ((i * dy) % sy, (j * dx) % sx) with oy = (i * dy) // sy, ox = (j * dx) // sx. So
-    if the output is computed on rows of Wq cells (the last Wq - OW of each row are
-    garbage, dropped at the end), tap (i, j) of every output is one contiguous run of
-    L = OH * Wq cells starting at oy * Wq + ox in its phase: the gather is kh * kw
-    block copies per chunk of channels (one strided copy for stride 1)."""
-    _, _, h, w = src_shape
+    `margin` is set for stride 1 with an output the size of the input ("flat"): then
+    output cell p = (c * H + y) * W + x reads cell p + oy * W + ox of the flattened
+    input, so every tap of a whole chunk of channels is one contiguous run of it, and
+    all kh * kw runs are one strided view of a copy of the input with `margin` zeros
+    on both sides. Cells outside a tap's rectangle then read a neighbouring row or
+    channel (or the margin) and are zeroed after the copy."""
+    h, w = src_shape[2:]
     kh, kw = weight_shape[2:]
     oh, ow = dst_shape[2:]
     (sy, sx), (dy, dx) = stride, dilation
     top, left = padding[0], padding[1]
-    hq = oh + (kh - 1) * dy // sy
-    wq = ow + (kw - 1) * dx // sx
-    row = hq * wq + (kw - 1) * dx // sx           # the last garbage cells read the tail
-    fills = []
-    for py in range(sy):
-        ry = _phase_fill(h, top, sy, py, hq)
-        for px in range(sx):
-            rx = _phase_fill(w, left, sx, px, wq)
-            if ry[2] and rx[2]:
-                fills.append((py * sx + px, ry, rx))
-    taps = [((i * dy) % sy * sx + (j * dx) % sx, (i * dy) // sy * wq + (j * dx) // sx)
-            for i in range(kh) for j in range(kw)]
-    return {"hq": hq, "wq": wq, "row": row, "length": oh * wq, "fills": fills, "taps": taps}
+    rows = [(i * dy - top,) + _tap_span(oh, h, sy, i * dy - top) for i in range(kh)]
+    cols = [(j * dx - left,) + _tap_span(ow, w, sx, j * dx - left) for j in range(kw)]
+    margin = None
+    if sy == sx == 1 and (oh, ow) == (h, w):
+        shifts = [oy * w + ox for oy, _, _ in rows for ox, _, _ in cols]
+        margin = max(0, -min(shifts), max(shifts))
+    return {"rows": rows, "cols": cols, "margin": margin, "steps": (dy * w, dx)}
 
 
-# Taps are gathered for this many bytes' worth of channels at a time, so that the
-# matrix-vector products read them back from cache (measured on MobileNet layers:
-# 1.4x faster than one gather of all channels for 112x112 and 56x56 images).
-_DEPTHWISE_CHUNK_BYTES = 2 << 20
+# Channels are processed this many bytes of taps at a time, so that the matrix-vector
+# products read them from cache. Measured on MobileNet v2: 1-2 MB chunks were slower
+# (their extra numpy calls cost more than the cache saves: up to 2x on 112x112 layers,
+# 8 % on the whole model), 8 MB the same as 4 MB with twice the buffer.
+_DEPTHWISE_CHUNK_BYTES = 4 << 20
 
 
 def depthwise_conv2d_workspace(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
                                dtype=np.float32) -> dict:
-    """Scratch for `depthwise_conv2d` (see `_depthwise_plan`): the zero-bordered input
-    split into phases [N, C, sy*sx, Hq*Wq + tail], and the taps [chunk, kh*kw, OH*Wq]
-    and wide output [chunk, 1, OH*Wq] of one chunk of channels."""
-    n, c = src_shape[:2]
+    """Scratch for `depthwise_conv2d`: the per-channel weights with the bias appended
+    [C, 1, kh*kw + 1], and the shapes of the shared buffers (`reuse`) it runs on: the
+    taps of one chunk of channels, tap-major [kh*kw + 1, chunk, OH*OW] (the last row
+    all ones, it multiplies the bias) and, for the "flat" case of `_depthwise_plan`,
+    the flattened input between zero margins."""
+    n, c, h, w = src_shape
     kh, kw = weight_shape[2:]
+    oh, ow = dst_shape[2:]
+    k = kh * kw + 1
+    itemsize = np.dtype(dtype).itemsize
     plan = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
-    length = plan["length"]
-    chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (kh * kw * length * np.dtype(dtype).itemsize)))
-    return {"plan": plan,
-            "phases": np.zeros((n, c, stride[0] * stride[1], plan["row"]), dtype),
-            "taps": np.empty((chunk, kh * kw, length), dtype),
-            "out": np.empty((chunk, 1, length), dtype)}
+    chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (k * oh * ow * itemsize)))
+    ws = {"plan": plan, "weights": np.empty((c, 1, k), dtype), "taps": (k, chunk, oh * ow)}
+    reuse.reserve("depthwise_taps", k * chunk * oh * ow * itemsize)
+    if plan["margin"] is not None:
+        ws["flat"] = (n * c * h * w + 2 * plan["margin"],)
+        reuse.reserve("depthwise_flat", ws["flat"][0] * itemsize)
+    return ws
 
 
-def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=None) -> None:
-    """conv2d with one filter per channel (group == C == O, weight [C, 1, kh, kw]).
+def _zero_outside(grid, plan):
+    """Zero the cells of each tap outside its rectangle: grid is the taps as
+    [kh, kw, chunk, OH, OW]; one call per kernel row or column that has any."""
+    oh, ow = grid.shape[3:]
+    for i, (_, y0, y1) in enumerate(plan["rows"]):
+        if y0 > 0:
+            grid[i, :, :, :y0] = 0
+        if y1 < oh:
+            grid[i, :, :, y1:] = 0
+    for j, (_, x0, x1) in enumerate(plan["cols"]):
+        if x0 > 0:
+            grid[:, j, :, :, :x0] = 0
+        if x1 < ow:
+            grid[:, j, :, :, x1:] = 0
 
-    Gathers each channel's kh*kw taps side by side, then one batched matrix-vector
-    product per channel computes the output: on this numpy that beats accumulating
-    tap by tap (1.6x) and einsum (5x) on MobileNet-sized layers. The taps are
-    gathered as contiguous runs from the input split into stride phases (see
-    `_depthwise_plan`), a chunk of channels at a time so that they are still in
-    cache for the product; the bias add doubles as the copy that drops the garbage
-    columns. (1.2x to 1.8x faster on MobileNet layers than gathering strided
-    windows of the padded input for all channels at once.)
+
+def _gather_flat(flat, first, taps, plan, out_hw):
+    """Taps of one chunk of channels, whose first cell is `first` in the margined
+    flat input: one strided copy for all taps (cells outside a tap's rectangle read
+    a neighbouring row or channel and are zeroed afterwards)."""
+    kh, kw = len(plan["rows"]), len(plan["cols"])
+    m, length = taps.shape[1:]
+    start = first + plan["rows"][0][0] * out_hw[1] + plan["cols"][0][0]
+    item = flat.itemsize
+    runs = as_strided(flat[start:], (kh, kw, m * length),
+                      (plan["steps"][0] * item, plan["steps"][1] * item, item), writeable=False)
+    np.copyto(_view(taps[:-1], (kh, kw, m * length)), runs)
+    _zero_outside(_view(taps[:-1], (kh, kw, m) + tuple(out_hw)), plan)
+
+
+def _gather_strided(src, b, c0, taps, plan, stride, out_hw):
+    """Taps of channels c0 .. c0 + chunk of image b in general: each tap's rectangle
+    copied from a strided view of src, the cells outside it zeroed."""
+    (sy, sx), (oh, ow) = stride, out_hw
+    m = taps.shape[1]
+    grid = _view(taps[:-1], (len(plan["rows"]), len(plan["cols"]), m, oh, ow))
+    for i, (oy, y0, y1) in enumerate(plan["rows"]):
+        for j, (ox, x0, x1) in enumerate(plan["cols"]):
+            if y0 < y1 and x0 < x1:
+                ys, xs = y0 * sy + oy, x0 * sx + ox
+                np.copyto(grid[i, j, :, y0:y1, x0:x1],
+                          src[b, c0:c0 + m, ys:ys + sy * (y1 - y0 - 1) + 1:sy,
+                              xs:xs + sx * (x1 - x0 - 1) + 1:sx])
+    _zero_outside(grid, plan)
+
+
+def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=None,
+                     residual=None, activation="none", negslope=0.0, clip_min=0.0,
+                     clip_max=0.0, act_ws=None) -> None:
+    """conv2d with one filter per channel (group == C == O, weight [C, 1, kh, kw]), then
+    `residual` added and `activation` applied (as `fused.activate`; `act_ws` is its
+    scratch for the whole dst).
+
+    A chunk of channels at a time: gather each channel's kh*kw taps into a tap-major
+    scratch (see `_depthwise_plan`; with stride 1 and a same-size output, all taps of
+    the chunk are one strided copy), then one matrix-vector product per channel with
+    the weights and the bias (a row of ones in the scratch) writes straight into dst,
+    and the residual and activation are applied to that part of dst while it is in
+    cache. No padded copy, no compaction pass, no whole-tensor epilogue passes.
     """
     if ws is None:
         ws = depthwise_conv2d_workspace(src.shape, weight.shape, dst.shape, stride=stride,
                                         padding=padding, dilation=dilation, dtype=dst.dtype)
-    n, c, h, w = src.shape
-    kh, kw = weight.shape[2:]
+    n, c = src.shape[:2]
+    k = weight.shape[2] * weight.shape[3]
     oh, ow = dst.shape[2:]
-    sy, sx = stride
-    plan, phases, taps, out = ws["plan"], ws["phases"], ws["taps"], ws["out"]
-    hq, wq, length = plan["hq"], plan["wq"], plan["length"]
-    weight = np.asarray(weight, dst.dtype).reshape(c, 1, kh * kw)
-
-    images = phases[:, :, :, :hq * wq].reshape(n, c, sy * sx, hq, wq)
-    for p, (r0, y0, ny), (q0, x0, nx) in plan["fills"]:
-        images[:, :, p, r0:r0 + ny, q0:q0 + nx] = \
-            src[:, :, y0:y0 + sy * (ny - 1) + 1:sy, x0:x0 + sx * (nx - 1) + 1:sx]
-
-    single = sy == sx == 1
-    if single:  # one phase: tap (i, j) starts at i*dy*Wq + j*dx, a strided view
-        r0, r1, _, r3 = phases.strides
-        gather = as_strided(phases, (n, c, kh, kw, length),
-                            (r0, r1, dilation[0] * wq * r3, dilation[1] * r3, r3),
-                            writeable=False)
-    if bias is not None:
-        bias = np.reshape(np.asarray(bias, dst.dtype), (c, 1, 1))
-    chunk = taps.shape[0]
+    plan, weights = ws["plan"], ws["weights"]
+    np.copyto(weights[:, 0, :k], np.reshape(weight, (c, k)))
+    if bias is None:
+        weights[:, 0, k] = 0
+    else:
+        np.copyto(weights[:, 0, k], bias)
+    taps = reuse.scratch("depthwise_taps", ws["taps"], dst.dtype)
+    taps[-1] = 1
+    margin = plan["margin"]
+    if margin is not None:
+        flat = reuse.scratch("depthwise_flat", ws["flat"], dst.dtype)
+        flat[:margin] = 0
+        flat[flat.size - margin:] = 0
+        np.copyto(flat[margin:flat.size - margin], np.reshape(src, -1))
+    chunk = taps.shape[1]
     for b in range(n):
         for c0 in range(0, c, chunk):
             c1 = min(c, c0 + chunk)
-            part, res = taps[:c1 - c0], out[:c1 - c0]
-            if single:
-                np.copyto(_view(part, (c1 - c0, kh, kw, length)), gather[b, c0:c1])
+            part = taps[:, :c1 - c0]
+            if margin is not None:
+                _gather_flat(flat, margin + (b * c + c0) * oh * ow, part, plan, (oh, ow))
             else:
-                for t, (p, offset) in enumerate(plan["taps"]):
-                    np.copyto(part[:, t], phases[b, c0:c1, p, offset:offset + length])
-            np.matmul(weight[c0:c1], part, out=res)
-            valid = res.reshape(c1 - c0, oh, wq)[:, :, :ow]
-            if bias is None:
-                np.copyto(dst[b, c0:c1], valid)
-            else:
-                np.add(valid, bias[c0:c1], out=dst[b, c0:c1])
+                _gather_strided(src, b, c0, part, plan, stride, (oh, ow))
+            out = dst[b, c0:c1]
+            np.matmul(weights[c0:c1], part.transpose(1, 0, 2),
+                      out=_view(out, (c1 - c0, 1, oh * ow)))
+            if residual is not None:
+                np.add(out, residual[b, c0:c1], out=out)
+            activate(out, activation, negslope=negslope, clip_min=clip_min, clip_max=clip_max,
+                     ws=None if act_ws is None else act_ws[b, c0:c1])

@@ -12,6 +12,8 @@ windows reaching past the explicit padding see only more padding.
 
 import numpy as np
 
+from lightnet.kernels import reuse
+
 __all__ = [
     "pool2d_output_hw",
     "maxpool2d_workspace",
@@ -101,21 +103,22 @@ def _separable(src_shape, dst_shape, size, stride) -> bool:
 def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill) -> dict:
     ws = {"padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, fill)}
     if _separable(src_shape, dst_shape, size, stride):
-        ws["rows"] = np.empty(tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),),
-                              dtype)
+        ws["rows"] = tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),)
+        reuse.reserve("pool_rows", int(np.prod(ws["rows"])) * np.dtype(dtype).itemsize)
     return ws
 
 
 def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
     """dst = ufunc-reduction of every window: first over each window's kh rows (whole
-    rows, contiguous) into ws["rows"] [N, C, OH, cols], then over kw columns of that."""
+    rows, contiguous) into a rows buffer [N, C, OH, cols] (shared by all pooling ops
+    of the thread, see `reuse`; ws["rows"] is its shape), then over kw columns of it."""
     x = src
     if ws["padded"] is not None:
         top, left = padding[0], padding[1]
         h, w = src.shape[2:]
         ws["padded"][:, :, top:top + h, left:left + w] = src
         x = ws["padded"]
-    rows = ws["rows"]
+    rows = reuse.scratch("pool_rows", ws["rows"], dst.dtype)
     ncols = rows.shape[3]
     oh, ow = dst.shape[2:]
     sy, sx = stride

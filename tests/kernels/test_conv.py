@@ -3,8 +3,11 @@
 import numpy as np
 import pytest
 
+from lightnet.kernels import conv, reuse
 from lightnet.kernels.conv import (
     autopad_padding,
+    depthwise_conv2d,
+    depthwise_conv2d_workspace,
     conv2d,
     conv2d_output_hw,
     conv2d_workspace,
@@ -262,11 +265,30 @@ def test_conv2d_workspace_contents():
     params = dict(group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
     assert conv2d_workspace((1, 4, 5, 5), (8, 4, 1, 1), (1, 8, 5, 5), **params) == {}
     ws = conv2d_workspace((1, 4, 5, 5), (8, 4, 3, 3), (1, 8, 3, 3), **params)
-    assert set(ws) == {"cols"} and ws["cols"].shape == (1, 4, 3, 3, 3, 3)
+    assert ws == {"cols": (1, 4, 3, 3, 3, 3)}  # the shape of the shared im2col buffer
     ws = conv2d_workspace((1, 4, 5, 5), (4, 1, 3, 3), (1, 4, 5, 5), **{**params, "group": 4,
                                                                       "padding": (1, 1, 1, 1)})
     assert set(ws) == {"padded", "cols"} and ws["padded"].shape == (1, 4, 7, 7)
-    assert ws["cols"].shape == (1, 4, 3, 3, 5, 5)
+    assert ws["cols"] == (1, 4, 3, 3, 5, 5)
+
+
+def clobber_shared_buffers():
+    """What other ops leave in the shared scratch: kernels must not rely on it."""
+    for name in ("conv2d_cols", "depthwise_taps", "depthwise_flat"):
+        if name in reuse._state()[0]:
+            reuse._state()[0][name].view(np.uint8)[:] = 0xFF  # NaN as float32 and float64
+
+
+def test_conv2d_with_clobbered_shared_buffer():
+    rng = np.random.default_rng(4)
+    x, w, b = rand(rng, 1, 3, 6, 7), rand(rng, 4, 3, 3, 3), rand(rng, 4)
+    params = dict(group=1, stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
+    dst = np.empty((1, 4, 6, 7), np.float32)
+    ws = conv2d_workspace(x.shape, w.shape, dst.shape, **params)
+    for _ in range(2):
+        clobber_shared_buffers()
+        conv2d(x, w, b, dst, **params, ws=ws)
+        np.testing.assert_allclose(dst, ref_conv2d(x, w, b, 1, (1, 1), (1, 1, 1, 1), (1, 1)), **TOL)
 
 
 # ---------------------------------------------------------------- deconv2d
@@ -349,25 +371,76 @@ def test_deconv2d_is_adjoint_of_conv2d():
     np.testing.assert_allclose(np.vdot(y, r), np.vdot(x, back), rtol=1e-10)
 
 
-@pytest.mark.parametrize("c, hw, k, stride, padding, dilation", [
-    (3, (7, 6), 3, (1, 1), (1, 1, 1, 1), (1, 1)),
-    (4, (9, 9), 3, (2, 2), (0, 1, 1, 0), (1, 1)),
-    (2, (8, 7), 2, (1, 2), (0, 0, 0, 0), (2, 1)),
-    (5, (5, 5), 1, (1, 1), (0, 0, 0, 0), (1, 1)),
-])
-def test_depthwise_conv2d_matches_loops(c, hw, k, stride, padding, dilation):
-    from lightnet.kernels.conv import (conv2d_output_hw, depthwise_conv2d,
-                                       depthwise_conv2d_workspace)
+DEPTHWISE_CASES = [
+    # C, (H, W), (kh, kw), stride, padding, dilation
+    (3, (7, 6), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),     # same size: one strided gather
+    (5, (6, 9), (3, 3), (1, 1), (2, 0, 0, 2), (1, 1)),     # same size, asymmetric padding
+    (3, (9, 8), (3, 5), (1, 1), (2, 4, 2, 4), (2, 2)),     # same size, dilation
+    (4, (9, 9), (3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),     # stride 2
+    (7, (11, 10), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),   # stride 2, odd channels
+    (2, (8, 7), (2, 2), (1, 2), (0, 0, 0, 0), (2, 1)),     # mixed stride and dilation
+    (5, (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),     # 1x1
+    (3, (6, 6), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),     # stride 1, output smaller
+    (3, (4, 5), (3, 3), (1, 1), (3, 3, 3, 3), (1, 1)),     # taps wholly in the padding
+    (2, (3, 3), (5, 5), (1, 1), (4, 4, 4, 4), (2, 2)),     # same size, taps outside src
+]
+
+
+def run_depthwise(c, hw, k, stride, padding, dilation, *, dtype=np.float32, residual=False,
+                  activation="none"):
+    """depthwise_conv2d (twice, with shared buffers clobbered in between) against the
+    loop reference, with the fused residual and activation applied to the reference."""
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, c) + hw).astype(np.float32)
-    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
-    b = rng.standard_normal(c).astype(np.float32)
-    oh, ow = conv2d_output_hw(hw, (k, k), stride, padding, dilation)
-    dst = np.full((2, c, oh, ow), np.nan, np.float32)
+    x = rng.standard_normal((2, c) + hw).astype(dtype)
+    w = rng.standard_normal((c, 1) + k).astype(dtype)
+    b = rng.standard_normal(c).astype(dtype)
+    oh, ow = conv2d_output_hw(hw, k, stride, padding, dilation)
+    res = rng.standard_normal((2, c, oh, ow)).astype(dtype) if residual else None
+    expected = ref_conv2d(x, w, b, c, stride, padding, dilation)
+    if residual:
+        expected = expected + res
+    if activation == "relu":
+        expected = np.maximum(expected, 0)
+    elif activation == "clip":
+        expected = np.clip(expected, -0.5, 0.75)
+    dst = np.full((2, c, oh, ow), np.nan, dtype)
     ws = depthwise_conv2d_workspace(x.shape, w.shape, dst.shape, stride=stride,
-                                    padding=padding, dilation=dilation)
-    for _ in range(2):  # the workspace is reused
+                                    padding=padding, dilation=dilation, dtype=dtype)
+    for _ in range(2):  # the workspace is reused, the shared buffers hold garbage
+        clobber_shared_buffers()
         assert depthwise_conv2d(x, w, b, dst, stride=stride, padding=padding,
-                                dilation=dilation, ws=ws) is None
-        np.testing.assert_allclose(dst, ref_conv2d(x, w, b, c, stride, padding, dilation),
-                                   rtol=1e-5, atol=1e-5)
+                                dilation=dilation, ws=ws, residual=res, activation=activation,
+                                clip_min=-0.5, clip_max=0.75) is None
+        np.testing.assert_allclose(dst, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("c, hw, k, stride, padding, dilation", DEPTHWISE_CASES)
+def test_depthwise_conv2d_matches_loops(c, hw, k, stride, padding, dilation):
+    run_depthwise(c, hw, k, stride, padding, dilation)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 700])  # one channel / a few channels per chunk
+@pytest.mark.parametrize("case", [DEPTHWISE_CASES[1], DEPTHWISE_CASES[4]])
+def test_depthwise_conv2d_in_chunks(case, chunk_bytes, monkeypatch):
+    monkeypatch.setattr(conv, "_DEPTHWISE_CHUNK_BYTES", chunk_bytes)
+    run_depthwise(*case)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "clip"])
+@pytest.mark.parametrize("case", [DEPTHWISE_CASES[0], DEPTHWISE_CASES[3]])
+def test_depthwise_conv2d_fused_residual_and_activation(case, activation, monkeypatch):
+    monkeypatch.setattr(conv, "_DEPTHWISE_CHUNK_BYTES", 700)
+    run_depthwise(*case, residual=True, activation=activation)
+
+
+@pytest.mark.parametrize("case", [DEPTHWISE_CASES[2], DEPTHWISE_CASES[4]])
+def test_depthwise_conv2d_float64(case):
+    run_depthwise(*case, dtype=np.float64)
+
+
+def test_depthwise_conv2d_without_bias_or_workspace():
+    rng = np.random.default_rng(5)
+    x, w = rand(rng, 1, 3, 5, 6), rand(rng, 3, 1, 3, 3)
+    dst = np.empty((1, 3, 5, 6), np.float32)
+    depthwise_conv2d(x, w, None, dst, stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
+    np.testing.assert_allclose(dst, ref_conv2d(x, w, None, 3, (1, 1), (1, 1, 1, 1), (1, 1)), **TOL)

@@ -179,3 +179,21 @@ def test_global_pooling_other_ranks():
     dst3 = np.empty((1, 2, 1), np.float32)
     global_maxpool2d(x3, dst3)
     np.testing.assert_array_equal(dst3.ravel(), [2, 5])
+
+
+def test_separable_pooling_with_clobbered_shared_rows():
+    """The rows buffer is shared by all pooling ops of a thread: garbage left in it by
+    another op must not matter."""
+    from lightnet.kernels import reuse
+
+    rng = np.random.default_rng(9)
+    x = rand(rng, 1, 3, 11, 11)
+    size, stride, padding = (3, 3), (2, 2), (1, 1, 1, 1)
+    out_hw = pool2d_output_hw((11, 11), size, stride, padding)
+    dst = np.empty((1, 3) + out_hw, np.float32)
+    ws = maxpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding)
+    assert "rows" in ws  # the separable path
+    for _ in range(2):
+        reuse.scratch("pool_rows", ws["rows"], np.float32)[:] = np.inf
+        maxpool2d(x, dst, size=size, stride=stride, padding=padding, ws=ws)
+        np.testing.assert_allclose(dst, ref_pool(x, out_hw, size, stride, padding, "max"), **TOL)

@@ -770,17 +770,20 @@ def depthwise_conv2d_cpu_load(op, arrays):
 
     def run():
         kernels.depthwise_conv2d(
-            src, w, b, dst, stride=stride, padding=padding, dilation=dilation, ws=ws
-        )
-        if residual is not None:
-            np.add(dst, residual, out=dst)
-        kernels.activate(
+            src,
+            w,
+            b,
             dst,
-            activation,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            ws=ws,
+            residual=residual,
+            activation=activation,
             negslope=negslope,
             clip_min=clip_min,
             clip_max=clip_max,
-            ws=act_ws,
+            act_ws=act_ws,
         )
 
     return run
