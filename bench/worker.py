@@ -44,12 +44,10 @@ def _reset_peak() -> bool:
 
 def _outside_arena_bytes(ctx) -> int:
     """Bytes of arrays the run functions keep besides the arena and the
-    weights: conv padded copies, batchnorm weights folded at load (found in the
-    closures), plus the scratch buffers the kernels share between ops (im2col,
-    depthwise taps, pooling rows: `lightnet.kernels.reuse`)."""
+    weights: conv padded copies, batchnorm weights folded at load, softmax and
+    resampling tables (found in the closures). Scratch (im2col, depthwise taps,
+    pooling rows) is planned in the arena."""
     import numpy as np
-
-    from lightnet.kernels import reuse
 
     def root(a):
         while isinstance(a.base, np.ndarray):
@@ -78,7 +76,7 @@ def _outside_arena_bytes(ctx) -> int:
                     count(v)
             else:
                 count(value)
-    return total + reuse.held_bytes()
+    return total
 
 
 class Ours:

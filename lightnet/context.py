@@ -220,8 +220,7 @@ class Context:
             raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
                                 "compile or load the model with its weight file first")
         try:
-            with open(path, "wb") as f:
-                np.savez(f, **{n: self.weights[n] for n in names})
+            weights.write_npz(path, {n: self.weights[n] for n in names})
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
@@ -285,10 +284,13 @@ class Context:
                             "description's view is wrong"
                         )
                     arrays[name] = view
+        no_scratch = np.empty(0, np.uint8)
         for op in self.ops:
             if op.scratch:
                 start = op.scratch_offset
                 arrays[op.scratch_key] = self.arenas[op.proto.mtype][start : start + op.scratch]
+            else:  # what an op asking for 0 bytes (this time) gets
+                arrays[op.scratch_key] = no_scratch
         runs = []
         for op in self.ops:
             if op.proto.load is not None:

@@ -1,5 +1,4 @@
-"""Memory planning: a virtual pool of offsets, and the plan that fills one arena
-per memory type.
+"""Memory planning: the plan that fills one arena per memory type.
 
 Nothing is allocated here: the plan gives every tensor that owns its memory an
 offset, reusing a tensor's bytes once its last reader has run. The context then
@@ -10,7 +9,6 @@ context binds them to the arrays it read, so they are never copied.
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 import re
@@ -22,55 +20,6 @@ from lightnet.tensor import MemType, TensorTable
 
 def align_up(n: int, align: int) -> int:
     return (n + align - 1) // align * align
-
-
-class MemoryPool:
-    """Hands out offsets of aligned blocks and takes them back (best fit,
-    freed neighbours coalesced). `size` is the high-water mark."""
-
-    def __init__(self, align: int = 64):
-        self.align = align
-        self.size = 0
-        self._used: dict[int, int] = {}  # offset -> size
-        self._holes: list[tuple[int, int]] = []  # sorted (offset, size) free blocks
-
-    def alloc(self, nbytes: int) -> int:
-        size = align_up(max(nbytes, 1), self.align)
-        best = None
-        for i, (off, hole) in enumerate(self._holes):
-            if hole >= size and (best is None or hole < self._holes[best][1]):
-                best = i
-        if best is not None:
-            off, hole = self._holes.pop(best)
-            if hole > size:
-                bisect.insort(self._holes, (off + size, hole - size))
-        elif self._holes and sum(self._holes[-1]) == self.size:
-            off, _ = self._holes.pop()  # the hole at the end grows
-            self.size = off + size
-        else:
-            off = self.size
-            self.size += size
-        self._used[off] = size
-        return off
-
-    def free(self, offset: int) -> None:
-        size = self._used.pop(offset)
-        i = bisect.bisect(self._holes, (offset, size))
-        if i < len(self._holes) and offset + size == self._holes[i][0]:
-            size += self._holes.pop(i)[1]
-        if i > 0 and sum(self._holes[i - 1]) == offset:
-            offset, prev = self._holes.pop(i - 1)
-            size += prev
-            i -= 1
-        self._holes.insert(i, (offset, size))
-
-    def exists(self, offset: int) -> bool:
-        return offset in self._used
-
-    def dump(self) -> str:
-        used = [(o, s, "used") for o, s in self._used.items()]
-        holes = [(o, s, "free") for o, s in self._holes]
-        return "\n".join(f"{o:>12} {s:>12} {k}" for o, s, k in sorted(used + holes))
 
 
 @dataclass(frozen=True)
@@ -122,18 +71,60 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     return placed
 
 
+@dataclass
+class _Block:
+    """Something the plan places: a root tensor or an op's scratch, with the
+    first and last op index at which it is live (inclusive)."""
+
+    mtype: MemType
+    nbytes: int
+    first: int
+    last: int
+    scratch: bool = False
+    offset: int = 0
+
+
+def _place(blocks: list[_Block], align: int) -> int:
+    """Offsets for `blocks` so that no two with overlapping lifetimes share a
+    byte; returns the arena size.
+
+    Placed offline, knowing every lifetime: scratch first (no two ops' scratch
+    are live together, so all of it lands at offset 0 and stays in cache from
+    one op to the next), then the largest first (greedy by size, as TFLite's
+    arena planner), each into the tightest aligned gap left by the blocks
+    already placed that are live at the same time, else above them. (A
+    running best-fit allocator left 1.3-1.4x the lower bound on VGG-11 and
+    ShuffleNet, where big short-lived scratch blocks leave holes.)"""
+    placed: list[_Block] = []
+    end = 0
+    for block in sorted(blocks, key=lambda b: (not b.scratch, -b.nbytes)):  # stable
+        size = align_up(max(block.nbytes, 1), align)
+        best, gap_start = None, 0  # best: (gap size, offset) of the tightest gap that fits
+        for other in sorted((o for o in placed if o.first <= block.last and block.first <= o.last),
+                            key=lambda o: o.offset):
+            gap = other.offset - gap_start
+            if gap >= size and (best is None or gap < best[0]):
+                best = (gap, gap_start)
+            gap_start = max(gap_start, align_up(other.offset + max(other.nbytes, 1), align))
+        block.offset = gap_start if best is None else best[1]
+        placed.append(block)
+        end = max(end, block.offset + size)
+    return end
+
+
 def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     """Give every tensor owning its memory an offset in its memory type's arena.
 
     `ops` is the run order; `keep` names tensors that must survive the run
-    (model outputs). Static tensors are never freed; views (tensors with an
-    owner) share their root's memory and keep it alive while they are read.
-    Weights from the weight file get no offset (see the module docstring).
-    An op's scratch (`op.scratch` bytes) is allocated with its outputs and
-    freed as soon as it has run; its offset goes to `op.scratch_offset`.
+    (model outputs). A tensor is live from the op that first writes it (or a
+    view of it: a part of a concat) to its last reader; static tensors and
+    inputs, filled before the run, from the start to the end, as are kept
+    ones. Views (tensors with an owner) share their root's memory and keep it
+    alive while they are read. Weights from the weight file get no offset (see
+    the module docstring). An op's scratch (`op.scratch` bytes) is live while
+    the op runs; its offset goes to `op.scratch_offset`.
     """
-    roots = {}
-    last_use = {}
+    roots, first, last = {}, {}, {}
     for i, op in enumerate(ops):
         for name in op.tensors_out.values():
             entry = tensors[name]
@@ -143,65 +134,50 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
                     "compile the model for a target first"
                 )
             roots[name] = tensors.root(name).name
-            last_use.setdefault(roots[name], i)
+            first.setdefault(roots[name], i)
+            last.setdefault(roots[name], i)
         for name in op.tensors_in.values():
-            last_use[roots[name]] = i
+            last[roots[name]] = i
     for name in keep:
-        last_use[roots[name]] = len(ops)
+        last[roots[name]] = len(ops)
 
-    pools: dict[MemType, MemoryPool] = {}
-    live: dict[MemType, int] = {}
-    total: dict[MemType, int] = {}
-    bound: dict[MemType, int] = {}
+    blocks: dict[object, _Block] = {}
     weights: dict[MemType, int] = {}
-    allocated = set()
-    for root in dict.fromkeys(roots.values()):
+    for root in first:
         entry = tensors[root]
         if entry.from_file:
             entry.offset = None
-            allocated.add(root)
             weights[entry.mtype] = weights.get(entry.mtype, 0) + entry.nbytes
-
-    def take(mtype: MemType, nbytes: int) -> int:
-        pool = pools.setdefault(mtype, MemoryPool(mtype.align))
-        live[mtype] = live.get(mtype, 0) + nbytes
-        total[mtype] = total.get(mtype, 0) + nbytes
-        bound[mtype] = max(bound.get(mtype, 0), live[mtype])
-        return pool.alloc(nbytes)
-
-    def give_back(mtype: MemType, offset: int, nbytes: int) -> None:
-        pools[mtype].free(offset)
-        live[mtype] -= nbytes
-
-    def allocate(root: str) -> None:
-        entry = tensors[root]
-        allocated.add(root)
-        entry.offset = take(entry.mtype, entry.nbytes)
-
-    # Static tensors and inputs are filled before the run starts, so they live
-    # from the start. Any other root is allocated when it or any view of it is
-    # first written (a view may come before its root: a part of a concat).
-    for root in dict.fromkeys(roots.values()):
-        if root not in allocated and (tensors[root].static or tensors[root].input):
-            allocate(root)
+        elif entry.static or entry.input:
+            blocks[root] = _Block(entry.mtype, entry.nbytes, 0, len(ops))
+        else:
+            blocks[root] = _Block(entry.mtype, entry.nbytes, first[root], last[root])
     for i, op in enumerate(ops):
-        for name in op.tensors_out.values():
-            if roots[name] not in allocated:
-                allocate(roots[name])
-        op.scratch_offset = take(op.proto.mtype, op.scratch) if op.scratch else None
-        for name in dict.fromkeys(roots[n] for n in op.tensor_names()):
-            entry = tensors[name]
-            if last_use[name] == i and not entry.static and not entry.input:
-                give_back(entry.mtype, entry.offset, entry.nbytes)
+        op.scratch_offset = None
         if op.scratch:
-            give_back(op.proto.mtype, op.scratch_offset, op.scratch)
+            blocks[op.scratch_key] = _Block(op.proto.mtype, op.scratch, i, i, scratch=True)
+
+    reports = {}
+    for mtype in dict.fromkeys([*(b.mtype for b in blocks.values()), *weights]):
+        mine = [b for b in blocks.values() if b.mtype is mtype]
+        arena = _place(mine, mtype.align)
+        live = [0] * (len(ops) + 1)
+        for b in mine:
+            for i in range(b.first, b.last + 1):
+                live[i] += b.nbytes
+        reports[mtype] = MemReport(mtype, arena, sum(b.nbytes for b in mine),
+                                   max(live, default=0), weights.get(mtype, 0))
+    for key, block in blocks.items():
+        if isinstance(key, str):
+            tensors[key].offset = block.offset
+    for op in ops:
+        if op.scratch:
+            op.scratch_offset = blocks[op.scratch_key].offset
     for name, root in roots.items():
         if root != name:
             base = tensors[root].offset
             tensors[name].offset = None if base is None else tensors.offset_in_root(name) + base
-    return {m: MemReport(m, pools[m].size if m in pools else 0, total.get(m, 0),
-                         bound.get(m, 0), weights.get(m, 0))
-            for m in dict.fromkeys([*pools, *weights])}
+    return reports
 
 
 # Memory limits ---------------------------------------------------------------------------

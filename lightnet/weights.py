@@ -118,6 +118,15 @@ def _read_text(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
+def write_npz(path, tensors: dict[str, np.ndarray]) -> None:
+    """Write `tensors` as an .npz (one .npy member per tensor, no pickles).
+    Unlike np.savez(**tensors), any tensor name works, even 'file'."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, array in tensors.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
+
+
 def write_text(path, tensors: dict[str, np.ndarray]) -> None:
     """Write float32 tensors in the text format."""
     with open(path, "w", encoding="ascii") as f:

@@ -163,7 +163,8 @@ def test_weights_are_bound_read_only_outside_the_arena(tmp_path):
     (report,) = ctx.mem.values()
     assert report.weights == sum(a.nbytes for a in weights.values())
     assert report.total == sum(e.nbytes for e in ctx.tensors.values()
-                               if not e.from_file and e.owner is None)
+                               if not e.from_file and e.owner is None) + sum(
+        op.scratch for op in ctx.ops)
     for name in weights:
         assert not ctx.arrays[name].flags.writeable
         assert not np.shares_memory(ctx.arrays[name], ctx.arenas[report.mtype])
@@ -274,3 +275,20 @@ def test_a_weight_whose_shape_changed_after_compiling_is_refused():
     ctx.set_param("p1", "dims", [2])
     with pytest.raises(LightNetError, match=r"tensors \['p1'\] are created from a file"):
         ctx.load()
+
+
+def test_saved_weights_may_have_any_name(tmp_path):
+    """np.savez(**w) could not write a tensor named 'file'; save_weights can."""
+    m = ModelBuilder()
+    m.op("relu", {"src": m.op("create", {}, name="file", dtype="TL_FLOAT", dims=[3],
+                                from_file=True)})
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("cpu", weights={"file": np.array([-1, 0, 2], np.float32)})
+    ctx.save_weights(tmp_path / "w.npz")
+    again = Context()
+    again.init(m.to_dict())
+    again.compile("cpu")
+    again.load(tmp_path / "w.npz")
+    again.run()
+    np.testing.assert_array_equal(again.get_data(again.outputs[0]), [0, 0, 2])

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from lightnet.cli import report_errors
+from lightnet.weights import write_npz
 from lightnet.errors import LightNetError
 
 __all__ = ["SUPPORTED_OPS", "UnsupportedModelError", "convert", "import_model", "main",
@@ -2171,14 +2172,8 @@ def convert(model, dims: dict | None = None, check: bool = True):
 
 
 def save_weights(path, weights: dict[str, np.ndarray]) -> None:
-    """Write `weights` as an .npz (one .npy member per tensor). Unlike np.savez(**w),
-    any tensor name works, even 'file' or 'allow_pickle'."""
-    import zipfile
-
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, array in weights.items():
-            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
+    """Write `weights` as an .npz LightNet reads (`lightnet.weights.write_npz`)."""
+    write_npz(path, weights)
 
 
 def import_model(path, out_json, dims: dict | None = None):

@@ -9,25 +9,28 @@ convs this batched GEMM measured about twice as fast as per-tap multiply-adds).
 Scratch memory comes from `conv2d_workspace` / `deconv2d_workspace` /
 `depthwise_conv2d_workspace`, which the runtime calls once at load time with the
 shapes of the array arguments (src, weight, dst) and the same keyword params as
-the kernel. conv2d's and depthwise_conv2d's big buffers are shared by all ops of
-a thread (`reuse`), so they stay in cache from one op to the next.
+the kernel. conv2d's and depthwise_conv2d's big buffers are the op's planned
+scratch (`conv2d_scratch`, `depthwise_conv2d_scratch`; see kernels.scratch), which
+every op shares, so they stay in cache from one op to the next.
 """
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from lightnet.kernels import reuse
 from lightnet.kernels.fused import activate
+from lightnet.kernels.scratch import carve
 
 __all__ = [
     "autopad_padding",
     "conv2d_output_hw",
+    "conv2d_scratch",
     "conv2d_workspace",
     "conv2d",
     "deconv2d_output_hw",
     "deconv2d_autopad_padding",
     "deconv2d_workspace",
     "deconv2d",
+    "depthwise_conv2d_scratch",
     "depthwise_conv2d_workspace",
     "depthwise_conv2d",
 ]
@@ -129,21 +132,26 @@ def _is_pointwise(weight_shape, stride, padding) -> bool:
     return tuple(weight_shape[2:]) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
 
 
-def conv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, padding, dilation,
-                     dtype=np.float32) -> dict:
-    """Scratch for `conv2d`: a zero-bordered padded input when padding is non-zero, and
-    the shape of the im2col buffer [N, C, kh, kw, OH, OW], which is shared (`reuse`).
-    1x1 stride-1 unpadded convs need nothing."""
-    n, c, h, w = src_shape
-    kh, kw = weight_shape[2:]
-    ws = {}
+def conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding, dtype) -> tuple:
+    """Scratch layout of `conv2d` (see kernels.scratch): the im2col buffer
+    [N, C, kh, kw, OH, OW]; nothing for 1x1 stride-1 unpadded convs."""
     if _is_pointwise(weight_shape, stride, padding):
-        return ws
+        return ()
+    return (("cols", tuple(src_shape[:2]) + tuple(weight_shape[2:]) + tuple(dst_shape[2:]),
+             dtype),)
+
+
+def conv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, padding, dilation,
+                     dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `conv2d`: the im2col buffer carved from `scratch` (new when None)
+    and, when padding is non-zero, a private zero-bordered padded input (shared, its
+    border would have to be zeroed every run: 3 % slower on SqueezeNet)."""
+    n, c, h, w = src_shape
+    ws = carve(scratch, conv2d_scratch(src_shape, weight_shape, dst_shape, stride=stride,
+                                       padding=padding, dtype=dtype))
     top, left, bottom, right = padding
-    if any(padding):
+    if ws and any(padding):
         ws["padded"] = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
-    ws["cols"] = (n, c, kh, kw) + tuple(dst_shape[2:])
-    reuse.reserve("conv2d_cols", int(np.prod(ws["cols"])) * np.dtype(dtype).itemsize)
     return ws
 
 
@@ -177,7 +185,7 @@ def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None)
         s0, s1, s2, s3 = x.strides
         windows = as_strided(x, (n, c, kh, kw, oh, ow),
                              (s0, s1, dy * s2, dx * s3, sy * s2, sx * s3), writeable=False)
-        cols = reuse.scratch("conv2d_cols", ws["cols"], dst.dtype)
+        cols = ws["cols"]
         np.copyto(cols, windows)
         np.matmul(weight.reshape(group, og, cg * kh * kw),
                   _view(cols, (n, group, cg * kh * kw, oh * ow)),
@@ -298,25 +306,35 @@ def _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilatio
 _DEPTHWISE_CHUNK_BYTES = 4 << 20
 
 
-def depthwise_conv2d_workspace(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
-                               dtype=np.float32) -> dict:
-    """Scratch for `depthwise_conv2d`: the per-channel weights with the bias appended
-    [C, 1, kh*kw + 1], and the shapes of the shared buffers (`reuse`) it runs on: the
-    taps of one chunk of channels, tap-major [kh*kw + 1, chunk, OH*OW] (the last row
-    all ones, it multiplies the bias) and, for the "flat" case of `_depthwise_plan`,
-    the flattened input between zero margins."""
+def depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
+                             dtype) -> tuple:
+    """Scratch layout of `depthwise_conv2d` (see kernels.scratch): the taps of one
+    chunk of channels, tap-major [kh*kw + 1, chunk, OH*OW] (the last row all ones,
+    it multiplies the bias) and, for the "flat" case of `_depthwise_plan`, the
+    flattened input between zero margins."""
     n, c, h, w = src_shape
-    kh, kw = weight_shape[2:]
     oh, ow = dst_shape[2:]
-    k = kh * kw + 1
-    itemsize = np.dtype(dtype).itemsize
-    plan = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
-    chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (k * oh * ow * itemsize)))
-    ws = {"plan": plan, "weights": np.empty((c, 1, k), dtype), "taps": (k, chunk, oh * ow)}
-    reuse.reserve("depthwise_taps", k * chunk * oh * ow * itemsize)
-    if plan["margin"] is not None:
-        ws["flat"] = (n * c * h * w + 2 * plan["margin"],)
-        reuse.reserve("depthwise_flat", ws["flat"][0] * itemsize)
+    k = weight_shape[2] * weight_shape[3] + 1
+    chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (k * oh * ow * np.dtype(dtype).itemsize)))
+    layout = [("taps", (k, chunk, oh * ow), dtype)]
+    margin = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding,
+                             dilation)["margin"]
+    if margin is not None:
+        layout.append(("flat", (n * c * h * w + 2 * margin,), dtype))
+    return tuple(layout)
+
+
+def depthwise_conv2d_workspace(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
+                               dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `depthwise_conv2d`: its plan, the per-channel weights with the bias
+    appended [C, 1, kh*kw + 1], and its scratch carved from `scratch` (new when None)."""
+    c = src_shape[1]
+    k = weight_shape[2] * weight_shape[3] + 1
+    ws = carve(scratch, depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape,
+                                                 stride=stride, padding=padding,
+                                                 dilation=dilation, dtype=dtype))
+    ws["plan"] = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
+    ws["weights"] = np.empty((c, 1, k), dtype)
     return ws
 
 
@@ -392,11 +410,11 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
         weights[:, 0, k] = 0
     else:
         np.copyto(weights[:, 0, k], bias)
-    taps = reuse.scratch("depthwise_taps", ws["taps"], dst.dtype)
+    taps = ws["taps"]
     taps[-1] = 1
     margin = plan["margin"]
     if margin is not None:
-        flat = reuse.scratch("depthwise_flat", ws["flat"], dst.dtype)
+        flat = ws["flat"]
         flat[:margin] = 0
         flat[flat.size - margin:] = 0
         np.copyto(flat[margin:flat.size - margin], np.reshape(src, -1))

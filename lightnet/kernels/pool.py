@@ -12,10 +12,11 @@ windows reaching past the explicit padding see only more padding.
 
 import numpy as np
 
-from lightnet.kernels import reuse
+from lightnet.kernels.scratch import carve
 
 __all__ = [
     "pool2d_output_hw",
+    "pool2d_scratch",
     "maxpool2d_workspace",
     "maxpool2d",
     "avgpool2d_workspace",
@@ -100,25 +101,32 @@ def _separable(src_shape, dst_shape, size, stride) -> bool:
     return kh * _cols_needed(dst_shape, size, stride) + 3 * kw * ow < 3 * kh * kw * ow
 
 
-def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill) -> dict:
-    ws = {"padded": _padded(src_shape, dst_shape, size, stride, padding, dtype, fill)}
-    if _separable(src_shape, dst_shape, size, stride):
-        ws["rows"] = tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),)
-        reuse.reserve("pool_rows", int(np.prod(ws["rows"])) * np.dtype(dtype).itemsize)
+def pool2d_scratch(src_shape, dst_shape, *, size, stride, dtype) -> tuple:
+    """Scratch layout of `maxpool2d` / `avgpool2d` (see kernels.scratch): the
+    reductions over window rows [N, C, OH, cols] when pooling separably."""
+    if not _separable(src_shape, dst_shape, size, stride):
+        return ()
+    return (("rows", tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),), dtype),)
+
+
+def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill, scratch) -> dict:
+    ws = carve(scratch, pool2d_scratch(src_shape, dst_shape, size=size, stride=stride,
+                                       dtype=dtype))
+    ws["padded"] = _padded(src_shape, dst_shape, size, stride, padding, dtype, fill)
     return ws
 
 
 def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
     """dst = ufunc-reduction of every window: first over each window's kh rows (whole
-    rows, contiguous) into a rows buffer [N, C, OH, cols] (shared by all pooling ops
-    of the thread, see `reuse`; ws["rows"] is its shape), then over kw columns of it."""
+    rows, contiguous) into a rows buffer [N, C, OH, cols] (scratch), then over kw
+    columns of it."""
     x = src
     if ws["padded"] is not None:
         top, left = padding[0], padding[1]
         h, w = src.shape[2:]
         ws["padded"][:, :, top:top + h, left:left + w] = src
         x = ws["padded"]
-    rows = reuse.scratch("pool_rows", ws["rows"], dst.dtype)
+    rows = ws["rows"]
     ncols = rows.shape[3]
     oh, ow = dst.shape[2:]
     sy, sx = stride
@@ -139,10 +147,13 @@ def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
         ufunc(dst, col(j), out=dst)
 
 
-def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32) -> dict:
-    """Scratch for `maxpool2d`: a -inf bordered padded input, when padding is needed,
-    and the maxima over window rows [N, C, OH, cols] when pooling separably."""
-    return _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype))
+def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32,
+                        scratch=None) -> dict:
+    """Arrays for `maxpool2d`: a -inf bordered padded input, when padding is needed,
+    and the maxima over window rows [N, C, OH, cols] when pooling separably (carved
+    from `scratch`, new when None)."""
+    return _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype),
+                           scratch)
 
 
 def maxpool2d(src, dst, *, size, stride, padding, ws=None) -> None:
@@ -167,15 +178,15 @@ def _window_counts(n, o, k, s, b, e, count_include_pad):
 
 
 def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
-                        dtype=np.float32) -> dict:
-    """Scratch for `avgpool2d`: a zero bordered padded input (when padding is needed),
-    the row sums when the pooling is done separably, and the reciprocal window cell
-    counts [OH, OW]."""
+                        dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `avgpool2d`: a zero bordered padded input (when padding is needed),
+    the row sums when the pooling is done separably (carved from `scratch`, new when
+    None), and the reciprocal window cell counts [OH, OW]."""
     top, left, bottom, right = padding
     rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom, count_include_pad)
     cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right, count_include_pad)
     counts = np.maximum(np.outer(rows, cols), 1)
-    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0)
+    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch)
     ws["scale"] = (1.0 / counts).astype(dtype)
     return ws
 

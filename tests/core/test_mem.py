@@ -1,4 +1,4 @@
-"""lightnet.mem: the offset pool and the memory plan.
+"""lightnet.mem: the memory plan.
 
 The plan is checked against liveness computed independently here, on a few
 hundred random op DAGs, and by simulating the arena byte by byte.
@@ -11,123 +11,13 @@ import pytest
 
 from lightnet import Context
 from lightnet.errors import LightNetError
-from lightnet.mem import MemoryPool, MemReport, align_up, plan
+from lightnet.mem import MemReport, align_up, plan
 from lightnet.op import Op, OpProto
 from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
-
-# MemoryPool -----------------------------------------------------------------------
-
-
-def holes(pool):
-    return [tuple(map(int, line.split()[:2])) for line in pool.dump().splitlines()
-            if line.endswith("free")]
-
 
 def test_align_up():
     assert [align_up(n, 64) for n in (0, 1, 63, 64, 65, 128, 129)] == [0, 64, 64, 64, 128, 128, 192]
     assert [align_up(n, 16) for n in (1, 16, 17)] == [16, 16, 32]
-
-
-def test_pool_alloc_free_coalesce():
-    p = MemoryPool(64)
-    a = p.alloc(10)     # 64 bytes at 0
-    b = p.alloc(100)    # 128 bytes at 64
-    c = p.alloc(64)     # 64 bytes at 192
-    assert (a, b, c, p.size) == (0, 64, 192, 256)
-    assert all(p.exists(o) for o in (a, b, c)) and not p.exists(32)
-    p.free(b)
-    assert holes(p) == [(64, 128)]
-    d = p.alloc(50)     # best fit: the front of the 128-byte hole
-    assert d == 64 and holes(p) == [(128, 64)]
-    e = p.alloc(64)     # fills the rest exactly
-    assert e == 128 and holes(p) == [] and p.size == 256
-    p.free(a)
-    p.free(c)
-    assert holes(p) == [(0, 64), (192, 64)]
-    p.free(d)           # merges with the hole before it only (e is still used)
-    assert holes(p) == [(0, 128), (192, 64)]
-    p.free(e)           # merges with both neighbours
-    assert holes(p) == [(0, 256)]
-    assert p.size == 256  # the high-water mark stays
-    f = p.alloc(300)    # the hole at the end grows instead of leaving a gap
-    assert f == 0 and p.size == 320 and holes(p) == []
-
-
-def test_pool_best_fit_not_first_fit():
-    p = MemoryPool(64)
-    offs = [p.alloc(n) for n in (192, 64, 64, 64)]
-    assert offs == [0, 192, 256, 320]
-    p.free(0)
-    p.free(256)
-    assert holes(p) == [(0, 192), (256, 64)]
-    assert p.alloc(64) == 256  # the smallest hole that fits
-    assert p.alloc(65) == 0    # 128 bytes from the 192-byte hole
-    assert holes(p) == [(128, 64)]
-    assert p.alloc(200) == 384  # no hole fits and the last block is used: append
-    assert p.size == 640
-
-
-def test_pool_free_next_hole_merge():
-    p = MemoryPool(64)
-    offs = [p.alloc(64) for _ in range(4)]
-    p.free(offs[2])
-    p.free(offs[1])  # merges with the hole after it
-    assert holes(p) == [(64, 128)]
-    p.free(offs[3])
-    assert holes(p) == [(64, 192)]
-    assert p.alloc(256) == 64 and p.size == 320  # the end hole grows by 64
-
-
-def test_pool_alignment_and_zero():
-    p = MemoryPool(16)
-    assert [p.alloc(n) for n in (0, 1, 16, 17)] == [0, 16, 32, 48]
-    assert p.size == 80
-    with pytest.raises(KeyError):
-        p.free(8)  # not an allocated offset
-
-
-def test_pool_dump():
-    p = MemoryPool(64)
-    p.alloc(64)
-    b = p.alloc(64)
-    p.alloc(64)
-    p.free(b)
-    assert p.dump() == (f"{0:>12} {64:>12} used\n{64:>12} {64:>12} free\n"
-                        f"{128:>12} {64:>12} used")
-
-
-def test_pool_random_never_overlaps():
-    """Random alloc/free against a naive interval list."""
-    rng = random.Random(5)
-    for align in (1, 8, 64):
-        p = MemoryPool(align)
-        used = {}
-        high = 0
-        for _ in range(2000):
-            if used and rng.random() < 0.45:
-                off = rng.choice(list(used))
-                p.free(off)
-                del used[off]
-            else:
-                n = rng.choice([0, 1, 7, 64, 100, 1000, rng.randint(1, 5000)])
-                off = p.alloc(n)
-                size = align_up(max(n, 1), align)
-                assert off % align == 0
-                for o, s in used.items():
-                    assert off + size <= o or o + s <= off, "blocks overlap"
-                used[off] = size
-                high = max(high, off + size)
-                assert off + size <= p.size
-        assert p.size == high
-        # Every byte not used is in exactly one hole, and holes never touch.
-        spans = sorted([(o, s) for o, s in used.items()] + holes(p))
-        pos = 0
-        for o, s in spans:
-            assert o == pos
-            pos += s
-        assert pos == p.size or (pos < p.size and not used)
-        hs = holes(p)
-        assert all(a[0] + a[1] < b[0] for a, b in zip(hs, hs[1:]))
 
 
 # plan: hand-computed -------------------------------------------------------------------
@@ -150,8 +40,8 @@ def test_plan_chain_hand_computed():
     ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"]), op("o2", ["B"], ["C"]),
            op("o3", ["C"], ["D"])]
     reports = plan(ops, tensors, keep=["D"])
-    # A: 100 bytes -> 128 at 0. B at 128; A freed. C best-fits A's hole at 0;
-    # B freed. D takes 64..128; C freed.
+    # Largest first: A (100 bytes -> 128) at 0; B, live with A at o1, at 128;
+    # C, live with B only, in the gap below it at 0; D, live with C, at 64.
     assert [tensors[n].offset for n in "ABCD"] == [0, 128, 0, 64]
     assert reports == {MemType.CPU: MemReport(MemType.CPU, 192, 292, 164)}
 
@@ -195,9 +85,9 @@ def test_plan_scratch_lives_while_its_op_runs():
     ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"]), op("o2", ["B"], ["C"])]
     ops[1].scratch = 100
     reports = plan(ops, tensors, keep=["C"])
-    # A at 0, B at 64, o1's scratch after them (128 bytes at 128), freed at
-    # once with A: C takes A's place.
-    assert ([tensors[n].offset for n in "ABC"], ops[1].scratch_offset) == ([0, 64, 0], 128)
+    # Scratch first: at 0 (128 bytes aligned); A and B, live with it at o1,
+    # above it; C lives after it and after A: it takes offset 0.
+    assert ([tensors[n].offset for n in "ABC"], ops[1].scratch_offset) == ([128, 192, 0], 0)
     assert reports[MemType.CPU] == MemReport(MemType.CPU, 256, 292, 228)
 
 

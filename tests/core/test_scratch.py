@@ -76,3 +76,20 @@ def test_scratch_counts_against_the_memory_limit():
         assert "more than the limit" in str(e)
     else:
         raise AssertionError("a plan over the limit was accepted")
+
+
+def test_every_op_gets_its_scratch_at_the_same_offset():
+    """Scratch is placed first: ops never hold it together, so all of it shares one
+    region, which stays in cache from one op to the next."""
+    m = ModelBuilder()
+    y = m.input("x", (1, 3, 16, 16))
+    for cin, cout, stride in ((3, 8, 1), (8, 8, 2), (8, 16, 1), (16, 16, 1)):
+        y = m.relu(m.conv(y, cin, cout, 3, stride=stride, pad=1))
+    m.maxpool(y, 3, 1, pad=1)
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("cpu")
+    offsets = {op.scratch_offset for op in ctx.ops if op.scratch}
+    assert len([op for op in ctx.ops if op.scratch]) == 5 and offsets == {0}
+    (report,) = ctx.mem.values()
+    assert report.arena <= 1.10 * report.lower_bound

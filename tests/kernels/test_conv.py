@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels import conv, reuse
+from lightnet.kernels import conv
+from lightnet.kernels.scratch import scratch_bytes
 from lightnet.kernels.conv import (
     autopad_padding,
     depthwise_conv2d,
@@ -265,28 +266,34 @@ def test_conv2d_workspace_contents():
     params = dict(group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
     assert conv2d_workspace((1, 4, 5, 5), (8, 4, 1, 1), (1, 8, 5, 5), **params) == {}
     ws = conv2d_workspace((1, 4, 5, 5), (8, 4, 3, 3), (1, 8, 3, 3), **params)
-    assert ws == {"cols": (1, 4, 3, 3, 3, 3)}  # the shape of the shared im2col buffer
+    assert set(ws) == {"cols"} and ws["cols"].shape == (1, 4, 3, 3, 3, 3)  # im2col
     ws = conv2d_workspace((1, 4, 5, 5), (4, 1, 3, 3), (1, 4, 5, 5), **{**params, "group": 4,
                                                                       "padding": (1, 1, 1, 1)})
     assert set(ws) == {"padded", "cols"} and ws["padded"].shape == (1, 4, 7, 7)
-    assert ws["cols"] == (1, 4, 3, 3, 5, 5)
+    assert ws["cols"].shape == (1, 4, 3, 3, 5, 5)
 
 
-def clobber_shared_buffers():
-    """What other ops leave in the shared scratch: kernels must not rely on it."""
-    for name in ("conv2d_cols", "depthwise_taps", "depthwise_flat"):
-        if name in reuse._state()[0]:
-            reuse._state()[0][name].view(np.uint8)[:] = 0xFF  # NaN as float32 and float64
+def garbage(layout):
+    """A scratch buffer for `layout`, and how to fill it with what other ops leave
+    there (NaN as float32 and float64): kernels must not rely on its contents."""
+    buffer = np.empty(scratch_bytes(layout), np.uint8)
+
+    def clobber():
+        buffer[:] = 0xFF
+    return buffer, clobber
 
 
-def test_conv2d_with_clobbered_shared_buffer():
+def test_conv2d_with_clobbered_scratch():
     rng = np.random.default_rng(4)
     x, w, b = rand(rng, 1, 3, 6, 7), rand(rng, 4, 3, 3, 3), rand(rng, 4)
     params = dict(group=1, stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
     dst = np.empty((1, 4, 6, 7), np.float32)
-    ws = conv2d_workspace(x.shape, w.shape, dst.shape, **params)
+    buffer, clobber = garbage(conv.conv2d_scratch(x.shape, w.shape, dst.shape, stride=(1, 1),
+                                                  padding=(1, 1, 1, 1), dtype=np.float32))
+    assert buffer.size == 4544  # 1 * 3 * 3 * 3 * 6 * 7 float32 (4536 bytes), 64-byte aligned
+    ws = conv2d_workspace(x.shape, w.shape, dst.shape, **params, scratch=buffer)
     for _ in range(2):
-        clobber_shared_buffers()
+        clobber()
         conv2d(x, w, b, dst, **params, ws=ws)
         np.testing.assert_allclose(dst, ref_conv2d(x, w, b, 1, (1, 1), (1, 1, 1, 1), (1, 1)), **TOL)
 
@@ -404,10 +411,14 @@ def run_depthwise(c, hw, k, stride, padding, dilation, *, dtype=np.float32, resi
     elif activation == "clip":
         expected = np.clip(expected, -0.5, 0.75)
     dst = np.full((2, c, oh, ow), np.nan, dtype)
+    buffer, clobber = garbage(conv.depthwise_conv2d_scratch(
+        x.shape, w.shape, dst.shape, stride=stride, padding=padding, dilation=dilation,
+        dtype=dtype))
     ws = depthwise_conv2d_workspace(x.shape, w.shape, dst.shape, stride=stride,
-                                    padding=padding, dilation=dilation, dtype=dtype)
-    for _ in range(2):  # the workspace is reused, the shared buffers hold garbage
-        clobber_shared_buffers()
+                                    padding=padding, dilation=dilation, dtype=dtype,
+                                    scratch=buffer)
+    for _ in range(2):  # the workspace is reused, its scratch holds garbage
+        clobber()
         assert depthwise_conv2d(x, w, b, dst, stride=stride, padding=padding,
                                 dilation=dilation, ws=ws, residual=res, activation=activation,
                                 clip_min=-0.5, clip_max=0.75) is None

@@ -181,19 +181,23 @@ def test_global_pooling_other_ranks():
     np.testing.assert_array_equal(dst3.ravel(), [2, 5])
 
 
-def test_separable_pooling_with_clobbered_shared_rows():
-    """The rows buffer is shared by all pooling ops of a thread: garbage left in it by
-    another op must not matter."""
-    from lightnet.kernels import reuse
+def test_separable_pooling_with_clobbered_scratch_rows():
+    """The rows buffer is scratch, shared by all ops: garbage left in it by another
+    op must not matter."""
+    from lightnet.kernels.pool import pool2d_scratch
+    from lightnet.kernels.scratch import scratch_bytes
 
     rng = np.random.default_rng(9)
     x = rand(rng, 1, 3, 11, 11)
     size, stride, padding = (3, 3), (2, 2), (1, 1, 1, 1)
     out_hw = pool2d_output_hw((11, 11), size, stride, padding)
     dst = np.empty((1, 3) + out_hw, np.float32)
-    ws = maxpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding)
+    layout = pool2d_scratch(x.shape, dst.shape, size=size, stride=stride, dtype=np.float32)
+    buffer = np.empty(scratch_bytes(layout), np.uint8)
+    ws = maxpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
+                             scratch=buffer)
     assert "rows" in ws  # the separable path
     for _ in range(2):
-        reuse.scratch("pool_rows", ws["rows"], np.float32)[:] = np.inf
+        ws["rows"][...] = np.inf
         maxpool2d(x, dst, size=size, stride=stride, padding=padding, ws=ws)
         np.testing.assert_allclose(dst, ref_pool(x, out_hw, size, stride, padding, "max"), **TOL)

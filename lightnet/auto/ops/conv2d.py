@@ -436,6 +436,18 @@ def conv2d_cpu_pre_run(op, tensors):
         "folding a batchnorm needs static weight and bias",
         lambda: found(weight=weight, bias=bias, bn_scale=bn_scale),
     )
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.conv2d_scratch(
+                src.shape,
+                weight.shape,
+                dst.shape,
+                stride=stride,
+                padding=padding,
+                dtype=src.dtype.np,
+            )
+        )
+    )
     op.values.update(
         group=group,
         size=size,
@@ -471,6 +483,7 @@ def conv2d_cpu_load(op, arrays):
     clip_min = op.values["clip_min"]
     clip_max = op.values["clip_max"]
     bn_epsilon = op.values["bn_epsilon"]
+    scratch = arrays[op.scratch_key]
     ws = kernels.conv2d_workspace(
         src.shape,
         weight.shape,
@@ -480,6 +493,7 @@ def conv2d_cpu_load(op, arrays):
         padding=padding,
         dilation=dilation,
         dtype=dst.dtype,
+        scratch=scratch,
     )
     act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
     if bn_scale is None:
@@ -717,6 +731,19 @@ def depthwise_conv2d_cpu_pre_run(op, tensors):
         "folding a batchnorm needs static weight and bias",
         lambda: found(weight=weight, bias=bias, bn_scale=bn_scale),
     )
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.depthwise_conv2d_scratch(
+                src.shape,
+                weight.shape,
+                dst.shape,
+                stride=stride,
+                padding=padding,
+                dilation=dilation,
+                dtype=src.dtype.np,
+            )
+        )
+    )
     op.values.update(
         group=group,
         size=size,
@@ -751,6 +778,7 @@ def depthwise_conv2d_cpu_load(op, arrays):
     clip_min = op.values["clip_min"]
     clip_max = op.values["clip_max"]
     bn_epsilon = op.values["bn_epsilon"]
+    scratch = arrays[op.scratch_key]
     ws = kernels.depthwise_conv2d_workspace(
         src.shape,
         weight.shape,
@@ -759,6 +787,7 @@ def depthwise_conv2d_cpu_load(op, arrays):
         padding=padding,
         dilation=dilation,
         dtype=dst.dtype,
+        scratch=scratch,
     )
     act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
     if bn_scale is None:

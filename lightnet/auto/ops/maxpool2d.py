@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -241,11 +243,18 @@ def maxpool2d_cpu_pre_run(op, tensors):
     padding = (
         kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
     )
-    ck.define(
+    dst = ck.define(
         "dst",
         src.dtype,
         tuple(src.shape[:2])
         + kernels.pool2d_output_hw(src.shape[2:], size, stride, padding),
+    )
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.pool2d_scratch(
+                src.shape, dst.shape, size=size, stride=stride, dtype=src.dtype.np
+            )
+        )
     )
     op.values.update(size=size, stride=stride, padding=padding, autopad=autopad)
 
@@ -257,8 +266,15 @@ def maxpool2d_cpu_load(op, arrays):
     size = op.values["size"]
     stride = op.values["stride"]
     padding = op.values["padding"]
+    scratch = arrays[op.scratch_key]
     ws = kernels.maxpool2d_workspace(
-        src.shape, dst.shape, size=size, stride=stride, padding=padding, dtype=dst.dtype
+        src.shape,
+        dst.shape,
+        size=size,
+        stride=stride,
+        padding=padding,
+        dtype=dst.dtype,
+        scratch=scratch,
     )
 
     def run():
