@@ -192,7 +192,7 @@ def environment(templates: Path) -> jinja2.Environment:
         kept_names=_kept_names,
         names_read_by_outputs=lambda op: _names_read(
             "\n".join(t.shape + "\n" + t.dtype + "\n" + "\n".join(c.expr for c in t.checks)
-                      for t in op.tensors_out)
+                      for t in op.tensors_out) + "\n" + (op.scratch or "")
         ),
         has_views=lambda op: any(t.view for t in op.tensors_out),
         views_text=lambda op: "\n".join(t.view for t in op.tensors_out if t.view),
