@@ -302,8 +302,9 @@ def print_model_table(rows, gemm: float, gemm_end: float) -> None:
     print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} "
           f"GFLOP/s before the models, {gemm_end:.1f} after (a drop means the machine slowed)")
     print("arena MB: LightNet's planned arena (activations) plus its weights (compiled with"
-          " them, so batchnorms are folded); +ws MB: arrays its ops keep besides those"
-          " (im2col/padding/pooling scratch, depthwise taps); peak MB: growth"
+          " them, so batchnorms are folded; scratch is planned in the arena); +ws MB: arrays its"
+          " ops keep besides those (padded copies, lrelu/softmax/resampling buffers and"
+          " tables); peak MB: growth"
           " of the process's peak RSS over creating the model and running it once; others'"
           " CPU: share of all cores that other processes used while the row was measured.")
 
