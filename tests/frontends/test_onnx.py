@@ -238,6 +238,20 @@ def test_pools_and_global_pools(tmp_path):
     check(m, {"x": rand(1, 3, 9, 9)}, tmp_path)
 
 
+def test_ceil_mode_and_count_include_pad_pools(tmp_path):
+    """torchvision's SqueezeNet and GoogLeNet pool with ceil_mode; ResNet-style
+    exporters with count_include_pad."""
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2],
+                         ceil_mode=1),
+        helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
+    ]
+    m = model(nodes, [("x", [1, 3, 12, 12])], [("y", None), ("m", None)], opset=11)
+    ir = check(m, {"x": rand(1, 3, 12, 12)}, tmp_path)
+    assert {op["optype"] for op in ir["ops"]} >= {"maxpool2d", "avgpool2d"}
+
+
 @pytest.mark.parametrize("size", [3, 5])
 def test_lrn(size, tmp_path):
     nodes = [helper.make_node("LRN", ["x"], ["y"], size=size, alpha=1e-2, beta=0.6, bias=2.0)]

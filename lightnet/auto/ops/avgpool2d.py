@@ -48,6 +48,8 @@ def avgpool2d_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
+    count_include_pad = ck.param("count_include_pad", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -66,16 +68,25 @@ def avgpool2d_pre_run(op, tensors):
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(src.shape[2:], size, stride, padding),
+        + kernels.pool2d_output_hw(
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+        ),
     )
-    op.values.update(size=size, stride=stride, padding=padding, autopad=autopad)
+    op.values.update(
+        size=size,
+        stride=stride,
+        padding=padding,
+        autopad=autopad,
+        ceil_mode=ceil_mode,
+        count_include_pad=count_include_pad,
+    )
 
 
 AVGPOOL2D = OpProto(
     optype="avgpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="2-D average pooling of NCHW `src` (ONNX AveragePool with count_include_pad 0, no ceil_mode): dst[n, c, y, x] is the mean of the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted, so a window is divided by the number of input cells it covers. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.",
+    doc="2-D average pooling of NCHW `src` (ONNX AveragePool): dst[n, c, y, x] is the mean of the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted (a window is divided by the number of input cells it covers) unless `count_include_pad`, which counts the explicit padding too (never the cells past it that `ceil_mode` adds). Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -83,10 +94,31 @@ AVGPOOL2D = OpProto(
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("ceil_mode", ParamType.BOOL, False),
+        ParamArg("count_include_pad", ParamType.BOOL, False),
     ),
     pre_run=avgpool2d_pre_run,
     source="descriptions/ops/avgpool2d.yaml",
     examples=(
+        {
+            "doc": "ceil_mode keeps the partial windows at the end, averaged over their cells",
+            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
+            "params": {"size": [2, 2], "stride": [2, 2], "ceil_mode": True},
+            "outputs": {"dst": [[[[3, 4.5], [7.5, 9]]]]},
+            "error": None,
+        },
+        {
+            "doc": "count_include_pad divides by the padded window's size",
+            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
+            "params": {
+                "size": [2, 2],
+                "stride": [2, 2],
+                "padding": [1, 1, 0, 0],
+                "count_include_pad": True,
+            },
+            "outputs": {"dst": [[[[0.25, 1.25], [2.75, 7]]]]},
+            "error": None,
+        },
         {
             "doc": "2x2 windows, stride 1",
             "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
@@ -202,6 +234,8 @@ def avgpool2d_cpu_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
+    count_include_pad = ck.param("count_include_pad", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -220,7 +254,9 @@ def avgpool2d_cpu_pre_run(op, tensors):
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(src.shape[2:], size, stride, padding),
+        + kernels.pool2d_output_hw(
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+        ),
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -229,7 +265,14 @@ def avgpool2d_cpu_pre_run(op, tensors):
             )
         )
     )
-    op.values.update(size=size, stride=stride, padding=padding, autopad=autopad)
+    op.values.update(
+        size=size,
+        stride=stride,
+        padding=padding,
+        autopad=autopad,
+        ceil_mode=ceil_mode,
+        count_include_pad=count_include_pad,
+    )
 
 
 def avgpool2d_cpu_load(op, arrays):
@@ -239,6 +282,7 @@ def avgpool2d_cpu_load(op, arrays):
     size = op.values["size"]
     stride = op.values["stride"]
     padding = op.values["padding"]
+    count_include_pad = op.values["count_include_pad"]
     scratch = arrays[op.scratch_key]
     ws = kernels.avgpool2d_workspace(
         src.shape,
@@ -246,12 +290,21 @@ def avgpool2d_cpu_load(op, arrays):
         size=size,
         stride=stride,
         padding=padding,
+        count_include_pad=count_include_pad,
         dtype=dst.dtype,
         scratch=scratch,
     )
 
     def run():
-        kernels.avgpool2d(src, dst, size=size, stride=stride, padding=padding, ws=ws)
+        kernels.avgpool2d(
+            src,
+            dst,
+            size=size,
+            stride=stride,
+            padding=padding,
+            count_include_pad=count_include_pad,
+            ws=ws,
+        )
 
     return run
 
@@ -260,7 +313,7 @@ AVGPOOL2D_CPU = OpProto(
     optype="avgpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="2-D average pooling of NCHW `src` (ONNX AveragePool with count_include_pad 0, no ceil_mode): dst[n, c, y, x] is the mean of the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted, so a window is divided by the number of input cells it covers. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.",
+    doc="2-D average pooling of NCHW `src` (ONNX AveragePool): dst[n, c, y, x] is the mean of the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted (a window is divided by the number of input cells it covers) unless `count_include_pad`, which counts the explicit padding too (never the cells past it that `ceil_mode` adds). Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -268,6 +321,8 @@ AVGPOOL2D_CPU = OpProto(
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("ceil_mode", ParamType.BOOL, False),
+        ParamArg("count_include_pad", ParamType.BOOL, False),
     ),
     pre_run=avgpool2d_cpu_pre_run,
     source="descriptions/ops/avgpool2d.yaml",

@@ -61,6 +61,7 @@ def maxpool2d_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -79,16 +80,20 @@ def maxpool2d_pre_run(op, tensors):
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(src.shape[2:], size, stride, padding),
+        + kernels.pool2d_output_hw(
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+        ),
     )
-    op.values.update(size=size, stride=stride, padding=padding, autopad=autopad)
+    op.values.update(
+        size=size, stride=stride, padding=padding, autopad=autopad, ceil_mode=ceil_mode
+    )
 
 
 MAXPOOL2D = OpProto(
     optype="maxpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="2-D max pooling of NCHW `src` (ONNX MaxPool without dilation or ceil_mode): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells never win. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
+    doc="2-D max pooling of NCHW `src` (ONNX MaxPool without dilation): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -96,10 +101,18 @@ MAXPOOL2D = OpProto(
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("ceil_mode", ParamType.BOOL, False),
     ),
     pre_run=maxpool2d_pre_run,
     source="descriptions/ops/maxpool2d.yaml",
     examples=(
+        {
+            "doc": "ceil_mode keeps the partial windows at the end",
+            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
+            "params": {"size": [2, 2], "stride": [2, 2], "ceil_mode": True},
+            "outputs": {"dst": [[[[5, 6], [8, 9]]]]},
+            "error": None,
+        },
         {
             "doc": "2x2 windows, stride 1",
             "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
@@ -229,6 +242,7 @@ def maxpool2d_cpu_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -247,7 +261,9 @@ def maxpool2d_cpu_pre_run(op, tensors):
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(src.shape[2:], size, stride, padding),
+        + kernels.pool2d_output_hw(
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+        ),
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -256,7 +272,9 @@ def maxpool2d_cpu_pre_run(op, tensors):
             )
         )
     )
-    op.values.update(size=size, stride=stride, padding=padding, autopad=autopad)
+    op.values.update(
+        size=size, stride=stride, padding=padding, autopad=autopad, ceil_mode=ceil_mode
+    )
 
 
 def maxpool2d_cpu_load(op, arrays):
@@ -287,7 +305,7 @@ MAXPOOL2D_CPU = OpProto(
     optype="maxpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="2-D max pooling of NCHW `src` (ONNX MaxPool without dilation or ceil_mode): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells never win. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
+    doc="2-D max pooling of NCHW `src` (ONNX MaxPool without dilation): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -295,6 +313,7 @@ MAXPOOL2D_CPU = OpProto(
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("ceil_mode", ParamType.BOOL, False),
     ),
     pre_run=maxpool2d_cpu_pre_run,
     source="descriptions/ops/maxpool2d.yaml",
