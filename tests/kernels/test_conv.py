@@ -239,6 +239,31 @@ def test_conv2d(case, with_bias, use_ws):
     run_conv(x, wt, b, group=group, stride=stride, padding=padding, dilation=dilation, use_ws=use_ws)
 
 
+@pytest.mark.parametrize("band_bytes", [1, 700])  # one output row / a few rows per band
+@pytest.mark.parametrize("case", [c for c in CONV_CASES if c[1][1:] != (1, 1)])
+def test_conv2d_in_bands_of_output_rows(case, band_bytes, monkeypatch):
+    """Big im2col buffers are filled a band of output rows at a time (the last band
+    shorter); forced here on small shapes, with the scratch full of garbage."""
+    monkeypatch.setattr(conv, "_IM2COL_BAND_BYTES", band_bytes)
+    (n, c, h, w), (o, kh, kw), group, stride, padding, dilation = case
+    rng = np.random.default_rng(1)
+    x, wt, b = rand(rng, n, c, h, w), rand(rng, o, c // group, kh, kw), rand(rng, o)
+    oh, ow = conv2d_output_hw((h, w), (kh, kw), stride, padding, dilation)
+    dst = np.empty((n, o, oh, ow), np.float32)
+    layout = conv.conv2d_scratch(x.shape, wt.shape, dst.shape, stride=stride, padding=padding,
+                                 dtype=np.float32)
+    banded = n * c * kh * kw * oh * ow * 4 > 2 * band_bytes
+    assert (layout[0][1][4] < oh) == (banded and oh > 1)
+    buffer, clobber = garbage(layout)
+    params = dict(group=group, stride=stride, padding=padding, dilation=dilation)
+    ws = conv2d_workspace(x.shape, wt.shape, dst.shape, **params, scratch=buffer)
+    for _ in range(2):
+        clobber()
+        conv2d(x, wt, b, dst, **params, ws=ws)
+        np.testing.assert_allclose(dst, ref_conv2d(x, wt, b, group, stride, padding, dilation),
+                                   **TOL)
+
+
 def test_conv2d_hand_computed():
     x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
     w = np.ones((1, 1, 2, 2), np.float32)
