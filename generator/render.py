@@ -172,6 +172,27 @@ def _param_rules(p) -> str:
     return ", ".join(rules)
 
 
+def _variants(family: Family, op: OpDesc) -> list[tuple[OpDesc, list, list]]:
+    """The runnable ops of `family` that descend from abstract `op` (through
+    `inherits`), each with the inputs and params it adds to `op`'s."""
+    by_optype = {o.optype: o for o in family.ops}
+
+    def descends(o: OpDesc) -> bool:
+        seen = set()
+        while o.inherits and o.inherits not in seen:
+            if o.inherits == op.optype:
+                return True
+            seen.add(o.inherits)
+            o = by_optype.get(o.inherits, o)
+        return False
+
+    ins = {t.arg_name for t in op.tensors_in}
+    params = {p.arg_name for p in op.params}
+    return [(v, [t for t in v.tensors_in if t.arg_name not in ins],
+             [p for p in v.params if p.arg_name not in params])
+            for v in family.ops if v.runnable and descends(v)]
+
+
 def environment(templates: Path) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates),
@@ -203,6 +224,7 @@ def environment(templates: Path) -> jinja2.Environment:
         examples_literal=lambda examples: repr(tuple(e.__dict__ for e in examples)),
     )
     env.globals["satisfy"] = _satisfy
+    env.globals["variants"] = _variants
     return env
 
 

@@ -317,3 +317,14 @@ def test_rule_constants_names_are_checked(tmp_path, names, message):
 def test_rule_constants_need_a_create_op(tmp_path):
     with pytest.raises(DescriptionError, match="folded constants need the op create_cpu"):
         _load(tmp_path, BASE_OPS, FOLDING)
+
+
+def test_ops_doc_lists_what_a_variant_adds(tmp_path):
+    """docs/ops.md: an arch variant that takes more than its abstract op gets a
+    section with the inputs and params it adds."""
+    from generator import render
+    root = make_root(tmp_path / "root", BASE_OPS)
+    doc = render.render_all(root, model.load(root))["docs/ops.md"]
+    section = doc[doc.index("### scale_cpu (cpu)"):]
+    assert "| added param |" in section and "| `bias` | number (double) | `0` |" in section
+    assert "| `alpha` |" not in section.split("## ")[0]  # not repeated from scale

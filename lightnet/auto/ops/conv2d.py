@@ -533,7 +533,7 @@ CONV2D_CPU = OpProto(
     optype="conv2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="conv2d on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm (`bn_*`, folded into the weights once at load, so its inputs and the weights must be static), a residual added to the output, then an activation applied in place. Accepts TL_FLOAT and TL_DOUBLE.",
+    doc="conv2d on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm (`bn_*`, folded into the weights once at load, so its inputs and the weights must be static; a model compiled with its weights gets new folded weights instead, and no `bn_*`), a residual added to the output, then an activation applied in place. Im2col scratch comes from the memory plan. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(
         TensorArg("src"),
         TensorArg("weight"),

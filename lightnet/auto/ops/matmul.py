@@ -350,7 +350,7 @@ MATMUL_CPU = OpProto(
     optype="matmul_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="matmul on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm over the output columns (`bn_*`, folded into src2 and the bias once at load, so they must be static), then an activation applied in place. Accepts TL_FLOAT and TL_DOUBLE.",
+    doc="matmul on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm over the output columns (`bn_*`, folded into src2 and the bias once at load, so they must be static; a model compiled with its weights gets new folded src2 and bias instead, and no `bn_*`), then an activation applied in place. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(
         TensorArg("src1"),
         TensorArg("src2"),
