@@ -111,8 +111,11 @@ def _place_in_order(blocks: list[_Block], align: int) -> int:
 # blocks in that order need 1.3x the lower bound, the same order with the sizes
 # jittered by up to 30 % reaches it. So the plan tries the plain order and up
 # to _TRIALS - 1 jittered ones (seeded: plans are deterministic), keeping the
-# smallest arena and stopping once it is within 1 % of the lower bound.
+# smallest arena and stopping once it is within 1 % of the lower bound. A trial
+# costs O(blocks^2): models with more than _TRIAL_BLOCKS blocks get the plain
+# order only (compiling stays under a second or so).
 _TRIALS = 16
+_TRIAL_BLOCKS = 1000
 # Keeping every op's scratch at offset 0 keeps it warm (MobileNet v2's
 # depthwise layers ran 1.5-1.9x slower on cold scratch); it is given up only
 # when it would cost more than this much memory over the lower bound.
@@ -129,7 +132,7 @@ def _place(blocks: list[_Block], align: int, lower_bound: int) -> int:
     best = None
     for scratch_first in (True, False):
         rng = random.Random(0)
-        for trial in range(_TRIALS):
+        for trial in range(_TRIALS if len(blocks) <= _TRIAL_BLOCKS else 1):
             jitter = [1.0 if trial == 0 else rng.uniform(0.7, 1.3) for _ in blocks]
             order = sorted(range(len(blocks)), key=lambda i: (
                 scratch_first and not blocks[i].scratch, -blocks[i].nbytes * jitter[i]))
