@@ -350,10 +350,10 @@ class Context:
             return {}
         if isinstance(datafile, dict):
             given = {n: np.array(a) for n, a in datafile.items()}  # copies: ours alone
+            datafile = "<weights>" if given else None  # how messages name a mapping
             expect_names(list(given))
             for name, array in given.items():
                 expect(name, array.dtype, array.shape)
-            datafile = "weights"  # how messages name a mapping
         else:
             given = weights.read(datafile, expect_names, expect)
         arrays = {}

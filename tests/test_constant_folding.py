@@ -292,3 +292,15 @@ def test_saved_weights_may_have_any_name(tmp_path):
     again.load(tmp_path / "w.npz")
     again.run()
     np.testing.assert_array_equal(again.get_data(again.outputs[0]), [0, 0, 2])
+
+
+def test_weights_given_as_a_mapping_are_checked_like_a_file():
+    model, _, weights = conv_bn_relu(from_file=True)
+    ctx = Context()
+    ctx.init(model)
+    with pytest.raises(LightNetError, match=r"^<weights>: tensor 'w1': expected shape"):
+        ctx.compile("cpu", weights={**weights, "w1": np.zeros((2, 2), np.float32)})
+    with pytest.raises(LightNetError, match=r"but no weight file \(-f\) gives them"):
+        ctx.compile("cpu", weights={})
+    with pytest.raises(LightNetError, match=r"^<weights>: tensor 'nope' is not a tensor"):
+        ctx.compile("cpu", weights={**weights, "nope": np.zeros(1, np.float32)})
