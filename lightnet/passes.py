@@ -94,26 +94,24 @@ def _hoist_sources(ctx, start: int, count: int) -> int:
     return len(sources)
 
 
-def remove_dead_constants(ctx, outputs_before) -> int:
+def remove_dead_constants(ctx, outputs_before) -> None:
     """Remove ops that make only static tensors nobody reads any more (the
     weights a rule folded into new ones), unless a tensor of theirs was a
-    model output before compiling; their weights are forgotten. Returns how
-    many ops went."""
-    removed = 0
+    model output before compiling; their weights are forgotten. Repeats, as
+    an op removed may have been the last reader of another's output."""
     keep = set(outputs_before)
     while True:
         dead = [i for i, op in enumerate(ctx.ops) if op.tensors_out and all(
             ctx.tensors[n].static and ctx.dfg.num_consumers(n) == 0 and n not in keep
             for n in op.tensors_out.values())]
         if not dead:
-            return removed
+            return
         for i in reversed(dead):
             names = list(ctx.ops[i].tensors_out.values())
             ctx.remove_ops(i, 1)
             for n in names:
                 if ctx.weights is not None:
                     ctx.weights.pop(n, None)
-        removed += len(dead)
 
 
 def compile(ctx, target: str, combine_ops: bool = True) -> None:
