@@ -89,3 +89,27 @@ def test_a_pass_may_not_change_a_tensor_later_ops_read():
     with pytest.raises(LightNetError, match=r"changed tensor 'r' from float32\[2, 3\] "
                                             r"to float32\[3, 2\]"):
         expand(ctx, cpu_with({"relu": transposed}))
+
+
+def test_dead_constants_go_in_chains_but_former_outputs_stay():
+    """Weights nobody reads any more are removed, and then what made them from
+    other weights (bn2scale_wts), and then those; a weight that was a model
+    output before compiling stays."""
+    from lightnet.passes import remove_dead_constants
+
+    m = ModelBuilder()
+    ins = {f"src_{k}": m.weight(k, [3], 0.5, 1.5) for k in ("mean", "var", "scale", "offset")}
+    outs = m.op("bn2scale_wts", ins, outs=("dst_scale", "dst_shift", "dst_power"))
+    for name in outs:
+        m.op("print", {"src": name}, outs=(), msg=name)
+    unread = m.weight("unread", [2])
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("cpu")
+    before = ctx.outputs
+    assert before == [unread]
+    prints = [i for i, op in enumerate(ctx.ops) if op.optype == "print_cpu"]
+    ctx.remove_ops(prints[0], len(prints))  # as if a rule had folded what they read
+    remove_dead_constants(ctx, before)
+    assert [op.optype for op in ctx.ops] == ["create_cpu"]
+    assert list(ctx.tensors) == [unread]
