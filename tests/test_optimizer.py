@@ -213,3 +213,38 @@ def test_depthwise_convolution_gets_its_kernel_and_fusions():
     general.run()
     np.testing.assert_allclose(ctx.get_data(ctx.outputs[0]),
                                general.get_data(general.outputs[0]), rtol=1e-5, atol=1e-5)
+
+
+def bottleneck_net(m, x, c):
+    """A ResNet-style stack: 1x1 / 3x3 / 1x1 bottlenecks with batchnorms and
+    residual adds, then a stride-2 stage."""
+    for cin, mid, stride in ((c, c // 4, 1), (c, c // 4, 1), (c, c // 2, 2)):
+        y = m.relu(m.batchnorm(m.conv(x, cin, mid, 1), mid))
+        y = m.relu(m.batchnorm(m.conv(y, mid, mid, 3, stride=stride, pad=1), mid))
+        cout = c if stride == 1 else 2 * c
+        y = m.batchnorm(m.conv(y, mid, cout, 1), cout)
+        short = x if stride == 1 else m.conv(x, cin, cout, 1, stride=2)
+        x = m.relu(m.add(y, short))
+    return x
+
+
+def inverted_residual_net(m, x, c):
+    """A MobileNet v2-style stack: expand 1x1, depthwise 3x3, project 1x1."""
+    for stride in (1, 1, 2, 1):
+        y = m.relu(m.conv(x, c, 4 * c, 1))
+        y = m.relu(m.conv(y, 4 * c, 4 * c, 3, stride=stride, pad=1, group=4 * c))
+        y = m.conv(y, 4 * c, c, 1)
+        x = m.add(y, x) if stride == 1 else y
+    return x
+
+
+@pytest.mark.parametrize("net", [bottleneck_net, inverted_residual_net])
+def test_memory_plan_is_near_the_lower_bound(net):
+    m = ModelBuilder()
+    x = m.input("x", (1, 16, 32, 32))
+    net(m, x, 16)
+    feeds = {"x": RNG.standard_normal((1, 16, 32, 32)).astype(np.float32)}
+    n_plain, n_fused, ctx = run_both(m.to_dict(), feeds)
+    assert n_fused < n_plain
+    report = ctx.mem[next(iter(ctx.mem))]
+    assert report.arena <= 1.10 * report.lower_bound
