@@ -26,16 +26,18 @@ __all__ = [
 ]
 
 
-def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False) -> tuple[int, int]:
-    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - size) / stride, plus 1.
+def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False,
+                     dilation=(1, 1)) -> tuple[int, int]:
+    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - ((size - 1) *
+    dilation + 1)) / stride, plus 1.
 
     With ceil_mode a last window that would start inside the end padding is dropped
     (the PyTorch / ONNX Runtime rule), so every window overlaps the input or begin pad.
     """
     top, left, bottom, right = padding
     out = []
-    for n, k, s, b, e in zip(in_hw, size, stride, (top, left), (bottom, right)):
-        span = n + b + e - k
+    for n, k, s, b, e, d in zip(in_hw, size, stride, (top, left), (bottom, right), dilation):
+        span = n + b + e - ((k - 1) * d + 1)
         if ceil_mode:
             o = -(-span // s) + 1
             if (o - 1) * s >= n + b:
@@ -46,17 +48,19 @@ def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False) -> tuple[
     return tuple(out)
 
 
-def _padded_hw(src_shape, dst_shape, size, stride, padding) -> tuple[int, int] | None:
+def _padded_hw(src_shape, dst_shape, size, stride, padding,
+               dilation) -> tuple[int, int] | None:
     """Height/width of the padded input the windows need, or None if src can be read as is."""
     top, left = padding[0], padding[1]
-    need = [(o - 1) * s + k for o, s, k in zip(dst_shape[2:], stride, size)]
+    need = [(o - 1) * s + (k - 1) * d + 1
+            for o, s, k, d in zip(dst_shape[2:], stride, size, dilation)]
     if top == 0 and left == 0 and need[0] <= src_shape[2] and need[1] <= src_shape[3]:
         return None
     return max(top + src_shape[2], need[0]), max(left + src_shape[3], need[1])
 
 
-def _padded(src_shape, dst_shape, size, stride, padding, dtype, fill):
-    hw = _padded_hw(src_shape, dst_shape, size, stride, padding)
+def _padded(src_shape, dst_shape, size, stride, padding, dtype, fill, dilation=(1, 1)):
+    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
     if hw is None:
         return None
     return np.full(tuple(src_shape[:2]) + hw, fill, dtype)
@@ -67,7 +71,7 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _taps(src, dst, padded, size, stride, padding):
+def _taps(src, dst, padded, size, stride, padding, dilation=(1, 1)):
     """Yield one strided view of the (padded) input per kernel tap, each shaped like dst."""
     x = src
     if padded is not None:
@@ -77,8 +81,8 @@ def _taps(src, dst, padded, size, stride, padding):
         x = padded
     oh, ow = dst.shape[2:]
     sy, sx = stride
-    for i in range(size[0]):
-        for j in range(size[1]):
+    for i in range(0, size[0] * dilation[0], dilation[0]):
+        for j in range(0, size[1] * dilation[1], dilation[1]):
             yield x[:, :, i:i + sy * (oh - 1) + 1:sy, j:j + sx * (ow - 1) + 1:sx]
 
 
@@ -101,18 +105,20 @@ def _separable(src_shape, dst_shape, size, stride) -> bool:
     return kh * _cols_needed(dst_shape, size, stride) + 3 * kw * ow < 3 * kh * kw * ow
 
 
-def pool2d_scratch(src_shape, dst_shape, *, size, stride, dtype) -> tuple:
+def pool2d_scratch(src_shape, dst_shape, *, size, stride, dtype, dilation=(1, 1)) -> tuple:
     """Scratch layout of `maxpool2d` / `avgpool2d` (see kernels.scratch): the
-    reductions over window rows [N, C, OH, cols] when pooling separably."""
-    if not _separable(src_shape, dst_shape, size, stride):
+    reductions over window rows [N, C, OH, cols] when pooling separably (never
+    with dilation)."""
+    if tuple(dilation) != (1, 1) or not _separable(src_shape, dst_shape, size, stride):
         return ()
     return (("rows", tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),), dtype),)
 
 
-def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill, scratch) -> dict:
+def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill, scratch,
+                    dilation=(1, 1)) -> dict:
     ws = carve(scratch, pool2d_scratch(src_shape, dst_shape, size=size, stride=stride,
-                                       dtype=dtype))
-    ws["padded"] = _padded(src_shape, dst_shape, size, stride, padding, dtype, fill)
+                                       dtype=dtype, dilation=dilation))
+    ws["padded"] = _padded(src_shape, dst_shape, size, stride, padding, dtype, fill, dilation)
     return ws
 
 
@@ -148,23 +154,24 @@ def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
 
 
 def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32,
-                        scratch=None) -> dict:
+                        scratch=None, dilation=(1, 1)) -> dict:
     """Arrays for `maxpool2d`: a -inf bordered padded input, when padding is needed,
     and the maxima over window rows [N, C, OH, cols] when pooling separably (carved
     from `scratch`, new when None)."""
     return _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype),
-                           scratch)
+                           scratch, dilation)
 
 
-def maxpool2d(src, dst, *, size, stride, padding, ws=None) -> None:
-    """Max pooling (ONNX MaxPool without dilation); padded cells never win."""
+def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> None:
+    """Max pooling (ONNX MaxPool): window cell (i, j) reads the input at (i * dilation[0],
+    j * dilation[1]) from the window's corner; padded cells never win."""
     if ws is None:
         ws = maxpool2d_workspace(src.shape, dst.shape, size=size, stride=stride,
-                                 padding=padding, dtype=dst.dtype)
+                                 padding=padding, dtype=dst.dtype, dilation=dilation)
     if "rows" in ws:
         _pool_separable(src, dst, ws, size, stride, padding, np.maximum)
         return
-    taps = _taps(src, dst, ws["padded"], size, stride, padding)
+    taps = _taps(src, dst, ws["padded"], size, stride, padding, dilation)
     np.copyto(dst, next(taps))
     for tap in taps:
         np.maximum(dst, tap, out=dst)

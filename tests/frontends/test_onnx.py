@@ -589,7 +589,7 @@ def test_unsupported_ops_are_all_listed():
         helper.make_node("Erf", ["x"], ["a"]),
         helper.make_node("Relu", ["a"], ["b"]),
         helper.make_node("LogSoftmax", ["b"], ["c"]),
-        helper.make_node("MaxPool", ["x"], ["d"], kernel_shape=[2, 2], dilations=[2, 2]),
+        helper.make_node("AveragePool", ["x"], ["d"], kernel_shape=[2, 2], dilations=[2, 2]),
         helper.make_node("HardSwish", ["d"], ["e"]),
         helper.make_node("Erf", ["e"], ["f"]),
         helper.make_node("Add", ["c", "f"], ["y"]),
@@ -601,9 +601,10 @@ def test_unsupported_ops_are_all_listed():
     assert "4 operator(s) cannot be imported" in message
     for part in ("Erf (opset 14, Erf-13)", "LogSoftmax (opset 14, LogSoftmax-13)",
                  "HardSwish (opset 14, HardSwish-14)",
-                 "MaxPool (opset 14, MaxPool-12): dilations [2, 2]"):
+                 "AveragePool (opset 14, AveragePool-11): dilations [2, 2]"):
         assert part in message
-    assert {p[0] for p in info.value.problems} == {"Erf", "LogSoftmax", "HardSwish", "MaxPool"}
+    assert {p[0] for p in info.value.problems} == {"Erf", "LogSoftmax", "HardSwish",
+                                                  "AveragePool"}
 
 
 def test_unsupported_attribute_values_and_ranks():

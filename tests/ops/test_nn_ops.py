@@ -519,6 +519,23 @@ def test_pool2d_ceil_mode_and_count_include_pad_match_onnxruntime(kind, count_in
     np.testing.assert_allclose(got, expected, **TOL)
 
 
+@pytest.mark.parametrize("dilations, pads, strides, ceil_mode", [
+    ([2, 2], [0, 0, 0, 0], [1, 1], 0),
+    ([2, 3], [1, 1, 2, 0], [2, 1], 0),
+    ([3, 2], [1, 1, 1, 1], [2, 2], 1),
+])
+def test_maxpool2d_dilation_matches_onnxruntime(dilations, pads, strides, ceil_mode):
+    rng = np.random.default_rng(16)
+    x = rand(rng, 1, 2, 9, 10)
+    got = run_op("maxpool2d", {"src": x}, {"size": [3, 2], "stride": strides, "padding": pads,
+                                          "dilation": dilations, "ceil_mode": bool(ceil_mode)})
+    node = onnx_node("MaxPool", ["x"], kernel_shape=[3, 2], strides=strides, pads=pads,
+                     dilations=dilations, ceil_mode=ceil_mode)
+    expected = onnx_run(node, {"x": x})
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_global_pools():
     rng = np.random.default_rng(13)
     x = rand(rng, 2, 3, 4, 5)

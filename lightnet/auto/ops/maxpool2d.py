@@ -61,31 +61,50 @@ def maxpool2d_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
+    ck.array_len("dilation", dilation, 2, "2")
+    ck.compare_each("dilation", dilation, "gt", 0, "0")
     ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0',
+        or min(
+            kernels.pool2d_output_hw(
+                src.shape[2:], size, stride, padding, dilation=dilation
+            )
+        )
+        > 0,
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
         "the padded input holds at least one window",
         lambda: found(
-            src=src, size=size, stride=stride, padding=padding, autopad=autopad
+            src=src,
+            size=size,
+            stride=stride,
+            padding=padding,
+            autopad=autopad,
+            dilation=dilation,
         ),
     )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
+        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
+        or padding
     )
     ck.define(
         "dst",
         src.dtype,
         tuple(src.shape[:2])
         + kernels.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
         ),
     )
     op.values.update(
-        size=size, stride=stride, padding=padding, autopad=autopad, ceil_mode=ceil_mode
+        size=size,
+        stride=stride,
+        padding=padding,
+        autopad=autopad,
+        dilation=dilation,
+        ceil_mode=ceil_mode,
     )
 
 
@@ -93,7 +112,7 @@ MAXPOOL2D = OpProto(
     optype="maxpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="2-D max pooling of NCHW `src` (ONNX MaxPool without dilation): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
+    doc="2-D max pooling of NCHW `src` (ONNX MaxPool): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i * dilation[0], x * stride[1] - padding[1] + j * dilation[1]] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -101,11 +120,19 @@ MAXPOOL2D = OpProto(
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("ceil_mode", ParamType.BOOL, False),
     ),
     pre_run=maxpool2d_pre_run,
     source="descriptions/ops/maxpool2d.yaml",
     examples=(
+        {
+            "doc": "dilation 2 spreads the 2x2 window over a 3x3 area",
+            "inputs": {"src": [[[[1, 9, 2, 3], [4, 5, 6, 0], [7, 8, 1, 2]]]]},
+            "params": {"size": [2, 2], "dilation": [2, 2]},
+            "outputs": {"dst": [[[[7, 9]]]]},
+            "error": None,
+        },
         {
             "doc": "ceil_mode keeps the partial windows at the end",
             "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
@@ -172,7 +199,14 @@ MAXPOOL2D = OpProto(
             "inputs": {"src": [[[[1, 2], [3, 4]]]]},
             "params": {"size": [3, 3]},
             "outputs": {},
-            "error": 'op: check: expected autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0 (the padded input holds at least one window), found src=float32[1, 1, 2, 2], size=(3, 3), stride=(1, 1), padding=(0, 0, 0, 0), autopad=\'NOTSET\'',
+            "error": 'op: check: expected autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0 (the padded input holds at least one window), found src=float32[1, 1, 2, 2], size=(3, 3), stride=(1, 1), padding=(0, 0, 0, 0), autopad=\'NOTSET\', dilation=(1, 1)',
+        },
+        {
+            "doc": "",
+            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
+            "params": {"size": [2, 2], "dilation": [3, 1]},
+            "outputs": {},
+            "error": "op: check: expected autopad in",
         },
         {
             "doc": "",
@@ -242,38 +276,62 @@ def maxpool2d_cpu_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
+    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
+    ck.array_len("dilation", dilation, 2, "2")
+    ck.compare_each("dilation", dilation, "gt", 0, "0")
     ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0',
+        or min(
+            kernels.pool2d_output_hw(
+                src.shape[2:], size, stride, padding, dilation=dilation
+            )
+        )
+        > 0,
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
         "the padded input holds at least one window",
         lambda: found(
-            src=src, size=size, stride=stride, padding=padding, autopad=autopad
+            src=src,
+            size=size,
+            stride=stride,
+            padding=padding,
+            autopad=autopad,
+            dilation=dilation,
         ),
     )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
+        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
+        or padding
     )
     dst = ck.define(
         "dst",
         src.dtype,
         tuple(src.shape[:2])
         + kernels.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
         ),
     )
     ck.scratch(
         kernels.scratch_bytes(
             kernels.pool2d_scratch(
-                src.shape, dst.shape, size=size, stride=stride, dtype=src.dtype.np
+                src.shape,
+                dst.shape,
+                size=size,
+                stride=stride,
+                dtype=src.dtype.np,
+                dilation=dilation,
             )
         )
     )
     op.values.update(
-        size=size, stride=stride, padding=padding, autopad=autopad, ceil_mode=ceil_mode
+        size=size,
+        stride=stride,
+        padding=padding,
+        autopad=autopad,
+        dilation=dilation,
+        ceil_mode=ceil_mode,
     )
 
 
@@ -284,6 +342,7 @@ def maxpool2d_cpu_load(op, arrays):
     size = op.values["size"]
     stride = op.values["stride"]
     padding = op.values["padding"]
+    dilation = op.values["dilation"]
     scratch = arrays[op.scratch_key]
     ws = kernels.maxpool2d_workspace(
         src.shape,
@@ -293,10 +352,19 @@ def maxpool2d_cpu_load(op, arrays):
         padding=padding,
         dtype=dst.dtype,
         scratch=scratch,
+        dilation=dilation,
     )
 
     def run():
-        kernels.maxpool2d(src, dst, size=size, stride=stride, padding=padding, ws=ws)
+        kernels.maxpool2d(
+            src,
+            dst,
+            size=size,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            ws=ws,
+        )
 
     return run
 
@@ -305,7 +373,7 @@ MAXPOOL2D_CPU = OpProto(
     optype="maxpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="2-D max pooling of NCHW `src` (ONNX MaxPool without dilation): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
+    doc="2-D max pooling of NCHW `src` (ONNX MaxPool): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i * dilation[0], x * stride[1] - padding[1] + j * dilation[1]] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -313,6 +381,7 @@ MAXPOOL2D_CPU = OpProto(
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
         ParamArg("ceil_mode", ParamType.BOOL, False),
     ),
     pre_run=maxpool2d_cpu_pre_run,
