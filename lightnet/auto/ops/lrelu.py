@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
 from lightnet.tensor import DType, MemType
 
@@ -31,6 +33,14 @@ def lrelu_pre_run(op, tensors):
     )
     ck.tensor_out("dst")
     negslope = ck.param("negslope", ParamType.NUMBER, "float")
+    ck.satisfy(
+        "param 'negslope'",
+        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
+        or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max,
+        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max",
+        "an integer tensor's slope is a value of its dtype",
+        lambda: found(src=src, negslope=negslope),
+    )
     ck.define("dst", src.dtype, src.shape)
     op.values.update(negslope=negslope)
 
@@ -67,6 +77,13 @@ LRELU = OpProto(
             "outputs": {},
             "error": "param 'negslope': exists: expected a number param, found none given",
         },
+        {
+            "doc": "",
+            "inputs": {"src": {"dtype": "TL_INT8", "data": [-2, 5]}},
+            "params": {"negslope": 1000},
+            "outputs": {},
+            "error": "param 'negslope': check: expected src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max (an integer tensor's slope is a value of its dtype)",
+        },
     ),
 )
 
@@ -93,6 +110,14 @@ def lrelu_cpu_pre_run(op, tensors):
     ck.mtype("src", src, MemType.CPU)
     ck.tensor_out("dst")
     negslope = ck.param("negslope", ParamType.NUMBER, "float")
+    ck.satisfy(
+        "param 'negslope'",
+        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
+        or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max,
+        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max",
+        "an integer tensor's slope is a value of its dtype",
+        lambda: found(src=src, negslope=negslope),
+    )
     ck.define("dst", src.dtype, src.shape)
     op.values.update(negslope=negslope)
 
