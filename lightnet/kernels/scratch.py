@@ -20,18 +20,21 @@ __all__ = ["scratch_bytes", "carve"]
 _ALIGN = 64
 
 
-def _spans(layout):
-    offset = 0
+def _spans(layout) -> tuple[list, int]:
+    """(name, shape, dtype, offset, nbytes) of each array of `layout`, and the
+    bytes they take with every offset aligned."""
+    spans, offset = [], 0
     for name, shape, dtype in layout:
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
-        yield name, tuple(shape), dtype, offset, nbytes
+        spans.append((name, tuple(shape), dtype, offset, nbytes))
         offset += -(-nbytes // _ALIGN) * _ALIGN
+    return spans, offset
 
 
 def scratch_bytes(layout) -> int:
     """Bytes of a buffer holding every array of `layout`, each aligned."""
-    return sum(-(-nbytes // _ALIGN) * _ALIGN for *_, nbytes in _spans(layout))
+    return _spans(layout)[1]
 
 
 def carve(buffer, layout) -> dict:
@@ -39,7 +42,7 @@ def carve(buffer, layout) -> dict:
     at least scratch_bytes(layout) bytes, itself 64-byte aligned); new arrays
     when `buffer` is None (a kernel called on its own)."""
     arrays = {}
-    for name, shape, dtype, offset, nbytes in _spans(layout):
+    for name, shape, dtype, offset, nbytes in _spans(layout)[0]:
         if buffer is None:
             arrays[name] = np.empty(shape, dtype)
         else:
