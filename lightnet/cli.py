@@ -68,9 +68,11 @@ def run(args, out) -> None:
     if args.run:
         ctx.plan()
     else:
-        # Weights before optimizing, so rules may fold them; `-c` without `-f`
-        # keeps the weights apart (the compiled IR takes any weight file).
-        weights = args.datafile if args.datafile is not None else None if args.compile else {}
+        # Weights before optimizing, so rules may fold them. `-c` without `-f`
+        # keeps them apart: the compiled IR then takes any weight file.
+        weights = args.datafile
+        if weights is None and not args.compile:
+            weights = {}  # a model without weights from a file: its constants are known
         ctx.compile(args.target, combine=not args.no_combine, weights=weights)
     if args.dot:
         write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
