@@ -259,9 +259,11 @@ def relu_chain(n: int = 1000, shape=(1, 16)) -> onnx.ModelProto:
     return m
 
 
-def gflops(model: onnx.ModelProto) -> float:
-    """2 * multiply-accumulates of every Conv, Gemm and MatMul, in GFLOPs (shapes from
-    ONNX shape inference)."""
+def gemms(model: onnx.ModelProto) -> list[tuple[int, int, int, int]]:
+    """The matrix products of every Conv, Gemm and MatMul as (batch, M, K, N): a
+    convolution is weight [O/g, C/g*kh*kw] @ columns [C/g*kh*kw, OH*OW] for each of
+    its g groups and N images (a depthwise conv: C matrix-vector products). Shapes
+    from ONNX shape inference."""
     inferred = shape_inference.infer_shapes(model)
     shapes = {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
@@ -269,16 +271,22 @@ def gflops(model: onnx.ModelProto) -> float:
         shapes[vi.name] = [d.dim_value for d in dims]
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
-    macs = 0
+    products = []
     for n in model.graph.node:
         if n.op_type == "Conv":
             out = shapes[n.output[0]]
             w = shapes[n.input[1]]
-            macs += math.prod(out) * math.prod(w[1:])
+            group = next((at.i for at in n.attribute if at.name == "group"), 1)
+            products.append((out[0] * group, w[0] // group, math.prod(w[1:]), math.prod(out[2:])))
         elif n.op_type in ("Gemm", "MatMul"):
             out = shapes[n.output[0]]
             a = shapes[n.input[0]]
             trans_a = any(at.name == "transA" and at.i for at in n.attribute)
             k = a[-2] if trans_a else a[-1]
-            macs += math.prod(out) * k
-    return 2 * macs / 1e9
+            products.append((math.prod(out[:-2]), out[-2], k, out[-1]))
+    return products
+
+
+def gflops(model: onnx.ModelProto) -> float:
+    """2 * multiply-accumulates of every Conv, Gemm and MatMul, in GFLOPs."""
+    return 2 * sum(math.prod(p) for p in gemms(model)) / 1e9

@@ -16,7 +16,9 @@ reported), so both see the same machine. Both engines' outputs must agree to 1e-
 BLAS threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
 BLIS_NUM_THREADS are set to --threads before numpy is imported (here and in the
 worker processes, which inherit them); ONNX Runtime gets intra_op_num_threads =
---threads. Results and what they mean: docs/performance.md.
+--threads. The header names the BLAS kernels numpy's OpenBLAS runs (OPENBLAS_CORETYPE,
+or --openblas-coretype, chooses them), and each row's "GEMM ms" is the floor that BLAS
+puts under LightNet's latency (gemm_floor). Results and what they mean: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def _args(argv=None):
                    help="before each model, wait up to SECONDS for other processes to use "
                         "less than 10%% of the machine (a shared machine makes OpenBLAS's "
                         "threads stall; default 0: do not wait)")
+    p.add_argument("--openblas-coretype", metavar="NAME", default=None,
+                   help="set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for LightNet's and the "
+                        "GEMM measurements' OpenBLAS (default: leave the environment's choice)")
     p.add_argument("--no-dispatch", action="store_true", help="skip the dispatch table")
     p.add_argument("--dispatch-ops", type=int, default=1000,
                    help="length of the relu chain of the dispatch table (default 1000)")
@@ -55,6 +60,8 @@ if ARGS.threads < 1:
     sys.exit("run.py: --threads must be >= 1")
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
     os.environ[_var] = str(ARGS.threads)
+if ARGS.openblas_coretype:
+    os.environ["OPENBLAS_CORETYPE"] = ARGS.openblas_coretype
 
 import json  # noqa: E402
 import math  # noqa: E402
@@ -65,35 +72,21 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+for _module in ("onnx", "onnxruntime"):
+    try:
+        __import__(_module)
+    except ImportError:
+        sys.exit(f"run.py: needs {_module} (pip install -e \".[test]\" installs it)")
+
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import models  # noqa: E402
 
+from lightnet import blas  # noqa: E402
+
 SEED = 20240611
 MB = 1 << 20
-
-
-def blas_threads() -> str:
-    """What the loaded OpenBLAS says its thread count is (via ctypes), if it can tell."""
-    import ctypes
-
-    try:
-        with open("/proc/self/maps") as f:
-            libs = {line.split()[-1] for line in f if "openblas" in line.lower()}
-    except OSError:
-        return "?"
-    for lib in libs:
-        try:
-            so = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        for sym in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                    "scipy_openblas_get_num_threads", "openblas_get_num_threads"):
-            fn = getattr(so, sym, None)
-            if fn is not None:
-                return str(fn())
-    return "?"
 
 
 class CpuShare:
@@ -167,9 +160,9 @@ def gemm_rate(n: int = 1024, repeat: int = 20) -> float:
     return 2 * n ** 3 / float(np.median(times)) / 1e9
 
 
-def prepare(name: str, d: str) -> float:
+def prepare(name: str, d: str) -> list:
     """Build model `name` as ONNX, import it, write everything the workers read to `d`;
-    returns its GFLOPs."""
+    returns its matrix products (models.gemms)."""
     from lightnet.frontends.onnx import convert, save_weights
 
     model = models.MODELS[name](np.random.default_rng(SEED))
@@ -181,7 +174,28 @@ def prepare(name: str, d: str) -> float:
     save_weights(os.path.join(d, "model.npz"), weights)
     x = np.random.default_rng(SEED + 1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     np.save(os.path.join(d, "input.npy"), x)
-    return models.gflops(model)
+    return models.gemms(model)
+
+
+def gemm_floor(products, repeat: int = 10) -> float:
+    """Seconds numpy's matmul takes for all of a model's matrix products (models.gemms),
+    run back to back (median of `repeat` rounds): each with weights of its own, the
+    columns and the result in two shared buffers (as activations share an arena, so
+    they stay in cache). No engine whose arithmetic is numpy's BLAS runs the model
+    faster: this is LightNet's floor, before any im2col, bias, activation or pooling."""
+    rng = np.random.default_rng(0)
+    cols = rng.standard_normal(max(b * k * n for b, _, k, n in products), dtype=np.float32)
+    out = np.empty(max(b * m * n for b, m, _, n in products), np.float32)
+    calls = [(rng.standard_normal((b, m, k), dtype=np.float32),
+              cols[:b * k * n].reshape(b, k, n), out[:b * m * n].reshape(b, m, n))
+             for b, m, k, n in products]
+    times = []
+    for _ in range(repeat + 2):
+        t = time.perf_counter()
+        for a, b, c in calls:
+            np.matmul(a, b, out=c)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times[2:]))
 
 
 class Worker:
@@ -262,15 +276,17 @@ def bench_models(names) -> list[dict]:
     for name in names:
         with tempfile.TemporaryDirectory(prefix=f"lnbench-{name}-") as d:
             t = time.perf_counter()
-            gf = prepare(name, d)
+            products = prepare(name, d)
             if ARGS.quiet_wait > 0:
                 wait_quiet(ARGS.quiet_wait)
             share = CpuShare()
             ours, ort = measure(d)
+            floor = gemm_floor(products)
             others = share.stop()
             err = rel_error(np.load(os.path.join(d, "out_ours.npy")),
                             np.load(os.path.join(d, "out_ort.npy")))
-        row = {"model": name, "gflops": gf, "ours": ours, "ort": ort, "err": err,
+        gf = 2 * sum(math.prod(p) for p in products) / 1e9
+        row = {"model": name, "gflops": gf, "ours": ours, "ort": ort, "err": err, "floor": floor,
                "ok": err <= 1e-3, "wall": time.perf_counter() - t, "others": others}
         rows.append(row)
         print(f"  {name}: ours {ours['latency'] * 1e3:.1f} ms, ort {ort['latency'] * 1e3:.1f} ms,"
@@ -279,7 +295,8 @@ def bench_models(names) -> list[dict]:
 
 
 def print_model_table(rows, gemm: float, gemm_end: float) -> None:
-    head = ("model", "GFLOP", "ours ms", "ORT ms", "ratio", "ours GF/s", "ORT GF/s",
+    head = ("model", "GFLOP", "ours ms", "ORT ms", "ratio", "GEMM ms", "GEMM / ORT",
+            "ours GF/s", "ORT GF/s",
             "arena MB", "+ws MB", "ours peak MB", "ORT peak MB", "rel err", "check",
             "others' CPU")
     table = []
@@ -288,6 +305,7 @@ def print_model_table(rows, gemm: float, gemm_end: float) -> None:
         table.append((
             r["model"], f"{r['gflops']:.2f}", f"{o['latency'] * 1e3:.1f}",
             f"{t['latency'] * 1e3:.1f}", f"{o['latency'] / t['latency']:.2f}",
+            f"{r['floor'] * 1e3:.1f}", f"{r['floor'] / t['latency']:.2f}",
             f"{r['gflops'] / o['latency']:.1f}", f"{r['gflops'] / t['latency']:.1f}",
             f"{o['arena'] / MB:.1f}", f"{o['outside_arena'] / MB:.1f}",
             f"{o['peak_growth'] / MB:.1f}", f"{t['peak_growth'] / MB:.1f}",
@@ -301,6 +319,10 @@ def print_model_table(rows, gemm: float, gemm_end: float) -> None:
               f"worst: {max(ratios):.2f}")
     print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} "
           f"GFLOP/s before the models, {gemm_end:.1f} after (a drop means the machine slowed)")
+    print("GEMM ms: the model's convolutions and matmuls as bare numpy matmul calls (weights"
+          " times im2col columns, depthwise as matrix-vector products), back to back on warm"
+          " operands: the floor for LightNet's latency with this BLAS; GEMM / ORT is the"
+          " ratio it bounds from below.")
     print("arena MB: LightNet's planned arena (activations) plus its weights (compiled with"
           " them, so batchnorms are folded; scratch is planned in the arena); +ws MB: arrays its"
           " ops keep besides those (padded copies, lrelu/softmax/resampling buffers and"
@@ -409,7 +431,7 @@ def profile(name: str) -> None:
             by_kind[kind][0] += 1
             by_kind[kind][1] += s
     print(f"{name}: {len(prof)} ops, {wall * 1e3:.1f} ms per run (profiled sum "
-          f"{total * 1e3:.1f} ms), {ARGS.threads} BLAS threads, {repeat} runs\n")
+          f"{total * 1e3:.1f} ms), {repeat} runs; {blas.describe()}\n")
     rows = [(k, n, f"{s * 1e3:.2f}", f"{100 * s / total:.1f}", f"{s / n * 1e6:.0f}")
             for k, (n, s) in sorted(by_type.items(), key=lambda kv: -kv[1][1])]
     _print_table(("optype", "ops", "ms", "%", "us / op"), rows)
@@ -459,9 +481,11 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
           f"{platform.python_version()}, numpy {np.__version__}, onnxruntime "
           f"{onnxruntime.__version__}")
+    print(f"{blas.describe()} (OPENBLAS_CORETYPE="
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     print(f"threads: --threads {ARGS.threads} (OMP/OPENBLAS/MKL_NUM_THREADS="
-          f"{os.environ['OPENBLAS_NUM_THREADS']}, OpenBLAS reports {blas_threads()}; "
-          f"ORT intra_op_num_threads={ARGS.threads}); median of {ARGS.repeat} runs\n")
+          f"{os.environ['OPENBLAS_NUM_THREADS']}; ORT intra_op_num_threads={ARGS.threads}); "
+          f"median of {ARGS.repeat} runs\n")
     rows = bench_models(names)
     gemm_end = gemm_rate()
     print_model_table(rows, gemm, gemm_end)

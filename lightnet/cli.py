@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from lightnet import mem
+from lightnet import blas, mem
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -91,6 +91,7 @@ def run(args, out) -> None:
     out.flush()
     print(f"info: run time: {elapsed:.6f}s", file=out)
     if args.profile:
+        print(f"info: {blas.describe()}", file=out)
         print(format_profile(ctx.profile()), file=out)
 
 
