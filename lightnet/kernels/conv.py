@@ -311,12 +311,16 @@ def _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilatio
     with (oy, ox) = (i * dy - top, j * dx - left), a cell inside src only for outputs in
     the rectangle rows[i][1:] x cols[j][1:] ([y0, y1) x [x0, x1)); elsewhere the tap is 0.
 
-    `margin` is set for stride 1 with an output the size of the input ("flat"): then
-    output cell p = (c * H + y) * W + x reads cell p + oy * W + ox of the flattened
-    input, so every tap of a whole chunk of channels is one contiguous run of it, and
-    all kh * kw runs are one strided view of a copy of the input with `margin` zeros
-    on both sides. Cells outside a tap's rectangle then read a neighbouring row or
-    channel (or the margin) and are zeroed after the copy."""
+    `taps` is set when every phase of the input (rows p::sy, columns q::sx) fits the
+    output grid [OH, OW] (stride 1 with an output at least the input's size, stride 2
+    with the usual padding): tap (i, j) reads phase (oy mod sy, ox mod sx) at (y + oy //
+    sy, x + ox // sx), so with each phase copied into an [OH, OW] grid, output cell
+    p = (c * OH + y) * OW + x reads cell p + (oy // sy) * OW + ox // sx of its phase's
+    flattened grid: every tap of a whole chunk of channels is one contiguous run.
+    `taps` lists (phase, shift) per tap; the phases' grids lie one after the other
+    between `margin` zeros. With one phase (stride 1) the kh * kw runs are also one
+    strided view (`steps`). Cells outside a tap's rectangle read a neighbouring row,
+    channel or phase, or the margin, and are zeroed after the copy."""
     h, w = src_shape[2:]
     kh, kw = weight_shape[2:]
     oh, ow = dst_shape[2:]
@@ -324,11 +328,15 @@ def _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilatio
     top, left = padding[0], padding[1]
     rows = [(i * dy - top,) + _tap_span(oh, h, sy, i * dy - top) for i in range(kh)]
     cols = [(j * dx - left,) + _tap_span(ow, w, sx, j * dx - left) for j in range(kw)]
-    margin = None
-    if sy == sx == 1 and (oh, ow) == (h, w):
-        shifts = [oy * w + ox for oy, _, _ in rows for ox, _, _ in cols]
-        margin = max(0, -min(shifts), max(shifts))
-    return {"rows": rows, "cols": cols, "margin": margin, "steps": (dy * w, dx)}
+    plan = {"rows": rows, "cols": cols, "taps": None, "margin": None,
+            "steps": (dy * ow, dx), "phases": sy * sx}
+    if -(-h // sy) <= oh and -(-w // sx) <= ow:  # phase (0, 0) is the largest
+        taps = [((oy % sy) * sx + ox % sx, (oy // sy) * ow + ox // sx)
+                for oy, _, _ in rows for ox, _, _ in cols]
+        shifts = [shift for _, shift in taps]
+        plan["taps"] = taps
+        plan["margin"] = max(0, -min(shifts), max(shifts))
+    return plan
 
 
 # Channels are processed this many bytes of taps at a time, so that the matrix-vector
@@ -342,17 +350,16 @@ def depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padd
                              dtype) -> tuple:
     """Scratch layout of `depthwise_conv2d` (see kernels.scratch): the taps of one
     chunk of channels, tap-major [kh*kw + 1, chunk, OH*OW] (the last row all ones,
-    it multiplies the bias) and, for the "flat" case of `_depthwise_plan`, the
-    flattened input between zero margins."""
-    n, c, h, w = src_shape
+    it multiplies the bias) and, when `_depthwise_plan` reads taps as runs, the
+    input's phases, flattened, between zero margins."""
+    n, c = src_shape[:2]
     oh, ow = dst_shape[2:]
     k = weight_shape[2] * weight_shape[3] + 1
     chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (k * oh * ow * np.dtype(dtype).itemsize)))
     layout = [("taps", (k, chunk, oh * ow), dtype)]
-    margin = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding,
-                             dilation)["margin"]
-    if margin is not None:
-        layout.append(("flat", (n * c * h * w + 2 * margin,), dtype))
+    plan = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
+    if plan["taps"] is not None:
+        layout.append(("flat", (plan["phases"] * n * c * oh * ow + 2 * plan["margin"],), dtype))
     return tuple(layout)
 
 
@@ -386,17 +393,45 @@ def _zero_outside(grid, plan):
             grid[:, j, :, :, x1:] = 0
 
 
-def _gather_flat(flat, first, taps, plan, out_hw):
-    """Taps of one chunk of channels, whose first cell is `first` in the margined
-    flat input: one strided copy for all taps (cells outside a tap's rectangle read
-    a neighbouring row or channel and are zeroed afterwards)."""
+def _fill_phases(flat, src, plan, stride, out_hw):
+    """Copy src's phases (rows p::sy, columns q::sx) into their [OH, OW] grids in
+    `flat`, between the zero margins (see `_depthwise_plan`). Grid cells no phase
+    cell lands in keep whatever they held: only cells zeroed after a gather read them."""
+    n, c, h, w = src.shape
+    (sy, sx), (oh, ow) = stride, out_hw
+    margin, size = plan["margin"], n * c * oh * ow
+    flat[:margin] = 0
+    flat[flat.size - margin:] = 0
+    if (sy, sx) == (1, 1) and (h, w) == (oh, ow):  # the grid is src itself
+        np.copyto(flat[margin:margin + size], np.reshape(src, -1))
+        return
+    for p in range(sy):
+        for q in range(sx):
+            phase = src[:, :, p::sy, q::sx]
+            grid = _view(flat[margin + (p * sx + q) * size:margin + (p * sx + q + 1) * size],
+                         (n, c, oh, ow))
+            np.copyto(grid[:, :, :phase.shape[2], :phase.shape[3]], phase)
+
+
+def _gather_runs(flat, first, taps, plan, out_hw):
+    """Taps of one chunk of channels, whose first cell is `first` in each phase's
+    flattened grid (see `_depthwise_plan`): a contiguous run per tap, all of them one
+    strided copy when there is one phase; cells outside a tap's rectangle read a
+    neighbouring row, channel or phase and are zeroed afterwards."""
     kh, kw = len(plan["rows"]), len(plan["cols"])
     m, length = taps.shape[1:]
-    start = first + plan["rows"][0][0] * out_hw[1] + plan["cols"][0][0]
-    item = flat.itemsize
-    runs = as_strided(flat[start:], (kh, kw, m * length),
-                      (plan["steps"][0] * item, plan["steps"][1] * item, item), writeable=False)
-    np.copyto(_view(taps[:-1], (kh, kw, m * length)), runs)
+    grid = _view(taps[:-1], (kh * kw, m * length))
+    if plan["phases"] == 1:
+        item = flat.itemsize
+        runs = as_strided(flat[first + plan["taps"][0][1]:], (kh, kw, m * length),
+                          (plan["steps"][0] * item, plan["steps"][1] * item, item),
+                          writeable=False)
+        np.copyto(_view(grid, (kh, kw, m * length)), runs)
+    else:
+        size = (flat.size - 2 * plan["margin"]) // plan["phases"]
+        for t, (phase, shift) in enumerate(plan["taps"]):
+            start = first + phase * size + shift
+            np.copyto(grid[t], flat[start:start + m * length])
     _zero_outside(_view(taps[:-1], (kh, kw, m) + tuple(out_hw)), plan)
 
 
@@ -424,8 +459,9 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
     scratch for the whole dst).
 
     A chunk of channels at a time: gather each channel's kh*kw taps into a tap-major
-    scratch (see `_depthwise_plan`; with stride 1 and a same-size output, all taps of
-    the chunk are one strided copy), then one matrix-vector product per channel with
+    scratch (see `_depthwise_plan`: when the input's stride phases fit the output
+    grid, as with stride 1 or 2 and "same" padding, each tap is one contiguous run of
+    a copy of the phases, and with stride 1 all taps are one strided copy), then one matrix-vector product per channel with
     the weights and the bias (a row of ones in the scratch) writes straight into dst,
     and the residual and activation are applied to that part of dst while it is in
     cache. No padded copy, no compaction pass, no whole-tensor epilogue passes.
@@ -444,19 +480,16 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
         np.copyto(weights[:, 0, k], bias)
     taps = ws["taps"]
     taps[-1] = 1
-    margin = plan["margin"]
-    if margin is not None:
-        flat = ws["flat"]
-        flat[:margin] = 0
-        flat[flat.size - margin:] = 0
-        np.copyto(flat[margin:flat.size - margin], np.reshape(src, -1))
+    if plan["taps"] is not None:
+        _fill_phases(ws["flat"], src, plan, stride, (oh, ow))
     chunk = taps.shape[1]
     for b in range(n):
         for c0 in range(0, c, chunk):
             c1 = min(c, c0 + chunk)
             part = taps[:, :c1 - c0]
-            if margin is not None:
-                _gather_flat(flat, margin + (b * c + c0) * oh * ow, part, plan, (oh, ow))
+            if plan["taps"] is not None:
+                _gather_runs(ws["flat"], plan["margin"] + (b * c + c0) * oh * ow, part, plan,
+                             (oh, ow))
             else:
                 _gather_strided(src, b, c0, part, plan, stride, (oh, ow))
             out = dst[b, c0:c1]

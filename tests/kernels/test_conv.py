@@ -415,7 +415,22 @@ DEPTHWISE_CASES = [
     (3, (6, 6), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),     # stride 1, output smaller
     (3, (4, 5), (3, 3), (1, 1), (3, 3, 3, 3), (1, 1)),     # taps wholly in the padding
     (2, (3, 3), (5, 5), (1, 1), (4, 4, 4, 4), (2, 2)),     # same size, taps outside src
+    (3, (8, 8), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),     # stride 2 as phases (MobileNet)
+    (2, (9, 7), (3, 3), (3, 2), (1, 1, 1, 1), (1, 1)),     # strides 3 and 2: six phases
+    (2, (8, 8), (3, 3), (2, 2), (2, 2, 2, 2), (2, 2)),     # phases, dilation 2
 ]
+
+# Which cases gather their taps as runs of the phases (the rest: strided copies).
+RUNS = {0, 1, 2, 4, 6, 8, 9, 10, 11, 12}
+
+
+@pytest.mark.parametrize("index, case", list(enumerate(DEPTHWISE_CASES)))
+def test_depthwise_taps_are_runs_when_the_phases_fit(index, case):
+    c, hw, k, stride, padding, dilation = case
+    oh, ow = conv2d_output_hw(hw, k, stride, padding, dilation)
+    plan = conv._depthwise_plan((1, c) + hw, (c, 1) + k, (1, c, oh, ow), stride, padding,
+                                dilation)
+    assert (plan["taps"] is not None) == (index in RUNS)
 
 
 def run_depthwise(c, hw, k, stride, padding, dilation, *, dtype=np.float32, residual=False,
