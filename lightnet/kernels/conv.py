@@ -317,10 +317,12 @@ def _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilatio
     sy, x + ox // sx), so with each phase copied into an [OH, OW] grid, output cell
     p = (c * OH + y) * OW + x reads cell p + (oy // sy) * OW + ox // sx of its phase's
     flattened grid: every tap of a whole chunk of channels is one contiguous run.
-    `taps` lists (phase, shift) per tap; the phases' grids lie one after the other
-    between `margin` zeros. With one phase (stride 1) the kh * kw runs are also one
-    strided view (`steps`). Cells outside a tap's rectangle read a neighbouring row,
-    channel or phase, or the margin, and are zeroed after the copy."""
+    `taps` lists (phase, shift) per tap; the phases' grids (of a chunk of channels)
+    lie one after the other between two `margin`s. With one phase (stride 1) the
+    kh * kw runs are also one strided view (`steps`). Cells outside a tap's rectangle
+    read a neighbouring row, channel or phase, or a margin, and are zeroed after the
+    copy: only they read grid cells no input cell was copied to, so neither those
+    nor the margins need clearing."""
     h, w = src_shape[2:]
     kh, kw = weight_shape[2:]
     oh, ow = dst_shape[2:]
@@ -350,8 +352,8 @@ def depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padd
                              dtype) -> tuple:
     """Scratch layout of `depthwise_conv2d` (see kernels.scratch): the taps of one
     chunk of channels, tap-major [kh*kw + 1, chunk, OH*OW] (the last row all ones,
-    it multiplies the bias) and, when `_depthwise_plan` reads taps as runs, the
-    input's phases, flattened, between zero margins."""
+    it multiplies the bias) and, when `_depthwise_plan` reads taps as runs, the same
+    chunk's input phases, flattened, between margins."""
     n, c = src_shape[:2]
     oh, ow = dst_shape[2:]
     k = weight_shape[2] * weight_shape[3] + 1
@@ -359,7 +361,8 @@ def depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padd
     layout = [("taps", (k, chunk, oh * ow), dtype)]
     plan = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
     if plan["taps"] is not None:
-        layout.append(("flat", (plan["phases"] * n * c * oh * ow + 2 * plan["margin"],), dtype))
+        layout.append(("phases", (plan["phases"] * chunk * oh * ow + 2 * plan["margin"],),
+                       dtype))
     return tuple(layout)
 
 
@@ -393,45 +396,43 @@ def _zero_outside(grid, plan):
             grid[:, j, :, :, x1:] = 0
 
 
-def _fill_phases(flat, src, plan, stride, out_hw):
-    """Copy src's phases (rows p::sy, columns q::sx) into their [OH, OW] grids in
-    `flat`, between the zero margins (see `_depthwise_plan`). Grid cells no phase
-    cell lands in keep whatever they held: only cells zeroed after a gather read them."""
-    n, c, h, w = src.shape
+def _fill_phases(buffer, src, plan, stride, out_hw):
+    """Copy the phases of src [m, H, W] (a chunk of channels; rows p::sy, columns
+    q::sx) into their [m, OH, OW] grids in `buffer`, after the first margin (see
+    `_depthwise_plan`)."""
+    m, h, w = src.shape
     (sy, sx), (oh, ow) = stride, out_hw
-    margin, size = plan["margin"], n * c * oh * ow
-    flat[:margin] = 0
-    flat[flat.size - margin:] = 0
+    margin, size = plan["margin"], (buffer.size - 2 * plan["margin"]) // plan["phases"]
     if (sy, sx) == (1, 1) and (h, w) == (oh, ow):  # the grid is src itself
-        np.copyto(flat[margin:margin + size], np.reshape(src, -1))
+        np.copyto(buffer[margin:margin + m * h * w], np.reshape(src, -1))
         return
     for p in range(sy):
         for q in range(sx):
-            phase = src[:, :, p::sy, q::sx]
-            grid = _view(flat[margin + (p * sx + q) * size:margin + (p * sx + q + 1) * size],
-                         (n, c, oh, ow))
-            np.copyto(grid[:, :, :phase.shape[2], :phase.shape[3]], phase)
+            start = margin + (p * sx + q) * size
+            phase = src[:, p::sy, q::sx]
+            grid = _view(buffer[start:start + m * oh * ow], (m, oh, ow))
+            np.copyto(grid[:, :phase.shape[1], :phase.shape[2]], phase)
 
 
-def _gather_runs(flat, first, taps, plan, out_hw):
-    """Taps of one chunk of channels, whose first cell is `first` in each phase's
-    flattened grid (see `_depthwise_plan`): a contiguous run per tap, all of them one
-    strided copy when there is one phase; cells outside a tap's rectangle read a
-    neighbouring row, channel or phase and are zeroed afterwards."""
+def _gather_runs(buffer, taps, plan, out_hw):
+    """Taps of a chunk of channels from its phases in `buffer` (see `_depthwise_plan`):
+    a contiguous run per tap, all of them one strided copy when there is one phase;
+    cells outside a tap's rectangle are zeroed afterwards."""
     kh, kw = len(plan["rows"]), len(plan["cols"])
     m, length = taps.shape[1:]
     grid = _view(taps[:-1], (kh * kw, m * length))
+    margin = plan["margin"]
     if plan["phases"] == 1:
-        item = flat.itemsize
-        runs = as_strided(flat[first + plan["taps"][0][1]:], (kh, kw, m * length),
+        item = buffer.itemsize
+        runs = as_strided(buffer[margin + plan["taps"][0][1]:], (kh, kw, m * length),
                           (plan["steps"][0] * item, plan["steps"][1] * item, item),
                           writeable=False)
         np.copyto(_view(grid, (kh, kw, m * length)), runs)
     else:
-        size = (flat.size - 2 * plan["margin"]) // plan["phases"]
+        size = (buffer.size - 2 * margin) // plan["phases"]
         for t, (phase, shift) in enumerate(plan["taps"]):
-            start = first + phase * size + shift
-            np.copyto(grid[t], flat[start:start + m * length])
+            start = margin + phase * size + shift
+            np.copyto(grid[t], buffer[start:start + m * length])
     _zero_outside(_view(taps[:-1], (kh, kw, m) + tuple(out_hw)), plan)
 
 
@@ -461,8 +462,8 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
     A chunk of channels at a time: gather each channel's kh*kw taps into a tap-major
     scratch (see `_depthwise_plan`: when the input's stride phases fit the output
     grid, as with stride 1 or 2 and "same" padding, each tap is one contiguous run of
-    a copy of the phases, and with stride 1 all taps are one strided copy), then one matrix-vector product per channel with
-    the weights and the bias (a row of ones in the scratch) writes straight into dst,
+    a copy of the chunk's phases, and with stride 1 all taps are one strided copy),
+    then one matrix-vector product per channel with the weights and the bias (a row of ones in the scratch) writes straight into dst,
     and the residual and activation are applied to that part of dst while it is in
     cache. No padded copy, no compaction pass, no whole-tensor epilogue passes.
     """
@@ -480,16 +481,14 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
         np.copyto(weights[:, 0, k], bias)
     taps = ws["taps"]
     taps[-1] = 1
-    if plan["taps"] is not None:
-        _fill_phases(ws["flat"], src, plan, stride, (oh, ow))
     chunk = taps.shape[1]
     for b in range(n):
         for c0 in range(0, c, chunk):
             c1 = min(c, c0 + chunk)
             part = taps[:, :c1 - c0]
             if plan["taps"] is not None:
-                _gather_runs(ws["flat"], plan["margin"] + (b * c + c0) * oh * ow, part, plan,
-                             (oh, ow))
+                _fill_phases(ws["phases"], src[b, c0:c1], plan, stride, (oh, ow))
+                _gather_runs(ws["phases"], part, plan, (oh, ow))
             else:
                 _gather_strided(src, b, c0, part, plan, stride, (oh, ow))
             out = dst[b, c0:c1]
