@@ -1,4 +1,5 @@
-"""What numpy's BLAS, which does most of LightNet's arithmetic, says about itself.
+"""numpy's BLAS, which does most of LightNet's arithmetic: what it says about
+itself, and how many threads it runs.
 
 A model's speed depends on which BLAS numpy loaded, which kernels it picked for this
 CPU and how many threads it runs, and none of that shows in LightNet's own code:
@@ -6,15 +7,21 @@ OpenBLAS, for one, picks its kernels when it loads, from the CPU model or from t
 OPENBLAS_CORETYPE variable (on an AVX-512 machine, its "Haswell" AVX2 kernels run
 float32 GEMM at about half the rate of its "SkylakeX" ones). `lightnet --profile`
 and the benchmark print this next to their timings.
+
+The thread count is OpenBLAS's, so it is the whole process's: `threads(n)` sets it
+for a block (what `Context(threads=n)` does around each run) and puts it back after.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 import numpy as np
 
-__all__ = ["info", "describe"]
+from lightnet.errors import LightNetError
+
+__all__ = ["describe", "info", "set_threads", "thread_control", "threads"]
 
 
 def _openblas_function(name: str):
@@ -63,3 +70,39 @@ def describe() -> str:
     """info() as one line, e.g. "BLAS: scipy-openblas 0.3.31, Haswell kernels, 2 threads"."""
     i = info()
     return f"BLAS: {i['name']} {i['version']}, {i['core']} kernels, {i['threads']} threads"
+
+
+def thread_control():
+    """OpenBLAS's (set_num_threads, get_num_threads); a LightNetError for a BLAS
+    whose threads cannot be set from here."""
+    setter = _openblas_function("set_num_threads")
+    getter = _openblas_function("get_num_threads")
+    if setter is None or getter is None:
+        raise LightNetError(f"threads: cannot set the threads of numpy's BLAS "
+                            f"({info()['name']}): only OpenBLAS's can be set; use its own "
+                            "environment variable instead")
+    setter.argtypes = [ctypes.c_int]
+    getter.restype = ctypes.c_int
+    return setter, getter
+
+
+def set_threads(n: int) -> int:
+    """Make numpy's BLAS run `n` threads from now on, in the whole process; returns
+    the count it had."""
+    setter, getter = thread_control()
+    previous = getter()
+    setter(n)
+    return previous
+
+
+@contextlib.contextmanager
+def threads(n: int | None):
+    """BLAS threads = `n` inside the block (None: leave them as they are)."""
+    if n is None:
+        yield
+        return
+    previous = set_threads(n)
+    try:
+        yield
+    finally:
+        set_threads(previous)

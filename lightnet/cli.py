@@ -49,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", type=_size, metavar="BYTES",
                    help="refuse a model needing more memory than BYTES (suffixes K, M, G: "
                         "512M); default: the memory the machine has available")
+    p.add_argument("--threads", type=_threads, metavar="N",
+                   help="threads of numpy's BLAS while the model runs (default: as the "
+                        "environment sets them, e.g. OPENBLAS_NUM_THREADS)")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
 
@@ -60,8 +63,14 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _threads(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}")
+    return int(text)
+
+
 def run(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit)
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
     ctx.init(args.model)
     if args.dot_before:
         write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
@@ -91,7 +100,8 @@ def run(args, out) -> None:
     out.flush()
     print(f"info: run time: {elapsed:.6f}s", file=out)
     if args.profile:
-        print(f"info: {blas.describe()}", file=out)
+        with blas.threads(args.threads):  # what the timed runs use
+            print(f"info: {blas.describe()}", file=out)
         print(format_profile(ctx.profile()), file=out)
 
 

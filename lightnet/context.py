@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import ir, mem, passes, weights
+from lightnet import blas, ir, mem, passes, weights
 from lightnet.arch import get_proto
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError
@@ -33,15 +33,24 @@ class Context:
     """`memory_limit`: the most bytes of cpu memory the planned model may need
     (an int, or a string like `512M`); None (the default) is the memory the
     machine has available when the model is planned. A model needing more is
-    refused by plan(), before anything is allocated."""
+    refused by plan(), before anything is allocated.
 
-    def __init__(self, memory_limit=None):
+    `threads`: how many threads numpy's BLAS runs while this context runs (set
+    at the start of run() and profile(), put back at their end: the count is the
+    process's); None (the default) leaves it as the environment set it."""
+
+    def __init__(self, memory_limit=None, threads=None):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
             except ValueError as e:
                 raise LightNetError(f"memory limit: {e}") from None
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                raise LightNetError(f"threads: expected a whole number >= 1, found {threads!r}")
+            blas.thread_control()  # a BLAS whose threads cannot be set fails here, not in run()
         self.memory_limit: int | None = memory_limit
+        self.threads: int | None = threads
         self.label = "<model>"
         self.tensors = TensorTable()
         self.ops: list[Op] = []
@@ -366,8 +375,9 @@ class Context:
     def run(self) -> None:
         i = 0
         try:
-            for i, run in enumerate(self._runs):
-                run()
+            with blas.threads(self.threads):
+                for i, run in enumerate(self._runs):
+                    run()
         except _DATA_ERRORS as e:
             # What the data makes a kernel refuse (an index out of range, say):
             # a user error, named after the op that met it.
@@ -381,11 +391,12 @@ class Context:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
         clock = time.perf_counter
-        for _ in range(repeat):
-            for i, (_, run) in enumerate(self._run_ops):
-                start = clock()
-                run()
-                times[i] += clock() - start
+        with blas.threads(self.threads):
+            for _ in range(repeat):
+                for i, (_, run) in enumerate(self._run_ops):
+                    start = clock()
+                    run()
+                    times[i] += clock() - start
         return [(op, t / repeat) for (op, _), t in zip(self._run_ops, times)]
 
     def _array(self, name: str) -> np.ndarray:

@@ -22,12 +22,14 @@ class Session:
 
     `inputs` are the tensors of its `input` ops; `outputs` the tensors no op
     reads. `run({name: array})` checks every input's shape and dtype, runs the
-    model and returns a copy of every output by name. `memory_limit` is the
-    Context's: bytes (or `512M`), None for the machine's available memory.
+    model and returns a copy of every output by name. `memory_limit` and
+    `threads` are the Context's: bytes (or `512M`), None for the machine's
+    available memory; BLAS threads while running, None to leave them be.
     """
 
-    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None):
-        self.ctx = Context(memory_limit=memory_limit)
+    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None,
+                 threads=None):
+        self.ctx = Context(memory_limit=memory_limit, threads=threads)
         self.ctx.init(model)
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
         self.ctx.compile(target, weights=datafile if datafile is not None else {})

@@ -96,7 +96,8 @@ TOOLS = [
                                                 "'axis': lt: expected axis < src.ndim (2), "
                                                 "found 2"),
          usage=[[], ["--bogus", "m.json"], ["-t"], ["--memory-limit", "lots", "m.json"],
-                ["--memory-limit", "-1", "m.json"]],
+                ["--memory-limit", "-1", "m.json"], ["--threads", "0", "m.json"],
+                ["--threads", "two", "m.json"]],
          internal=("lightnet.cli.Context.init", lambda t: [EXAMPLES / "example.json"])),
     Tool("il2json", "lightnet.frontends.il", "il2json", "il2json: error: ",
          "il2json: internal error: ",

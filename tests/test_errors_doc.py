@@ -109,6 +109,15 @@ def example():
     return json.loads((EXAMPLES / "example.json").read_text())
 
 
+def threads_of_another_blas(tmp) -> str:
+    """Context(threads=...) when numpy's BLAS has no OpenBLAS thread functions."""
+    from lightnet import blas
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blas, "_openblas_function", lambda name: None)
+        return message(Context, threads=2)
+
+
 def message(fn, *args, **kwargs) -> str:
     """The message of the LightNetError `fn` raises."""
     with pytest.raises(LightNetError) as e:
@@ -654,6 +663,8 @@ TRIGGERS = {
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
     "run.kernel": kernel_run_error,
+    "run.threads-value": lambda tmp: message(Context, threads=0),
+    "run.threads-blas": threads_of_another_blas,
     # API
     "api.not-loaded": api("not_loaded"),
     "api.no-tensor": api("no_tensor"),

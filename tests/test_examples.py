@@ -44,6 +44,17 @@ def test_squeezenet_runs_with_random_weights():
     assert re.fullmatch(r"info: run time: \d+\.\d{6}s", lines[-1])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_profile_names_the_blas_and_its_threads(threads):
+    from lightnet import blas
+
+    run = lightnet("--threads", threads, "--profile", "examples/squeezenet.json")
+    assert run.returncode == 0, run.stderr
+    line = next(x for x in run.stdout.splitlines() if x.startswith("info: BLAS: "))
+    if "openblas" in blas.info()["name"].lower():
+        assert line.endswith(f", {threads} threads")
+
+
 def test_profile_and_dot(tmp_path):
     dot = tmp_path / "g.dot"
     run = lightnet("--profile", "--dot", dot, "examples/squeezenet.json")

@@ -5,9 +5,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from lightnet import blas
+from lightnet import Context, LightNetError, Session, blas, kernels
+from tests.core.test_context import SRC, no_print_model
 
 OPENBLAS = "openblas" in blas.info()["name"].lower()
 
@@ -39,3 +41,74 @@ def test_core_is_what_the_environment_asks():
     if os.uname().machine != "x86_64":
         pytest.skip("core names are x86-64 ones")
     assert _info_with({"OPENBLAS_CORETYPE": "Nehalem"})["core"] == "Nehalem"
+
+
+@pytest.mark.skipif(not OPENBLAS, reason="numpy is not built with OpenBLAS")
+def test_set_threads_returns_the_count_it_replaces():
+    start = blas.info()["threads"]
+    try:
+        assert blas.set_threads(1) == start
+        assert blas.info()["threads"] == 1
+        assert blas.set_threads(3) == 1
+        assert blas.info()["threads"] == 3
+    finally:
+        blas.set_threads(start)
+
+
+@pytest.mark.skipif(not OPENBLAS, reason="numpy is not built with OpenBLAS")
+def test_threads_block_puts_the_count_back_even_on_error():
+    start = blas.info()["threads"]
+    with pytest.raises(RuntimeError):
+        with blas.threads(start + 1):
+            assert blas.info()["threads"] == start + 1
+            raise RuntimeError("inside")
+    assert blas.info()["threads"] == start
+    with blas.threads(None):
+        assert blas.info()["threads"] == start
+
+
+def test_a_blas_that_cannot_be_told_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(blas, "_openblas_function", lambda name: None)
+    with pytest.raises(LightNetError, match=r"^threads: cannot set the threads of numpy's BLAS"):
+        blas.set_threads(2)
+    with pytest.raises(LightNetError, match=r"only OpenBLAS's can be set"):
+        Context(threads=2)
+    Context()  # without threads nothing asks the BLAS
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_context_threads_must_be_a_count(bad):
+    with pytest.raises(LightNetError, match=r"^threads: expected a whole number >= 1, found "):
+        Context(threads=bad)
+
+
+@pytest.mark.skipif(not OPENBLAS, reason="numpy is not built with OpenBLAS")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_context_runs_with_its_threads_and_puts_them_back(threads, monkeypatch):
+    """The kernels see the context's thread count; after run() and profile() the
+    process has its own back."""
+    seen = []
+    real = kernels.slice
+
+    def spy(*args, **kwargs):
+        seen.append(blas.info()["threads"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "slice", spy)
+    start = blas.set_threads(3)
+    try:
+        ctx = Context(threads=threads)
+        ctx.init(no_print_model())
+        ctx.compile("cpu")
+        ctx.load()
+        ctx.run()
+        assert blas.info()["threads"] == 3
+        ctx.profile()
+        assert blas.info()["threads"] == 3
+        session = Session(no_print_model(), threads=threads)
+        session.run()
+        assert blas.info()["threads"] == 3
+    finally:
+        blas.set_threads(start)
+    assert seen == [threads] * 3
+    np.testing.assert_array_equal(ctx.get_data("tensor2"), SRC[:, 1:4])
