@@ -481,8 +481,8 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
           f"{platform.python_version()}, numpy {np.__version__}, onnxruntime "
           f"{onnxruntime.__version__}")
-    print(f"{blas.describe()} (OPENBLAS_CORETYPE="
-          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
+    print(blas.describe())
+    print(f"OPENBLAS_CORETYPE: {os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
     print(f"threads: --threads {ARGS.threads} (OMP/OPENBLAS/MKL_NUM_THREADS="
           f"{os.environ['OPENBLAS_NUM_THREADS']}; ORT intra_op_num_threads={ARGS.threads}); "
           f"median of {ARGS.repeat} runs\n")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 
 import numpy as np
 
@@ -66,10 +67,34 @@ def info() -> dict:
     return {"name": name, "version": version, "core": core, "threads": threads}
 
 
-def describe() -> str:
-    """info() as one line, e.g. "BLAS: scipy-openblas 0.3.31, Haswell kernels, 2 threads"."""
+# What OpenBLAS's AVX-512 kernels need (its own test for SkylakeX), and its cores with them.
+_AVX512_FLAGS = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+_AVX512_CORES = {"SkylakeX", "Cooperlake", "SapphireRapids"}
+
+
+def _cpu_flags(cpuinfo: str) -> set[str]:
+    """The CPU's feature flags as Linux reports them (without the AVX-512 ones when
+    the OS does not enable them); empty where there is no such file."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def describe(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """info() as one line, e.g. "BLAS: scipy-openblas 0.3.31, Haswell kernels, 2 threads",
+    saying so when OpenBLAS runs AVX2 kernels on a CPU with AVX-512."""
     i = info()
-    return f"BLAS: {i['name']} {i['version']}, {i['core']} kernels, {i['threads']} threads"
+    line = f"BLAS: {i['name']} {i['version']}, {i['core']} kernels, {i['threads']} threads"
+    if i["core"] not in ("?", *_AVX512_CORES) and _AVX512_FLAGS <= _cpu_flags(cpuinfo):
+        chosen = os.environ.get("OPENBLAS_CORETYPE")
+        line += (" (this CPU has AVX-512, which OpenBLAS's SkylakeX kernels use"
+                 + (f"; OPENBLAS_CORETYPE={chosen} chose these)" if chosen else ")"))
+    return line
 
 
 def thread_control():

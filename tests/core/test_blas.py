@@ -29,6 +29,32 @@ def test_info_has_every_field():
     assert blas.describe().startswith(f"BLAS: {i['name']} {i['version']}, {i['core']} kernels")
 
 
+AVX2 = "fpu sse sse2 avx avx2 fma"
+AVX512 = AVX2 + " avx512f avx512dq avx512cd avx512bw avx512vl"
+
+
+@pytest.mark.parametrize("core, flags, env, hint", [
+    ("Haswell", AVX512, None, " (this CPU has AVX-512, which OpenBLAS's SkylakeX kernels use)"),
+    ("Haswell", AVX512, "Haswell", " (this CPU has AVX-512, which OpenBLAS's SkylakeX kernels "
+                                   "use; OPENBLAS_CORETYPE=Haswell chose these)"),
+    ("Zen", AVX512.replace(" avx512vl", ""), None, ""),  # not all that SkylakeX needs
+    ("Haswell", AVX2, None, ""),
+    ("SkylakeX", AVX512, None, ""),
+    ("?", AVX512, None, ""),  # not OpenBLAS: it has no kernels to choose
+])
+def test_describe_says_when_avx512_goes_unused(core, flags, env, hint, tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n")
+    monkeypatch.setattr(blas, "info", lambda: {"name": "b", "version": "1", "core": core,
+                                               "threads": 2})
+    if env is None:
+        monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_CORETYPE", env)
+    assert blas.describe(str(cpuinfo)) == f"BLAS: b 1, {core} kernels, 2 threads{hint}"
+    assert blas.describe(str(tmp_path / "none")) == f"BLAS: b 1, {core} kernels, 2 threads"
+
+
 @pytest.mark.skipif(not OPENBLAS, reason="numpy is not built with OpenBLAS")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_threads_are_what_the_environment_asks(threads):
