@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 
 import numpy as np
@@ -25,9 +26,11 @@ from lightnet.errors import LightNetError
 __all__ = ["describe", "info", "set_threads", "thread_control", "threads"]
 
 
+@functools.cache
 def _openblas_function(name: str):
     """Function `name` (e.g. "get_corename") of an OpenBLAS loaded in this process,
-    whatever prefix and suffix its build gave the symbols; None when there is none."""
+    whatever prefix and suffix its build gave the symbols; None when there is none.
+    Looked up once (numpy, imported above, has loaded its BLAS by then)."""
     try:
         with open("/proc/self/maps") as f:
             paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower()})
