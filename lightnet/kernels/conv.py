@@ -463,9 +463,10 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
     scratch (see `_depthwise_plan`: when the input's stride phases fit the output
     grid, as with stride 1 or 2 and "same" padding, each tap is one contiguous run of
     a copy of the chunk's phases, and with stride 1 all taps are one strided copy),
-    then one matrix-vector product per channel with the weights and the bias (a row of ones in the scratch) writes straight into dst,
-    and the residual and activation are applied to that part of dst while it is in
-    cache. No padded copy, no compaction pass, no whole-tensor epilogue passes.
+    then one matrix-vector product per channel with the weights and the bias (a row
+    of ones in the scratch) writes straight into dst, and the residual and activation
+    are applied to that part of dst while it is in cache. No padded copy, no
+    compaction pass, no whole-tensor epilogue passes.
     """
     if ws is None:
         ws = depthwise_conv2d_workspace(src.shape, weight.shape, dst.shape, stride=stride,
