@@ -9,7 +9,22 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session, blas, kernels
-from tests.core.test_context import SRC, no_print_model
+
+SRC = np.arange(1, 9, dtype=np.float32).reshape(2, 4)
+
+
+def slice_model() -> dict:
+    """create [2, 4] -> slice columns 1..3: one kernel call per run (kernels.slice)."""
+    def params(**values):
+        return [{"arg_name": a, "value": v} for a, v in values.items()]
+
+    return {"ops": [
+        {"name": "create1", "optype": "create", "tensors_out": [{"arg_name": "dst", "name": "t1"}],
+         "params": params(dtype="TL_FLOAT", dims=[2, 4], data=SRC.reshape(-1).tolist())},
+        {"name": "slice1", "optype": "slice", "tensors_in": [{"arg_name": "src", "name": "t1"}],
+         "tensors_out": [{"arg_name": "dst", "name": "t2"}],
+         "params": params(axis=1, start=1, len=3)},
+    ]}
 
 OPENBLAS = "openblas" in blas.info()["name"].lower()
 
@@ -124,17 +139,17 @@ def test_context_runs_with_its_threads_and_puts_them_back(threads, monkeypatch):
     start = blas.set_threads(3)
     try:
         ctx = Context(threads=threads)
-        ctx.init(no_print_model())
+        ctx.init(slice_model())
         ctx.compile("cpu")
         ctx.load()
         ctx.run()
         assert blas.info()["threads"] == 3
         ctx.profile()
         assert blas.info()["threads"] == 3
-        session = Session(no_print_model(), threads=threads)
+        session = Session(slice_model(), threads=threads)
         session.run()
         assert blas.info()["threads"] == 3
     finally:
         blas.set_threads(start)
     assert seen == [threads] * 3
-    np.testing.assert_array_equal(ctx.get_data("tensor2"), SRC[:, 1:4])
+    np.testing.assert_array_equal(ctx.get_data("t2"), SRC[:, 1:4])
