@@ -495,3 +495,26 @@ def test_depthwise_conv2d_without_bias_or_workspace():
     dst = np.empty((1, 3, 5, 6), np.float32)
     depthwise_conv2d(x, w, None, dst, stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
     np.testing.assert_allclose(dst, ref_conv2d(x, w, None, 3, (1, 1), (1, 1, 1, 1), (1, 1)), **TOL)
+
+
+def random_depthwise_cases(count: int, seed: int = 11):
+    """Depthwise convolutions of random geometry: strides 1-3, dilations 1-2,
+    asymmetric padding up to the dilated kernel, odd and even sizes."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    while len(cases) < count:
+        k = tuple(int(v) for v in rng.integers(1, 4, 2))
+        stride = tuple(int(v) for v in rng.integers(1, 4, 2))
+        dilation = tuple(int(v) for v in rng.integers(1, 3, 2))
+        hw = tuple(int(v) for v in rng.integers(1, 10, 2))
+        span = [(kk - 1) * d for kk, d in zip(k, dilation)]
+        padding = tuple(int(rng.integers(0, span[i % 2] + 1)) for i in range(4))
+        if min(conv2d_output_hw(hw, k, stride, padding, dilation)) > 0:
+            cases.append((int(rng.integers(1, 6)), hw, k, stride, padding, dilation))
+    return cases
+
+
+@pytest.mark.parametrize("case", random_depthwise_cases(120))
+def test_depthwise_conv2d_random_geometry(case, monkeypatch):
+    monkeypatch.setattr(conv, "_DEPTHWISE_CHUNK_BYTES", 300)  # a few channels per chunk
+    run_depthwise(*case, residual=True, activation="relu")
