@@ -123,12 +123,17 @@ def set_threads(n: int) -> int:
     return previous
 
 
-@contextlib.contextmanager
 def threads(n: int | None):
-    """BLAS threads = `n` inside the block (None: leave them as they are)."""
-    if n is None:
-        yield
-        return
+    """A context: BLAS threads = `n` inside the block, as before after it. None leaves
+    them as they are, at no cost (Context.run enters this on every run)."""
+    return _UNCHANGED if n is None else _threads_set(n)
+
+
+_UNCHANGED = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _threads_set(n: int):
     previous = set_threads(n)
     try:
         yield
