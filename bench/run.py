@@ -285,8 +285,7 @@ def bench_models(names) -> list[dict]:
             others = share.stop()
             err = rel_error(np.load(os.path.join(d, "out_ours.npy")),
                             np.load(os.path.join(d, "out_ort.npy")))
-        gf = 2 * sum(math.prod(p) for p in products) / 1e9
-        row = {"model": name, "gflops": gf, "ours": ours, "ort": ort, "err": err, "floor": floor,
+        row = {"model": name, "gflops": models.gflops(products), "ours": ours, "ort": ort, "err": err, "floor": floor,
                "ok": err <= 1e-3, "wall": time.perf_counter() - t, "others": others}
         rows.append(row)
         print(f"  {name}: ours {ours['latency'] * 1e3:.1f} ms, ort {ort['latency'] * 1e3:.1f} ms,"

@@ -26,9 +26,17 @@ from lightnet.errors import LightNetError
 __all__ = ["describe", "info", "set_threads", "thread_control", "threads"]
 
 
+# The OpenBLAS functions used here: (restype, argtypes).
+_SIGNATURES = {
+    "get_corename": (ctypes.c_char_p, []),
+    "get_num_threads": (ctypes.c_int, []),
+    "set_num_threads": (None, [ctypes.c_int]),
+}
+
+
 @functools.cache
 def _openblas_function(name: str):
-    """Function `name` (e.g. "get_corename") of an OpenBLAS loaded in this process,
+    """Function `name` of _SIGNATURES in the OpenBLAS loaded in this process, typed,
     whatever prefix and suffix its build gave the symbols; None when there is none.
     Looked up once (numpy, imported above, has loaded its BLAS by then)."""
     try:
@@ -45,6 +53,7 @@ def _openblas_function(name: str):
             for suffix in ("64_", ""):
                 function = getattr(lib, f"{prefix}{name}{suffix}", None)
                 if function is not None:
+                    function.restype, function.argtypes = _SIGNATURES[name]
                     return function
     return None
 
@@ -61,11 +70,9 @@ def info() -> dict:
     core = threads = "?"
     corename = _openblas_function("get_corename")
     if corename is not None:
-        corename.restype = ctypes.c_char_p
         core = corename().decode()
     num_threads = _openblas_function("get_num_threads")
     if num_threads is not None:
-        num_threads.restype = ctypes.c_int
         threads = num_threads()
     return {"name": name, "version": version, "core": core, "threads": threads}
 
@@ -109,8 +116,6 @@ def thread_control():
         raise LightNetError(f"threads: cannot set the threads of numpy's BLAS "
                             f"({info()['name']}): only OpenBLAS's can be set; use its own "
                             "environment variable instead")
-    setter.argtypes = [ctypes.c_int]
-    getter.restype = ctypes.c_int
     return setter, getter
 
 
