@@ -26,6 +26,7 @@ def slice_model() -> dict:
          "params": params(axis=1, start=1, len=3)},
     ]}
 
+
 OPENBLAS = "openblas" in blas.info()["name"].lower()
 
 
