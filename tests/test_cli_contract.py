@@ -98,7 +98,7 @@ TOOLS = [
          usage=[[], ["--bogus", "m.json"], ["-t"], ["--memory-limit", "lots", "m.json"],
                 ["--memory-limit", "-1", "m.json"], ["--threads", "0", "m.json"],
                 ["--threads", "two", "m.json"]],
-         internal=("lightnet.cli.Context.init", lambda t: [EXAMPLES / "example.json"])),
+         internal=("lightnet.context.Context.init", lambda t: [EXAMPLES / "example.json"])),
     Tool("il2json", "lightnet.frontends.il", "il2json", "il2json: error: ",
          "il2json: internal error: ",
          ok=lambda t: [EXAMPLES / "fire.net", "-o", t / "fire.json"],
