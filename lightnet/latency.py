@@ -63,8 +63,8 @@ def bench(args, out) -> None:
         threads, kernels = blas.info()["threads"], [blas.describe()]
     print(f"model: {ctx.label}", file=out)
     print(f"target: {args.target}", file=out)
-    inputs = ", ".join(f"{e.name} {e.describe()}" for e in entries) or "none"
-    print(f"inputs: {inputs} (random)", file=out)
+    inputs = ", ".join(f"{e.name} {e.describe()}" for e in entries)
+    print(f"inputs: {inputs} (random)" if inputs else "inputs: none", file=out)
     print(f"threads: {threads}", file=out)
     for line in kernels:
         print(f"kernels: {line}", file=out)
@@ -73,7 +73,7 @@ def bench(args, out) -> None:
     times = measure(ctx, args.warmup, args.runs, args.duration)
     wall = time.perf_counter() - start
     s = statistics(times)
-    print(f"runs: {args.warmup} warm-up, {len(times)} timed ({wall:.2f} s in all)", file=out)
+    print(f"runs: {args.warmup} warm-up, {len(times)} timed ({wall:.3f} s in all)", file=out)
     print("latency: " + ", ".join(f"{k} {s[k] * 1e3:.3f} ms"
                                   for k in ("min", "median", "p90", "p99", "mean")), file=out)
     batches = {e.shape[0] for e in entries}

@@ -54,7 +54,8 @@ def run(args, out) -> None:
     outputs = {n: ctx.get_data(n) for n in ctx.outputs}
     if args.save:
         model_io.save(args.save, outputs)
-        print(f"info: wrote {len(outputs)} outputs to {args.save}", file=out)
+        print(f"info: outputs {', '.join(outputs) or '(none)'} written to {args.save}",
+              file=out)
     else:
         for name, array in outputs.items():
             print(model_io.summary(name, array), file=out)

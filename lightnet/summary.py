@@ -109,9 +109,9 @@ def format_text(doc: dict) -> str:
     lines.append(f"MACs: {doc['macs']}{_si(doc['macs'])}")
     for mtype, m in doc["memory"].items():
         ratio = m["arena"] / m["lower_bound"] if m["lower_bound"] else 1.0
-        lines.append(f"memory {mtype}: arena {m['arena']} bytes, lower bound "
-                     f"{m['lower_bound']} bytes (arena / lower bound = {ratio:.3f}), "
-                     f"weights {m['weights']} bytes")
+        lines.append(f"memory {mtype}: arena {m['arena']} bytes, all tensors "
+                     f"{m['all_tensors']} bytes, lower bound {m['lower_bound']} bytes "
+                     f"(arena / lower bound = {ratio:.3f}); weights {m['weights']} bytes")
     return "\n".join(lines)
 
 
