@@ -17,6 +17,8 @@ from collections import Counter
 
 from lightnet import model_file
 from lightnet.context import Context
+from lightnet.mem import MemReport
+from lightnet.tensor import MemType
 
 
 def _family(op) -> str:
@@ -105,13 +107,11 @@ def format_text(doc: dict) -> str:
         width = max(map(len, counts), default=0)
         lines += [f"  {optype:<{width}}  {n}" for optype, n in counts.items()]
     p = doc["parameters"]
-    lines.append(f"parameters: {p['count']}{_si(p['count'])}, {p['bytes']} bytes{_si(p['bytes'])}")
+    lines.append(f"parameters: {p['count']}{_si(p['count'])}, "
+                 f"{p['bytes']} bytes{_si(p['bytes'])}")
     lines.append(f"MACs: {doc['macs']}{_si(doc['macs'])}")
-    for mtype, m in doc["memory"].items():
-        ratio = m["arena"] / m["lower_bound"] if m["lower_bound"] else 1.0
-        lines.append(f"memory {mtype}: arena {m['arena']} bytes, all tensors "
-                     f"{m['all_tensors']} bytes, lower bound {m['lower_bound']} bytes "
-                     f"(arena / lower bound = {ratio:.3f}); weights {m['weights']} bytes")
+    lines += [MemReport(MemType(mtype), m["arena"], m["all_tensors"], m["lower_bound"],
+                        m["weights"]).describe() for mtype, m in doc["memory"].items()]
     return "\n".join(lines)
 
 
