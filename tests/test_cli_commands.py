@@ -193,6 +193,12 @@ def test_onnx_options_and_compiled_round_trip(onnx_model, ir_model, tmp_path):
     one_error(lightnet("-r", onnx_model, cwd=tmp_path),
               f"{onnx_model}: -r runs a compiled LightNet IR; an ONNX model is compiled as "
               "it is read (drop -r)")
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(bytes(range(256)))
+    result = lightnet(garbage, cwd=tmp_path)  # the importer's error, as onnx2ln gives it
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"lightnet: error: {garbage}: not a valid ONNX model: ")
+    assert len(result.stderr.splitlines()) == 1
     # -c writes the compiled IR and the (folded) weights; -r runs them the same.
     assert ok(lightnet(onnx_model, "-c", "-o", "c.json", cwd=tmp_path)) == ""
     x = np.random.default_rng(6).random((1, C, H, W), dtype=np.float32)
