@@ -37,9 +37,9 @@ class Result:
 
 
 def data_dir() -> Path:
-    from lightnet.frontends.onnx import _onnx
+    from lightnet.frontends.onnx.graph import onnx_package
 
-    return Path(_onnx().__file__).parent / "backend" / "test" / "data"
+    return Path(onnx_package().__file__).parent / "backend" / "test" / "data"
 
 
 def cases(suites=SUITES) -> list[Path]:
@@ -52,9 +52,9 @@ def cases(suites=SUITES) -> list[Path]:
 
 
 def _read_pb(path: Path) -> np.ndarray:
-    from lightnet.frontends.onnx import _onnx
+    from lightnet.frontends.onnx.graph import onnx_package
 
-    onnx = _onnx()
+    onnx = onnx_package()
     tensor = onnx.TensorProto()
     tensor.ParseFromString(path.read_bytes())
     return onnx.numpy_helper.to_array(tensor)
@@ -73,10 +73,11 @@ def _data_sets(case: Path):
 def run_case(case: Path) -> Result:
     """Import, run and compare one case directory."""
     from lightnet import Session
-    from lightnet.frontends.onnx import (UnsupportedModelError, _onnx, convert, save_weights,
-                                         to_tl_array)
+    from lightnet.frontends.onnx import UnsupportedModelError, convert, save_weights
+    from lightnet.frontends.onnx.dtypes import to_tl_array
+    from lightnet.frontends.onnx.graph import onnx_package
 
-    onnx = _onnx()
+    onnx = onnx_package()
     name = case.name
     start = time.perf_counter()
 

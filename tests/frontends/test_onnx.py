@@ -624,6 +624,51 @@ def test_unsupported_attribute_values_and_ranks():
     assert "mode cubic" in message
 
 
+def test_an_unknown_attribute_names_the_node_the_op_and_the_attribute():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="act", alpha=0.5),
+             helper.make_node("Sigmoid", ["a"], ["y"], beta=1, gamma=2)]
+    m = model(nodes, [("x", [2, 3])], [("y", None)])
+    with pytest.raises(onnx2ln.UnsupportedModelError) as info:
+        onnx2ln.convert(m)
+    message = str(info.value)
+    assert ("Relu (opset 13, Relu-13): node 'act' has attribute 'alpha', which the importer "
+            "does not take for Relu-13 (it takes: consumed_inputs)") in message
+    assert ("Sigmoid (opset 13, Sigmoid-13): node #1 (output 'y') has attributes 'beta', "
+            "'gamma', which the importer does not take for Sigmoid-13") in message
+
+
+def test_a_missing_required_attribute_is_an_invalid_model():
+    nodes = [helper.make_node("LRN", ["x"], ["y"], name="norm", alpha=1e-4)]
+    m = model(nodes, [("x", [1, 4, 3, 3])], [("y", None)])
+    with pytest.raises(LightNetError, match=r"node 'norm' \(LRN-13\): required attribute "
+                                            r"'size' is missing \(an invalid ONNX model\)"):
+        onnx2ln.convert(m)
+
+
+def test_handlers_take_every_attribute_their_onnx_versions_define():
+    """A handler declares its attributes as keyword parameters: each must name every
+    attribute the ONNX schema of each version it supports defines (and require only
+    the required ones), or a valid model would be refused."""
+    from onnx import defs
+
+    from lightnet.frontends.onnx.dispatch import HANDLERS, accepted_attributes
+
+    checked = 0
+    for op_type, entries in HANDLERS.items():
+        for versions, func in entries:
+            names, required, takes_any = accepted_attributes(func)
+            for version in versions:
+                schema = defs.get_schema(op_type, version, "")
+                assert schema.since_version == version, (op_type, version)
+                if takes_any:
+                    continue
+                assert set(schema.attributes) <= set(names), (op_type, version)
+                assert required <= {a for a, d in schema.attributes.items() if d.required}, (
+                    op_type, version)
+                checked += 1
+    assert checked > 200
+
+
 def test_symbolic_non_batch_dim_needs_a_value():
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     m = model(nodes, [("x", ["n", "width"])], [("y", None)])
