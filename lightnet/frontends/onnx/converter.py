@@ -16,7 +16,7 @@ from lightnet.errors import LightNetError
 
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
-from .dtypes import NP_OF_TL, tl_dtype, to_tl_array
+from .dtypes import NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_shape
 from .graph import Node, Val, attribute_value, lnshape, onnx_package, pyval
@@ -101,7 +101,7 @@ class Converter:
         self._fold()
         self._map()
         self._finish()
-        return {"ops": self.ops}, self.weights
+        return {"ops": self.ops, "interface": self._interface()}, self.weights
 
     def _node(self, index, n) -> Node:
         domain = n.domain if n.domain not in ("ai.onnx",) else ""
@@ -505,7 +505,10 @@ class Converter:
             elif name in self.materialized:
                 v = self.materialized[name]
             elif name in self.consts:
-                self.materialize(name)
+                try:
+                    self.materialize(name)
+                except Unsupported as e:
+                    raise UnsupportedModelError([("graph output", 0, str(e))], self.opset) from None
                 continue
             else:
                 raise LightNetError(f"graph output '{name}' is not computed by any node")
@@ -532,6 +535,23 @@ class Converter:
         # Inputs, then every constant, then the computation in node order.
         rank = {"input": 0, "create": 1}
         self.ops.sort(key=lambda op: rank.get(op["optype"], 2))
+
+    def _interface(self) -> dict:
+        """The dtype and shape ONNX declares for every graph input and output (those
+        numpy has a dtype for), which Session takes and returns."""
+        def port(name, elem_type, shape):
+            return {"name": name, "dtype": np.dtype(NP_OF_ONNX[elem_type]).name,
+                    "shape": [int(d) for d in shape]}
+
+        inputs = [port(i.name, i.type.tensor_type.elem_type, self.input_shapes[i.name])
+                  for i in self.inputs if i.type.tensor_type.elem_type in NP_OF_ONNX]
+        outputs = []
+        for o in self.graph.output:
+            v = self.vals.get(o.name) or self.materialized.get(o.name)
+            elem = o.type.tensor_type.elem_type or self.info.get(o.name, (0, None))[0]
+            if v is not None and elem in NP_OF_ONNX:
+                outputs.append(port(o.name, elem, v.shape))
+        return {"inputs": inputs, "outputs": outputs}
 
     def check(self, ir):
         """Run LightNet's checks on the IR, and compare its shapes with ONNX's."""
