@@ -122,6 +122,7 @@ def prototypes(text: str) -> dict[str, tuple[str, list[str]]]:
     """Function declarations `ret DNNL_API name(params);`: (C return type, [C param
     types without names]) by name."""
     result = {}
+    text = re.sub(r"^\s*#[^\n]*", "", text, flags=re.M)
     for ret, name, params in re.findall(
             r"([\w\s\*]+?)\s*DNNL_API\s*(\*?\s*dnnl_\w+)\s*\((.*?)\)\s*;", text, re.S):
         star = name.startswith("*")
