@@ -24,7 +24,11 @@ def parser() -> argparse.ArgumentParser:
         description="Compile a LightNet IR model for a target and run it.",
     )
     p.add_argument("model", metavar="MODEL.json", help="the IR to run; - reads standard input")
-    p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    p.add_argument("-t", "--target", default="auto",
+                   help="the target: auto (the default: dnnl where oneDNN can be used, else "
+                        "cpu), dnnl or cpu; --targets lists them")
+    p.add_argument("--targets", action=_ListTargets, help="list the targets, whether each can "
+                   "be used here and why not, and exit")
     p.add_argument("-c", "--compile", action="store_true",
                    help="compile only, and write the compiled IR to OUT")
     p.add_argument("-o", "--outfile", default="out.json", metavar="OUT",
@@ -50,10 +54,24 @@ def parser() -> argparse.ArgumentParser:
                    help="refuse a model needing more memory than BYTES (suffixes K, M, G: "
                         "512M); default: the memory the machine has available")
     p.add_argument("--threads", type=_threads, metavar="N",
-                   help="threads of numpy's BLAS while the model runs (default: as the "
-                        "environment sets them, e.g. OPENBLAS_NUM_THREADS)")
+                   help="threads of numpy's BLAS and oneDNN while the model runs (default: "
+                        "as the environment sets them, e.g. OPENBLAS_NUM_THREADS, "
+                        "OMP_NUM_THREADS)")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
+
+
+class _ListTargets(argparse.Action):
+    """--targets: print lightnet.targets.describe() and exit, as --help does."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from lightnet import targets
+
+        print("\n".join(targets.describe()))
+        parser.exit()
 
 
 def _size(text: str) -> int:

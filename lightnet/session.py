@@ -24,10 +24,11 @@ class Session:
     reads. `run({name: array})` checks every input's shape and dtype, runs the
     model and returns a copy of every output by name. `memory_limit` and
     `threads` are the Context's: bytes (or `512M`), None for the machine's
-    available memory; BLAS threads while running, None to leave them be.
+    available memory; BLAS and oneDNN threads while running, None to leave them
+    be. `target`: auto (the default), dnnl or cpu (see lightnet.targets).
     """
 
-    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None,
+    def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
                  threads=None):
         self.ctx = Context(memory_limit=memory_limit, threads=threads)
         self.ctx.init(model)

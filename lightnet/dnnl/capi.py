@@ -18,6 +18,7 @@ PrimitiveDesc, Primitive, Attr), each destroying its handle when collected, and
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.metadata
@@ -364,9 +365,25 @@ def unavailable_reason() -> str | None:
     return str(lib) if isinstance(lib, Unavailable) else None
 
 
-def is_loaded() -> bool:
-    """Whether the library has been loaded (successfully) in this process."""
-    return _load.cache_info().currsize > 0 and not isinstance(_load(), Unavailable)
+def threads(n: int | None):
+    """A context: oneDNN's threads = `n` inside the block, as before after it. None, or a
+    process that has not loaded oneDNN (a model without dnnl ops), changes nothing, at
+    no cost (Context.run enters this on every run)."""
+    if n is None or _load.cache_info().currsize == 0 or isinstance(_load(), Unavailable):
+        return _UNCHANGED
+    return _threads_set(_load(), n)
+
+
+_UNCHANGED = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _threads_set(lib: Library, n: int):
+    previous = lib.set_threads(n)
+    try:
+        yield
+    finally:
+        lib.set_threads(previous)
 
 
 # Owners of oneDNN objects -----------------------------------------------------------------
@@ -374,7 +391,7 @@ def is_loaded() -> bool:
 def dims(values) -> dnnl_dims_t:
     values = [int(v) for v in values]
     if len(values) > DNNL_MAX_NDIMS:
-        raise LightNetError(f"oneDNN takes at most {DNNL_MAX_NDIMS} dimensions, "
+        raise ValueError(f"oneDNN takes at most {DNNL_MAX_NDIMS} dimensions, "
                             f"found {len(values)}")
     return dnnl_dims_t(*values)
 
@@ -507,7 +524,7 @@ def data_type(dtype: str) -> int:
     try:
         return DATA_TYPES[str(dtype)]
     except KeyError:
-        raise LightNetError(f"oneDNN: no data type for {dtype} "
+        raise ValueError(f"oneDNN: no data type for {dtype} "
                             f"(known: {', '.join(DATA_TYPES)})") from None
 
 

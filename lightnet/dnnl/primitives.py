@@ -26,7 +26,9 @@ add written in place) and `binary(name, shape)` (a second operand, bound as
 "post_op_<index>").
 
 Where oneDNN cannot compute exactly what the cpu kernel computes, a constructor
-raises Unsupported, and the op stays on the cpu architecture.
+raises Unsupported, and the op stays on the cpu architecture. Arguments that do
+not fit raise ValueError (a bug of the calling op, which Context.load reports
+naming the op); a call oneDNN refuses raises LightNetError (see capi).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import numpy as np
 
 from lightnet.dnnl import capi
 from lightnet.dnnl.capi import MemoryDesc
-from lightnet.errors import LightNetError
 from lightnet.kernels.conv import conv2d_output_hw, deconv2d_output_hw
 from lightnet.kernels.elementwise import broadcast_shape
 from lightnet.kernels.pool import pool2d_output_hw
@@ -77,7 +78,7 @@ def _lookup(table: dict, name: str, what: str) -> int:
     try:
         return table[name]
     except KeyError:
-        raise LightNetError(f"oneDNN: unknown {what} '{name}' (known: {', '.join(table)})") \
+        raise ValueError(f"oneDNN: unknown {what} '{name}' (known: {', '.join(table)})") \
             from None
 
 
@@ -153,21 +154,21 @@ def _desc(shape, dtype: str, layout, what: str = "", chooses: bool = True) -> Me
     shape = tuple(int(d) for d in shape)
     if isinstance(layout, MemoryDesc):
         if layout.shape != shape:
-            raise LightNetError(f"oneDNN: a layout of shape {list(layout.shape)} given for a "
+            raise ValueError(f"oneDNN: a layout of shape {list(layout.shape)} given for a "
                                 f"tensor of shape {list(shape)}")
         return layout
     if layout == "plain":
         return plain_desc(shape, dtype)
     if layout == "any":
         if not chooses:
-            raise LightNetError(f"oneDNN {what}: cannot choose its source's layout (give "
+            raise ValueError(f"oneDNN {what}: cannot choose its source's layout (give "
                                 "the producer's)")
         return MemoryDesc.with_tag(shape, dtype, capi.dnnl_format_tag_any)
     if layout == "channels_last":
         layout = "acdb"
     if layout in TAGS_4D and len(shape) == 4:
         return MemoryDesc.with_tag(shape, dtype, TAGS_4D[layout])
-    raise LightNetError(f"oneDNN: unknown layout {layout!r} for a {len(shape)}-D tensor "
+    raise ValueError(f"oneDNN: unknown layout {layout!r} for a {len(shape)}-D tensor "
                         f"(expected plain, any, channels_last, {', '.join(TAGS_4D)} "
                         "(4-D) or a MemoryDesc)")
 
@@ -190,7 +191,7 @@ class Kernel:
         for name, arg in args.items():
             desc = pd.arg_desc(arg)
             if desc is None:
-                raise LightNetError(f"oneDNN: {what} takes no argument {name}")
+                raise ValueError(f"oneDNN: {what} takes no argument {name}")
             self.descs[name] = desc
         for name, (arg, desc) in (extra or {}).items():
             self.args[name] = arg
@@ -215,7 +216,7 @@ class Kernel:
         nbytes(name) bytes, C-contiguous) and `scratchpad` (at least `scratchpad` bytes)."""
         missing = [n for n in self.args if n not in buffers]
         if missing:
-            raise LightNetError(f"oneDNN {self.what}: no buffer for {missing}")
+            raise ValueError(f"oneDNN {self.what}: no buffer for {missing}")
         memories = {}
         for name, arg in self.args.items():
             memories[arg] = capi.Memory(self.descs[name],
@@ -223,7 +224,7 @@ class Kernel:
                                                  f"{self.what} {name}"), buffers[name])
         if self.scratchpad:
             if scratchpad is None:
-                raise LightNetError(f"oneDNN {self.what}: needs a scratchpad of "
+                raise ValueError(f"oneDNN {self.what}: needs a scratchpad of "
                                     f"{self.scratchpad} bytes")
             memories[capi.DNNL_ARG_SCRATCHPAD] = capi.Memory(
                 self.scratchpad_desc, _address(scratchpad, self.scratchpad,
@@ -235,7 +236,7 @@ class Kernel:
         primitive's layout: done once, at load."""
         data = np.ascontiguousarray(data)
         if data.nbytes != self.plain[name].nbytes:
-            raise LightNetError(f"oneDNN {self.what}: {name} has {data.nbytes} bytes, "
+            raise ValueError(f"oneDNN {self.what}: {name} has {data.nbytes} bytes, "
                                 f"expected {self.plain[name].nbytes}")
         reorder(self.plain[name], self.descs[name]).bind({"src": data, "dst": buffer})()
 
@@ -246,9 +247,9 @@ class Kernel:
 
 def _address(buffer: np.ndarray, nbytes: int, what: str) -> int:
     if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
-        raise LightNetError(f"oneDNN {what}: the buffer must be a C-contiguous numpy array")
+        raise ValueError(f"oneDNN {what}: the buffer must be a C-contiguous numpy array")
     if buffer.nbytes < nbytes:
-        raise LightNetError(f"oneDNN {what}: the buffer has {buffer.nbytes} bytes, "
+        raise ValueError(f"oneDNN {what}: the buffer has {buffer.nbytes} bytes, "
                             f"the primitive needs {nbytes}")
     return buffer.__array_interface__["data"][0]
 
@@ -256,13 +257,8 @@ def _address(buffer: np.ndarray, nbytes: int, what: str) -> int:
 def _pair(values, what: str) -> tuple[int, int]:
     values = tuple(int(v) for v in values)
     if len(values) != 2:
-        raise LightNetError(f"oneDNN: {what} must have 2 entries, found {list(values)}")
+        raise ValueError(f"oneDNN: {what} must have 2 entries, found {list(values)}")
     return values
-
-
-def _no_post_ops(post_ops, what):
-    if post_ops:
-        raise LightNetError(f"oneDNN {what}: takes no post-ops")
 
 
 def _weights_plain(weight_shape, group, dtype, transposed: bool) -> tuple[tuple, MemoryDesc]:
@@ -325,7 +321,7 @@ def conv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 1)
     n, c, h, w = src_shape
     o, cg, kh, kw = weight_shape
     if c != cg * group or o % group:
-        raise LightNetError(f"oneDNN conv2d: {c} input and {o} output channels do not "
+        raise ValueError(f"oneDNN conv2d: {c} input and {o} output channels do not "
                             f"split into {group} groups of weight {list(weight_shape)}")
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
     oh, ow = conv2d_output_hw((h, w), (kh, kw), stride, padding, dilation)
@@ -342,7 +338,7 @@ def deconv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 
     n, c, h, w = src_shape
     wc, og, kh, kw = weight_shape
     if wc != c or c % group:
-        raise LightNetError(f"oneDNN deconv2d: weight {list(weight_shape)} does not fit "
+        raise ValueError(f"oneDNN deconv2d: weight {list(weight_shape)} does not fit "
                             f"{c} input channels in {group} groups")
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
     output_padding = _pair(output_padding, "output padding")
@@ -377,7 +373,7 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
     a_log, a_plain = operand(a_shape, trans_a)
     b_log, b_plain = operand(b_shape, trans_b)
     if a_log[-1] != b_log[-2]:
-        raise LightNetError(f"oneDNN matmul: A {list(a_shape)} and B {list(b_shape)} do not "
+        raise ValueError(f"oneDNN matmul: A {list(a_shape)} and B {list(b_shape)} do not "
                             "multiply")
     batch = broadcast_shape(a_log[:-2], b_log[:-2])
     dst_shape = tuple(batch) + (a_log[-2], b_log[-1])
@@ -389,7 +385,7 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
     if bias_shape is not None:
         bias_shape = (1,) * (len(dst_shape) - len(bias_shape)) + tuple(bias_shape)
         if broadcast_shape(dst_shape, bias_shape) != dst_shape:
-            raise LightNetError(f"oneDNN matmul: bias {list(bias_shape)} does not broadcast "
+            raise ValueError(f"oneDNN matmul: bias {list(bias_shape)} does not broadcast "
                                 f"to {list(dst_shape)}")
         bias_d = plain_desc(bias_shape, dtype)
         args["bias"] = capi.DNNL_ARG_BIAS
@@ -423,7 +419,7 @@ def pool2d(src_shape, *, kind: str, size, stride, padding=(0, 0, 0, 0), dilation
         alg = (capi.dnnl_pooling_avg_include_padding if count_include_pad
                else capi.dnnl_pooling_avg_exclude_padding)
     else:
-        raise LightNetError(f"oneDNN pool2d: kind must be max or avg, found {kind!r}")
+        raise ValueError(f"oneDNN pool2d: kind must be max or avg, found {kind!r}")
     if min(ends) < 0:
         ends = tuple(max(e, 0) for e in ends)  # windows never reach the explicit end padding
     dst_shape = (n, c, oh, ow)
@@ -553,7 +549,7 @@ def resample(src_shape, dst_shape, mode: str, *, dtype: str = "float32", src="pl
     elif mode == "nearest":
         alg = capi.dnnl_resampling_nearest
     else:
-        raise LightNetError(f"oneDNN resample: mode must be linear or nearest, found {mode!r}")
+        raise ValueError(f"oneDNN resample: mode must be linear or nearest, found {mode!r}")
     # No factors: oneDNN derives them from the shapes.
     return _unary("resample", "dnnl_resampling_forward_primitive_desc_create", src_shape, dtype,
                   src, dst, (alg, None), dst_shape=dst_shape)
