@@ -278,6 +278,9 @@ class Context:
         for name, entry in self.tensors.items():
             if entry.from_file:
                 arrays[name] = self.weights[name]
+            elif entry.layout is not None:  # its bytes, for the library that lays them out
+                arrays[name] = self.arenas[entry.mtype][entry.offset : entry.offset
+                                                        + entry.stored_nbytes]
             elif entry.owner is None or entry.owner_offset is not None:
                 raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
                 arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
