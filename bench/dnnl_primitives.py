@@ -263,6 +263,10 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=7, help="timed blocks per engine")
     p.add_argument("--runs", type=int, default=5, help="back-to-back runs per block")
     p.add_argument("--pause", type=float, default=0.5, help="seconds between blocks")
+    p.add_argument("--ort-spinning", choices=("0", "1"), default="1",
+                   help="ONNX Runtime's session.intra_op.allow_spinning (default 1, its own "
+                        "default; oneDNN's GNU OpenMP threads wait passively unless "
+                        "OMP_WAIT_POLICY says otherwise)")
     args = p.parse_args()
     reason = capi.unavailable_reason()
     if reason:
@@ -273,7 +277,8 @@ def main() -> None:
     lib.set_threads(args.threads)
     print(f"oneDNN {lib.version} ({lib.cpu_isa}), ONNX Runtime {ort.__version__}, "
           f"{args.threads} threads, {os.cpu_count()} cores; {args.blocks} blocks of "
-          f"{args.runs} runs per engine")
+          f"{args.runs} runs per engine; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+          f"ORT spinning {args.ort_spinning}; load average {os.getloadavg()[0]:.1f}")
     print(f"per-execute overhead (1 thread, tiny eltwise): {execute_overhead():.2f} us")
     rows = []
     for name in args.models.split(","):
@@ -285,6 +290,7 @@ def main() -> None:
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.add_session_config_entry("session.intra_op.allow_spinning", args.ort_spinning)
         sess = ort.InferenceSession(model.SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
         feeds = {sess.get_inputs()[0].name: x}

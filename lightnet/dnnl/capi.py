@@ -343,10 +343,22 @@ def _loaded_gomp():
     return gomp
 
 
+# GNU OpenMP's threads spin between parallel regions by default; on a machine other
+# jobs share, a spinning or descheduled thread stalls every barrier (MobileNet v2 at
+# 2 threads ran 20-30x slower than with the passive policy, docs/performance.md).
+# So unless the environment chooses, oneDNN's libgomp starts with the passive one.
+WAIT_POLICY = "PASSIVE"
+
+
 @functools.cache
 def _load() -> Library | Unavailable:
     try:
-        return Library(_library_path())
+        path = _library_path()
+        try:  # libgomp reads its environment once, when it is loaded
+            ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+        except OSError:
+            os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+        return Library(path)
     except Unavailable as e:
         return e
 
