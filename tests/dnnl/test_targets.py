@@ -119,3 +119,19 @@ def test_threads_set_onednn_while_running_and_put_them_back():
     ctx._runs = (lambda: seen.append(lib.threads()),)
     ctx.run()
     assert seen == [1] and lib.threads() == before
+
+
+@NEEDS_ONEDNN
+@pytest.mark.parametrize("environment,policy", [(None, "PASSIVE"), ("active", "active")])
+def test_onednn_threads_wait_passively_unless_the_environment_says(environment, policy):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if environment is not None:
+        env["OMP_WAIT_POLICY"] = environment
+    result = subprocess.run(
+        [sys.executable, "-c", "import os; from lightnet.dnnl import capi; capi.library(); "
+                               "print(os.environ['OMP_WAIT_POLICY'])"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == policy
