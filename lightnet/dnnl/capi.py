@@ -60,18 +60,12 @@ dnnl_cpu = 1
 dnnl_stream_default_flags = 1
 
 # dnnl_format_kind_t
-dnnl_format_kind_undef = 0
 dnnl_format_kind_any = 1
 dnnl_blocked = 2
 
-# dnnl_format_tag_t: plain tags (letters are dimensions, outermost first)
-dnnl_format_tag_undef = 0
+# dnnl_format_tag_t (letters are dimensions, outermost first; a block size and a
+# letter: that dimension's innermost block)
 dnnl_format_tag_any = 1
-dnnl_a = 2
-dnnl_ab = 3
-dnnl_abc = 4
-dnnl_abcd = 5
-dnnl_abcde = 6
 dnnl_acdb = 22
 dnnl_aBcd16b = 78
 dnnl_aBcd8b = 102
@@ -172,12 +166,10 @@ def DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx: int) -> int:
     return DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE * (idx + 1)
 
 
-STATUS_NAMES = {v: k for k, v in globals().items()
-                if k.startswith("dnnl_") and isinstance(v, int) and k in {
-                    "dnnl_success", "dnnl_out_of_memory", "dnnl_invalid_arguments",
-                    "dnnl_unimplemented", "dnnl_last_impl_reached", "dnnl_runtime_error",
-                    "dnnl_not_required", "dnnl_invalid_graph", "dnnl_invalid_graph_op",
-                    "dnnl_invalid_shape", "dnnl_invalid_data_type"}}
+STATUS_NAMES = {value: name for name, value in globals().copy().items() if name in (
+    "dnnl_success", "dnnl_out_of_memory", "dnnl_invalid_arguments", "dnnl_unimplemented",
+    "dnnl_last_impl_reached", "dnnl_runtime_error", "dnnl_not_required", "dnnl_invalid_graph",
+    "dnnl_invalid_graph_op", "dnnl_invalid_shape", "dnnl_invalid_data_type")}
 CPU_ISA_NAMES = {v: k[len("dnnl_cpu_isa_"):] for k, v in globals().items()
                  if k.startswith("dnnl_cpu_isa_")}
 DATA_TYPES = {"float32": dnnl_f32, "float16": dnnl_f16, "bfloat16": dnnl_bf16,
@@ -206,9 +198,7 @@ FUNCTIONS = {
     "dnnl_version": (POINTER(dnnl_version_t), []),
     "dnnl_get_effective_cpu_isa": (c_int, []),
     "dnnl_engine_create": (c_int, [_OUT, c_int, c_size_t]),
-    "dnnl_engine_destroy": (c_int, [_H]),
     "dnnl_stream_create": (c_int, [_OUT, _H, c_uint]),
-    "dnnl_stream_destroy": (c_int, [_H]),
     "dnnl_memory_desc_create_with_tag": (c_int, [_OUT, c_int, _DIMS, c_int, c_int]),
     "dnnl_memory_desc_create_with_strides": (c_int, [_OUT, c_int, _DIMS, c_int, _DIMS]),
     "dnnl_memory_desc_clone": (c_int, [_OUT, _H]),
@@ -320,8 +310,9 @@ class Library:
         self._gomp = _loaded_gomp()
 
     def set_threads(self, n: int) -> int:
-        """oneDNN's threads (GNU OpenMP's, for threads that start parallel regions from
-        now on); returns the previous count."""
+        """oneDNN's threads from now on (GNU OpenMP's count is the calling Python
+        thread's: set it in the thread that runs the primitives); returns the previous
+        count."""
         previous = self._gomp.omp_get_max_threads()
         self._gomp.omp_set_num_threads(n)
         return previous
@@ -345,7 +336,7 @@ def _loaded_gomp():
 
 # GNU OpenMP's threads spin between parallel regions by default; on a machine other
 # jobs share, a spinning or descheduled thread stalls every barrier (MobileNet v2 at
-# 2 threads ran 20-30x slower than with the passive policy, docs/performance.md).
+# 2 threads ran 10-50x slower than with the passive policy, docs/performance.md).
 # So unless the environment chooses, oneDNN's libgomp starts with the passive one.
 WAIT_POLICY = "PASSIVE"
 

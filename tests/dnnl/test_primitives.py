@@ -292,6 +292,8 @@ def test_reorder_round_trip_and_blocked_sizes():
     k = P.conv2d(x.shape, (20, 17, 3, 3), bias=False, padding=(1, 1, 1, 1))
     src = k.descs["src"]
     assert src.format != "any" and src.shape == x.shape
+    assert k.plain["src"] == P.plain_desc(x.shape)  # equal descriptors: no reorder needed
+    assert (src == k.plain["src"]) == (src.format == "abcd")
     assert src.nbytes >= x.nbytes  # blocked layouts pad the channels
     blocked = np.zeros(src.nbytes, np.uint8)
     P.reorder(P.plain_desc(x.shape), src).bind({"src": x, "dst": blocked})()
