@@ -31,7 +31,7 @@ def declared(prefix):
 def test_every_enum_value(text):
     enums = cheaders.enums(text)
     values = declared("dnnl_")
-    assert len(values) > 90
+    assert len(values) > 80  # the scan found the declarations
     wrong = {k: (v, enums.get(k)) for k, v in values.items() if enums.get(k) != v}
     assert not wrong, f"declared vs header: {wrong}"
 
