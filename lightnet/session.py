@@ -29,10 +29,11 @@ class Session:
     dtype (the declared ones, converted, or the tensor's own), runs the model
     and returns a copy of every output by name, as declared. `memory_limit` and
     `threads` are the Context's: bytes (or `512M`), None for the machine's
-    available memory; BLAS threads while running, None to leave them be.
+    available memory; BLAS and oneDNN threads while running, None to leave them
+    be. `target`: auto (the default), dnnl or cpu (see lightnet.targets).
     """
 
-    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None,
+    def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
                  threads=None):
         self.ctx = Context(memory_limit=memory_limit, threads=threads)
         weights = model_file.init(self.ctx, model, datafile)  # an ONNX model brings its own

@@ -661,6 +661,19 @@ def infer_error(tmp):
     return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
 
 
+def onednn_refuses():
+    """A convolution whose weights do not fit its source, created through oneDNN."""
+    from lightnet.dnnl import capi
+
+    if capi.unavailable_reason():
+        pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
+    from lightnet.dnnl import primitives
+
+    return message(primitives._conv, "conv2d", "dnnl_convolution_forward_primitive_desc_create",
+                   (1, 3, 5, 5), (4, 2, 3, 3), (1, 4, 3, 3), False, 1, (1, 1), (0, 0, 0, 0),
+                   (1, 1), "float32", "plain", "plain", (), transposed=False)
+
+
 def message_of(fn):
     """The message of whatever exception `fn` raises (the generator's own types)."""
     with pytest.raises(Exception) as e:
@@ -716,6 +729,8 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
+    "compile.dnnl": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+                                                 c.compile("dnnl"))),
     "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
@@ -753,6 +768,7 @@ TRIGGERS = {
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
     "run.kernel": kernel_run_error,
+    "run.onednn": lambda tmp: onednn_refuses(),
     "run.threads-value": lambda tmp: message(Context, threads=0),
     "run.threads-blas": threads_of_another_blas,
     # API
