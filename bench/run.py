@@ -1,16 +1,20 @@
 """LightNet vs ONNX Runtime on 224x224 float32 CNNs (not part of the unit tests).
 
     python bench/run.py                         # every model, then the dispatch table
-    python bench/run.py --models resnet50,vgg11 --repeat 5
+    python bench/run.py --target dnnl           # dnnl, cpu or both (the default)
+    python bench/run.py --models resnet50,vgg11 --blocks 3
     python bench/run.py --profile mobilenetv2   # where LightNet's time goes, by optype
     python bench/run.py --threads 1
     python bench/run.py --quiet-wait 120        # on a shared machine: wait for quiet
 
 Each model is built once as an ONNX graph with seeded random weights (bench/models.py);
-ONNX Runtime runs it directly, LightNet through its ONNX importer. Each engine runs in
-its own process (bench/worker.py), which measures the memory the engine takes; the
-timed runs alternate between the two processes (one run each, --repeat rounds, medians
-reported), so both see the same machine. Both engines' outputs must agree to 1e-3
+ONNX Runtime runs it directly, LightNet through its ONNX importer, compiled for each
+--target (dnnl, cpu, or both in the same run). Each engine runs in its own process
+(bench/worker.py), which measures the memory the engine takes; the timed runs come in
+blocks of --runs back-to-back runs, the engines taking turns block by block with a
+--pause between blocks (so that one engine's spinning threads do not slow the next),
+--blocks rounds; each engine's median block (ms per run) is reported, so all see the
+same machine. Every engine's output must agree with ONNX Runtime's to 1e-3
 (max |ours - ort| / max |ort|) or the row says FAIL (and the exit status is 1).
 
 BLAS threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
@@ -38,8 +42,15 @@ def _args(argv=None):
     p.add_argument("--models", default=None,
                    help="comma-separated subset of: vgg11, resnet50, squeezenet1.1, "
                         "mobilenetv2, shufflenet (default: all)")
-    p.add_argument("--repeat", type=int, default=20,
-                   help="timed runs per engine and model; the median is reported (default 20)")
+    p.add_argument("--target", choices=("dnnl", "cpu", "both"), default="both",
+                   help="LightNet's target(s), each timed against ONNX Runtime (default both)")
+    p.add_argument("--blocks", type=int, default=7,
+                   help="timed blocks per engine and model; the median block is reported "
+                        "(default 7)")
+    p.add_argument("--runs", type=int, default=3,
+                   help="back-to-back runs per block (default 3)")
+    p.add_argument("--pause", type=float, default=0.3, metavar="SECONDS",
+                   help="pause between two blocks (default 0.3)")
     p.add_argument("--profile", metavar="MODEL", default=None,
                    help="print where LightNet's time goes on MODEL, by optype, and exit")
     p.add_argument("--quiet-wait", type=float, default=0, metavar="SECONDS",
@@ -58,6 +69,9 @@ def _args(argv=None):
 ARGS = _args()
 if ARGS.threads < 1:
     sys.exit("run.py: --threads must be >= 1")
+if ARGS.blocks < 1 or ARGS.runs < 1 or ARGS.pause < 0:
+    sys.exit("run.py: --blocks and --runs must be >= 1, --pause >= 0")
+TARGETS = ("dnnl", "cpu") if ARGS.target == "both" else (ARGS.target,)
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
     os.environ[_var] = str(ARGS.threads)
 if ARGS.openblas_coretype:
@@ -202,6 +216,7 @@ class Worker:
     """An engine in its own process (bench/worker.py), set up and waiting for commands."""
 
     def __init__(self, engine: str, d: str):
+        """`engine`: ort, or ours:TARGET."""
         cmd = [sys.executable, os.path.join(HERE, "worker.py"), engine, d, str(ARGS.threads)]
         self.engine = engine
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -229,38 +244,30 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
-# After its runs, an engine's helper threads spin for a while (OpenBLAS: about 2**28
-# cycles; ONNX Runtime's pool spins too). On 2 cores that would slow the other engine,
-# so the interleaved measurement waits this long whenever it switches engines.
-SWITCH_PAUSE = 0.15
-
-
-def measure(d: str) -> tuple[dict, dict]:
-    """Set both engines up (one at a time, each measuring its own memory), then time
-    them in alternation: warm-up runs, then --repeat rounds of one run each."""
-    ours = Worker("ours", d)
+def measure(d: str) -> dict[str, dict]:
+    """Set the engines up (one at a time, each measuring its own memory: LightNet for
+    each target, then ONNX Runtime), then time them in turns: a warm-up block each,
+    then --blocks rounds of one block of --runs runs each, --pause between blocks.
+    Returns each engine's info with its block times (seconds per run) and median."""
+    engines = [f"ours:{t}" for t in TARGETS] + ["ort"]
+    workers = []
     try:
-        ort = Worker("ort", d)
-        try:
-            times = {"ours": [], "ort": []}
-            for w in (ours, ort):
-                w.ask("run 2")
-                time.sleep(SWITCH_PAUSE)
-            for _ in range(ARGS.repeat):
-                for w in (ours, ort):
-                    times[w.engine] += w.ask("run 1")
-                    time.sleep(SWITCH_PAUSE)
-            ours.ask("save")
-            ort.ask("save")
-        finally:
-            ort.close()
+        for engine in engines:
+            workers.append(Worker(engine, d))
+        blocks = {w.engine: [] for w in workers}
+        for round_ in range(ARGS.blocks + 1):
+            for w in workers:
+                times = w.ask(f"run {ARGS.runs}")
+                if round_:  # the first round warms up
+                    blocks[w.engine].append(sum(times) / len(times))
+                time.sleep(ARGS.pause)
+        for w in workers:
+            w.ask("save")
     finally:
-        ours.close()
-    results = []
-    for w in (ours, ort):
-        results.append({**w.info, "times": times[w.engine],
-                        "latency": float(np.median(times[w.engine]))})
-    return results[0], results[1]
+        for w in workers:
+            w.close()
+    return {w.engine: {**w.info, "times": blocks[w.engine],
+                       "latency": float(np.median(blocks[w.engine]))} for w in workers}
 
 
 def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
@@ -280,52 +287,67 @@ def bench_models(names) -> list[dict]:
             if ARGS.quiet_wait > 0:
                 wait_quiet(ARGS.quiet_wait)
             share = CpuShare()
-            ours, ort = measure(d)
+            results = measure(d)
             floor = gemm_floor(products)
             others = share.stop()
-            err = rel_error(np.load(os.path.join(d, "out_ours.npy")),
-                            np.load(os.path.join(d, "out_ort.npy")))
-        row = {"model": name, "gflops": models.gflops(products), "ours": ours, "ort": ort, "err": err, "floor": floor,
-               "ok": err <= 1e-3, "wall": time.perf_counter() - t, "others": others}
+            ref = np.load(os.path.join(d, "out_ort.npy"))
+            errs = {tg: rel_error(np.load(os.path.join(d, f"out_ours-{tg}.npy")), ref)
+                    for tg in TARGETS}
+        row = {"model": name, "gflops": models.gflops(products), "ort": results["ort"],
+               "ours": {tg: results[f"ours:{tg}"] for tg in TARGETS}, "err": errs,
+               "floor": floor, "ok": all(e <= 1e-3 for e in errs.values()),
+               "wall": time.perf_counter() - t, "others": others}
         rows.append(row)
-        print(f"  {name}: ours {ours['latency'] * 1e3:.1f} ms, ort {ort['latency'] * 1e3:.1f} ms,"
-              f" err {err:.1e} ({row['wall']:.0f} s)", file=sys.stderr, flush=True)
+        mine = ", ".join(f"{tg} {row['ours'][tg]['latency'] * 1e3:.1f} ms (err {errs[tg]:.1e})"
+                         for tg in TARGETS)
+        print(f"  {name}: {mine}, ort {row['ort']['latency'] * 1e3:.1f} ms "
+              f"({row['wall']:.0f} s)", file=sys.stderr, flush=True)
     return rows
 
 
 def print_model_table(rows, gemm: float, gemm_end: float) -> None:
-    head = ("model", "GFLOP", "ours ms", "ORT ms", "ratio", "GEMM ms", "GEMM / ORT",
-            "ours GF/s", "ORT GF/s",
-            "arena MB", "+ws MB", "ours peak MB", "ORT peak MB", "rel err", "check",
-            "others' CPU")
+    head = ["model", "GFLOP", "ORT ms"]
+    for tg in TARGETS:
+        head += [f"{tg} ms", f"{tg} / ORT"]
+    head += ["ORT GF/s", *(f"{tg} GF/s" for tg in TARGETS), "GEMM ms"]
+    head += [*(f"{tg} arena MB" for tg in TARGETS), *(f"{tg} +ws MB" for tg in TARGETS),
+             *(f"{tg} peak MB" for tg in TARGETS), "ORT peak MB",
+             *(f"{tg} rel err" for tg in TARGETS), "check", "others' CPU"]
     table = []
     for r in rows:
-        o, t = r["ours"], r["ort"]
-        table.append((
-            r["model"], f"{r['gflops']:.2f}", f"{o['latency'] * 1e3:.1f}",
-            f"{t['latency'] * 1e3:.1f}", f"{o['latency'] / t['latency']:.2f}",
-            f"{r['floor'] * 1e3:.1f}", f"{r['floor'] / t['latency']:.2f}",
-            f"{r['gflops'] / o['latency']:.1f}", f"{r['gflops'] / t['latency']:.1f}",
-            f"{o['arena'] / MB:.1f}", f"{o['outside_arena'] / MB:.1f}",
-            f"{o['peak_growth'] / MB:.1f}", f"{t['peak_growth'] / MB:.1f}",
-            f"{r['err']:.1e}", "ok" if r["ok"] else "FAIL",
-            "?" if r["others"] is None else f"{100 * r['others']:.0f}%"))
+        t = r["ort"]
+        cells = [r["model"], f"{r['gflops']:.2f}", f"{t['latency'] * 1e3:.1f}"]
+        for tg in TARGETS:
+            o = r["ours"][tg]
+            cells += [f"{o['latency'] * 1e3:.1f}", f"{o['latency'] / t['latency']:.2f}"]
+        cells += [f"{r['gflops'] / t['latency']:.1f}",
+                  *(f"{r['gflops'] / r['ours'][tg]['latency']:.1f}" for tg in TARGETS),
+                  f"{r['floor'] * 1e3:.1f}"]
+        cells += [*(f"{r['ours'][tg]['arena'] / MB:.1f}" for tg in TARGETS),
+                  *(f"{r['ours'][tg]['outside_arena'] / MB:.1f}" for tg in TARGETS),
+                  *(f"{r['ours'][tg]['peak_growth'] / MB:.1f}" for tg in TARGETS),
+                  f"{t['peak_growth'] / MB:.1f}",
+                  *(f"{r['err'][tg]:.1e}" for tg in TARGETS), "ok" if r["ok"] else "FAIL",
+                  "?" if r["others"] is None else f"{100 * r['others']:.0f}%"]
+        table.append(cells)
     _print_table(head, table)
-    ratios = [r["ours"]["latency"] / r["ort"]["latency"] for r in rows]
-    if ratios:
-        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        print(f"\ngeometric mean latency ratio (ours / ORT): {geo:.2f}; "
-              f"worst: {max(ratios):.2f}")
+    for tg in TARGETS:
+        ratios = [r["ours"][tg]["latency"] / r["ort"]["latency"] for r in rows]
+        if ratios:
+            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            print(f"\n{tg}: geometric mean latency ratio ({tg} / ORT): {geo:.2f}; "
+                  f"worst: {max(ratios):.2f}", end="")
+    print()
     print(f"float32 GEMM rate (numpy matmul 1024x1024, {ARGS.threads} threads): {gemm:.1f} "
           f"GFLOP/s before the models, {gemm_end:.1f} after (a drop means the machine slowed)")
-    print("GEMM ms: the model's convolutions and matmuls as bare numpy matmul calls (weights"
-          " times im2col columns, depthwise as matrix-vector products), back to back on warm"
-          " operands: the floor for LightNet's latency with this BLAS; GEMM / ORT is the"
-          " ratio it bounds from below.")
-    print("arena MB: LightNet's planned arena (activations) plus its weights (compiled with"
-          " them, so batchnorms are folded; scratch is planned in the arena); +ws MB: arrays its"
-          " ops keep besides those (padded copies, lrelu/softmax/resampling buffers and"
-          " tables); peak MB: growth"
+    print("ms: the median of each engine's blocks of back-to-back runs. GEMM ms: the model's"
+          " convolutions and matmuls as bare numpy matmul calls (weights times im2col columns,"
+          " depthwise as matrix-vector products), back to back on warm operands: the floor"
+          " for the cpu target's latency with this BLAS.")
+    print("arena MB: LightNet's planned arena (activations, scratch and, on dnnl, the weights"
+          " reordered into oneDNN's layouts) plus its weights (compiled with them, so"
+          " batchnorms are folded); +ws MB: arrays its ops keep besides those (padded copies,"
+          " lrelu/softmax/resampling buffers and tables); peak MB: growth"
           " of the process's peak RSS over creating the model and running it once; others'"
           " CPU: share of all cores that other processes used while the row was measured.")
 
@@ -343,7 +365,7 @@ def _print_table(head, rows) -> None:
 
 
 def bench_dispatch(n: int) -> None:
-    """Per-op cost of a chain of n relu ops on a [1, 16] tensor."""
+    """Per-op cost of a chain of n relu ops on a [1, 16] tensor, for each target."""
     import onnxruntime as ort
 
     import lightnet
@@ -351,17 +373,7 @@ def bench_dispatch(n: int) -> None:
 
     model = models.relu_chain(n)
     ir, _ = convert(model)
-    ctx = lightnet.Context()
-    ctx.init(ir)
-    ctx.compile("cpu")
-    ctx.load()
     x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
-    (name,) = ctx.inputs
-
-    def ours():
-        ctx.set_data(name, x)
-        ctx.run()
-
     so = ort.SessionOptions()
     so.intra_op_num_threads = ARGS.threads
     so.inter_op_num_threads = 1
@@ -372,11 +384,6 @@ def bench_dispatch(n: int) -> None:
     def theirs():
         sess.run(None, feed)
 
-    ours()
-    theirs()
-    if not np.allclose(ctx.get_data(ctx.outputs[0]), sess.run(None, feed)[0]):
-        print("dispatch chain: outputs differ: FAIL")
-
     def per_op(fn, reps=200):
         times = []
         for _ in range(reps):
@@ -385,11 +392,27 @@ def bench_dispatch(n: int) -> None:
             times.append(time.perf_counter() - t)
         return float(np.median(times)) / n * 1e6
 
-    us_ours, us_ort = per_op(ours), per_op(theirs)
-    print(f"\ndispatch: a chain of {n} relu ops on a float32 [1, 16] tensor "
-          f"(LightNet runs {len(ctx._runs)} ops), median of 200 runs")
-    _print_table(("engine", "us / op"), [("LightNet", f"{us_ours:.2f}"),
-                                        ("ONNX Runtime", f"{us_ort:.2f}")])
+    theirs()
+    rows = []
+    for target in TARGETS:
+        ctx = lightnet.Context(threads=ARGS.threads)
+        ctx.init(ir)
+        ctx.compile(target)
+        ctx.load()
+        (name,) = ctx.inputs
+
+        def ours():
+            ctx.set_data(name, x)
+            ctx.run()
+
+        ours()
+        if not np.allclose(ctx.get_data(ctx.outputs[0]), sess.run(None, feed)[0]):
+            print(f"dispatch chain ({target}): outputs differ: FAIL")
+        rows.append((f"LightNet {target} ({len(ctx._runs)} ops)", f"{per_op(ours):.2f}"))
+    rows.append(("ONNX Runtime", f"{per_op(theirs):.2f}"))
+    print(f"\ndispatch: a chain of {n} relu ops on a float32 [1, 16] tensor, median of 200 "
+          "runs")
+    _print_table(("engine", "us / op"), rows)
 
 
 def profile(name: str) -> None:
@@ -402,15 +425,15 @@ def profile(name: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "w.npz")
         save_weights(path, weights)
-        ctx = lightnet.Context()
+        ctx = lightnet.Context(threads=ARGS.threads)
         ctx.init(ir)
-        ctx.compile("cpu")
-        ctx.load(path)
+        ctx.compile(TARGETS[0], weights=path)
+        ctx.load()
     x = np.random.default_rng(SEED + 1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     ctx.set_data(ctx.inputs[0], x)
     ctx.run()
     ctx.run()
-    repeat = max(ARGS.repeat, 1)
+    repeat = ARGS.blocks * ARGS.runs
     t = time.perf_counter()
     for _ in range(repeat):
         ctx.run()
@@ -429,7 +452,7 @@ def profile(name: str) -> None:
             by_kind.setdefault(kind, [0, 0.0])
             by_kind[kind][0] += 1
             by_kind[kind][1] += s
-    print(f"{name}: {len(prof)} ops, {wall * 1e3:.1f} ms per run (profiled sum "
+    print(f"{name} on {TARGETS[0]}: {len(prof)} ops, {wall * 1e3:.1f} ms per run (profiled sum "
           f"{total * 1e3:.1f} ms), {repeat} runs; {blas.describe()}\n")
     rows = [(k, n, f"{s * 1e3:.2f}", f"{100 * s / total:.1f}", f"{s / n * 1e6:.0f}")
             for k, (n, s) in sorted(by_type.items(), key=lambda kv: -kv[1][1])]
@@ -481,13 +504,21 @@ def main() -> None:
           f"{platform.python_version()}, numpy {np.__version__}, onnxruntime "
           f"{onnxruntime.__version__}")
     print(blas.describe())
+    if "dnnl" in TARGETS:
+        from lightnet import targets
+
+        print(next(line for line in targets.describe() if line.startswith("dnnl:")))
     print(f"OPENBLAS_CORETYPE: {os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
     print(f"threads: --threads {ARGS.threads} (OMP/OPENBLAS/MKL_NUM_THREADS="
-          f"{os.environ['OPENBLAS_NUM_THREADS']}; ORT intra_op_num_threads={ARGS.threads}); "
-          f"median of {ARGS.repeat} runs\n")
+          f"{os.environ['OPENBLAS_NUM_THREADS']}; ORT intra_op_num_threads={ARGS.threads}, "
+          f"oneDNN's OpenMP threads {ARGS.threads}); targets {', '.join(TARGETS)}; median of "
+          f"{ARGS.blocks} blocks of {ARGS.runs} runs, {ARGS.pause} s apart\n")
     rows = bench_models(names)
+    kernels = {r["model"]: r["ours"]["dnnl"].get("kernels") for r in rows if "dnnl" in r["ours"]}
     gemm_end = gemm_rate()
     print_model_table(rows, gemm, gemm_end)
+    for model, line in kernels.items():
+        print(f"{model}: {line}")
     if not ARGS.no_dispatch:
         if ARGS.quiet_wait > 0:
             wait_quiet(ARGS.quiet_wait)

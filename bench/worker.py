@@ -1,7 +1,7 @@
 """One engine on one model, in a fresh process: `bench/run.py` starts it so that the
 memory each engine takes can be measured from the process's own peak RSS.
 
-    python bench/worker.py ENGINE DIR THREADS      (ENGINE: ours | ort)
+    python bench/worker.py ENGINE DIR THREADS      (ENGINE: ours:TARGET | ort)
 
 DIR holds model.onnx, input.npy and, for ours, model.json + model.npz (the ONNX
 importer's output). The worker sets its engine up, prints what that took as one
@@ -80,19 +80,20 @@ def _outside_arena_bytes(ctx) -> int:
 
 
 class Ours:
-    name = "ours"
+    """LightNet compiled for `target` (dnnl, cpu)."""
 
-    def __init__(self, d: str, threads: int):
+    def __init__(self, d: str, threads: int, target: str):
         import lightnet
+        from lightnet.dnnl import ops as dnnl_ops
 
         with open(os.path.join(d, "model.json")) as f:
             ir = json.load(f)
         base = _status("VmRSS")
         _reset_peak()
         t0 = time.perf_counter()
-        ctx = lightnet.Context()
+        ctx = lightnet.Context(threads=threads)
         ctx.init(ir)
-        ctx.compile("cpu", weights=os.path.join(d, "model.npz"))  # as `lightnet -f` does
+        ctx.compile(target, weights=os.path.join(d, "model.npz"))  # as `lightnet -f` does
         ctx.load()
         self.setup = time.perf_counter() - t0
         (self.input,) = ctx.inputs
@@ -107,6 +108,7 @@ class Ours:
             "tensor_total": sum(r.total for r in ctx.mem.values()),
             "outside_arena": _outside_arena_bytes(ctx),
             "ops": len(ctx._runs),
+            "kernels": dnnl_ops.describe_kernels(ctx.ops),
         }
 
     def run(self):
@@ -118,8 +120,6 @@ class Ours:
 
 
 class Ort:
-    name = "ort"
-
     def __init__(self, d: str, threads: int):
         import onnxruntime as ort
 
@@ -160,7 +160,10 @@ def main(argv) -> None:
     engine, d, threads = argv[0], argv[1], int(argv[2])
     import numpy as np
 
-    e = (Ours if engine == "ours" else Ort)(d, threads)
+    if engine == "ort":
+        e = Ort(d, threads)
+    else:
+        e = Ours(d, threads, engine.removeprefix("ours:"))
     print(json.dumps(e.info), flush=True)
     for line in sys.stdin:
         cmd = line.split()
@@ -174,7 +177,7 @@ def main(argv) -> None:
                 times.append(time.perf_counter() - start)
             print(json.dumps(times), flush=True)
         elif cmd[0] == "save":
-            np.save(os.path.join(d, f"out_{engine}.npy"), e.output())
+            np.save(os.path.join(d, f"out_{engine.replace(':', '-')}.npy"), e.output())
             print("{}", flush=True)
 
 

@@ -291,7 +291,9 @@ class Context:
             views = op.proto.views(op, arrays) if op.proto.views is not None else {}
             for arg, name in op.tensors_out.items():
                 entry = self.tensors[name]
-                if entry.owner is not None and entry.owner_offset is None:
+                # A tensor in a layout of its own sharing its owner's memory (a residual
+                # a dnnl op adds in place) is bound as bytes above.
+                if entry.owner is not None and entry.owner_offset is None and entry.layout is None:
                     owner = arrays[entry.owner]
                     view = views[arg] if arg in views else owner.reshape(entry.shape)
                     if not np.shares_memory(view, owner) or view.shape != entry.shape:

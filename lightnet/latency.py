@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from lightnet import blas, model_file, targets
+from lightnet.dnnl import ops as dnnl_ops
 from lightnet.context import Context
 
 
@@ -61,6 +62,8 @@ def bench(args, out) -> None:
         ctx.set_data(entry.name, random_input(entry, rng))
     with blas.threads(args.threads):  # what the runs see
         threads, kernels = blas.info()["threads"], [blas.describe()]
+    if any(op.arch == "dnnl" for op in ctx.ops):
+        kernels.append(dnnl_ops.describe_kernels(ctx.ops))
     print(f"model: {ctx.label}", file=out)
     print(f"target: {targets.resolve(args.target)}", file=out)
     inputs = ", ".join(f"{e.name} {e.describe()}" for e in entries)

@@ -1,4 +1,5 @@
-"""The compile pipeline: expand, combine until stable, then plan memory.
+"""The compile pipeline: expand, combine until stable, lay out dnnl tensors, then plan
+memory.
 
 Expanders and combiners work on the linear op list (a peephole optimizer);
 they may consult the data-flow graph to decide. The context is checked after
@@ -7,6 +8,7 @@ every change.
 
 from __future__ import annotations
 
+from lightnet import layouts
 from lightnet.arch import Arch, get_arch
 from lightnet.errors import LightNetError
 
@@ -124,6 +126,8 @@ def compile(ctx, target: str, combine_ops: bool = True) -> None:
     if combine_ops:
         combine(ctx, arch)
         remove_dead_constants(ctx, outputs_before)
+    if arch.name == layouts.DNNL:
+        layouts.lay_out(ctx)
     for subgraph in arch.subgraphs:
         subgraph(ctx)
     for schedule in arch.schedules:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -98,6 +98,10 @@ class TensorEntry:
     # blocked padding included). None: plain, `nbytes`.
     layout: str | None = None
     storage: int | None = None
+    # The library's descriptor of `layout`, and for a weight the plain layout it is
+    # reordered from (lightnet.dnnl.ops): run-time objects, never in the IR.
+    desc: object = field(default=None, repr=False, compare=False)
+    source: object = field(default=None, repr=False, compare=False)
 
     @property
     def ndim(self) -> int:

@@ -1,0 +1,113 @@
+"""The dnnl layout pass: which tensors live in oneDNN's layouts, and where reorders go.
+
+Run by the compile pipeline for the dnnl target after its expanders and combiners.
+A tensor a dnnl op writes and only dnnl ops read stays in the layout oneDNN picks
+for it (the producer's choice; format `any`). A reorder op is inserted only where a
+tensor crosses a border:
+
+- a dnnl op reading a tensor a non-dnnl op made (a cpu op, a model input): a
+  `reorder_dnnl` (to: dnnl) makes a copy of it whose layout its first dnnl reader
+  chooses; every dnnl reader shares that copy;
+- a dnnl op reading a weight (a static tensor of two or more dims; biases and
+  statistics are read plain): a `weights_dnnl` op reorders it once, at load, into a
+  static tensor of the reader's own layout (planned in the arena, so the memory
+  report and limit count it);
+- a dnnl op's output a non-dnnl op reads, or a model output: the dnnl op writes
+  `<name>_dnnl` and a `reorder_dnnl` (to: plain) makes `<name>` from it.
+
+The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
+the machine's oneDNN's choice, made again whenever the model is checked (an IR
+records which tensors are dnnl's, never their formats or sizes). The data type of a
+dnnl tensor is decided here too (`dnnl_dtype`): a reduced precision is a reorder's.
+"""
+
+from __future__ import annotations
+
+from lightnet.arch import get_proto
+from lightnet.op import Op, unique_name
+from lightnet.param import Param
+
+DNNL = "dnnl"
+REORDER = "reorder_dnnl"
+WEIGHTS = "weights_dnnl"
+
+
+def dnnl_dtype(entry):
+    """The data type a dnnl op holds `entry` in: its own (float32) for now."""
+    return entry.dtype
+
+
+def _is_dnnl(op) -> bool:
+    return op.arch == DNNL and op.optype not in (REORDER, WEIGHTS)
+
+
+def lay_out(ctx) -> None:
+    """Insert the reorders the dnnl ops of `ctx` need at their borders (see the module
+    docstring); the model is checked again, so every dnnl op is created with the
+    layouts its inputs then have."""
+    ops = list(ctx.ops)
+    if not any(_is_dnnl(op) for op in ops):
+        return
+    tensors = ctx.tensors
+    producer = {n: op for op in ops for n in op.tensors_out.values()}
+    readers = {n: [ctx.dfg.ops[r] for r in ctx.dfg.consumers.get(n, [])] for n in tensors}
+    outputs = set(ctx.outputs)
+    tensor_names = set(tensors)
+    op_names = {op.name for op in ops}
+
+    def fresh(base: str) -> str:
+        name = f"{base}_dnnl"
+        if name in tensor_names:
+            name = unique_name(f"{base}_dnnl", tensor_names)
+        tensor_names.add(name)
+        return name
+
+    def new_op(optype: str, src: str, dst: str, **params) -> Op:
+        name = unique_name(optype.removesuffix("_dnnl") + "_", op_names)
+        op_names.add(name)
+        return Op(get_proto(optype), name, {"src": src}, {"dst": dst},
+                  {k: Param.from_value(k, v) for k, v in params.items()})
+
+    result: list[Op] = []
+    ins: list[tuple[Op, str, str]] = []  # (op, input arg, new tensor)
+    outs: list[tuple[Op, str, str]] = []  # (op, output arg, new tensor)
+    copies: dict[str, str] = {}  # a plain activation -> its dnnl copy
+    for op in ops:
+        if _is_dnnl(op):
+            for arg, name in op.tensors_in.items():
+                made_by = producer.get(name)
+                if made_by is not None and _is_dnnl(made_by):
+                    continue
+                entry = tensors[name]
+                if entry.static:
+                    if entry.ndim < 2:
+                        continue
+                    # One per reader: each reads the weight in the layout it chose.
+                    new = fresh(name)
+                    result.append(new_op(WEIGHTS, name, new))
+                    ins.append((op, arg, new))
+                else:
+                    if name not in copies:
+                        copies[name] = fresh(name)
+                        result.append(new_op(REORDER, name, copies[name], to="dnnl"))
+                    ins.append((op, arg, copies[name]))
+        result.append(op)
+        if _is_dnnl(op):
+            for arg, name in op.tensors_out.items():
+                plain_readers = [r for r in readers.get(name, []) if not _is_dnnl(r)]
+                if not plain_readers and name not in outputs:
+                    continue
+                new = fresh(name)
+                outs.append((op, arg, new))
+                for r in readers.get(name, []):
+                    if _is_dnnl(r):
+                        ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
+                result.append(new_op(REORDER, new, name, to="plain"))
+    if len(result) == len(ops):
+        return
+    ctx.remove_ops(0, len(ops))
+    for op, arg, new in ins:
+        op.tensors_in[arg] = new
+    for op, arg, new in outs:
+        op.tensors_out[arg] = new
+    ctx.add_ops(0, result)
