@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import keyword
+import re
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +22,11 @@ DTYPES = ("TL_DOUBLE", "TL_FLOAT", "TL_INT32", "TL_INT16", "TL_INT8",
           "TL_UINT32", "TL_UINT16", "TL_UINT8", "TL_BOOL")
 ARCHS = ("none", "cpu")
 MTYPES = ("none", "cpu")
-PTYPES = ("null", "string", "number", "bool", "string[]", "number[]", "bool[]")
-REALTYPES = ("int", "float", "double")
+# Param types: a scalar, or an array of one (`int[]`, `int[2]`, `int[src.ndim]`);
+# int, float and double are numbers typed so; a list of strings is an enum.
+SCALAR_TYPES = {"int": ("number", "int"), "float": ("number", "float"),
+                "double": ("number", "double"), "string": ("string", None),
+                "bool": ("bool", None), "null": ("null", None)}
 BOUNDS = ("eq", "ne", "gt", "ge", "lt", "le")
 # Names every description expression may use besides its op's own arguments.
 GLOBALS = frozenset({"kernels", "np", "math", "DType"})
@@ -41,6 +46,8 @@ RULE_RESERVED = GLOBALS | frozenset({
 # names are locals of the generated functions, so e.g. a param `max` makes
 # `max(...)` in an earlier param's check an unbound local, not the builtin.
 _HIDDEN: ContextVar[frozenset] = ContextVar("hidden_builtins", default=frozenset())
+# The named dtype sets of descriptions/types.yaml, while descriptions load.
+_DTYPE_SETS: ContextVar[dict] = ContextVar("dtype_sets", default={})
 MISSING = object()
 
 
@@ -61,8 +68,9 @@ class TensorIn:
     arg_name: str
     doc: str
     dtype: tuple[str, ...]  # accepted dtypes; empty: any
+    dtype_set: str | None  # the name of a set of descriptions/types.yaml, when one
     ndim: int | None
-    len: str | None
+    len: str | None  # a literal number is declared data; an expression is checked by code
     sametype: str | None
     sameshape: str | None
     static: bool | None
@@ -91,16 +99,30 @@ class Bound:
     rule: str  # eq, ne, gt, ge, lt, le
     value: str  # a Python expression (a literal is one too)
 
+    @property
+    def literal(self) -> bool:
+        return _is_number(self.value)
+
+
+def _is_number(text) -> bool:
+    """Whether an expression is a number literal (declared data, not code)."""
+    try:
+        value = ast.literal_eval(str(text))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
 
 @dataclass(frozen=True)
 class ParamDesc:
     arg_name: str
     doc: str
+    type: str  # as written: int, float[2], string[], ...; an enum is `string`
     ptype: str
     realtype: str | None
     default: object  # MISSING when required
     bounds: tuple[Bound, ...]
-    len: str | None
+    len: str | None  # of an array: a literal is declared data, an expression code
     choices: tuple
     checks: tuple[Check, ...]
 
@@ -129,6 +151,7 @@ class OpDesc:
     mtype: str
     doc: str
     inherits: str | None
+    base: str | None  # the op whose pre_run this one's runs first (its parent, unless it drops checks)
     tensors_in: tuple[TensorIn, ...]
     tensors_out: tuple[TensorOut, ...]
     params: tuple[ParamDesc, ...]
@@ -141,10 +164,23 @@ class OpDesc:
     examples: tuple[Example, ...]
     assemble: tuple[str, str, str] | None  # (output, variadic input, axis param)
     scratch: str | None  # bytes of per-run scratch memory the memory plan gives the op
+    own: "OwnChecks"  # what this op's generated pre_run checks (its parent's run first)
 
     @property
     def runnable(self) -> bool:
         return self.arch != "none"
+
+
+@dataclass(frozen=True)
+class OwnChecks:
+    """The part of an op's checks its own pre_run makes: all of them for an
+    op without a base; for a variant, the params and inputs it adds (whole)
+    and the checks it adds to its parent's args, outputs and op."""
+
+    params: tuple[ParamDesc, ...]
+    tensors_in: tuple[TensorIn, ...]
+    checks: tuple[Check, ...]
+    out_checks: tuple[tuple[str, Check], ...]  # (output, check)
 
 
 @dataclass(frozen=True)
@@ -214,10 +250,12 @@ class Optimizer:
     source: str
     expanders: tuple[Expander, ...]
     combiners: tuple[Combiner, ...]
+    fallback: str | None  # the arch that lowers what this one does not take
 
 
 @dataclass(frozen=True)
 class Descriptions:
+    dtype_sets: dict[str, tuple[str, ...]]
     families: tuple[Family, ...]
     optimizers: tuple[Optimizer, ...]
 
@@ -261,7 +299,9 @@ class _Fields:
         values = self.get(key, list, [])
         lines = values.lines if isinstance(values, YList) else []
         path = self.where(key)[2]
-        return [(v, f"{path}[{i}]", lines[i] if i < len(lines) else self.line)
+        names = getattr(values, "keys", None)  # arguments, written as a mapping
+        return [(v, f"{path}.{names[i]}" if names else f"{path}[{i}]",
+                 lines[i] if i < len(lines) else self.line)
                 for i, v in enumerate(values)]
 
     def done(self) -> None:
@@ -417,42 +457,124 @@ def _identifier(fields: _Fields, key: str) -> str:
 _LIST_KEYS = ("tensors_in", "tensors_out", "params")
 
 
-def _merge(parent: YMap, child: YMap) -> YMap:
-    """`child` over `parent`: list args merge by arg_name, other keys are replaced."""
+def _args_as_list(value: YMap, key: str, file: str, optype: str) -> None:
+    """`tensors_in: {src: {...}, ...}` as the list of argument mappings the
+    readers take, each with its `arg_name` (at the line of its key)."""
+    args = value.get(key)
+    if args is None or not isinstance(args, dict):
+        return  # absent, or reported by the reader
+    items = YList()
+    items.line, items.keys = getattr(args, "line", 0), []
+    for name, spec in args.items():
+        line = args.line_of(name)
+        if spec is None:
+            spec = YMap()
+            spec.line = line
+        if not isinstance(spec, YMap):
+            raise DescriptionError(file, line, f"{optype}.{key}.{name}",
+                                   f"expected a mapping, found {_kind(spec)}")
+        if "arg_name" in spec:
+            raise DescriptionError(file, spec.line_of("arg_name"), f"{optype}.{key}.{name}",
+                                   "the argument's name is its key: no 'arg_name'")
+        item = YMap({"arg_name": name, **spec})
+        item.line, item.lines = line, {"arg_name": line, **spec.lines}
+        item.text_lines = spec.text_lines
+        items.append(item)
+        items.lines.append(line)
+        items.keys.append(name)
+    value[key] = items
+
+
+def _merge(parent: YMap, child: YMap, file: str, optype: str) -> YMap:
+    """A variant: its parent with what it adds. Arguments it names anew are
+    added; naming an inherited one adds checks to it (and may say it in its
+    own words, `doc`); op `checks` add to the parent's; `drop_checks` lists
+    inherited checks (by expression) it does not make. Other keys (arch,
+    doc, scratch, run code...) are its own."""
+    f = _Fields(child, file, optype, 0)
     merged = YMap(parent)
     merged.line, merged.lines = child.line, {**parent.lines, **child.lines}
     merged.text_lines = {**parent.text_lines, **child.text_lines}
     for key, value in child.items():
         if key in _LIST_KEYS and isinstance(parent.get(key), list) and isinstance(value, list):
-            merged[key] = _merge_args(parent[key], value)
+            merged[key] = _merge_args(parent[key], value, file, f"{optype}.{key}")
+        elif key == "checks" and isinstance(parent.get(key), list) and isinstance(value, list):
+            merged[key] = _concat(parent[key], value)
+        elif key == "pre_run" and parent.get("pre_run") is not None:
+            raise f.error(key, "a variant's parent has the pre_run: a variant adds checks, "
+                               "and computes what its run needs in static_run")
         else:
             merged[key] = value  # including the child's own examples and inherits
-    if "examples" not in child:
-        merged.pop("examples", None)
+    for key in ("examples", "drop_checks"):
+        if key not in child:
+            merged.pop(key, None)
+    drops = child.get("drop_checks")
+    if isinstance(drops, list):
+        for i, expr in enumerate(drops):
+            if not _drop_check(merged, expr):
+                raise DescriptionError(file, drops.line_of(i), f"{optype}.drop_checks[{i}]",
+                                       f"no inherited check is {expr!r}")
     return merged
 
 
-def _merge_args(parent: list, child: list) -> YList:
+def _concat(first: list, second: list) -> YList:
+    result = YList([*first, *second])
+    result.line = getattr(second, "line", 0)
+    result.lines = [*getattr(first, "lines", []), *getattr(second, "lines", [])]
+    return result
+
+
+def _drop_check(merged: YMap, expr) -> bool:
+    """Remove the inherited checks whose expression is `expr`; whether any was."""
+    owners = [merged, *(a for key in _LIST_KEYS if isinstance(merged.get(key), list)
+                        for a in merged[key] if isinstance(a, dict))]
+    dropped = False
+    for owner in owners:
+        checks = owner.get("checks")
+        if not isinstance(checks, list):
+            continue
+        keep = [i for i, c in enumerate(checks) if not (isinstance(c, dict) and c.get("expr") == expr)]
+        if len(keep) < len(checks):
+            kept = YList(checks[i] for i in keep)
+            kept.line = checks.line
+            kept.lines = [checks.line_of(i) for i in keep]
+            owner["checks"] = kept
+            dropped = True
+    return dropped
+
+
+# What a variant may say of an argument its parent gives.
+_ADDABLE = ("arg_name", "checks", "doc")
+
+
+def _merge_args(parent: list, child: list, file: str, path: str) -> YList:
     result = YList()
     result.line = getattr(child, "line", 0)
+    result.keys = []
     by_name = {}
     for item in parent:
         by_name.setdefault(_arg_key(item), item)
-    in_child = set()
     for item in child:
         name = _arg_key(item)
-        if name in in_child:  # given twice by the child: keep both, for _unique to report
-            name = id(item)
-        in_child.add(name)
-        if name in by_name and isinstance(by_name[name], YMap) and isinstance(item, YMap):
-            merged = YMap({**by_name[name], **item})
-            merged.line, merged.lines = item.line, {**by_name[name].lines, **item.lines}
+        old = by_name.get(name)
+        if isinstance(old, YMap) and isinstance(item, YMap):
+            for key in item:
+                if key not in _ADDABLE:
+                    raise DescriptionError(file, item.line_of(key), f"{path}.{name}.{key}",
+                                           f"'{name}' is its parent's: a variant adds checks "
+                                           f"to it, and cannot change its '{key}'")
+            merged = YMap({**old, **item})
+            merged.line, merged.lines = item.line, {**old.lines, **item.lines}
+            merged.text_lines = {**old.text_lines, **item.text_lines}
+            if isinstance(old.get("checks"), list) and isinstance(item.get("checks"), list):
+                merged["checks"] = _concat(old["checks"], item["checks"])
             by_name[name] = merged
         else:
             by_name[name] = item
-    for item in by_name.values():
+    for name, item in by_name.items():
         result.append(item)
         result.lines.append(getattr(item, "line", result.line))
+        result.keys.append(name)
     return result
 
 
@@ -473,6 +595,9 @@ def _resolve_inheritance(raw: dict, file: str) -> dict:
         value = raw[optype]
         parent = value.get("inherits") if isinstance(value, dict) else None
         if parent is None:
+            f = _Fields(value, file, optype, 0)
+            if "drop_checks" in value:
+                raise f.error("drop_checks", "only a variant (with 'inherits') drops checks")
             resolved[optype] = value
             return value
         f = _Fields(value, file, optype, 0)
@@ -480,7 +605,8 @@ def _resolve_inheritance(raw: dict, file: str) -> dict:
             raise f.error("inherits", f"'{parent}' is not an op described in this file")
         if parent in chain:
             raise f.error("inherits", f"inheritance cycle: {' -> '.join(chain + [parent])}")
-        resolved[optype] = _merge(resolve(parent, chain + [parent]), value)
+        f.get("drop_checks", list, None)
+        resolved[optype] = _merge(resolve(parent, chain + [parent]), value, file, optype)
         return resolved[optype]
 
     for optype in raw:
@@ -491,16 +617,20 @@ def _resolve_inheritance(raw: dict, file: str) -> dict:
 def _tensor_in(value, file, path, line) -> TensorIn:
     f = _Fields(value, file, path, line)
     arg = _identifier(f, "arg_name")
-    dtype = f.get("dtype", (str, list), [])
-    dtype = (dtype,) if isinstance(dtype, str) else tuple(dtype)
-    for d in dtype:
-        if d not in DTYPES:
-            raise f.error("dtype", f"unknown dtype '{d}' (known: {', '.join(DTYPES)})")
+    written = f.get("dtype", (str, list), [])
+    sets = _DTYPE_SETS.get()
+    dtype = []
+    for d in [written] if isinstance(written, str) else written:
+        if d not in DTYPES and d not in sets:
+            raise f.error("dtype", f"unknown dtype '{d}' (dtype sets of descriptions/types.yaml: "
+                                   f"{', '.join(sets) or 'none'}; dtypes: {', '.join(DTYPES)})")
+        dtype += [x for x in sets.get(d, [d]) if x not in dtype]
     variadic = f.get("variadic", bool, False)
     t = TensorIn(
         arg_name=arg,
         doc=f.get("doc", str, ""),
-        dtype=dtype,
+        dtype=tuple(dtype),
+        dtype_set=written if isinstance(written, str) and written in sets else None,
         ndim=f.get("ndim", int, None),
         len=None,  # expressions are read once all names are known
         sametype=f.get("sametype", str, None),
@@ -534,37 +664,40 @@ def _tensor_in_exprs(t: TensorIn, value, file, path, line, known) -> TensorIn:
 def _param(value, file, path, line, known) -> ParamDesc:
     f = _Fields(value, file, path, line)
     arg = _identifier(f, "arg_name")
-    ptype = f.get("ptype", str)
-    if ptype not in PTYPES:
-        raise f.error("ptype", f"unknown ptype '{ptype}' (known: {', '.join(PTYPES)})")
-    numeric = ptype.startswith("number")
-    realtype = f.get("realtype", str, None)
-    if numeric and realtype not in REALTYPES:
-        raise f.error("realtype", f"a {ptype} param needs realtype: one of {', '.join(REALTYPES)}")
-    if not numeric and realtype is not None:
-        raise f.error("realtype", f"realtype is for number params, not {ptype}")
     known = [*known, arg]
+    written = f.get("type", (str, list))
+    length = None
+    if isinstance(written, list):  # an enum: a string, one of these
+        if not written or any(not isinstance(c, str) for c in written):
+            raise f.error("type", "an enum type is a non-empty list of strings")
+        ptype, realtype, choices, type_text = "string", None, tuple(written), "string"
+    else:
+        m = re.fullmatch(r"\s*(\w+)\s*(?:\[(.*)\])?\s*", written)
+        if m is None or m.group(1) not in SCALAR_TYPES or (m.group(1) == "null" and m.group(2)):
+            raise f.error("type", f"unknown type '{written}' (known: {', '.join(SCALAR_TYPES)}, "
+                                  "an array of one: int[], int[2], int[src.ndim]; or a list of "
+                                  "choices: [A, B])")
+        ptype, realtype = SCALAR_TYPES[m.group(1)]
+        choices, type_text = (), written.strip()
+        if m.group(2) is not None:
+            ptype += "[]"
+            length = m.group(2).strip() or None
+            if length is not None:
+                _check_names(_parse(length, "eval", f, "type"), known, f, "type")
+    numeric = ptype.startswith("number")
     bounds = []
     for rule in BOUNDS:
         bound = _expr(f, rule, known, None, allow_number=True)
         if bound is not None:
             if not numeric:
-                raise f.error(rule, f"bounds are for number params, not {ptype}")
-            bounds.append(Bound(rule, bound))
-    length = _expr(f, "len", known, None, allow_number=True)
-    if length is not None and not ptype.endswith("[]"):
-        raise f.error("len", "'len' is for array params")
-    choices = tuple(f.get("choices", list, []))
-    if choices and ptype not in ("string", "string[]"):
-        raise f.error("choices", "'choices' is for string params")
-    if any(not isinstance(c, str) for c in choices):
-        raise f.error("choices", "choices must be strings")
+                raise f.error(rule, f"bounds are for number params, not {type_text}")
+            bounds.append(Bound(rule, str(bound)))
     default = MISSING
     if "default" in f.map:
         default = f.get("default", (str, int, float, bool, list, type(None)))
         _check_default(f, ptype, default, choices, realtype)
-    p = ParamDesc(arg, f.get("doc", str, ""), ptype, realtype, default, tuple(bounds),
-                  length, choices, _checks(f, known))
+    p = ParamDesc(arg, f.get("doc", str, ""), type_text, ptype, realtype, default,
+                  tuple(bounds), length, choices, _checks(f, known))
     f.done()
     return p
 
@@ -660,7 +793,7 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     f = _Fields(value, file, optype, 0)
     if not optype.isidentifier() or keyword.iskeyword(optype):
         raise DescriptionError(file, f.line, optype, "an optype must be a Python identifier")
-    f.used.add("inherits")
+    f.used.update(("inherits", "drop_checks"))  # read when the variant was merged
     arch = f.get("arch", str)
     if arch not in ARCHS:
         raise f.error("arch", f"unknown arch '{arch}' (known: {', '.join(ARCHS)})")
@@ -721,11 +854,14 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
                       "an abstract op (arch none) has no run code")
     examples = tuple(_example(v, file, p, l, in_names, out_names, param_names)
                      for v, p, l in f.items("examples"))
-    op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), value.get("inherits"),
+    inherits = value.get("inherits")
+    op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), inherits,
+                None if "drop_checks" in value else inherits,
                 tuple(ins), tuple(outs), tuple(params), checks, pre_run,
-                tuple(n for n in pre_run_names if n not in param_names),
-                static_run, run, post_run, examples, _assemble(f, ins, outs, params),
-                scratch)
+                tuple(pre_run_names), static_run, run, post_run, examples,
+                _assemble(f, ins, outs, params), scratch,
+                OwnChecks(tuple(params), tuple(ins), checks,
+                          tuple((t.arg_name, c) for t in outs for c in t.checks)))
     f.done()
     return op
 
@@ -773,8 +909,33 @@ def load_family(path: Path, label: str, taken: dict[str, str] | None = None) -> 
             raise DescriptionError(label, doc.line_of(optype), optype,
                                    f"optype also described in {taken[optype]}")
         value.line = doc.line_of(optype)  # an op's own errors point at its name
+        for key in _LIST_KEYS:
+            _args_as_list(value, key, label, optype)
     resolved = _resolve_inheritance(doc, label)
-    return Family(path.stem, label, tuple(_op(optype, resolved[optype], label) for optype in doc))
+    ops = {optype: _op(optype, resolved[optype], label) for optype in doc}
+    return Family(path.stem, label, tuple(_own_checks(op, ops) for op in ops.values()))
+
+
+def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
+    """`op` with the checks its own pre_run makes: what it adds to its base's."""
+    if op.base is None:
+        return op
+    base = ops[op.base]
+    params = {p.arg_name: p for p in base.params}
+    ins = {t.arg_name: t for t in base.tensors_in}
+    outs = {t.arg_name: t for t in base.tensors_out}
+    own_params = tuple(
+        p if p.arg_name not in params else dataclasses.replace(
+            p, bounds=(), len=None, checks=p.checks[len(params[p.arg_name].checks):])
+        for p in op.params)
+    own_ins = tuple(
+        t if t.arg_name not in ins else dataclasses.replace(
+            t, len=None, checks=t.checks[len(ins[t.arg_name].checks):])
+        for t in op.tensors_in)
+    own_outs = tuple((t.arg_name, c) for t in op.tensors_out
+                     for c in t.checks[len(outs[t.arg_name].checks):])
+    own = OwnChecks(own_params, own_ins, op.checks[len(base.checks):], own_outs)
+    return dataclasses.replace(op, own=own)
 
 
 # Optimizer descriptions ----------------------------------------------------------------
@@ -906,13 +1067,48 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
         combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
                                   _rule(r, arch, ops, "ops", likes)))
         r.done()
-    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners))
+    fallback = f.get("fallback", str, None)
+    runnable = sorted({op.arch for op in ops.values()} - {"none", arch})
+    if fallback is not None and fallback not in runnable:
+        raise f.error("fallback", f"expected another runnable arch ({', '.join(runnable) or 'none'}), "
+                                  f"found '{fallback}'")
+    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners),
+                    fallback)
     f.done()
     return opt
 
 
+def load_types(path: Path, label: str) -> dict[str, tuple[str, ...]]:
+    """The named dtype sets of descriptions/types.yaml."""
+    if not path.exists():
+        return {}
+    doc = load_yaml(path, label)
+    f = _Fields(doc, label, "", 1)
+    g = _Fields(f.get("dtypes", dict), label, "dtypes", f.where("dtypes")[1])
+    sets = {}
+    for name in g.map:
+        if not name.isidentifier() or name in DTYPES:
+            raise g.error(name, f"a dtype set name is an identifier other than a dtype, found '{name}'")
+        members = g.get(name, list)
+        if not members or any(d not in DTYPES for d in members) or len(set(members)) < len(members):
+            raise g.error(name, f"expected a list of distinct dtypes ({', '.join(DTYPES)})")
+        sets[name] = tuple(members)
+    g.done()
+    f.done()
+    return sets
+
+
 def load(root: Path) -> Descriptions:
     """Every description under `root`/descriptions, validated."""
+    sets = load_types(root / "descriptions" / "types.yaml", "descriptions/types.yaml")
+    token = _DTYPE_SETS.set(sets)
+    try:
+        return _load(root, sets)
+    finally:
+        _DTYPE_SETS.reset(token)
+
+
+def _load(root: Path, sets) -> Descriptions:
     families = []
     ops: dict[str, tuple[OpDesc, str]] = {}
     for path in sorted((root / "descriptions" / "ops").glob("*.yaml")):
@@ -928,24 +1124,7 @@ def load(root: Path) -> Descriptions:
         optimizers[optimizer.arch] = optimizer
     archs = sorted({op.arch for op in by_optype.values() if op.runnable})
     return Descriptions(
+        sets,
         tuple(families),
-        tuple(_with_default_expanders(optimizers.get(arch), arch, by_optype) for arch in archs),
+        tuple(optimizers[arch] for arch in archs if arch in optimizers),
     )
-
-
-def _with_default_expanders(optimizer: Optimizer | None, arch: str, ops) -> Optimizer:
-    """Add the default rule for every abstract op the arch's file leaves out:
-    lower `X` to `X_<arch>` when that op exists. So an op described in one file
-    needs no optimizer rule unless its lowering is more than a rename."""
-    if optimizer is None:
-        optimizer = Optimizer(arch, "", f"descriptions/optimizers/{arch}.yaml (defaults)", (), ())
-    explicit = {e.optype for e in optimizer.expanders}
-    defaults = tuple(
-        Expander(optype, (Rule(None, (), (), (NewOp(f"{optype}_{arch}", "op", None, (), (), (), ()),)),))
-        for optype, op in ops.items()
-        if op.arch == "none" and optype not in explicit and f"{optype}_{arch}" in ops
-        and ops[f"{optype}_{arch}"].arch == arch
-    )
-    expanders = tuple(sorted(optimizer.expanders + defaults, key=lambda e: e.optype))
-    return Optimizer(optimizer.arch, optimizer.doc, optimizer.source, expanders,
-                     optimizer.combiners)

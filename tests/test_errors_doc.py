@@ -242,7 +242,7 @@ def compiled_with_weights(kind):
 
 
 def fold_over_limit(tmp):
-    from lightnet.irbuild import ModelBuilder
+    from tests.irbuild import ModelBuilder
     m = ModelBuilder()
     m.batchnorm(m.conv(m.input("x", [1, 4, 5, 5]), 4, 3, 3), 3)
     ctx = Context(memory_limit=100)
@@ -423,7 +423,7 @@ def api(kind):
 
 def session(kind):
     def trigger(tmp):
-        from lightnet.irbuild import ModelBuilder
+        from tests.irbuild import ModelBuilder
         m = ModelBuilder()
         m.relu(m.input("x", [1, 2]))
         s = Session(m.to_dict())

@@ -6,7 +6,7 @@ import pytest
 
 from lightnet import Context, LightNetError
 from lightnet.arch import Arch, Combiner, archs
-from lightnet.irbuild import ModelBuilder
+from tests.irbuild import ModelBuilder
 from lightnet.passes import combine, expand
 from lightnet.rules import Builder, OpView
 

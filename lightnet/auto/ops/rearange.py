@@ -11,18 +11,10 @@ from lightnet.tensor import MemType
 
 
 def rearange_pre_run(op, tensors):
-    """Check the inputs and params of a rearange op and define its outputs."""
+    """Check a rearange op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.ndim("src", src, 1)
-    ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
+    src, start, stop, step = ck.get("src", "start", "stop", "step")
     ck.compare("start", start, "lt", src.len, "src.len")
-    stop = ck.param("stop", ParamType.NUMBER, "int")
-    step = ck.param("step", ParamType.NUMBER, "int")
-    ck.compare("step", step, "ne", 0, "0")
     ck.satisfy(
         "param 'step'",
         kernels.arange_len(start, stop, step) >= 1,
@@ -38,7 +30,6 @@ def rearange_pre_run(op, tensors):
         lambda: found(src=src, start=start, stop=stop, step=step),
     )
     ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
-    op.values.update(start=start, stop=stop, step=step)
 
 
 def rearange_views(op, arrays):
@@ -56,115 +47,33 @@ REARANGE = OpProto(
     optype="rearange",
     arch="none",
     mtype=MemType.NONE,
-    doc="The entries src[start + step * i] of 1-D `src`, for i = 0 .. ceil((stop - start) / step) - 1, as a strided view: `dst` shares `src`'s memory (no copy, no run code). `step` may be negative (a reversed view); every index must lie inside `src`. Every dtype. (LightNet's rearange instead refilled `src` in place with arange values; use `arange` for that.)",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg("start", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
+        ParamArg("stop", ParamType.NUMBER, realtype="int"),
+        ParamArg("step", ParamType.NUMBER, realtype="int", bounds=(("ne", 0),)),
     ),
     pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
     views=rearange_views,
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3, 4, 5, 6]},
-            "params": {"start": 1, "stop": 6, "step": 2},
-            "outputs": {"dst": [1, 3, 5]},
-            "error": None,
-        },
-        {
-            "doc": "a reversed view down to index 0",
-            "inputs": {"src": [0, 1, 2, 3, 4]},
-            "params": {"start": 4, "stop": -1, "step": -2},
-            "outputs": {"dst": [4, 2, 0]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"start": 1, "stop": 3, "step": 0},
-            "outputs": {},
-            "error": "param 'step': ne: expected step != 0, found 0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"start": 0, "stop": 6, "step": 2},
-            "outputs": {},
-            "error": "param 'step': check: expected 0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len (the last index is inside src), found src=float32[4], start=0, stop=6, step=2",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[0, 1], [2, 3]]},
-            "params": {"start": 0, "stop": 2, "step": 1},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 1 dimensions, found 2 (float32[2, 2])",
-        },
-    ),
 )
-
-
-def rearange_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a rearange_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.ndim("src", src, 1)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
-    ck.compare("start", start, "lt", src.len, "src.len")
-    stop = ck.param("stop", ParamType.NUMBER, "int")
-    step = ck.param("step", ParamType.NUMBER, "int")
-    ck.compare("step", step, "ne", 0, "0")
-    ck.satisfy(
-        "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one index, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len,
-        "0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len",
-        "the last index is inside src",
-        lambda: found(src=src, start=start, stop=stop, step=step),
-    )
-    ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
-    op.values.update(start=start, stop=stop, step=step)
-
-
-def rearange_cpu_views(op, arrays):
-    """The arrays of outputs that are views of an input's memory."""
-    src = op.array(arrays, "src")
-    start = op.values["start"]
-    stop = op.values["stop"]
-    step = op.values["step"]
-    return {
-        "dst": src[start::step][: kernels.arange_len(start, stop, step)],
-    }
 
 
 REARANGE_CPU = OpProto(
     optype="rearange_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="The entries src[start + step * i] of 1-D `src`, for i = 0 .. ceil((stop - start) / step) - 1, as a strided view: `dst` shares `src`'s memory (no copy, no run code). `step` may be negative (a reversed view); every index must lie inside `src`. Every dtype. (LightNet's rearange instead refilled `src` in place with arange values; use `arange` for that.)",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg("start", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
+        ParamArg("stop", ParamType.NUMBER, realtype="int"),
+        ParamArg("step", ParamType.NUMBER, realtype="int", bounds=(("ne", 0),)),
     ),
-    pre_run=rearange_cpu_pre_run,
+    pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_cpu_views,
+    views=rearange_views,
 )
 
 PROTOS = (REARANGE, REARANGE_CPU)
