@@ -554,9 +554,13 @@ def _merge_args(parent: list, child: list, file: str, path: str) -> YList:
     by_name = {}
     for item in parent:
         by_name.setdefault(_arg_key(item), item)
+    inherited, in_child = set(by_name), set()
     for item in child:
         name = _arg_key(item)
-        old = by_name.get(name)
+        if name in in_child:  # given twice by the child: keep both, for _unique to report
+            name = id(item)
+        in_child.add(name)
+        old = by_name.get(name) if name in inherited else None
         if isinstance(old, YMap) and isinstance(item, YMap):
             for key in item:
                 if key not in _ADDABLE:
@@ -571,10 +575,12 @@ def _merge_args(parent: list, child: list, file: str, path: str) -> YList:
             by_name[name] = merged
         else:
             by_name[name] = item
-    for name, item in by_name.items():
+    for item in by_name.values():
         result.append(item)
         result.lines.append(getattr(item, "line", result.line))
-        result.keys.append(name)
+        result.keys.append(item.get("arg_name") if isinstance(item, dict) else None)
+    if not (getattr(parent, "keys", None) or getattr(child, "keys", None)) or None in result.keys:
+        result.keys = None  # written as lists: paths by index
     return result
 
 
@@ -673,7 +679,7 @@ def _param(value, file, path, line, known) -> ParamDesc:
         ptype, realtype, choices, type_text = "string", None, tuple(written), "string"
     else:
         m = re.fullmatch(r"\s*(\w+)\s*(?:\[(.*)\])?\s*", written)
-        if m is None or m.group(1) not in SCALAR_TYPES or (m.group(1) == "null" and m.group(2)):
+        if m is None or m.group(1) not in SCALAR_TYPES or (m.group(1) == "null" and m.group(2) is not None):
             raise f.error("type", f"unknown type '{written}' (known: {', '.join(SCALAR_TYPES)}, "
                                   "an array of one: int[], int[2], int[src.ndim]; or a list of "
                                   "choices: [A, B])")
@@ -695,24 +701,27 @@ def _param(value, file, path, line, known) -> ParamDesc:
     default = MISSING
     if "default" in f.map:
         default = f.get("default", (str, int, float, bool, list, type(None)))
-        _check_default(f, ptype, default, choices, realtype)
+        _check_default(f, type_text, ptype, default, choices, realtype)
     p = ParamDesc(arg, f.get("doc", str, ""), type_text, ptype, realtype, default,
                   tuple(bounds), length, choices, _checks(f, known))
     f.done()
     return p
 
 
-def _check_default(f: _Fields, ptype: str, default, choices, realtype=None) -> None:
+def _check_default(f: _Fields, type_text: str, ptype: str, default, choices,
+                   realtype=None) -> None:
     scalar = ptype.removesuffix("[]")
     values = default if ptype.endswith("[]") else [default]
     if ptype.endswith("[]") and not isinstance(default, list):
-        raise f.error("default", f"expected a list for a {ptype} param, found {_kind(default)}")
+        article = "an" if type_text[0] in "aeiou" else "a"
+        raise f.error("default", f"expected a list for {article} {type_text} param, "
+                                 f"found {_kind(default)}")
     python = {"null": type(None), "string": str, "number": (int, float), "bool": bool}[scalar]
     for v in values:
         if not isinstance(v, python) or (isinstance(v, bool) and scalar == "number"):
             raise f.error("default", f"expected a {scalar} default, found {_kind(v)}")
         if realtype == "int" and isinstance(v, float) and not v.is_integer():
-            raise f.error("default", f"expected an integer default (realtype int), found {v!r}")
+            raise f.error("default", f"expected an integer default (type int), found {v!r}")
         if choices and v not in choices:
             raise f.error("default", f"default {v!r} is not one of the choices")
 

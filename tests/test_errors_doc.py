@@ -569,7 +569,8 @@ def infer_error(tmp):
     def pre_run(op, tensors):
         raise ValueError("shapes [2] and [3] do not broadcast: dimension -1 is 2 in one "
                          "and 3 in the other")
-    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run)
+    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run, tensors_in=(),
+                                tensors_out=(), params=())
     return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
 
 

@@ -20,14 +20,14 @@ def model():
 
 def cpu_with(expanders=None, combiners=()):
     cpu = archs()["cpu"]
-    return Arch("test", cpu.ops, {**cpu.expanders, **(expanders or {})}, tuple(combiners))
+    return Arch("cpu", cpu.ops, {**cpu.expanders, **(expanders or {})}, tuple(combiners))
 
 
 def test_an_op_no_rule_matches_is_an_error_naming_op_and_target():
     ctx = Context()
     ctx.init(model())
     with pytest.raises(LightNetError, match=r"op 'r' \(relu\) cannot be compiled for target "
-                                            r"'test': no expander rule matches it"):
+                                            r"'cpu': no expander rule matches it"):
         expand(ctx, cpu_with({"relu": lambda ctx, op: None}))
 
 
