@@ -161,6 +161,21 @@ def il(text, **kw):
     return lambda tmp: message(to_ir, text, **kw)
 
 
+def bad_types(tmp):
+    """A types file whose set lists a dtype that does not exist."""
+    sys.path.insert(0, str(ROOT / "tests" / "generator"))
+    from genutil import make_root
+
+    from generator import model
+    from generator.source import DescriptionError
+    root = make_root(tmp / "root")
+    (root / "descriptions" / "types.yaml").write_text(
+        "# sets\ndtypes:\n  half: [TL_HALF]\n", encoding="utf-8")
+    with pytest.raises(DescriptionError) as e:
+        model.load(root)
+    return str(e.value)
+
+
 def gen(ops=None, optimizers=None, render=False):
     """The generator's error on a tree holding these description files."""
     from generator import model
@@ -730,12 +745,15 @@ TRIGGERS = {
                                    "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
                                    "shape: src.shape}]\n  run: dst = src\n"}),
     "gen.tensor": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
-                                   "    - {arg_name: src, dtype: TL_HALF}\n"}),
+                                   "    src: {dtype: TL_HALF}\n"}),
     "gen.param": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                  "    - {arg_name: n, ptype: number}\n"}),
+                                  "    n: {type: number}\n"}),
     "gen.default": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                    "    - {arg_name: n, ptype: number, realtype: int, "
-                                    "default: 0.5}\n"}),
+                                    "    n: {type: int, default: 0.5}\n"}),
+    "gen.variant": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n    src: {dtype: float}\n"
+                                    "\nbad_cpu:\n  inherits: bad\n  arch: cpu\n  tensors_in:\n"
+                                    "    src: {dtype: TL_FLOAT}\n"}),
+    "gen.types": bad_types,
     "gen.example": gen({"bad.yaml": "bad:\n  arch: none\n  examples:\n    - inputs: {}\n"}),
     "gen.assemble": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [{arg_name: src}]\n"
                                      "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
@@ -799,12 +817,18 @@ ALSO = {
     "gen.rule": [gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w")}),
                  gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w-x")}),
                  gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w, w")})],
-    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
-                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"})],
     "gen.tensor": [gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
                                     "    - {arg_name: src, min: 2}\n"})],
     "gen.param": [gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                   "    - {arg_name: n, ptype: int}\n"})],
+                                   "    s: {type: [a, 1]}\n"}),
+                  gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: {src: {}}\n  params:\n"
+                                   "    n: {type: \"int[m]\"}\n"})],
+    "gen.variant": [gen({"bad.yaml": "bad:\n  arch: none\n  pre_run: x = 1\n"
+                                     "bad_cpu:\n  inherits: bad\n  arch: cpu\n  pre_run: y = 1\n"}),
+                    gen({"bad.yaml": "bad:\n  arch: none\n  drop_checks: [x]\n"})],
+    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  params:\n    a: {arg_name: b}\n"})],
 }
 
 
