@@ -15,7 +15,7 @@ from pathlib import Path
 import black
 import jinja2
 
-from generator.model import DTYPES, Descriptions, Family, OpDesc, Optimizer, _is_number
+from generator.schema import DTYPES, Descriptions, Family, OpDesc, Optimizer, is_number
 
 BLACK_VERSION = "26.10.1"  # the one pinned in pyproject.toml
 BLACK_MODE = black.Mode(target_versions={black.TargetVersion.PY311}, line_length=88)
@@ -64,7 +64,7 @@ def _tensor_arg(t) -> str:
         value = getattr(t, key, None) if hasattr(t, "sametype") else None
         if value is not None:
             extra += f", {key}={value!r}"
-    if getattr(t, "len", None) is not None and hasattr(t, "sametype") and _is_number(t.len):
+    if getattr(t, "len", None) is not None and hasattr(t, "sametype") and is_number(t.len):
         extra += f", len={t.len}"
     return f'TensorArg("{t.arg_name}"{extra})'
 
@@ -74,7 +74,7 @@ def _param_arg(p) -> str:
     extra = "" if p.required else f", {_literal(p.default)}"
     if p.realtype:
         extra += f", realtype={p.realtype!r}"
-    if p.len is not None and _is_number(p.len):
+    if p.len is not None and is_number(p.len):
         extra += f", length={p.len}"
     bounds = [f"({b.rule!r}, {b.value})" for b in p.bounds if b.literal]
     if bounds:
@@ -96,10 +96,10 @@ def _own_exprs(op: OpDesc) -> list[str]:
     for p in own.params:
         texts += [c.expr for c in p.checks]
         texts += [f"{p.arg_name}, {b.value}" for b in p.bounds if not b.literal]
-        texts += [f"{p.arg_name}, {p.len}"] if p.len is not None and not _is_number(p.len) else []
+        texts += [f"{p.arg_name}, {p.len}"] if p.len is not None and not is_number(p.len) else []
     for t in own.tensors_in:
         texts += [c.expr for c in t.checks]
-        texts += [f"{t.arg_name}, {t.len}"] if t.len is not None and not _is_number(t.len) else []
+        texts += [f"{t.arg_name}, {t.len}"] if t.len is not None and not is_number(t.len) else []
     return texts
 
 
@@ -321,7 +321,7 @@ def environment(templates: Path) -> jinja2.Environment:
         pre_run_checks=_pre_run_checks,
         pre_run_reads=_pre_run_reads,
         names_in=_names_in,
-        is_number=_is_number,
+        is_number=is_number,
         pre_run_of=_pre_run_of,
         scratch_of=_scratch_of,
         own_scratch=lambda op, family: _scratch_of(op, family) == op.optype,

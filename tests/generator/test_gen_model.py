@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator import model
+from generator import model, schema
 from generator.source import DescriptionError
 from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root
 
@@ -33,8 +33,8 @@ def _load(tmp_path, ops, optimizers=None):
 
 def test_child_adds_a_check_to_an_inherited_param_and_keeps_the_rest(ops):
     parent, child = ops["scale"].params[0], ops["scale_cpu"].params[0]
-    assert child.bounds == parent.bounds == (model.Bound("ge", "0"), model.Bound("le", "10"))
-    assert child.checks == (model.Check("alpha <= 5", "the cpu kernel scales by at most 5",
+    assert child.bounds == parent.bounds == (schema.Bound("ge", "0"), schema.Bound("le", "10"))
+    assert child.checks == (schema.Check("alpha <= 5", "the cpu kernel scales by at most 5",
                                         ("alpha",)),)
     assert (child.type, child.ptype, child.realtype, child.default, child.doc) == (
         "float", "number", "float", 1.0, "Scale.")
@@ -136,7 +136,7 @@ def test_child_inherits_scalar_keys_and_op_checks(ops):
 def test_examples_are_not_inherited(ops):
     assert len(ops["scale"].examples) == 2
     assert ops["scale_cpu"].examples == ()
-    assert ops["scale"].examples[1] == model.Example(
+    assert ops["scale"].examples[1] == schema.Example(
         "", {"src": [[1, 2]]}, {"alpha": -1, "axis": 1}, {}, "param 'alpha': ge")
 
 
@@ -179,7 +179,7 @@ def test_grandchild_merges_through_the_chain(tmp_path):
     c = {op.optype: op for op in d.ops()}["c"]
     assert (c.inherits, c.base) == ("b", "b")
     n, m = c.params
-    assert n.bounds == (model.Bound("ge", "0"),)
+    assert n.bounds == (schema.Bound("ge", "0"),)
     assert [x.expr for x in n.checks] == ["n <= 9", "n >= 1"]
     assert [x.expr for x in c.own.params[0].checks] == ["n >= 1"]
     assert (n.realtype, n.doc, m.arg_name, m.type) == ("int", "N.", "m", "bool")
@@ -305,7 +305,7 @@ def test_param_named_like_a_builtin_hides_it_only_before_it_is_defined(tmp_path)
 
 def test_check_names_lists_only_arguments_read(ops):
     (check,) = ops["scale"].params[3].checks
-    assert check == model.Check("pad[0] <= pad[1]", "the pads are ordered", ("pad",))
+    assert check == schema.Check("pad[0] <= pad[1]", "the pads are ordered", ("pad",))
     (op_check,) = ops["scale"].checks
     assert op_check.names == ("src", "axis")
 
