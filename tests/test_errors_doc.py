@@ -355,7 +355,8 @@ def no_expander(tmp):
 
 def unsettled(tmp):
     from lightnet import passes
-    from lightnet.arch import Arch, Combiner, archs
+    from lightnet.arch import Arch, archs
+    from lightnet.rules import Combiner
     ctx = Context()
     ctx.init(example())
     ctx.compile("cpu", combine=False)

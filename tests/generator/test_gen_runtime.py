@@ -253,3 +253,34 @@ def test_new_op_through_the_cli_exits_1_on_a_bad_name(tmp_path):
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "error: 'Mix' is not a valid optype (lower-case Python identifier)\n"
     assert list((root / "descriptions/ops").iterdir()) == []
+
+
+# The worked example of docs/op-description.md -------------------------------------------------
+
+
+def test_the_documented_elementwise_op_is_one_entry_and_one_kernel(tmp_path, monkeypatch):
+    """The YAML entry and kernel of "Adding an elementwise op" generate, and
+    its examples hold through the generated module."""
+    import re
+
+    from lightnet import kernels
+
+    doc = (REPO / "docs" / "op-description.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Adding an elementwise op"):]
+    yaml_text, python_text = re.findall(r"```(?:yaml|python)\n(.*?)```", section, re.S)[:2]
+    namespace = {"np": np}
+    exec(python_text, namespace)  # the documented kernel, as written
+    monkeypatch.setattr(kernels, "softsign", namespace["softsign"], raising=False)
+    root = make_root(tmp_path / "root", {"softsign.yaml": yaml_text})
+    assert run(root).rc == 0
+    module = load_module(root, "lightnet/auto/ops/softsign.py", "gen_test_softsign")
+    (op_desc, _) = model.load(root).ops()
+    good, bad = (vars(e) for e in op_desc.examples)
+    src = np.asarray(good["inputs"]["src"], np.float32)
+    op = _op(module.SOFTSIGN_CPU)
+    tensors = _table(_x(shape=src.shape))
+    op.pre_run(tensors)
+    arrays = {"x": src, "y": np.zeros(src.shape, np.float32)}
+    module.SOFTSIGN_CPU.load(op, arrays)()
+    np.testing.assert_allclose(arrays["y"], good["outputs"]["dst"])
+    assert bad["error"] in _error(module.SOFTSIGN, entries=[_x(DType.TL_INT32, shape=(1,))])
