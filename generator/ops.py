@@ -96,7 +96,11 @@ def _concat(first: list, second: list) -> YList:
 
 
 def _drop_check(merged: YMap, expr) -> bool:
-    """Remove the inherited checks whose expression is `expr`; whether any was."""
+    """Remove the inherited checks whose expression is `expr`; whether any was.
+    The argument lists and mappings are copied first: the parent's stay whole."""
+    for key in _LIST_KEYS:
+        if isinstance(merged.get(key), list):
+            merged[key] = _copy_args(merged[key])
     owners = [merged, *(a for key in _LIST_KEYS if isinstance(merged.get(key), list)
                         for a in merged[key] if isinstance(a, dict))]
     dropped = False
@@ -112,6 +116,19 @@ def _drop_check(merged: YMap, expr) -> bool:
             owner["checks"] = kept
             dropped = True
     return dropped
+
+
+def _copy_args(items: list) -> YList:
+    copied = YList()
+    copied.line, copied.lines = getattr(items, "line", 0), list(getattr(items, "lines", []))
+    copied.keys = getattr(items, "keys", None)
+    for item in items:
+        if isinstance(item, YMap):
+            new = YMap(item)
+            new.line, new.lines, new.text_lines = item.line, item.lines, item.text_lines
+            item = new
+        copied.append(item)
+    return copied
 
 
 # What a variant may say of an argument its parent gives.

@@ -82,6 +82,8 @@ def test_a_variant_drops_an_inherited_check_by_its_expression(tmp_path):
         """})
     a, a_cpu = d.ops()
     assert [c.expr for c in a_cpu.params[0].checks] == ["n < 9"] and a_cpu.checks == ()
+    assert [c.expr for c in a.params[0].checks] == ["n > 0", "n < 9"]  # the parent keeps them
+    assert [c.expr for c in a.checks] == ["n != 5"]
     assert a_cpu.base is None  # its pre_run makes every check itself, not a's
     assert a_cpu.own.params == a_cpu.params
     with pytest.raises(DescriptionError, match=r"a\.yaml:8: a_cpu\.drop_checks\[0\]: "
