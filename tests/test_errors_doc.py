@@ -522,7 +522,7 @@ def batch_error(kind):
 
 def interface_error(kind):
     def trigger(tmp):
-        from lightnet.irbuild import ModelBuilder
+        from tests.irbuild import ModelBuilder
         m = ModelBuilder()
         m.op("relu", {"src": m.input("x", [1, 2])}, name="r")
         m.op("forward", {"src": m.input("ids", [1], dtype="TL_INT32")}, name="f")
