@@ -38,6 +38,7 @@ from pathlib import Path
 
 from lightnet.cli import report_errors
 from lightnet.errors import LightNetError
+from lightnet.frontends import il_eval
 
 PREPROCESSORS = ("auto", "pcpp", "cpp", "none")
 MAX_INCLUDE_DEPTH = 100
@@ -484,7 +485,9 @@ class _Parser:
             c = text[pos]
             if text.startswith("/*", pos):
                 raise self.error("unterminated comment", pos)
-            if m := _IDENT.match(text, pos):
+            if text.startswith(il_eval.PREFIX, pos):
+                tokens.append(self._eval(pos))
+            elif m := _IDENT.match(text, pos):
                 tokens.append(_Token("ident", m.group(), m.group(), pos, m.end()))
             elif m := _PP_NUMBER.match(text, pos):
                 tokens.append(self._number(m.group(), pos))
@@ -502,6 +505,13 @@ class _Parser:
             else:
                 raise self.error(f"unexpected character {_show_char(c)}", pos)
             pos = tokens[-1].end
+
+    def _eval(self, pos: int) -> _Token:
+        try:
+            value, end = il_eval.evaluate(self.text, pos)
+        except il_eval.EvalError as e:
+            raise self.error(e.msg, e.pos) from None
+        return _Token("number", self.text[pos:end], value, pos, end)
 
     def _number(self, text: str, pos: int) -> _Token:
         if not _NUMBER.match(text):
@@ -579,6 +589,9 @@ class _Parser:
     def parse(self) -> list[dict]:
         ops, used, counters = [], set(), {}
         while self.peek().kind != "eof":
+            if self.is_punct(";"):  # an empty statement
+                self.next()
+                continue
             name_tok, optype, op = self.statement()
             if name_tok is not None:
                 name = name_tok.text
@@ -671,9 +684,11 @@ class _Parser:
             if in_array:
                 raise self.error(f"param '{param}': nested arrays are not allowed", tok.pos)
             return self.array(param, tok)
+        if tok.kind == "ident" and not in_array:
+            return tok.text  # a bare name is a string, as LightNet's il2json reads it
         if tok.kind == "ident":
-            raise self.error(f"bad value '{tok.text}' for param '{param}': expected a number, "
-                             'a "string", true, false, null or an array', tok.pos)
+            raise self.error(f"bad value '{tok.text}' in the array of param '{param}': "
+                             'expected a number, a "string", true or false', tok.pos)
         raise self.error(f"expected a value for param '{param}', found {_show(tok)}", tok.pos)
 
     def array(self, param: str, open_tok: _Token) -> list:
