@@ -52,6 +52,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_threads, metavar="N",
                    help="threads of numpy's BLAS while the model runs (default: as the "
                         "environment sets them, e.g. OPENBLAS_NUM_THREADS)")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N",
+                   help="seed of the random values of ops such as create with a range "
+                        "(default: 0)")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
 
@@ -69,8 +72,14 @@ def _threads(text: str) -> int:
     return int(text)
 
 
+def _seed(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, found {text!r}")
+    return int(text)
+
+
 def run(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads, seed=args.seed)
     ctx.init(args.model)
     if args.dot_before:
         write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))

@@ -37,9 +37,12 @@ class Context:
 
     `threads`: how many threads numpy's BLAS runs while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
-    process's); None (the default) leaves it as the environment set it."""
+    process's); None (the default) leaves it as the environment set it.
 
-    def __init__(self, memory_limit=None, threads=None):
+    `seed`: the seed of the random values ops make (a `create` with a range),
+    with each tensor's name, so that runs are reproducible."""
+
+    def __init__(self, memory_limit=None, threads=None, seed=0):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
@@ -49,8 +52,11 @@ class Context:
             if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
                 raise LightNetError(f"threads: expected a whole number >= 1, found {threads!r}")
             blas.thread_control()  # a BLAS whose threads cannot be set fails here, not in run()
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
+        self.seed: int = seed
         self.label = "<model>"
         self.tensors = TensorTable()
         self.ops: list[Op] = []
@@ -86,6 +92,7 @@ class Context:
     def add_ops(self, position: int, ops: list[Op]) -> None:
         """Insert `ops` at `position`, checking each (pre_run) in order."""
         for k, op in enumerate(ops):
+            op.seed = self.seed
             try:
                 op.pre_run(self.tensors)
                 self.dfg.add(op)
