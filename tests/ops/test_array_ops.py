@@ -485,7 +485,23 @@ def _linear_reference(src, out_shape, coordinate):
     return out
 
 
-@pytest.mark.parametrize("scales", [[2, 3], [1, 2], [3, 1], [0.5, 2], [1.5, 2.5]])
+def _tensorlight_nearest(i, n_in, n_out):
+    """tl_tensor_resize's nearest_resize: roundf(((float)i + 0.5) * scale - 0.5),
+    scale = (float)in / (float)out, the product taken to float."""
+    scale = float(np.float32(n_in) / np.float32(n_out))
+    x = float(np.float32((i + 0.5) * scale - 0.5))
+    rounded = math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)  # roundf
+    return min(max(rounded, 0), n_in - 1)
+
+
+def test_tensorlight_nearest_by_hand():
+    # in 4, out 2: 2i + 0.5 rounds away from zero to 1, 3; in 2, out 3: 0, 1, 1
+    assert [_tensorlight_nearest(i, 4, 2) for i in range(2)] == [1, 3]
+    assert [_tensorlight_nearest(i, 2, 3) for i in range(3)] == [0, 1, 1]
+    assert [_tensorlight_nearest(i, 3, 9) for i in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+@pytest.mark.parametrize("scales", [[2, 3], [1, 2], [3, 1], [0.5, 2], [1.5, 2.5], [0.75, 1.25]])
 def test_upsample_against_loops(scales):
     rng = np.random.default_rng(6)
     src = rand(rng, 2, 4)
@@ -493,7 +509,7 @@ def test_upsample_against_loops(scales):
     s32 = [float(np.float32(s)) for s in scales]  # scales are float params
     got = run_op("upsample", {"src": src}, {"mode": "TL_NEAREST", "scales": scales})
     want = _nearest_reference(
-        src, out_shape, lambda i, axis: min(math.floor(i / s32[axis]), src.shape[axis] - 1))
+        src, out_shape, lambda i, axis: _tensorlight_nearest(i, src.shape[axis], out_shape[axis]))
     np.testing.assert_array_equal(got, want)
     got = run_op("upsample", {"src": src}, {"mode": "TL_LINEAR", "scales": scales})
     want = _linear_reference(src, out_shape, lambda i, axis: (i + 0.5) / s32[axis] - 0.5)
