@@ -7,15 +7,17 @@ usage. `--debug` shows the traceback of an error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 from lightnet import blas, mem
 from lightnet.context import Context
-from lightnet.errors import LightNetError
+from lightnet.errors import LightNetError, LightNetWarning, one_line
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,11 +34,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--run", action="store_true",
                    help="MODEL is already compiled: run it as it is")
     p.add_argument("-f", "--datafile", metavar="DATAFILE",
-                   help="weight file (.npz or LightNet text format); read before optimizing, "
+                   help="weight file (.npz or LightNet's .wts); read before optimizing, "
                         "so rules fold constants (a batchnorm into the conv's weights)")
     p.add_argument("-w", "--weights-out", metavar="WEIGHTS",
-                   help="with -c and -f: where to write the compiled model's weights "
-                        "(default: OUT with the suffix .npz)")
+                   help="with -c and -f: where to write the compiled model's weights, in "
+                        "LightNet's format when it ends in .wts (default: OUT with the "
+                        "suffix .npz)")
     p.add_argument("--no-combine", action="store_true",
                    help="lower the model without fusing ops (to compare results)")
     p.add_argument("--mem-report", action="store_true",
@@ -168,6 +171,24 @@ def report_errors(prog: str, debug: bool, body) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def show_warnings(prog: str):
+    """While in it, a LightNetWarning prints as one `PROG: warning: ...` line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", LightNetWarning)
+        default = warnings.showwarning
+
+        def show(message, category, *args, **kwargs):
+            if issubclass(category, LightNetWarning):
+                print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
+            else:
+                default(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    return report_errors("lightnet", args.debug, lambda: run(args, sys.stdout))
+    with show_warnings("lightnet"):
+        return report_errors("lightnet", args.debug, lambda: run(args, sys.stdout))

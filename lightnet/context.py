@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, weights
+from lightnet import blas, ir, mem, passes, weights, wts
 from lightnet.arch import get_proto
 from lightnet.dfg import DataFlowGraph
-from lightnet.errors import LightNetError
+from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.tensor import MemType, TensorTable
@@ -228,15 +229,16 @@ class Context:
         self.weights[name] = data
 
     def save_weights(self, path) -> None:
-        """Write the weights of the (compiled) model to an .npz file, which
-        load() / `lightnet -r -f` read back."""
+        """Write the weights of the (compiled) model, which load() / `lightnet
+        -r -f` read back: LightNet's weight format for a `.wts` path, else .npz."""
         names = sorted(n for n, e in self.tensors.items() if e.from_file)
         missing = [n for n in names if self.weights is None or n not in self.weights]
         if missing:
             raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
                                 "compile or load the model with its weight file first")
+        write = wts.write if str(path).endswith(".wts") else weights.write_npz
         try:
-            weights.write_npz(path, {n: self.weights[n] for n in names})
+            write(path, {n: self.weights[n] for n in names})
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
@@ -371,7 +373,14 @@ class Context:
             for name, array in given.items():
                 expect(name, array.dtype, array.shape)
         else:
-            given = weights.read(datafile, expect_names, expect)
+            def known(name):
+                entry = self.tensors.get(name)
+                return entry is not None and entry.from_file
+
+            def warn(message):
+                warnings.warn(message, LightNetWarning, stacklevel=2)
+
+            given = weights.read(datafile, expect_names, expect, known, warn)
         arrays = {}
         for name, array in given.items():
             array = np.ascontiguousarray(array).reshape(self.tensors[name].shape)

@@ -64,7 +64,7 @@ def create_pre_run(op, tensors):
         "param 'ran'",
         ran[0] <= ran[1],
         "ran[0] <= ran[1]",
-        "the range is [low, high)",
+        "the range is [low, high]",
         lambda: found(ran=ran),
     )
     from_file = ck.param("from_file", ParamType.BOOL, default=False)
@@ -233,7 +233,7 @@ def create_cpu_pre_run(op, tensors):
         "param 'ran'",
         ran[0] <= ran[1],
         "ran[0] <= ran[1]",
-        "the range is [low, high)",
+        "the range is [low, high]",
         lambda: found(ran=ran),
     )
     from_file = ck.param("from_file", ParamType.BOOL, default=False)
