@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from lightnet import blas, ir, mem, passes, weights, wts
-from lightnet.arch import get_proto
+from lightnet.arch import abstract_proto, get_proto
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
@@ -79,14 +79,22 @@ class Context:
         """Create and check the ops of a model (a path, `-` for stdin, or a dict)."""
         self.cleanup()
         specs, self.label = ir.read(source)
-        ops = []
+        ops, foreign = [], []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
+            if proto is None:
+                proto = abstract_proto(spec.optype)
+                if proto is not None:
+                    foreign.append(f"'{spec.name}' ({spec.optype})")
             if proto is None:
                 raise LightNetError(
                     f"{self.label}: op {index} ('{spec.name}'): unknown optype '{spec.optype}'"
                 )
             ops.append(Op(proto, spec.name, spec.tensors_in, spec.tensors_out, spec.params))
+        if foreign:
+            warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
+                          f"ops, compiled for the target: {', '.join(foreign)}",
+                          LightNetWarning, stacklevel=2)
         self.add_ops(0, ops)
         self.check()
 

@@ -243,15 +243,20 @@ def _preprocess(text, label, defines, include_dirs, preprocessor, on_warning) ->
     original = _blank_comments(text, label, escape_trigraphs=False)  # for columns
     text = _blank_comments(text, label)
     if preprocessor == "none":
-        lines = text.split("\n")
-        return _Preprocessed(text, [(label, i + 1) for i in range(len(lines))],
-                             label, label, original, directives=False)
+        # Text a preprocessor already went through: its line markers are followed.
+        pre = _follow_line_markers(text, label, label, original)
+        pre.directives = False
+        return pre
     if preprocessor == "pcpp":
+        # pcpp knows `#line N "file"` only, not GNU's `# N "file" flags` markers.
+        text = _GNU_LINE_MARKER.sub(r"\1line \2\3", text)
         out, top_key = _run_pcpp(text, label, defines, include_dirs, on_warning)
     else:
         out, top_key = _run_cpp(text, label, defines, include_dirs, on_warning)
     return _follow_line_markers(out, label, top_key, original)
 
+
+_GNU_LINE_MARKER = re.compile(r'(?m)^(\s*#\s*)(\d+)(\s+"(?:[^"\\\n]|\\.)*")?[ \t\d]*$')
 
 # `#line 12 "file"` (pcpp, C) or `# 12 "file" 1` (cpp); the file is optional.
 _LINE_MARKER = re.compile(r'\s*#\s*(?:line\s+)?(\d+)(?:\s+"((?:[^"\\]|\\.)*)")?[\s\d]*\Z')
