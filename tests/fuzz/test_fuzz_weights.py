@@ -198,6 +198,7 @@ def test_npz_files(data):
     check(data, ".npz")
 
 
+@pytest.mark.filterwarnings("ignore::lightnet.LightNetWarning")  # renamed tensors are skipped
 @fuzz_settings(CI_EXAMPLES // 3)
 @given(text_files())
 def test_text_files(data):
@@ -212,6 +213,7 @@ def test_npz_files_slow(data):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::lightnet.LightNetWarning")
 @fuzz_settings(SLOW_EXAMPLES)
 @given(text_files())
 def test_text_files_slow(data):
