@@ -456,6 +456,10 @@ class _Parser:
         self.pre = pre
         self.text = pre.text
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        try:  # each ${eval} lies within its line: the lines stay where they were
+            self.text = il_eval.substitute(self.text)
+        except il_eval.EvalError as e:
+            raise self.error(e.msg, e.pos) from None
         self.tokens = self._lex()
         self.i = 0
 
@@ -490,9 +494,7 @@ class _Parser:
             c = text[pos]
             if text.startswith("/*", pos):
                 raise self.error("unterminated comment", pos)
-            if text.startswith(il_eval.PREFIX, pos):
-                tokens.append(self._eval(pos))
-            elif m := _IDENT.match(text, pos):
+            if m := _IDENT.match(text, pos):
                 tokens.append(_Token("ident", m.group(), m.group(), pos, m.end()))
             elif m := _PP_NUMBER.match(text, pos):
                 tokens.append(self._number(m.group(), pos))
@@ -510,13 +512,6 @@ class _Parser:
             else:
                 raise self.error(f"unexpected character {_show_char(c)}", pos)
             pos = tokens[-1].end
-
-    def _eval(self, pos: int) -> _Token:
-        try:
-            value, end = il_eval.evaluate(self.text, pos)
-        except il_eval.EvalError as e:
-            raise self.error(e.msg, e.pos) from None
-        return _Token("number", self.text[pos:end], value, pos, end)
 
     def _number(self, text: str, pos: int) -> _Token:
         if not _NUMBER.match(text):

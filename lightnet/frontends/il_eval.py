@@ -17,6 +17,9 @@ result is an int when it is integral, else a float with Perl's 15 significant
 digits (0.1+0.2 is 0.3).
 
     value, end = evaluate(text, pos)   # text[pos:] starts with "${eval"
+    text = substitute(text)            # every ${eval ...} replaced by its value
+
+A `${eval ...}` lies within one line.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import re
 
 PREFIX = "${eval"
 
-_SPACE = re.compile(r"\s*")
+_SPACE = re.compile(r"[ \t\r\f\v]*")  # within the line, as il2json's per-line match
 _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -44,6 +47,20 @@ def evaluate(text: str, pos: int) -> tuple[int | float, int]:
     parser = _Parser(text)
     value = parser.eval_block(pos)
     return _result(value, pos), parser.pos
+
+
+def substitute(text: str) -> str:
+    """`text` with every `${eval ...}` replaced by its value's text, as
+    il2json does, so one may stand anywhere: in a number, a name
+    (`conv${eval N + 1}`) or a string."""
+    out, last = [], 0
+    start = text.find(PREFIX)
+    while start >= 0:
+        value, end = evaluate(text, start)
+        out += [text[last:start], str(value)]
+        last = end
+        start = text.find(PREFIX, end)
+    return "".join(out) + text[last:]
 
 
 def _result(value: float, pos: int) -> int | float:
@@ -72,7 +89,7 @@ class _Parser:
 
     def eval_block(self, start: int) -> float:
         self.pos = start + len(PREFIX)
-        if not self.text[self.pos:self.pos + 1].isspace():
+        if self.text[self.pos:self.pos + 1] not in (" ", "\t"):
             raise EvalError(f"expected a space after '{PREFIX}'", self.pos)
         value = self.expr()
         if not self.at("}"):

@@ -78,6 +78,22 @@ def test_eval_after_macros(preprocessor):
         "dims": [90, 16], "scale": 0.25, "neg": -9}
 
 
+@pytest.mark.parametrize("preprocessor", PREPROCESSORS)
+def test_eval_stands_anywhere_in_the_text(preprocessor):
+    """As il2json substitutes it in the text: in a name, a string, a number."""
+    text = ('#define NEXT(n) relu(src=conv##n | dst=conv${eval n + 1} | '
+            "msg=\"layer ${eval 3 * 2}\", k=1${eval 5 - 5});\nNEXT(3)\n")
+    (op,) = to_ir(text, filename="m.net", preprocessor=preprocessor)["ops"]
+    assert (op["tensors_in"][0]["name"], op["tensors_out"][0]["name"]) == ("conv3", "conv4")
+    assert op["params"] == [{"arg_name": "msg", "value": "layer 6"},
+                            {"arg_name": "k", "value": 10}]
+
+
+def test_eval_lies_within_a_line():
+    assert error("relu(| | k=${eval 1 +\n 2});", preprocessor="none") == (
+        "m.net:1:22: ${eval}: expected a number, '(' or '-', found the end of the line")
+
+
 def test_eval_error_points_at_the_original_line():
     text = "relu(src=a | dst=b |);\n\nrelu(src=b | dst=c | x=${eval 2 * (3 + 1});\n"
     assert error(text, preprocessor="pcpp") == "m.net:3:41: ${eval}: expected ')', found '}'"
