@@ -293,10 +293,12 @@ def _printed(out: str) -> dict[str, np.ndarray]:
     """The tensors `print` ops wrote: msg -> the numbers under it."""
     arrays, name = {}, None
     for line in out.splitlines():
+        if line.startswith("info:"):  # the run is over: summaries of the outputs follow
+            break
         if line.endswith(":") and not line.startswith(("[", " ")):
             name = line[:-1]
             arrays[name] = []
-        elif name is not None and not line.startswith("info:"):
+        elif name is not None:
             arrays[name] += [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", line)]
     return {k: np.array(v) for k, v in arrays.items()}
 
