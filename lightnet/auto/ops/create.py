@@ -28,9 +28,9 @@ def create_pre_run(op, tensors):
     )
     ck.satisfy(
         "param 'data'",
-        len(data) in (0, math.prod(dims)),
-        "len(data) in (0, math.prod(dims))",
-        "data gives every element or none",
+        len(data) <= math.prod(dims),
+        "len(data) <= math.prod(dims)",
+        "data gives at most every element",
         lambda: found(dims=dims, data=data),
     )
     ck.satisfy(
@@ -44,7 +44,7 @@ def create_pre_run(op, tensors):
         "param 'ran'",
         ran[0] <= ran[1],
         "ran[0] <= ran[1]",
-        "the range is [low, high)",
+        "the range is [low, high]",
         lambda: found(ran=ran),
     )
     ck.define("dst", dtype, dims, static=True, from_file=from_file)
@@ -89,10 +89,10 @@ def create_cpu_load(op, arrays):
     ran = op.values["ran"]
     from_file = op.values["from_file"]
     if not from_file:
-        if data:
-            kernels.fill_data(dst, data)
+        if ran[0] != 0 or ran[1] != 0:
+            kernels.fill_uniform(dst, ran[0], ran[1], op.tensors_out["dst"], op.seed)
         else:
-            kernels.fill_uniform(dst, ran[0], ran[1], op.tensors_out["dst"])
+            kernels.fill_data(dst, data)
     return None
 
 

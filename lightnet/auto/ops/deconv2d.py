@@ -41,17 +41,18 @@ def deconv2d_pre_run(op, tensors):
     )
     ck.satisfy(
         "param 'output_dims'",
-        all(output_dims) or not any(output_dims),
-        "all(output_dims) or not any(output_dims)",
-        "output_dims gives both dims or neither",
-        lambda: found(output_dims=output_dims),
+        not all(output_dims)
+        or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group),
+        "not all(output_dims) or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group)",
+        "output_dims[:2] are src's batch and the output channels",
+        lambda: found(src=src, weight=weight, group=group, output_dims=output_dims),
     )
     ck.satisfy(
         "param 'autopad'",
-        (autopad == "NOTSET" and not any(output_dims)) or not any(padding),
-        '(autopad == "NOTSET" and not any(output_dims)) or not any(padding)',
-        "explicit padding needs autopad NOTSET and no output_dims",
-        lambda: found(output_dims=output_dims, padding=padding, autopad=autopad),
+        autopad == "NOTSET" or not any(padding),
+        'autopad == "NOTSET" or not any(padding)',
+        "explicit padding needs autopad NOTSET",
+        lambda: found(padding=padding, autopad=autopad),
     )
     ck.satisfy(
         "tensor_in 'weight'",
@@ -96,17 +97,17 @@ def deconv2d_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        not any(output_dims)
+        not all(output_dims)
         or all(
             o <= full
             for o, full in zip(
-                output_dims,
+                output_dims[2:],
                 kernels.deconv2d_output_hw(
                     src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation
                 ),
             )
         ),
-        "not any(output_dims) or all(o <= full for o, full in zip(output_dims, kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
+        "not all(output_dims) or all(o <= full for o, full in zip(output_dims[2:], kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
         "output_dims only crops, it is at most the uncropped output size",
         lambda: found(
             src=src,
@@ -119,13 +120,33 @@ def deconv2d_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        any(output_dims)
+        not all(output_dims)
+        or not any(padding)
+        or kernels.deconv2d_output_hw(
+            src.shape[2:], size, stride, padding, output_padding, dilation
+        )
+        == tuple(output_dims[2:]),
+        "not all(output_dims) or not any(padding) or kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation) == tuple(output_dims[2:])",
+        "with explicit padding, output_dims is the output's shape",
+        lambda: found(
+            src=src,
+            size=size,
+            stride=stride,
+            output_dims=output_dims,
+            padding=padding,
+            output_padding=output_padding,
+            dilation=dilation,
+        ),
+    )
+    ck.satisfy(
+        "op",
+        all(output_dims)
         or autopad not in ("SAME_UPPER", "SAME_LOWER")
         or all(
             s <= (k - 1) * d + 1 + p
             for s, k, d, p in zip(stride, size, dilation, output_padding)
         ),
-        'any(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
+        'all(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
         "SAME autopad reaches in * stride by cropping only",
         lambda: found(
             size=size,
@@ -137,12 +158,19 @@ def deconv2d_pre_run(op, tensors):
         ),
     )
     # None for NOTSET without output_dims, which keeps the explicit padding.
-    padding = (
-        kernels.deconv2d_autopad_padding(
-            src.shape[2:], size, stride, output_padding, dilation, output_dims, autopad
+    if not any(padding):
+        padding = (
+            kernels.deconv2d_autopad_padding(
+                src.shape[2:],
+                size,
+                stride,
+                output_padding,
+                dilation,
+                output_dims[2:] if all(output_dims) else (),
+                autopad,
+            )
+            or padding
         )
-        or padding
-    )
     op.values.update(padding=padding)
     ck.define(
         "dst",
@@ -184,9 +212,9 @@ DECONV2D = OpProto(
         ParamArg(
             "output_dims",
             ParamType.ARRAY_NUMBER,
-            (0, 0),
+            (0, 0, 0, 0),
             realtype="int",
-            length=2,
+            length=4,
             bounds=(("ge", 0),),
         ),
         ParamArg(
@@ -295,9 +323,9 @@ DECONV2D_CPU = OpProto(
         ParamArg(
             "output_dims",
             ParamType.ARRAY_NUMBER,
-            (0, 0),
+            (0, 0, 0, 0),
             realtype="int",
-            length=2,
+            length=4,
             bounds=(("ge", 0),),
         ),
         ParamArg(

@@ -3,77 +3,82 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import MemType
+from lightnet.tensor import DType, MemType
 
 
 def rearange_pre_run(op, tensors):
     """Check a rearange op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
     src, start, stop, step = ck.get("src", "start", "stop", "step")
-    ck.compare("start", start, "lt", src.len, "src.len")
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one index, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len,
-        "0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len",
-        "the last index is inside src",
+        kernels.arange_len(start, stop, step) == src.len,
+        "kernels.arange_len(start, stop, step) == src.len",
+        "src has ceil((stop - start) / step) elements",
         lambda: found(src=src, start=start, stop=stop, step=step),
     )
-    ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
-
-
-def rearange_views(op, arrays):
-    """The arrays of outputs that are views of an input's memory."""
-    src = op.array(arrays, "src")
-    start = op.values["start"]
-    stop = op.values["stop"]
-    step = op.values["step"]
-    return {
-        "dst": src[start::step][: kernels.arange_len(start, stop, step)],
-    }
+    ck.satisfy(
+        "param 'step'",
+        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
+        or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1))
+        and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max,
+        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1)) and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max",
+        "the first and last values fit the integer dtype",
+        lambda: found(src=src, start=start, step=step),
+    )
+    ck.define("dst", src.dtype, src.shape, owner="src")
 
 
 REARANGE = OpProto(
     optype="rearange",
     arch="none",
     mtype=MemType.NONE,
-    tensors_in=(TensorArg("src", ndim=1),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
-        ParamArg("stop", ParamType.NUMBER, realtype="int"),
-        ParamArg("step", ParamType.NUMBER, realtype="int", bounds=(("ne", 0),)),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
     pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_views,
 )
+
+
+def rearange_cpu_load(op, arrays):
+    """Return the run function, bound to the op's arrays."""
+    dst = op.array(arrays, "dst")
+    start = op.values["start"]
+    stop = op.values["stop"]
+    step = op.values["step"]
+
+    def run():
+        kernels.fill_arange(dst, start, stop, step)
+
+    return run
 
 
 REARANGE_CPU = OpProto(
     optype="rearange_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    tensors_in=(TensorArg("src", ndim=1),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
-        ParamArg("stop", ParamType.NUMBER, realtype="int"),
-        ParamArg("step", ParamType.NUMBER, realtype="int", bounds=(("ne", 0),)),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
     pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_views,
+    load=rearange_cpu_load,
 )
 
 PROTOS = (REARANGE, REARANGE_CPU)
