@@ -60,6 +60,9 @@ class Session:
             if array.shape != info.shape:
                 raise LightNetError(f"input '{info.name}': expected shape {info.shape}, "
                                     f"found {array.shape}")
-            self.ctx.arrays[info.name][...] = array
-        self.ctx.run()
-        return {o.name: self.ctx.get_data(o.name) for o in self.outputs}
+            feeds[info.name] = array
+        with self.ctx.lock:  # inputs, run and outputs: one run at a time (docs/runtime.md)
+            for name, array in feeds.items():
+                self.ctx.arrays[name][...] = array
+            self.ctx.run()
+            return {o.name: self.ctx.get_data(o.name) for o in self.outputs}
