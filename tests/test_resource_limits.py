@@ -17,6 +17,7 @@ import io
 import json
 import subprocess
 import sys
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import pytest
 from lightnet import Context, LightNetError, Session, limits, mem
 from lightnet.cli import main as lightnet_main
 from lightnet.irbuild import ModelBuilder
+from lightnet.tensor import MemType
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "example.json"
@@ -249,6 +251,81 @@ def test_errors_at_run_time_are_user_errors(tmp_path, capsys):
     with pytest.raises(LightNetError, match=r"^<model>: op 'dump' \(fprint_cpu\): run: "
                                             r"FileNotFoundError: "):
         ctx.run()
+
+
+# Workspaces are planned -----------------------------------------------------------------------
+
+
+def workspace_model() -> dict:
+    """Every op whose kernel needs buffers besides its tensors: padded inputs
+    (conv2d, maxpool2d, avgpool2d), the depthwise weight table, fused lrelu,
+    deconv2d's columns and accumulator, linear resampling, softmax's rows."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 16, 48, 48])
+    x = m.op("lrelu", {"src": m.conv(x, 16, 16, 3, pad=1)}, negslope=0.1)
+    x = m.maxpool(x, 3, 1, pad=1)
+    x = m.op("avgpool2d", {"src": x}, size=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1])
+    x = m.op("lrelu", {"src": m.conv(x, 16, 16, 3, pad=1, group=16)}, negslope=0.2)
+    x = m.op("deconv2d", {"src": x, "weight": m.weight("dw", [16, 8, 2, 2], -0.3, 0.3),
+                          "bias": m.weight("db", [8])},
+             group=1, size=[2, 2], stride=[2, 2], padding=[1, 1, 1, 1])
+    x = m.op("resize", {"src": x}, mode="TL_LINEAR", dims=[1, 8, 64, 80])
+    x = m.op("upsample", {"src": x}, mode="TL_LINEAR", scales=[1, 1, 1.5, 1.25])
+    m.op("softmax", {"src": x}, axis=1)
+    return m.to_dict()
+
+
+def numpy_bytes_held_after(fn) -> int:
+    """Bytes of numpy array data allocated by `fn` and still held when it returns."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        fn()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    only_numpy = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
+    return sum(d.size_diff for d in after.filter_traces(only_numpy).compare_to(
+        before.filter_traces(only_numpy), "filename"))
+
+
+def test_load_allocates_only_the_arena():
+    """Every workspace is op scratch in the arena: what load allocates besides the
+    arena is the kernels' small tables (window counts, resampling indices)."""
+    ctx = Context()
+    ctx.init(workspace_model())
+    ctx.compile("cpu")
+    assert {op.optype for op in ctx.ops} >= {"conv2d_cpu", "depthwise_conv2d_cpu",
+                                             "maxpool2d_cpu", "avgpool2d_cpu", "deconv2d_cpu",
+                                             "resize_cpu", "upsample_cpu", "softmax_cpu"}
+    assert {op.values["activation"] for op in ctx.ops
+            if op.optype in ("conv2d_cpu", "depthwise_conv2d_cpu")} == {"lrelu"}
+    ctx.load()  # numpy's lazily imported modules, once
+    ctx.unload()
+    held = numpy_bytes_held_after(ctx.load)
+    arena = ctx.mem[MemType.CPU].arena
+    # Before workspaces were planned: 2.4 MB besides a 2.1 MB arena.
+    assert arena <= held <= arena + 32 * 1024
+
+
+def test_limit_just_below_a_models_need_refuses_just_above_runs(monkeypatch):
+    ctx = Context()
+    ctx.init(workspace_model())
+    ctx.compile("cpu")
+    needed = ctx.mem[MemType.CPU].needed
+    x = np.random.default_rng(2).standard_normal((1, 16, 48, 48)).astype(np.float32)
+    expected = Session(workspace_model()).run({"x": x})
+
+    def forbidden(self, report):
+        raise AssertionError("an arena was allocated")
+    with monkeypatch.context() as patch:
+        patch.setattr(Context, "_alloc_arena", forbidden)
+        with pytest.raises(LightNetError) as e:
+            Session(workspace_model(), memory_limit=needed - 1)
+    assert str(e.value) == refusal(needed, needed - 1)
+    out = Session(workspace_model(), memory_limit=needed).run({"x": x})
+    for name in expected:
+        np.testing.assert_array_equal(out[name], expected[name])
 
 
 # Structural limits -------------------------------------------------------------------------

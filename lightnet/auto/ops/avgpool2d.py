@@ -261,7 +261,12 @@ def avgpool2d_cpu_pre_run(op, tensors):
     ck.scratch(
         kernels.scratch_bytes(
             kernels.pool2d_scratch(
-                src.shape, dst.shape, size=size, stride=stride, dtype=src.dtype.np
+                src.shape,
+                dst.shape,
+                size=size,
+                stride=stride,
+                padding=padding,
+                dtype=src.dtype.np,
             )
         )
     )

@@ -445,6 +445,7 @@ def conv2d_cpu_pre_run(op, tensors):
                 stride=stride,
                 padding=padding,
                 dtype=src.dtype.np,
+                activation=activation,
             )
         )
     )
@@ -494,8 +495,9 @@ def conv2d_cpu_load(op, arrays):
         dilation=dilation,
         dtype=dst.dtype,
         scratch=scratch,
+        activation=activation,
     )
-    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    act_ws = ws.get("act")
     if bn_scale is None:
         w, b = weight, bias
     else:
@@ -741,6 +743,7 @@ def depthwise_conv2d_cpu_pre_run(op, tensors):
                 padding=padding,
                 dilation=dilation,
                 dtype=src.dtype.np,
+                activation=activation,
             )
         )
     )
@@ -788,8 +791,9 @@ def depthwise_conv2d_cpu_load(op, arrays):
         dilation=dilation,
         dtype=dst.dtype,
         scratch=scratch,
+        activation=activation,
     )
-    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    act_ws = ws.get("act")
     if bn_scale is None:
         w, b = weight, bias
     else:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -502,13 +504,27 @@ def deconv2d_cpu_pre_run(op, tensors):
         )
         or padding
     )
-    ck.define(
+    dst = ck.define(
         "dst",
         src.dtype,
         (src.shape[0], weight.shape[1] * group)
         + kernels.deconv2d_output_hw(
             src.shape[2:], size, stride, padding, output_padding, dilation
         ),
+    )
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.deconv2d_scratch(
+                src.shape,
+                weight.shape,
+                dst.shape,
+                group=group,
+                stride=stride,
+                padding=padding,
+                dilation=dilation,
+                dtype=src.dtype.np,
+            )
+        )
     )
     op.values.update(
         group=group,
@@ -533,6 +549,7 @@ def deconv2d_cpu_load(op, arrays):
     padding = op.values["padding"]
     output_padding = op.values["output_padding"]
     dilation = op.values["dilation"]
+    scratch = arrays[op.scratch_key]
     ws = kernels.deconv2d_workspace(
         src.shape,
         weight.shape,
@@ -543,6 +560,7 @@ def deconv2d_cpu_load(op, arrays):
         output_padding=output_padding,
         dilation=dilation,
         dtype=dst.dtype,
+        scratch=scratch,
     )
 
     def run():

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -280,6 +282,11 @@ def matmul_cpu_pre_run(op, tensors):
             dst=dst,
         ),
     )
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.activate_scratch(dst.shape, activation, dst.dtype.np)
+        )
+    )
     op.values.update(
         transA=transA,
         transB=transB,
@@ -312,7 +319,8 @@ def matmul_cpu_load(op, arrays):
     clip_min = op.values["clip_min"]
     clip_max = op.values["clip_max"]
     bn_epsilon = op.values["bn_epsilon"]
-    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    scratch = arrays[op.scratch_key]
+    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype, scratch)
     if bn_scale is None:
         b, c, gemm_beta = src2, bias, beta
     else:

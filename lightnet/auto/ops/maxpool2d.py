@@ -320,6 +320,7 @@ def maxpool2d_cpu_pre_run(op, tensors):
                 dst.shape,
                 size=size,
                 stride=stride,
+                padding=padding,
                 dtype=src.dtype.np,
                 dilation=dilation,
             )

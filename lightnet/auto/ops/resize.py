@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -97,7 +99,12 @@ def resize_cpu_pre_run(op, tensors):
     dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
     ck.array_len("dims", dims, src.ndim, "src.ndim")
     ck.compare_each("dims", dims, "gt", 0, "0")
-    ck.define("dst", src.dtype, dims)
+    dst = ck.define("dst", src.dtype, dims)
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.resize_scratch(src.shape, dst.dtype.np, mode=mode, dims=dims)
+        )
+    )
     op.values.update(mode=mode, dims=dims)
 
 
@@ -107,7 +114,10 @@ def resize_cpu_load(op, arrays):
     dst = op.array(arrays, "dst")
     mode = op.values["mode"]
     dims = op.values["dims"]
-    ws = kernels.resize_workspace(src.shape, dst.dtype, mode=mode, dims=dims)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.resize_workspace(
+        src.shape, dst.dtype, mode=mode, dims=dims, scratch=scratch
+    )
 
     def run():
         kernels.resize(src, dst, mode=mode, dims=dims, ws=ws)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker
@@ -78,7 +80,12 @@ def softmax_cpu_pre_run(op, tensors):
     axis = ck.param("axis", ParamType.NUMBER, "int")
     ck.compare("axis", axis, "ge", 0, "0")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    ck.define("dst", src.dtype, src.shape)
+    dst = ck.define("dst", src.dtype, src.shape)
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.softmax_scratch(dst.shape, dst.dtype.np, axis=axis)
+        )
+    )
     op.values.update(axis=axis)
 
 
@@ -87,7 +94,8 @@ def softmax_cpu_load(op, arrays):
     src = op.array(arrays, "src")
     dst = op.array(arrays, "dst")
     axis = op.values["axis"]
-    ws = kernels.softmax_workspace(dst.shape, dst.dtype, axis=axis)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.softmax_workspace(dst.shape, dst.dtype, axis=axis, scratch=scratch)
 
     def run():
         kernels.softmax(src, dst, axis=axis, ws=ws)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -118,7 +120,12 @@ def upsample_cpu_pre_run(op, tensors):
         "every dimension of dst, floor(src.shape[i] * scales[i]), is at least 1",
         lambda: found(src=src, scales=scales),
     )
-    ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
+    dst = ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.upsample_scratch(src.shape, dst.dtype.np, mode=mode, scales=scales)
+        )
+    )
     op.values.update(mode=mode, scales=scales)
 
 
@@ -128,7 +135,10 @@ def upsample_cpu_load(op, arrays):
     dst = op.array(arrays, "dst")
     mode = op.values["mode"]
     scales = op.values["scales"]
-    ws = kernels.upsample_workspace(src.shape, dst.dtype, mode=mode, scales=scales)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.upsample_workspace(
+        src.shape, dst.dtype, mode=mode, scales=scales, scratch=scratch
+    )
 
     def run():
         kernels.upsample(src, dst, mode=mode, scales=scales, ws=ws)
