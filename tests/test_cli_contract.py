@@ -97,8 +97,11 @@ TOOLS = [
                                                 "found 2"),
          usage=[[], ["--bogus", "m.json"], ["-t"], ["--memory-limit", "lots", "m.json"],
                 ["--memory-limit", "-1", "m.json"], ["--threads", "0", "m.json"],
-                ["--threads", "two", "m.json"]],
-         internal=("lightnet.cli.Context.init", lambda t: [EXAMPLES / "example.json"])),
+                ["--threads", "two", "m.json"], ["info"], ["info", "--bogus", "m.json"],
+                ["bench", "--runs", "0", "m.json"],
+                ["bench", "--runs", "2", "--duration", "1", "m.json"],
+                ["--input", "x", "m.json"], ["-c", "--save", "o.npz", "m.json"]],
+         internal=("lightnet.context.Context.init", lambda t: [EXAMPLES / "example.json"])),
     Tool("il2json", "lightnet.frontends.il", "il2json", "il2json: error: ",
          "il2json: internal error: ",
          ok=lambda t: [EXAMPLES / "fire.net", "-o", t / "fire.json"],
@@ -122,7 +125,7 @@ if HAS_ONNX:
         ok=lambda t: [_onnx_model(t), "-o", t / "m.json"],
         user_error=lambda t: ([_garbage(t)], None),
         usage=[[], ["--bogus", "m.onnx"], ["--dim", "nonsense", "m.onnx"]],
-        internal=("lightnet.frontends.onnx.import_model",
+        internal=("lightnet.frontends.onnx.cli.import_model",
                   lambda t: [_onnx_model(t), "-o", t / "m.json"])))
 
 

@@ -12,7 +12,7 @@
    of four letters or more) appears in the entry's example or its "Also"
    forms. A new or reworded error therefore needs its doc entry.
 
-The ONNX importer (lightnet/frontends/onnx*.py) documents its own errors
+The ONNX importer (lightnet/frontends/onnx/, onnx_conformance.py) documents its own errors
 with the importer and is not scanned here.
 """
 
@@ -435,6 +435,94 @@ def session(kind):
     return trigger
 
 
+def input_model():
+    """An IR with one input, x float32[1, 3, 8, 8], and its relu."""
+    return {"ops": [op("in", "input", outs={"dst": "x"}, dims=[1, 3, 8, 8]),
+                    op("r", "relu", {"src": "x"}, {"dst": "y"})]}
+
+
+def cli_input(kind):
+    """Errors of `lightnet --input`: arrays read for input_model()."""
+    def trigger(tmp):
+        from lightnet import model_io
+        ctx = Context()
+        ctx.init(input_model())
+        inputs = {n: ctx.tensors[n] for n in ctx.inputs}
+        good = np.zeros((1, 3, 8, 8), np.float32)
+        path = tmp / ("in.npz" if kind.startswith("npz") else "in.npy")
+        specs = [(None if kind.startswith("npz") else "x", path)]
+        if kind == "npy-truncated":
+            np.save(path, good)
+            path.write_bytes(path.read_bytes()[:-(good.nbytes - 16)])
+        elif kind == "npy-garbage":
+            path.write_bytes(b"PK\x03\x04 not an array")
+        elif kind == "npy-pickle":
+            np.save(path, np.array([None] * 3), allow_pickle=True)
+        elif kind in ("npy-dtype", "npy-shape"):
+            np.save(path, good.astype(np.float64) if kind == "npy-dtype" else good[0])
+        elif kind == "npz-garbage":
+            path.write_bytes(b"not a zip")
+        elif kind == "npz-member":
+            with zipfile.ZipFile(path, "w") as z:
+                z.writestr("x", b"raw bytes")
+        elif kind == "npz-name":
+            np.savez(path, image=good)
+        elif kind == "npz-twice":
+            np.savez(path, x=good)
+            specs = [(None, path), ("x", tmp / "x.npy")]
+            np.save(tmp / "x.npy", good)
+        return message(model_io.read_inputs, specs, inputs)
+    return trigger
+
+
+def onnx_file(tmp, batch="N"):
+    """A one-Relu ONNX model, x float32[batch, 3, 8, 8]."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 8, 8])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+                                                "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    path = tmp / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def onnx_missing(tmp):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+        return message(Session, tmp / "m.onnx")
+
+
+def batch_error(kind):
+    def trigger(tmp):
+        from lightnet import model_file
+        if kind == "fixed":
+            return message(model_file.init, Context(), onnx_file(tmp, batch=1), batch=4)
+        return message(model_file.init, Context(), example(), batch=4)
+    return trigger
+
+
+def interface_error(kind):
+    def trigger(tmp):
+        from lightnet.irbuild import ModelBuilder
+        m = ModelBuilder()
+        m.op("relu", {"src": m.input("x", [1, 2])}, name="r")
+        m.op("forward", {"src": m.input("ids", [1], dtype="TL_INT32")}, name="f")
+        doc = m.to_dict()
+        doc["interface"] = {
+            "not_input": {"inputs": [{"name": "y", "dtype": "float32", "shape": [2]}]},
+            "elements": {"outputs": [{"name": "r", "dtype": "float32", "shape": [3]}]},
+            "range": {"inputs": [{"name": "ids", "dtype": "int64", "shape": []}]},
+        }[kind]
+        if kind != "range":
+            return message(Session, doc)
+        feeds = {"x": np.zeros((1, 2), np.float32), "ids": np.array(2**31, np.int64)}
+        return message(Session(doc).run, feeds)
+    return trigger
+
+
 def dtype_error(kind):
     def trigger(tmp):
         from lightnet.tensor import DType
@@ -573,6 +661,19 @@ def infer_error(tmp):
     return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
 
 
+def onednn_refuses():
+    """A convolution whose weights do not fit its source, created through oneDNN."""
+    from lightnet.dnnl import capi
+
+    if capi.unavailable_reason():
+        pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
+    from lightnet.dnnl import primitives
+
+    return message(primitives._conv, "conv2d", "dnnl_convolution_forward_primitive_desc_create",
+                   (1, 3, 5, 5), (4, 2, 3, 3), (1, 4, 3, 3), False, 1, (1, 1), (0, 0, 0, 0),
+                   (1, 1), "float32", "plain", "plain", (), transposed=False)
+
+
 def message_of(fn):
     """The message of whatever exception `fn` raises (the generator's own types)."""
     with pytest.raises(Exception) as e:
@@ -594,6 +695,8 @@ TRIGGERS = {
     "ir.value": ir(lambda d: d["ops"][1]["params"][0].pop("value")),
     "ir.param-value": ir(lambda d: d["ops"][1]["params"][2].update(value=float("nan"))),
     "ir.duplicate-op": ir(lambda d: d["ops"][2].update(name="slice1")),
+    "ir.interface": ir(lambda d: d.update(interface={"inputs": [
+        {"name": "x", "dtype": "complex64", "shape": [6]}]})),
     "ir.unknown-optype": ir(lambda d: d["ops"][2].update(optype="show")),
     "ir.limit": lambda tmp: run_model(model_file(tmp, "[" * 100_000 + "]" * 100_000)),
     # Op checks
@@ -627,6 +730,8 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
+    "compile.dnnl": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+                                                 c.compile("dnnl"))),
     "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
@@ -664,6 +769,7 @@ TRIGGERS = {
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
     "run.kernel": kernel_run_error,
+    "run.onednn": lambda tmp: onednn_refuses(),
     "run.threads-value": lambda tmp: message(Context, threads=0),
     "run.threads-blas": threads_of_another_blas,
     # API
@@ -675,10 +781,20 @@ TRIGGERS = {
     "api.session-input": session("not_input"),
     "api.session-missing": session("missing"),
     "api.session-feed": session("shape"),
+    "api.session-range": interface_error("range"),
+    "api.interface": interface_error("not_input"),
     "api.dtype": dtype_error("name"),
     # CLI
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
+    "cli.input-file": lambda tmp: message(
+        __import__("lightnet.model_io", fromlist=["read_inputs"]).read_inputs,
+        [("x", tmp / "nope.npy")], {}),
+    "cli.input-name": cli_input("npz-name"),
+    "cli.input-feed": cli_input("npy-dtype"),
+    "cli.onnx": onnx_missing,
+    "cli.onnx-option": lambda tmp: message(Session, onnx_file(tmp), datafile="w.npz"),
+    "cli.batch": batch_error("fixed"),
     "cli.internal": lambda tmp: internal_error(),
     # IL
     "il.read": il_file(None),
@@ -782,12 +898,31 @@ ALSO = {
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],
     "weights.missing": [compiled_with_weights("set_param")],
-    "cli.write": [compiled_with_weights("write")],
+    "cli.write": [compiled_with_weights("write"), lambda tmp: message(
+        __import__("lightnet.model_io", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
+    "cli.input-file": [cli_input("npy-truncated"), cli_input("npy-garbage"),
+                       cli_input("npy-pickle"), cli_input("npz-garbage"),
+                       cli_input("npz-member")],
+    "cli.input-name": [cli_input("npz-twice")],
+    "cli.input-feed": [cli_input("npy-shape")],
+    "cli.onnx-option": [lambda tmp: cli("lightnet.cli", ["-r", onnx_file(tmp)])],
+    "cli.batch": [batch_error("no-inputs")],
+    "cli.usage": [lambda tmp: cli("lightnet.cli", ["--input", "x", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["--input", "x=a.txt", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["bench", "--duration", "0", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["bench", "--runs", "0", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["-c", "--save", "o.npz", "m.json"])],
     "compile.graph": [dfg_error("twice"), dfg_error("both"), dfg_error("dangling")],
     "api.set-data": [api("dtype"), compiled_with_weights("set_data")],
     "api.set-param": [api("param_value")],
     "api.no-tensor": [api("data_size")],
     "api.session-feed": [session("dtype")],
+    "api.interface": [interface_error("elements")],
+    "ir.interface": [ir(lambda d: d.update(interface={"outputs": {}})),
+                     ir(lambda d: d.update(interface={"ports": []})),
+                     ir(lambda d: d.update(interface=[])),
+                     ir(lambda d: d.update(interface={"inputs": [{"name": "", "dtype": "bool",
+                                                                  "shape": []}]}))],
     "api.dtype": [dtype_error("numpy")],
     "il.cpp": [cpp_fails("run")],
     "il.string": [il('print(src=a | | msg="open);'), il('print(src=a | | msg="\\u12");'),
@@ -814,11 +949,11 @@ ALSO = {
 def internal_error():
     from unittest import mock
 
-    import lightnet.cli
+    from lightnet import Context
 
     def bug(*args, **kwargs):
         raise RuntimeError("planted bug")
-    with mock.patch.object(lightnet.cli.Context, "init", bug):
+    with mock.patch.object(Context, "init", bug):
         return cli("lightnet.cli", [EXAMPLES / "example.json"])
 
 
@@ -885,7 +1020,8 @@ def error_sites():
     """(file:line, constant fragments of the message) of every user error the
     code makes."""
     paths = [p for p in sorted((ROOT / "lightnet").rglob("*.py"))
-             if "auto" not in p.parts and not p.name.startswith("onnx")]
+             if "auto" not in p.parts and "onnx" not in p.parts
+             and not p.name.startswith("onnx")]
     paths += sorted((ROOT / "generator").rglob("*.py"))
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

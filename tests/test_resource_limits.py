@@ -314,16 +314,16 @@ def test_limit_just_below_a_models_need_refuses_just_above_runs(monkeypatch):
     ctx.compile("cpu")
     needed = ctx.mem[MemType.CPU].needed
     x = np.random.default_rng(2).standard_normal((1, 16, 48, 48)).astype(np.float32)
-    expected = Session(workspace_model()).run({"x": x})
+    expected = Session(workspace_model(), target="cpu").run({"x": x})
 
     def forbidden(self, report):
         raise AssertionError("an arena was allocated")
     with monkeypatch.context() as patch:
         patch.setattr(Context, "_alloc_arena", forbidden)
         with pytest.raises(LightNetError) as e:
-            Session(workspace_model(), memory_limit=needed - 1)
+            Session(workspace_model(), target="cpu", memory_limit=needed - 1)
     assert str(e.value) == refusal(needed, needed - 1)
-    out = Session(workspace_model(), memory_limit=needed).run({"x": x})
+    out = Session(workspace_model(), target="cpu", memory_limit=needed).run({"x": x})
     for name in expected:
         np.testing.assert_array_equal(out[name], expected[name])
 
