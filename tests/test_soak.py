@@ -106,7 +106,7 @@ def sessions_created_and_dropped(model: dict, count: int, warmup: int) -> dict:
 def soak_all() -> dict:
     return {"small model, 10000 runs": runs_of_one_session(small_model(), 10_000, 500),
             "squeezenet 1.1, 1000 runs": runs_of_one_session(bench_model(), 1_000, 100),
-            "200 sessions": sessions_created_and_dropped(small_model(), 200, 20)}
+            "200 sessions": sessions_created_and_dropped(small_model(), 200, 100)}
 
 
 @pytest.mark.slow
