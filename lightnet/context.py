@@ -52,6 +52,7 @@ class Context:
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
         self.label = "<model>"
+        self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
         self.ops: list[Op] = []
         self.dfg = DataFlowGraph()
@@ -71,7 +72,9 @@ class Context:
     def init(self, source) -> None:
         """Create and check the ops of a model (a path, `-` for stdin, or a dict)."""
         self.cleanup()
-        specs, self.label = ir.read(source)
+        doc, self.label = ir.load(source)
+        specs = ir.parse(doc, self.label)
+        self.interface = ir.parse_interface(doc, self.label)
         ops = []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
@@ -245,7 +248,7 @@ class Context:
 
     def print(self, outfile=None) -> str:
         """The IR of the current op list; written to `outfile` when given."""
-        text = ir.dump(self.ops)
+        text = ir.dump(self.ops, self.interface)
         if outfile is not None:
             try:
                 Path(outfile).write_text(text, encoding="utf-8")
