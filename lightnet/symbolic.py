@@ -1,0 +1,272 @@
+"""Symbolic dims: a dim an IR gives by name (`"N"`, or a whole multiple of one,
+`"4*N"`) instead of a number, so that one model takes any batch size.
+
+A symbolic dim may stand wherever an op's number or number-array param holds a
+dim (an `input` op's `dims`, a `reshape`'s `dims`, ...) and in the shapes of
+the model's `interface`. `bind` gives every name a value, making the plain IR
+that Context checks and compiles; `generalize` goes the other way: from the
+IRs built with the dims at different values it writes the one IR that says
+which numbers are which dims (how the ONNX importer and `lightnet -c` keep a
+symbolic dim symbolic).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import numpy as np
+
+from lightnet.errors import LightNetError
+
+_DIM = re.compile(r"(?:([1-9][0-9]*)\*)?([A-Za-z_][A-Za-z0-9_]*)")
+
+# The values the dims take in the IRs `generalize` compares: primes that no
+# fixed dim of a model is likely to be a multiple of in the same place.
+PROBES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
+
+
+def parse(text) -> tuple[int, str] | None:
+    """(factor, name) of a symbolic dim `"N"` or `"4*N"`; None for anything else."""
+    if not isinstance(text, str):
+        return None
+    m = _DIM.fullmatch(text)
+    return None if m is None else (int(m.group(1) or 1), m.group(2))
+
+
+def _number_params(optype) -> set[str]:
+    """The number and number-array params of `optype` (none when it is unknown)."""
+    from lightnet.arch import get_proto
+    from lightnet.param import ParamType
+
+    proto = get_proto(optype) if isinstance(optype, str) else None
+    if proto is None:
+        return set()
+    return {p.arg_name for p in proto.params
+            if p.ptype in (ParamType.NUMBER, ParamType.ARRAY_NUMBER)}
+
+
+def _places(doc):
+    """Every (container, key, where) holding a dim that may be symbolic; what is
+    malformed is skipped (ir.parse reports it)."""
+    if not isinstance(doc, dict):
+        return
+    ops = doc.get("ops")
+    for index, op in enumerate(ops if isinstance(ops, list) else []):
+        if not isinstance(op, dict) or not isinstance(op.get("params"), list):
+            continue
+        numbers = _number_params(op.get("optype"))
+        for item in op["params"]:
+            if not isinstance(item, dict) or item.get("arg_name") not in numbers:
+                continue
+            name = op.get("name") if isinstance(op.get("name"), str) else ""
+            where = f"op {index} ('{name}')" if name else f"op {index}"
+            where = f"{where}: param '{item['arg_name']}'"
+            value = item.get("value")
+            if isinstance(value, list):
+                yield from ((value, i, where) for i in range(len(value)))
+            else:
+                yield item, "value", where
+    interface = doc.get("interface")
+    if isinstance(interface, dict):
+        for kind in ("inputs", "outputs"):
+            ports = interface.get(kind)
+            for index, port in enumerate(ports if isinstance(ports, list) else []):
+                if isinstance(port, dict) and isinstance(port.get("shape"), list):
+                    where = f"'interface' {kind}[{index}] field 'shape'"
+                    yield from ((port["shape"], i, where) for i in range(len(port["shape"])))
+
+
+def names(doc) -> list[str]:
+    """The names of the symbolic dims of an IR document, sorted."""
+    found = {parse(c[k]) for c, k, _ in _places(doc)}
+    return sorted(p[1] for p in found if p is not None)
+
+
+def bind(doc, dims: dict | None, label: str):
+    """The IR document with every symbolic dim replaced by its value in `dims`
+    (the document itself when it has none). Every name must be given a whole
+    number >= 1, and every name given must be a dim of the model."""
+    dims = dict(dims or {})
+    known = names(doc)
+    for name, value in dims.items():
+        if name not in known:
+            raise LightNetError(f"{label}: dims: the model has no symbolic dim '{name}' "
+                                f"(symbolic dims: {', '.join(known) or 'none'})")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or value < 1:
+            raise LightNetError(f"{label}: dims: '{name}' must be a whole number >= 1, "
+                                f"found {value!r}")
+    if not known:
+        return doc
+    doc = copy.deepcopy(doc)
+    for container, key, where in _places(doc):
+        dim = parse(container[key])
+        if dim is None:
+            continue
+        factor, name = dim
+        if name not in dims:
+            raise LightNetError(
+                f"{label}: {where}: dim '{container[key]}' is symbolic and no value is "
+                f"given for '{name}': give it, e.g. Context.init(model, dims={{'{name}': 1}}); "
+                "Session binds it from the arrays it is fed")
+        container[key] = factor * int(dims[name])
+    return doc
+
+
+def input_shapes(doc) -> dict[str, tuple]:
+    """The shape of every input as the (unbound) document gives it: the interface's
+    when it declares one, the `input` op's dims otherwise; dims may be names."""
+    shapes = {}
+    if not isinstance(doc, dict):
+        return shapes
+    for op in doc.get("ops") or []:
+        if isinstance(op, dict) and op.get("optype") == "input":
+            outs = op.get("tensors_out") or []
+            params = {p.get("arg_name"): p.get("value") for p in op.get("params") or []
+                      if isinstance(p, dict)}
+            if outs and isinstance(outs[0], dict) and isinstance(params.get("dims"), list):
+                shapes[outs[0].get("name")] = tuple(params["dims"])
+    interface = doc.get("interface")
+    if isinstance(interface, dict):
+        for port in interface.get("inputs") or []:
+            if isinstance(port, dict) and port.get("name") in shapes \
+                    and isinstance(port.get("shape"), list):
+                shapes[port["name"]] = tuple(port["shape"])
+    return shapes
+
+
+def describe(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def match(pattern, shape, dims: dict) -> str | None:
+    """Bind the names of `pattern` (a shape whose dims may be names) from `shape`
+    into `dims`; what does not fit, or None."""
+    if len(pattern) != len(shape):
+        return f"expected {len(pattern)} dims {describe(pattern)}, found {describe(shape)}"
+    new = {}
+    for axis, (want, got) in enumerate(zip(pattern, shape)):
+        dim = parse(want)
+        if dim is None:
+            if want != got:
+                return f"expected shape {describe(pattern)}, found {describe(shape)}"
+            continue
+        factor, name = dim
+        value = got // factor
+        if got < 1 or got % factor:
+            return (f"dim {axis} is '{want}': expected a positive multiple of {factor}, "
+                    f"found {got}")
+        bound = dims.get(name, new.get(name))
+        if bound is not None and bound != value:
+            return (f"dim {axis} is '{want}' with {name} = {value}, but {name} = {bound} "
+                    "elsewhere in the same run")
+        new[name] = value
+    dims.update(new)
+    return None
+
+
+def generalize(build, symbols: list[str], fixed: dict, label: str):
+    """The IR (and weights) `build(dims)` makes, with the symbolic dims `symbols`
+    written as names: `build` runs once with every symbol at a probe value and
+    once more per symbol with that one at another; a number that follows one
+    symbol as a whole multiple of it becomes that symbol. `fixed` are dims given
+    values that stay numbers. `build` returns (IR document, {name: array} or None)."""
+    base_dims = {**fixed, **{s: PROBES[i] for i, s in enumerate(symbols)}}
+    base_doc, base_weights = build(base_dims)
+    variants = []
+    for i, s in enumerate(symbols):
+        other = PROBES[len(symbols) + i]
+        doc, weights = build({**base_dims, s: other})
+        variants.append((s, base_dims[s], other, doc))
+        _same_weights(base_weights, weights, s, label)
+    result = copy.deepcopy(base_doc)
+
+    def refuse(where, what):
+        raise LightNetError(
+            f"{label}: {where}: {what}; the model is not the same for every value of "
+            f"its symbolic dims ({', '.join(symbols)}) in a way LightNet's IR can say: "
+            "fix them (onnx2ln --shape NAME=D1,D2,... or --dim NAME=VALUE)")
+
+    def walk(base, others, where, out, key):
+        if isinstance(base, dict):
+            if any(not isinstance(o, dict) or o.keys() != base.keys() for o in others):
+                refuse(where, "its fields change")
+            for k in base:
+                walk(base[k], [o[k] for o in others], where, out[key], k)
+        elif isinstance(base, list):
+            if any(not isinstance(o, list) or len(o) != len(base) for o in others):
+                refuse(where, "its length changes")
+            for k, item in enumerate(base):
+                walk(item, [o[k] for o in others], where, out[key], k)
+        elif all(type(o) is type(base) and o == base for o in others):
+            return
+        else:
+            moved = [(s, b, o, other) for (s, b, o, _), other in zip(variants, others)
+                     if not (type(other) is type(base) and other == base)]
+            if not isinstance(base, int) or isinstance(base, bool) or len(moved) != 1:
+                refuse(where, f"{base!r} changes with {' and '.join(m[0] for m in moved)}")
+            s, b, o, value = moved[0]
+            if not isinstance(value, int) or base % b or value % o or base // b != value // o:
+                refuse(where, f"{base} changes with {s}, not as a whole multiple of it")
+            factor = base // b
+            out[key] = s if factor == 1 else f"{factor}*{s}"
+
+    ops = base_doc.get("ops", [])
+    if any(len(v[3]["ops"]) != len(ops) for v in variants):
+        refuse("ops", "their number changes")
+    for index, op in enumerate(ops):
+        walk(op, [v[3]["ops"][index] for v in variants], f"op {index} ('{op.get('name')}')",
+             result["ops"], index)
+    if "interface" in base_doc:
+        walk(base_doc["interface"], [v[3].get("interface") for v in variants], "'interface'",
+             result, "interface")
+    # Every name stands where bind() gives it its value back.
+    present = names(result)
+    for (s, _, other, doc) in [(None, None, None, base_doc)] + variants:
+        dims = {**base_dims, s: other} if s is not None else base_dims
+        if bind(result, {n: dims[n] for n in present}, label) != doc:
+            refuse("the IR", "a dim that follows a symbolic dim is not a param's dim")
+    return result, base_weights
+
+
+def _same_weights(base, other, symbol: str, label: str) -> None:
+    if base is None and other is None:
+        return
+    for name in sorted(set(base) | set(other)):
+        a, b = base.get(name), other.get(name)
+        if a is None or b is None or a.shape != b.shape or not np.array_equal(a, b):
+            raise LightNetError(
+                f"{label}: weight '{name}' depends on the symbolic dim {symbol}, which a "
+                "weight file cannot say: fix the dim (onnx2ln --shape NAME=D1,D2,... or "
+                "--dim NAME=VALUE)")
+
+
+def shapes(check, symbols: list[str]) -> dict[str, tuple]:
+    """The shape of every tensor of a model with symbolic dims `symbols`, a dim
+    that follows one of them as a whole multiple written as it ("N", "4*N"), one
+    that follows them otherwise as None. `check(dims)` is the model checked
+    (a Context initialized) with the dims at those values."""
+    base_dims = {s: PROBES[i] for i, s in enumerate(symbols)}
+    others = {s: PROBES[len(symbols) + i] for i, s in enumerate(symbols)}
+    base = check(base_dims)
+    variants = [(s, check({**base_dims, s: others[s]})) for s in symbols]
+    result = {}
+    for name, entry in base.tensors.items():
+        dims = []
+        for axis, d in enumerate(entry.shape):
+            moved = [(s, ctx.tensors[name].shape[axis]) for s, ctx in variants
+                     if ctx.tensors[name].shape[axis] != d]
+            if not moved:
+                dims.append(d)
+                continue
+            s, other = moved[0]
+            factor = d // base_dims[s]
+            follows = (len(moved) == 1 and factor >= 1 and d == factor * base_dims[s]
+                       and other == factor * others[s])
+            dims.append(None if not follows else s if factor == 1 else f"{factor}*{s}")
+        result[name] = tuple(dims)
+    for _, ctx in variants:
+        ctx.cleanup()
+    base.cleanup()
+    return result
