@@ -53,7 +53,10 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
     (--batch) is the symbolic first dim of every input, `shapes` (the arrays of
     --input, {name: shape}) give the dims they show, and any dim still without a
     value is 1."""
-    patterns = symbolic.input_shapes(doc)
+    symbols = symbolic.names(doc)
+    if not symbols and batch is None:
+        return {}
+    patterns = {n: own for n, (_, _, own) in symbolic.signature(doc, label)[0].items()}
     dims: dict[str, int] = {}
     if batch is not None:
         if not patterns:
@@ -61,6 +64,8 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
                                 "batch dimension")
         for name, pattern in patterns.items():
             first = symbolic.parse(pattern[0]) if pattern else None
+            if first is None and pattern and pattern[0] == batch:
+                continue  # the model's own batch
             if first is None or first[0] != 1:
                 raise LightNetError(
                     f"{label}: batch {batch}: input '{name}' has shape "
@@ -75,4 +80,4 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
         if name in patterns:
             # What does not fit is reported when the arrays are read against the inputs.
             symbolic.match(patterns[name], shape, dims)
-    return {**{n: 1 for n in symbolic.names(doc)}, **dims}
+    return {**{n: 1 for n in symbols}, **dims}

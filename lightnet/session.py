@@ -63,38 +63,13 @@ class Session:
         self.symbols = symbolic.names(self.doc)
         self.lock = threading.RLock()  # one run (and plan switch) at a time
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
-        self.ctx: Context | None = None
-        if self.symbols:
-            shapes = symbolic.shapes(self._probe, self.symbols)
-            probe = self._probe({s: symbolic.PROBES[i] for i, s in enumerate(self.symbols)})
-        else:
-            probe = self.ctx = self._plan({}).ctx
-            shapes = {n: e.shape for n, e in probe.tensors.items()}
-        borders = Borders(probe)
-        patterns = symbolic.input_shapes(self.doc)
+        inputs, outputs = symbolic.signature(self.doc, self.label, memory_limit)
         # What a feed may be: the declared shape, or the tensor's own ([1] for a scalar).
-        self._shapes = {n: (patterns[n], shapes[n]) for n in probe.inputs}
-        self.inputs = [TensorInfo(n, borders.declared(n)[0], patterns[n]) for n in probe.inputs]
-        self.outputs = []
-        for n in probe.outputs:
-            port = borders.ports.get(n)
-            shape = shapes[n] if port is None else self._declared_output(n, shapes[n])
-            self.outputs.append(TensorInfo(n, borders.declared(n)[0], shape))
-        if self.symbols:
-            probe.cleanup()
-
-    def _probe(self, dims: dict[str, int]) -> Context:
-        """The model checked (not compiled) with `dims`."""
-        ctx = Context(memory_limit=self.memory_limit)
-        ctx.init(self.doc, dims=dims, label=self.label)
-        return ctx
-
-    def _declared_output(self, name: str, own: tuple) -> tuple:
-        """Output `name`'s shape as the interface declares it, with names."""
-        for port in self.doc.get("interface", {}).get("outputs", []):
-            if port.get("name") == name:
-                return tuple(port["shape"])
-        return own
+        self._shapes = {n: (declared, own) for n, (_, declared, own) in inputs.items()}
+        self.inputs = [TensorInfo(n, dtype, declared) for n, (dtype, declared, _) in inputs.items()]
+        self.outputs = [TensorInfo(n, dtype, declared)
+                        for n, (dtype, declared, _) in outputs.items()]
+        self.ctx: Context | None = None if self.symbols else self._plan({}).ctx
 
     @property
     def planned(self) -> list[dict[str, int]]:

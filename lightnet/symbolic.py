@@ -65,7 +65,7 @@ def _places(doc):
             value = item.get("value")
             if isinstance(value, list):
                 yield from ((value, i, where) for i in range(len(value)))
-            else:
+            elif "value" in item:
                 yield item, "value", where
     interface = doc.get("interface")
     if isinstance(interface, dict):
@@ -114,26 +114,34 @@ def bind(doc, dims: dict | None, label: str):
     return doc
 
 
-def input_shapes(doc) -> dict[str, tuple]:
-    """The shape of every input as the (unbound) document gives it: the interface's
-    when it declares one, the `input` op's dims otherwise; dims may be names."""
-    shapes = {}
-    if not isinstance(doc, dict):
-        return shapes
-    for op in doc.get("ops") or []:
-        if isinstance(op, dict) and op.get("optype") == "input":
-            outs = op.get("tensors_out") or []
-            params = {p.get("arg_name"): p.get("value") for p in op.get("params") or []
-                      if isinstance(p, dict)}
-            if outs and isinstance(outs[0], dict) and isinstance(params.get("dims"), list):
-                shapes[outs[0].get("name")] = tuple(params["dims"])
-    interface = doc.get("interface")
-    if isinstance(interface, dict):
-        for port in interface.get("inputs") or []:
-            if isinstance(port, dict) and port.get("name") in shapes \
-                    and isinstance(port.get("shape"), list):
-                shapes[port["name"]] = tuple(port["shape"])
-    return shapes
+def signature(doc, label: str, memory_limit=None):
+    """(inputs, outputs) of a model with or without symbolic dims: {name: (dtype,
+    declared shape, the tensor's own shape)} in the model's order, shapes with
+    the names of the dims they follow (see shapes). The declared shape is the
+    interface's (a scalar's [], say), else the tensor's."""
+    from lightnet.borders import Borders
+    from lightnet.context import Context
+
+    def check(dims):
+        ctx = Context(memory_limit=memory_limit)
+        ctx.init(doc, dims=dims, label=label)
+        return ctx
+
+    symbols = names(doc)
+    own = shapes(check, symbols) if symbols else None
+    ctx = check({s: PROBES[i] for i, s in enumerate(symbols)})
+    if own is None:
+        own = {n: e.shape for n, e in ctx.tensors.items()}
+    borders = Borders(ctx)  # checks the interface against the tensors
+    declared = {}
+    interface = doc.get("interface") if isinstance(doc, dict) else None
+    for kind in ("inputs", "outputs"):
+        for port in (interface or {}).get(kind, []):
+            declared[port["name"]] = tuple(port["shape"])
+    result = tuple({n: (borders.declared(n)[0], declared.get(n, own[n]), own[n]) for n in names_}
+                   for names_ in (ctx.inputs, ctx.outputs))
+    ctx.cleanup()
+    return result
 
 
 def describe(shape) -> str:
