@@ -66,12 +66,12 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
             first = symbolic.parse(pattern[0]) if pattern else None
             if first is None and pattern and pattern[0] == batch:
                 continue  # the model's own batch
-            if first is None or first[0] != 1:
+            if first is None or first[0] != 1 or len(first[1]) != 1:
                 raise LightNetError(
                     f"{label}: batch {batch}: input '{name}' has shape "
                     f"{symbolic.describe(pattern)}, its batch fixed at {pattern[0]}; only a "
                     "model whose inputs have a symbolic first dim (\"N\") takes another batch")
-            dims[first[1]] = batch
+            dims[first[1][0]] = batch
         if len(dims) > 1:
             raise LightNetError(f"{label}: batch {batch}: the inputs' first dims are "
                                 f"different symbolic dims ({', '.join(sorted(dims))}), so no "

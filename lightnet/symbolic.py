@@ -1,5 +1,6 @@
-"""Symbolic dims: a dim an IR gives by name (`"N"`, or a whole multiple of one,
-`"4*N"`) instead of a number, so that one model takes any batch size.
+"""Symbolic dims: a dim an IR gives by name (`"N"`, or a whole multiple of a
+product of them, `"4*N"`, `"N*S"`) instead of a number, so that one model
+takes any batch size.
 
 A symbolic dim may stand wherever an op's number or number-array param holds a
 dim (an `input` op's `dims`, a `reshape`'s `dims`, ...) and in the shapes of
@@ -13,25 +14,49 @@ symbolic dim symbolic).
 from __future__ import annotations
 
 import copy
+import math
 import re
 
 import numpy as np
 
 from lightnet.errors import LightNetError
 
-_DIM = re.compile(r"(?:([1-9][0-9]*)\*)?([A-Za-z_][A-Za-z0-9_]*)")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_DIM = re.compile(rf"(?:([1-9][0-9]*)\*)?({_NAME}(?:\*{_NAME})*)")
 
 # The values the dims take in the IRs `generalize` compares: primes that no
 # fixed dim of a model is likely to be a multiple of in the same place.
 PROBES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
 
 
-def parse(text) -> tuple[int, str] | None:
-    """(factor, name) of a symbolic dim `"N"` or `"4*N"`; None for anything else."""
+def parse(text) -> tuple[int, tuple[str, ...]] | None:
+    """(factor, names) of a symbolic dim (`"N"`: 1, ("N",); `"4*N*S"`: 4, ("N",
+    "S")); None for anything else."""
     if not isinstance(text, str):
         return None
     m = _DIM.fullmatch(text)
-    return None if m is None else (int(m.group(1) or 1), m.group(2))
+    return None if m is None else (int(m.group(1) or 1), tuple(m.group(2).split("*")))
+
+
+def expression(factor: int, names) -> str:
+    """How the IR writes `factor` times the product of dims `names`."""
+    return "*".join(([str(factor)] if factor != 1 else []) + sorted(names))
+
+
+def _follows(value, changed: dict, base: dict, others: dict) -> str | None:
+    """The expression of `value` (a number at the dims `base`) that becomes
+    changed[s] when dim s alone is others[s] instead, or None when it is no
+    whole multiple of the product of those dims."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    product = math.prod(base[s] for s in changed)
+    factor = value // product
+    if factor < 1 or value != factor * product:
+        return None
+    for s, v in changed.items():
+        if v != factor * product // base[s] * others[s]:
+            return None
+    return expression(factor, changed)
 
 
 def _number_params(optype) -> set[str]:
@@ -80,7 +105,7 @@ def _places(doc):
 def names(doc) -> list[str]:
     """The names of the symbolic dims of an IR document, sorted."""
     found = {parse(c[k]) for c, k, _ in _places(doc)}
-    return sorted(p[1] for p in found if p is not None)
+    return sorted({n for p in found if p is not None for n in p[1]})
 
 
 def bind(doc, dims: dict | None, label: str):
@@ -104,13 +129,14 @@ def bind(doc, dims: dict | None, label: str):
         dim = parse(container[key])
         if dim is None:
             continue
-        factor, name = dim
-        if name not in dims:
-            raise LightNetError(
-                f"{label}: {where}: dim '{container[key]}' is symbolic and no value is "
-                f"given for '{name}': give it, e.g. Context.init(model, dims={{'{name}': 1}}); "
-                "Session binds it from the arrays it is fed")
-        container[key] = factor * int(dims[name])
+        factor, dim_names = dim
+        for name in dim_names:
+            if name not in dims:
+                raise LightNetError(
+                    f"{label}: {where}: dim '{container[key]}' is symbolic and no value is "
+                    f"given for '{name}': give it, e.g. Context.init(model, dims={{'{name}': "
+                    "1}); Session binds it from the arrays it is fed")
+        container[key] = factor * math.prod(int(dims[n]) for n in dim_names)
     return doc
 
 
@@ -124,7 +150,14 @@ def signature(doc, label: str, memory_limit=None):
 
     def check(dims):
         ctx = Context(memory_limit=memory_limit)
-        ctx.init(doc, dims=dims, label=label)
+        try:
+            ctx.init(doc, dims=dims, label=label)
+        except LightNetError as e:
+            if not symbols:
+                raise
+            values = ", ".join(f"{k} = {v}" for k, v in dims.items())
+            raise LightNetError(f"{e} (checked with {values}: a model with symbolic dims "
+                                "must pass its checks for any value of each)") from None
         return ctx
 
     symbols = names(doc)
@@ -154,13 +187,18 @@ def match(pattern, shape, dims: dict) -> str | None:
     if len(pattern) != len(shape):
         return f"expected {len(pattern)} dims {describe(pattern)}, found {describe(shape)}"
     new = {}
+    products = []
     for axis, (want, got) in enumerate(zip(pattern, shape)):
         dim = parse(want)
         if dim is None:
             if want != got:
                 return f"expected shape {describe(pattern)}, found {describe(shape)}"
             continue
-        factor, name = dim
+        factor, dim_names = dim
+        if len(dim_names) > 1:
+            products.append((axis, want, got, factor, dim_names))
+            continue
+        name = dim_names[0]
         value = got // factor
         if got < 1 or got % factor:
             return (f"dim {axis} is '{want}': expected a positive multiple of {factor}, "
@@ -170,6 +208,14 @@ def match(pattern, shape, dims: dict) -> str | None:
             return (f"dim {axis} is '{want}' with {name} = {value}, but {name} = {bound} "
                     "elsewhere in the same run")
         new[name] = value
+    for axis, want, got, factor, dim_names in products:  # given by the other dims
+        known = {**dims, **new}
+        if any(n not in known for n in dim_names):
+            return (f"dim {axis} is '{want}', a product of dims that no other dim of the "
+                    "input gives alone")
+        if got != factor * math.prod(known[n] for n in dim_names):
+            return (f"dim {axis} is '{want}': expected "
+                    f"{factor * math.prod(known[n] for n in dim_names)}, found {got}")
     dims.update(new)
     return None
 
@@ -177,16 +223,16 @@ def match(pattern, shape, dims: dict) -> str | None:
 def generalize(build, symbols: list[str], fixed: dict, label: str):
     """The IR (and weights) `build(dims)` makes, with the symbolic dims `symbols`
     written as names: `build` runs once with every symbol at a probe value and
-    once more per symbol with that one at another; a number that follows one
-    symbol as a whole multiple of it becomes that symbol. `fixed` are dims given
+    once more per symbol with that one at another; a number that follows some
+    as a whole multiple of their product becomes that product ("4*N"). `fixed` are dims given
     values that stay numbers. `build` returns (IR document, {name: array} or None)."""
     base_dims = {**fixed, **{s: PROBES[i] for i, s in enumerate(symbols)}}
     base_doc, base_weights = build(base_dims)
+    others = {s: PROBES[len(symbols) + i] for i, s in enumerate(symbols)}
     variants = []
-    for i, s in enumerate(symbols):
-        other = PROBES[len(symbols) + i]
-        doc, weights = build({**base_dims, s: other})
-        variants.append((s, base_dims[s], other, doc))
+    for s in symbols:
+        doc, weights = build({**base_dims, s: others[s]})
+        variants.append((s, doc))
         _same_weights(base_weights, weights, s, label)
     result = copy.deepcopy(base_doc)
 
@@ -196,43 +242,41 @@ def generalize(build, symbols: list[str], fixed: dict, label: str):
             f"its symbolic dims ({', '.join(symbols)}) in a way LightNet's IR can say: "
             "fix them (onnx2ln --shape NAME=D1,D2,... or --dim NAME=VALUE)")
 
-    def walk(base, others, where, out, key):
+    def walk(base, values, where, out, key):
         if isinstance(base, dict):
-            if any(not isinstance(o, dict) or o.keys() != base.keys() for o in others):
+            if any(not isinstance(v, dict) or v.keys() != base.keys() for v in values):
                 refuse(where, "its fields change")
             for k in base:
-                walk(base[k], [o[k] for o in others], where, out[key], k)
+                walk(base[k], [v[k] for v in values], where, out[key], k)
         elif isinstance(base, list):
-            if any(not isinstance(o, list) or len(o) != len(base) for o in others):
+            if any(not isinstance(v, list) or len(v) != len(base) for v in values):
                 refuse(where, "its length changes")
             for k, item in enumerate(base):
-                walk(item, [o[k] for o in others], where, out[key], k)
-        elif all(type(o) is type(base) and o == base for o in others):
+                walk(item, [v[k] for v in values], where, out[key], k)
+        elif all(type(v) is type(base) and v == base for v in values):
             return
         else:
-            moved = [(s, b, o, other) for (s, b, o, _), other in zip(variants, others)
-                     if not (type(other) is type(base) and other == base)]
-            if not isinstance(base, int) or isinstance(base, bool) or len(moved) != 1:
-                refuse(where, f"{base!r} changes with {' and '.join(m[0] for m in moved)}")
-            s, b, o, value = moved[0]
-            if not isinstance(value, int) or base % b or value % o or base // b != value // o:
-                refuse(where, f"{base} changes with {s}, not as a whole multiple of it")
-            factor = base // b
-            out[key] = s if factor == 1 else f"{factor}*{s}"
+            changed = {s: value for (s, _), value in zip(variants, values)
+                       if not (type(value) is type(base) and value == base)}
+            dim = _follows(base, changed, base_dims, others)
+            if dim is None:
+                refuse(where, f"{base!r} changes with {' and '.join(changed)}, not as a whole "
+                              f"multiple of {'it' if len(changed) == 1 else 'their product'}")
+            out[key] = dim
 
     ops = base_doc.get("ops", [])
-    if any(len(v[3]["ops"]) != len(ops) for v in variants):
+    if any(len(doc["ops"]) != len(ops) for _, doc in variants):
         refuse("ops", "their number changes")
     for index, op in enumerate(ops):
-        walk(op, [v[3]["ops"][index] for v in variants], f"op {index} ('{op.get('name')}')",
+        walk(op, [doc["ops"][index] for _, doc in variants], f"op {index} ('{op.get('name')}')",
              result["ops"], index)
     if "interface" in base_doc:
-        walk(base_doc["interface"], [v[3].get("interface") for v in variants], "'interface'",
-             result, "interface")
+        walk(base_doc["interface"], [doc.get("interface") for _, doc in variants],
+             "'interface'", result, "interface")
     # Every name stands where bind() gives it its value back.
     present = names(result)
-    for (s, _, other, doc) in [(None, None, None, base_doc)] + variants:
-        dims = {**base_dims, s: other} if s is not None else base_dims
+    for s, doc in [(None, base_doc)] + variants:
+        dims = {**base_dims, s: others[s]} if s is not None else base_dims
         if bind(result, {n: dims[n] for n in present}, label) != doc:
             refuse("the IR", "a dim that follows a symbolic dim is not a param's dim")
     return result, base_weights
@@ -252,8 +296,8 @@ def _same_weights(base, other, symbol: str, label: str) -> None:
 
 def shapes(check, symbols: list[str]) -> dict[str, tuple]:
     """The shape of every tensor of a model with symbolic dims `symbols`, a dim
-    that follows one of them as a whole multiple written as it ("N", "4*N"), one
-    that follows them otherwise as None. `check(dims)` is the model checked
+    that follows them as a whole multiple of their product written as it ("N",
+    "4*N", "N*S"), one that follows them otherwise as None. `check(dims)` is the model checked
     (a Context initialized) with the dims at those values."""
     base_dims = {s: PROBES[i] for i, s in enumerate(symbols)}
     others = {s: PROBES[len(symbols) + i] for i, s in enumerate(symbols)}
@@ -263,16 +307,9 @@ def shapes(check, symbols: list[str]) -> dict[str, tuple]:
     for name, entry in base.tensors.items():
         dims = []
         for axis, d in enumerate(entry.shape):
-            moved = [(s, ctx.tensors[name].shape[axis]) for s, ctx in variants
-                     if ctx.tensors[name].shape[axis] != d]
-            if not moved:
-                dims.append(d)
-                continue
-            s, other = moved[0]
-            factor = d // base_dims[s]
-            follows = (len(moved) == 1 and factor >= 1 and d == factor * base_dims[s]
-                       and other == factor * others[s])
-            dims.append(None if not follows else s if factor == 1 else f"{factor}*{s}")
+            changed = {s: ctx.tensors[name].shape[axis] for s, ctx in variants
+                       if ctx.tensors[name].shape[axis] != d}
+            dims.append(_follows(d, changed, base_dims, others) if changed else d)
         result[name] = tuple(dims)
     for _, ctx in variants:
         ctx.cleanup()

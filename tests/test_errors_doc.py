@@ -504,12 +504,12 @@ def batch_error(kind):
     return trigger
 
 
-def symbolic_model(batch=("N", "N")):
+def symbolic_model(batch=("N", "N"), add=False):
     """x float32[N, 3, 8, 8] and y float32[N, 3, 8, 8] added; with other first dims
-    given, each its own relu."""
+    given, each its own relu (or added, `add`)."""
     inputs = [op("in", "input", outs={"dst": "x"}, dims=[batch[0], 3, 8, 8]),
               op("in2", "input", outs={"dst": "y"}, dims=[batch[1], 3, 8, 8])]
-    if batch[0] != batch[1]:
+    if batch[0] != batch[1] and not add:
         return {"ops": inputs + [op("r", "relu", {"src": "x"}, {"dst": "rx"}),
                                  op("r2", "relu", {"src": "y"}, {"dst": "ry"})]}
     return {"ops": inputs + [op("add", "elew", {"src1": "x", "src2": "y"}, {"dst": "z"},
@@ -826,6 +826,7 @@ TRIGGERS = {
     "ir.symbolic-unbound": symbolic_error("unbound"),
     "ir.symbolic-dims": symbolic_error("name"),
     "ir.symbolic-general": symbolic_error("sum"),
+    "ir.symbolic-check": lambda tmp: message(Session, symbolic_model(("N", "M"), add=True)),
     "api.session-dims": session_dims("shape"),
     "api.session-plans": lambda tmp: message(Session, symbolic_model(), plans=0),
     "cli.internal": lambda tmp: internal_error(),
