@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, symbolic, weights
-from lightnet.arch import get_proto
+from lightnet import blas, ir, mem, passes, symbolic, targets, weights, wts
+from lightnet.arch import abstract_proto, get_proto
+from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
-from lightnet.errors import LightNetError
+from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.tensor import MemType, TensorTable
@@ -35,11 +37,14 @@ class Context:
     machine has available when the model is planned. A model needing more is
     refused by plan(), before anything is allocated.
 
-    `threads`: how many threads numpy's BLAS runs while this context runs (set
+    `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
-    process's); None (the default) leaves it as the environment set it."""
+    process's); None (the default) leaves it as the environment set it.
 
-    def __init__(self, memory_limit=None, threads=None):
+    `seed`: the seed of the random values ops make (a `create` with a range),
+    with each tensor's name, so that runs are reproducible."""
+
+    def __init__(self, memory_limit=None, threads=None, seed=0):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
@@ -49,8 +54,11 @@ class Context:
             if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
                 raise LightNetError(f"threads: expected a whole number >= 1, found {threads!r}")
             blas.thread_control()  # a BLAS whose threads cannot be set fails here, not in run()
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
+        self.seed: int = seed
         self.label = "<model>"
         self.dims: dict[str, int] = {}  # the values init gave the symbolic dims
         self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
@@ -85,20 +93,29 @@ class Context:
         self.dims = dict(dims or {})
         specs = ir.parse(doc, self.label)
         self.interface = ir.parse_interface(doc, self.label)
-        ops = []
+        ops, foreign = [], []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
+            if proto is None:
+                proto = abstract_proto(spec.optype)
+                if proto is not None:
+                    foreign.append(f"'{spec.name}' ({spec.optype})")
             if proto is None:
                 raise LightNetError(
                     f"{self.label}: op {index} ('{spec.name}'): unknown optype '{spec.optype}'"
                 )
             ops.append(Op(proto, spec.name, spec.tensors_in, spec.tensors_out, spec.params))
+        if foreign:
+            warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
+                          f"ops, compiled for the target: {', '.join(foreign)}",
+                          LightNetWarning, stacklevel=2)
         self.add_ops(0, ops)
         self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
         """Insert `ops` at `position`, checking each (pre_run) in order."""
         for k, op in enumerate(ops):
+            op.seed = self.seed
             try:
                 op.pre_run(self.tensors)
                 self.dfg.add(op)
@@ -173,9 +190,9 @@ class Context:
 
     # Compiling --------------------------------------------------------------------
 
-    def compile(self, target: str = "cpu", combine: bool = True, weights=None) -> None:
-        """Lower to `target`'s ops, optimize (combine=False: no fusions), and
-        plan memory.
+    def compile(self, target: str = "auto", combine: bool = True, weights=None) -> None:
+        """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
+        (combine=False: no fusions), and plan memory.
 
         `weights` (a weight file, or a mapping of tensor name to array) loads
         the weights before optimizing: rules may then compute new static data
@@ -183,6 +200,7 @@ class Context:
         weights), weights nothing reads any more are dropped, and load() takes
         no weight file. `save_weights` writes the compiled model's weights.
         """
+        target = targets.resolve(target)
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
@@ -234,15 +252,16 @@ class Context:
         self.weights[name] = data
 
     def save_weights(self, path) -> None:
-        """Write the weights of the (compiled) model to an .npz file, which
-        load() / `lightnet -r -f` read back."""
+        """Write the weights of the (compiled) model, which load() / `lightnet
+        -r -f` read back: LightNet's weight format for a `.wts` path, else .npz."""
         names = sorted(n for n, e in self.tensors.items() if e.from_file)
         missing = [n for n in names if self.weights is None or n not in self.weights]
         if missing:
             raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
                                 "compile or load the model with its weight file first")
+        write = wts.write if str(path).endswith(".wts") else weights.write_npz
         try:
-            weights.write_npz(path, {n: self.weights[n] for n in names})
+            write(path, {n: self.weights[n] for n in names})
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
@@ -289,6 +308,9 @@ class Context:
         for name, entry in self.tensors.items():
             if entry.from_file:
                 arrays[name] = self.weights[name]
+            elif entry.layout is not None:  # its bytes, for the library that lays them out
+                arrays[name] = self.arenas[entry.mtype][entry.offset : entry.offset
+                                                        + entry.stored_nbytes]
             elif entry.owner is None or entry.owner_offset is not None:
                 raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
                 arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
@@ -377,7 +399,14 @@ class Context:
             for name, array in given.items():
                 expect(name, array.dtype, array.shape)
         else:
-            given = weights.read(datafile, expect_names, expect)
+            def known(name):
+                entry = self.tensors.get(name)
+                return entry is not None and entry.from_file
+
+            def warn(message):
+                warnings.warn(message, LightNetWarning, stacklevel=2)
+
+            given = weights.read(datafile, expect_names, expect, known, warn)
         arrays = {}
         for name, array in given.items():
             array = np.ascontiguousarray(array).reshape(self.tensors[name].shape)
@@ -388,7 +417,7 @@ class Context:
     def run(self) -> None:
         i = 0
         try:
-            with blas.threads(self.threads):
+            with blas.threads(self.threads), dnnl_threads(self.threads):
                 for i, run in enumerate(self._runs):
                     run()
         except _DATA_ERRORS as e:
@@ -404,7 +433,7 @@ class Context:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
         clock = time.perf_counter
-        with blas.threads(self.threads):
+        with blas.threads(self.threads), dnnl_threads(self.threads):
             for _ in range(repeat):
                 for i, (_, run) in enumerate(self._run_ops):
                     start = clock()

@@ -14,7 +14,7 @@ from lightnet.errors import LightNetError
 
 
 def run(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads, seed=args.seed)
     if args.run and model_file.is_onnx(args.model):
         raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
                             "compiled as it is read (drop -r)")
@@ -78,7 +78,7 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
     """`-c` of a model with symbolic dims: the compiled IR keeps them (compiled
     at several values of the dims, see symbolic.generalize), and its weights."""
     def build(dims):
-        ctx = Context(memory_limit=args.memory_limit)
+        ctx = Context(memory_limit=args.memory_limit, seed=args.seed)
         ctx.init(doc, dims=dims, label=label)
         if not args.run:  # -r: the IR is compiled already
             ctx.compile(args.target, combine=not args.no_combine, weights=weights)

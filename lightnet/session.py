@@ -41,7 +41,8 @@ class Session:
     ones, converted, or the tensor's own), runs the model and returns a copy of
     every output by name, as declared. `memory_limit` and `threads` are the
     Context's: bytes (or `512M`), None for the machine's available memory; BLAS
-    threads while running, None to leave them be.
+    and oneDNN threads while running, None to leave them be. `target`: auto (the
+    default), dnnl or cpu (see lightnet.targets).
 
     A model with symbolic dims is compiled and loaded (planned) for the values
     the first run's inputs give them, and planned again when a run's inputs give
@@ -51,7 +52,7 @@ class Session:
     ran last (None until the first run of a symbolic model).
     """
 
-    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None,
+    def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
                  threads=None, plans: int = 4):
         if isinstance(plans, bool) or not isinstance(plans, int) or plans < 1:
             raise LightNetError(f"plans: expected a whole number >= 1, found {plans!r}")

@@ -61,10 +61,10 @@ def _follows(value, changed: dict, base: dict, others: dict) -> str | None:
 
 def _number_params(optype) -> set[str]:
     """The number and number-array params of `optype` (none when it is unknown)."""
-    from lightnet.arch import get_proto
+    from lightnet.arch import abstract_proto, get_proto
     from lightnet.param import ParamType
 
-    proto = get_proto(optype) if isinstance(optype, str) else None
+    proto = (get_proto(optype) or abstract_proto(optype)) if isinstance(optype, str) else None
     if proto is None:
         return set()
     return {p.arg_name for p in proto.params
