@@ -82,7 +82,8 @@ def _places(doc):
             continue
         numbers = _number_params(op.get("optype"))
         for item in op["params"]:
-            if not isinstance(item, dict) or item.get("arg_name") not in numbers:
+            if not isinstance(item, dict) or not isinstance(item.get("arg_name"), str) \
+                    or item["arg_name"] not in numbers:
                 continue
             name = op.get("name") if isinstance(op.get("name"), str) else ""
             where = f"op {index} ('{name}')" if name else f"op {index}"
