@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, targets, weights, wts
+from lightnet import blas, ir, mem, passes, symbolic, targets, weights, wts
 from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
@@ -77,6 +77,7 @@ class Context:
         self.seed: int = seed
         self.lock = threading.RLock()
         self.label = "<model>"
+        self.dims: dict[str, int] = {}  # the values init gave the symbolic dims
         self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
         self.ops: list[Op] = []
@@ -95,10 +96,19 @@ class Context:
     # Building and checking ------------------------------------------------------
 
     @_locked
-    def init(self, source) -> None:
-        """Create and check the ops of a model (a path, `-` for stdin, or a dict)."""
+    def init(self, source, dims: dict | None = None, label: str | None = None) -> None:
+        """Create and check the ops of a model (a path, `-` for stdin, or a dict).
+
+        `dims` gives the model's symbolic dims (`"N"` in an input's dims) their
+        values, {name: whole number >= 1}: every one must be given (Session
+        binds them from what it is fed). `label` names the model in messages
+        (default: its path, `<stdin>` or `<model>`)."""
         self.cleanup()
         doc, self.label = ir.load(source)
+        if label is not None:
+            self.label = label
+        doc = symbolic.bind(doc, dims, self.label)
+        self.dims = dict(dims or {})
         specs = ir.parse(doc, self.label)
         self.interface = ir.parse_interface(doc, self.label)
         ops, foreign = [], []
