@@ -8,17 +8,20 @@ a numpy view into it.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, targets, weights
-from lightnet.arch import get_proto
+from lightnet import blas, ir, mem, passes, symbolic, targets, weights, wts
+from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
-from lightnet.errors import LightNetError
+from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.tensor import MemType, TensorTable
@@ -30,6 +33,15 @@ from lightnet.tensor import MemType, TensorTable
 _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 
 
+def _locked(method):
+    """`method` run holding the context's lock (see Context)."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class Context:
     """`memory_limit`: the most bytes of cpu memory the planned model may need
     (an int, or a string like `512M`); None (the default) is the memory the
@@ -38,9 +50,17 @@ class Context:
 
     `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
-    process's); None (the default) leaves it as the environment set it."""
+    process's); None (the default) leaves it as the environment set it.
 
-    def __init__(self, memory_limit=None, threads=None):
+    `lock`: the context's tensors are one set of buffers, so one run at a time:
+    run, profile, set_data, get_data, load and unload each hold this
+    (reentrant) lock; a thread feeding inputs, running and reading outputs
+    holds it around the three (`with ctx.lock:`), as Session.run does.
+
+    `seed`: the seed of the random values ops make (a `create` with a range),
+    with each tensor's name, so that runs are reproducible."""
+
+    def __init__(self, memory_limit=None, threads=None, seed=0):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
@@ -50,9 +70,14 @@ class Context:
             if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
                 raise LightNetError(f"threads: expected a whole number >= 1, found {threads!r}")
             blas.thread_control()  # a BLAS whose threads cannot be set fails here, not in run()
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
+        self.seed: int = seed
+        self.lock = threading.RLock()
         self.label = "<model>"
+        self.dims: dict[str, int] = {}  # the values init gave the symbolic dims
         self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
         self.ops: list[Op] = []
@@ -70,26 +95,45 @@ class Context:
 
     # Building and checking ------------------------------------------------------
 
-    def init(self, source) -> None:
-        """Create and check the ops of a model (a path, `-` for stdin, or a dict)."""
+    @_locked
+    def init(self, source, dims: dict | None = None, label: str | None = None) -> None:
+        """Create and check the ops of a model (a path, `-` for stdin, or a dict).
+
+        `dims` gives the model's symbolic dims (`"N"` in an input's dims) their
+        values, {name: whole number >= 1}: every one must be given (Session
+        binds them from what it is fed). `label` names the model in messages
+        (default: its path, `<stdin>` or `<model>`)."""
         self.cleanup()
         doc, self.label = ir.load(source)
+        if label is not None:
+            self.label = label
+        doc = symbolic.bind(doc, dims, self.label)
+        self.dims = dict(dims or {})
         specs = ir.parse(doc, self.label)
         self.interface = ir.parse_interface(doc, self.label)
-        ops = []
+        ops, foreign = [], []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
+            if proto is None:
+                proto = abstract_proto(spec.optype)
+                if proto is not None:
+                    foreign.append(f"'{spec.name}' ({spec.optype})")
             if proto is None:
                 raise LightNetError(
                     f"{self.label}: op {index} ('{spec.name}'): unknown optype '{spec.optype}'"
                 )
             ops.append(Op(proto, spec.name, spec.tensors_in, spec.tensors_out, spec.params))
+        if foreign:
+            warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
+                          f"ops, compiled for the target: {', '.join(foreign)}",
+                          LightNetWarning, stacklevel=2)
         self.add_ops(0, ops)
         self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
         """Insert `ops` at `position`, checking each (pre_run) in order."""
         for k, op in enumerate(ops):
+            op.seed = self.seed
             try:
                 op.pre_run(self.tensors)
                 self.dfg.add(op)
@@ -149,9 +193,6 @@ class Context:
         except LightNetError as e:
             raise LightNetError(f"{self.label}: {e}") from None
 
-    def new_op_name(self, prefix: str) -> str:
-        return unique_name(prefix, self.dfg.ops)
-
     @property
     def outputs(self) -> list[str]:
         """The model's outputs: tensors no op reads, in creation order."""
@@ -164,6 +205,7 @@ class Context:
 
     # Compiling --------------------------------------------------------------------
 
+    @_locked
     def compile(self, target: str = "auto", combine: bool = True, weights=None) -> None:
         """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
         (combine=False: no fusions), and plan memory.
@@ -226,18 +268,20 @@ class Context:
         self.weights[name] = data
 
     def save_weights(self, path) -> None:
-        """Write the weights of the (compiled) model to an .npz file, which
-        load() / `lightnet -r -f` read back."""
+        """Write the weights of the (compiled) model, which load() / `lightnet
+        -r -f` read back: LightNet's weight format for a `.wts` path, else .npz."""
         names = sorted(n for n, e in self.tensors.items() if e.from_file)
         missing = [n for n in names if self.weights is None or n not in self.weights]
         if missing:
             raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
                                 "compile or load the model with its weight file first")
+        write = wts.write if str(path).endswith(".wts") else weights.write_npz
         try:
-            weights.write_npz(path, {n: self.weights[n] for n in names})
+            write(path, {n: self.weights[n] for n in names})
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
+    @_locked
     def plan(self) -> None:
         """Plan memory: one arena per memory type. A plan needing more than
         `memory_limit` is refused here, before anything is allocated."""
@@ -260,6 +304,7 @@ class Context:
 
     # Loading and running -------------------------------------------------------------
 
+    @_locked
     def load(self, datafile=None) -> None:
         """Allocate the arenas, bind every tensor (weights to the arrays read
         from `datafile`), run static_run. A model compiled with its weights
@@ -374,7 +419,14 @@ class Context:
             for name, array in given.items():
                 expect(name, array.dtype, array.shape)
         else:
-            given = weights.read(datafile, expect_names, expect)
+            def known(name):
+                entry = self.tensors.get(name)
+                return entry is not None and entry.from_file
+
+            def warn(message):
+                warnings.warn(message, LightNetWarning, stacklevel=2)
+
+            given = weights.read(datafile, expect_names, expect, known, warn)
         arrays = {}
         for name, array in given.items():
             array = np.ascontiguousarray(array).reshape(self.tensors[name].shape)
@@ -382,6 +434,7 @@ class Context:
             arrays[name] = array
         return arrays
 
+    @_locked
     def run(self) -> None:
         i = 0
         try:
@@ -397,6 +450,7 @@ class Context:
         return LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): {phase}: "
                              f"{type(e).__name__}: {e}")
 
+    @_locked
     def profile(self, repeat: int = 1) -> list[tuple[Op, float]]:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
@@ -416,6 +470,7 @@ class Context:
             raise LightNetError(f"no tensor named '{name}' in the model")
         return self.arrays[name]
 
+    @_locked
     def set_data(self, name: str, data) -> None:
         """Copy `data` into tensor `name` (same shape, or same element count)."""
         dst = self._array(name)
@@ -430,6 +485,7 @@ class Context:
             raise LightNetError(f"tensor '{name}': expected dtype {dst.dtype}, found {data.dtype}")
         dst[...] = data.reshape(dst.shape)
 
+    @_locked
     def get_data(self, name: str) -> np.ndarray:
         """A copy of tensor `name`'s data."""
         return self._array(name).copy()
@@ -437,6 +493,7 @@ class Context:
     def data_size(self, name: str) -> int:
         return self.tensors.entry(name).nbytes
 
+    @_locked
     def set_param(self, opname: str, pname: str, value) -> None:
         """Change a param of op `opname` and check the model again.
 
@@ -463,6 +520,7 @@ class Context:
             self.add_ops(position, tail)
             raise
 
+    @_locked
     def unload(self) -> None:
         """Free the arenas and private state; the model stays checked."""
         self._runs = ()
@@ -472,6 +530,7 @@ class Context:
         for op in self.ops:
             op.priv.clear()
 
+    @_locked
     def cleanup(self) -> None:
         """Release everything init acquired."""
         self.unload()

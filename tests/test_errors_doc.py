@@ -161,6 +161,21 @@ def il(text, **kw):
     return lambda tmp: message(to_ir, text, **kw)
 
 
+def bad_types(tmp):
+    """A types file whose set lists a dtype that does not exist."""
+    sys.path.insert(0, str(ROOT / "tests" / "generator"))
+    from genutil import make_root
+
+    from generator import model
+    from generator.source import DescriptionError
+    root = make_root(tmp / "root")
+    (root / "descriptions" / "types.yaml").write_text(
+        "# sets\ndtypes:\n  half: [TL_HALF]\n", encoding="utf-8")
+    with pytest.raises(DescriptionError) as e:
+        model.load(root)
+    return str(e.value)
+
+
 def gen(ops=None, optimizers=None, render=False):
     """The generator's error on a tree holding these description files."""
     from generator import model
@@ -242,7 +257,7 @@ def compiled_with_weights(kind):
 
 
 def fold_over_limit(tmp):
-    from lightnet.irbuild import ModelBuilder
+    from tests.irbuild import ModelBuilder
     m = ModelBuilder()
     m.batchnorm(m.conv(m.input("x", [1, 4, 5, 5]), 4, 3, 3), 3)
     ctx = Context(memory_limit=100)
@@ -266,7 +281,7 @@ def bad_fold(kind):
 
 def text_weights(text):
     def trigger(tmp):
-        return load_weights(model_file(tmp, text, "w.txt"))(tmp)
+        return load_weights(model_file(tmp, text, "w.wts"))(tmp)
     return trigger
 
 
@@ -340,7 +355,8 @@ def no_expander(tmp):
 
 def unsettled(tmp):
     from lightnet import passes
-    from lightnet.arch import Arch, Combiner, archs
+    from lightnet.arch import Arch, archs
+    from lightnet.rules import Combiner
     ctx = Context()
     ctx.init(example())
     ctx.compile("cpu", combine=False)
@@ -423,7 +439,7 @@ def api(kind):
 
 def session(kind):
     def trigger(tmp):
-        from lightnet.irbuild import ModelBuilder
+        from tests.irbuild import ModelBuilder
         m = ModelBuilder()
         m.relu(m.input("x", [1, 2]))
         s = Session(m.to_dict())
@@ -504,9 +520,54 @@ def batch_error(kind):
     return trigger
 
 
+def symbolic_model(batch=("N", "N"), add=False):
+    """x float32[N, 3, 8, 8] and y float32[N, 3, 8, 8] added; with other first dims
+    given, each its own relu (or added, `add`)."""
+    inputs = [op("in", "input", outs={"dst": "x"}, dims=[batch[0], 3, 8, 8]),
+              op("in2", "input", outs={"dst": "y"}, dims=[batch[1], 3, 8, 8])]
+    if batch[0] != batch[1] and not add:
+        return {"ops": inputs + [op("r", "relu", {"src": "x"}, {"dst": "rx"}),
+                                 op("r2", "relu", {"src": "y"}, {"dst": "ry"})]}
+    return {"ops": inputs + [op("add", "elew", {"src1": "x", "src2": "y"}, {"dst": "z"},
+                                elew_op="TL_SUM")]}
+
+
+def symbolic_error(kind):
+    def trigger(tmp):
+        from lightnet import model_file, symbolic
+        if kind == "unbound":
+            return message(Context().init, symbolic_model())
+        if kind in ("name", "value"):
+            dims = {"M": 1} if kind == "name" else {"N": 0}
+            return message(Context().init, symbolic_model(), dims=dims)
+        if kind == "two-batches":
+            return message(model_file.init, Context(), symbolic_model(("N", "M")), batch=4)
+        if kind == "weights":
+            return message(symbolic.generalize, lambda d: ({"ops": []}, {
+                "w": np.zeros(d["N"])}), ["N"], {}, "<model>")
+
+        def build(d):  # a reshape whose dims follow N and M in other ways
+            dims = {"sum": [d["N"] + d["M"]], "offset": [d["N"] + 1]}[kind]
+            return {"ops": [op("in", "input", outs={"dst": "x"}, dims=[d["N"], d["M"]]),
+                            op("r", "reshape", {"src": "x"}, {"dst": "y"}, dims=dims)]}, None
+        return message(symbolic.generalize, build, ["M", "N"], {}, "<model>")
+    return trigger
+
+
+def session_dims(kind):
+    def trigger(tmp):
+        s = Session(symbolic_model())
+        x = np.zeros((2, 3, 8, 8), np.float32)
+        feeds = {"shape": {"x": x, "y": np.zeros((2, 3, 7, 8), np.float32)},
+                 "rank": {"x": x[0], "y": x},
+                 "conflict": {"x": x, "y": np.zeros((3, 3, 8, 8), np.float32)}}[kind]
+        return message(s.run, feeds)
+    return trigger
+
+
 def interface_error(kind):
     def trigger(tmp):
-        from lightnet.irbuild import ModelBuilder
+        from tests.irbuild import ModelBuilder
         m = ModelBuilder()
         m.op("relu", {"src": m.input("x", [1, 2])}, name="r")
         m.op("forward", {"src": m.input("ids", [1], dtype="TL_INT32")}, name="f")
@@ -574,7 +635,7 @@ def cpp_fails(kind):
             def broken(*args, **kwargs):
                 return subprocess.CompletedProcess(args, 3, "", "cpp: something odd\n")
         with mock.patch.object(il.shutil, "which", lambda name: "/usr/bin/cpp"), \
-                mock.patch.object(il.subprocess, "run", broken):
+                mock.patch.object(il.il_limits, "run_cpp", broken):
             return message(il.to_ir, "relu(|a|);", filename="m.net", preprocessor="cpp")
     return trigger
 
@@ -657,7 +718,8 @@ def infer_error(tmp):
     def pre_run(op, tensors):
         raise ValueError("shapes [2] and [3] do not broadcast: dimension -1 is 2 in one "
                          "and 3 in the other")
-    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run)
+    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run, tensors_in=(),
+                                tensors_out=(), params=())
     return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
 
 
@@ -698,6 +760,7 @@ TRIGGERS = {
     "ir.interface": ir(lambda d: d.update(interface={"inputs": [
         {"name": "x", "dtype": "complex64", "shape": [6]}]})),
     "ir.unknown-optype": ir(lambda d: d["ops"][2].update(optype="show")),
+    "ir.limit": lambda tmp: run_model(model_file(tmp, "[" * 100_000 + "]" * 100_000)),
     # Op checks
     "check.exists": ir(lambda d: d["ops"][1]["params"].pop(0)),
     "check.known": ir(lambda d: d["ops"][1]["params"].append({"arg_name": "step", "value": 1})),
@@ -753,10 +816,13 @@ TRIGGERS = {
     "weights.npz": load_weights(damaged_npz),
     "weights.pickle": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.array([{"a": 1}] * 8, dtype=object)})),
-    "weights.text-line": text_weights("tensor1 x 3f800000\n"),
-    "weights.text-count": text_weights("tensor1 2 3f800000\n"),
-    "weights.text-twice": text_weights("tensor1 1 0\ntensor1 1 0\n"),
-    "weights.text-hex": text_weights("tensor1 2 3f800000 zz\n"),
+    "weights.wts-header": text_weights("tensor1 0 1 0\n"),
+    "weights.wts-count": text_weights("1\ntensor1 0 8 3f800000\n"),
+    "weights.wts-twice": text_weights("2" + "\ntensor1 0 8" + " 0" * 8 + "\ntensor1 0 8" + " 0" * 8),
+    "weights.wts-hex": text_weights("1\ntensor1 0 8 3f800000 zz 0 0 0 0 0 0\n"),
+    "weights.wts-write": lambda tmp: message(
+        __import__("lightnet.wts", fromlist=["write"]).write, tmp / "w.wts",
+        {"w": np.zeros(2)}),
     "weights.unknown": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((2, 4), np.float32), "extra": np.zeros(1, np.float32)})),
     "weights.dtype": load_weights(lambda tmp: weights_npz(
@@ -771,6 +837,7 @@ TRIGGERS = {
     "run.onednn": lambda tmp: onednn_refuses(),
     "run.threads-value": lambda tmp: message(Context, threads=0),
     "run.threads-blas": threads_of_another_blas,
+    "run.seed-value": lambda tmp: message(Context, seed=-1),
     # API
     "api.not-loaded": api("not_loaded"),
     "api.no-tensor": api("no_tensor"),
@@ -794,6 +861,12 @@ TRIGGERS = {
     "cli.onnx": onnx_missing,
     "cli.onnx-option": lambda tmp: message(Session, onnx_file(tmp), datafile="w.npz"),
     "cli.batch": batch_error("fixed"),
+    "ir.symbolic-unbound": symbolic_error("unbound"),
+    "ir.symbolic-dims": symbolic_error("name"),
+    "ir.symbolic-general": symbolic_error("sum"),
+    "ir.symbolic-check": lambda tmp: message(Session, symbolic_model(("N", "M"), add=True)),
+    "api.session-dims": session_dims("shape"),
+    "api.session-plans": lambda tmp: message(Session, symbolic_model(), plans=0),
     "cli.internal": lambda tmp: internal_error(),
     # IL
     "il.read": il_file(None),
@@ -808,6 +881,9 @@ TRIGGERS = {
     "il.error-directive": il("#error stop here\n", preprocessor="pcpp"),
     "il.include": il_include('#include "missing.net"\n', {}),
     "il.include-depth": il_include('#include "m.net"\n', {}),
+    "il.expansion": il("#define A0 x\n" + "".join(f"#define A{i} A{i - 1} A{i - 1}\n"
+                                                 for i in range(1, 41))
+                       + "relu(| | x=[A40]);\n", preprocessor="pcpp"),
     "il.include-utf8": il_include('#include "bad.net"\n', {"bad.net": b"\xff"}),
     "il.no-argument": il("#define\n", preprocessor="pcpp"),
     "il.pcpp-failed": lambda tmp: pcpp_crash(),
@@ -816,7 +892,8 @@ TRIGGERS = {
     "il.number": il("relu(| | x=1e99999);"),
     "il.string": il('print(src=a | | msg="tab\\q");'),
     "il.syntax": il("relu(src=a | dst=b |)"),
-    "il.value": il("relu(src=a | dst=b | x=maybe);"),
+    "il.value": il("relu(src=a | dst=b | x=[maybe]);"),
+    "il.eval": il("relu(src=a | dst=b | x=${eval 2 * (3 + 1};"),
     "il.array": il("relu(src=a | dst=b | x=[1, \"a\"]);"),
     "il.twice": il("relu(src=a, src=b | dst=c |);"),
     "il.op-name": il("r: relu(src=a | dst=b |);\nr: relu(src=b | dst=c |);"),
@@ -845,12 +922,15 @@ TRIGGERS = {
                                    "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
                                    "shape: src.shape}]\n  run: dst = src\n"}),
     "gen.tensor": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
-                                   "    - {arg_name: src, dtype: TL_HALF}\n"}),
+                                   "    src: {dtype: TL_HALF}\n"}),
     "gen.param": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                  "    - {arg_name: n, ptype: number}\n"}),
+                                  "    n: {type: number}\n"}),
     "gen.default": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                    "    - {arg_name: n, ptype: number, realtype: int, "
-                                    "default: 0.5}\n"}),
+                                    "    n: {type: int, default: 0.5}\n"}),
+    "gen.variant": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n    src: {dtype: float}\n"
+                                    "\nbad_cpu:\n  inherits: bad\n  arch: cpu\n  tensors_in:\n"
+                                    "    src: {dtype: TL_FLOAT}\n"}),
+    "gen.types": bad_types,
     "gen.example": gen({"bad.yaml": "bad:\n  arch: none\n  examples:\n    - inputs: {}\n"}),
     "gen.assemble": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [{arg_name: src}]\n"
                                      "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
@@ -887,7 +967,7 @@ ALSO = {
     "ir.document": [lambda tmp: run_model(model_file(tmp, "{}")),
                     lambda tmp: run_model(model_file(tmp, '{"ops": {}}'))],
     "ir.param-value": [ir(lambda d: d["ops"][1]["params"][2].update(value=10**400)),
-                       ir(lambda d: d["ops"][0]["params"][1].update(value=[1, "a"]))],
+                       ir(lambda d: d["ops"][0]["params"][1].update(value=[1, True]))],
     "check.output": [checker_define("seq"), checker_define("neg"), checker_define("scratch")],
     "gen.run-code": [gen({"bad.yaml": "bad:\n  arch: none\n  scratch: 64\n"})],
     "compile.pass": [pass_changed],
@@ -902,7 +982,10 @@ ALSO = {
     "cli.input-name": [cli_input("npz-twice")],
     "cli.input-feed": [cli_input("npy-shape")],
     "cli.onnx-option": [lambda tmp: cli("lightnet.cli", ["-r", onnx_file(tmp)])],
-    "cli.batch": [batch_error("no-inputs")],
+    "cli.batch": [batch_error("no-inputs"), symbolic_error("two-batches")],
+    "ir.symbolic-dims": [symbolic_error("value")],
+    "ir.symbolic-general": [symbolic_error("offset"), symbolic_error("weights")],
+    "api.session-dims": [session_dims("rank"), session_dims("conflict")],
     "cli.usage": [lambda tmp: cli("lightnet.cli", ["--input", "x", "m.json"]),
                   lambda tmp: cli("lightnet.cli", ["--input", "x=a.txt", "m.json"]),
                   lambda tmp: cli("lightnet.cli", ["bench", "--duration", "0", "m.json"]),
@@ -933,12 +1016,18 @@ ALSO = {
     "gen.rule": [gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w")}),
                  gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w-x")}),
                  gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w, w")})],
-    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
-                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"})],
     "gen.tensor": [gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
                                     "    - {arg_name: src, min: 2}\n"})],
     "gen.param": [gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                   "    - {arg_name: n, ptype: int}\n"})],
+                                   "    s: {type: [a, 1]}\n"}),
+                  gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: {src: {}}\n  params:\n"
+                                   "    n: {type: \"int[m]\"}\n"})],
+    "gen.variant": [gen({"bad.yaml": "bad:\n  arch: none\n  pre_run: x = 1\n"
+                                     "bad_cpu:\n  inherits: bad\n  arch: cpu\n  pre_run: y = 1\n"}),
+                    gen({"bad.yaml": "bad:\n  arch: none\n  drop_checks: [x]\n"})],
+    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  params:\n    a: {arg_name: b}\n"})],
 }
 
 
@@ -1028,7 +1117,7 @@ def error_sites():
             args = node.args
             if name in MESSAGE_ARG and len(args) > MESSAGE_ARG[name]:
                 messages = [args[MESSAGE_ARG[name]]]
-            elif name == "error" and path.name in ("il.py", "model.py") and args:
+            elif name == "error" and (path.name == "il.py" or path.parent.name == "generator") and args:
                 messages = [args[0] if path.name == "il.py" else args[-1]]
             elif name == "fail" and path.name == "opck.py" and len(args) > 2:
                 messages = [args[1], args[2]]  # the rule and what was expected
@@ -1042,7 +1131,7 @@ def test_the_scan_sees_the_errors():
     sites = list(error_sites())
     assert len(sites) > 150
     assert any(w.startswith("lightnet/opck.py") for w, _ in sites)
-    assert any(w.startswith("generator/model.py") for w, _ in sites)
+    assert any(w.startswith("generator/ops.py") for w, _ in sites)
 
 
 def test_every_error_in_the_code_is_documented():

@@ -29,7 +29,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import warnings
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from lightnet.command import report_errors
 from lightnet.errors import LightNetError
+from lightnet.frontends import il_eval, il_limits
 
 PREPROCESSORS = ("auto", "pcpp", "cpp", "none")
 MAX_INCLUDE_DEPTH = 100
@@ -242,15 +242,20 @@ def _preprocess(text, label, defines, include_dirs, preprocessor, on_warning) ->
     original = _blank_comments(text, label, escape_trigraphs=False)  # for columns
     text = _blank_comments(text, label)
     if preprocessor == "none":
-        lines = text.split("\n")
-        return _Preprocessed(text, [(label, i + 1) for i in range(len(lines))],
-                             label, label, original, directives=False)
+        # Text a preprocessor already went through: its line markers are followed.
+        pre = _follow_line_markers(text, label, label, original)
+        pre.directives = False
+        return pre
     if preprocessor == "pcpp":
+        # pcpp knows `#line N "file"` only, not GNU's `# N "file" flags` markers.
+        text = _GNU_LINE_MARKER.sub(r"\1line \2\3", text)
         out, top_key = _run_pcpp(text, label, defines, include_dirs, on_warning)
     else:
         out, top_key = _run_cpp(text, label, defines, include_dirs, on_warning)
     return _follow_line_markers(out, label, top_key, original)
 
+
+_GNU_LINE_MARKER = re.compile(r'(?m)^(\s*#\s*)(\d+)(\s+"(?:[^"\\\n]|\\.)*")?[ \t\d]*$')
 
 # `#line 12 "file"` (pcpp, C) or `# 12 "file" 1` (cpp); the file is optional.
 _LINE_MARKER = re.compile(r'\s*#\s*(?:line\s+)?(\d+)(?:\s+"((?:[^"\\]|\\.)*)")?[\s\d]*\Z')
@@ -289,7 +294,7 @@ def _run_pcpp(text, label, defines, include_dirs, on_warning) -> tuple[str, str]
     def display(path):
         return label if path == top_key else _display_path(path)
 
-    class Preprocessor(pcpp.Preprocessor):
+    class Preprocessor(il_limits.ExpansionLimit, pcpp.Preprocessor):
         # Every hook that meets a problem raises: the first error stops.
         def on_error(self, file, line, msg):
             msg = msg.strip()
@@ -394,10 +399,13 @@ def _run_cpp(text, label, defines, include_dirs, on_warning) -> tuple[str, str]:
     cmd += [f"-I{d}" for d in include_dirs]
     cmd.append("-")
     try:
-        result = subprocess.run(cmd, input=text, capture_output=True, text=True,
-                                encoding="utf-8", errors="replace")
+        result = il_limits.run_cpp(cmd, text)
     except OSError as e:
         raise LightNetError(f"cannot run {exe}: {e.strerror}") from None
+    except il_limits.OutputTooLarge:
+        raise ILError(f"the preprocessed text is larger than "
+                      f"{il_limits.MAX_PREPROCESSED_BYTES} bytes (the limit: does a macro "
+                      "expand without end?)", label) from None
 
     def display(path):
         return label if path == "<stdin>" else _display_path(path)
@@ -450,6 +458,10 @@ class _Parser:
         self.pre = pre
         self.text = pre.text
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        try:  # each ${eval} lies within its line: the lines stay where they were
+            self.text = il_eval.substitute(self.text)
+        except il_eval.EvalError as e:
+            raise self.error(e.msg, e.pos) from None
         self.tokens = self._lex()
         self.i = 0
 
@@ -579,6 +591,9 @@ class _Parser:
     def parse(self) -> list[dict]:
         ops, used, counters = [], set(), {}
         while self.peek().kind != "eof":
+            if self.is_punct(";"):  # an empty statement
+                self.next()
+                continue
             name_tok, optype, op = self.statement()
             if name_tok is not None:
                 name = name_tok.text
@@ -671,9 +686,11 @@ class _Parser:
             if in_array:
                 raise self.error(f"param '{param}': nested arrays are not allowed", tok.pos)
             return self.array(param, tok)
+        if tok.kind == "ident" and not in_array:
+            return tok.text  # a bare name is a string, as LightNet's il2json reads it
         if tok.kind == "ident":
-            raise self.error(f"bad value '{tok.text}' for param '{param}': expected a number, "
-                             'a "string", true, false, null or an array', tok.pos)
+            raise self.error(f"bad value '{tok.text}' in the array of param '{param}': "
+                             'expected a number, a "string", true or false', tok.pos)
         raise self.error(f"expected a value for param '{param}', found {_show(tok)}", tok.pos)
 
     def array(self, param: str, open_tok: _Token) -> list:

@@ -3,168 +3,82 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import MemType
+from lightnet.tensor import DType, MemType
 
 
 def rearange_pre_run(op, tensors):
-    """Check the inputs and params of a rearange op and define its outputs."""
+    """Check a rearange op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.ndim("src", src, 1)
-    ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
-    ck.compare("start", start, "lt", src.len, "src.len")
-    stop = ck.param("stop", ParamType.NUMBER, "int")
-    step = ck.param("step", ParamType.NUMBER, "int")
-    ck.compare("step", step, "ne", 0, "0")
+    src, start, stop, step = ck.get("src", "start", "stop", "step")
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one index, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len,
-        "0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len",
-        "the last index is inside src",
+        kernels.arange_len(start, stop, step) == src.len,
+        "kernels.arange_len(start, stop, step) == src.len",
+        "src has ceil((stop - start) / step) elements",
         lambda: found(src=src, start=start, stop=stop, step=step),
     )
-    ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
-    op.values.update(start=start, stop=stop, step=step)
-
-
-def rearange_views(op, arrays):
-    """The arrays of outputs that are views of an input's memory."""
-    src = op.array(arrays, "src")
-    start = op.values["start"]
-    stop = op.values["stop"]
-    step = op.values["step"]
-    return {
-        "dst": src[start::step][: kernels.arange_len(start, stop, step)],
-    }
+    ck.satisfy(
+        "param 'step'",
+        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
+        or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1))
+        and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max,
+        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1)) and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max",
+        "the first and last values fit the integer dtype",
+        lambda: found(src=src, start=start, step=step),
+    )
+    ck.define("dst", src.dtype, src.shape, owner="src")
 
 
 REARANGE = OpProto(
     optype="rearange",
     arch="none",
     mtype=MemType.NONE,
-    doc="The entries src[start + step * i] of 1-D `src`, for i = 0 .. ceil((stop - start) / step) - 1, as a strided view: `dst` shares `src`'s memory (no copy, no run code). `step` may be negative (a reversed view); every index must lie inside `src`. Every dtype. (LightNet's rearange instead refilled `src` in place with arange values; use `arange` for that.)",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
     pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_views,
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3, 4, 5, 6]},
-            "params": {"start": 1, "stop": 6, "step": 2},
-            "outputs": {"dst": [1, 3, 5]},
-            "error": None,
-        },
-        {
-            "doc": "a reversed view down to index 0",
-            "inputs": {"src": [0, 1, 2, 3, 4]},
-            "params": {"start": 4, "stop": -1, "step": -2},
-            "outputs": {"dst": [4, 2, 0]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"start": 1, "stop": 3, "step": 0},
-            "outputs": {},
-            "error": "param 'step': ne: expected step != 0, found 0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"start": 0, "stop": 6, "step": 2},
-            "outputs": {},
-            "error": "param 'step': check: expected 0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len (the last index is inside src), found src=float32[4], start=0, stop=6, step=2",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[0, 1], [2, 3]]},
-            "params": {"start": 0, "stop": 2, "step": 1},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 1 dimensions, found 2 (float32[2, 2])",
-        },
-    ),
 )
 
 
-def rearange_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a rearange_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.ndim("src", src, 1)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
-    ck.compare("start", start, "lt", src.len, "src.len")
-    stop = ck.param("stop", ParamType.NUMBER, "int")
-    step = ck.param("step", ParamType.NUMBER, "int")
-    ck.compare("step", step, "ne", 0, "0")
-    ck.satisfy(
-        "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one index, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len,
-        "0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len",
-        "the last index is inside src",
-        lambda: found(src=src, start=start, stop=stop, step=step),
-    )
-    ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
-    op.values.update(start=start, stop=stop, step=step)
-
-
-def rearange_cpu_views(op, arrays):
-    """The arrays of outputs that are views of an input's memory."""
-    src = op.array(arrays, "src")
+def rearange_cpu_load(op, arrays):
+    """Return the run function, bound to the op's arrays."""
+    dst = op.array(arrays, "dst")
     start = op.values["start"]
     stop = op.values["stop"]
     step = op.values["step"]
-    return {
-        "dst": src[start::step][: kernels.arange_len(start, stop, step)],
-    }
+
+    def run():
+        kernels.fill_arange(dst, start, stop, step)
+
+    return run
 
 
 REARANGE_CPU = OpProto(
     optype="rearange_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="The entries src[start + step * i] of 1-D `src`, for i = 0 .. ceil((stop - start) / step) - 1, as a strided view: `dst` shares `src`'s memory (no copy, no run code). `step` may be negative (a reversed view); every index must lie inside `src`. Every dtype. (LightNet's rearange instead refilled `src` in place with arange values; use `arange` for that.)",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
-    pre_run=rearange_cpu_pre_run,
+    pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_cpu_views,
+    load=rearange_cpu_load,
 )
 
 PROTOS = (REARANGE, REARANGE_CPU)

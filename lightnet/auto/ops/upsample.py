@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -11,13 +13,9 @@ from lightnet.tensor import DType, MemType
 
 
 def upsample_pre_run(op, tensors):
-    """Check the inputs and params of a upsample op and define its outputs."""
+    """Check a upsample op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    mode = ck.param("mode", ParamType.STRING)
-    ck.one_of("mode", mode, ("TL_NEAREST", "TL_LINEAR"))
+    src, mode, scales = ck.get("src", "mode", "scales")
     ck.satisfy(
         "param 'mode'",
         mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE),
@@ -25,9 +23,7 @@ def upsample_pre_run(op, tensors):
         "TL_LINEAR needs a floating dtype",
         lambda: found(src=src, mode=mode),
     )
-    scales = ck.param("scales", ParamType.ARRAY_NUMBER, "float")
     ck.array_len("scales", scales, src.ndim, "src.ndim")
-    ck.compare_each("scales", scales, "gt", 0, "0")
     ck.satisfy(
         "param 'scales'",
         all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)),
@@ -36,90 +32,34 @@ def upsample_pre_run(op, tensors):
         lambda: found(src=src, scales=scales),
     )
     ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
-    op.values.update(mode=mode, scales=scales)
 
 
 UPSAMPLE = OpProto(
     optype="upsample",
     arch="none",
     mtype=MemType.NONE,
-    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index floor(i / scale) (ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mode", ParamType.STRING),
-        ParamArg("scales", ParamType.ARRAY_NUMBER),
+        ParamArg("mode", ParamType.STRING, choices=("TL_NEAREST", "TL_LINEAR")),
+        ParamArg(
+            "scales", ParamType.ARRAY_NUMBER, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
     pre_run=upsample_pre_run,
     source="descriptions/ops/upsample.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"mode": "TL_NEAREST", "scales": [2, 1.5]},
-            "outputs": {"dst": [[1, 1, 2], [1, 1, 2], [3, 3, 4], [3, 3, 4]]},
-            "error": None,
-        },
-        {
-            "doc": "linear, half-pixel coordinates",
-            "inputs": {"src": [0, 4]},
-            "params": {"mode": "TL_LINEAR", "scales": [2]},
-            "outputs": {"dst": [0, 1, 3, 4]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"mode": "TL_NEAREST", "scales": [2]},
-            "outputs": {},
-            "error": "param 'scales': len: expected src.ndim (2) elements, found 1 ([2.0])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {"mode": "TL_NEAREST", "scales": [0.4]},
-            "outputs": {},
-            "error": "param 'scales': check: expected all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)) (every dimension of dst, floor(src.shape[i] * scales[i]), is at least 1)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [1, 2]}},
-            "params": {"mode": "TL_LINEAR", "scales": [2]},
-            "outputs": {},
-            "error": "param 'mode': check: expected mode == \"TL_NEAREST\" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) (TL_LINEAR needs a floating dtype)",
-        },
-    ),
 )
 
 
-def upsample_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a upsample_cpu op and define its outputs."""
+def upsample_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a upsample_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    mode = ck.param("mode", ParamType.STRING)
-    ck.one_of("mode", mode, ("TL_NEAREST", "TL_LINEAR"))
-    ck.satisfy(
-        "param 'mode'",
-        mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE),
-        'mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)',
-        "TL_LINEAR needs a floating dtype",
-        lambda: found(src=src, mode=mode),
+    src, dst, mode, scales = ck.get("src", "dst", "mode", "scales")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.upsample_scratch(src.shape, dst.dtype.np, mode=mode, scales=scales)
+        )
     )
-    scales = ck.param("scales", ParamType.ARRAY_NUMBER, "float")
-    ck.array_len("scales", scales, src.ndim, "src.ndim")
-    ck.compare_each("scales", scales, "gt", 0, "0")
-    ck.satisfy(
-        "param 'scales'",
-        all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)),
-        "all(d >= 1 for d in kernels.upsample_shape(src.shape, scales))",
-        "every dimension of dst, floor(src.shape[i] * scales[i]), is at least 1",
-        lambda: found(src=src, scales=scales),
-    )
-    ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
-    op.values.update(mode=mode, scales=scales)
 
 
 def upsample_cpu_load(op, arrays):
@@ -128,7 +68,10 @@ def upsample_cpu_load(op, arrays):
     dst = op.array(arrays, "dst")
     mode = op.values["mode"]
     scales = op.values["scales"]
-    ws = kernels.upsample_workspace(src.shape, dst.dtype, mode=mode, scales=scales)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.upsample_workspace(
+        src.shape, dst.dtype, mode=mode, scales=scales, scratch=scratch
+    )
 
     def run():
         kernels.upsample(src, dst, mode=mode, scales=scales, ws=ws)
@@ -140,15 +83,17 @@ UPSAMPLE_CPU = OpProto(
     optype="upsample_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index floor(i / scale) (ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mode", ParamType.STRING),
-        ParamArg("scales", ParamType.ARRAY_NUMBER),
+        ParamArg("mode", ParamType.STRING, choices=("TL_NEAREST", "TL_LINEAR")),
+        ParamArg(
+            "scales", ParamType.ARRAY_NUMBER, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
-    pre_run=upsample_cpu_pre_run,
+    pre_run=upsample_pre_run,
     source="descriptions/ops/upsample.yaml",
+    scratch=upsample_cpu_scratch,
     load=upsample_cpu_load,
 )
 
