@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, targets, weights
+from lightnet import blas, ir, mem, pipeline, targets, weights
 from lightnet.arch import get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
@@ -180,7 +180,7 @@ class Context:
         self.compiled_with_weights = weights is not None
         self._values = {}
         try:
-            passes.compile(self, target, combine)
+            pipeline.compile(self, target, combine)
         finally:
             self._values = {}
 
