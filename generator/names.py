@@ -17,7 +17,7 @@ from generator.schema import MISSING, Check
 from generator.source import DescriptionError, YMap
 
 # Names every description expression may use besides its op's own arguments.
-GLOBALS = frozenset({"kernels", "np", "math", "DType"})
+GLOBALS = frozenset({"kernels", "dnnl", "np", "math", "DType"})
 BUILTINS = frozenset(dir(builtins))
 # Names the generated functions use for themselves: an argument (or a name
 # pre_run assigns) called like one of them would break the generated code.

@@ -17,7 +17,7 @@ from pathlib import Path
 from generator.fields import Fields, kind
 from generator.names import (BUILTINS, HIDDEN, RESERVED, bindings, check_names, expression,
                              identifier, parse, read_checks, snippet)
-from generator.schema import (ARCHS, BOUNDS, DTYPES, MISSING, MTYPES, SCALAR_TYPES, Bound,
+from generator.schema import (ARCH_MTYPES, ARCHS, BOUNDS, DTYPES, MISSING, MTYPES, SCALAR_TYPES, Bound,
                               Example, Family, OpDesc, OwnChecks, ParamDesc, TensorIn, TensorOut)
 from generator.source import DescriptionError, YList, YMap, load_yaml
 
@@ -394,7 +394,7 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     arch = f.get("arch", str)
     if arch not in ARCHS:
         raise f.error("arch", f"unknown arch '{arch}' (known: {', '.join(ARCHS)})")
-    mtype = f.get("mtype", str, "none" if arch == "none" else arch)
+    mtype = f.get("mtype", str, ARCH_MTYPES[arch])
     if mtype not in MTYPES:
         raise f.error("mtype", f"unknown mtype '{mtype}' (known: {', '.join(MTYPES)})")
 
@@ -431,7 +431,7 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     out_names = [o.arg_name for o in outs]
     _unique(file, known, raw_outs, out_names)
 
-    scratch = expression(f, "scratch", [*known, *out_names], None, allow_number=True)
+    scratch = expression(f, "scratch", [*known, *out_names, "op"], None, allow_number=True)
     if scratch is not None and arch == "none":
         raise f.error("scratch", "an abstract op (arch none) has no scratch memory")
     run_known = [*known, *out_names, "priv", "op", *(["scratch"] if scratch else [])]

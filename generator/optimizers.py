@@ -52,7 +52,7 @@ def _check_arg(f: Fields, key: str, arg: str, op: OpDesc) -> None:
         raise f.error(key, f"'{arg}' is not one of {', '.join(names) or 'none'} of {op.optype}")
 
 
-def _constants(f: Fields, arch: str, ops, known) -> tuple[Constant, ...]:
+def _constants(f: Fields, arch: str, ops, known, fallback) -> tuple[Constant, ...]:
     """The `constants` key: `name: expr` or `name1, name2: expr` (a tuple)."""
     value = f.get("constants", dict, {})
     if not value:
@@ -72,12 +72,13 @@ def _constants(f: Fields, arch: str, ops, known) -> tuple[Constant, ...]:
             seen.add(n)
         constants.append(Constant(names, expression(g, key, known)))
     g.done()
-    if f"create_{arch}" not in ops:
-        raise f.error("constants", f"folded constants need the op create_{arch}")
+    if f"create_{arch}" not in ops and f"create_{fallback}" not in ops:
+        raise f.error("constants", f"folded constants need the op create_{arch}"
+                                   + (f" or create_{fallback}" if fallback else ""))
     return tuple(constants)
 
 
-def _rule(f: Fields, arch: str, ops, subject: str, likes) -> Rule:
+def _rule(f: Fields, arch: str, ops, subject: str, likes, fallback) -> Rule:
     """The when / tensors / constants / replace keys shared by expander and
     combiner rules."""
     tensors = tuple(f.get("tensors", list, []))
@@ -86,7 +87,7 @@ def _rule(f: Fields, arch: str, ops, subject: str, likes) -> Rule:
             raise f.error("tensors", f"tensor names must be identifiers, found {t!r}")
         if t in RULE_RESERVED:
             raise f.error("tensors", f"'{t}' is reserved: the generated code uses that name")
-    constants = _constants(f, arch, ops, [subject, *tensors])
+    constants = _constants(f, arch, ops, [subject, *tensors], fallback)
     known = [subject, *tensors, *(n for c in constants for n in c.names)]
     when = expression(f, "when", [subject], None)
     replace = f.get("replace", (str, list))
@@ -108,6 +109,11 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
         raise f.error("arch", f"expected a runnable arch ({', '.join(ARCHS[1:])}), found '{arch}'")
     if path.stem != arch:
         raise f.error("arch", f"the file of arch '{arch}' must be named {arch}.yaml")
+    fallback = f.get("fallback", str, None)
+    runnable = sorted({op.arch for op in ops.values()} - {"none", arch})
+    if fallback is not None and fallback not in runnable:
+        raise f.error("fallback", f"expected another runnable arch ({', '.join(runnable) or 'none'}), "
+                                  f"found '{fallback}'")
     expanders = []
     g = Fields(f.get("expanders", dict, {}), label, "expanders", f.line)
     for optype in g.map:
@@ -119,7 +125,7 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
         rules = []
         for i, (value, path_i, line) in enumerate(items):
             r = Fields(value, label, path_i, line)
-            rule = _rule(r, arch, ops, "op", ["op"])
+            rule = _rule(r, arch, ops, "op", ["op"], fallback)
             if rule.when is None and i != len(items) - 1:
                 raise r.error("when", "only the last rule may omit 'when' (it always matches)")
             rules.append(rule)
@@ -138,13 +144,8 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
                                     f"found {window}")
         likes = [f"ops[{i}]" for i in range(len(window))]
         combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
-                                  _rule(r, arch, ops, "ops", likes)))
+                                  _rule(r, arch, ops, "ops", likes, fallback)))
         r.done()
-    fallback = f.get("fallback", str, None)
-    runnable = sorted({op.arch for op in ops.values()} - {"none", arch})
-    if fallback is not None and fallback not in runnable:
-        raise f.error("fallback", f"expected another runnable arch ({', '.join(runnable) or 'none'}), "
-                                  f"found '{fallback}'")
     opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners),
                     fallback)
     f.done()

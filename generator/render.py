@@ -214,7 +214,7 @@ def _rule_texts(optimizer: Optimizer) -> list[str]:
 def _globals_used(texts) -> dict[str, bool]:
     joined = "\n".join(texts)
     return {name.lower(): bool(re.search(rf"\b{name}\b", joined))
-            for name in ("kernels", "np", "math", "DType")}
+            for name in ("kernels", "dnnl", "np", "math", "DType")}
 
 
 def _uses(family: Family) -> dict[str, bool]:
@@ -229,6 +229,7 @@ def _uses(family: Family) -> dict[str, bool]:
     joined = "\n".join(text)
     return {
         "kernels": bool(re.search(r"\bkernels\b", joined)),
+        "dnnl": bool(re.search(r"\bdnnl\b", joined)),
         "np": bool(re.search(r"\bnp\b", joined)),
         "math": bool(re.search(r"\bmath\b", joined)),
         "found": any(_own_exprs(op) for op in family.ops),

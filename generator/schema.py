@@ -11,8 +11,11 @@ from dataclasses import dataclass
 
 DTYPES = ("TL_DOUBLE", "TL_FLOAT", "TL_INT32", "TL_INT16", "TL_INT8",
           "TL_UINT32", "TL_UINT16", "TL_UINT8", "TL_BOOL")
-ARCHS = ("none", "cpu")
+ARCHS = ("none", "cpu", "dnnl")
 MTYPES = ("none", "cpu")
+# The memory type of an arch's ops unless a description says otherwise: oneDNN's CPU
+# engine works on host memory, so dnnl ops share the cpu arena.
+ARCH_MTYPES = {"none": "none", "cpu": "cpu", "dnnl": "cpu"}
 # Param types: a scalar, or an array of one (`int[]`, `int[2]`, `int[src.ndim]`);
 # int, float and double are numbers typed so; a list of strings is an enum.
 SCALAR_TYPES = {"int": ("number", "int"), "float": ("number", "float"),

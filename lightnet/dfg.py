@@ -98,12 +98,15 @@ class DataFlowGraph:
             raise LightNetError(f"the model has a cycle among ops {e.nodes}") from None
 
     def to_dot(self, tensors) -> str:
-        """Graphviz DOT: ops as boxes, tensors as labelled edges; model outputs
-        as edges to plain `output` nodes."""
+        """Graphviz DOT: ops as boxes (filled for ops of an arch of their own, such
+        as dnnl's, whose reorders then show where tensors cross), tensors as labelled
+        edges (with a layout of their own when they have one); model outputs as edges
+        to plain `output` nodes."""
         lines = ["digraph lightnet {", "  node [shape=box, fontname=monospace];"]
         for name, op in self.ops.items():
             label = _dot_id(name + "\n" + op.optype)
-            lines.append(f"  {_dot_id(name)} [label={label}];")
+            style = _ARCH_STYLES.get(op.arch, "")
+            lines.append(f"  {_dot_id(name)} [label={label}{style}];")
         for name in self.graph.nodes:
             for succ, tname in self.graph.successors(name):
                 lines.append(f"  {_dot_id(name)} -> {_dot_id(succ)} "
@@ -117,9 +120,16 @@ class DataFlowGraph:
         return "\n".join(lines) + "\n"
 
 
+# How --dot marks the ops of an arch other than the cpu's.
+_ARCH_STYLES = {"dnnl": ", style=filled, fillcolor=lightblue"}
+
+
 def _tensor_label(tensors, tname: str) -> str:
     entry = tensors.get(tname)
-    return tname if entry is None else f"{tname} {entry.describe()}"
+    if entry is None:
+        return tname
+    layout = f" {entry.layout}" if entry.layout else ""
+    return f"{tname} {entry.describe()}{layout}"
 
 
 def _dot_id(text: str) -> str:

@@ -38,7 +38,15 @@ def dnnl_dtype(entry):
 
 
 def _is_dnnl(op) -> bool:
+    """A dnnl op of the model's own (not a reorder this pass inserts)."""
     return op.arch == DNNL and op.optype not in (REORDER, WEIGHTS)
+
+
+def _makes_dnnl(op) -> bool:
+    """Whether `op`'s output is in oneDNN's layout: a dnnl op's, or a reorder's into it
+    (so that the pass leaves a model it already laid out as it is)."""
+    return _is_dnnl(op) or op.optype == WEIGHTS or (
+        op.optype == REORDER and op.values.get("to") == "dnnl")
 
 
 def lay_out(ctx) -> None:
@@ -76,7 +84,7 @@ def lay_out(ctx) -> None:
         if _is_dnnl(op):
             for arg, name in op.tensors_in.items():
                 made_by = producer.get(name)
-                if made_by is not None and _is_dnnl(made_by):
+                if made_by is not None and _makes_dnnl(made_by):
                     continue
                 entry = tensors[name]
                 if entry.static:
@@ -94,7 +102,8 @@ def lay_out(ctx) -> None:
         result.append(op)
         if _is_dnnl(op):
             for arg, name in op.tensors_out.items():
-                plain_readers = [r for r in readers.get(name, []) if not _is_dnnl(r)]
+                plain_readers = [r for r in readers.get(name, []) if not _is_dnnl(r)
+                                 and not (r.optype == REORDER and r.values.get("to") == "plain")]
                 if not plain_readers and name not in outputs:
                     continue
                 new = fresh(name)

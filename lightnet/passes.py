@@ -1,5 +1,6 @@
-"""The compile pipeline: expand, combine until stable, lay out dnnl tensors, then plan
-memory.
+"""The passes that rewrite the op list: expand, hoist constants, combine
+until stable, remove dead constants. lightnet.pipeline registers them and
+orders them into a target's pipeline.
 
 Expanders and combiners work on the linear op list (a peephole optimizer);
 they may consult the data-flow graph to decide. The context is checked after
@@ -8,7 +9,6 @@ every change.
 
 from __future__ import annotations
 
-from lightnet import layouts
 from lightnet.arch import Arch, get_arch
 from lightnet.errors import LightNetError
 
@@ -54,9 +54,11 @@ def combine(ctx, arch: Arch) -> int:
     Returns the number of rounds; gives up with an error after
     MAX_COMBINE_ROUNDS, which means two rules undo each other.
     """
+    # The fallback's combiners join the ops it runs (after the arch's own).
+    combiners = arch.combiners + (get_arch(arch.fallback).combiners if arch.fallback else ())
     for rounds in range(MAX_COMBINE_ROUNDS):
         changed = False
-        for combiner in arch.combiners:
+        for combiner in combiners:
             size = len(combiner.window)
             # A rule is tried again where it replaced ops (the new ops may
             # match again); one that always matches would never move on.
@@ -128,23 +130,3 @@ def remove_dead_constants(ctx, outputs_before) -> None:
             for n in names:
                 if ctx.weights is not None:
                     ctx.weights.pop(n, None)
-
-
-def compile(ctx, target: str, combine_ops: bool = True) -> None:
-    """Lower to `target`; `combine_ops=False` skips the combiners (to compare
-    an optimized model with its plain lowering)."""
-    arch = get_arch(target)
-    outputs_before = ctx.outputs
-    expand(ctx, arch)
-    hoist_constants(ctx)
-    if combine_ops:
-        combine(ctx, arch)
-        remove_dead_constants(ctx, outputs_before)
-    if arch.name == layouts.DNNL:
-        layouts.lay_out(ctx)
-    for subgraph in arch.subgraphs:
-        subgraph(ctx)
-    for schedule in arch.schedules:
-        schedule(ctx)
-    ctx.check()
-    ctx.plan()

@@ -71,6 +71,19 @@ class OpView:
         """Whether the data of every input in `args` is known at compile time."""
         return all(self.value(a) is not None for a in args)
 
+    def may_overwrite(self, tensor) -> bool:
+        """Whether this op may write into `tensor`'s memory (a residual added in place):
+        a tensor the run makes (not an input, a weight, a model output or a view), every
+        reader of which but one (the op the rule removes) runs before this op."""
+        name = _name(tensor)
+        entry = self._ctx.tensors[name]
+        if entry.static or entry.input or entry.owner is not None or not entry.creator:
+            return False
+        ops = self._ctx.ops
+        here = ops.index(self._op)
+        readers = [ops.index(self._ctx.dfg.ops[r]) for r in self._ctx.dfg.consumers.get(name, [])]
+        return len(readers) >= 1 and sum(i >= here for i in readers) <= 1 and here not in readers
+
     def producer(self, arg: str) -> str | None:
         """The optype of the op that produced input `arg`."""
         prev = self._ctx.dfg.prev(self._op, self._op.tensors_in[arg])
@@ -117,10 +130,18 @@ class Builder:
         self.ctx.add_weight(name, data)
         op_names = self.ctx.dfg.ops.keys() | self.op_names
         op_name = name if name not in op_names else unique_name(f"{name}_", op_names)
-        self.create_ops.append(self.op(f"create_{self.arch}", name=op_name, outs={"dst": name},
+        self.create_ops.append(self.op(self._creator(), name=op_name, outs={"dst": name},
                                        params={"dtype": dtype.name, "dims": dims,
                                                "from_file": True}))
         return name
+
+    def _creator(self) -> str:
+        """The create op of the arch, else of its fallback (dnnl's weights are the cpu's)."""
+        if f"create_{self.arch}" in OP_PROTOS:
+            return f"create_{self.arch}"
+        from lightnet.arch import get_arch
+
+        return f"create_{get_arch(self.arch).fallback}"
 
     def constants(self, stem: str, names: tuple[str, ...], values) -> tuple[str, ...]:
         """`constant` for each of `names` (tensor `stem_name`) and the arrays

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from lightnet import Session
+from lightnet.dnnl import capi
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -224,7 +225,7 @@ def conv_macs(n, o, oh, ow, c, group, kh, kw) -> int:
 
 
 def test_info_of_an_onnx_model(onnx_model, tmp_path):
-    doc = json.loads(ok(lightnet("info", onnx_model, "--json", cwd=tmp_path)))
+    doc = json.loads(ok(lightnet("info", onnx_model, "--json", "-t", "cpu", cwd=tmp_path)))
     assert doc["inputs"] == [{"name": "x", "dtype": "float32", "shape": [1, C, H, W]}]
     assert doc["outputs"] == [{"name": "y", "dtype": "float32", "shape": [1, K]}]
     # Parameters: every initializer's elements, float32.
@@ -248,7 +249,8 @@ def test_info_of_an_onnx_model(onnx_model, tmp_path):
 
 def test_info_of_an_ir_and_of_its_compiled_form(ir_model, tmp_path):
     model, weights = ir_model
-    doc = json.loads(ok(lightnet("info", model, "--json", cwd=tmp_path)))  # no weights needed
+    # no weights needed
+    doc = json.loads(ok(lightnet("info", model, "--json", "-t", "cpu", cwd=tmp_path)))
     assert doc["parameters"] == {"count": OI * CI * KI * KI + OI,
                                  "bytes": 4 * (OI * CI * KI * KI + OI)}
     oh, ow = HI - KI + 1, WI - KI + 1
@@ -256,11 +258,32 @@ def test_info_of_an_ir_and_of_its_compiled_form(ir_model, tmp_path):
     assert doc["ops"]["given"] == {"create": 2, "conv2d": 1, "input": 1, "relu": 1}
     assert doc["ops"]["compiled"] == {"create_cpu": 2, "conv2d_cpu": 1, "input_cpu": 1}
 
-    ok(lightnet(model, "-f", weights, "-c", "-o", "c.json", cwd=tmp_path))
+    ok(lightnet(model, "-f", weights, "-t", "cpu", "-c", "-o", "c.json", cwd=tmp_path))
     compiled = json.loads(ok(lightnet("info", "c.json", "-f", "c.npz", "--json",
                                       cwd=tmp_path)))
     assert compiled["ops"]["given"] == compiled["ops"]["compiled"] == doc["ops"]["compiled"]
     assert (compiled["macs"], compiled["parameters"]) == (doc["macs"], doc["parameters"])
+
+
+NEEDS_ONEDNN = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                  reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+
+
+@NEEDS_ONEDNN
+def test_info_of_an_ir_compiled_for_dnnl(ir_model, tmp_path):
+    """The relu fuses into the convolution; reorders bring the input in and the output
+    out, a weights op reorders the weight; the compiled IR gives the same figures."""
+    model, weights = ir_model
+    doc = json.loads(ok(lightnet("info", model, "--json", "-t", "dnnl", cwd=tmp_path)))
+    assert doc["target"] == "dnnl"
+    assert doc["ops"]["compiled"] == {"create_cpu": 2, "input_cpu": 1, "reorder_dnnl": 2,
+                                      "weights_dnnl": 1, "conv2d_dnnl": 1}
+    ok(lightnet(model, "-f", weights, "-t", "dnnl", "-c", "-o", "d.json", cwd=tmp_path))
+    compiled = json.loads(ok(lightnet("info", "d.json", "-f", "d.npz", "--json",
+                                      cwd=tmp_path)))
+    assert compiled["ops"]["given"] == compiled["ops"]["compiled"] == doc["ops"]["compiled"]
+    assert (compiled["macs"], compiled["parameters"]) == (doc["macs"], doc["parameters"])
+    assert compiled["memory"] == doc["memory"]
 
 
 def test_info_memory_plan(tmp_path):
@@ -272,12 +295,12 @@ def test_info_memory_plan(tmp_path):
     for i, (src, dst) in enumerate([("x", "t1"), ("t1", "t2"), ("t2", "y")]):
         chain.append(op(f"r{i}", "relu", {"src": src}, {"dst": dst}))
     (tmp_path / "chain.json").write_text(json.dumps({"ops": chain}))
-    doc = json.loads(ok(lightnet("info", "chain.json", "--json", cwd=tmp_path)))
+    doc = json.loads(ok(lightnet("info", "chain.json", "--json", "-t", "cpu", cwd=tmp_path)))
     slot = 16 * 4
     assert doc["memory"] == {"cpu": {"arena": 3 * slot, "lower_bound": 3 * slot,
                                      "all_tensors": 4 * slot, "weights": 0}}
     assert (doc["macs"], doc["parameters"]) == (0, {"count": 0, "bytes": 0})
-    text = ok(lightnet("info", "chain.json", cwd=tmp_path))
+    text = ok(lightnet("info", "chain.json", "-t", "cpu", cwd=tmp_path))
     assert text.endswith(f"memory cpu: arena {3 * slot} bytes, all tensors {4 * slot} bytes, "
                          f"lower bound {3 * slot} bytes (arena / lower bound = 1.000); "
                          "weights 0 bytes\n")
@@ -287,11 +310,12 @@ LATENCY = re.compile(r"latency: min (\S+) ms, median (\S+) ms, p90 (\S+) ms, p99
                      r"mean (\S+) ms")
 
 
-def bench_figures(out: str, runs: int) -> dict:
+def bench_figures(out: str, runs: int, kernel_lines: int = 1) -> dict:
     lines = out.splitlines()
-    assert re.fullmatch(rf"runs: 2 warm-up, {runs} timed \(\d+\.\d{{3}} s in all\)", lines[5])
-    m = LATENCY.fullmatch(lines[6])
-    assert m, lines[6]
+    at = 4 + kernel_lines
+    assert re.fullmatch(rf"runs: 2 warm-up, {runs} timed \(\d+\.\d{{3}} s in all\)", lines[at])
+    m = LATENCY.fullmatch(lines[at + 1])
+    assert m, lines[at + 1]
     low, median, p90, p99, mean = map(float, m.groups())
     assert 0 < low <= median <= p90 <= p99 and low <= mean
     return {"lines": lines, "median": median}
@@ -299,7 +323,7 @@ def bench_figures(out: str, runs: int) -> dict:
 
 def test_bench_an_onnx_model_with_a_batch(onnx_model, tmp_path):
     out = ok(lightnet("bench", onnx_model, "--warmup", "2", "--runs", "4", "--batch", "3",
-                      "--threads", "1", cwd=tmp_path))
+                      "--threads", "1", "-t", "cpu", cwd=tmp_path))
     lines = bench_figures(out, 4)["lines"]
     assert lines[:4] == [f"model: {onnx_model}", "target: cpu",
                          f"inputs: x float32[3, {C}, {H}, {W}] (random)", "threads: 1"]
@@ -312,7 +336,7 @@ def test_bench_an_onnx_model_with_a_batch(onnx_model, tmp_path):
 def test_bench_an_ir(ir_model, tmp_path):
     model, weights = ir_model
     out = ok(lightnet("bench", model, "-f", weights, "--warmup", "2", "--runs", "3",
-                      cwd=tmp_path))
+                      "-t", "cpu", cwd=tmp_path))
     lines = bench_figures(out, 3)["lines"]
     assert re.fullmatch(r"throughput: \S+ runs/s", lines[7])  # batch 1: no samples/s
     one_error(lightnet("bench", model, "-f", weights, "--batch", "2", cwd=tmp_path),
@@ -323,6 +347,21 @@ def test_bench_an_ir(ir_model, tmp_path):
     out = ok(lightnet("bench", model, "-f", weights, "--batch", "1", "--warmup", "0",
                       "--duration", "0.05", cwd=tmp_path))
     assert re.search(r"^runs: 0 warm-up, [1-9]\d* timed", out, re.M)
+
+
+@NEEDS_ONEDNN
+def test_bench_on_dnnl_names_onednn_s_kernels(ir_model, tmp_path):
+    model, weights = ir_model
+    out = ok(lightnet("bench", model, "-f", weights, "--warmup", "2", "--runs", "3",
+                      "-t", "dnnl", cwd=tmp_path))
+    lines = bench_figures(out, 3, kernel_lines=2)["lines"]
+    assert lines[1] == "target: dnnl"
+    assert lines[4].startswith("kernels: BLAS: ")
+    # oneDNN's implementations of the 4 dnnl ops (2 reorders, the weights', the
+    # convolution's), each with its count.
+    assert lines[5].startswith("kernels: oneDNN: "), lines[5]
+    kernels = re.findall(r"(\S+) x(\d+)(?:, |$)", lines[5].removeprefix("kernels: oneDNN: "))
+    assert sum(int(n) for _, n in kernels) == 4, lines[5]
 
 
 def test_help_lists_every_command(tmp_path):

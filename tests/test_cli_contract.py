@@ -114,7 +114,7 @@ TOOLS = [
          ok=lambda t: ["--root", _root(t)],
          user_error=lambda t: (["--root", _root(t, broken=True)],
                                "descriptions/ops/shift.yaml:14: shift_cpu.arch: unknown arch "
-                               "'gpu' (known: none, cpu)"),
+                               "'gpu' (known: none, cpu, dnnl)"),
          usage=[["--bogus"], ["new-op"], ["frobnicate"]],
          internal=("generator.model.load", lambda t: ["--root", _root(t)])),
 ]

@@ -736,6 +736,74 @@ def onednn_refuses():
                    (1, 1), "float32", "plain", "plain", (), transposed=False)
 
 
+def pass_registry(kind):
+    """Passes registered for the moment the pipeline is derived or registered."""
+    declared = {"missing": [("reorder", ["layouts"], ["ops-final"])],
+                "circle": [("a", ["fused", "y"], ["x"]), ("b", ["x"], ["y"])]}
+
+    def trigger(tmp):
+        from lightnet import pipeline
+
+        if kind == "duplicate":
+            return message(pipeline.register("expand"), lambda ctx, job: None)
+        if kind == "name":
+            return message(pipeline.register, "")
+        if kind == "list":
+            return message(pipeline.register, "p", requires="fused")
+        if kind == "function":
+            return message(pipeline.register("p"), "not a function")
+        if kind == "unregister":
+            return message(pipeline.unregister, "nope")
+        for name, requires, provides in declared[kind]:
+            pipeline.register(name, requires=requires, provides=provides)(lambda ctx, job: None)
+        try:
+            return message(pipeline.pipeline, "cpu")
+        finally:
+            for name, _, _ in declared[kind]:
+                pipeline.unregister(name)
+    return trigger
+
+
+def without_onednn(fn) -> str:
+    """The message of `fn` where the onednn-cpu-gomp wheel is not installed."""
+    from unittest import mock
+
+    from lightnet.dnnl import capi
+
+    reason = "the onednn-cpu-gomp package is not installed (pip install onednn-cpu-gomp==2023.2.0)"
+    with mock.patch.object(capi, "unavailable_reason", lambda: reason):
+        return message(fn)
+
+
+def dnnl_reads_plain_weight() -> str:
+    """An IR written by hand: a dnnl convolution reading a weight no reorder made."""
+    from lightnet.dnnl import capi
+
+    if capi.unavailable_reason():
+        pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
+    doc = {"ops": [
+        {"name": "x", "optype": "input_cpu", "tensors_in": [],
+         "tensors_out": [{"arg_name": "dst", "name": "x"}],
+         "params": [{"arg_name": "dims", "value": [1, 3, 5, 5]},
+                    {"arg_name": "dtype", "value": "TL_FLOAT"}]},
+        *({"name": n, "optype": "create_cpu", "tensors_in": [],
+           "tensors_out": [{"arg_name": "dst", "name": n}],
+           "params": [{"arg_name": "dims", "value": dims},
+                      {"arg_name": "dtype", "value": "TL_FLOAT"}]}
+          for n, dims in (("w", [4, 3, 3, 3]), ("b", [4]))),
+        {"name": "conv", "optype": "conv2d_dnnl",
+         "tensors_in": [{"arg_name": a, "name": a[0] if a != "src" else "x"}
+                        for a in ("src", "weight", "bias")],
+         "tensors_out": [{"arg_name": "dst", "name": "y"}],
+         "params": [{"arg_name": "size", "value": [3, 3]}]}]}
+
+    def go():
+        ctx = Context()
+        ctx.init(doc)
+        ctx.load()
+    return message(go)
+
+
 def message_of(fn):
     """The message of whatever exception `fn` raises (the generator's own types)."""
     with pytest.raises(Exception) as e:
@@ -792,14 +860,16 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
-    "compile.dnnl": lambda tmp: message(lambda: (c := Context(), c.init(example()),
-                                                 c.compile("dnnl"))),
+    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example()),
+                                                        c.compile("dnnl"))),
     "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
     "compile.unsettled": unsettled,
     "compile.fold": bad_fold("one"),
     "compile.pass": pass_removed,
+    "compile.pass-missing": pass_registry("missing"),
+    "compile.pass-circle": pass_registry("circle"),
     "compile.order": read_before_create,
     "compile.graph": dfg_error("cycle"),
     "compile.view": wrong_view,
@@ -835,6 +905,7 @@ TRIGGERS = {
     # Run
     "run.kernel": kernel_run_error,
     "run.onednn": lambda tmp: onednn_refuses(),
+    "run.dnnl-layout": lambda tmp: dnnl_reads_plain_weight(),
     "run.threads-value": lambda tmp: message(Context, threads=0),
     "run.threads-blas": threads_of_another_blas,
     "run.seed-value": lambda tmp: message(Context, seed=-1),
@@ -850,6 +921,7 @@ TRIGGERS = {
     "api.session-range": interface_error("range"),
     "api.interface": interface_error("not_input"),
     "api.dtype": dtype_error("name"),
+    "api.pass-register": pass_registry("duplicate"),
     # CLI
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
@@ -1003,6 +1075,8 @@ ALSO = {
                      ir(lambda d: d.update(interface={"inputs": [{"name": "", "dtype": "bool",
                                                                   "shape": []}]}))],
     "api.dtype": [dtype_error("numpy")],
+    "api.pass-register": [pass_registry("name"), pass_registry("list"),
+                          pass_registry("function"), pass_registry("unregister")],
     "il.cpp": [cpp_fails("run")],
     "il.string": [il('print(src=a | | msg="open);'), il('print(src=a | | msg="\\u12");'),
                   il('print(src=a | | msg="\\ud800");')],

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lightnet import targets
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -62,6 +64,9 @@ def test_profile_and_dot(tmp_path):
     table = run.stdout.split("info: run time:")[1]
     assert re.search(r"^op\s+optype\s+ms\s+%$", table, re.M)
     assert re.search(r"^total\s+\d+\.\d{3}\s+100\.0$", table, re.M)
-    assert "conv2d_cpu" in table
+    conv = f"conv2d_{targets.resolve('auto')}"  # the default target's
+    assert conv in table
     text = dot.read_text()
-    assert text.startswith("digraph lightnet {") and "conv2d_cpu" in text
+    assert text.startswith("digraph lightnet {") and conv in text
+    if conv == "conv2d_dnnl":  # dnnl ops filled; the reorders at the borders shown
+        assert "fillcolor=lightblue" in text and "reorder_dnnl" in text

@@ -150,7 +150,7 @@ def test_session_memory_limit(no_allocation):
     m = ModelBuilder()
     m.relu(m.input("x", [64, 64]))
     with pytest.raises(LightNetError) as e:
-        Session(m.to_dict(), memory_limit="16K")
+        Session(m.to_dict(), memory_limit="16K", target="cpu")
     assert str(e.value) == refusal(32768, 16384)
 
 

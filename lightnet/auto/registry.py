@@ -30,6 +30,7 @@ from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import rearange as rearange_ops
 from lightnet.auto.ops import relu as relu_ops
+from lightnet.auto.ops import reorder as reorder_ops
 from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import resize as resize_ops
 from lightnet.auto.ops import sigmoid as sigmoid_ops
@@ -74,6 +75,7 @@ OP_PROTOS = {
         print_ops,
         rearange_ops,
         relu_ops,
+        reorder_ops,
         reshape_ops,
         resize_ops,
         sigmoid_ops,

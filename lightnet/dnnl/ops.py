@@ -1,26 +1,32 @@
-"""What the dnnl ops' descriptions call: one function per op makes its Call.
+"""What the dnnl ops' descriptions call: one function per op, run when the op is
+checked, creates its primitive; `bind` makes its run call at load.
 
-A dnnl op's pre_run makes its Call from the tensor entries of its inputs (their
-layouts included), its scratch is `call.lay_out(dst=dst)` (which records the layout
-oneDNN chose on the output entry and returns the scratchpad's bytes), and its
-static_run binds the call to the arena (`call.bind(scratch, src=src, ...)`).
+A dnnl op's `scratch` is `dnnl.<op>(op, <its tensor entries and params>)`: the function
+creates the primitive (oneDNN choosing the layouts it may), records the layouts on
+the entries (the output's, and an input's the layout pass left to its reader), keeps
+the Call in `op.values["call"]` and returns the bytes of scratch it needs (oneDNN's
+scratchpad, and a reordered source where it has one), which the memory plan gives
+the op. Its `static_run` is `execute = dnnl.bind(op, scratch,
+src=src, ...)` over the arena arrays; its `run`, `execute()`.
 
 An entry's `layout` says how the op finds a tensor: None is LightNet's plain C
 order; PENDING is a tensor the layout pass made for dnnl ops whose layout the first
-dnnl op reading it chooses (a convolution's preferred source or weights layout),
-recorded on the entry by that op; any other value is the oneDNN format a producer
-chose, its descriptor in `entry.desc`.
+dnnl op reading it chooses (a convolution's preferred source or weights layout);
+any other value is the oneDNN format a producer chose, its descriptor in
+`entry.desc`.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from lightnet.dnnl import primitives
 from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
 
 PENDING = "any"
 
-__all__ = ["PENDING", "Call", "Unsupported", "conv2d", "pool2d", "eltwise", "binary", "concat",
-           "reorder"]
+__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "matmul", "pool2d", "eltwise",
+           "binary", "concat", "reorder", "describe_kernels"]
 
 
 def _dtype(entry) -> str:
@@ -47,42 +53,79 @@ def record(entry, desc, source=None) -> None:
 
 class Call:
     """A primitive and the op args its tensors are: `args` maps the kernel's tensor
-    names to the op's arg names. `plain_args` are the args the op hands over in
-    LightNet's plain layout (where the kernel must read them so)."""
+    names to the op's arg names; `entries` are the op's tensor entries by arg name."""
 
-    def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict):
+    def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
+                 before: primitives.Kernel | None = None):
         self.kernel = kernel
         self.args = args
         self.impl_info = kernel.impl_info
-        # Settle what the kernel chose for inputs whose layout was left to it.
+        # A reorder of the source into the op's scratch (after the scratchpad), when the
+        # kernel reads it in a layout other than its producer's.
+        self.before = before
+        self.scratch = kernel.scratchpad
+        if before is not None:
+            self.source_at = -(-kernel.scratchpad // 64) * 64
+            self.scratch = self.source_at + kernel.nbytes("src")
         for name, arg in args.items():
             entry = entries.get(arg)
-            if entry is not None and entry.layout == PENDING:
+            if entry is None:
+                continue
+            if entry.layout == PENDING:  # left to this reader by the layout pass
                 record(entry, kernel.descs[name], kernel.plain[name])
-        # A tensor the op holds plain that the kernel reads otherwise cannot be bound
-        # (the layout pass gives it a reorder): refused at bind, not computed wrongly.
-        self.misread = [arg for name, arg in args.items() if arg in entries
-                        and entries[arg] is not None and entries[arg].layout is None
+            elif name == "dst":
+                record(entry, kernel.descs[name])
+        # A tensor held plain that the kernel reads in a layout of its own (a weight the
+        # layout pass has not reordered) cannot be bound: refused at load, never
+        # computed wrongly.
+        self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
+                        and entries[arg].layout is None
                         and kernel.descs[name] != kernel.plain[name]]
 
-    def lay_out(self, **outputs) -> int:
-        """Record the layout of each output entry (by arg name); the scratchpad's bytes."""
-        for name, arg in self.args.items():
-            if arg in outputs:
-                record(outputs[arg], self.kernel.descs[name])
-        return self.kernel.scratchpad
-
-    def bind(self, scratch, **arrays):
+    def bind(self, scratch, arrays: dict):
         """The run call over the op's bound arrays (by arg name) and its scratch."""
         if self.misread:
-            raise ValueError(f"oneDNN {self.kernel.what} reads {self.misread} in its own "
-                             "layout, but they are plain: the dnnl layout pass reorders them")
-        buffers = {}
-        for name, arg in self.args.items():
-            array = arrays[arg]
-            if array is not None:
-                buffers[name] = array.reshape(-1).view("uint8") if array.ndim else array
-        return self.kernel.bind(buffers, scratch if self.kernel.scratchpad else None)
+            raise ValueError(f"oneDNN {self.kernel.what} reads {self.misread} in a layout "
+                             "of its own, but they are plain: compile the model for dnnl "
+                             "(its layout pass reorders them)")
+        buffers = {name: _bytes(arrays[arg]) for name, arg in self.args.items()
+                   if arrays.get(arg) is not None}
+        if self.before is None:
+            return self.kernel.bind(buffers, scratch if self.kernel.scratchpad else None)
+        source = scratch[self.source_at:self.source_at + self.kernel.nbytes("src")]
+        reorder = self.before.bind({"src": buffers["src"], "dst": source})
+        execute = self.kernel.bind({**buffers, "src": source},
+                                   scratch[:self.kernel.scratchpad] if self.kernel.scratchpad
+                                   else None)
+
+        def run():
+            reorder()
+            execute()
+        return run
+
+
+def _bytes(array):
+    """The bytes of an arena array (a blocked tensor is bound as bytes already)."""
+    return array.reshape(-1).view(np.uint8)
+
+
+def _create(constructor, *args, **kwargs) -> primitives.Kernel:
+    """The primitive; what oneDNN computes otherwise than the cpu kernel (Unsupported,
+    which the dnnl expanders keep on the cpu) fails the op's check."""
+    try:
+        return constructor(*args, **kwargs)
+    except Unsupported as e:
+        raise ValueError(f"{e} (the dnnl expanders keep such an op on the cpu)") from None
+
+
+def _settle(op, call) -> int:
+    op.values["call"] = call
+    return call.scratch
+
+
+def bind(op, scratch, **arrays):
+    """The run call of dnnl op `op` over its arena arrays (by arg name) and scratch."""
+    return op.values["call"].bind(scratch, arrays)
 
 
 def _post_ops(residual, activation: str, negslope: float, clip_min: float, clip_max: float):
@@ -100,51 +143,97 @@ def _post_ops(residual, activation: str, negslope: float, clip_min: float, clip_
     return post
 
 
-def conv2d(src, weight, bias, residual=None, *, group, stride, padding, dilation,
-           activation="none", negslope=0.01, clip_min=0.0, clip_max=0.0) -> Call:
+def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
+           activation="none", negslope=0.01, clip_min=0.0, clip_max=0.0) -> int:
     """A convolution with its fused residual (a sum post-op: dst is the residual's
-    buffer, so it takes its layout) and activation; bias may be None."""
-    kernel = primitives.conv2d(
-        src.shape, weight.shape, bias=bias is not None, group=group, stride=stride,
-        padding=padding, dilation=dilation, dtype=_dtype(src), src=_layout(src, chooses=True),
-        dst="any" if residual is None else _layout(residual),
-        post_ops=_post_ops(residual, activation, negslope, clip_min, clip_max))
-    return Call(kernel, {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"},
-                {"src": src, "weight": weight, "bias": bias})
+    memory, so it takes its layout) and activation; bias may be None.
+
+    It reads its source in the layout the producer chose. Where oneDNN has no fast
+    implementation for that layout with its own choice of output (it would run its
+    reference one), the output takes the source's layout; failing that, the source
+    is reordered first, into the op's scratch, to the layout the convolution prefers."""
+    pending = residual is not None and residual.layout == PENDING
+    fixed_dst = residual is not None and not pending
+
+    def create(src_layout, dst_layout):
+        return _create(
+            primitives.conv2d, src.shape, weight.shape, bias=bias is not None, group=group,
+            stride=stride, padding=padding, dilation=dilation, dtype=_dtype(src),
+            src=src_layout, dst=dst_layout,
+            post_ops=_post_ops(residual, activation, negslope, clip_min, clip_max))
+
+    src_layout = _layout(src, chooses=True)
+    dst_layout = _layout(residual) if fixed_dst else "any"
+    kernel = create(src_layout, dst_layout)
+    before = None
+    if _reference(kernel) and src_layout != "any":
+        if not fixed_dst and src.layout in primitives.TAGS_4D:
+            kernel = create(src_layout, src.layout)
+        if _reference(kernel):
+            preferred = create("any", dst_layout)
+            if not _reference(preferred):
+                before = _create(primitives.reorder, src.desc, preferred.descs["src"])
+                kernel = preferred
+    if pending:
+        record(residual, kernel.descs["dst"])
+    if residual is not None:
+        dst.owner = residual.name  # the sum post-op adds into the residual's memory
+    call = Call(kernel, {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"},
+                {"src": src, "weight": weight, "bias": bias, "dst": dst}, before)
+    return _settle(op, call)
 
 
-def pool2d(src, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
-           count_include_pad=False) -> Call:
+def _reference(kernel) -> bool:
+    return kernel.impl_info.startswith("ref")
+
+
+def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", negslope=0.01,
+           clip_min=0.0, clip_max=0.0) -> int:
+    """dst = A' @ B' + bias (alpha = beta = 1) with a fused activation; A and the output
+    plain, B (a weight) in the layout the matmul chose, else plain."""
+    weights = "any" if src2.static and src2.layout == PENDING else "plain"
+    kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
+                     bias_shape=None if bias is None else bias.shape, dtype=_dtype(src1),
+                     b_layout=weights,
+                     post_ops=_post_ops(None, activation, negslope, clip_min, clip_max))
+    return _settle(op, Call(kernel, {"src": "src1", "weights": "src2", "bias": "bias",
+                                     "dst": "dst"},
+                            {"src1": src1, "src2": src2, "bias": bias, "dst": dst}))
+
+
+def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
+           count_include_pad=False) -> int:
     """Max or average pooling, reading its source in the producer's layout."""
-    kernel = primitives.pool2d(src.shape, kind=kind, size=size, stride=stride, padding=padding,
+    kernel = _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride, padding=padding,
                                dilation=dilation, ceil_mode=ceil_mode,
                                count_include_pad=count_include_pad, dtype=_dtype(src),
                                src=_layout(src))
-    return Call(kernel, {"src": "src", "dst": "dst"}, {"src": src})
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 
-def eltwise(src, name: str, alpha: float = 0.0, beta: float = 0.0) -> Call:
+def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> int:
     """dst = f(src) in src's layout (relu, lrelu, clip, sigmoid, tanh, ...)."""
-    kernel = primitives.eltwise(src.shape, name, alpha, beta, dtype=_dtype(src),
+    kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
                                 src=_layout(src))
-    return Call(kernel, {"src": "src", "dst": "dst"}, {"src": src})
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 
-def binary(src1, src2, name: str) -> Call:
+def binary(op, src1, src2, dst, name: str) -> int:
     """dst = src1 <name> src2 of one shape, dst in src1's layout."""
-    kernel = primitives.binary(src1.shape, src2.shape, name, dtype=_dtype(src1),
+    kernel = _create(primitives.binary, src1.shape, src2.shape, name, dtype=_dtype(src1),
                                src0=_layout(src1), src1=_layout(src2))
-    return Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
-                {"src1": src1, "src2": src2})
+    return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
+                            {"src1": src1, "src2": src2, "dst": dst}))
 
 
-def concat(srcs, axis: int) -> Call:
+def concat(op, srcs, dst, axis: int) -> int:
     """The sources (src1, src2, ...) joined along `axis`."""
-    kernel = primitives.concat([s.shape for s in srcs], axis, dtype=_dtype(srcs[0]),
+    kernel = _create(primitives.concat, [s.shape for s in srcs], axis, dtype=_dtype(srcs[0]),
                                srcs=[_layout(s) for s in srcs])
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
-    return Call(kernel, args, {f"src{i + 1}": s for i, s in enumerate(srcs)})
+    entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
+    return _settle(op, Call(kernel, args, {**entries, "dst": dst}))
 
 
 class Reorder:
@@ -152,40 +241,33 @@ class Reorder:
     first dnnl reader chooses) or back to plain. The primitive is made at load, when
     both layouts are settled."""
 
-    def __init__(self, src, to: str):
-        self.src = src
-        self.to = to
-        self.dst = None
+    impl_info = None
 
-    def lay_out(self, dst) -> int:
-        """Mark the output: PENDING (to dnnl) or plain; a reorder needs no scratchpad."""
-        self.dst = dst
-        if self.to == "dnnl":
+    def __init__(self, src, dst, to: str):
+        self.src, self.dst, self.to = src, dst, to
+        if to == "dnnl":
             dst.layout, dst.storage, dst.desc, dst.source = PENDING, None, None, None
-        return 0
 
-    def bind(self, scratch, src, dst):
+    def bind(self, scratch, arrays: dict):
         if self.dst.layout == PENDING:
             raise ValueError("no dnnl op reads the reordered tensor")
-        source = (self.dst.source if self.to == "dnnl" and self.dst.source is not None
-                  else self._desc(self.src))
-        target = self._desc(self.dst) if self.to == "dnnl" else primitives.plain_desc(
-            self.dst.shape, _dtype(self.dst))
-        kernel = primitives.reorder(source, target)
+        source = self.dst.source if self.to == "dnnl" else None
+        kernel = primitives.reorder(source or _desc(self.src), _desc(self.dst))
         self.impl_info = kernel.impl_info
-        flat = {"src": src.reshape(-1).view("uint8"), "dst": dst.reshape(-1).view("uint8")}
-        return kernel.bind(flat)
-
-    @staticmethod
-    def _desc(entry):
-        if entry.layout is None:
-            return primitives.plain_desc(entry.shape, _dtype(entry))
-        return entry.desc
+        return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
 
 
-def reorder(src, to: str) -> Reorder:
-    """The call of a reorder op copying `src` to oneDNN's layout (`to` "dnnl") or plain."""
-    return Reorder(src, to)
+def _desc(entry):
+    if entry.layout is None:
+        return primitives.plain_desc(entry.shape, _dtype(entry))
+    return entry.desc
+
+
+def reorder(op, src, dst, to: str) -> int:
+    """A reorder op copying `src` to oneDNN's layout (`to` "dnnl") or to plain; it
+    needs no scratchpad."""
+    op.values["call"] = Reorder(src, dst, to)
+    return 0
 
 
 def describe_kernels(ops) -> str:

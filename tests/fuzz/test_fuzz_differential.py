@@ -36,6 +36,7 @@ from tests.irbuild import ModelBuilder
 # (target, fusion) configurations whose results must agree.
 ORACLE_PAIRS = [
     (("cpu", True), ("cpu", False)),
+    (("cpu", True), ("dnnl", True)),
 ]
 RTOL = 1e-4
 
@@ -110,7 +111,9 @@ def check_pair(doc, first, second) -> None:
             assert problem is None, f"{label}: output '{name}': {problem}"
         outcome = "both ran"
     elif one.outputs is None and two.outputs is None:
-        assert one.kind == two.kind, \
+        # A model over the memory limit may be refused earlier by another target (oneDNN
+        # refusing its sizes when the op is checked).
+        assert one.kind == two.kind or "memory" in (one.kind, two.kind), \
             f"{label}: refused differently:\n  {one.message}\n  {two.message}"
         outcome = f"both refused ({one.kind})"
     else:

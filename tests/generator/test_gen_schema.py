@@ -759,7 +759,7 @@ def test_schema_error_with_check_writes_nothing_either(tree):
     result = run(tree, "--check")
     assert result.rc == 1
     assert result.err == "error: descriptions/ops/bad.yaml:2: bad.arch: unknown arch 'gpu' " \
-                         "(known: none, cpu)\n"
+                         "(known: none, cpu, dnnl)\n"
     assert snapshot(tree) == before
 
 

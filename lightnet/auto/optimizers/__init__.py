@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from lightnet.auto.optimizers import cpu
+from lightnet.auto.optimizers import dnnl
 
 OPTIMIZERS = {
     "cpu": cpu,
+    "dnnl": dnnl,
 }

@@ -1,0 +1,59 @@
+"""The benchmark's networks (bench/models.py) on the dnnl target against ONNX Runtime:
+each compiled with its weights (batchnorms folded, activations and residual adds fused,
+reorders at the borders), the output within 1e-4 of ORT's (relative to its largest).
+SqueezeNet runs with the fast tests; the others are slow."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lightnet import Context
+from lightnet.dnnl import capi
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def bench_models():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import models
+    finally:
+        sys.path.remove(str(BENCH))
+    return models
+
+
+@pytest.mark.parametrize("name", [
+    "squeezenet1.1",
+    pytest.param("resnet50", marks=pytest.mark.slow),
+    pytest.param("mobilenetv2", marks=pytest.mark.slow),
+    pytest.param("shufflenet", marks=pytest.mark.slow),
+    pytest.param("vgg11", marks=pytest.mark.slow),
+])
+def test_bench_model_on_dnnl_matches_onnx_runtime(name):
+    from lightnet.frontends.onnx import convert
+
+    model = bench_models().MODELS[name](np.random.default_rng(7))
+    ir, weights = convert(model)
+    ctx = Context()
+    ctx.init(ir)
+    ctx.compile("dnnl", weights=weights)
+    optypes = [op.optype for op in ctx.ops]
+    assert "conv2d_dnnl" in optypes and "batchnorm_cpu" not in optypes
+    ctx.load()
+    x = np.random.default_rng(8).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    (data,) = ctx.inputs
+    ctx.set_data(data, x)
+    ctx.run()
+    ours = ctx.get_data(ctx.outputs[0])
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    ref = session.run(None, {session.get_inputs()[0].name: x})[0]
+    err = np.max(np.abs(ours.reshape(ref.shape) - ref)) / np.max(np.abs(ref))
+    assert err <= 1e-4, err

@@ -1,0 +1,425 @@
+"""The dnnl architecture: every dnnl op against its cpu variant (float32, rel 1e-4) over
+random geometries, each fusion on and off, the layout pass's reorders at the borders of
+a model mixing dnnl and cpu ops, the memory plan of blocked tensors, scratchpads and
+reordered weights, and a compiled IR (-c / -r) round trip."""
+
+import json
+
+import numpy as np
+import pytest
+
+from lightnet import Context, LightNetError
+from lightnet.dnnl import capi
+from tests.irbuild import ModelBuilder
+
+pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+
+RTOL = 1e-4
+
+
+def compiled(doc, target, combine=True, weights=None, **kwargs):
+    ctx = Context(**kwargs)
+    ctx.init(doc)
+    ctx.compile(target, combine=combine, weights=weights)
+    return ctx
+
+
+def run(ctx, inputs):
+    ctx.load()
+    for name, value in inputs.items():
+        ctx.set_data(name, value)
+    ctx.run()
+    return {n: ctx.get_data(n) for n in ctx.outputs}
+
+
+def rel_error(ours, ref) -> float:
+    scale = max(float(np.max(np.abs(ref))), 1e-30)
+    return float(np.max(np.abs(ours.astype(np.float64) - ref))) / scale
+
+
+def random_inputs(doc, seed=0):
+    rng = np.random.default_rng(seed)
+    ctx = Context()
+    ctx.init(doc)
+    return {n: rng.standard_normal(ctx.tensors[n].shape).astype(np.float32)
+            for n in ctx.inputs}
+
+
+def check_against_cpu(doc, combine=True, optypes=(), weights=None):
+    """Run `doc` on dnnl and on cpu; the outputs agree to RTOL; returns the dnnl context.
+    `optypes`: ops the dnnl model must have."""
+    inputs = random_inputs(doc)
+    ref = run(compiled(doc, "cpu", combine, weights), inputs)
+    ctx = compiled(doc, "dnnl", combine, weights)
+    have = [op.optype for op in ctx.ops]
+    for optype in optypes:
+        assert optype in have, have
+    ours = run(ctx, inputs)
+    assert ours.keys() == ref.keys()
+    for name in ref:
+        assert ours[name].shape == ref[name].shape
+        assert rel_error(ours[name], ref[name]) <= RTOL, name
+    return ctx
+
+
+def conv_model(n, c, h, w, o, k, group, stride, dilation, padding, autopad, residual=False,
+               activation=None):
+    m = ModelBuilder()
+    x = m.input("data", [n, c, h, w])
+    wt = m.weight("w", [o, c // group, k[0], k[1]], -0.5, 0.5)
+    b = m.weight("b", [o], -0.1, 0.1)
+    y = m.op("conv2d", {"src": x, "weight": wt, "bias": b}, group=group, size=list(k),
+             stride=list(stride), dilation=list(dilation), padding=list(padding),
+             autopad=autopad)
+    return m, y
+
+
+def conv_geometries(count, seed):
+    rng = np.random.default_rng(seed)
+    autopads = ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]
+    for i in range(count):
+        kind = ("dense", "grouped", "depthwise")[i % 3]
+        c = int(rng.choice([3, 5, 12, 17, 24]))
+        group = {"dense": 1, "grouped": int(rng.choice([2, 3])), "depthwise": c}[kind]
+        c = c if kind != "grouped" else group * int(rng.choice([3, 5, 8]))
+        o = c if kind == "depthwise" else group * int(rng.choice([1, 3, 7, 11]))
+        k = (int(rng.integers(1, 6)), int(rng.integers(1, 6)))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 4)))
+        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        autopad = autopads[i % 4]
+        padding = ([int(v) for v in rng.integers(0, 3, 4)] if autopad == "NOTSET"
+                   else [0, 0, 0, 0])
+        h, w = int(rng.integers(9, 20)), int(rng.integers(9, 20))
+        yield (int(rng.integers(1, 3)), c, h, w, o, k, group, stride, dilation, padding,
+               autopad)
+
+
+@pytest.mark.parametrize("geometry", list(conv_geometries(24, 16)), ids=str)
+def test_conv2d_matches_cpu(geometry):
+    m, _ = conv_model(*geometry)
+    ctx = check_against_cpu(m.to_dict(), optypes=["conv2d_dnnl", "weights_dnnl"])
+    # Reorders at the borders: the input in, the output out, nothing between.
+    reorders = [op.params["to"].value for op in ctx.ops if op.optype == "reorder_dnnl"]
+    assert reorders == ["dnnl", "plain"]
+
+
+@pytest.mark.parametrize("kind,size,stride,padding,dilation,ceil_mode,extra", [
+    ("maxpool2d", [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], False, {}),
+    ("maxpool2d", [2, 3], [2, 1], [0, 1, 1, 0], [2, 1], True, {}),
+    ("maxpool2d", [3, 2], [3, 2], [2, 0, 0, 1], [1, 1], True, {}),
+    ("avgpool2d", [3, 3], [2, 2], [1, 1, 1, 1], None, False, {}),
+    ("avgpool2d", [3, 3], [2, 2], [1, 1, 1, 1], None, False, {"count_include_pad": True}),
+    ("avgpool2d", [2, 3], [2, 2], [0, 1, 1, 0], None, True, {}),
+])
+def test_pooling_matches_cpu(kind, size, stride, padding, dilation, ceil_mode, extra):
+    m = ModelBuilder()
+    x = m.input("data", [2, 19, 13, 11])
+    params = dict(size=size, stride=stride, padding=padding, ceil_mode=ceil_mode, **extra)
+    if dilation is not None:
+        params["dilation"] = dilation
+    m.op(kind, {"src": x}, **params)
+    check_against_cpu(m.to_dict(), optypes=[f"{kind}_dnnl"])
+
+
+def test_pooling_autopad_matches_cpu():
+    for autopad in ("VALID", "SAME_UPPER", "SAME_LOWER"):
+        for kind in ("maxpool2d", "avgpool2d"):
+            m = ModelBuilder()
+            x = m.input("data", [1, 6, 10, 9])
+            m.op(kind, {"src": x}, size=[3, 2], stride=[2, 2], autopad=autopad)
+            check_against_cpu(m.to_dict(), optypes=[f"{kind}_dnnl"])
+
+
+def test_average_pooling_oneDNN_would_count_otherwise_stays_on_cpu():
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 7, 7])
+    m.op("avgpool2d", {"src": x}, size=[2, 2], stride=[2, 2], ceil_mode=True,
+         count_include_pad=True)
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops] == ["input_cpu", "avgpool2d_cpu"]
+
+
+def test_global_avgpool_matches_cpu():
+    m = ModelBuilder()
+    m.op("global_avgpool2d", {"src": m.input("data", [2, 21, 7, 5])})
+    check_against_cpu(m.to_dict(), optypes=["global_avgpool2d_dnnl"])
+
+
+@pytest.mark.parametrize("optype,params", [
+    ("relu", {}), ("sigmoid", {}), ("tanh", {}), ("lrelu", {"negslope": 0.2}),
+    ("clip", {"min": -0.5, "max": 0.7}),
+])
+def test_eltwise_matches_cpu(optype, params):
+    m = ModelBuilder()
+    m.op(optype, {"src": m.input("data", [2, 17, 5, 3])}, **params)
+    check_against_cpu(m.to_dict(), optypes=[f"{optype}_dnnl"])
+
+
+@pytest.mark.parametrize("elew_op", ["TL_SUM", "TL_SUB", "TL_MUL", "TL_DIV", "TL_MAX",
+                                     "TL_MIN"])
+def test_elew_matches_cpu(elew_op):
+    m = ModelBuilder()
+    a = m.conv(m.input("data", [1, 3, 9, 9]), 3, 17, 3, pad=1)
+    b = m.conv(m.input("more", [1, 3, 9, 9]), 3, 17, 3, pad=1)
+    m.op("elew", {"src1": a, "src2": b}, elew_op=elew_op)
+    check_against_cpu(m.to_dict(), combine=False, optypes=["elew_dnnl"])
+
+
+def test_elew_of_other_shapes_or_power_stays_on_cpu():
+    m = ModelBuilder()
+    x = m.op("sigmoid", {"src": m.input("data", [1, 4, 3, 3])})
+    y = m.op("elew", {"src1": x, "src2": m.weight("s", [4, 1, 1], 0.5, 1)}, elew_op="TL_MUL")
+    m.op("elew", {"src1": y, "src2": y}, elew_op="TL_POW")
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops if op.optype.startswith("elew")] == ["elew_cpu"] * 2
+    assert "sigmoid_dnnl" in [op.optype for op in ctx.ops]
+
+
+def test_concat_of_blocked_tensors_matches_cpu():
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 8, 8])
+    parts = [m.conv(x, 3, c, 3, pad=1) for c in (5, 17, 16)]
+    y = m.op("concat", {f"src{i + 1}": p for i, p in enumerate(parts)}, axis=1)
+    m.relu(y)
+    check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
+
+
+@pytest.mark.parametrize("transB,bias,static", [
+    (False, None, True), (True, [13], True), (False, [1, 13], True), (True, [6, 13], False),
+    (False, [6, 1], False), (True, None, False)])
+def test_matmul_matches_cpu(transB, bias, static):
+    m = ModelBuilder()
+    a = m.input("a", [6, 21])
+    if static:
+        b = m.weight("b", [13, 21] if transB else [21, 13])
+    else:
+        b = m.input("b", [13, 21] if transB else [21, 13])
+    ins = {"src1": a, "src2": b}
+    if bias is not None:
+        ins["bias"] = m.weight("c", bias) if static else m.input("c", bias)
+    y = m.op("matmul", ins, transB=transB)
+    m.relu(y)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert [op.values["activation"] for op in ctx.ops if op.optype == "matmul_dnnl"] == ["relu"]
+
+
+def test_matmul_oneDNN_computes_otherwise_stays_on_cpu():
+    m = ModelBuilder()
+    a, b = m.input("a", [3, 4]), m.weight("b", [4, 2])
+    m.op("matmul", {"src1": a, "src2": b}, alpha=0.5)
+    m.op("matmul", {"src1": m.input("t", [4, 3]), "src2": b}, transA=True)
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops if op.optype.startswith("matmul")] == ["matmul_cpu"] * 2
+
+
+def test_a_source_layout_without_a_fast_kernel_is_reordered_inside_the_convolution():
+    """The 3-channel stem writes channels in blocks of 16; a depthwise convolution has
+    only its reference kernel for that source with a channels-last output, so it takes
+    the source's layout for its output, or reorders the source first into its scratch."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 3, 20, 20]), 3, 32, 3, stride=2, pad=1)
+    m.conv(x, 32, 32, 3, pad=1, group=32)
+    ctx = check_against_cpu(m.to_dict())
+    calls = [op.values["call"] for op in ctx.ops if op.optype == "conv2d_dnnl"]
+    assert not any(c.impl_info.startswith("ref") for c in calls), [c.impl_info for c in calls]
+
+
+def test_a_weight_two_convolutions_read_is_reordered_for_each():
+    m = ModelBuilder()
+    x = m.input("data", [1, 8, 6, 6])
+    w, b = m.weight("w", [8, 8, 3, 3], -0.3, 0.3), m.weight("b", [8])
+    y = m.op("conv2d", {"src": x, "weight": w, "bias": b}, size=[3, 3], padding=[1, 1, 1, 1])
+    m.op("conv2d", {"src": y, "weight": w, "bias": b}, size=[3, 3], stride=[2, 2])
+    ctx = check_against_cpu(m.to_dict())
+    reorders = [op for op in ctx.ops if op.optype == "weights_dnnl"]
+    assert [op.tensors_in["src"] for op in reorders] == [w, w]
+    assert len({op.tensors_out["dst"] for op in reorders}) == 2
+
+
+def test_float64_stays_on_cpu():
+    m = ModelBuilder()
+    x = m.input("data", [1, 2, 5, 5], dtype="TL_DOUBLE")
+    m.relu(m.op("maxpool2d", {"src": x}, size=[2, 2]))
+    ctx = compiled(m.to_dict(), "dnnl")
+    assert [op.optype for op in ctx.ops] == ["input_cpu", "maxpool2d_cpu", "relu_cpu"]
+
+
+# Fusions -----------------------------------------------------------------------------------
+
+def residual_block(activation="relu", bn=False):
+    """x -> conv -> relu -> conv (-> batchnorm) -> add x -> activation."""
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 5, 10, 10]), 5, 19, 3, pad=1))
+    y = m.conv(m.relu(m.conv(x, 19, 19, 3, pad=1)), 19, 19, 1)
+    if bn:
+        y = m.batchnorm(y, 19)
+    y = m.add(y, x)
+    if activation == "clip":
+        m.op("clip", {"src": y}, min=0.0, max=6.0)
+    elif activation == "lrelu":
+        m.op("lrelu", {"src": y}, negslope=0.1)
+    elif activation is not None:
+        m.op(activation, {"src": y})
+    return m.to_dict()
+
+
+@pytest.mark.parametrize("activation", ["relu", "clip", "lrelu", "sigmoid", "tanh"])
+def test_conv_activation_fusion_on_and_off(activation):
+    m = ModelBuilder()
+    y = m.conv(m.input("data", [1, 6, 9, 9]), 6, 13, 3, stride=2, pad=1)
+    if activation == "clip":
+        m.op("clip", {"src": y}, min=0.0, max=6.0)
+    elif activation == "lrelu":
+        m.op("lrelu", {"src": y}, negslope=0.1)
+    else:
+        m.op(activation, {"src": y})
+    doc = m.to_dict()
+    fused = check_against_cpu(doc)
+    assert [op.optype for op in fused.ops if op.arch == "dnnl"] == [
+        "reorder_dnnl", "weights_dnnl", "conv2d_dnnl", "reorder_dnnl"]
+    assert [op.values["activation"] for op in fused.ops if op.optype == "conv2d_dnnl"] == [
+        activation]
+    plain = check_against_cpu(doc, combine=False)
+    assert f"{activation}_dnnl" in [op.optype for op in plain.ops]
+
+
+def test_residual_add_fuses_as_a_sum_in_place():
+    doc = residual_block()
+    ctx = check_against_cpu(doc)
+    convs = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
+    assert [op.values["activation"] for op in convs] == ["relu", "relu", "relu"]
+    last = convs[-1]
+    assert "residual" in last.tensors_in
+    dst = ctx.tensors[last.tensors_out["dst"]]
+    assert dst.owner == last.tensors_in["residual"]
+    assert dst.offset == ctx.tensors[dst.owner].offset  # written in place
+    assert not any(op.optype.startswith("elew") or op.optype.startswith("relu")
+                   for op in ctx.ops)
+    plain = check_against_cpu(doc, combine=False)
+    assert "elew_dnnl" in [op.optype for op in plain.ops]
+
+
+def test_residual_read_later_is_not_overwritten():
+    """add(conv(x), x) where the conv reads x itself: no in-place sum."""
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 4, 6, 6]), 4, 8, 3, pad=1))
+    y = m.add(m.conv(x, 8, 8, 3, pad=1), x)
+    m.relu(y)
+    ctx = check_against_cpu(m.to_dict())
+    assert "elew_dnnl" in [op.optype for op in ctx.ops]
+
+
+def test_batchnorm_folds_into_the_convolution_with_the_weights():
+    m = ModelBuilder()
+    y = m.conv(m.input("data", [1, 5, 8, 8]), 5, 17, 3, pad=1)
+    bn = m.batchnorm(y, 17)
+    m.relu(bn)
+    doc = m.to_dict()
+    for op in doc["ops"]:
+        if op["optype"] == "create":
+            for p in op["params"]:
+                if p["arg_name"] == "from_file":
+                    p["value"] = True
+            op["params"] = [p for p in op["params"] if p["arg_name"] != "ran"]
+    ctx = Context()
+    ctx.init(doc)
+    rng = np.random.default_rng(3)
+    weights = {n: rng.uniform(0.5, 1.5, e.shape).astype(np.float32)
+               for n, e in ctx.tensors.items() if e.from_file}
+    folded = check_against_cpu(doc, weights=weights)
+    assert "batchnorm_cpu" not in [op.optype for op in folded.ops]
+    assert [op.optype for op in folded.ops if op.arch == "dnnl"] == [
+        "reorder_dnnl", "weights_dnnl", "conv2d_dnnl", "reorder_dnnl"]
+    plain = check_against_cpu(doc, combine=False, weights=weights)
+    assert "batchnorm_cpu" in [op.optype for op in plain.ops]
+
+
+# The layout pass ---------------------------------------------------------------------------
+
+def test_a_model_mixing_dnnl_and_cpu_ops_reorders_at_the_borders():
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 3, 8, 8]), 3, 17, 3, pad=1))
+    s = m.op("softmax", {"src": x}, axis=1)  # a cpu op
+    y = m.conv(s, 17, 6, 1)
+    m.add(y, m.conv(x, 17, 6, 1))
+    ctx = check_against_cpu(m.to_dict(), combine=False)
+    kinds = [(op.optype, op.params["to"].value if "to" in op.params else None)
+             for op in ctx.ops if op.optype in ("reorder_dnnl", "softmax_cpu")]
+    assert kinds == [("reorder_dnnl", "dnnl"), ("reorder_dnnl", "plain"),
+                     ("softmax_cpu", None), ("reorder_dnnl", "dnnl"),
+                     ("reorder_dnnl", "plain")]
+    # x is read by softmax (cpu) and a conv (dnnl): the conv reads the dnnl tensor.
+    relu = next(op for op in ctx.ops if op.optype == "relu_dnnl")
+    produced = relu.tensors_out["dst"]
+    assert produced.endswith("_dnnl")
+    readers = [op.optype for op in ctx.ops if produced in op.tensors_in.values()]
+    assert readers == ["reorder_dnnl", "conv2d_dnnl"]
+    for name, entry in ctx.tensors.items():
+        if name.endswith("_dnnl") and not entry.static:
+            assert entry.layout is not None
+
+
+def test_the_compiled_ir_round_trips_and_records_no_layouts(tmp_path):
+    doc = residual_block(bn=True)
+    inputs = random_inputs(doc)
+    ctx = compiled(doc, "dnnl")
+    ours = run(ctx, inputs)
+    text = ctx.print()
+    for fmt in ("acdb", "aBcd", "Acdb", "abcd"):
+        assert fmt not in text  # layouts are the machine's oneDNN's, never in the IR
+    again = Context()
+    again.init(json.loads(text))
+    assert [op.optype for op in again.ops] == [op.optype for op in ctx.ops]
+    out = run(again, inputs)
+    for name in ours:
+        np.testing.assert_array_equal(out[name], ours[name])
+    # Compiling it again changes nothing: the layout pass sees its reorders.
+    again.unload()
+    again.compile("dnnl")
+    assert again.print() == text
+
+
+def test_blocked_tensors_scratchpads_and_weights_are_planned_in_the_arena():
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 17, 12, 12]), 17, 33, 3, pad=1)
+    m.conv(x, 33, 17, 5, pad=2)
+    ctx = compiled(m.to_dict(), "dnnl")
+    ctx.plan()
+    report = ctx.mem[next(iter(ctx.mem))]
+    arena = report.arena
+    blocks = []
+    for op in ctx.ops:
+        for name in op.tensors_out.values():
+            entry = ctx.tensors[name]
+            if entry.owner is None:
+                assert entry.offset is not None
+                assert entry.offset + entry.stored_nbytes <= arena
+                blocks.append(entry)
+    weights = [ctx.tensors[op.tensors_out["dst"]] for op in ctx.ops
+               if op.optype == "weights_dnnl"]
+    assert len(weights) == 2 and all(w.static and w.storage for w in weights)
+    assert all(w.storage >= w.nbytes for w in weights)
+    # The memory limit counts them: a limit just below the plan refuses it.
+    with pytest.raises(LightNetError, match="more than the limit"):
+        compiled(m.to_dict(), "dnnl", memory_limit=report.needed - 1).plan()
+    ctx.load()
+    for w in weights:  # reordered once, at load: not zeros
+        assert np.any(ctx.arrays[w.name])
+
+
+def test_an_ir_with_a_plain_weight_read_by_a_dnnl_op_is_refused_at_load():
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 5, 5])
+    wt = m.weight("w", [4, 3, 3, 3])
+    b = m.weight("b", [4])
+    m.op("conv2d_dnnl", {"src": x, "weight": wt, "bias": b}, size=[3, 3])
+    doc = m.to_dict()
+    for op in doc["ops"]:  # a compiled IR: cpu ops make the input and the weights
+        if op["optype"] in ("input", "create"):
+            op["optype"] += "_cpu"
+    ctx = Context()
+    ctx.init(doc)
+    with pytest.raises(LightNetError, match=r"conv2d_dnnl.*reads \['weight'\] in a layout of "
+                                            "its own, but they are plain"):
+        ctx.load()
