@@ -1,4 +1,4 @@
-"""LightNet vs ONNX Runtime on 224x224 float32 CNNs (not part of the unit tests).
+"""LightNet vs ONNX Runtime on 224x224 float32 CNNs and a ViT (not part of the unit tests).
 
     python bench/run.py                         # every model, then the dispatch table
     python bench/run.py --models resnet50,vgg11 --repeat 5
@@ -37,7 +37,7 @@ def _args(argv=None):
                    help="BLAS threads and ONNX Runtime intra-op threads (default: all cores)")
     p.add_argument("--models", default=None,
                    help="comma-separated subset of: vgg11, resnet50, squeezenet1.1, "
-                        "mobilenetv2, shufflenet (default: all)")
+                        "mobilenetv2, shufflenet, mobilenetv3, vit_s16 (default: all)")
     p.add_argument("--repeat", type=int, default=20,
                    help="timed runs per engine and model; the median is reported (default 20)")
     p.add_argument("--profile", metavar="MODEL", default=None,
