@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from lightnet import Session  # noqa: E402
+from lightnet import LightNetError, Session  # noqa: E402
 from lightnet.frontends.onnx import convert, save_weights  # noqa: E402
 
 OPSET = 17
@@ -311,3 +311,256 @@ def test_relative_position_index_is_swins():
     """The index of a 2x2 window, written out by hand from Swin's definition."""
     assert relative_position_index(2).tolist() == [
         [4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]
+
+
+# --- single operators against ONNX Runtime ------------------------------------------------
+
+def node_model(nodes, inputs, inits=(), opset=OPSET, output="y", elem=TensorProto.FLOAT):
+    """A graph of `nodes` with float inputs `inputs` ((name, shape) pairs)."""
+    graph = helper.make_graph(
+        nodes, "ops", [helper.make_tensor_value_info(n, elem, list(s)) for n, s in inputs],
+        [helper.make_tensor_value_info(output, elem, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(inits).items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 20 else 9
+    return m
+
+
+def check_ops(m, tmp_path, rtol=1e-5, atol=1e-6, dtype=np.float32, seed=0):
+    """Feed every input random values; LightNet must match ONNX Runtime. The IR's ops."""
+    rng = np.random.default_rng(seed)
+    feeds = {i.name: (rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+                      * 2).astype(dtype) for i in m.graph.input
+             if i.name not in {t.name for t in m.graph.initializer}}
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)[0]
+    ir, weights = convert(m)
+    save_weights(tmp_path / "w.npz", weights)
+    (got,) = Session(ir, datafile=tmp_path / "w.npz").run(feeds).values()
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol)
+    return computed_optypes(ir)
+
+
+@pytest.mark.parametrize("dtype, elem", [(np.float32, TensorProto.FLOAT),
+                                         (np.float64, TensorProto.DOUBLE)])
+def test_erf(dtype, elem, tmp_path):
+    m = node_model([helper.make_node("Erf", ["x"], ["y"])], [("x", (3, 50))], elem=elem)
+    assert check_ops(m, tmp_path, dtype=dtype) == ["erf"]
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_opset_20(approximate, tmp_path):
+    m = node_model([helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)],
+                   [("x", (4, 40))], opset=20)
+    assert check_ops(m, tmp_path) == ["gelu"]
+
+
+@pytest.mark.parametrize("attrs", [{}, {"alpha": 1 / 6}, {"alpha": 0.3, "beta": 0.2}])
+def test_hard_sigmoid(attrs, tmp_path):
+    m = node_model([helper.make_node("HardSigmoid", ["x"], ["y"], **attrs)], [("x", (5, 20))])
+    assert check_ops(m, tmp_path) == ["hard_sigmoid"]
+
+
+def test_hard_swish(tmp_path):
+    m = node_model([helper.make_node("HardSwish", ["x"], ["y"])], [("x", (2, 3, 8, 8))])
+    assert check_ops(m, tmp_path) == ["hard_swish"]
+
+
+@pytest.mark.parametrize("shape, axis, bias, scale_shape", [
+    ((2, 7, 16), -1, True, (16,)),
+    ((2, 7, 16), 1, True, (7, 16)),
+    ((2, 7, 16), -2, False, (7, 16)),
+    ((3, 10), 0, True, (3, 10)),
+])
+def test_layer_normalization(shape, axis, bias, scale_shape, tmp_path):
+    rng = np.random.default_rng(7)
+    inits = {"scale": rng.standard_normal(scale_shape).astype(np.float32)}
+    if bias:
+        inits["bias"] = rng.standard_normal(scale_shape).astype(np.float32)
+    node = helper.make_node("LayerNormalization", ["x", "scale"] + (["bias"] if bias else []),
+                            ["y"], axis=axis, epsilon=1e-3)
+    m = node_model([node], [("x", shape)], inits)
+    assert check_ops(m, tmp_path, rtol=1e-4, atol=1e-5) == ["layernorm"]
+
+
+def test_layer_normalization_statistics_outputs_are_refused():
+    node = helper.make_node("LayerNormalization", ["x", "scale"], ["y", "mean"], axis=-1)
+    m = node_model([node], [("x", (2, 4))], {"scale": np.ones(4, np.float32)})
+    m.graph.output.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, None))
+    with pytest.raises(LightNetError, match=r"LayerNormalization .*the Mean and InvStdDev "
+                                            r"outputs"):
+        convert(m)
+
+
+@pytest.mark.parametrize("equation, shape1, shape2", [
+    ("bhqd,bhkd->bhqk", (1, 2, 5, 4), (1, 2, 6, 4)),
+    ("bqhd,bkhd->bhqk", (2, 5, 3, 4), (2, 6, 3, 4)),
+    ("ij,jk->ik", (3, 4), (4, 5)),
+    ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)),
+    ("bhwc,hkc->bhwk", (2, 3, 4, 5), (3, 6, 5)),
+    ("ij->ji", (3, 4), None),
+])
+def test_einsum(equation, shape1, shape2, tmp_path):
+    inputs = [("a", shape1)] + ([("b", shape2)] if shape2 else [])
+    node = helper.make_node("Einsum", [n for n, _ in inputs], ["y"], equation=equation)
+    m = node_model([node], inputs)
+    assert check_ops(m, tmp_path, rtol=1e-5, atol=1e-5) == ["einsum"]
+
+
+def test_einsum_that_is_no_matrix_product_is_refused_with_its_reason():
+    node = helper.make_node("Einsum", ["a"], ["y"], equation="ii->i")
+    with pytest.raises(LightNetError, match=r"Einsum .*index 'i' appears twice in an operand"):
+        convert(node_model([node], [("a", (3, 3))]))
+
+
+@pytest.mark.parametrize("shape1, shape2", [
+    ((2, 3, 4, 5), (2, 3, 5, 6)),
+    ((2, 1, 4, 5), (3, 5, 6)),
+    ((300, 2, 3), (300, 3, 2)),  # a batch of 300 matrices: one op
+    ((4, 5), (3, 5, 2)),
+])
+def test_batched_matmul_is_one_op(shape1, shape2, tmp_path):
+    m = node_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", shape1), ("b", shape2)])
+    assert check_ops(m, tmp_path) == ["matmul"]
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, 2], 0), ([-1, 1], 1), (None, 0)])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_reductions_over_any_axes(op, axes, keepdims, opset, tmp_path):
+    inputs, inits, attrs = ["x"], {}, {"keepdims": keepdims}
+    if axes is not None:
+        if opset >= 18 or (op == "ReduceSum"):
+            inputs.append("axes")
+            inits["axes"] = np.array(axes, np.int64)
+        else:
+            attrs["axes"] = axes
+    m = node_model([helper.make_node(op, inputs, ["y"], **attrs)], [("x", (3, 4, 5))], inits,
+                   opset=opset)
+    assert check_ops(m, tmp_path, rtol=1e-5, atol=1e-5) == ["reduce"]
+
+
+@pytest.mark.parametrize("axis, indices", [(0, [2, -1, 0]), (1, [[0, 3], [3, 1]]),
+                                           (2, 1), (-1, [4, 4, 0, 2])])
+def test_gather_with_constant_indices(axis, indices, tmp_path):
+    m = node_model([helper.make_node("Gather", ["x", "idx"], ["y"], axis=axis)],
+                   [("x", (3, 4, 5))], {"idx": np.array(indices, np.int64)})
+    assert check_ops(m, tmp_path) == ["gather"]
+
+
+def test_squeeze_unsqueeze_flatten_split(tmp_path):
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "ax0"], ["u"]),
+        helper.make_node("Squeeze", ["u", "ax0"], ["s"]),
+        helper.make_node("Split", ["s"], ["p1", "p2", "p3"], axis=1, num_outputs=3),
+        helper.make_node("Concat", ["p3", "p1", "p2"], ["c"], axis=1),
+        helper.make_node("Flatten", ["c"], ["y"], axis=2),
+    ]
+    m = node_model(nodes, [("x", (2, 6, 3, 2))], {"ax0": np.array([0], np.int64)}, opset=18)
+    assert check_ops(m, tmp_path) == ["concat", "slice"]
+
+
+@pytest.mark.parametrize("op, func", [("Sqrt", "sqrt"), ("Reciprocal", "reciprocal"),
+                                      ("Exp", "exp"), ("Neg", "neg")])
+def test_unary_operators(op, func, tmp_path):
+    nodes = [helper.make_node("Abs", ["x"], ["a"]), helper.make_node(op, ["a"], ["y"])]
+    if op in ("Exp", "Neg"):
+        nodes = [helper.make_node(op, ["x"], ["y"])]
+    m = node_model(nodes, [("x", (4, 9))])
+    assert func in [op["params"][0]["value"] for op in convert(m)[0]["ops"]
+                    if op["optype"] == "unary"]
+    check_ops(m, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["Sub", "Div", "Pow"])
+def test_binary_operators(op, tmp_path):
+    nodes = [helper.make_node("Abs", ["x"], ["a"]), helper.make_node(op, ["a", "b"], ["y"])]
+    m = node_model(nodes, [("x", (3, 4))], {"b": np.array([0.5, 1.5, 2.0, 3.0], np.float32)})
+    assert "elew" in check_ops(m, tmp_path)
+
+
+# --- what the importer fuses ------------------------------------------------------------
+
+def gelu_nodes(form, x="x", out="y", half=0.5, root2=math.sqrt(2)):
+    """GELU written out in the association orders exporters use."""
+    scale = (helper.make_node("Div", [x, "root2"], ["s"]) if form != "mul-inverse" else
+             helper.make_node("Mul", ["inv_root2", x], ["s"]))
+    nodes = [scale, helper.make_node("Erf", ["s"], ["e"]),
+             helper.make_node("Add", ["one", "e"], ["p"])]
+    if form in ("x-first", "mul-inverse"):  # (x * (1 + erf)) * 0.5: torch
+        nodes += [helper.make_node("Mul", [x, "p"], ["t"]),
+                  helper.make_node("Mul", ["t", "half"], [out])]
+    elif form == "half-first":  # (x * 0.5) * (1 + erf): Hugging Face
+        nodes += [helper.make_node("Mul", [x, "half"], ["t"]),
+                  helper.make_node("Mul", ["t", "p"], [out])]
+    else:  # x * ((1 + erf) * 0.5)
+        nodes += [helper.make_node("Mul", ["p", "half"], ["t"]),
+                  helper.make_node("Mul", [x, "t"], [out])]
+    inits = {"root2": np.array(root2, np.float32), "one": np.array(1, np.float32),
+             "half": np.array(half, np.float32),
+             "inv_root2": np.array(1 / root2, np.float32)}
+    return nodes, inits
+
+
+@pytest.mark.parametrize("form", ["x-first", "half-first", "sum-first", "mul-inverse"])
+def test_gelu_forms_fuse(form, tmp_path):
+    nodes, inits = gelu_nodes(form)
+    m = node_model(nodes, [("x", (3, 40))], inits)
+    assert check_ops(m, tmp_path) == ["gelu"]
+
+
+def test_what_only_looks_like_gelu_is_left_alone(tmp_path):
+    nodes, inits = gelu_nodes("x-first", half=0.6)
+    assert "gelu" not in check_ops(node_model(nodes, [("x", (3, 40))], inits), tmp_path)
+    nodes, inits = gelu_nodes("x-first")  # the erf is also a graph output: it must stay
+    m = node_model(nodes, [("x", (3, 40))], inits)
+    m.graph.output.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, None))
+    ir, _ = convert(m)
+    assert "erf" in computed_optypes(ir) and "gelu" not in computed_optypes(ir)
+
+
+@pytest.mark.parametrize("order", [["x", "s"], ["s", "x"]])
+def test_silu_fuses_to_swish(order, tmp_path):
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", order, ["y"])]
+    assert check_ops(node_model(nodes, [("x", (2, 30))]), tmp_path) == ["swish"]
+
+
+def test_x_times_hard_sigmoid_fuses_to_hard_swish(tmp_path):
+    nodes = [helper.make_node("HardSigmoid", ["x"], ["h"], alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["h", "x"], ["y"])]
+    assert check_ops(node_model(nodes, [("x", (2, 30))]), tmp_path) == ["hard_swish"]
+    nodes[0] = helper.make_node("HardSigmoid", ["x"], ["h"])  # alpha 0.2: not hard swish
+    assert check_ops(node_model(nodes, [("x", (2, 30))]), tmp_path) == ["elew", "hard_sigmoid"]
+
+
+def layernorm_nodes(square="Pow", affine=True, axes_input=False):
+    reduce = ({"inputs": ["axes"]} if axes_input else {"axes": [-1]})
+
+    def mean(x, out):
+        extra = reduce.get("inputs", [])
+        attrs = {} if axes_input else {"axes": reduce["axes"]}
+        return helper.make_node("ReduceMean", [x] + extra, [out], **attrs)
+
+    nodes = [mean("x", "m"), helper.make_node("Sub", ["x", "m"], ["d"]),
+             (helper.make_node("Pow", ["d", "two"], ["q"]) if square == "Pow" else
+              helper.make_node("Mul", ["d", "d"], ["q"])),
+             mean("q", "v"), helper.make_node("Add", ["v", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["sd"]),
+             helper.make_node("Div", ["d", "sd"], ["n" if affine else "y"])]
+    if affine:
+        nodes += [helper.make_node("Mul", ["n", "gamma"], ["g"]),
+                  helper.make_node("Add", ["g", "beta"], ["y"])]
+    rng = np.random.default_rng(3)
+    inits = {"two": np.array(2, np.float32), "eps": np.array(1e-5, np.float32),
+             "gamma": rng.standard_normal(8).astype(np.float32),
+             "beta": rng.standard_normal(8).astype(np.float32),
+             "axes": np.array([-1], np.int64)}
+    return nodes, inits
+
+
+@pytest.mark.parametrize("square, affine, axes_input", [
+    ("Pow", True, False), ("Mul", True, False), ("Pow", False, False), ("Pow", True, True)])
+def test_written_out_layer_norm_fuses(square, affine, axes_input, tmp_path):
+    nodes, inits = layernorm_nodes(square, affine, axes_input)
+    m = node_model(nodes, [("x", (2, 5, 8))], inits, opset=18 if axes_input else 13)
+    assert check_ops(m, tmp_path, rtol=1e-4, atol=1e-5) == ["layernorm"]
