@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from pathlib import Path
 
 from generator import model, output, render, scaffold
 from generator.source import DescriptionError
+from lightnet.command import report_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,8 @@ def main(argv=None) -> int:
     new = sub.add_parser("new-op", help="write a commented description skeleton")
     new.add_argument("name")
     args = parser.parse_args(argv)
-    try:
+
+    def work():
         if args.command == "new-op":
             try:
                 path = scaffold.new_op(args.root, args.name)
@@ -68,21 +69,11 @@ def main(argv=None) -> int:
             print(f"wrote {path.relative_to(args.root)}; edit it, then run `python -m generator`")
             return 0
         return generate(args.root, args.check)
-    except (DescriptionError, render.RenderError, UserError) as e:
-        if args.debug:
-            traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("generator: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug in the generator, not in the descriptions
-        if args.debug:
-            traceback.print_exc()
-        print(f"error: internal error: {type(e).__name__}: {e} "
-              "(please report it; --debug shows the traceback)", file=sys.stderr)
-        return 1
 
+    # Lines start `error: `: a description's error names its file next.
+    return report_errors("generator", args.debug, work,
+                         user_errors=(DescriptionError, render.RenderError, UserError),
+                         heads=("error: ", "error: internal error: "))
 
 if __name__ == "__main__":
     sys.exit(main())

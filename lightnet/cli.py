@@ -1,4 +1,6 @@
-"""The `lightnet` command: compile and run a model.
+"""The `lightnet` command: run a model, `lightnet info` summarizes one,
+`lightnet bench` measures its latency. This module only parses arguments and
+hands them to the command's module (runner, summary, latency).
 
 Exit status: 0 on success, 1 on a user error (one line on stderr), 2 on bad
 usage. `--debug` shows the traceback of an error.
@@ -7,36 +9,56 @@ usage. `--debug` shows the traceback of an error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
-import traceback
-from pathlib import Path
 
-from lightnet import blas, mem
-from lightnet.context import Context
-from lightnet.errors import LightNetError
+from lightnet import latency, mem, model_io, runner, summary
+from lightnet.command import report_errors
+
+USAGE = """lightnet [options] MODEL
+       lightnet info [options] MODEL
+       lightnet bench [options] MODEL"""
+
+COMMANDS_HELP = """\
+MODEL is a JSON IR (- reads it from standard input) or an ONNX model (.onnx,
+imported in memory; needs pip install 'lightnet[onnx]').
+
+other commands:
+  lightnet info MODEL    inputs and outputs, op counts before and after
+                         compiling, parameters, MACs, the memory plan
+                         (lightnet info --help)
+  lightnet bench MODEL   latency of a run: min / median / p90 / p99 and
+                         throughput, on random inputs (lightnet bench --help)
+
+A model file named info or bench is run as ./info or ./bench."""
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="lightnet",
-        description="Compile a LightNet IR model for a target and run it.",
+        prog="lightnet", usage=USAGE, epilog=COMMANDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compile a model for a target and run it once: on the arrays of "
+                    "--input (zeros without), printing a summary of every output or "
+                    "writing them all with --save.",
     )
-    p.add_argument("model", metavar="MODEL.json", help="the IR to run; - reads standard input")
+    p.add_argument("model", metavar="MODEL", help="the model to run")
     p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    p.add_argument("--input", dest="inputs", action="append", default=[],
+                   type=_input, metavar="NAME=FILE.npy|FILE.npz",
+                   help="the array of input NAME (.npy), or arrays by input name (.npz); "
+                        "repeatable. Each must have its input's dtype and shape")
+    p.add_argument("--save", metavar="FILE.npz",
+                   help="write every output to FILE.npz (by name) instead of printing "
+                        "their summaries")
     p.add_argument("-c", "--compile", action="store_true",
                    help="compile only, and write the compiled IR to OUT")
     p.add_argument("-o", "--outfile", default="out.json", metavar="OUT",
                    help="where -c writes the compiled IR (default: out.json)")
     p.add_argument("-r", "--run", action="store_true",
                    help="MODEL is already compiled: run it as it is")
-    p.add_argument("-f", "--datafile", metavar="DATAFILE",
-                   help="weight file (.npz or LightNet text format); read before optimizing, "
-                        "so rules fold constants (a batchnorm into the conv's weights)")
+    _datafile(p)
     p.add_argument("-w", "--weights-out", metavar="WEIGHTS",
-                   help="with -c and -f: where to write the compiled model's weights "
-                        "(default: OUT with the suffix .npz)")
+                   help="with -c and -f (or an ONNX model): where to write the compiled "
+                        "model's weights (default: OUT with the suffix .npz)")
     p.add_argument("--no-combine", action="store_true",
                    help="lower the model without fusing ops (to compare results)")
     p.add_argument("--mem-report", action="store_true",
@@ -46,14 +68,83 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dot", metavar="FILE", help="write the compiled data-flow graph (DOT)")
     p.add_argument("--dot-before", metavar="FILE",
                    help="write the data-flow graph before compiling (DOT)")
+    _memory_limit(p)
+    _threads_option(p)
+    _debug(p)
+    return p
+
+
+def info_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lightnet info",
+        description="Summarize a model without running it: its inputs and outputs "
+                    "(name, dtype, shape), op counts by optype as given and compiled for "
+                    "the target, parameters (elements and bytes of the tensors its create "
+                    "ops make), multiply-accumulates (MACs) of its convolutions and matrix "
+                    "products, and the memory plan's arena and lower bound.")
+    p.add_argument("model", metavar="MODEL",
+                   help="a JSON IR (compiled or not; - reads standard input) or an ONNX model")
+    p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    _datafile(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _memory_limit(p)
+    _debug(p)
+    return p
+
+
+def bench_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lightnet bench",
+        description="Measure the latency of a model: warm-up runs, then timed runs on "
+                    "random inputs of each input's dtype and shape; prints min / median / "
+                    "p90 / p99 / mean latency, throughput, the target, BLAS threads and the "
+                    "kernels in use. Timings on a busy machine vary: compare runs made "
+                    "under the same load.")
+    p.add_argument("model", metavar="MODEL",
+                   help="a JSON IR (- reads standard input) or an ONNX model")
+    p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    _datafile(p)
+    p.add_argument("--warmup", type=_count(0), default=3, metavar="N",
+                   help="untimed runs first (default: 3)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--runs", type=_count(1), metavar="N", help="timed runs")
+    budget.add_argument("--duration", type=_seconds, default=3.0, metavar="SECONDS",
+                        help="without --runs: time runs until SECONDS have passed "
+                             "(default: 3)")
+    p.add_argument("--batch", type=_count(1), metavar="N",
+                   help="the batch (first dim of every input): an ONNX model whose inputs' "
+                        "first dim is symbolic is imported with N; another model's batch "
+                        "is fixed (a LightNet IR has static shapes) and N must be it")
+    _memory_limit(p)
+    _threads_option(p)
+    _debug(p)
+    return p
+
+
+COMMANDS = {"info": (info_parser, summary.info), "bench": (bench_parser, latency.bench)}
+
+
+def _datafile(p) -> None:
+    p.add_argument("-f", "--datafile", metavar="DATAFILE",
+                   help="weight file of a JSON IR (.npz or LightNet text format); read "
+                        "before optimizing, so rules fold constants (a batchnorm into the "
+                        "conv's weights). An ONNX model brings its own")
+
+
+def _memory_limit(p) -> None:
     p.add_argument("--memory-limit", type=_size, metavar="BYTES",
                    help="refuse a model needing more memory than BYTES (suffixes K, M, G: "
                         "512M); default: the memory the machine has available")
-    p.add_argument("--threads", type=_threads, metavar="N",
+
+
+def _threads_option(p) -> None:
+    p.add_argument("--threads", type=_count(1), metavar="N",
                    help="threads of numpy's BLAS while the model runs (default: as the "
                         "environment sets them, e.g. OPENBLAS_NUM_THREADS)")
+
+
+def _debug(p) -> None:
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    return p
 
 
 def _size(text: str) -> int:
@@ -63,102 +154,42 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _threads(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}")
-    return int(text)
+def _count(least: int):
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, "
+                                             f"found {text!r}")
+        return int(text)
+    return parse
 
 
-def run(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
-    ctx.init(args.model)
-    if args.dot_before:
-        write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
-    if args.run:
-        ctx.plan()
-    else:
-        # Weights before optimizing, so rules may fold them. `-c` without `-f`
-        # keeps them apart: the compiled IR then takes any weight file.
-        weights = args.datafile
-        if weights is None and not args.compile:
-            weights = {}  # a model without weights from a file: its constants are known
-        ctx.compile(args.target, combine=not args.no_combine, weights=weights)
-    if args.dot:
-        write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
-    if args.mem_report:
-        for report in ctx.mem.values():
-            print(format_mem_report(report), file=out)
-    if args.compile:
-        ctx.print(args.outfile)
-        if args.datafile is not None:
-            ctx.save_weights(args.weights_out or str(Path(args.outfile).with_suffix(".npz")))
-        return
-    ctx.load(args.datafile if args.run else None)
-    start = time.perf_counter()
-    ctx.run()
-    elapsed = time.perf_counter() - start
-    out.flush()
-    print(f"info: run time: {elapsed:.6f}s", file=out)
-    if args.profile:
-        with blas.threads(args.threads):  # what the timed runs use
-            print(f"info: {blas.describe()}", file=out)
-        print(format_profile(ctx.profile()), file=out)
-
-
-def write_text(path: str, text: str) -> None:
+def _seconds(text: str) -> float:
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise LightNetError(f"{path}: cannot write: {e.strerror}") from None
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, found {text!r}")
+    return value
 
 
-def format_mem_report(r) -> str:
-    ratio = r.arena / r.lower_bound if r.lower_bound else 1.0
-    return (f"memory {r.mtype}: arena {r.arena} bytes, all tensors {r.total} bytes, "
-            f"lower bound {r.lower_bound} bytes (arena / lower bound = {ratio:.3f}); "
-            f"weights {r.weights} bytes")
-
-
-def format_profile(times) -> str:
-    total = sum(t for _, t in times) or 1e-12
-    width = max([len("op")] + [len(op.name) for op, _ in times])
-    owidth = max([len("optype")] + [len(op.optype) for op, _ in times])
-    lines = [f"{'op':<{width}}  {'optype':<{owidth}}  {'ms':>10}  {'%':>6}"]
-    for op, t in times:
-        lines.append(f"{op.name:<{width}}  {op.optype:<{owidth}}  {t * 1e3:>10.3f}  "
-                     f"{100 * t / total:>6.1f}")
-    lines.append(f"{'total':<{width}}  {'':<{owidth}}  {total * 1e3:>10.3f}  {100.0:>6.1f}")
-    return "\n".join(lines)
-
-
-def report_errors(prog: str, debug: bool, body) -> int:
-    """Run `body()` as a command's work, and turn what it raises into the
-    commands' contract: a user error is one line on stderr and status 1; a
-    bug is one `internal error` line and status 1; --debug adds the traceback."""
+def _input(text: str):
     try:
-        body()
-    except LightNetError as e:
-        if debug:
-            traceback.print_exc()
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        # The reader went away (prog ... | head): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug in LightNet, not in the user's input
-        if debug:
-            traceback.print_exc()
-        print(f"{prog}: internal error: {type(e).__name__}: {e} "
-              "(please report it; --debug shows the traceback)", file=sys.stderr)
-        return 1
-    return 0
+        return model_io.parse_input(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    return report_errors("lightnet", args.debug, lambda: run(args, sys.stdout))
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    if command is None:
+        p = parser()
+        args = p.parse_args(argv)
+        if args.compile and (args.inputs or args.save):
+            p.error("--input and --save need a run: not with -c")
+        work = runner.run
+    else:
+        args = COMMANDS[command][0]().parse_args(argv[1:])
+        work = COMMANDS[command][1]
+    return report_errors("lightnet", args.debug, lambda: work(args, sys.stdout))

@@ -41,6 +41,13 @@ class MemReport:
         """Every byte the loaded model holds in this memory type."""
         return self.arena + self.weights
 
+    def describe(self) -> str:
+        """The report as one line (`lightnet --mem-report`, `lightnet info`)."""
+        ratio = self.arena / self.lower_bound if self.lower_bound else 1.0
+        return (f"memory {self.mtype}: arena {self.arena} bytes, all tensors {self.total} "
+                f"bytes, lower bound {self.lower_bound} bytes (arena / lower bound = "
+                f"{ratio:.3f}); weights {self.weights} bytes")
+
 
 def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     """Let producers write straight into their part of an assembled output.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lightnet import model_file
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -18,7 +19,8 @@ class TensorInfo:
 
 
 class Session:
-    """A compiled, loaded model.
+    """A compiled, loaded model: a JSON IR (a path or a dict) or an ONNX model
+    (a path ending in .onnx, imported in memory: needs the onnx package).
 
     `inputs` are the tensors of its `input` ops; `outputs` the tensors no op
     reads. `run({name: array})` checks every input's shape and dtype, runs the
@@ -30,9 +32,9 @@ class Session:
     def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None,
                  threads=None):
         self.ctx = Context(memory_limit=memory_limit, threads=threads)
-        self.ctx.init(model)
+        weights = model_file.init(self.ctx, model, datafile)  # an ONNX model brings its own
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
-        self.ctx.compile(target, weights=datafile if datafile is not None else {})
+        self.ctx.compile(target, weights=weights if weights is not None else {})
         self.ctx.load()
         self.inputs = [self._info(n) for n in self.ctx.inputs]
         self.outputs = [self._info(n) for n in self.ctx.outputs]

@@ -435,6 +435,75 @@ def session(kind):
     return trigger
 
 
+def input_model():
+    """An IR with one input, x float32[1, 3, 8, 8], and its relu."""
+    return {"ops": [op("in", "input", outs={"dst": "x"}, dims=[1, 3, 8, 8]),
+                    op("r", "relu", {"src": "x"}, {"dst": "y"})]}
+
+
+def cli_input(kind):
+    """Errors of `lightnet --input`: arrays read for input_model()."""
+    def trigger(tmp):
+        from lightnet import model_io
+        ctx = Context()
+        ctx.init(input_model())
+        inputs = {n: ctx.tensors[n] for n in ctx.inputs}
+        good = np.zeros((1, 3, 8, 8), np.float32)
+        path = tmp / ("in.npz" if kind.startswith("npz") else "in.npy")
+        specs = [(None if kind.startswith("npz") else "x", path)]
+        if kind == "npy-truncated":
+            np.save(path, good)
+            path.write_bytes(path.read_bytes()[:-(good.nbytes - 16)])
+        elif kind == "npy-garbage":
+            path.write_bytes(b"PK\x03\x04 not an array")
+        elif kind == "npy-pickle":
+            np.save(path, np.array([None] * 3), allow_pickle=True)
+        elif kind in ("npy-dtype", "npy-shape"):
+            np.save(path, good.astype(np.float64) if kind == "npy-dtype" else good[0])
+        elif kind == "npz-garbage":
+            path.write_bytes(b"not a zip")
+        elif kind == "npz-member":
+            with zipfile.ZipFile(path, "w") as z:
+                z.writestr("x", b"raw bytes")
+        elif kind == "npz-name":
+            np.savez(path, image=good)
+        elif kind == "npz-twice":
+            np.savez(path, x=good)
+            specs = [(None, path), ("x", tmp / "x.npy")]
+            np.save(tmp / "x.npy", good)
+        return message(model_io.read_inputs, specs, inputs)
+    return trigger
+
+
+def onnx_file(tmp, batch="N"):
+    """A one-Relu ONNX model, x float32[batch, 3, 8, 8]."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 8, 8])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+                                                "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    path = tmp / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def onnx_missing(tmp):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+        return message(Session, tmp / "m.onnx")
+
+
+def batch_error(kind):
+    def trigger(tmp):
+        from lightnet import model_file
+        if kind == "fixed":
+            return message(model_file.init, Context(), onnx_file(tmp, batch=1), batch=4)
+        return message(model_file.init, Context(), example(), batch=4)
+    return trigger
+
+
 def dtype_error(kind):
     def trigger(tmp):
         from lightnet.tensor import DType
@@ -678,6 +747,14 @@ TRIGGERS = {
     # CLI
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
+    "cli.input-file": lambda tmp: message(
+        __import__("lightnet.model_io", fromlist=["read_inputs"]).read_inputs,
+        [("x", tmp / "nope.npy")], {}),
+    "cli.input-name": cli_input("npz-name"),
+    "cli.input-feed": cli_input("npy-dtype"),
+    "cli.onnx": onnx_missing,
+    "cli.onnx-option": lambda tmp: message(Session, onnx_file(tmp), datafile="w.npz"),
+    "cli.batch": batch_error("fixed"),
     "cli.internal": lambda tmp: internal_error(),
     # IL
     "il.read": il_file(None),
@@ -778,7 +855,20 @@ ALSO = {
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],
     "weights.missing": [compiled_with_weights("set_param")],
-    "cli.write": [compiled_with_weights("write")],
+    "cli.write": [compiled_with_weights("write"), lambda tmp: message(
+        __import__("lightnet.model_io", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
+    "cli.input-file": [cli_input("npy-truncated"), cli_input("npy-garbage"),
+                       cli_input("npy-pickle"), cli_input("npz-garbage"),
+                       cli_input("npz-member")],
+    "cli.input-name": [cli_input("npz-twice")],
+    "cli.input-feed": [cli_input("npy-shape")],
+    "cli.onnx-option": [lambda tmp: cli("lightnet.cli", ["-r", onnx_file(tmp)])],
+    "cli.batch": [batch_error("no-inputs")],
+    "cli.usage": [lambda tmp: cli("lightnet.cli", ["--input", "x", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["--input", "x=a.txt", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["bench", "--duration", "0", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["bench", "--runs", "0", "m.json"]),
+                  lambda tmp: cli("lightnet.cli", ["-c", "--save", "o.npz", "m.json"])],
     "compile.graph": [dfg_error("twice"), dfg_error("both"), dfg_error("dangling")],
     "api.set-data": [api("dtype"), compiled_with_weights("set_data")],
     "api.set-param": [api("param_value")],
@@ -810,11 +900,11 @@ ALSO = {
 def internal_error():
     from unittest import mock
 
-    import lightnet.cli
+    from lightnet import Context
 
     def bug(*args, **kwargs):
         raise RuntimeError("planted bug")
-    with mock.patch.object(lightnet.cli.Context, "init", bug):
+    with mock.patch.object(Context, "init", bug):
         return cli("lightnet.cli", [EXAMPLES / "example.json"])
 
 

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lightnet.cli import report_errors
+from lightnet.command import report_errors
 from lightnet.errors import LightNetError
 
 PREPROCESSORS = ("auto", "pcpp", "cpp", "none")

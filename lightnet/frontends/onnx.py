@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.cli import report_errors
+from lightnet.command import report_errors
 from lightnet.weights import write_npz
 from lightnet.errors import LightNetError
 

@@ -1,0 +1,47 @@
+"""The contract every LightNet command keeps (`lightnet`, `il2json`, `onnx2ln`,
+`python -m generator`).
+
+Exit status 0 on success, 1 on a user error (one line on stderr), 2 on bad
+usage (argparse's own); a bug is one `internal error` line and status 1;
+`--debug` adds the traceback. Each command's main parses its arguments and
+hands its work to report_errors, so the contract is kept in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from lightnet.errors import LightNetError
+
+
+def report_errors(prog: str, debug: bool, body, user_errors=(LightNetError,),
+                  heads: tuple[str, str] | None = None) -> int:
+    """Run `body()`, a command's work, and return its exit status: what body
+    returns (None is 0), or 1 for an error, one line on stderr: `PROG: error: `
+    and the message of one of `user_errors`, or `PROG: internal error: ` and
+    the exception of anything else (`heads`: other starts for these two
+    lines). `debug` (--debug) prints the traceback first."""
+    error_head, internal_head = heads or (f"{prog}: error: ", f"{prog}: internal error: ")
+    try:
+        status = body()
+    except user_errors as e:
+        if debug:
+            traceback.print_exc()
+        print(f"{error_head}{e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (prog ... | head): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, not a problem of the user's input
+        if debug:
+            traceback.print_exc()
+        print(f"{internal_head}{type(e).__name__}: {e} "
+              "(please report it; --debug shows the traceback)", file=sys.stderr)
+        return 1
+    return 0 if status is None else status

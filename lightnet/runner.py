@@ -1,0 +1,85 @@
+"""`lightnet MODEL`: compile a model (or write the compiled IR), run it once on
+the given inputs, and show what came out."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lightnet import blas, model_file, model_io
+from lightnet.context import Context
+from lightnet.errors import LightNetError
+
+
+def run(args, out) -> None:
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
+    if args.run and model_file.is_onnx(args.model):
+        raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
+                            "compiled as it is read (drop -r)")
+    weights = model_file.init(ctx, args.model, args.datafile)
+    feeds = model_io.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
+    if args.dot_before:
+        write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
+    if args.run:
+        ctx.plan()
+    else:
+        # Weights before optimizing, so rules may fold them. `-c` without `-f`
+        # keeps them apart: the compiled IR then takes any weight file.
+        known = weights
+        if known is None and not args.compile:
+            known = {}  # a model without weights from a file: its constants are known
+        ctx.compile(args.target, combine=not args.no_combine, weights=known)
+    if args.dot:
+        write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
+    if args.mem_report:
+        for report in ctx.mem.values():
+            print(report.describe(), file=out)
+    if args.compile:
+        ctx.print(args.outfile)
+        if weights is not None:
+            ctx.save_weights(args.weights_out or str(Path(args.outfile).with_suffix(".npz")))
+        return
+    ctx.load(args.datafile if args.run else None)
+    for name, array in feeds.items():
+        ctx.set_data(name, array)
+    zeros = [n for n in ctx.inputs if n not in feeds]
+    if zeros:
+        print(f"info: no --input for {', '.join(zeros)}: running on zeros", file=out)
+    out.flush()
+    start = time.perf_counter()
+    ctx.run()
+    elapsed = time.perf_counter() - start
+    out.flush()  # what print ops printed comes first
+    print(f"info: run time: {elapsed:.6f}s", file=out)
+    outputs = {n: ctx.get_data(n) for n in ctx.outputs}
+    if args.save:
+        model_io.save(args.save, outputs)
+        print(f"info: outputs {', '.join(outputs) or '(none)'} written to {args.save}",
+              file=out)
+    else:
+        for name, array in outputs.items():
+            print(model_io.summary(name, array), file=out)
+    if args.profile:
+        with blas.threads(args.threads):  # what the timed runs use
+            print(f"info: {blas.describe()}", file=out)
+        print(format_profile(ctx.profile()), file=out)
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise LightNetError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def format_profile(times) -> str:
+    total = sum(t for _, t in times) or 1e-12
+    width = max([len("op")] + [len(op.name) for op, _ in times])
+    owidth = max([len("optype")] + [len(op.optype) for op, _ in times])
+    lines = [f"{'op':<{width}}  {'optype':<{owidth}}  {'ms':>10}  {'%':>6}"]
+    for op, t in times:
+        lines.append(f"{op.name:<{width}}  {op.optype:<{owidth}}  {t * 1e3:>10.3f}  "
+                     f"{100 * t / total:>6.1f}")
+    lines.append(f"{'total':<{width}}  {'':<{owidth}}  {total * 1e3:>10.3f}  {100.0:>6.1f}")
+    return "\n".join(lines)
