@@ -52,6 +52,14 @@ class EinsumPlan:
     expanded: tuple
     out_perm: tuple | None
 
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates of the product (0 for a transpose)."""
+        if self.second is None:
+            return 0
+        k = self.first.shape[-2] if self.first.swap else self.first.shape[-1]
+        return int(np.prod(self.product, dtype=np.int64)) * k
+
     def scratch(self, dtype) -> tuple:
         """Scratch layout (see kernels.scratch): the operands that need a
         transposed copy, and the product when the output is its transpose."""

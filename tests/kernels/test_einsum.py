@@ -73,3 +73,13 @@ def test_refused_equations_say_why(equation, shapes, message):
     with pytest.raises(ValueError) as info:
         einsum_plan(equation, *shapes)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("equation, shapes, macs", [
+    ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)], 2 * 3 * 5 * 6 * 4),
+    ("ij,jk->ki", [(3, 4), (4, 5)], 3 * 4 * 5),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 6)], 2 * 5 * 3 * 6 * 4),
+    ("ij->ji", [(3, 4)], 0),
+])
+def test_macs_count_the_products(equation, shapes, macs):
+    assert einsum_plan(equation, *shapes).macs == macs
