@@ -41,7 +41,9 @@ def parser() -> argparse.ArgumentParser:
                     "writing them all with --save.",
     )
     p.add_argument("model", metavar="MODEL", help="the model to run")
-    p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    _target(p)
+    p.add_argument("--targets", action=_ListTargets, help="list the targets, whether each can "
+                   "be used here and why not, and exit")
     p.add_argument("--input", dest="inputs", action="append", default=[],
                    type=_input, metavar="NAME=FILE.npy|FILE.npz",
                    help="the array of input NAME (.npy), or arrays by input name (.npz); "
@@ -84,7 +86,7 @@ def info_parser() -> argparse.ArgumentParser:
                     "products, and the memory plan's arena and lower bound.")
     p.add_argument("model", metavar="MODEL",
                    help="a JSON IR (compiled or not; - reads standard input) or an ONNX model")
-    p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    _target(p)
     _datafile(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _memory_limit(p)
@@ -102,7 +104,7 @@ def bench_parser() -> argparse.ArgumentParser:
                     "under the same load.")
     p.add_argument("model", metavar="MODEL",
                    help="a JSON IR (- reads standard input) or an ONNX model")
-    p.add_argument("-t", "--target", default="cpu", help="the target arch (default: cpu)")
+    _target(p)
     _datafile(p)
     p.add_argument("--warmup", type=_count(0), default=3, metavar="N",
                    help="untimed runs first (default: 3)")
@@ -124,6 +126,25 @@ def bench_parser() -> argparse.ArgumentParser:
 COMMANDS = {"info": (info_parser, summary.info), "bench": (bench_parser, latency.bench)}
 
 
+def _target(p) -> None:
+    p.add_argument("-t", "--target", default="auto",
+                   help="the target: auto (the default: dnnl where oneDNN can be used, else "
+                        "cpu), dnnl or cpu; lightnet --targets lists them")
+
+
+class _ListTargets(argparse.Action):
+    """--targets: print lightnet.targets.describe() and exit, as --help does."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from lightnet import targets
+
+        print("\n".join(targets.describe()))
+        parser.exit()
+
+
 def _datafile(p) -> None:
     p.add_argument("-f", "--datafile", metavar="DATAFILE",
                    help="weight file of a JSON IR (.npz or LightNet text format); read "
@@ -139,8 +160,9 @@ def _memory_limit(p) -> None:
 
 def _threads_option(p) -> None:
     p.add_argument("--threads", type=_count(1), metavar="N",
-                   help="threads of numpy's BLAS while the model runs (default: as the "
-                        "environment sets them, e.g. OPENBLAS_NUM_THREADS)")
+                   help="threads of numpy's BLAS and oneDNN while the model runs (default: "
+                        "as the environment sets them, e.g. OPENBLAS_NUM_THREADS, "
+                        "OMP_NUM_THREADS)")
 
 
 def _debug(p) -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, weights
+from lightnet import blas, ir, mem, passes, targets, weights
 from lightnet.arch import get_proto
+from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError
 from lightnet.op import Op, unique_name
@@ -35,7 +36,7 @@ class Context:
     machine has available when the model is planned. A model needing more is
     refused by plan(), before anything is allocated.
 
-    `threads`: how many threads numpy's BLAS runs while this context runs (set
+    `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
     process's); None (the default) leaves it as the environment set it."""
 
@@ -52,6 +53,7 @@ class Context:
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
         self.label = "<model>"
+        self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
         self.ops: list[Op] = []
         self.dfg = DataFlowGraph()
@@ -71,7 +73,9 @@ class Context:
     def init(self, source) -> None:
         """Create and check the ops of a model (a path, `-` for stdin, or a dict)."""
         self.cleanup()
-        specs, self.label = ir.read(source)
+        doc, self.label = ir.load(source)
+        specs = ir.parse(doc, self.label)
+        self.interface = ir.parse_interface(doc, self.label)
         ops = []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
@@ -160,9 +164,9 @@ class Context:
 
     # Compiling --------------------------------------------------------------------
 
-    def compile(self, target: str = "cpu", combine: bool = True, weights=None) -> None:
-        """Lower to `target`'s ops, optimize (combine=False: no fusions), and
-        plan memory.
+    def compile(self, target: str = "auto", combine: bool = True, weights=None) -> None:
+        """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
+        (combine=False: no fusions), and plan memory.
 
         `weights` (a weight file, or a mapping of tensor name to array) loads
         the weights before optimizing: rules may then compute new static data
@@ -170,6 +174,7 @@ class Context:
         weights), weights nothing reads any more are dropped, and load() takes
         no weight file. `save_weights` writes the compiled model's weights.
         """
+        target = targets.resolve(target)
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
@@ -245,7 +250,7 @@ class Context:
 
     def print(self, outfile=None) -> str:
         """The IR of the current op list; written to `outfile` when given."""
-        text = ir.dump(self.ops)
+        text = ir.dump(self.ops, self.interface)
         if outfile is not None:
             try:
                 Path(outfile).write_text(text, encoding="utf-8")
@@ -276,6 +281,9 @@ class Context:
         for name, entry in self.tensors.items():
             if entry.from_file:
                 arrays[name] = self.weights[name]
+            elif entry.layout is not None:  # its bytes, for the library that lays them out
+                arrays[name] = self.arenas[entry.mtype][entry.offset : entry.offset
+                                                        + entry.stored_nbytes]
             elif entry.owner is None or entry.owner_offset is not None:
                 raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
                 arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
@@ -375,7 +383,7 @@ class Context:
     def run(self) -> None:
         i = 0
         try:
-            with blas.threads(self.threads):
+            with blas.threads(self.threads), dnnl_threads(self.threads):
                 for i, run in enumerate(self._runs):
                     run()
         except _DATA_ERRORS as e:
@@ -391,7 +399,7 @@ class Context:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
         clock = time.perf_counter
-        with blas.threads(self.threads):
+        with blas.threads(self.threads), dnnl_threads(self.threads):
             for _ in range(repeat):
                 for i, (_, run) in enumerate(self._run_ops):
                     start = clock()

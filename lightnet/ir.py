@@ -57,8 +57,15 @@ def read(source) -> tuple[list[OpSpec], str]:
 
     Returns the ops and a label naming the source for messages.
     """
+    doc, label = load(source)
+    return parse(doc, label), label
+
+
+def load(source) -> tuple[object, str]:
+    """The document of a model given as a path, `-` (stdin) or an already parsed dict
+    (not yet validated), and a label naming the source for messages."""
     if isinstance(source, dict) or not isinstance(source, (str, os.PathLike)):
-        return parse(source, "<model>"), "<model>"  # an error unless a dict
+        return source, "<model>"  # parse() refuses anything but a dict
     label = "<stdin>" if str(source) == "-" else str(source)
     if label == "<stdin>":
         text = sys.stdin.read()
@@ -69,7 +76,7 @@ def read(source) -> tuple[list[OpSpec], str]:
             raise LightNetError(f"{label}: cannot read the model: {e.strerror}") from None
         except UnicodeDecodeError:
             raise LightNetError(f"{label}: the model is not UTF-8 text") from None
-    return parse(parse_json(text, label), label), label
+    return parse_json(text, label), label
 
 
 def is_text(value: str) -> bool:
@@ -174,6 +181,82 @@ def _parse_list(op, field: str, value_key: str, where: str) -> dict:
     return result
 
 
-def dump(ops) -> str:
-    """The IR document of `ops`, as stable, indented JSON text."""
-    return json.dumps({"ops": [op.to_json() for op in ops]}, indent=4) + "\n"
+def dump(ops, interface: Interface | None = None) -> str:
+    """The IR document of `ops` (and `interface`), as stable, indented JSON text."""
+    doc = {"ops": [op.to_json() for op in ops]}
+    if interface is not None:
+        doc["interface"] = interface.to_json()
+    return json.dumps(doc, indent=4) + "\n"
+
+
+# The dtypes an interface may declare: numpy's names of the dtypes LightNet holds
+# (float16 in float32 tensors, 64-bit integers in 32-bit ones).
+INTERFACE_DTYPES = ("bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                    "uint8", "uint16", "uint32", "uint64")
+
+
+@dataclass(frozen=True)
+class Port:
+    """A model input or output as the model's producer declares it."""
+
+    name: str
+    dtype: str  # one of INTERFACE_DTYPES
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class Interface:
+    """The dtypes and shapes a model's producer (an ONNX model, say) declares for its
+    inputs and outputs where LightNet's tensors may differ: int64 held as TL_INT32,
+    float16 as TL_FLOAT, a scalar as [1]. Session converts at its borders."""
+
+    inputs: tuple[Port, ...] = ()
+    outputs: tuple[Port, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"inputs": [p.to_json() for p in self.inputs],
+                "outputs": [p.to_json() for p in self.outputs]}
+
+
+def parse_interface(doc, label: str) -> Interface | None:
+    """The document's optional `interface` field, validated."""
+    if not isinstance(doc, dict) or "interface" not in doc:
+        return None
+    value = doc["interface"]
+
+    def fail(where, problem):
+        raise LightNetError(f"{label}: 'interface'{where}: {problem}")
+
+    if not isinstance(value, dict):
+        fail("", f"expected an object, found {_type_name(value)}")
+    for key in sorted(set(value) - {"inputs", "outputs"}):
+        fail("", f"unknown field '{key}'")
+    lists = []
+    for key in ("inputs", "outputs"):
+        entries = value.get(key, [])
+        if not isinstance(entries, list):
+            fail(f" {key}", f"expected an array, found {_type_name(entries)}")
+        ports = []
+        for index, entry in enumerate(entries):
+            where = f" {key}[{index}]"
+            if not isinstance(entry, dict):
+                fail(where, f"expected an object, found {_type_name(entry)}")
+            for field in sorted(set(entry) ^ {"name", "dtype", "shape"}):
+                fail(where, f"{'unknown' if field in entry else 'missing'} field '{field}'")
+            problem = _name_problem(entry["name"])
+            if problem:
+                fail(f"{where} field 'name'", problem)
+            if entry["dtype"] not in INTERFACE_DTYPES:
+                fail(f"{where} field 'dtype'", f"expected one of {', '.join(INTERFACE_DTYPES)}, "
+                                               f"found {json.dumps(entry['dtype'])}")
+            shape = entry["shape"]
+            if not isinstance(shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                fail(f"{where} field 'shape'", f"expected an array of dims >= 0, found "
+                                               f"{json.dumps(shape)}")
+            ports.append(Port(entry["name"], entry["dtype"], tuple(shape)))
+        lists.append(tuple(ports))
+    return Interface(*lists)

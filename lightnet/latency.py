@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from lightnet import blas, model_file
+from lightnet import blas, model_file, targets
 from lightnet.context import Context
 
 
@@ -62,7 +62,7 @@ def bench(args, out) -> None:
     with blas.threads(args.threads):  # what the runs see
         threads, kernels = blas.info()["threads"], [blas.describe()]
     print(f"model: {ctx.label}", file=out)
-    print(f"target: {args.target}", file=out)
+    print(f"target: {targets.resolve(args.target)}", file=out)
     inputs = ", ".join(f"{e.name} {e.describe()}" for e in entries)
     print(f"inputs: {inputs} (random)" if inputs else "inputs: none", file=out)
     print(f"threads: {threads}", file=out)

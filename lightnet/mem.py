@@ -55,8 +55,9 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     An op whose description says `assemble` (concat) builds an output from its
     variadic inputs laid end to end along an axis. When everything before that
     axis has size 1, each input is a contiguous block of the output: an input
-    that owns its memory, is not static, not a model input or output, and not
-    given twice, becomes that block (owner + owner_offset), so no copy is made.
+    that owns its memory, is not static, not a model input or output, not given
+    twice, and (like the output) in the plain layout, becomes that block (owner +
+    owner_offset), so no copy is made.
     Returns how many inputs were placed.
     """
     placed = 0
@@ -72,6 +73,7 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
         for name in names:
             entry = tensors[name]
             if (entry.owner is None and not entry.static and not entry.input
+                    and entry.layout is None and dst.layout is None
                     and name not in keep and names.count(name) == 1
                     and entry.mtype is dst.mtype and tensors.root(dst.name) is not entry):
                 entry.owner, entry.owner_offset = dst.name, offset
@@ -166,7 +168,8 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     ones. Views (tensors with an owner) share their root's memory and keep it
     alive while they are read. Weights from the weight file get no offset (see
     the module docstring). An op's scratch (`op.scratch` bytes) is live while
-    the op runs; its offset goes to `op.scratch_offset`.
+    the op runs; its offset goes to `op.scratch_offset`. A tensor in a layout of
+    its own (a oneDNN blocked one) takes its `storage` bytes, padding included.
     """
     roots, first, last = {}, {}, {}
     for i, op in enumerate(ops):
@@ -191,11 +194,11 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
         entry = tensors[root]
         if entry.from_file:
             entry.offset = None
-            weights[entry.mtype] = weights.get(entry.mtype, 0) + entry.nbytes
+            weights[entry.mtype] = weights.get(entry.mtype, 0) + entry.stored_nbytes
         elif entry.static or entry.input:
-            blocks[root] = _Block(entry.mtype, entry.nbytes, 0, len(ops))
+            blocks[root] = _Block(entry.mtype, entry.stored_nbytes, 0, len(ops))
         else:
-            blocks[root] = _Block(entry.mtype, entry.nbytes, first[root], last[root])
+            blocks[root] = _Block(entry.mtype, entry.stored_nbytes, first[root], last[root])
     for i, op in enumerate(ops):
         op.scratch_offset = None
         if op.scratch:

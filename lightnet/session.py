@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lightnet import model_file
+from lightnet.borders import Borders
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -23,25 +24,25 @@ class Session:
     (a path ending in .onnx, imported in memory: needs the onnx package).
 
     `inputs` are the tensors of its `input` ops; `outputs` the tensors no op
-    reads. `run({name: array})` checks every input's shape and dtype, runs the
-    model and returns a copy of every output by name. `memory_limit` and
+    reads, each with the dtype and shape the model's `interface` declares (its
+    tensor's otherwise). `run({name: array})` checks every input's shape and
+    dtype (the declared ones, converted, or the tensor's own), runs the model
+    and returns a copy of every output by name, as declared. `memory_limit` and
     `threads` are the Context's: bytes (or `512M`), None for the machine's
-    available memory; BLAS threads while running, None to leave them be.
+    available memory; BLAS and oneDNN threads while running, None to leave them
+    be. `target`: auto (the default), dnnl or cpu (see lightnet.targets).
     """
 
-    def __init__(self, model, target: str = "cpu", datafile=None, memory_limit=None,
+    def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
                  threads=None):
         self.ctx = Context(memory_limit=memory_limit, threads=threads)
         weights = model_file.init(self.ctx, model, datafile)  # an ONNX model brings its own
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
         self.ctx.compile(target, weights=weights if weights is not None else {})
         self.ctx.load()
-        self.inputs = [self._info(n) for n in self.ctx.inputs]
-        self.outputs = [self._info(n) for n in self.ctx.outputs]
-
-    def _info(self, name: str) -> TensorInfo:
-        entry = self.ctx.tensors[name]
-        return TensorInfo(name, entry.dtype.np, entry.shape)
+        self.borders = Borders(self.ctx)
+        self.inputs = [TensorInfo(n, *self.borders.declared(n)) for n in self.ctx.inputs]
+        self.outputs = [TensorInfo(n, *self.borders.declared(n)) for n in self.ctx.outputs]
 
     def run(self, feeds: dict | None = None) -> dict[str, np.ndarray]:
         feeds = dict(feeds or {})
@@ -56,12 +57,7 @@ class Session:
         for info in self.inputs:
             value = feeds[info.name]
             array = value if isinstance(value, np.ndarray) else np.asarray(value, info.dtype)
-            if array.dtype != info.dtype:
-                raise LightNetError(f"input '{info.name}': expected dtype {info.dtype}, "
-                                    f"found {array.dtype}")
-            if array.shape != info.shape:
-                raise LightNetError(f"input '{info.name}': expected shape {info.shape}, "
-                                    f"found {array.shape}")
-            self.ctx.arrays[info.name][...] = array
+            self.ctx.arrays[info.name][...] = self.borders.to_tensor(info.name, array)
         self.ctx.run()
-        return {o.name: self.ctx.get_data(o.name) for o in self.outputs}
+        return {o.name: self.borders.from_tensor(o.name, self.ctx.get_data(o.name))
+                for o in self.outputs}

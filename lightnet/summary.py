@@ -15,7 +15,7 @@ import json
 import math
 from collections import Counter
 
-from lightnet import model_file
+from lightnet import model_file, targets
 from lightnet.context import Context
 from lightnet.mem import MemReport
 from lightnet.tensor import MemType
@@ -74,7 +74,7 @@ def collect(model, target: str = "cpu", datafile=None, memory_limit=None) -> dic
     given = Counter(op.optype for op in ctx.ops)
     doc = {
         "model": ctx.label,
-        "target": target,
+        "target": targets.resolve(target),
         "inputs": [_tensor(ctx.tensors[n]) for n in ctx.inputs],
         "outputs": [_tensor(ctx.tensors[n]) for n in ctx.outputs],
         "parameters": {"count": sum(e.len for e in params),

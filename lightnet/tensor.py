@@ -93,6 +93,11 @@ class TensorEntry:
     from_file: bool = False
     input: bool = False
     offset: int | None = None
+    # A layout other than numpy's C order (a oneDNN format such as "aBcd16b": channels
+    # in blocks of 16), and the bytes the tensor then takes (the library's figure,
+    # blocked padding included). None: plain, `nbytes`.
+    layout: str | None = None
+    storage: int | None = None
 
     @property
     def ndim(self) -> int:
@@ -104,7 +109,13 @@ class TensorEntry:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the logical tensor (its elements, in C order)."""
         return self.len * self.dtype.size
+
+    @property
+    def stored_nbytes(self) -> int:
+        """Bytes the tensor takes in memory: its storage in a layout of its own, else nbytes."""
+        return self.nbytes if self.storage is None else self.storage
 
     def describe(self) -> str:
         """``float32[2, 4]``: how messages show a tensor's type."""

@@ -125,7 +125,7 @@ if HAS_ONNX:
         ok=lambda t: [_onnx_model(t), "-o", t / "m.json"],
         user_error=lambda t: ([_garbage(t)], None),
         usage=[[], ["--bogus", "m.onnx"], ["--dim", "nonsense", "m.onnx"]],
-        internal=("lightnet.frontends.onnx.import_model",
+        internal=("lightnet.frontends.onnx.cli.import_model",
                   lambda t: [_onnx_model(t), "-o", t / "m.json"])))
 
 

@@ -12,7 +12,7 @@
    of four letters or more) appears in the entry's example or its "Also"
    forms. A new or reworded error therefore needs its doc entry.
 
-The ONNX importer (lightnet/frontends/onnx*.py) documents its own errors
+The ONNX importer (lightnet/frontends/onnx/, onnx_conformance.py) documents its own errors
 with the importer and is not scanned here.
 """
 
@@ -504,6 +504,25 @@ def batch_error(kind):
     return trigger
 
 
+def interface_error(kind):
+    def trigger(tmp):
+        from lightnet.irbuild import ModelBuilder
+        m = ModelBuilder()
+        m.op("relu", {"src": m.input("x", [1, 2])}, name="r")
+        m.op("forward", {"src": m.input("ids", [1], dtype="TL_INT32")}, name="f")
+        doc = m.to_dict()
+        doc["interface"] = {
+            "not_input": {"inputs": [{"name": "y", "dtype": "float32", "shape": [2]}]},
+            "elements": {"outputs": [{"name": "r", "dtype": "float32", "shape": [3]}]},
+            "range": {"inputs": [{"name": "ids", "dtype": "int64", "shape": []}]},
+        }[kind]
+        if kind != "range":
+            return message(Session, doc)
+        feeds = {"x": np.zeros((1, 2), np.float32), "ids": np.array(2**31, np.int64)}
+        return message(Session(doc).run, feeds)
+    return trigger
+
+
 def dtype_error(kind):
     def trigger(tmp):
         from lightnet.tensor import DType
@@ -642,6 +661,19 @@ def infer_error(tmp):
     return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
 
 
+def onednn_refuses():
+    """A convolution whose weights do not fit its source, created through oneDNN."""
+    from lightnet.dnnl import capi
+
+    if capi.unavailable_reason():
+        pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
+    from lightnet.dnnl import primitives
+
+    return message(primitives._conv, "conv2d", "dnnl_convolution_forward_primitive_desc_create",
+                   (1, 3, 5, 5), (4, 2, 3, 3), (1, 4, 3, 3), False, 1, (1, 1), (0, 0, 0, 0),
+                   (1, 1), "float32", "plain", "plain", (), transposed=False)
+
+
 def message_of(fn):
     """The message of whatever exception `fn` raises (the generator's own types)."""
     with pytest.raises(Exception) as e:
@@ -663,6 +695,8 @@ TRIGGERS = {
     "ir.value": ir(lambda d: d["ops"][1]["params"][0].pop("value")),
     "ir.param-value": ir(lambda d: d["ops"][1]["params"][2].update(value=float("nan"))),
     "ir.duplicate-op": ir(lambda d: d["ops"][2].update(name="slice1")),
+    "ir.interface": ir(lambda d: d.update(interface={"inputs": [
+        {"name": "x", "dtype": "complex64", "shape": [6]}]})),
     "ir.unknown-optype": ir(lambda d: d["ops"][2].update(optype="show")),
     # Op checks
     "check.exists": ir(lambda d: d["ops"][1]["params"].pop(0)),
@@ -695,6 +729,8 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
+    "compile.dnnl": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+                                                 c.compile("dnnl"))),
     "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
@@ -732,6 +768,7 @@ TRIGGERS = {
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
     "run.kernel": kernel_run_error,
+    "run.onednn": lambda tmp: onednn_refuses(),
     "run.threads-value": lambda tmp: message(Context, threads=0),
     "run.threads-blas": threads_of_another_blas,
     # API
@@ -743,6 +780,8 @@ TRIGGERS = {
     "api.session-input": session("not_input"),
     "api.session-missing": session("missing"),
     "api.session-feed": session("shape"),
+    "api.session-range": interface_error("range"),
+    "api.interface": interface_error("not_input"),
     "api.dtype": dtype_error("name"),
     # CLI
     "cli.write": write_error("lightnet"),
@@ -874,6 +913,12 @@ ALSO = {
     "api.set-param": [api("param_value")],
     "api.no-tensor": [api("data_size")],
     "api.session-feed": [session("dtype")],
+    "api.interface": [interface_error("elements")],
+    "ir.interface": [ir(lambda d: d.update(interface={"outputs": {}})),
+                     ir(lambda d: d.update(interface={"ports": []})),
+                     ir(lambda d: d.update(interface=[])),
+                     ir(lambda d: d.update(interface={"inputs": [{"name": "", "dtype": "bool",
+                                                                  "shape": []}]}))],
     "api.dtype": [dtype_error("numpy")],
     "il.cpp": [cpp_fails("run")],
     "il.string": [il('print(src=a | | msg="open);'), il('print(src=a | | msg="\\u12");'),
@@ -971,7 +1016,8 @@ def error_sites():
     """(file:line, constant fragments of the message) of every user error the
     code makes."""
     paths = [p for p in sorted((ROOT / "lightnet").rglob("*.py"))
-             if "auto" not in p.parts and not p.name.startswith("onnx")]
+             if "auto" not in p.parts and "onnx" not in p.parts
+             and not p.name.startswith("onnx")]
     paths += sorted((ROOT / "generator").rglob("*.py"))
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

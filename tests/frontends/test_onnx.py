@@ -63,9 +63,9 @@ def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5):
     got, ir = run_lightnet(m, feeds, tmp_path)
     assert set(got) == set(want), f"outputs {sorted(got)} != {sorted(want)}"
     for name, value in want.items():
-        assert got[name].size == value.size, name
-        np.testing.assert_allclose(got[name].reshape(value.shape), value, rtol=rtol, atol=atol,
-                                   err_msg=name)
+        # The declared dtype and shape, as ONNX Runtime returns them.
+        assert (got[name].dtype, got[name].shape) == (value.dtype, value.shape), name
+        np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
     return ir
 
 
@@ -569,6 +569,29 @@ def test_gather_with_computed_indices(tmp_path):
     assert "pick1d" in optypes(ir)
 
 
+def test_inputs_and_outputs_as_onnx_declares_them(tmp_path):
+    # int64 indices fed as int64, a float16 input, a scalar output: as ONNX Runtime.
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"]),
+             helper.make_node("ReduceMax", ["rows"], ["top"], keepdims=0),
+             helper.make_node("Relu", ["h"], ["h_pos"])]
+    m = model(nodes, [("ids", [2, 3], TensorProto.INT64), ("h", [4], TensorProto.FLOAT16)],
+              [("rows", None), ("top", None), ("h_pos", None, TensorProto.FLOAT16)],
+              [init("table", rand(10, 4))])
+    feeds = {"ids": np.array([[0, 9, 3], [-1, 2, 2]], np.int64),
+             "h": np.array([-1, 0.5, 2, -3], np.float16)}
+    ir = check(m, feeds, tmp_path)
+    assert ir["interface"] == {
+        "inputs": [{"name": "ids", "dtype": "int64", "shape": [2, 3]},
+                   {"name": "h", "dtype": "float16", "shape": [4]}],
+        "outputs": [{"name": "rows", "dtype": "float32", "shape": [2, 3, 4]},
+                    {"name": "top", "dtype": "float32", "shape": []},
+                    {"name": "h_pos", "dtype": "float16", "shape": [4]}]}
+    feeds["ids"][0, 0] = 2**31
+    with pytest.raises(LightNetError, match=r"input 'ids': int64 value 2147483648 does not fit "
+                                            r"in the model's int32 tensor"):
+        run_lightnet(m, feeds, tmp_path)
+
+
 def test_reductions(tmp_path):
     nodes = [
         helper.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=1),
@@ -622,6 +645,59 @@ def test_unsupported_attribute_values_and_ranks():
     assert "3-D convolution" in message
     assert "mode symmetric_typo" in message
     assert "mode cubic" in message
+
+
+def test_an_unknown_attribute_names_the_node_the_op_and_the_attribute():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="act", alpha=0.5),
+             helper.make_node("Sigmoid", ["a"], ["y"], beta=1, gamma=2)]
+    m = model(nodes, [("x", [2, 3])], [("y", None)])
+    with pytest.raises(onnx2ln.UnsupportedModelError) as info:
+        onnx2ln.convert(m)
+    message = str(info.value)
+    assert ("Relu (opset 13, Relu-13): node 'act' has attribute 'alpha', which the importer "
+            "does not take for Relu-13 (it takes: consumed_inputs)") in message
+    assert ("Sigmoid (opset 13, Sigmoid-13): node #1 (output 'y') has attributes 'beta', "
+            "'gamma', which the importer does not take for Sigmoid-13") in message
+
+
+def test_a_missing_required_attribute_is_an_invalid_model():
+    nodes = [helper.make_node("LRN", ["x"], ["y"], name="norm", alpha=1e-4)]
+    m = model(nodes, [("x", [1, 4, 3, 3])], [("y", None)])
+    with pytest.raises(LightNetError, match=r"node 'norm' \(LRN-13\): required attribute "
+                                            r"'size' is missing \(an invalid ONNX model\)"):
+        onnx2ln.convert(m)
+
+
+def test_handlers_take_every_attribute_their_onnx_versions_define():
+    """A handler declares its attributes as keyword parameters: each must name every
+    attribute the ONNX schema of each version it supports defines (and require only
+    the required ones), or a valid model would be refused."""
+    from onnx import defs
+
+    from lightnet.frontends.onnx.dispatch import HANDLERS, accepted_attributes
+
+    checked = 0
+    for op_type, entries in HANDLERS.items():
+        for versions, func in entries:
+            names, required, takes_any = accepted_attributes(func)
+            for version in versions:
+                schema = defs.get_schema(op_type, version, "")
+                assert schema.since_version == version, (op_type, version)
+                if takes_any:
+                    continue
+                assert set(schema.attributes) <= set(names), (op_type, version)
+                assert required <= {a for a, d in schema.attributes.items() if d.required}, (
+                    op_type, version)
+                checked += 1
+    assert checked > 200
+
+
+def test_an_empty_constant_output_is_unsupported():
+    nodes = [helper.make_node("Shape", ["x"], ["y"], start=2, end=1)]
+    m = model(nodes, [("x", [2, 3, 4])], [("y", None)], opset=15)
+    with pytest.raises(onnx2ln.UnsupportedModelError, match=r"graph output \(opset 15\): "
+                                                            r"constant 'y' is empty \(shape \[0\]\)"):
+        onnx2ln.convert(m)
 
 
 def test_symbolic_non_batch_dim_needs_a_value():

@@ -67,3 +67,41 @@ def test_main_prints_the_counts(capsys):
     out = capsys.readouterr().out
     assert out.startswith("passed: ")
     assert "failed: 0" in out and "unsupported: 0" in out
+
+
+# --- the backend node tests -----------------------------------------------------------
+
+# Passed with onnx 1.23: a floor, raised as operators are added.
+NODE_PASS_FLOOR = 302
+
+
+def test_node_tests_give_no_wrong_result_and_no_failure_after_import():
+    """Every node test the importer accepts must run and give the declared dtype, shape
+    and values: a refusal at import is the only way not to pass."""
+    tests = conformance.node_cases()
+    assert len(tests) > 1800
+    op_types = conformance.node_op_types(tests)
+    results = [conformance.run_node_case(c, op_types[c.name]) for c in tests]
+    failed = [f"{r.name}: {r.detail}" for r in results if r.status == "failed"]
+    assert not failed, "\n".join(failed)
+    passed = {r.name for r in results if r.status == "passed"}
+    assert len(passed) >= NODE_PASS_FLOOR
+    # Scalar outputs, int64 and float16 inputs, as the models declare them.
+    assert {"test_matmul_1d_1d", "test_size", "test_size_example", "test_gather_0",
+            "test_max_int64", "test_add_uint64", "test_max_float16",
+            "test_dropout_default_ratio"} <= passed
+
+
+def test_node_op_types_name_the_op_under_test():
+    tests = [c for c in conformance.node_cases() if c.name.startswith("test_softmax_axis_0")]
+    op_types = conformance.node_op_types(tests)
+    assert op_types == {"test_softmax_axis_0": "Softmax", "test_softmax_axis_0_expanded": "Softmax",
+                        "test_softmax_axis_0_expanded_ver18": "Softmax"}
+
+
+def test_main_prints_node_counts_per_op_type(capsys):
+    assert conformance.main(["--suite", "node", "-k", "test_size"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["op", "type", "passed", "failed", "refused"]
+    assert lines[1].split() == ["Size", "2", "0", "0"]
+    assert lines[-1] == "node tests: passed: 2  failed: 0  refused: 0  (of 2)"

@@ -1,0 +1,575 @@
+"""The converter: an ONNX graph to LightNet IR ops and weights.
+
+It fixes the inputs' dims, folds constants (alternating with ONNX shape
+inference), maps every node the outputs need through its handler
+(handlers/), collects the nodes it cannot map, and binds the graph outputs
+to their ONNX names.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lightnet.errors import LightNetError
+
+from . import handlers  # noqa: F401 - registers every handler
+from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
+from .dtypes import NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
+from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
+from .folding import FOLD_LIMIT, FOLDERS, fold_shape
+from .graph import Node, Val, attribute_value, lnshape, onnx_package, pyval
+
+
+def uniform_value(array: np.ndarray):
+    """The one value every element of `array` has, or None."""
+    if array.size == 0:
+        return None
+    first = array.reshape(-1)[0] if array.flags.c_contiguous else array.flat[0]
+    if all(s == 0 for s in array.strides) or (array.size <= 1 << 24 and np.all(array == first)):
+        return first.item()
+    return None
+
+
+class Converter:
+    """One conversion of one model: `run()` gives (IR, weights). Handlers read tensors
+    (`val`, `const`) and append ops (`emit` and the helpers built on it)."""
+
+    def __init__(self, model, dims: dict | None):
+        self.onnx = onnx_package()
+        self.model = model
+        self.dims = dict(dims or {})
+        self.opset = 1
+        for imp in model.opset_import:
+            if imp.domain in ("", "ai.onnx"):
+                self.opset = imp.version
+        self.graph = model.graph
+        self.ops: list[dict] = []
+        self.weights: dict[str, np.ndarray] = {}
+        self.consts: dict[str, np.ndarray] = {}  # ONNX name -> value (folded or given)
+        self.initializers: set[str] = set()
+        self.vals: dict[str, Val] = {}  # ONNX name -> LightNet tensor
+        self.materialized: dict[str, Val] = {}
+        self.info: dict[str, tuple[int, tuple | None]] = {}  # ONNX name -> (elem type, shape)
+        self.used_tensor_names: set[str] = set()
+        self.op_names: set[str] = set()
+        self.problems: list[tuple[str, int, str]] = []
+        self.poisoned: set[str] = set()
+        self.graph_output_names = {o.name for o in model.graph.output}
+
+    # Names ---------------------------------------------------------------------
+
+    def fresh(self, hint: str) -> str:
+        base = hint or "t"
+        name, k = base, 1
+        while name in self.used_tensor_names:
+            name = f"{base}_{k}"
+            k += 1
+        self.used_tensor_names.add(name)
+        return name
+
+    def op_name(self, hint: str) -> str:
+        base = hint or "op"
+        name, k = base, 1
+        while name in self.op_names:
+            name = f"{base}_{k}"
+            k += 1
+        self.op_names.add(name)
+        return name
+
+    # Graph preparation -----------------------------------------------------------
+
+    def run(self):
+        onnx = self.onnx
+        g = self.graph
+        for t in g.initializer:
+            self.consts[t.name] = onnx.numpy_helper.to_array(t)
+            self.initializers.add(t.name)
+        for t in getattr(g, "sparse_initializer", []):
+            raise LightNetError(f"sparse initializer '{t.values.name}' is not supported")
+        self.used_tensor_names.update(self.consts)
+        for n in g.node:
+            self.used_tensor_names.update(x for x in n.output if x)
+            self.used_tensor_names.update(x for x in n.input if x)
+        self.inputs = [i for i in g.input if i.name not in self.consts]
+        self.used_tensor_names.update(i.name for i in g.input)
+        self.used_tensor_names.update(o.name for o in g.output)
+        self.nodes = [self._node(i, n) for i, n in enumerate(g.node)]
+        self.consumed = {x for n in g.node for x in n.input if x} | self.graph_output_names
+        self._fix_inputs()
+        self._fold()
+        self._map()
+        self._finish()
+        return {"ops": self.ops, "interface": self._interface()}, self.weights
+
+    def _node(self, index, n) -> Node:
+        domain = n.domain if n.domain not in ("ai.onnx",) else ""
+        version = 0
+        if domain == "":
+            try:
+                version = self.onnx.defs.get_schema(n.op_type, self.opset, "").since_version
+            except Exception:
+                version = 0
+        attrs = {a.name: attribute_value(self.onnx, a) for a in n.attribute}
+        op_type = n.op_type if domain == "" else f"{domain}.{n.op_type}"
+        return Node(index, n.name, op_type, version, list(n.input), list(n.output), attrs)
+
+    def _fix_inputs(self):
+        errors = []
+        self.input_shapes = {}
+        for inp in self.inputs:
+            t = inp.type.tensor_type
+            if not inp.type.HasField("tensor_type"):
+                errors.append(f"input '{inp.name}' is not a tensor")
+                continue
+            if not t.HasField("shape"):
+                errors.append(f"input '{inp.name}' has no shape")
+                continue
+            shape = []
+            for axis, d in enumerate(t.shape.dim):
+                if d.HasField("dim_value") and d.dim_value > 0:
+                    shape.append(d.dim_value)
+                elif d.HasField("dim_param") and d.dim_param in self.dims:
+                    shape.append(int(self.dims[d.dim_param]))
+                elif axis == 0:
+                    shape.append(1)
+                elif d.HasField("dim_value"):
+                    errors.append(f"input '{inp.name}' dim {axis} is 0 "
+                                  "(empty tensors are not supported)")
+                else:
+                    label = f"'{d.dim_param}'" if d.dim_param else "unnamed"
+                    hint = (f"--dim {d.dim_param}=VALUE" if d.dim_param
+                            else "a model with that dim fixed")
+                    errors.append(f"input '{inp.name}' dim {axis} is symbolic ({label}): "
+                                  f"give {hint}")
+            self.input_shapes[inp.name] = tuple(shape)
+            self.info[inp.name] = (t.elem_type, tuple(shape))
+        named = {d.dim_param for i in self.inputs if i.type.HasField("tensor_type")
+                 for d in i.type.tensor_type.shape.dim if d.dim_param}
+        for name in sorted(set(self.dims) - named):
+            errors.append(f"--dim {name}: no input dim is named '{name}' (symbolic dims: "
+                          f"{', '.join(sorted(named)) or 'none'})")
+        if errors:
+            raise LightNetError("; ".join(errors))
+
+    def _infer(self, nodes):
+        """ONNX shape inference over the unfolded nodes, constants given as initializers
+        (small ones, which shape computations read) or typed inputs (weights)."""
+        onnx = self.onnx
+        helper = onnx.helper
+        inputs = [helper.make_tensor_value_info(i.name, i.type.tensor_type.elem_type,
+                                                self.input_shapes[i.name]) for i in self.inputs]
+        inits = []
+        needed = {x for n in nodes for x in n.inputs if x in self.consts}
+        for name in sorted(needed):
+            value = self.consts[name]
+            if value.size <= 4096 or value.dtype.kind in "iub":
+                try:
+                    inits.append(onnx.numpy_helper.from_array(value, name))
+                    continue
+                except Exception:
+                    pass
+            inputs.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+        outputs = [helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
+                   for o in self.graph.output]
+        protos = [self.graph.node[n.index] for n in nodes]
+        graph = helper.make_graph(protos, "g", inputs, outputs, inits)
+        model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+        model.ir_version = max(self.model.ir_version, 4)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=False,
+                                                         strict_mode=False, data_prop=True)
+        except Exception:
+            inferred = model
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+            t = vi.type.tensor_type
+            if not vi.type.HasField("tensor_type"):
+                continue
+            shape = None
+            if t.HasField("shape"):
+                dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+                shape = None if None in dims else tuple(dims)
+            old = self.info.get(vi.name)
+            if old is None or old[1] is None or t.elem_type:
+                self.info[vi.name] = (t.elem_type or (old[0] if old else 0),
+                                      shape if shape is not None else (old[1] if old else None))
+
+    def _fold(self):
+        self.folded = set()
+        for _ in range(50):
+            pending = [n for n in self.nodes if n.index not in self.folded]
+            self._infer(pending)
+            changed = False
+            for n in pending:
+                if self._try_fold(n):
+                    self.folded.add(n.index)
+                    changed = True
+            if not changed:
+                break
+
+    def _try_fold(self, n: Node) -> bool:
+        if n.op_type in ("Shape", "Size"):
+            info = self.info.get(n.input(0))
+            shape = info[1] if info else None
+            if n.input(0) in self.consts:
+                shape = self.consts[n.input(0)].shape
+            if shape is None:
+                return False
+            if n.op_type == "Size":
+                value = np.array(math.prod(shape), np.int64)
+            else:
+                try:
+                    value = fold_shape(shape, **attribute_arguments(fold_shape, n))
+                except (Unsupported, LightNetError):
+                    return False
+            self._set_const(n.outputs[0], value)
+            return True
+        folder = FOLDERS.get(n.op_type)
+        if folder is None:
+            return False
+        if n.op_type == "Dropout" and len(n.outputs) > 1 and n.outputs[1] in self.consumed:
+            return False
+        if not all(x in self.consts for x in n.inputs if x):
+            return False
+        ins = [self.consts[x] if x else None for x in n.inputs]
+        try:
+            with np.errstate(all="ignore"):
+                outs = folder(n, ins, **attribute_arguments(folder, n))
+        except Exception:  # noqa: BLE001 - not folded: the handler reports what is wrong
+            return False
+        if any(np.asarray(o).size > FOLD_LIMIT and any(np.asarray(o).strides) for o in outs):
+            return False
+        for name, value in zip(n.outputs, outs):
+            if name:
+                self._set_const(name, np.asarray(value))
+        return True
+
+    def _set_const(self, name, value):
+        self.consts[name] = value
+        try:
+            elem = self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+        except Exception:
+            elem = 0
+        self.info[name] = (elem, tuple(value.shape))
+
+    # Mapping ---------------------------------------------------------------------
+
+    def _map(self):
+        # Graph inputs become input ops.
+        for inp in self.inputs:
+            elem = inp.type.tensor_type.elem_type
+            shape = self.input_shapes[inp.name]
+            try:
+                dtype = tl_dtype(elem, f"'{inp.name}'")
+            except Unsupported as e:
+                self.problems.append((GRAPH_INPUT, 0, str(e)))
+                self.poisoned.add(inp.name)
+                continue
+            self.emit("input", {}, {"dtype": dtype, "dims": list(lnshape(shape))},
+                      dtype, shape, out=inp.name, hint=inp.name)
+        # Only the nodes the outputs need, and only those not folded.
+        producers = {}
+        for n in self.nodes:
+            for o in n.outputs:
+                if o:
+                    producers[o] = n
+        needed, stack = set(), [o.name for o in self.graph.output]
+        seen = set()
+        while stack:
+            t = stack.pop()
+            if t in seen or t in self.consts:
+                continue
+            seen.add(t)
+            n = producers.get(t)
+            if n is None or n.index in needed:
+                continue
+            needed.add(n.index)
+            stack.extend(x for x in n.inputs if x)
+        for n in self.nodes:
+            if n.index in self.folded or n.index not in needed:
+                continue
+            self._map_node(n)
+        if self.problems:
+            raise UnsupportedModelError(self.problems, self.opset)
+
+    def _map_node(self, n: Node):
+        func = find_handler(n.op_type, n.version)
+        problem = None
+        if n.op_type not in HANDLERS:
+            problem = ""
+        elif func is None:
+            problem = (f"version {n.version} is not supported "
+                       f"(supported: {', '.join(map(str, supported_versions(n.op_type)))})")
+        else:
+            try:
+                func(self, n, **attribute_arguments(func, n))
+            except Unsupported as e:
+                problem = str(e)
+            except Poisoned:
+                problem = None
+                self._poison(n)
+                return
+            except LightNetError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a mapping that fails on odd input
+                if any(x in self.poisoned for x in n.inputs):
+                    self._poison(n)
+                    return
+                raise LightNetError(f"node {n.label} ({n.op_type}): cannot be "
+                                    f"imported: {type(e).__name__}: {e}") from e
+        if problem is not None:
+            self.problems.append((n.op_type, n.version, problem))
+            self._poison(n)
+
+    def _poison(self, n: Node):
+        for o in n.outputs:
+            if o:
+                self.poisoned.add(o)
+
+    # Values ------------------------------------------------------------------------
+
+    def used(self, n: Node, i: int) -> bool:
+        """Output `i` of `n` is read by a node or is a graph output."""
+        name = n.outputs[i] if i < len(n.outputs) else ""
+        return bool(name) and name in self.consumed
+
+    def is_const(self, name: str) -> bool:
+        return name in self.consts
+
+    def const(self, name: str, what: str = "") -> np.ndarray:
+        """The constant value of ONNX tensor `name`; unsupported if it is computed."""
+        if name not in self.consts:
+            raise Unsupported(f"{what or 'input'} '{name}' must be a constant")
+        return self.consts[name]
+
+    def val(self, name: str) -> Val:
+        """ONNX tensor `name` as a LightNet tensor (constants become create ops)."""
+        if name in self.poisoned:
+            raise Poisoned()
+        if name in self.vals:
+            return self.vals[name]
+        if name in self.consts:
+            return self.materialize(name)
+        raise LightNetError(f"tensor '{name}' is read before any node computes it")
+
+    def materialize(self, name: str, out: str | None = None) -> Val:
+        if name in self.materialized and out is None:
+            return self.materialized[name]
+        value = self.consts[name]
+        if value.size == 0:
+            raise Unsupported(f"constant '{name}' is empty (shape {list(value.shape)})")
+        what = f"{'initializer' if name in self.initializers else 'constant'} '{name}'"
+        uniform = uniform_value(value) if name not in self.initializers else None
+        array = (to_tl_array(np.asarray(uniform, value.dtype).reshape(1), what)
+                 if uniform is not None else to_tl_array(value, what))
+        if uniform is not None and value.size > 1:
+            array = np.broadcast_to(array.reshape(()), value.shape)
+        dtype = tl_dtype(self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype), what)
+        target = out or (name if name not in self.vals else self.fresh(name))
+        self.used_tensor_names.add(target)
+        shape = tuple(value.shape)
+        params = self._create_params(array, dtype, target, from_file=name in self.initializers)
+        v = self.emit("create", {}, params, dtype, shape, out=target, hint=name, bind=False)
+        if out is None:
+            self.materialized[name] = v
+        return v
+
+    def scalar(self, value, dtype: str, hint: str) -> Val:
+        """A [1] constant of `dtype` (for elew with a number)."""
+        name = self.fresh(hint)
+        params = {"dtype": dtype, "dims": [1]}
+        if value:
+            params["data"] = [pyval(value)]
+        return self.emit("create", {}, params, dtype, (), out=name, hint=hint, bind=False)
+
+    def tensor_const(self, array: np.ndarray, dtype: str, hint: str) -> Val:
+        """A constant made by the importer (a zero bias, say)."""
+        name = self.fresh(hint)
+        array = np.asarray(array, dtype=NP_OF_TL[dtype])
+        params = self._create_params(array, dtype, name)
+        return self.emit("create", {}, params, dtype, array.shape, out=name, hint=hint, bind=False)
+
+    def _create_params(self, array: np.ndarray, dtype: str, name: str, from_file=False) -> dict:
+        """Params of the create op of constant `array`: from the weight file (always for
+        initializers), or with its `data` (small ones), or a uniform value as ran
+        [v, v] (zeros need nothing)."""
+        params = {"dtype": dtype, "dims": list(lnshape(array.shape))}
+        finite = array.dtype.kind != "f" or bool(np.isfinite(array).all())
+        uniform = None if from_file or array.dtype == np.bool_ else uniform_value(array)
+        if from_file or not finite:
+            pass
+        elif uniform is not None and array.size > 1:
+            if uniform:
+                params["ran"] = [uniform, uniform]
+            return params
+        elif array.size <= 16:
+            if array.any():
+                params["data"] = [int(v) if isinstance(v, bool) else v
+                                  for v in array.reshape(-1).tolist()]
+            return params
+        params["from_file"] = True
+        self.weights[name] = np.ascontiguousarray(array).reshape(lnshape(array.shape))
+        return params
+
+    def out_shape(self, n: Node, i: int = 0) -> tuple[int, ...]:
+        info = self.info.get(n.outputs[i])
+        if info is None or info[1] is None:
+            raise Unsupported(f"the shape of output '{n.outputs[i]}' is unknown")
+        return info[1]
+
+    # Emitting ----------------------------------------------------------------------
+
+    def require(self, optype: str):
+        from lightnet.arch import get_proto
+
+        proto = get_proto(optype)
+        if proto is None:
+            raise Unsupported(f"needs LightNet op '{optype}', which this build lacks")
+        return proto
+
+    def has_param(self, optype: str, param: str) -> bool:
+        return any(p.arg_name == param for p in self.require(optype).params)
+
+    def emit(self, optype: str, ins: dict, params: dict, dtype: str, shape, *,
+             out: str | None = None, hint: str = "", bind: bool = True) -> Val:
+        """Append an op; its output is ONNX tensor `out` when given (bound to it)."""
+        self.require(optype)
+        name = out if out is not None else self.fresh(hint or optype)
+        self.used_tensor_names.add(name)
+        tensors_in = []
+        for arg, v in ins.items():
+            if v is None:
+                continue
+            if isinstance(v, list):
+                tensors_in.extend({"arg_name": f"{arg}{k + 1}", "name": x.name}
+                                  for k, x in enumerate(v))
+            else:
+                tensors_in.append({"arg_name": arg, "name": v.name})
+        self.ops.append({
+            "name": self.op_name(hint or name),
+            "optype": optype,
+            "tensors_in": tensors_in,
+            "tensors_out": [{"arg_name": "dst", "name": name}],
+            "params": [{"arg_name": k, "value": pyval(v)} for k, v in params.items()],
+        })
+        v = Val(name, dtype, tuple(int(d) for d in shape))
+        if out is not None and bind:
+            self.vals[out] = v
+        return v
+
+    def bind(self, onnx_name: str, v: Val):
+        """ONNX tensor `onnx_name` is LightNet tensor `v` (no op needed)."""
+        self.vals[onnx_name] = v
+
+    def result(self, n: Node, v: Val, i: int = 0):
+        self.bind(n.outputs[i], v)
+
+    def reshape(self, x: Val, shape, *, out: str | None = None, hint: str = "") -> Val:
+        shape = tuple(int(d) for d in shape)
+        if out is None and lnshape(shape) == lnshape(x.shape):
+            return Val(x.name, x.dtype, shape)
+        return self.emit("reshape", {"src": x}, {"dims": list(lnshape(shape))}, x.dtype, shape,
+                         out=out, hint=hint or f"{x.name}_reshape")
+
+    def reshape_output(self, n: Node, x: Val, shape):
+        """Output 0 of `n` is `x` reshaped to `shape` (`x` itself when the shapes agree)."""
+        if tuple(shape) == x.shape:
+            self.result(n, Val(x.name, x.dtype, tuple(shape)))
+            return
+        if any(d <= 0 for d in shape):
+            raise Unsupported(f"empty result shape {list(shape)}")
+        self.reshape(x, shape, out=n.outputs[0], hint=n.name or n.outputs[0])
+
+    def slice(self, x: Val, axis: int, start: int, length: int, hint: str,
+              out: str | None = None) -> Val:
+        """`length` elements of `x` from `start` along `axis` (`x` itself when that is all)."""
+        shape = x.shape[:axis] + (length,) + x.shape[axis + 1:]
+        if length == x.shape[axis] and out is None:
+            return x
+        return self.emit("slice", {"src": x}, {"axis": axis, "start": start, "len": length},
+                         x.dtype, shape, out=out, hint=hint)
+
+    # Finishing -----------------------------------------------------------------------
+
+    def _finish(self):
+        readers: dict[str, list[dict]] = {}
+        for op in self.ops:
+            for t in op["tensors_in"]:
+                readers.setdefault(t["name"], []).append(op)
+        for o in self.graph.output:
+            name = o.name
+            if name in self.vals:
+                v = self.vals[name]
+            elif name in self.materialized:
+                v = self.materialized[name]
+            elif name in self.consts:
+                try:
+                    self.materialize(name)
+                except Unsupported as e:
+                    raise UnsupportedModelError([("graph output", 0, str(e))], self.opset) from None
+                continue
+            else:
+                raise LightNetError(f"graph output '{name}' is not computed by any node")
+            if v.name == name and name not in readers:
+                continue
+            if v.name == name:
+                producer = next(op for op in self.ops
+                                if any(t["name"] == name for t in op["tensors_out"]))
+                if producer["optype"] == "input":
+                    continue  # an input that is also an output: it stays an input
+                inner = self.fresh(f"{name}_inner")
+                for t in producer["tensors_out"]:
+                    if t["name"] == name:
+                        t["name"] = inner
+                for op in readers[name]:
+                    for t in op["tensors_in"]:
+                        if t["name"] == name:
+                            t["name"] = inner
+                if name in self.weights:
+                    self.weights[inner] = self.weights.pop(name)
+                v = Val(inner, v.dtype, v.shape)
+            self.emit("forward", {"src": v}, {}, v.dtype, v.shape, out=name, hint=name)
+            readers.setdefault(v.name, []).append(self.ops[-1])
+        # Inputs, then every constant, then the computation in node order.
+        rank = {"input": 0, "create": 1}
+        self.ops.sort(key=lambda op: rank.get(op["optype"], 2))
+
+    def _interface(self) -> dict:
+        """The dtype and shape ONNX declares for every graph input and output (those
+        numpy has a dtype for), which Session takes and returns."""
+        def port(name, elem_type, shape):
+            return {"name": name, "dtype": np.dtype(NP_OF_ONNX[elem_type]).name,
+                    "shape": [int(d) for d in shape]}
+
+        inputs = [port(i.name, i.type.tensor_type.elem_type, self.input_shapes[i.name])
+                  for i in self.inputs if i.type.tensor_type.elem_type in NP_OF_ONNX]
+        outputs = []
+        for o in self.graph.output:
+            v = self.vals.get(o.name) or self.materialized.get(o.name)
+            elem = o.type.tensor_type.elem_type or self.info.get(o.name, (0, None))[0]
+            if v is not None and elem in NP_OF_ONNX:
+                outputs.append(port(o.name, elem, v.shape))
+        return {"inputs": inputs, "outputs": outputs}
+
+    def check(self, ir):
+        """Run LightNet's checks on the IR, and compare its shapes with ONNX's."""
+        from lightnet.context import Context
+
+        ctx = Context()
+        try:
+            ctx.init(ir)
+        except LightNetError as e:
+            raise LightNetError(f"the imported model fails LightNet's checks (an invalid "
+                                f"ONNX model, or an importer bug): {e}") from None
+        for onnx_name, v in self.vals.items():
+            entry = ctx.tensors.get(v.name) if v.name in ctx.tensors else None
+            info = self.info.get(onnx_name)
+            if entry is None or info is None or info[1] is None:
+                continue
+            if tuple(entry.shape) != lnshape(info[1]):
+                raise LightNetError(
+                    f"importer bug: tensor '{onnx_name}' has shape {list(entry.shape)} in "
+                    f"LightNet but {list(info[1])} in ONNX")
+        ctx.cleanup()

@@ -1,0 +1,156 @@
+"""Activations: Relu, Sigmoid, Tanh, LeakyRelu, PRelu, Clip, Elu, Selu, Softmax."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..dispatch import handler
+from ..errors import Unsupported
+from ..folding import normalize_axes
+from ..graph import Node, Val
+from .elementwise import elew, exp
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _unary_op(optype: str, float_only=False):
+    def handle(c: Converter, n: Node, *, consumed_inputs=None):
+        x = c.val(n.input(0))
+        if float_only:
+            x.require_float(f"{n.op_type} input")
+        c.emit(optype, {"src": x}, {}, x.dtype, x.shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
+    return handle
+
+
+handler("Relu", 1, 6, 13, 14)(_unary_op("relu"))
+handler("Sigmoid", 1, 6, 13)(_unary_op("sigmoid", True))
+handler("Tanh", 1, 6, 13)(_unary_op("tanh", True))
+
+
+@handler("LeakyRelu", 1, 6, 16)
+def leaky_relu(c: Converter, n: Node, *, alpha=0.01, consumed_inputs=None):
+    x = c.val(n.input(0))
+    c.emit("lrelu", {"src": x}, {"negslope": alpha}, x.dtype, x.shape,
+           out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+@handler("PRelu", 1, 6, 7, 9, 16)
+def prelu(c: Converter, n: Node, *, consumed_inputs=None):
+    x = c.val(n.input(0))
+    slope_name = n.input(1)
+    if c.is_const(slope_name):
+        s = c.const(slope_name)
+        if s.size and np.all(s == s.reshape(-1)[0]) and (n.version < 7 or s.ndim <= x.rank):
+            c.emit("lrelu", {"src": x}, {"negslope": float(s.reshape(-1)[0])}, x.dtype, x.shape,
+                   out=n.outputs[0], hint=n.name or n.outputs[0])
+            return
+    slope = c.val(slope_name)
+    if n.version < 7 and slope.rank == 1 and x.rank > 2 and slope.shape[0] == x.shape[1] != 1:
+        slope = c.reshape(slope, (slope.shape[0],) + (1,) * (x.rank - 2))
+    zero = c.scalar(0, x.dtype, f"{n.outputs[0]}_zero")
+    pos = c.emit("elew", {"src1": x, "src2": zero}, {"elew_op": "TL_MAX"}, x.dtype, x.shape,
+                 hint=f"{n.outputs[0]}_pos")
+    neg = c.emit("elew", {"src1": x, "src2": zero}, {"elew_op": "TL_MIN"}, x.dtype, x.shape,
+                 hint=f"{n.outputs[0]}_neg")
+    scaled = c.emit("elew", {"src1": neg, "src2": slope}, {"elew_op": "TL_MUL"}, x.dtype,
+                    x.shape, hint=f"{n.outputs[0]}_scaled")
+    c.emit("elew", {"src1": pos, "src2": scaled}, {"elew_op": "TL_SUM"}, x.dtype, x.shape,
+           out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+@handler("Clip", 1, 6)
+def clip_attributes(c: Converter, n: Node, *, min=-_FLT_MAX, max=_FLT_MAX,  # noqa: A002
+                    consumed_inputs=None):
+    """Attribute form: the bounds default to float's lowest and largest values."""
+    _clip(c, n, _clip_input(c, n), min, max)
+
+
+@handler("Clip", 11, 12, 13)
+def clip_inputs(c: Converter, n: Node):
+    """Input form: a missing bound is no bound (infinities pass through)."""
+    x = _clip_input(c, n)
+    lo = float(c.const(n.input(1), "min").reshape(())) if n.has_input(1) else None
+    hi = float(c.const(n.input(2), "max").reshape(())) if n.has_input(2) else None
+    _clip(c, n, x, lo, hi)
+
+
+def _clip_input(c: Converter, n: Node) -> Val:
+    x = c.val(n.input(0))
+    if x.dtype == "TL_BOOL":
+        raise Unsupported("bool input")
+    return x
+
+
+def _clip(c: Converter, n: Node, x: Val, lo: float | None, hi: float | None):
+    if lo is not None and hi is not None:
+        c.emit("clip", {"src": x}, {"min": lo, "max": hi}, x.dtype, x.shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
+    elif lo is not None:
+        elew(c, n, x, c.scalar(lo, x.dtype, f"{n.outputs[0]}_min"), "TL_MAX")
+    elif hi is not None:
+        elew(c, n, x, c.scalar(hi, x.dtype, f"{n.outputs[0]}_max"), "TL_MIN")
+    else:
+        c.reshape_output(n, x, x.shape)
+
+
+def _elu_like(c: Converter, n: Node, alpha: float, gamma: float):
+    """gamma * (max(x, 0) + alpha * (exp(min(x, 0)) - 1))."""
+    x = c.val(n.input(0))
+    x.require_float(f"{n.op_type} input")
+    zero = c.scalar(0, x.dtype, f"{n.outputs[0]}_zero")
+    pos = elew(c, n, x, zero, "TL_MAX", out=False)
+    neg = elew(c, n, x, zero, "TL_MIN", out=False)
+    expm1 = elew(c, n, exp(c, n, neg, out=False), c.scalar(1, x.dtype, f"{n.outputs[0]}_one"),
+                 "TL_SUB", out=False)
+    scaled = elew(c, n, expm1, c.scalar(alpha, x.dtype, f"{n.outputs[0]}_alpha"), "TL_MUL",
+                  out=False)
+    if gamma == 1:
+        elew(c, n, pos, scaled, "TL_SUM")
+        return
+    y = elew(c, n, pos, scaled, "TL_SUM", out=False)
+    elew(c, n, y, c.scalar(gamma, x.dtype, f"{n.outputs[0]}_gamma"), "TL_MUL")
+
+
+@handler("Elu", 1, 6, 22)
+def elu(c: Converter, n: Node, *, alpha=1.0, consumed_inputs=None):
+    _elu_like(c, n, alpha, 1.0)
+
+
+@handler("Selu", 1, 6, 22)
+def selu(c: Converter, n: Node, *, alpha=1.67326319217681884765625,
+         gamma=1.05070102214813232421875, consumed_inputs=None):
+    _elu_like(c, n, alpha, gamma)
+
+
+@handler("Softmax", 1, 11)
+def softmax_flattened(c: Converter, n: Node, *, axis=1):
+    """Before version 13: softmax over the input flattened to
+    [prod(d[:axis]), prod(d[axis:])], normalized over the second dim."""
+    x = c.val(n.input(0))
+    x.require_float("Softmax input")
+    rank = max(x.rank, 1)
+    axis = normalize_axes([axis], rank)[0]
+    c.require("softmax")
+    if axis == rank - 1:
+        c.emit("softmax", {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
+        return
+    flat = c.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+    y = c.emit("softmax", {"src": flat}, {"axis": 1}, x.dtype, flat.shape, hint=n.outputs[0])
+    c.reshape(y, x.shape, out=n.outputs[0])
+
+
+@handler("Softmax", 13)
+def softmax(c: Converter, n: Node, *, axis=-1):
+    x = c.val(n.input(0))
+    x.require_float("Softmax input")
+    axis = normalize_axes([axis], max(x.rank, 1))[0]
+    c.emit("softmax", {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])

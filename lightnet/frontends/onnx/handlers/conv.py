@@ -1,0 +1,199 @@
+"""Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool and the global
+pools, 2-D, with 1-D lifted to 2-D (H = 1)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..dispatch import handler
+from ..errors import Unsupported
+from ..graph import Node, Val
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+
+def _spatial_params(k: int, kernel, strides, dilations, pads, auto_pad):
+    """strides, dilations, pads ([top, left, bottom, right] for 2-D), autopad and kernel
+    of a conv / pool node with `k` spatial dims (ONNX defaults filled in)."""
+    strides = list(strides or [1] * k)
+    dilations = list(dilations or [1] * k)
+    pads = list(pads or [0] * (2 * k))
+    autopad = auto_pad or "NOTSET"
+    if autopad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad {autopad}")
+    if autopad != "NOTSET":
+        pads = [0] * (2 * k)
+    if len(strides) != k or len(dilations) != k or len(pads) != 2 * k or len(kernel) != k:
+        raise Unsupported("attribute lengths do not match the spatial rank")
+    if k == 1:  # lift 1-D to 2-D with H = 1
+        return [1] + strides, [1] + dilations, [0, pads[0], 0, pads[1]], autopad, [1] + list(kernel)
+    return strides, dilations, pads, autopad, list(kernel)
+
+
+def _lift(c: Converter, x: Val) -> Val:
+    """[N, C, L] -> [N, C, 1, L]."""
+    return c.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
+
+
+@handler("Conv", 1, 11, 22)
+def conv(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
+         kernel_shape=None, pads=None, strides=None):
+    x = c.val(n.input(0))
+    x.require_float("Conv input")
+    if x.rank not in (3, 4):
+        raise Unsupported(f"{x.rank - 2}-D convolution (only 1-D and 2-D)")
+    k = x.rank - 2
+    w = c.val(n.input(1))
+    strides, dilations, pads, autopad, kernel = _spatial_params(
+        k, kernel_shape or w.shape[2:], strides, dilations, pads, auto_pad)
+    if n.has_input(2):
+        b = c.val(n.input(2))
+    else:
+        b = c.tensor_const(np.zeros(w.shape[0]), w.dtype, f"{n.outputs[0]}_bias")
+    if k == 1:
+        x, w = _lift(c, x), _lift(c, w)
+    params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
+              "padding": pads, "autopad": autopad}
+    shape = c.out_shape(n)
+    if k == 1:
+        y = c.emit("conv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype,
+                   shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
+        c.reshape(y, shape, out=n.outputs[0])
+    else:
+        c.emit("conv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype, shape,
+               out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+@handler("ConvTranspose", 1, 11, 22)
+def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
+                   kernel_shape=None, output_padding=None, output_shape=None, pads=None,
+                   strides=None):
+    x = c.val(n.input(0))
+    x.require_float("ConvTranspose input")
+    if x.rank not in (3, 4):
+        raise Unsupported(f"{x.rank - 2}-D transposed convolution (only 1-D and 2-D)")
+    k = x.rank - 2
+    w = c.val(n.input(1))
+    strides, dilations, pads, autopad, kernel = _spatial_params(
+        k, kernel_shape or w.shape[2:], strides, dilations, pads, auto_pad)
+    output_padding = list(output_padding or [0] * k)
+    output_shape = list(output_shape or [])[-k:]
+    in_hw = list(x.shape[2:])
+    if k == 1:
+        output_padding = [0] + output_padding
+        output_shape = [1] + output_shape if output_shape else []
+        in_hw = [1] + in_hw
+    natural = [s * (i - 1) + p + (kk - 1) * d + 1 for i, s, p, kk, d in
+               zip(in_hw, strides, output_padding, kernel, dilations)]
+    if output_shape:
+        # The padding comes from output_shape, cropping the uncropped output as the
+        # spec splits it; a larger output_shape extends the end, as output_padding
+        # does (ONNX Runtime's behaviour).
+        pads = [0] * 4
+        output_padding = [p + max(0, o - full)
+                          for p, o, full in zip(output_padding, output_shape, natural)]
+    elif autopad in ("SAME_UPPER", "SAME_LOWER") and any(
+            full < i * s for full, i, s in zip(natural, in_hw, strides)):
+        # SAME aims at in * stride by cropping; an axis that is shorter keeps its
+        # natural size (the padding clamps at 0, as ONNX inference and Runtime do).
+        begin, end = [], []
+        for full, i, s in zip(natural, in_hw, strides):
+            total = max(0, full - i * s)
+            small = total // 2
+            begin.append(small if autopad == "SAME_UPPER" else total - small)
+            end.append(total - begin[-1])
+        pads, autopad = begin + end, "NOTSET"
+    if n.has_input(2):
+        b = c.val(n.input(2))
+    else:
+        b = c.tensor_const(np.zeros(w.shape[1] * group), w.dtype, f"{n.outputs[0]}_bias")
+    if k == 1:
+        x, w = _lift(c, x), _lift(c, w)
+    params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
+              "padding": pads, "output_padding": output_padding, "autopad": autopad}
+    if output_shape:
+        params["output_dims"] = output_shape
+    shape = c.out_shape(n)
+    if k == 1:
+        y = c.emit("deconv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype,
+                   shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
+        c.reshape(y, shape, out=n.outputs[0])
+    else:
+        c.emit("deconv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype, shape,
+               out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+def _pool(optype: str):
+    def handle(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
+               count_include_pad=0, dilations=None, pads=None, strides=None, storage_order=0):
+        if c.used(n, 1):
+            raise Unsupported("the Indices output")
+        x = c.val(n.input(0))
+        if x.rank not in (3, 4):
+            raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
+        if optype == "avgpool2d":
+            x.require_float("AveragePool input")
+        k = x.rank - 2
+        given_dilations = dilations
+        strides, dilations, pads, autopad, kernel = _spatial_params(
+            k, kernel_shape, strides, dilations, pads, auto_pad)
+        params = {"size": kernel, "stride": strides, "padding": pads, "autopad": autopad}
+        if any(d != 1 for d in dilations):
+            if not c.has_param(optype, "dilation"):
+                raise Unsupported(f"dilations {given_dilations}")
+            params["dilation"] = dilations
+        if count_include_pad:
+            if c.has_param(optype, "count_include_pad"):
+                params["count_include_pad"] = True
+            elif any(pads) or autopad in ("SAME_UPPER", "SAME_LOWER"):
+                raise Unsupported("count_include_pad 1 with padding")
+        shape = c.out_shape(n)
+        if ceil_mode:
+            if c.has_param(optype, "ceil_mode"):
+                params["ceil_mode"] = True
+            else:
+                from lightnet.kernels import autopad_padding, pool2d_output_hw
+
+                in_hw = x.shape[2:] if k == 2 else (1,) + x.shape[2:]
+                padding = autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads
+                if tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
+                        pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
+                    raise Unsupported("ceil_mode 1 where it changes the output size")
+        if k == 1:
+            y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
+                       shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
+            c.reshape(y, shape, out=n.outputs[0])
+        else:
+            c.emit(optype, {"src": x}, params, x.dtype, shape, out=n.outputs[0],
+                   hint=n.name or n.outputs[0])
+    return handle
+
+
+handler("MaxPool", 1, 8, 10, 11, 12, 22)(_pool("maxpool2d"))
+handler("AveragePool", 1, 7, 10, 11, 19, 22)(_pool("avgpool2d"))
+
+
+def _global_pool(optype: str):
+    def handle(c: Converter, n: Node):
+        x = c.val(n.input(0))
+        if x.rank < 3:
+            raise Unsupported(f"rank-{x.rank} input")
+        if optype == "global_avgpool2d":
+            x.require_float("GlobalAveragePool input")
+        shape = x.shape[:2] + (1,) * (x.rank - 2)
+        if x.rank == 4:
+            c.emit(optype, {"src": x}, {}, x.dtype, shape, out=n.outputs[0],
+                   hint=n.name or n.outputs[0])
+            return
+        flat = c.reshape(x, x.shape[:2] + (math.prod(x.shape[2:]), 1))
+        y = c.emit(optype, {"src": flat}, {}, x.dtype, x.shape[:2] + (1, 1), hint=n.outputs[0])
+        c.reshape(y, shape, out=n.outputs[0])
+    return handle
+
+
+handler("GlobalAveragePool", 1, 22)(_global_pool("global_avgpool2d"))
+handler("GlobalMaxPool", 1, 22)(_global_pool("global_maxpool2d"))

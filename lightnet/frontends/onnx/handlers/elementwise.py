@@ -1,0 +1,136 @@
+"""Element-wise arithmetic: binary and variadic ops, Neg, Reciprocal, Sqrt, Abs, Exp,
+Expand, all as LightNet `elew` ops."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..dispatch import handler
+from ..dtypes import NP_OF_TL
+from ..errors import Unsupported
+from ..folding import legacy_b_shape
+from ..graph import FLOAT_TL, Node, Val
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+_ELEW = {"Add": "TL_SUM", "Sub": "TL_SUB", "Mul": "TL_MUL", "Div": "TL_DIV", "Pow": "TL_POW",
+         "Max": "TL_MAX", "Min": "TL_MIN", "Sum": "TL_SUM", "Mean": "TL_SUM"}
+
+
+def elew(c: Converter, n: Node, a: Val, b: Val, op: str, *, out=True) -> Val:
+    """`a op b` with numpy broadcasting: the node's output, or (out=False) a helper tensor."""
+    if a.dtype != b.dtype:
+        raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
+    if a.dtype == "TL_BOOL":
+        raise Unsupported("bool operands")
+    from lightnet.kernels import broadcast_shape
+
+    shape = broadcast_shape(a.shape, b.shape) if a.shape and b.shape else (a.shape or b.shape)
+    kwargs = {"out": n.outputs[0], "hint": n.name or n.outputs[0]} if out else {
+        "hint": f"{n.outputs[0]}_part"}
+    return c.emit("elew", {"src1": a, "src2": b}, {"elew_op": op}, a.dtype, shape, **kwargs)
+
+
+def exp(c: Converter, n: Node, x: Val, *, out: bool) -> Val:
+    """exp(x) as e ** x (elew TL_POW with a float e)."""
+    e = c.scalar(math.e, x.dtype, f"{n.outputs[0]}_e")
+    return elew(c, n, e, x, "TL_POW", out=out)
+
+
+@handler("Add", 1, 6, 7, 13, 14)
+@handler("Sub", 1, 6, 7, 13, 14)
+@handler("Mul", 1, 6, 7, 13, 14)
+@handler("Div", 1, 6, 7, 13, 14)
+@handler("Pow", 1, 7, 12, 13, 15)
+def binary(c: Converter, n: Node, *, broadcast=0, axis=None, consumed_inputs=None):
+    a = c.val(n.input(0))
+    if n.op_type == "Pow" and c.is_const(n.input(1)):
+        e = c.const(n.input(1))
+        if a.dtype not in FLOAT_TL and np.any(e != np.trunc(e)):
+            raise Unsupported(f"a fractional exponent for a {a.dtype} base")
+        if e.dtype != NP_OF_TL[a.dtype]:
+            name = c.fresh(f"{n.input(1)}_as_{a.dtype}")
+            c.consts[name] = e.astype(NP_OF_TL[a.dtype])
+            b = c.materialize(name)
+        else:
+            b = c.val(n.input(1))
+    else:
+        b = c.val(n.input(1))
+    b = c.reshape(b, legacy_b_shape(n.version, a.rank, b.shape, broadcast, axis))
+    elew(c, n, a, b, _ELEW[n.op_type])
+
+
+@handler("Sum", 1, 6, 8, 13)
+@handler("Max", 1, 6, 8, 12, 13)
+@handler("Min", 1, 6, 8, 12, 13)
+@handler("Mean", 1, 6, 8, 13)
+def variadic(c: Converter, n: Node, *, consumed_inputs=None):
+    xs = [c.val(x) for x in n.inputs if x]
+    op = _ELEW[n.op_type]
+    if len(xs) == 1:
+        c.reshape_output(n, xs[0], xs[0].shape)
+        return
+    acc = xs[0]
+    for i, x in enumerate(xs[1:]):
+        last = i == len(xs) - 2 and n.op_type != "Mean"
+        acc = elew(c, n, acc, x, op, out=last)
+    if n.op_type == "Mean":
+        if acc.dtype not in FLOAT_TL:
+            raise Unsupported("Mean of integers")
+        k = c.scalar(1.0 / len(xs), acc.dtype, f"{n.outputs[0]}_recip")
+        elew(c, n, acc, k, "TL_MUL")
+
+
+@handler("Neg", 1, 6, 13)
+def neg(c: Converter, n: Node, *, consumed_inputs=None):
+    x = c.val(n.input(0))
+    if x.dtype.startswith("TL_UINT"):
+        raise Unsupported("unsigned input")
+    elew(c, n, x, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL")
+
+
+@handler("Reciprocal", 1, 6, 13)
+def reciprocal(c: Converter, n: Node, *, consumed_inputs=None):
+    x = c.val(n.input(0))
+    x.require_float("Reciprocal input")
+    elew(c, n, c.scalar(1, x.dtype, f"{n.outputs[0]}_one"), x, "TL_DIV")
+
+
+@handler("Sqrt", 1, 6, 13)
+def sqrt(c: Converter, n: Node, *, consumed_inputs=None):
+    x = c.val(n.input(0))
+    x.require_float("Sqrt input")
+    elew(c, n, x, c.scalar(0.5, x.dtype, f"{n.outputs[0]}_half"), "TL_POW")
+
+
+@handler("Abs", 1, 6, 13)
+def abs_(c: Converter, n: Node, *, consumed_inputs=None):
+    x = c.val(n.input(0))
+    if x.dtype.startswith("TL_UINT"):
+        c.reshape_output(n, x, x.shape)
+        return
+    negated = elew(c, n, x, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL", out=False)
+    elew(c, n, x, negated, "TL_MAX")
+
+
+@handler("Exp", 1, 6, 13)
+def exp_(c: Converter, n: Node, *, consumed_inputs=None):
+    x = c.val(n.input(0))
+    x.require_float("Exp input")
+    exp(c, n, x, out=True)
+
+
+@handler("Expand", 8, 13)
+def expand(c: Converter, n: Node):
+    x = c.val(n.input(0))
+    c.const(n.input(1), "shape")
+    shape = c.out_shape(n)
+    if tuple(shape) == x.shape:
+        c.reshape_output(n, x, shape)
+        return
+    zeros = c.tensor_const(np.zeros(shape), x.dtype, f"{n.outputs[0]}_zeros")
+    elew(c, n, x, zeros, "TL_SUM")

@@ -1,0 +1,67 @@
+"""Normalization: BatchNormalization (inference), InstanceNormalization, LRN."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..dispatch import handler
+from ..errors import Unsupported
+from ..graph import Node
+from .elementwise import elew
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+
+@handler("BatchNormalization", 1, 6, 7, 9, 14, 15)
+def batchnorm(c: Converter, n: Node, *, epsilon=1e-5, training_mode=0, momentum=0.9,
+              spatial=1, is_test=0, consumed_inputs=None):
+    # momentum and is_test only concern training; spatial 0 shows in the statistics' rank.
+    if training_mode:
+        raise Unsupported("training_mode 1")
+    if any(c.used(n, i) for i in range(1, len(n.outputs))):
+        raise Unsupported("training outputs (mean, var, saved_mean, saved_var)")
+    x = c.val(n.input(0))
+    x.require_float("BatchNormalization input")
+    args = [c.val(n.input(i)) for i in range(1, 5)]
+    if any(a.rank != 1 for a in args):
+        raise Unsupported("spatial 0 (per-activation statistics)")
+    scale, offset, mean, var = args
+    c.emit("batchnorm", {"src": x, "scale": scale, "offset": offset, "mean": mean, "var": var},
+           {"epsilon": epsilon}, x.dtype, x.shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])
+
+
+@handler("InstanceNormalization", 1, 6, 22)
+def instance_norm(c: Converter, n: Node, *, epsilon=1e-5, consumed_inputs=None):
+    """(x - mean) / sqrt(var + epsilon) * scale + B over each [n, c] plane, from
+    global average pools and element-wise ops."""
+    x = c.val(n.input(0))
+    x.require_float("InstanceNormalization input")
+    if x.rank < 3:
+        raise Unsupported(f"rank-{x.rank} input")
+    nn, ch = x.shape[:2]
+    s = math.prod(x.shape[2:])
+    x4 = c.reshape(x, (nn, ch, s, 1))
+    stat = (nn, ch, 1, 1)
+    mean = c.emit("global_avgpool2d", {"src": x4}, {}, x.dtype, stat, hint=f"{n.outputs[0]}_mean")
+    d = elew(c, n, x4, mean, "TL_SUB", out=False)
+    sq = elew(c, n, d, d, "TL_MUL", out=False)
+    var = c.emit("global_avgpool2d", {"src": sq}, {}, x.dtype, stat, hint=f"{n.outputs[0]}_var")
+    eps = c.scalar(epsilon, x.dtype, f"{n.outputs[0]}_eps")
+    inv = elew(c, n, elew(c, n, var, eps, "TL_SUM", out=False),
+               c.scalar(-0.5, x.dtype, f"{n.outputs[0]}_rsqrt"), "TL_POW", out=False)
+    scale = c.reshape(c.val(n.input(1)), (ch, 1, 1))
+    bias = c.reshape(c.val(n.input(2)), (ch, 1, 1))
+    y = elew(c, n, d, elew(c, n, inv, scale, "TL_MUL", out=False), "TL_MUL", out=False)
+    y = elew(c, n, y, bias, "TL_SUM", out=False)
+    c.reshape(y, x.shape, out=n.outputs[0])
+
+
+@handler("LRN", 1, 13)
+def lrn(c: Converter, n: Node, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    x = c.val(n.input(0))
+    x.require_float("LRN input")
+    c.emit("lrn", {"src": x}, {"size": size, "alpha": alpha, "beta": beta, "bias": bias},
+           x.dtype, x.shape, out=n.outputs[0], hint=n.name or n.outputs[0])

@@ -1,0 +1,265 @@
+"""Shape and data movement: Concat, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
+Identity, Dropout, Cast, Pad, Slice, Split, Gather, Tile, and the constant ops that
+reach mapping only when they could not be folded."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..dispatch import handler
+from ..dtypes import tl_dtype
+from ..errors import Unsupported
+from ..folding import (flatten_shape, normalize_axes, reshape_target, slice_inputs, slice_params,
+                       split_sizes, squeeze_axes, unsqueeze_shape)
+from ..graph import Node, Val
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+
+@handler("Concat", 1, 4, 11, 13)
+def concat(c: Converter, n: Node, *, axis=1):
+    names = [x for x in n.inputs if x and not (c.is_const(x) and c.const(x).size == 0)]
+    xs = [c.val(x) for x in names]
+    axis = normalize_axes([axis], xs[0].rank)[0]
+    shape = c.out_shape(n)
+    if len(xs) == 1:
+        c.emit("forward", {"src": xs[0]}, {}, xs[0].dtype, shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
+        return
+    if len({x.dtype for x in xs}) > 1:
+        raise Unsupported("inputs of different dtypes")
+    c.emit("concat", {"src": xs}, {"axis": axis}, xs[0].dtype, shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])
+
+
+@handler("Reshape", 1, 5, 13, 14, 19, 21, 23, 24)
+def reshape(c: Converter, n: Node, *, shape=None, allowzero=0, consumed_inputs=None):
+    x = c.val(n.input(0))
+    if n.version >= 5:
+        shape = c.const(n.input(1), "shape")
+    c.reshape_output(n, x, reshape_target(shape, x.shape, allowzero))
+
+
+@handler("Flatten", 1, 9, 11, 13, 21, 23, 24)
+def flatten(c: Converter, n: Node, *, axis=1):
+    x = c.val(n.input(0))
+    c.reshape_output(n, x, flatten_shape(x.shape, axis))
+
+
+@handler("Squeeze", 1, 11, 13, 21, 23, 24)
+def squeeze(c: Converter, n: Node, *, axes=None):
+    x = c.val(n.input(0))
+    if n.version >= 13:
+        axes = c.const(n.input(1), "axes") if n.has_input(1) else None
+    axes = squeeze_axes(axes, x.shape)
+    if any(x.shape[a] != 1 for a in axes):
+        raise Unsupported(f"squeezing axes {axes} of shape {list(x.shape)}")
+    c.reshape_output(n, x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+@handler("Unsqueeze", 1, 11, 13, 21, 23, 24)
+def unsqueeze(c: Converter, n: Node, *, axes=None):
+    x = c.val(n.input(0))
+    if n.version >= 13:
+        axes = c.const(n.input(1), "axes")
+    c.reshape_output(n, x, unsqueeze_shape(axes, x.shape))
+
+
+@handler("Transpose", 1, 13, 21, 23, 24)
+def transpose(c: Converter, n: Node, *, perm=None):
+    x = c.val(n.input(0))
+    perm = list(range(x.rank))[::-1] if perm is None else normalize_axes(perm, x.rank)
+    shape = tuple(x.shape[p] for p in perm)
+    if perm == sorted(perm) or x.rank <= 1:
+        c.reshape_output(n, x, shape)
+        return
+    c.emit("transpose", {"src": x}, {"axes": perm}, x.dtype, shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])
+
+
+@handler("Dropout", 1, 6, 7, 10, 12, 13, 22)
+def dropout(c: Converter, n: Node, *, ratio=0.5, is_test=0, seed=None, consumed_inputs=None):
+    # At inference Dropout is the identity, whatever its ratio and seed.
+    if c.used(n, 1):
+        raise Unsupported("the mask output")
+    if n.version >= 12 and n.has_input(2):
+        if bool(np.asarray(c.const(n.input(2), "training_mode")).reshape(())):
+            raise Unsupported("training_mode true")
+    identity(c, n)
+
+
+@handler("Identity", 1, 13, 14, 16, 19, 21, 23, 24)
+def identity(c: Converter, n: Node):
+    x = c.val(n.input(0))
+    c.reshape_output(n, x, x.shape)
+
+
+@handler("Cast", 1, 6, 9, 13, 19, 21, 23, 24)
+def cast(c: Converter, n: Node, *, to, saturate=1, round_mode="up"):
+    # saturate and round_mode only concern 8- and 4-bit float targets, which are unsupported.
+    x = c.val(n.input(0))
+    target = tl_dtype(to, "Cast target")
+    if target != x.dtype:
+        raise Unsupported(f"a Cast from {x.dtype} to {target} of a computed tensor")
+    c.reshape_output(n, x, x.shape)
+
+
+@handler("Pad", 1)
+def pad_1(c: Converter, n: Node, *, paddings, mode="constant", value=0.0):
+    _pad(c, n, _pad_input(c, n, mode), mode, list(paddings), value)
+
+
+@handler("Pad", 2)
+def pad_2(c: Converter, n: Node, *, pads, mode="constant", value=0.0):
+    _pad(c, n, _pad_input(c, n, mode), mode, list(pads), value)
+
+
+@handler("Pad", 11, 13, 18, 19, 21, 23, 24)
+def pad(c: Converter, n: Node, *, mode="constant"):
+    x = _pad_input(c, n, mode)
+    pads = [int(p) for p in c.const(n.input(1), "pads").reshape(-1)]
+    value = 0.0
+    if n.has_input(2):
+        value = float(c.const(n.input(2), "constant_value").reshape(-1)[0])
+    if n.has_input(3):
+        axes = normalize_axes(c.const(n.input(3), "axes").reshape(-1), x.rank)
+        full = [0] * (2 * x.rank)
+        for k, a in enumerate(axes):
+            full[a] = pads[k]
+            full[a + x.rank] = pads[k + len(axes)]
+        pads = full
+    _pad(c, n, x, mode, pads, value)
+
+
+def _pad_input(c: Converter, n: Node, mode: str) -> Val:
+    x = c.val(n.input(0))
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise Unsupported(f"mode {mode}")
+    return x
+
+
+def _pad(c: Converter, n: Node, x: Val, mode: str, pads: list[int], value: float):
+    if len(pads) != 2 * x.rank:
+        raise Unsupported(f"{len(pads)} pads for a rank-{x.rank} input")
+    if not math.isfinite(value):
+        raise Unsupported(f"constant value {value}")
+    if not any(pads):
+        c.reshape_output(n, x, x.shape)
+        return
+    if x.dtype == "TL_BOOL":
+        raise Unsupported("bool input")
+    c.emit("pad", {"src": x}, {"pads": pads, "mode": mode, "value": value}, x.dtype,
+           c.out_shape(n), out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+@handler("Slice", 1, 10, 11, 13)
+def slice_(c: Converter, n: Node, *, starts=None, ends=None, axes=None):
+    x = c.val(n.input(0))
+    ins = [None] + [c.const(n.input(i), "Slice parameter") if n.has_input(i) else None
+                    for i in range(1, len(n.inputs))]
+    y = x
+    for axis, start, end, step in slice_params(*slice_inputs(n.version, ins, starts, ends, axes),
+                                               x.shape):
+        if step != 1:
+            raise Unsupported(f"step {step} on a computed tensor")
+        length = max(0, end - start)
+        if length == 0:
+            raise Unsupported("an empty slice")
+        y = c.slice(y, axis, start, length, f"{n.outputs[0]}_axis{axis}")
+    c.reshape_output(n, y, y.shape)
+
+
+@handler("Split", 1, 2, 11, 13, 18)
+def split(c: Converter, n: Node, *, axis=0, split=None, num_outputs=None):
+    x = c.val(n.input(0))
+    ins = [None, c.const(n.input(1), "split") if n.has_input(1) else None]
+    axis, sizes = split_sizes(n.version, ins, x.shape, len(n.outputs), axis, split, num_outputs)
+    start = 0
+    for o, size in zip(n.outputs, sizes):
+        if o:
+            if size <= 0:
+                raise Unsupported("an empty split")
+            c.slice(x, axis, start, size, o, out=o)
+            c.vals[o] = Val(o, x.dtype, x.shape[:axis] + (size,) + x.shape[axis + 1:])
+        start += size
+
+
+@handler("Gather", 1, 11, 13)
+def gather(c: Converter, n: Node, *, axis=0):
+    x = c.val(n.input(0))
+    axis = normalize_axes([axis], x.rank)[0]
+    if not c.is_const(n.input(1)):
+        _gather_pick(c, n, x, axis)
+        return
+    idx = np.asarray(c.const(n.input(1))).astype(np.int64)
+    if idx.ndim > 1:
+        raise Unsupported(f"rank-{idx.ndim} indices")
+    flat = [int(i) + x.shape[axis] if i < 0 else int(i) for i in idx.reshape(-1)]
+    if any(not 0 <= i < x.shape[axis] for i in flat):
+        raise Unsupported("indices out of range")
+    shape = c.out_shape(n)
+    runs = []  # (start, len) of consecutive indices
+    for i in flat:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    parts = [c.slice(x, axis, s, ln, f"{n.outputs[0]}_part") for s, ln in runs]
+    if len(parts) == 1:
+        c.reshape_output(n, parts[0], shape)
+        return
+    cat_shape = x.shape[:axis] + (len(flat),) + x.shape[axis + 1:]
+    y = c.emit("concat", {"src": parts}, {"axis": axis}, x.dtype, cat_shape,
+               hint=f"{n.outputs[0]}_concat")
+    c.reshape_output(n, y, shape)
+
+
+def _gather_pick(c: Converter, n: Node, x: Val, axis: int):
+    """Gather with computed indices (an embedding lookup): pick1d of rows of `x`."""
+    idx = c.val(n.input(1))
+    if math.prod(x.shape[:axis]) != 1:
+        raise Unsupported(f"computed indices on axis {axis} of {list(x.shape)} "
+                          "(only an axis with no larger axis before it)")
+    if idx.dtype != "TL_INT32":
+        raise Unsupported(f"indices of dtype {idx.dtype}")
+    count = math.prod(idx.shape)
+    stride = math.prod(x.shape[axis + 1:])
+    flat_x = c.reshape(x, (math.prod(x.shape),))
+    flat_i = c.reshape(idx, (count,))
+    y = c.emit("pick1d", {"src": flat_x, "src_index": flat_i}, {"len": count, "stride": stride},
+               x.dtype, (count * stride,), hint=f"{n.outputs[0]}_pick")
+    c.reshape_output(n, y, c.out_shape(n))
+
+
+@handler("Tile", 6, 13)
+def tile(c: Converter, n: Node):
+    x = c.val(n.input(0))
+    repeats = [int(r) for r in c.const(n.input(1), "repeats").reshape(-1)]
+    if len(repeats) != x.rank or any(r < 1 for r in repeats):
+        raise Unsupported(f"repeats {repeats} of a rank-{x.rank} input")
+    y = x
+    for axis, r in enumerate(repeats):
+        if r > 1:
+            shape = y.shape[:axis] + (y.shape[axis] * r,) + y.shape[axis + 1:]
+            y = c.emit("concat", {"src": [y] * r}, {"axis": axis}, x.dtype, shape,
+                       hint=f"{n.outputs[0]}_axis{axis}")
+    c.reshape_output(n, y, y.shape)
+
+
+def _not_folded(reason: str):
+    """A node of an op that maps only by folding: reaching the mapping means it could not be."""
+    def handle(c: Converter, n: Node, **attributes):
+        raise Unsupported(reason)
+    return handle
+
+
+handler("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24)(_not_folded(
+    "only value, value_float(s) and value_int(s) constants of numeric types"))
+handler("ConstantOfShape", 9, 20, 21, 23, 24)(_not_folded(
+    "a shape computed from data (only shapes known at import time)"))
+handler("Shape", 1, 13, 15, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
+handler("Size", 1, 13, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))

@@ -1,0 +1,137 @@
+"""Targets (auto, dnnl, cpu), `lightnet --targets`, oneDNN's threads, and a machine
+where oneDNN cannot load (simulated: the wheel missing, the library unloadable)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightnet import Context, Session, targets
+from lightnet.dnnl import capi
+from lightnet.errors import LightNetError
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "example.json"
+EXAMPLE_OUTPUT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
+NEEDS_ONEDNN = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                  reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+
+# Runs `lightnet` in a process where the onednn-cpu-gomp distribution is not installed.
+WITHOUT_WHEEL = """
+import importlib.metadata, sys
+real = importlib.metadata.distribution
+def distribution(name):
+    if name == "onednn-cpu-gomp":
+        raise importlib.metadata.PackageNotFoundError(name)
+    return real(name)
+importlib.metadata.distribution = distribution
+from lightnet.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def lightnet(*args, without_wheel=False):
+    command = ([sys.executable, "-c", WITHOUT_WHEEL] if without_wheel
+               else [sys.executable, "-m", "lightnet"])
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+
+
+def one_error_line(result) -> str:
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_without_the_wheel_auto_runs_on_cpu_and_dnnl_fails_in_one_line():
+    result = lightnet(EXAMPLE, without_wheel=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(EXAMPLE_OUTPUT)
+    line = one_error_line(lightnet(EXAMPLE, "-t", "dnnl", without_wheel=True))
+    assert line == ("lightnet: error: target 'dnnl': unavailable: the onednn-cpu-gomp package "
+                    "is not installed (pip install onednn-cpu-gomp==2023.2.0); use -t cpu "
+                    "(or auto)")
+    listed = lightnet("--targets", without_wheel=True)
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == [
+        "cpu: available (numpy kernels)",
+        "dnnl: unavailable: the onednn-cpu-gomp package is not installed "
+        "(pip install onednn-cpu-gomp==2023.2.0)",
+        "auto: cpu (dnnl where it can be used, else cpu)"]
+
+
+def test_a_library_that_cannot_load_says_why(tmp_path):
+    broken = tmp_path / "libdnnl.so.3"
+    broken.write_bytes(b"not a shared object")
+    with pytest.raises(capi.Unavailable, match=r"^cannot load .*libdnnl.so.3: "):
+        capi.Library(str(broken))
+
+
+@NEEDS_ONEDNN
+def test_targets_lists_onednn_and_its_isa():
+    result = lightnet("--targets")
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    lib = capi.library()
+    assert lines[0] == "cpu: available (numpy kernels)"
+    assert f"oneDNN {lib.version}, ISA {lib.cpu_isa}" in lines[1]
+    assert lib.version == "3.2.0" and lib.cpu_isa in capi.CPU_ISA_NAMES.values()
+    assert lines[2].startswith("auto: ")
+
+
+def test_auto_is_the_default_and_resolves_to_an_architecture():
+    assert targets.resolve("auto") in ("cpu", "dnnl")
+    assert targets.resolve("cpu") == "cpu"
+    result = lightnet(EXAMPLE)
+    assert result.returncode == 0 and result.stdout.startswith(EXAMPLE_OUTPUT)
+    assert Session(str(EXAMPLE)).run() == Session(str(EXAMPLE), target="cpu").run()
+
+
+def test_dnnl_without_its_ops_is_refused_honestly():
+    if "dnnl" in targets.arch.archs():
+        pytest.skip("the dnnl architecture has ops")
+    line = one_error_line(lightnet(EXAMPLE, "-t", "dnnl"))
+    assert line.startswith("lightnet: error: target 'dnnl': ")
+    assert line.endswith("; use -t cpu (or auto)")
+    assert targets.resolve("auto") == "cpu"
+    ctx = Context()
+    ctx.init(str(EXAMPLE))
+    with pytest.raises(LightNetError, match="^target 'dnnl': "):
+        ctx.compile("dnnl")
+
+
+@NEEDS_ONEDNN
+def test_threads_set_onednn_while_running_and_put_them_back():
+    lib = capi.library()
+    before = lib.threads()
+    with capi.threads(1):
+        assert lib.threads() == 1
+    assert lib.threads() == before
+    assert capi.threads(None) is capi.threads(None)  # the free no-op
+    ctx = Context(threads=1)
+    ctx.init(str(EXAMPLE))
+    ctx.compile("cpu")
+    ctx.load()
+    seen = []
+    ctx._runs = (lambda: seen.append(lib.threads()),)
+    ctx.run()
+    assert seen == [1] and lib.threads() == before
+
+
+@NEEDS_ONEDNN
+@pytest.mark.parametrize("environment,policy", [(None, "PASSIVE"), ("active", "active")])
+def test_onednn_threads_wait_passively_unless_the_environment_says(environment, policy):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if environment is not None:
+        env["OMP_WAIT_POLICY"] = environment
+    result = subprocess.run(
+        [sys.executable, "-c", "import os; from lightnet.dnnl import capi; capi.library(); "
+                               "print(os.environ['OMP_WAIT_POLICY'])"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == policy
