@@ -572,3 +572,32 @@ def test_written_out_layer_norm_fuses(square, affine, axes_input, tmp_path):
     nodes, inits = layernorm_nodes(square, affine, axes_input)
     m = node_model(nodes, [("x", (2, 5, 8))], inits, opset=18 if axes_input else 13)
     assert check_ops(m, tmp_path, rtol=1e-4, atol=1e-5) == ["layernorm"]
+
+
+# --- whole networks (the benchmark's) ----------------------------------------------------
+
+def bench_model(name):
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[2] / "bench")
+    sys.path.insert(0, bench)
+    try:
+        import models
+    finally:
+        sys.path.remove(bench)
+    return models.MODELS[name](np.random.default_rng(0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mobilenetv3", "vit_s16"])
+def test_whole_networks(name, tmp_path):
+    m = bench_model(name)
+    x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"data": x})
+    ir, weights = convert(m)
+    save_weights(tmp_path / "w.npz", weights)
+    (got,) = Session(ir, datafile=tmp_path / "w.npz").run({"data": x}).values()
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4,
+                               atol=1e-4 * float(np.abs(want).max()))
