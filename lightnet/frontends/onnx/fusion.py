@@ -99,21 +99,21 @@ def _gelu(g: _Graph, erf):
     if x is None or plus is None or plus.op_type != "Add" or not _near(
             g.scalar(_other(plus, erf.outputs[0])), 1.0):
         return None
-    # The product of x, 0.5 and (1 + erf) in any association.
+    # The product of x, 0.5 and (1 + erf), in any association.
     first = g.only_reader(plus.outputs[0])
     if first is None or first.op_type != "Mul":
         return None
     factor = _other(first, plus.outputs[0])
-    half = g.made_by(factor, "Mul")
     if factor == x or _near(g.scalar(factor), 0.5):
+        # (x * (1 + erf)) * 0.5 or ((1 + erf) * 0.5) * x: a Mul by the third factor
         last = g.only_reader(first.outputs[0])
-        wanted = 0.5 if factor == x else x
         if last is None or last.op_type != "Mul":
             return None
-        other = _other(last, first.outputs[0])
-        if not (other == wanted if wanted == x else _near(g.scalar(other), 0.5)):
+        third = _other(last, first.outputs[0])
+        if not (_near(g.scalar(third), 0.5) if factor == x else third == x):
             return None
         return [scaled, erf, plus, first, last], x
+    half = g.made_by(factor, "Mul")  # (x * 0.5) * (1 + erf)
     if half is not None and g.internal(factor, first) and x in half.inputs and _near(
             g.scalar(_other(half, x)), 0.5):
         return [scaled, erf, plus, half, first], x
@@ -221,9 +221,9 @@ def fuse(nodes, consts, protected, rank_of, add_const):
     `consts` maps names to constant values, `protected` names the graph outputs,
     `rank_of(name)` gives a tensor's rank (None: unknown), and `add_const(hint,
     value, like)` adds a [1] constant of tensor `like`'s type and returns its
-    name (a layer normalization without a scale gets a scale of 1). Nodes are the importer's (dataclasses with op_type,
-    version, inputs, outputs and attrs); a fused node keeps the name and output
-    of the pattern's last node and takes its place."""
+    name (a layer normalization without a scale gets a scale of 1). A fused
+    node (a graph.Node) keeps the name, index and outputs of its pattern's last
+    node and takes its place."""
     g = _Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
