@@ -36,7 +36,7 @@ def concat(c: Converter, n: Node, *, axis=1):
            hint=n.name or n.outputs[0])
 
 
-@handler("Reshape", 1, 5, 13, 14, 19, 21, 23, 24)
+@handler("Reshape", 1, 5, 13, 14, 19, 21, 23, 24, 25)
 def reshape(c: Converter, n: Node, *, shape=None, allowzero=0, consumed_inputs=None):
     x = c.val(n.input(0))
     if n.version >= 5:
@@ -44,13 +44,13 @@ def reshape(c: Converter, n: Node, *, shape=None, allowzero=0, consumed_inputs=N
     c.reshape_output(n, x, reshape_target(shape, x.shape, allowzero))
 
 
-@handler("Flatten", 1, 9, 11, 13, 21, 23, 24)
+@handler("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
 def flatten(c: Converter, n: Node, *, axis=1):
     x = c.val(n.input(0))
     c.reshape_output(n, x, flatten_shape(x.shape, axis))
 
 
-@handler("Squeeze", 1, 11, 13, 21, 23, 24)
+@handler("Squeeze", 1, 11, 13, 21, 23, 24, 25)
 def squeeze(c: Converter, n: Node, *, axes=None):
     x = c.val(n.input(0))
     if n.version >= 13:
@@ -61,7 +61,7 @@ def squeeze(c: Converter, n: Node, *, axes=None):
     c.reshape_output(n, x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
-@handler("Unsqueeze", 1, 11, 13, 21, 23, 24)
+@handler("Unsqueeze", 1, 11, 13, 21, 23, 24, 25)
 def unsqueeze(c: Converter, n: Node, *, axes=None):
     x = c.val(n.input(0))
     if n.version >= 13:
@@ -69,7 +69,7 @@ def unsqueeze(c: Converter, n: Node, *, axes=None):
     c.reshape_output(n, x, unsqueeze_shape(axes, x.shape))
 
 
-@handler("Transpose", 1, 13, 21, 23, 24)
+@handler("Transpose", 1, 13, 21, 23, 24, 25)
 def transpose(c: Converter, n: Node, *, perm=None):
     x = c.val(n.input(0))
     perm = list(range(x.rank))[::-1] if perm is None else normalize_axes(perm, x.rank)
