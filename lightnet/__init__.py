@@ -12,8 +12,9 @@ or, for a model with `input` ops: `lightnet.Session("model.json").run({"x": x})`
 """
 
 from lightnet.context import Context
-from lightnet.errors import CheckError, LightNetError
+from lightnet.errors import CheckError, LightNetError, LightNetWarning
 from lightnet.session import Session, TensorInfo
 from lightnet.tensor import DType
 
-__all__ = ["CheckError", "Context", "DType", "LightNetError", "Session", "TensorInfo"]
+__all__ = ["CheckError", "Context", "DType", "LightNetError", "LightNetWarning", "Session",
+           "TensorInfo"]

@@ -71,3 +71,20 @@ def get_arch(name: str) -> Arch:
 
 def get_proto(optype: str) -> OpProto | None:
     return op_protos().get(optype)
+
+
+# The suffixes of LightNet's ops for architectures LightNet has and this
+# implementation does not: CUDA, TensorRT (conv2d_trt...) and the DPU.
+FOREIGN_ARCH_SUFFIXES = ("_cuda", "_trt", "_dpu")
+
+
+def abstract_proto(optype: str) -> OpProto | None:
+    """The abstract op of an optype named for a foreign architecture
+    (`create_cuda` -> create), so that a model written for LightNet's cuda or
+    tensorrt targets runs on ours; None when there is none."""
+    for suffix in FOREIGN_ARCH_SUFFIXES:
+        if optype.endswith(suffix):
+            proto = get_proto(optype[: -len(suffix)])
+            if proto is not None and proto.arch == "none":
+                return proto
+    return None

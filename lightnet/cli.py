@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from lightnet import latency, mem, model_io, runner, summary
-from lightnet.command import report_errors
+from lightnet.command import report_errors, show_warnings
 
 USAGE = """lightnet [options] MODEL
        lightnet info [options] MODEL
@@ -60,7 +60,8 @@ def parser() -> argparse.ArgumentParser:
     _datafile(p)
     p.add_argument("-w", "--weights-out", metavar="WEIGHTS",
                    help="with -c and -f (or an ONNX model): where to write the compiled "
-                        "model's weights (default: OUT with the suffix .npz)")
+                        "model's weights, in LightNet's format when it ends in .wts "
+                        "(default: OUT with the suffix .npz)")
     p.add_argument("--no-combine", action="store_true",
                    help="lower the model without fusing ops (to compare results)")
     p.add_argument("--mem-report", action="store_true",
@@ -72,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
                    help="write the data-flow graph before compiling (DOT)")
     _memory_limit(p)
     _threads_option(p)
+    p.add_argument("--seed", type=_count(0), default=0, metavar="N",
+                   help="seed of the random values of ops such as create with a range "
+                        "(default: 0)")
     _debug(p)
     return p
 
@@ -147,7 +151,7 @@ class _ListTargets(argparse.Action):
 
 def _datafile(p) -> None:
     p.add_argument("-f", "--datafile", metavar="DATAFILE",
-                   help="weight file of a JSON IR (.npz or LightNet text format); read "
+                   help="weight file of a JSON IR (.npz or LightNet's .wts); read "
                         "before optimizing, so rules fold constants (a batchnorm into the "
                         "conv's weights). An ONNX model brings its own")
 
@@ -214,4 +218,5 @@ def main(argv=None) -> int:
     else:
         args = COMMANDS[command][0]().parse_args(argv[1:])
         work = COMMANDS[command][1]
-    return report_errors("lightnet", args.debug, lambda: work(args, sys.stdout))
+    with show_warnings("lightnet"):
+        return report_errors("lightnet", args.debug, lambda: work(args, sys.stdout))

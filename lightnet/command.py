@@ -9,11 +9,13 @@ hands its work to report_errors, so the contract is kept in one place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
+import warnings
 
-from lightnet.errors import LightNetError
+from lightnet.errors import LightNetError, LightNetWarning, one_line
 
 
 def report_errors(prog: str, debug: bool, body, user_errors=(LightNetError,),
@@ -45,3 +47,21 @@ def report_errors(prog: str, debug: bool, body, user_errors=(LightNetError,),
               "(please report it; --debug shows the traceback)", file=sys.stderr)
         return 1
     return 0 if status is None else status
+
+
+@contextlib.contextmanager
+def show_warnings(prog: str):
+    """While in it, a LightNetWarning (a weight the model does not read, an
+    op named for another architecture) prints as one `PROG: warning:` line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", LightNetWarning)
+        default = warnings.showwarning
+
+        def show(message, category, *args, **kwargs):
+            if issubclass(category, LightNetWarning):
+                print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
+            else:
+                default(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, targets, weights
-from lightnet.arch import get_proto
+from lightnet import blas, ir, mem, passes, targets, weights, wts
+from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
-from lightnet.errors import LightNetError
+from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.tensor import MemType, TensorTable
@@ -38,9 +39,12 @@ class Context:
 
     `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
-    process's); None (the default) leaves it as the environment set it."""
+    process's); None (the default) leaves it as the environment set it.
 
-    def __init__(self, memory_limit=None, threads=None):
+    `seed`: the seed of the random values ops make (a `create` with a range),
+    with each tensor's name, so that runs are reproducible."""
+
+    def __init__(self, memory_limit=None, threads=None, seed=0):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
@@ -50,8 +54,11 @@ class Context:
             if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
                 raise LightNetError(f"threads: expected a whole number >= 1, found {threads!r}")
             blas.thread_control()  # a BLAS whose threads cannot be set fails here, not in run()
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
+        self.seed: int = seed
         self.label = "<model>"
         self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
@@ -76,20 +83,29 @@ class Context:
         doc, self.label = ir.load(source)
         specs = ir.parse(doc, self.label)
         self.interface = ir.parse_interface(doc, self.label)
-        ops = []
+        ops, foreign = [], []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
+            if proto is None:
+                proto = abstract_proto(spec.optype)
+                if proto is not None:
+                    foreign.append(f"'{spec.name}' ({spec.optype})")
             if proto is None:
                 raise LightNetError(
                     f"{self.label}: op {index} ('{spec.name}'): unknown optype '{spec.optype}'"
                 )
             ops.append(Op(proto, spec.name, spec.tensors_in, spec.tensors_out, spec.params))
+        if foreign:
+            warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
+                          f"ops, compiled for the target: {', '.join(foreign)}",
+                          LightNetWarning, stacklevel=2)
         self.add_ops(0, ops)
         self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
         """Insert `ops` at `position`, checking each (pre_run) in order."""
         for k, op in enumerate(ops):
+            op.seed = self.seed
             try:
                 op.pre_run(self.tensors)
                 self.dfg.add(op)
@@ -226,15 +242,16 @@ class Context:
         self.weights[name] = data
 
     def save_weights(self, path) -> None:
-        """Write the weights of the (compiled) model to an .npz file, which
-        load() / `lightnet -r -f` read back."""
+        """Write the weights of the (compiled) model, which load() / `lightnet
+        -r -f` read back: LightNet's weight format for a `.wts` path, else .npz."""
         names = sorted(n for n, e in self.tensors.items() if e.from_file)
         missing = [n for n in names if self.weights is None or n not in self.weights]
         if missing:
             raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
                                 "compile or load the model with its weight file first")
+        write = wts.write if str(path).endswith(".wts") else weights.write_npz
         try:
-            weights.write_npz(path, {n: self.weights[n] for n in names})
+            write(path, {n: self.weights[n] for n in names})
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
@@ -372,7 +389,14 @@ class Context:
             for name, array in given.items():
                 expect(name, array.dtype, array.shape)
         else:
-            given = weights.read(datafile, expect_names, expect)
+            def known(name):
+                entry = self.tensors.get(name)
+                return entry is not None and entry.from_file
+
+            def warn(message):
+                warnings.warn(message, LightNetWarning, stacklevel=2)
+
+            given = weights.read(datafile, expect_names, expect, known, warn)
         arrays = {}
         for name, array in given.items():
             array = np.ascontiguousarray(array).reshape(self.tensors[name].shape)

@@ -24,6 +24,12 @@ def one_line(text: str) -> str:
                    for c in text)
 
 
+class LightNetWarning(UserWarning):
+    """Something in the user's input LightNet passes over (a weight the model
+    does not read, an op named for another architecture); the commands print
+    it as one `warning:` line."""
+
+
 class CheckError(LightNetError):
     """An operator check failed.
 

@@ -88,6 +88,7 @@ class Op:
     priv: dict = field(default_factory=dict)
     scratch: int = 0
     scratch_offset: int | None = None  # in the arena, once planned
+    seed: int = 0  # of the random values static_run makes (the context's seed)
 
     @property
     def optype(self) -> str:

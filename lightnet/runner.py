@@ -12,7 +12,7 @@ from lightnet.errors import LightNetError
 
 
 def run(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads, seed=args.seed)
     if args.run and model_file.is_onnx(args.model):
         raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
                             "compiled as it is read (drop -r)")

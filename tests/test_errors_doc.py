@@ -266,7 +266,7 @@ def bad_fold(kind):
 
 def text_weights(text):
     def trigger(tmp):
-        return load_weights(model_file(tmp, text, "w.txt"))(tmp)
+        return load_weights(model_file(tmp, text, "w.wts"))(tmp)
     return trigger
 
 
@@ -753,10 +753,13 @@ TRIGGERS = {
     "weights.npz": load_weights(damaged_npz),
     "weights.pickle": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.array([{"a": 1}] * 8, dtype=object)})),
-    "weights.text-line": text_weights("tensor1 x 3f800000\n"),
-    "weights.text-count": text_weights("tensor1 2 3f800000\n"),
-    "weights.text-twice": text_weights("tensor1 1 0\ntensor1 1 0\n"),
-    "weights.text-hex": text_weights("tensor1 2 3f800000 zz\n"),
+    "weights.wts-header": text_weights("tensor1 0 1 0\n"),
+    "weights.wts-count": text_weights("1\ntensor1 0 8 3f800000\n"),
+    "weights.wts-twice": text_weights("2" + "\ntensor1 0 8" + " 0" * 8 + "\ntensor1 0 8" + " 0" * 8),
+    "weights.wts-hex": text_weights("1\ntensor1 0 8 3f800000 zz 0 0 0 0 0 0\n"),
+    "weights.wts-write": lambda tmp: message(
+        __import__("lightnet.wts", fromlist=["write"]).write, tmp / "w.wts",
+        {"w": np.zeros(2)}),
     "weights.unknown": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((2, 4), np.float32), "extra": np.zeros(1, np.float32)})),
     "weights.dtype": load_weights(lambda tmp: weights_npz(
@@ -771,6 +774,7 @@ TRIGGERS = {
     "run.onednn": lambda tmp: onednn_refuses(),
     "run.threads-value": lambda tmp: message(Context, threads=0),
     "run.threads-blas": threads_of_another_blas,
+    "run.seed-value": lambda tmp: message(Context, seed=-1),
     # API
     "api.not-loaded": api("not_loaded"),
     "api.no-tensor": api("no_tensor"),
@@ -816,7 +820,8 @@ TRIGGERS = {
     "il.number": il("relu(| | x=1e99999);"),
     "il.string": il('print(src=a | | msg="tab\\q");'),
     "il.syntax": il("relu(src=a | dst=b |)"),
-    "il.value": il("relu(src=a | dst=b | x=maybe);"),
+    "il.value": il("relu(src=a | dst=b | x=[maybe]);"),
+    "il.eval": il("relu(src=a | dst=b | x=${eval 2 * (3 + 1};"),
     "il.array": il("relu(src=a | dst=b | x=[1, \"a\"]);"),
     "il.twice": il("relu(src=a, src=b | dst=c |);"),
     "il.op-name": il("r: relu(src=a | dst=b |);\nr: relu(src=b | dst=c |);"),

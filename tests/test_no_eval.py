@@ -136,6 +136,7 @@ def test_commands_never_evaluate_model_strings(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.filterwarnings("ignore::lightnet.LightNetWarning")  # the skipped names
 def test_weight_file_names_are_never_evaluated(tmp_path):
     marker = tmp_path / "pwned_weights"
     doc = model()
@@ -151,8 +152,8 @@ def test_weight_file_names_are_never_evaluated(tmp_path):
             np.lib.format.write_array(buf, np.ones((2, 4), np.float32))
             with zipfile.ZipFile(npz, "w") as z:
                 z.writestr(payload + ".npy", buf.getvalue())
-            text = tmp_path / f"w{i}.txt"
-            text.write_text(payload.replace(" ", "_") + " 8" + " 3f800000" * 8 + "\n")
+            text = tmp_path / f"w{i}.wts"
+            text.write_text("1\n" + payload.replace(" ", "_") + " 0 8" + " 3f800000" * 8 + "\n")
             for weights in (npz, text):
                 ctx = Context()
                 ctx.init(d)

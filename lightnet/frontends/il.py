@@ -38,6 +38,7 @@ from pathlib import Path
 
 from lightnet.command import report_errors
 from lightnet.errors import LightNetError
+from lightnet.frontends import il_eval
 
 PREPROCESSORS = ("auto", "pcpp", "cpp", "none")
 MAX_INCLUDE_DEPTH = 100
@@ -242,15 +243,20 @@ def _preprocess(text, label, defines, include_dirs, preprocessor, on_warning) ->
     original = _blank_comments(text, label, escape_trigraphs=False)  # for columns
     text = _blank_comments(text, label)
     if preprocessor == "none":
-        lines = text.split("\n")
-        return _Preprocessed(text, [(label, i + 1) for i in range(len(lines))],
-                             label, label, original, directives=False)
+        # Text a preprocessor already went through: its line markers are followed.
+        pre = _follow_line_markers(text, label, label, original)
+        pre.directives = False
+        return pre
     if preprocessor == "pcpp":
+        # pcpp knows `#line N "file"` only, not GNU's `# N "file" flags` markers.
+        text = _GNU_LINE_MARKER.sub(r"\1line \2\3", text)
         out, top_key = _run_pcpp(text, label, defines, include_dirs, on_warning)
     else:
         out, top_key = _run_cpp(text, label, defines, include_dirs, on_warning)
     return _follow_line_markers(out, label, top_key, original)
 
+
+_GNU_LINE_MARKER = re.compile(r'(?m)^(\s*#\s*)(\d+)(\s+"(?:[^"\\\n]|\\.)*")?[ \t\d]*$')
 
 # `#line 12 "file"` (pcpp, C) or `# 12 "file" 1` (cpp); the file is optional.
 _LINE_MARKER = re.compile(r'\s*#\s*(?:line\s+)?(\d+)(?:\s+"((?:[^"\\]|\\.)*)")?[\s\d]*\Z')
@@ -450,6 +456,10 @@ class _Parser:
         self.pre = pre
         self.text = pre.text
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        try:  # each ${eval} lies within its line: the lines stay where they were
+            self.text = il_eval.substitute(self.text)
+        except il_eval.EvalError as e:
+            raise self.error(e.msg, e.pos) from None
         self.tokens = self._lex()
         self.i = 0
 
@@ -579,6 +589,9 @@ class _Parser:
     def parse(self) -> list[dict]:
         ops, used, counters = [], set(), {}
         while self.peek().kind != "eof":
+            if self.is_punct(";"):  # an empty statement
+                self.next()
+                continue
             name_tok, optype, op = self.statement()
             if name_tok is not None:
                 name = name_tok.text
@@ -671,9 +684,11 @@ class _Parser:
             if in_array:
                 raise self.error(f"param '{param}': nested arrays are not allowed", tok.pos)
             return self.array(param, tok)
+        if tok.kind == "ident" and not in_array:
+            return tok.text  # a bare name is a string, as LightNet's il2json reads it
         if tok.kind == "ident":
-            raise self.error(f"bad value '{tok.text}' for param '{param}': expected a number, "
-                             'a "string", true, false, null or an array', tok.pos)
+            raise self.error(f"bad value '{tok.text}' in the array of param '{param}': "
+                             'expected a number, a "string", true or false', tok.pos)
         raise self.error(f"expected a value for param '{param}', found {_show(tok)}", tok.pos)
 
     def array(self, param: str, open_tok: _Token) -> list:

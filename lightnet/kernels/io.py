@@ -25,17 +25,21 @@ def fits_dtype(values, dtype) -> bool:
 
 
 def fill_data(dst: np.ndarray, data) -> None:
-    """Fill `dst` with the literal values of a model (cast to its dtype)."""
-    dst.reshape(-1)[:] = np.asarray(data, dtype=np.float64)
+    """Fill the first elements of `dst` (row-major) with the literal values of
+    a model, cast to its dtype, and the rest with zeros (LightNet's create)."""
+    flat = dst.reshape(-1)
+    flat[: len(data)] = np.asarray(data, dtype=np.float64)
+    flat[len(data) :] = 0
 
 
-def fill_uniform(dst: np.ndarray, low: float, high: float, seed_name: str) -> None:
-    """Fill `dst` with uniform random values in [low, high).
+def fill_uniform(dst: np.ndarray, low: float, high: float, seed_name: str, seed: int = 0) -> None:
+    """Fill `dst` with uniform random values in [low, high].
 
-    The generator is seeded with the CRC-32 of the tensor's name, so a model
-    without a weight file runs reproducibly, and two tensors differ.
+    The generator is seeded with `seed` (the context's) and the CRC-32 of the
+    tensor's name, so a model without a weight file runs reproducibly, and two
+    tensors differ.
     """
-    rng = np.random.default_rng(zlib.crc32(seed_name.encode("utf-8")))
+    rng = np.random.default_rng([seed, zlib.crc32(seed_name.encode("utf-8"))])
     dst[...] = rng.uniform(low, high, size=dst.shape)
 
 

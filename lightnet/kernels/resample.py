@@ -2,11 +2,12 @@
 
 Coordinate rules (per axis, `i` an output index, `in`/`out` the axis sizes):
 
-* TL_NEAREST, ONNX Upsample semantics: source index floor(i / scale), with the
-  given scale for upsample and scale = out / in for resize (computed exactly,
-  as floor(i * in / out)). TensorLight's tl_tensor_resize rounds the half-pixel
-  coordinate instead (round((i + 0.5) * in / out - 0.5)); the two agree for
-  every integer upscale factor, the usual case.
+* TL_NEAREST, upsample: TensorLight's tl_tensor_resize, which LightNet's
+  upsample runs: source index round((i + 0.5) * in / out - 0.5) in float32,
+  halves away from zero (`nearest_index`).
+* TL_NEAREST, resize: ONNX Upsample semantics, source index floor(i * in / out)
+  (computed exactly). The two agree for every integer upscale factor, the
+  usual case.
 * TL_LINEAR (not implemented in TensorLight): ONNX Resize's default
   `half_pixel` transform, x = (i + 0.5) / scale - 0.5, clamped to [0, in - 1],
   then linear interpolation between floor(x) and floor(x) + 1 (the last index
@@ -120,10 +121,21 @@ def upsample_workspace(src_shape, dtype, *, mode: str, scales) -> list:
     for n_in, n_out, scale in zip(src_shape, dst_shape, scales):
         i = np.arange(n_out, dtype=np.float64)
         if mode == "TL_NEAREST":
-            tables.append((np.minimum(np.floor(i / scale), n_in - 1).astype(np.intp),))
+            tables.append((nearest_index(n_in, n_out),))
         else:
             tables.append(_linear_table((i + 0.5) / scale - 0.5, n_in))
     return _plan(tuple(src_shape), dst_shape, dtype, mode, tables)
+
+
+def nearest_index(n_in: int, n_out: int) -> np.ndarray:
+    """The source index of each of `n_out` outputs of TensorLight's nearest
+    resize of an axis of `n_in`: roundf(((float)i + 0.5) * scale - 0.5) with
+    the float32 scale in / out, rounding halves away from zero."""
+    scale = np.float64(np.float32(n_in) / np.float32(n_out))
+    i = np.arange(n_out, dtype=np.float32).astype(np.float64)
+    x = ((i + 0.5) * scale - 0.5).astype(np.float32).astype(np.float64)
+    rounded = np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return np.clip(rounded, 0, n_in - 1).astype(np.intp)
 
 
 def resize_workspace(src_shape, dtype, *, mode: str, dims) -> list:

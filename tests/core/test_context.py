@@ -318,8 +318,8 @@ def test_set_param_changes_shapes_and_results():
          "found an unknown param"),
         # The bad value is fine for its op but breaks a later one.
         ("create1", "dims", [2, 2],
-         "<model>: op 'create1' (create): param 'data': check: expected len(data) in "
-         "(0, math.prod(dims)) (data gives every element or none), found dims=(2, 2), "
+         "<model>: op 'create1' (create): param 'data': check: expected len(data) <= "
+         "math.prod(dims) (data gives at most every element), found dims=(2, 2), "
          "data=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0)"),
         ("slice1", "len", float("nan"), "op 'slice1': param 'len': numbers must be finite, found nan"),
         ("slice1", "len", {"a": 1}, "op 'slice1': param 'len': a param value cannot be a dict"),
@@ -384,11 +384,11 @@ def test_weights_from_npz(tmp_path):
     np.testing.assert_array_equal(ctx.get_data("tensor1"), w)
 
 
-def test_weights_from_text(tmp_path):
-    from lightnet import weights
+def test_weights_from_wts(tmp_path):
+    from lightnet import wts
     w = np.float32([[0.1, -2, 3e10, 4], [5, 6, 7, -0.0]])
-    path = tmp_path / "w.txt"
-    weights.write_text(path, {"tensor1": w})
+    path = tmp_path / "w.wts"
+    wts.write(path, {"tensor1": w})
     ctx = run_model(weight_model(), path)
     np.testing.assert_array_equal(ctx.get_data("tensor2"), w[:, 1:4])
 

@@ -80,14 +80,14 @@ def test_check_error_fields():
         ([create(dims=[])],
          "op 'create1' (create): param 'dims': check: expected len(dims) >= 1 "
          "(a tensor has at least one dimension), found dims=()"),
-        ([create(dims=[2, 2], data=[1, 2, 3])],
-         "op 'create1' (create): param 'data': check: expected len(data) in (0, math.prod(dims)) "
-         "(data gives every element or none), found dims=(2, 2), data=(1.0, 2.0, 3.0)"),
+        ([create(dims=[2, 2], data=[1, 2, 3, 4, 5])],
+         "op 'create1' (create): param 'data': check: expected len(data) <= math.prod(dims) "
+         "(data gives at most every element), found dims=(2, 2), data=(1.0, 2.0, 3.0, 4.0, 5.0)"),
         ([create(ran=[0])],
          "op 'create1' (create): param 'ran': len: expected 2 elements, found 1 ([0.0])"),
         ([create(ran=[3, 1])],
          "op 'create1' (create): param 'ran': check: expected ran[0] <= ran[1] "
-         "(the range is [low, high)), found ran=(3.0, 1.0)"),
+         "(the range is [low, high]), found ran=(3.0, 1.0)"),
         ([create(dtype="TL_HALF")],
          "op 'create1' (create): param 'dtype': choices: expected one of TL_DOUBLE, TL_FLOAT, "
          "TL_INT32, TL_INT16, TL_INT8, TL_UINT32, TL_UINT16, TL_UINT8, TL_BOOL, found 'TL_HALF'"),

@@ -1,4 +1,4 @@
-"""lightnet.weights: .npz files (never unpickled) and the text format."""
+"""lightnet.weights: .npz files (never unpickled) and LightNet's .wts (lightnet.wts)."""
 
 import os
 import random
@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from lightnet import weights
+from lightnet import weights, wts
 from lightnet.errors import LightNetError
 
 
@@ -113,16 +113,18 @@ def test_damaged_npz_never_escapes_as_another_error(tmp_path):
         path.write_bytes(data)
 
 
-# Text format --------------------------------------------------------------------------
+# LightNet's .wts -----------------------------------------------------------------------
 
 
-def test_write_text_exact(tmp_path):
-    path = tmp_path / "w.txt"
-    weights.write_text(path, {"w": np.array([[1.0, -2.0], [0.5, 0.0]]), "b": np.array([1])})
-    assert path.read_text() == "w 4 3f800000 c0000000 3f000000 00000000\nb 1 3f800000\n"
+def test_write_wts_exact(tmp_path):
+    path = tmp_path / "w.wts"
+    weights_out = {"w": np.float32([[1.0, -2.0], [0.5, 0.0]]), "q": np.int8([1, -1, -128])}
+    wts.write(path, weights_out)
+    assert path.read_text() == ("2\nw 0 4 3f800000 c0000000 3f000000 00000000\n"
+                                "q 2 3 01 ff 80\n")
 
 
-def test_text_round_trip_is_bit_exact(tmp_path):
+def test_wts_round_trip_is_bit_exact(tmp_path):
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3.4028235e38, -1.17549435e-38,
                         0.1, 123456.789], dtype=np.float32)
     rng = np.random.default_rng(0)
@@ -130,49 +132,70 @@ def test_text_round_trip_is_bit_exact(tmp_path):
         "special": special,
         "rand": (rng.standard_normal((3, 5, 7)) * 1e3).astype(np.float32),
         "bits": rng.integers(0, 2**32, size=200, dtype=np.uint64).astype(np.uint32).view(np.float32),
-        "one": np.float32([42.0]),
+        "int8": rng.integers(-128, 128, size=50).astype(np.int8),
     }
-    path = tmp_path / "w.txt"
-    weights.write_text(path, tensors)
+    path = tmp_path / "w.wts"
+    wts.write(path, tensors)
     got = weights.read(path)
     assert list(got) == list(tensors)
     for name, a in tensors.items():
-        assert got[name].dtype == np.float32
-        assert got[name].shape == (a.size,)  # the text format is flat
-        np.testing.assert_array_equal(bits(got[name]), bits(a).reshape(-1))
+        assert got[name].dtype == a.dtype
+        assert got[name].shape == (a.size,)  # the format is flat
+        np.testing.assert_array_equal(got[name].view(np.uint8), a.reshape(-1).view(np.uint8))
 
 
-def test_text_comments_blank_lines_and_short_hex(tmp_path):
-    path = tmp_path / "w.txt"
-    path.write_text("# weights\n\n  \nw 3 3f800000 1 BF800000\n   # indented comment\nempty 0\n")
-    got = weights.read(path)
-    assert list(got) == ["w", "empty"]
+def test_wts_as_lightnet_reads_it(tmp_path):
+    """Free whitespace, short hex (leading zeros), float16 converted, unknown skipped."""
+    path = tmp_path / "w.wts"
+    path.write_text("4\n  w 0 3 3f800000 1\n BF800000\nh 1 2 3c00 c000\n"
+                    "skipped 0 2 0 0\nq 2 2 7f 80")
+    warned = []
+    got = weights.read(path, known=lambda name: name != "skipped", warn=warned.append)
+    assert list(got) == ["w", "h", "q"]
     assert bits(got["w"]).tolist() == [0x3F800000, 1, 0xBF800000]
     assert got["w"][1] == np.float32(1.4e-45)  # "1" is 00000001: the smallest denormal
-    assert got["empty"].shape == (0,)
+    assert got["h"].dtype == np.float32 and got["h"].tolist() == [1.0, -2.0]
+    assert got["q"].dtype == np.int8 and got["q"].tolist() == [127, -128]
+    assert warned == [f"{path}: ignoring weight 'skipped', which the model does not create "
+                      "from a file"]
 
 
 @pytest.mark.parametrize(
-    "text, line, message",
+    "text, message",
     [
-        ("w\n", 1, "expected 'NAME COUNT HEX...', found 'w'"),
-        ("# c\nw x 3f800000\n", 2, "expected 'NAME COUNT HEX...', found 'w x 3f800000'"),
-        ("w -1\n", 1, "expected 'NAME COUNT HEX...', found 'w -1'"),
-        ("w 2 3f800000\n", 1, "tensor 'w': expected 2 values, found 1"),
-        ("\nw 1 3f800000 0\n", 2, "tensor 'w': expected 1 values, found 2"),
-        ("w 1 3f800000\nb 0\nw 1 0\n", 3, "tensor 'w' is given twice"),
-        ("w 2 3f800000 zz\n", 1, "tensor 'w': values must be hex digits"),
-        ("w 1 0x12\n", 1, "tensor 'w': values must be hex digits"),
-        ("w 1 123456789\n", 1, "tensor 'w': a value has more than 8 hex digits"),
-        ("w 1 123456789a\n", 1, "tensor 'w': a value has more than 8 hex digits"),
+        ("", "expected the number of tensors first, found an empty file"),
+        ("w 0 1 0\n", "expected the number of tensors first, found 'w'"),
+        ("2\nw 0 1 0\n", "the file says 2 tensors, but ends after 1"),
+        ("1\nw x 1 0\n", "tensor 'w': expected 'NAME TYPE LEN' with a whole TYPE and LEN, "
+                         "found 'w x 1'"),
+        ("1\nw 0 -1\n", "tensor 'w': expected 'NAME TYPE LEN' with a whole TYPE and LEN, "
+                        "found 'w 0 -1'"),
+        ("1\nw 0 2 3f800000\n", "tensor 'w': expected 2 values, found 1 before the end of "
+                                "the file"),
+        ("1\nw 0 1 3f800000 0\n", "text after the 1 tensors the file announces: '0'"),
+        ("2\nw 0 1 0\nw 0 1 0\n", "tensor 'w' is given twice"),
+        ("1\nw 3 1 0\n", "tensor 'w': unknown TYPE 3 (0 is float32, 1 float16, 2 int8)"),
+        ("1\nw 0 2 3f800000 zz\n", "tensor 'w': values must be hex digits"),
+        ("1\nw 0 1 0x12\n", "tensor 'w': values must be hex digits"),
+        ("1\nw 0 1 123456789\n", "tensor 'w': a value of TYPE 0 has at most 8 hex digits"),
+        ("1\nw 2 1 100\n", "tensor 'w': a value of TYPE 2 has at most 2 hex digits"),
+        ("1\nw 1 1 10000\n", "tensor 'w': a value of TYPE 1 has at most 4 hex digits"),
     ],
 )
-def test_text_errors_name_file_and_line(tmp_path, text, line, message):
-    path = tmp_path / "w.txt"
+def test_wts_errors_name_file_and_tensor(tmp_path, text, message):
+    path = tmp_path / "w.wts"
     path.write_text(text)
     with pytest.raises(LightNetError) as e:
         weights.read(path)
-    assert str(e.value) == f"{path}:{line}: {message}"
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_wts_write_refuses_what_the_format_cannot_hold(tmp_path):
+    path = tmp_path / "w.wts"
+    with pytest.raises(LightNetError, match=r"holds float32 and int8 tensors, not float64 \('d'\)"):
+        wts.write(path, {"d": np.zeros(2)})
+    with pytest.raises(LightNetError, match="tensor name 'a b' cannot be written"):
+        wts.write(path, {"a b": np.zeros(2, np.float32)})
 
 
 def test_binary_file_is_not_a_weight_file(tmp_path):
@@ -180,4 +203,4 @@ def test_binary_file_is_not_a_weight_file(tmp_path):
     path.write_bytes(b"\x93NUMPY\xff\xfe")
     with pytest.raises(LightNetError) as e:
         weights.read(path)
-    assert str(e.value) == f"{path}: not a weight file (neither .npz nor text)"
+    assert str(e.value) == f"{path}: not a weight file (neither .npz nor LightNet's .wts text)"

@@ -248,9 +248,9 @@ def test_syntax_errors():
         "m.net:1:22: expected ';' after 'relu(...)', found 'print'"
     assert error("a(||);\nrelu(src=a | dst=b |)  // the end") == \
         "m.net:2:22: expected ';' after 'relu(...)', found the end of the file"
-    assert error("slice(src=t1 | dst=t2 | axis=foo);") == (
-        "m.net:1:30: bad value 'foo' for param 'axis': expected a number, a \"string\", "
-        "true, false, null or an array")
+    assert error("slice(src=t1 | dst=t2 | dims=[1, foo]);") == (
+        "m.net:1:34: bad value 'foo' in the array of param 'dims': expected a number, "
+        "a \"string\", true or false")
     assert error('x(||);\n\n  print(src=t | | msg="abc);\n') == "m.net:3:23: unterminated string"
     assert error("print(src=t2);") == (
         "m.net:1:13: expected ',' or '|' after input 'src', found ')' "
@@ -410,10 +410,10 @@ def test_cli_defines_and_include_dirs(tmp_path, capsys):
 
 
 def test_cli_errors_are_one_line_with_status_1(tmp_path, capsys, monkeypatch):
-    status, out, err = cli(["-"], capsys, stdin="x(| | a=foo);\n", monkeypatch=monkeypatch)
+    status, out, err = cli(["-"], capsys, stdin="x(| | a=[foo]);\n", monkeypatch=monkeypatch)
     assert (status, out) == (1, "")
-    assert err == ("il2json: error: <stdin>:1:9: bad value 'foo' for param 'a': expected a "
-                   'number, a "string", true, false, null or an array\n')
+    assert err == ("il2json: error: <stdin>:1:10: bad value 'foo' in the array of param 'a': "
+                   'expected a number, a "string", true or false\n')
     status, out, err = cli([str(tmp_path / "missing.net")], capsys)
     assert status == 1 and err.startswith("il2json: error: ") and err.count("\n") == 1
     # no output file is written for a model with errors

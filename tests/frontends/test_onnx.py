@@ -348,13 +348,15 @@ def test_resize_with_other_coordinates_is_unsupported():
               [init("s", np.array([1, 1, 2, 2], np.float32))], opset=9)
     with pytest.raises(onnx2ln.UnsupportedModelError, match="coordinate_transformation_mode"):
         onnx2ln.convert(m)
-    # Halving with round_prefer_ceil picks the odd cells, LightNet the even ones.
+
+
+def test_resize_halving_round_prefer_ceil_is_tensorlights_nearest(tmp_path):
+    # half_pixel x = 2i + 0.5 rounded up picks the odd cells, as TensorLight's upsample.
     nodes = [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest",
                               nearest_mode="round_prefer_ceil")]
     m = model(nodes, [("x", [1, 1, 4, 4])], [("y", None)],
               [init("s", np.array([1, 1, 0.5, 0.5], np.float32))], opset=13)
-    with pytest.raises(onnx2ln.UnsupportedModelError, match="nearest_mode round_prefer_ceil"):
-        onnx2ln.convert(m)
+    check(m, {"x": rand(1, 1, 4, 4)}, tmp_path)
 
 
 @pytest.mark.parametrize("opset,axis", [(11, 1), (11, 2), (11, -1), (13, 1), (13, 2), (13, -1),

@@ -67,11 +67,12 @@ def test_upsample_nearest_hand():
     assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
 
 
-def test_upsample_nearest_fractional_scale_uses_floor():
+def test_upsample_nearest_fractional_scale_rounds_as_tensorlight():
     src = np.array([10, 20, 30], np.float32)
     dst = np.empty(4, np.float32)  # floor(3 * 1.5) = 4
     upsample(src, dst, mode=NEAREST, scales=[1.5])
-    np.testing.assert_array_equal(dst, [10, 10, 20, 30])  # floor(i / 1.5) = 0, 0, 1, 2
+    # round((i + 0.5) * 3 / 4 - 0.5) = round(-0.125, 0.625, 1.375, 2.125) = 0, 1, 1, 2
+    np.testing.assert_array_equal(dst, [10, 20, 20, 30])
 
 
 def test_upsample_nearest_nchw_against_loop():

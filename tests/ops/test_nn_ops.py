@@ -344,10 +344,10 @@ DECONV_CASES = [
     ((1, 2, 3, 4), (2, 2, 3, 2), {"stride": [2, 2], "autopad": "SAME_LOWER"}),
     ((1, 2, 3, 4), (2, 2, 3, 3), {"stride": [1, 1], "dilation": [2, 1], "autopad": "SAME_UPPER"}),
     ((1, 2, 3, 4), (2, 2, 3, 3), {"stride": [1, 1], "dilation": [2, 1], "autopad": "SAME_LOWER"}),
-    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [6, 7]}),  # odd totals 1, 1
-    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [6, 7], "autopad": "SAME_UPPER"}),
-    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [4, 5], "autopad": "VALID"}),
-    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [6, 8], "autopad": "SAME_LOWER"}),
+    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [1, 3, 6, 7]}),  # odd totals 1, 1
+    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [1, 3, 6, 7], "autopad": "SAME_UPPER"}),
+    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [1, 3, 4, 5], "autopad": "VALID"}),
+    ((1, 2, 3, 4), (2, 3, 3, 2), {"stride": [2, 2], "output_dims": [1, 3, 6, 8], "autopad": "SAME_LOWER"}),
 ]
 
 
@@ -357,7 +357,7 @@ def _deconv_ref_params(src_shape, weight_shape, p):
     dilation = p.get("dilation", (1, 1))
     output_padding = p.get("output_padding", (0, 0))
     pads = ref_deconv_pads(src_shape[2:], size, stride, output_padding, dilation,
-                           p.get("output_dims", (0, 0)), p.get("autopad", "NOTSET"))
+                           p.get("output_dims", (0, 0, 0, 0))[2:], p.get("autopad", "NOTSET"))
     return dict(group=p.get("group", 1), stride=stride, output_padding=output_padding,
                 dilation=dilation, padding=pads or p.get("padding", (0, 0, 0, 0)))
 
@@ -373,7 +373,7 @@ def test_deconv2d_matches_loops(src_shape, weight_shape, params):
     expected = ref_deconv2d(x, w, b, **_deconv_ref_params(src_shape, weight_shape, params))
     assert got.shape == expected.shape
     if "output_dims" in params:
-        assert list(got.shape[2:]) == params["output_dims"]
+        assert list(got.shape) == params["output_dims"]
     np.testing.assert_allclose(got, expected, **TOL)
 
 
@@ -406,10 +406,10 @@ DECONV_ONNX_CASES = [
     {"group": 2, "stride": [1, 1], "dilation": [2, 1], "autopad": "SAME_UPPER"},
     {"group": 2, "stride": [1, 1], "dilation": [2, 1], "autopad": "SAME_LOWER"},
     # output_shape wins over auto_pad; odd totals (1 and 3) pin the ONNX split rule
-    {"group": 2, "stride": [2, 2], "output_dims": [6, 5]},
-    {"group": 2, "stride": [2, 2], "output_dims": [6, 5], "autopad": "SAME_UPPER"},
-    {"group": 2, "stride": [2, 2], "output_dims": [6, 5], "autopad": "SAME_LOWER"},
-    {"group": 2, "stride": [2, 2], "output_dims": [5, 6], "output_padding": [1, 1]},
+    {"group": 2, "stride": [2, 2], "output_dims": [1, 4, 6, 5]},
+    {"group": 2, "stride": [2, 2], "output_dims": [1, 4, 6, 5], "autopad": "SAME_UPPER"},
+    {"group": 2, "stride": [2, 2], "output_dims": [1, 4, 6, 5], "autopad": "SAME_LOWER"},
+    {"group": 2, "stride": [2, 2], "output_dims": [1, 4, 5, 6], "output_padding": [1, 1]},
 ]
 
 
@@ -422,7 +422,8 @@ def test_deconv2d_matches_onnxruntime(params):
         "ConvTranspose", ["x", "w", "b"], group=params["group"], kernel_shape=[3, 2],
         strides=params["stride"], dilations=params.get("dilation"),
         pads=params.get("padding"), output_padding=params.get("output_padding"),
-        output_shape=params.get("output_dims"), auto_pad=params.get("autopad", "NOTSET"),
+        output_shape=params["output_dims"][2:] if "output_dims" in params else None,
+        auto_pad=params.get("autopad", "NOTSET"),
     )
     expected = onnx_run(node, {"x": x, "w": w, "b": b})
     assert got.shape == expected.shape
@@ -854,13 +855,18 @@ def test_pool_padding_below_size():
 
 def test_deconv2d_output_dims_errors():
     inputs = _conv_inputs(weight=(4, 2, 3, 3))
-    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [4, 0]})
-    _check_error(err, "deconv2d", "param 'output_dims'", "check", "both dims or neither")
-    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [8, 7]})
+    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [2, 2, 6, 6]})
+    _check_error(err, "deconv2d", "param 'output_dims'", "check",
+                 "output_dims[:2] are src's batch and the output channels")
+    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [1, 2, 8, 7]})
     _check_error(err, "deconv2d", "op", "check", "at most the uncropped output size")
-    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [6, 6],
-                                        "padding": [1, 0, 0, 0]})
+    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [1, 2, 6, 6],
+                                        "padding": [1, 0, 0, 0], "autopad": "SAME_UPPER"})
     _check_error(err, "deconv2d", "param 'autopad'", "check", "explicit padding needs autopad NOTSET")
+    # LightNet's rule: explicit padding must give output_dims (here 5 x 7, not 6 x 6)
+    err = op_error("deconv2d", inputs, {"size": [3, 3], "output_dims": [1, 2, 6, 6],
+                                        "padding": [1, 0, 1, 0]})
+    _check_error(err, "deconv2d", "op", "check", "output_dims is the output's shape")
     err = op_error("deconv2d", inputs, {"size": [3, 3], "stride": [4, 1], "autopad": "SAME_LOWER"})
     _check_error(err, "deconv2d", "op", "check", "SAME autopad reaches in * stride by cropping only")
 

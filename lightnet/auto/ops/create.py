@@ -46,9 +46,9 @@ def create_pre_run(op, tensors):
     data = ck.param("data", ParamType.ARRAY_NUMBER, "double", default=())
     ck.satisfy(
         "param 'data'",
-        len(data) in (0, math.prod(dims)),
-        "len(data) in (0, math.prod(dims))",
-        "data gives every element or none",
+        len(data) <= math.prod(dims),
+        "len(data) <= math.prod(dims)",
+        "data gives at most every element",
         lambda: found(dims=dims, data=data),
     )
     ck.satisfy(
@@ -64,7 +64,7 @@ def create_pre_run(op, tensors):
         "param 'ran'",
         ran[0] <= ran[1],
         "ran[0] <= ran[1]",
-        "the range is [low, high)",
+        "the range is [low, high]",
         lambda: found(ran=ran),
     )
     from_file = ck.param("from_file", ParamType.BOOL, default=False)
@@ -76,7 +76,7 @@ CREATE = OpProto(
     optype="create",
     arch="none",
     mtype=MemType.NONE,
-    doc="Create a static tensor (weights or a constant) of `dtype` and shape `dims`. Its data comes from the weight file when `from_file` is true, else from `data` (every element, row-major) when given, else uniform random values in [ran[0], ran[1]), seeded by the tensor's name so runs are reproducible (ran [0, 0] gives zeros).",
+    doc="Create a static tensor (weights or a constant) of `dtype` and shape `dims`, as LightNet's create: its data comes from the weight file when `from_file` is true; else, when `ran` is not [0, 0], it is uniform random values in [ran[0], ran[1]], seeded by the context's seed and the tensor's name so runs are reproducible; else `data` fills the first elements (row-major) and zeros the rest (`data=[0]` or none: all zeros).",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -111,11 +111,37 @@ CREATE = OpProto(
             "error": None,
         },
         {
-            "doc": "",
+            "doc": "a shorter data fills the first elements, zeros the rest",
             "inputs": {},
             "params": {"dtype": "TL_FLOAT", "dims": [2, 2], "data": [1, 2, 3]},
+            "outputs": {"dst": [[1, 2], [3, 0]]},
+            "error": None,
+        },
+        {
+            "doc": "a single zero fills with zeros",
+            "inputs": {},
+            "params": {"dtype": "TL_INT32", "dims": [3], "data": [0]},
+            "outputs": {"dst": {"dtype": "TL_INT32", "data": [0, 0, 0]}},
+            "error": None,
+        },
+        {
+            "doc": "a range other than [0, 0] wins over data, as in LightNet",
+            "inputs": {},
+            "params": {
+                "dtype": "TL_FLOAT",
+                "dims": [3],
+                "data": [5, 6, 7],
+                "ran": [2, 2],
+            },
+            "outputs": {"dst": [2, 2, 2]},
+            "error": None,
+        },
+        {
+            "doc": "",
+            "inputs": {},
+            "params": {"dtype": "TL_FLOAT", "dims": [2, 2], "data": [1, 2, 3, 4, 5]},
             "outputs": {},
-            "error": "param 'data': check: expected len(data) in (0, math.prod(dims)) (data gives every element or none)",
+            "error": "param 'data': check: expected len(data) <= math.prod(dims) (data gives at most every element)",
         },
         {
             "doc": "",
@@ -189,9 +215,9 @@ def create_cpu_pre_run(op, tensors):
     data = ck.param("data", ParamType.ARRAY_NUMBER, "double", default=())
     ck.satisfy(
         "param 'data'",
-        len(data) in (0, math.prod(dims)),
-        "len(data) in (0, math.prod(dims))",
-        "data gives every element or none",
+        len(data) <= math.prod(dims),
+        "len(data) <= math.prod(dims)",
+        "data gives at most every element",
         lambda: found(dims=dims, data=data),
     )
     ck.satisfy(
@@ -207,7 +233,7 @@ def create_cpu_pre_run(op, tensors):
         "param 'ran'",
         ran[0] <= ran[1],
         "ran[0] <= ran[1]",
-        "the range is [low, high)",
+        "the range is [low, high]",
         lambda: found(ran=ran),
     )
     from_file = ck.param("from_file", ParamType.BOOL, default=False)
@@ -222,10 +248,10 @@ def create_cpu_load(op, arrays):
     ran = op.values["ran"]
     from_file = op.values["from_file"]
     if not from_file:
-        if data:
-            kernels.fill_data(dst, data)
+        if ran[0] != 0 or ran[1] != 0:
+            kernels.fill_uniform(dst, ran[0], ran[1], op.tensors_out["dst"], op.seed)
         else:
-            kernels.fill_uniform(dst, ran[0], ran[1], op.tensors_out["dst"])
+            kernels.fill_data(dst, data)
     return None
 
 
@@ -233,7 +259,7 @@ CREATE_CPU = OpProto(
     optype="create_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Create a static tensor (weights or a constant) of `dtype` and shape `dims`. Its data comes from the weight file when `from_file` is true, else from `data` (every element, row-major) when given, else uniform random values in [ran[0], ran[1]), seeded by the tensor's name so runs are reproducible (ran [0, 0] gives zeros).",
+    doc="Create a static tensor (weights or a constant) of `dtype` and shape `dims`, as LightNet's create: its data comes from the weight file when `from_file` is true; else, when `ran` is not [0, 0], it is uniform random values in [ran[0], ran[1]], seeded by the context's seed and the tensor's name so runs are reproducible; else `data` fills the first elements (row-major) and zeros the rest (`data=[0]` or none: all zeros).",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(

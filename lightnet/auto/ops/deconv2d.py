@@ -34,15 +34,18 @@ def deconv2d_pre_run(op, tensors):
     stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
     ck.array_len("stride", stride, 2, "2")
     ck.compare_each("stride", stride, "gt", 0, "0")
-    output_dims = ck.param("output_dims", ParamType.ARRAY_NUMBER, "int", default=(0, 0))
-    ck.array_len("output_dims", output_dims, 2, "2")
+    output_dims = ck.param(
+        "output_dims", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0)
+    )
+    ck.array_len("output_dims", output_dims, 4, "4")
     ck.compare_each("output_dims", output_dims, "ge", 0, "0")
     ck.satisfy(
         "param 'output_dims'",
-        all(output_dims) or not any(output_dims),
-        "all(output_dims) or not any(output_dims)",
-        "output_dims gives both dims or neither",
-        lambda: found(output_dims=output_dims),
+        not all(output_dims)
+        or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group),
+        "not all(output_dims) or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group)",
+        "output_dims[:2] are src's batch and the output channels",
+        lambda: found(src=src, weight=weight, group=group, output_dims=output_dims),
     )
     padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
     ck.array_len("padding", padding, 4, "4")
@@ -59,10 +62,10 @@ def deconv2d_pre_run(op, tensors):
     ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
     ck.satisfy(
         "param 'autopad'",
-        (autopad == "NOTSET" and not any(output_dims)) or not any(padding),
-        '(autopad == "NOTSET" and not any(output_dims)) or not any(padding)',
-        "explicit padding needs autopad NOTSET and no output_dims",
-        lambda: found(output_dims=output_dims, padding=padding, autopad=autopad),
+        autopad == "NOTSET" or not any(padding),
+        'autopad == "NOTSET" or not any(padding)',
+        "explicit padding needs autopad NOTSET",
+        lambda: found(padding=padding, autopad=autopad),
     )
     ck.satisfy(
         "tensor_in 'weight'",
@@ -107,17 +110,17 @@ def deconv2d_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        not any(output_dims)
+        not all(output_dims)
         or all(
             o <= full
             for o, full in zip(
-                output_dims,
+                output_dims[2:],
                 kernels.deconv2d_output_hw(
                     src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation
                 ),
             )
         ),
-        "not any(output_dims) or all(o <= full for o, full in zip(output_dims, kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
+        "not all(output_dims) or all(o <= full for o, full in zip(output_dims[2:], kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
         "output_dims only crops, it is at most the uncropped output size",
         lambda: found(
             src=src,
@@ -130,13 +133,33 @@ def deconv2d_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        any(output_dims)
+        not all(output_dims)
+        or not any(padding)
+        or kernels.deconv2d_output_hw(
+            src.shape[2:], size, stride, padding, output_padding, dilation
+        )
+        == tuple(output_dims[2:]),
+        "not all(output_dims) or not any(padding) or kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation) == tuple(output_dims[2:])",
+        "with explicit padding, output_dims is the output's shape",
+        lambda: found(
+            src=src,
+            size=size,
+            stride=stride,
+            output_dims=output_dims,
+            padding=padding,
+            output_padding=output_padding,
+            dilation=dilation,
+        ),
+    )
+    ck.satisfy(
+        "op",
+        all(output_dims)
         or autopad not in ("SAME_UPPER", "SAME_LOWER")
         or all(
             s <= (k - 1) * d + 1 + p
             for s, k, d, p in zip(stride, size, dilation, output_padding)
         ),
-        'any(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
+        'all(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
         "SAME autopad reaches in * stride by cropping only",
         lambda: found(
             size=size,
@@ -148,12 +171,19 @@ def deconv2d_pre_run(op, tensors):
         ),
     )
     # None for NOTSET without output_dims, which keeps the explicit padding.
-    padding = (
-        kernels.deconv2d_autopad_padding(
-            src.shape[2:], size, stride, output_padding, dilation, output_dims, autopad
+    if not any(padding):
+        padding = (
+            kernels.deconv2d_autopad_padding(
+                src.shape[2:],
+                size,
+                stride,
+                output_padding,
+                dilation,
+                output_dims[2:] if all(output_dims) else (),
+                autopad,
+            )
+            or padding
         )
-        or padding
-    )
     ck.define(
         "dst",
         src.dtype,
@@ -178,14 +208,14 @@ DECONV2D = OpProto(
     optype="deconv2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of conv2d: every input cell src[n, c, y, x] adds src[n, c, y, x] * weight[c, :, i, j] to output channels of c's group at row y * stride[0] + i * dilation[0] - padding[0] and column x * stride[1] + j * dilation[1] - padding[1]; then bias[o] is added. Channels split into `group` groups; the output has weight.shape[1] * group channels. Output size per axis: stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end, where `output_padding` extends the bottom / right end (those cells receive only the bias). The padding is, in order of precedence: derived from `output_dims` when given (total = uncropped size - output_dims, split as ONNX specifies: the odd cell at the end for SAME_UPPER, at the beginning otherwise); derived from `autopad` SAME_UPPER / SAME_LOWER (output = in * stride, same split); zeros for VALID; else the explicit `padding`, which must be zeros in the other cases. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
+    doc="Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of conv2d: every input cell src[n, c, y, x] adds src[n, c, y, x] * weight[c, :, i, j] to output channels of c's group at row y * stride[0] + i * dilation[0] - padding[0] and column x * stride[1] + j * dilation[1] - padding[1]; then bias[o] is added. Channels split into `group` groups; the output has weight.shape[1] * group channels. Output size per axis: stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end, where `output_padding` extends the bottom / right end (those cells receive only the bias). The padding is, in order of precedence: the explicit `padding` with autopad NOTSET (when `output_dims` is given too, the output must have that shape, as in LightNet); derived from `output_dims` when given (total = uncropped size - output_dims, split as ONNX specifies: the odd cell at the end for SAME_UPPER, at the beginning otherwise); derived from `autopad` SAME_UPPER / SAME_LOWER (output = in * stride, same split); zeros for VALID or nothing given. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
     tensors_in=(TensorArg("src"), TensorArg("weight"), TensorArg("bias")),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("group", ParamType.NUMBER, 1),
         ParamArg("size", ParamType.ARRAY_NUMBER),
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("output_dims", ParamType.ARRAY_NUMBER, (0, 0)),
+        ParamArg("output_dims", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("output_padding", ParamType.ARRAY_NUMBER, (0, 0)),
         ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
@@ -234,9 +264,39 @@ DECONV2D = OpProto(
                 "weight": [[[[1, 1], [1, 1]]]],
                 "bias": [0],
             },
-            "params": {"size": [2, 2], "output_dims": [2, 2]},
+            "params": {"size": [2, 2], "output_dims": [1, 1, 2, 2]},
             "outputs": {"dst": [[[[10, 6], [7, 4]]]]},
             "error": None,
+        },
+        {
+            "doc": "explicit padding with output_dims, which the output must match (LightNet)",
+            "inputs": {
+                "src": [[[[1, 2], [3, 4]]]],
+                "weight": [[[[1, 1], [1, 1]]]],
+                "bias": [0],
+            },
+            "params": {
+                "size": [2, 2],
+                "padding": [0, 0, 1, 1],
+                "output_dims": [1, 1, 2, 2],
+            },
+            "outputs": {"dst": [[[[1, 3], [4, 10]]]]},
+            "error": None,
+        },
+        {
+            "doc": "",
+            "inputs": {
+                "src": [[[[1, 2], [3, 4]]]],
+                "weight": [[[[1, 1], [1, 1]]]],
+                "bias": [0],
+            },
+            "params": {
+                "size": [2, 2],
+                "padding": [0, 0, 1, 0],
+                "output_dims": [1, 1, 2, 2],
+            },
+            "outputs": {},
+            "error": "(with explicit padding, output_dims is the output's shape), found src=float32[1, 1, 2, 2]",
         },
         {
             "doc": "output_dims with SAME_UPPER crops the odd cell at the end",
@@ -245,7 +305,11 @@ DECONV2D = OpProto(
                 "weight": [[[[1, 1], [1, 1]]]],
                 "bias": [0],
             },
-            "params": {"size": [2, 2], "output_dims": [2, 2], "autopad": "SAME_UPPER"},
+            "params": {
+                "size": [2, 2],
+                "output_dims": [1, 1, 2, 2],
+                "autopad": "SAME_UPPER",
+            },
             "outputs": {"dst": [[[[1, 3], [4, 10]]]]},
             "error": None,
         },
@@ -314,9 +378,9 @@ DECONV2D = OpProto(
                 "weight": [[[[1, 1], [1, 1]]]],
                 "bias": [0],
             },
-            "params": {"size": [2, 2], "output_dims": [4, 3]},
+            "params": {"size": [2, 2], "output_dims": [1, 1, 4, 3]},
             "outputs": {},
-            "error": "op: check: expected not any(output_dims) or all(o <= full for o, full in zip(output_dims, kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation))) (output_dims only crops, it is at most the uncropped output size), found src=float32[1, 1, 2, 2], size=(2, 2), stride=(1, 1), output_dims=(4, 3), output_padding=(0, 0), dilation=(1, 1)",
+            "error": "(output_dims only crops, it is at most the uncropped output size), found src=float32[1, 1, 2, 2], size=(2, 2), stride=(1, 1), output_dims=(1, 1, 4, 3)",
         },
         {
             "doc": "",
@@ -325,9 +389,9 @@ DECONV2D = OpProto(
                 "weight": [[[[1, 1], [1, 1]]]],
                 "bias": [0],
             },
-            "params": {"size": [2, 2], "output_dims": [3, 0]},
+            "params": {"size": [2, 2], "output_dims": [2, 1, 2, 2]},
             "outputs": {},
-            "error": "param 'output_dims': check: expected all(output_dims) or not any(output_dims) (output_dims gives both dims or neither), found output_dims=(3, 0)",
+            "error": "param 'output_dims': check: expected not all(output_dims) or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group) (output_dims[:2] are src's batch and the output channels)",
         },
         {
             "doc": "",
@@ -349,7 +413,7 @@ DECONV2D = OpProto(
             },
             "params": {"size": [2, 2], "stride": [3, 3], "autopad": "SAME_UPPER"},
             "outputs": {},
-            "error": 'op: check: expected any(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding)) (SAME autopad reaches in * stride by cropping only), found size=(2, 2), stride=(3, 3), output_dims=(0, 0), output_padding=(0, 0), dilation=(1, 1), autopad=\'SAME_UPPER\'',
+            "error": 'op: check: expected all(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding)) (SAME autopad reaches in * stride by cropping only), found size=(2, 2), stride=(3, 3), output_dims=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1), autopad=\'SAME_UPPER\'',
         },
     ),
 )
@@ -382,15 +446,18 @@ def deconv2d_cpu_pre_run(op, tensors):
     stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
     ck.array_len("stride", stride, 2, "2")
     ck.compare_each("stride", stride, "gt", 0, "0")
-    output_dims = ck.param("output_dims", ParamType.ARRAY_NUMBER, "int", default=(0, 0))
-    ck.array_len("output_dims", output_dims, 2, "2")
+    output_dims = ck.param(
+        "output_dims", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0)
+    )
+    ck.array_len("output_dims", output_dims, 4, "4")
     ck.compare_each("output_dims", output_dims, "ge", 0, "0")
     ck.satisfy(
         "param 'output_dims'",
-        all(output_dims) or not any(output_dims),
-        "all(output_dims) or not any(output_dims)",
-        "output_dims gives both dims or neither",
-        lambda: found(output_dims=output_dims),
+        not all(output_dims)
+        or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group),
+        "not all(output_dims) or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group)",
+        "output_dims[:2] are src's batch and the output channels",
+        lambda: found(src=src, weight=weight, group=group, output_dims=output_dims),
     )
     padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
     ck.array_len("padding", padding, 4, "4")
@@ -407,10 +474,10 @@ def deconv2d_cpu_pre_run(op, tensors):
     ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
     ck.satisfy(
         "param 'autopad'",
-        (autopad == "NOTSET" and not any(output_dims)) or not any(padding),
-        '(autopad == "NOTSET" and not any(output_dims)) or not any(padding)',
-        "explicit padding needs autopad NOTSET and no output_dims",
-        lambda: found(output_dims=output_dims, padding=padding, autopad=autopad),
+        autopad == "NOTSET" or not any(padding),
+        'autopad == "NOTSET" or not any(padding)',
+        "explicit padding needs autopad NOTSET",
+        lambda: found(padding=padding, autopad=autopad),
     )
     ck.satisfy(
         "tensor_in 'weight'",
@@ -455,17 +522,17 @@ def deconv2d_cpu_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        not any(output_dims)
+        not all(output_dims)
         or all(
             o <= full
             for o, full in zip(
-                output_dims,
+                output_dims[2:],
                 kernels.deconv2d_output_hw(
                     src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation
                 ),
             )
         ),
-        "not any(output_dims) or all(o <= full for o, full in zip(output_dims, kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
+        "not all(output_dims) or all(o <= full for o, full in zip(output_dims[2:], kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
         "output_dims only crops, it is at most the uncropped output size",
         lambda: found(
             src=src,
@@ -478,13 +545,33 @@ def deconv2d_cpu_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        any(output_dims)
+        not all(output_dims)
+        or not any(padding)
+        or kernels.deconv2d_output_hw(
+            src.shape[2:], size, stride, padding, output_padding, dilation
+        )
+        == tuple(output_dims[2:]),
+        "not all(output_dims) or not any(padding) or kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation) == tuple(output_dims[2:])",
+        "with explicit padding, output_dims is the output's shape",
+        lambda: found(
+            src=src,
+            size=size,
+            stride=stride,
+            output_dims=output_dims,
+            padding=padding,
+            output_padding=output_padding,
+            dilation=dilation,
+        ),
+    )
+    ck.satisfy(
+        "op",
+        all(output_dims)
         or autopad not in ("SAME_UPPER", "SAME_LOWER")
         or all(
             s <= (k - 1) * d + 1 + p
             for s, k, d, p in zip(stride, size, dilation, output_padding)
         ),
-        'any(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
+        'all(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
         "SAME autopad reaches in * stride by cropping only",
         lambda: found(
             size=size,
@@ -496,12 +583,19 @@ def deconv2d_cpu_pre_run(op, tensors):
         ),
     )
     # None for NOTSET without output_dims, which keeps the explicit padding.
-    padding = (
-        kernels.deconv2d_autopad_padding(
-            src.shape[2:], size, stride, output_padding, dilation, output_dims, autopad
+    if not any(padding):
+        padding = (
+            kernels.deconv2d_autopad_padding(
+                src.shape[2:],
+                size,
+                stride,
+                output_padding,
+                dilation,
+                output_dims[2:] if all(output_dims) else (),
+                autopad,
+            )
+            or padding
         )
-        or padding
-    )
     ck.define(
         "dst",
         src.dtype,
@@ -566,14 +660,14 @@ DECONV2D_CPU = OpProto(
     optype="deconv2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of conv2d: every input cell src[n, c, y, x] adds src[n, c, y, x] * weight[c, :, i, j] to output channels of c's group at row y * stride[0] + i * dilation[0] - padding[0] and column x * stride[1] + j * dilation[1] - padding[1]; then bias[o] is added. Channels split into `group` groups; the output has weight.shape[1] * group channels. Output size per axis: stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end, where `output_padding` extends the bottom / right end (those cells receive only the bias). The padding is, in order of precedence: derived from `output_dims` when given (total = uncropped size - output_dims, split as ONNX specifies: the odd cell at the end for SAME_UPPER, at the beginning otherwise); derived from `autopad` SAME_UPPER / SAME_LOWER (output = in * stride, same split); zeros for VALID; else the explicit `padding`, which must be zeros in the other cases. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
+    doc="Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of conv2d: every input cell src[n, c, y, x] adds src[n, c, y, x] * weight[c, :, i, j] to output channels of c's group at row y * stride[0] + i * dilation[0] - padding[0] and column x * stride[1] + j * dilation[1] - padding[1]; then bias[o] is added. Channels split into `group` groups; the output has weight.shape[1] * group channels. Output size per axis: stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end, where `output_padding` extends the bottom / right end (those cells receive only the bias). The padding is, in order of precedence: the explicit `padding` with autopad NOTSET (when `output_dims` is given too, the output must have that shape, as in LightNet); derived from `output_dims` when given (total = uncropped size - output_dims, split as ONNX specifies: the odd cell at the end for SAME_UPPER, at the beginning otherwise); derived from `autopad` SAME_UPPER / SAME_LOWER (output = in * stride, same split); zeros for VALID or nothing given. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
     tensors_in=(TensorArg("src"), TensorArg("weight"), TensorArg("bias")),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("group", ParamType.NUMBER, 1),
         ParamArg("size", ParamType.ARRAY_NUMBER),
         ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("output_dims", ParamType.ARRAY_NUMBER, (0, 0)),
+        ParamArg("output_dims", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
         ParamArg("output_padding", ParamType.ARRAY_NUMBER, (0, 0)),
         ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),

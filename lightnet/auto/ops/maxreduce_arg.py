@@ -47,6 +47,13 @@ MAXREDUCE_ARG = OpProto(
             "error": None,
         },
         {
+            "doc": "maxima that differ by less than 1 still count (unlike TensorLight's CPU comparison)",
+            "inputs": {"src": [[0.2, 0.7, 0.5]]},
+            "params": {"axis": 1},
+            "outputs": {"dst": [[0.7]], "arg": {"dtype": "TL_INT32", "data": [[1]]}},
+            "error": None,
+        },
+        {
             "doc": "the first axis",
             "inputs": {"src": [[1, 5, 2], [7, 0, 3]]},
             "params": {"axis": 0},

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import MemType
+from lightnet.tensor import DType, MemType
 
 
 def rearange_pre_run(op, tensors):
@@ -15,48 +17,51 @@ def rearange_pre_run(op, tensors):
     ck = Checker(op, tensors)
     ck.no_unknown_args()
     src = ck.tensor_in("src")
+    ck.dtype(
+        "src",
+        src,
+        (
+            DType.TL_DOUBLE,
+            DType.TL_FLOAT,
+            DType.TL_INT32,
+            DType.TL_INT16,
+            DType.TL_INT8,
+            DType.TL_UINT32,
+            DType.TL_UINT16,
+            DType.TL_UINT8,
+        ),
+    )
     ck.ndim("src", src, 1)
     ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
-    ck.compare("start", start, "lt", src.len, "src.len")
-    stop = ck.param("stop", ParamType.NUMBER, "int")
-    step = ck.param("step", ParamType.NUMBER, "int")
+    start = ck.param("start", ParamType.NUMBER, "double")
+    stop = ck.param("stop", ParamType.NUMBER, "double")
+    step = ck.param("step", ParamType.NUMBER, "double")
     ck.compare("step", step, "ne", 0, "0")
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one index, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
+        kernels.arange_len(start, stop, step) == src.len,
+        "kernels.arange_len(start, stop, step) == src.len",
+        "src has ceil((stop - start) / step) elements",
+        lambda: found(src=src, start=start, stop=stop, step=step),
     )
     ck.satisfy(
         "param 'step'",
-        0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len,
-        "0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len",
-        "the last index is inside src",
-        lambda: found(src=src, start=start, stop=stop, step=step),
+        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
+        or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1))
+        and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max,
+        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1)) and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max",
+        "the first and last values fit the integer dtype",
+        lambda: found(src=src, start=start, step=step),
     )
-    ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
+    ck.define("dst", src.dtype, src.shape, owner="src")
     op.values.update(start=start, stop=stop, step=step)
-
-
-def rearange_views(op, arrays):
-    """The arrays of outputs that are views of an input's memory."""
-    src = op.array(arrays, "src")
-    start = op.values["start"]
-    stop = op.values["stop"]
-    step = op.values["step"]
-    return {
-        "dst": src[start::step][: kernels.arange_len(start, stop, step)],
-    }
 
 
 REARANGE = OpProto(
     optype="rearange",
     arch="none",
     mtype=MemType.NONE,
-    doc="The entries src[start + step * i] of 1-D `src`, for i = 0 .. ceil((stop - start) / step) - 1, as a strided view: `dst` shares `src`'s memory (no copy, no run code). `step` may be negative (a reversed view); every index must lie inside `src`. Every dtype. (LightNet's rearange instead refilled `src` in place with arange values; use `arange` for that.)",
+    doc="Fill 1-D `src` in place with start + step * i for i = 0 .. ceil((stop - start) / step) - 1, computed in double and converted to its dtype (TensorLight's tl_tensor_rearange): `dst` is `src`'s memory with these values; `src` must have exactly that many elements. `step` may be negative. Every dtype but TL_BOOL; for an integer dtype the values truncate toward zero.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -66,20 +71,19 @@ REARANGE = OpProto(
     ),
     pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_views,
     examples=(
         {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3, 4, 5, 6]},
+            "doc": "src's values are replaced",
+            "inputs": {"src": [9, 9, 9]},
             "params": {"start": 1, "stop": 6, "step": 2},
             "outputs": {"dst": [1, 3, 5]},
             "error": None,
         },
         {
-            "doc": "a reversed view down to index 0",
-            "inputs": {"src": [0, 1, 2, 3, 4]},
-            "params": {"start": 4, "stop": -1, "step": -2},
-            "outputs": {"dst": [4, 2, 0]},
+            "doc": "a negative step; an integer dtype truncates",
+            "inputs": {"src": {"dtype": "TL_INT32", "data": [0, 0]}},
+            "params": {"start": 4, "stop": 1.5, "step": -1.5},
+            "outputs": {"dst": {"dtype": "TL_INT32", "data": [4, 2]}},
             "error": None,
         },
         {
@@ -87,14 +91,21 @@ REARANGE = OpProto(
             "inputs": {"src": [0, 1, 2, 3]},
             "params": {"start": 1, "stop": 3, "step": 0},
             "outputs": {},
-            "error": "param 'step': ne: expected step != 0, found 0",
+            "error": "param 'step': ne: expected step != 0, found 0.0",
         },
         {
             "doc": "",
             "inputs": {"src": [0, 1, 2, 3]},
             "params": {"start": 0, "stop": 6, "step": 2},
             "outputs": {},
-            "error": "param 'step': check: expected 0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len (the last index is inside src), found src=float32[4], start=0, stop=6, step=2",
+            "error": "param 'step': check: expected kernels.arange_len(start, stop, step) == src.len (src has ceil((stop - start) / step) elements), found src=float32[4], start=0.0, stop=6.0, step=2.0",
+        },
+        {
+            "doc": "",
+            "inputs": {"src": {"dtype": "TL_UINT8", "data": [0, 0]}},
+            "params": {"start": -1, "stop": 1, "step": 1},
+            "outputs": {},
+            "error": "(the first and last values fit the integer dtype)",
         },
         {
             "doc": "",
@@ -112,49 +123,65 @@ def rearange_cpu_pre_run(op, tensors):
     ck = Checker(op, tensors)
     ck.no_unknown_args()
     src = ck.tensor_in("src")
+    ck.dtype(
+        "src",
+        src,
+        (
+            DType.TL_DOUBLE,
+            DType.TL_FLOAT,
+            DType.TL_INT32,
+            DType.TL_INT16,
+            DType.TL_INT8,
+            DType.TL_UINT32,
+            DType.TL_UINT16,
+            DType.TL_UINT8,
+        ),
+    )
     ck.ndim("src", src, 1)
     ck.mtype("src", src, MemType.CPU)
     ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
-    ck.compare("start", start, "lt", src.len, "src.len")
-    stop = ck.param("stop", ParamType.NUMBER, "int")
-    step = ck.param("step", ParamType.NUMBER, "int")
+    start = ck.param("start", ParamType.NUMBER, "double")
+    stop = ck.param("stop", ParamType.NUMBER, "double")
+    step = ck.param("step", ParamType.NUMBER, "double")
     ck.compare("step", step, "ne", 0, "0")
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one index, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
+        kernels.arange_len(start, stop, step) == src.len,
+        "kernels.arange_len(start, stop, step) == src.len",
+        "src has ceil((stop - start) / step) elements",
+        lambda: found(src=src, start=start, stop=stop, step=step),
     )
     ck.satisfy(
         "param 'step'",
-        0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len,
-        "0 <= start + step * (kernels.arange_len(start, stop, step) - 1) < src.len",
-        "the last index is inside src",
-        lambda: found(src=src, start=start, stop=stop, step=step),
+        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
+        or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1))
+        and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max,
+        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1)) and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max",
+        "the first and last values fit the integer dtype",
+        lambda: found(src=src, start=start, step=step),
     )
-    ck.define("dst", src.dtype, (kernels.arange_len(start, stop, step),), owner="src")
+    ck.define("dst", src.dtype, src.shape, owner="src")
     op.values.update(start=start, stop=stop, step=step)
 
 
-def rearange_cpu_views(op, arrays):
-    """The arrays of outputs that are views of an input's memory."""
-    src = op.array(arrays, "src")
+def rearange_cpu_load(op, arrays):
+    """Return the run function, bound to the op's arrays."""
+    dst = op.array(arrays, "dst")
     start = op.values["start"]
     stop = op.values["stop"]
     step = op.values["step"]
-    return {
-        "dst": src[start::step][: kernels.arange_len(start, stop, step)],
-    }
+
+    def run():
+        kernels.fill_arange(dst, start, stop, step)
+
+    return run
 
 
 REARANGE_CPU = OpProto(
     optype="rearange_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="The entries src[start + step * i] of 1-D `src`, for i = 0 .. ceil((stop - start) / step) - 1, as a strided view: `dst` shares `src`'s memory (no copy, no run code). `step` may be negative (a reversed view); every index must lie inside `src`. Every dtype. (LightNet's rearange instead refilled `src` in place with arange values; use `arange` for that.)",
+    doc="Fill 1-D `src` in place with start + step * i for i = 0 .. ceil((stop - start) / step) - 1, computed in double and converted to its dtype (TensorLight's tl_tensor_rearange): `dst` is `src`'s memory with these values; `src` must have exactly that many elements. `step` may be negative. Every dtype but TL_BOOL; for an integer dtype the values truncate toward zero.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -164,7 +191,7 @@ REARANGE_CPU = OpProto(
     ),
     pre_run=rearange_cpu_pre_run,
     source="descriptions/ops/rearange.yaml",
-    views=rearange_cpu_views,
+    load=rearange_cpu_load,
 )
 
 PROTOS = (REARANGE, REARANGE_CPU)

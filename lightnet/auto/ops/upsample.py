@@ -43,7 +43,7 @@ UPSAMPLE = OpProto(
     optype="upsample",
     arch="none",
     mtype=MemType.NONE,
-    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index floor(i / scale) (ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
+    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index round((i + 0.5) * src.shape[i] / dst.shape[i] - 0.5), halves away from zero, in float32 (TensorLight's tl_tensor_resize; floor(i / scale) for an integer scale, as ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
@@ -54,10 +54,17 @@ UPSAMPLE = OpProto(
     source="descriptions/ops/upsample.yaml",
     examples=(
         {
-            "doc": "",
+            "doc": "scale 1.5 picks round((i + 0.5) * 2 / 3 - 0.5) = 0, 1, 1 on the second axis",
             "inputs": {"src": [[1, 2], [3, 4]]},
             "params": {"mode": "TL_NEAREST", "scales": [2, 1.5]},
-            "outputs": {"dst": [[1, 1, 2], [1, 1, 2], [3, 3, 4], [3, 3, 4]]},
+            "outputs": {"dst": [[1, 2, 2], [1, 2, 2], [3, 4, 4], [3, 4, 4]]},
+            "error": None,
+        },
+        {
+            "doc": "a downscale by 0.5 picks round(2 * i + 0.5) = 1, 3 (halves away from zero)",
+            "inputs": {"src": [0, 1, 2, 3]},
+            "params": {"mode": "TL_NEAREST", "scales": [0.5]},
+            "outputs": {"dst": [1, 3]},
             "error": None,
         },
         {
@@ -140,7 +147,7 @@ UPSAMPLE_CPU = OpProto(
     optype="upsample_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index floor(i / scale) (ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
+    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index round((i + 0.5) * src.shape[i] / dst.shape[i] - 0.5), halves away from zero, in float32 (TensorLight's tl_tensor_resize; floor(i / scale) for an integer scale, as ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(

@@ -116,7 +116,7 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
               "padding": pads, "output_padding": output_padding, "autopad": autopad}
     if output_shape:
-        params["output_dims"] = output_shape
+        params["output_dims"] = [x.shape[0], w.shape[1] * group] + output_shape
     shape = c.out_shape(n)
     if k == 1:
         y = c.emit("deconv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype,
