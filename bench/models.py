@@ -206,7 +206,7 @@ def resnet50(rng) -> onnx.ModelProto:
 
 
 def squeezenet11(rng) -> onnx.ModelProto:
-    """SqueezeNet 1.1, the same network as lightnet.irbuild.squeezenet: a 3x3 stride-2
+    """SqueezeNet 1.1, the same network as tests.irbuild.squeezenet: a 3x3 stride-2
     stem, eight fire modules, max pools, a 1x1 conv classifier, global average pool."""
     g = Graph(rng, "squeezenet11")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import black
 import jinja2
 
-from generator.model import DTYPES, Descriptions, Family, OpDesc, Optimizer
+from generator.schema import DTYPES, Descriptions, Family, OpDesc, Optimizer, is_number
 
 BLACK_VERSION = "26.10.1"  # the one pinned in pyproject.toml
 BLACK_MODE = black.Mode(target_versions={black.TargetVersion.PY311}, line_length=88)
@@ -45,22 +45,126 @@ def _dtype_expr(text: str) -> str:
     return f"DType.{text}" if text in DTYPES else text
 
 
+def _dtypes_literal(t) -> str:
+    if t.dtype_set:
+        return t.dtype_set.upper()
+    return _tuple_of(f"DType.{d}" for d in t.dtype)
+
+
 def _tensor_arg(t) -> str:
+    """A TensorArg with the constraints the description declares of it."""
     extra = ""
     if getattr(t, "optional", False):
         extra += ", optional=True"
     if getattr(t, "variadic", False):
         extra += f", variadic=True, min={t.min}"
+    if getattr(t, "dtype", None) and not isinstance(t.dtype, str):
+        extra += f", dtype={_dtypes_literal(t)}"
+    for key in ("ndim", "static", "sametype", "sameshape"):
+        value = getattr(t, key, None) if hasattr(t, "sametype") else None
+        if value is not None:
+            extra += f", {key}={value!r}"
+    if getattr(t, "len", None) is not None and hasattr(t, "sametype") and is_number(t.len):
+        extra += f", len={t.len}"
     return f'TensorArg("{t.arg_name}"{extra})'
 
 
 def _param_arg(p) -> str:
-    default = "" if p.required else f", {_literal(p.default)}"
-    return f'ParamArg("{p.arg_name}", ParamType.{_ptype(p.ptype)}{default})'
+    """A ParamArg with its declared constraints: type, length, literal bounds, choices."""
+    extra = "" if p.required else f", {_literal(p.default)}"
+    if p.realtype:
+        extra += f", realtype={p.realtype!r}"
+    if p.len is not None and is_number(p.len):
+        extra += f", length={p.len}"
+    bounds = [f"({b.rule!r}, {b.value})" for b in p.bounds if b.literal]
+    if bounds:
+        extra += f", bounds={_tuple_of(bounds)}"
+    if p.choices:
+        extra += f", choices={_tuple_of(map(repr, p.choices))}"
+    return f'ParamArg("{p.arg_name}", ParamType.{_ptype(p.ptype)}{extra})'
 
 
 def _kept_names(op: OpDesc) -> list[str]:
-    return [p.arg_name for p in op.params] + list(op.pre_run_names)
+    params = [p.arg_name for p in op.params]
+    return params + [n for n in op.pre_run_names if n not in params]
+
+
+def _own_exprs(op: OpDesc) -> list[str]:
+    """The expressions and code an op's own pre_run holds."""
+    own = op.own
+    texts = [c.expr for c in own.checks] + [c.expr for _, c in own.out_checks]
+    for p in own.params:
+        texts += [c.expr for c in p.checks]
+        texts += [f"{p.arg_name}, {b.value}" for b in p.bounds if not b.literal]
+        texts += [f"{p.arg_name}, {p.len}"] if p.len is not None and not is_number(p.len) else []
+    for t in own.tensors_in:
+        texts += [c.expr for c in t.checks]
+        texts += [f"{t.arg_name}, {t.len}"] if t.len is not None and not is_number(t.len) else []
+    return texts
+
+
+def _has_pre_run(op: OpDesc) -> bool:
+    return op.base is None or bool(_own_exprs(op))
+
+
+def _pre_run_checks(op: OpDesc) -> bool:
+    """Whether the op's own pre_run uses a Checker (to check or to define)."""
+    return bool(_own_exprs(op)) or (op.base is None and bool(op.tensors_out))
+
+
+def _pre_run_reads(op: OpDesc) -> list[str]:
+    """The names the op's own pre_run reads of its inputs, params, outputs
+    (defined by its base) and the names its base's pre_run kept."""
+    texts = _own_exprs(op)
+    if op.base is None:
+        texts += [op.pre_run or ""]
+        texts += [t.shape + "\n" + _dtype_code(t.dtype) + "\n" + (t.from_file or "")
+                  for t in op.tensors_out]
+    return _names_in(op, "\n".join(texts), outputs=op.base is not None)
+
+
+def _names_in(op: OpDesc, code: str, outputs: bool = True) -> list[str]:
+    """The names `code` reads that a Checker gets, in argument order."""
+    read = _names_read(code) if code.strip() else set()
+    names = [t.arg_name for t in op.tensors_in]
+    names += [t.arg_name for t in op.tensors_out] if outputs else []
+    names += _kept_names(op) if outputs else [p.arg_name for p in op.params]
+    return [n for n in dict.fromkeys(names) if n in read]
+
+
+def _dtype_code(text: str) -> str:
+    return "" if text in DTYPES else text
+
+
+def _chain(op: OpDesc, family: Family):
+    """`op` and the ops it inherits from, nearest first."""
+    by_optype = {o.optype: o for o in family.ops}
+    while op is not None:
+        yield op
+        op = by_optype.get(op.inherits) if op.inherits else None
+
+
+def _pre_run_of(op: OpDesc, family: Family) -> str:
+    """The op whose generated pre_run this op uses: itself, or its nearest
+    base that has one."""
+    by_optype = {o.optype: o for o in family.ops}
+    while not _has_pre_run(op):
+        op = by_optype[op.base]
+    return op.optype
+
+
+def _scratch_of(op: OpDesc, family: Family) -> str:
+    """The op whose scratch function this op uses (the same expression)."""
+    owner = op
+    for o in _chain(op, family):
+        if o.scratch != op.scratch:
+            break
+        owner = o
+    return owner.optype
+
+
+def _views_of(op: OpDesc, family: Family) -> str:
+    return list(_chain(op, family))[-1].optype  # outputs are the root's
 
 
 def _names_read(code: str) -> set[str]:
@@ -127,9 +231,13 @@ def _uses(family: Family) -> dict[str, bool]:
         "kernels": bool(re.search(r"\bkernels\b", joined)),
         "np": bool(re.search(r"\bnp\b", joined)),
         "math": bool(re.search(r"\bmath\b", joined)),
-        "found": any(_all_checks(op) for op in family.ops),
+        "found": any(_own_exprs(op) for op in family.ops),
+        "checker": any(_has_pre_run(op) or op.scratch for op in family.ops),
+        "params": any(op.params for op in family.ops),
+        "dtype_sets": sorted({t.dtype_set.upper() for op in family.ops for t in op.tensors_in
+                              if t.dtype_set}),
         "dtype": bool(re.search(r"\bDType\b", joined))
-        or any(t.dtype for op in family.ops for t in op.tensors_in)
+        or any(t.dtype and not t.dtype_set for op in family.ops for t in op.tensors_in)
         or any(t.dtype in DTYPES for op in family.ops for t in op.tensors_out),
     }
 
@@ -164,8 +272,6 @@ def _param_rules(p) -> str:
     symbols = {"eq": "==", "ne": "!=", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
     each = "each " if p.is_array else ""
     rules = [f"{each}{symbols[b.rule]} `{b.value}`" for b in p.bounds]
-    if p.len is not None:
-        rules.insert(0, f"len `{p.len}`")
     if p.choices:
         rules.append("one of " + ", ".join(f"`{c}`" for c in p.choices))
     rules += [f"`{c.expr}`" + (f" ({c.msg})" if c.msg else "") for c in p.checks]
@@ -211,9 +317,19 @@ def environment(templates: Path) -> jinja2.Environment:
         param_arg=_param_arg,
         kwarg=lambda n: f"{n}={n}",
         kept_names=_kept_names,
+        has_pre_run=_has_pre_run,
+        pre_run_checks=_pre_run_checks,
+        pre_run_reads=_pre_run_reads,
+        names_in=_names_in,
+        is_number=is_number,
+        pre_run_of=_pre_run_of,
+        scratch_of=_scratch_of,
+        own_scratch=lambda op, family: _scratch_of(op, family) == op.optype,
+        views_of=_views_of,
+        own_views=lambda op, family: _views_of(op, family) == op.optype,
         names_read_by_outputs=lambda op: _names_read(
-            "\n".join(t.shape + "\n" + t.dtype + "\n" + "\n".join(c.expr for c in t.checks)
-                      for t in op.tensors_out) + "\n" + (op.scratch or "")
+            "\n".join(t.shape + "\n" + _dtype_code(t.dtype) + "\n" + (t.from_file or "")
+                      + "\n" + "\n".join(c.expr for c in t.checks) for t in op.tensors_out)
         ),
         has_views=lambda op: any(t.view for t in op.tensors_out),
         views_text=lambda op: "\n".join(t.view for t in op.tensors_out if t.view),
@@ -221,7 +337,6 @@ def environment(templates: Path) -> jinja2.Environment:
         indent_code=lambda code, n: textwrap.indent(code.rstrip("\n"), " " * n),
         tensor_rules=_tensor_rules,
         param_rules=_param_rules,
-        examples_literal=lambda examples: repr(tuple(e.__dict__ for e in examples)),
     )
     env.globals["satisfy"] = _satisfy
     env.globals["variants"] = _variants
@@ -253,11 +368,13 @@ def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
         )
         files[f"lightnet/auto/optimizers/{optimizer.arch}.py"] = format_python(text, optimizer.source)
     for package, doc in (("ops", "Generated op modules, one per descriptions/ops/*.yaml."),
-                         ("optimizers", "Generated optimizer modules, one per arch."),
                          ("", "Code generated from descriptions/ by `python -m generator`.")):
         path = f"lightnet/auto/{package}/__init__.py".replace("//", "/")
         files[path] = format_python(f'# Generated by `python -m generator`. Do not edit.\n"""{doc}"""\n', path)
-    text = env.get_template("registry.py.j2").render(descriptions=descriptions)
-    files["lightnet/auto/registry.py"] = format_python(text, "registry")
+    for template, path in (("registry.py.j2", "lightnet/auto/registry.py"),
+                           ("optimizers.py.j2", "lightnet/auto/optimizers/__init__.py"),
+                           ("dtypes.py.j2", "lightnet/auto/dtypes.py")):
+        text = env.get_template(template).render(descriptions=descriptions)
+        files[path] = format_python(text, path)
     files["docs/ops.md"] = env.get_template("ops.md.j2").render(descriptions=descriptions)
     return files

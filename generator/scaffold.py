@@ -13,39 +13,22 @@ SKELETON = '''\
 # `python -m generator` and commit the description with lightnet/auto/.
 
 {name}:
-  arch: none                      # abstract: semantics only, lowered by expanders
+  arch: none  # abstract: what the op computes; compile lowers it to {name}_cpu
   doc: >
     What {name} computes, which dtypes it accepts and any semantics a
     user must know (edge cases, rounding, layout).
-  tensors_in:
-    - arg_name: src
-      dtype: TL_FLOAT             # accepted dtypes (a name or a list)
-      doc: The input.
-  tensors_out:
-    - arg_name: dst
-      dtype: src.dtype            # an expression, or a dtype name
-      shape: src.shape            # an expression giving a tuple of ints
-      doc: The result.
-  params:
-    - arg_name: alpha
-      ptype: number               # null, string, number, bool, or arrays: number[]...
-      realtype: float             # int, float or double (numbers only)
-      default: 1.0
-      ge: 0                       # bounds: eq, ne, gt, ge, lt, le
-      doc: A scale factor.
-  examples:
-    - inputs: {{src: [[1, 2], [3, 4]]}}
-      params: {{alpha: 2}}
-      outputs: {{dst: [[2, 4], [6, 8]]}}
-    - inputs: {{src: [1]}}
-      params: {{alpha: -1}}
-      error: "param 'alpha': ge"
+  tensors_in:  # dtype: a set of descriptions/types.yaml, a dtype, or a list
+    src: {{dtype: float, doc: The input.}}
+  tensors_out:  # dtype and shape: expressions over the inputs and params
+    dst: {{dtype: src.dtype, shape: src.shape, doc: The result.}}
+  params:  # type: int, float, double, bool, string, int[2], float[], [CHOICE, ...]
+    alpha: {{type: float, default: 1.0, ge: 0, doc: A scale factor.}}
+  examples:  # run as tests; an `error` example names the failing check
+    - {{inputs: {{src: [[1, 2], [3, 4]]}}, params: {{alpha: 2}}, outputs: {{dst: [[2, 4], [6, 8]]}}}}
+    - {{inputs: {{src: [1]}}, params: {{alpha: -1}}, error: "param 'alpha': ge"}}
 
-{name}_cpu:
-  inherits: {name}
-  arch: cpu
-  run: |
-    np.multiply(src, alpha, out=dst)
+# The cpu variant: the parent's checks, plus its run code (a kernel call).
+{name}_cpu: {{inherits: {name}, arch: cpu, run: "np.multiply(src, alpha, out=dst)"}}
 '''
 
 

@@ -1,8 +1,9 @@
 """Architectures: the ops each one can run and the optimizer functions it owns.
 
 `none` holds the abstract ops that only describe semantics; `cpu` holds the
-runnable numpy ops. Op prototypes and optimizer functions come from the
-generated registry (lightnet/auto/registry.py).
+runnable numpy ops. Op prototypes come from the generated registry
+(lightnet/auto/registry.py), optimizer functions from the generated
+lightnet/auto/optimizers/ modules.
 """
 
 from __future__ import annotations
@@ -11,25 +12,20 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Callable
 
+from lightnet.auto.optimizers import OPTIMIZERS
+from lightnet.auto.registry import OP_PROTOS
 from lightnet.errors import LightNetError
 from lightnet.op import OpProto
-
-
-@dataclass(frozen=True)
-class Combiner:
-    """A rule over a window of adjacent ops: `func(ctx, window)` returns the
-    replacement ops, or None when the window does not match."""
-
-    name: str
-    window: tuple[str, ...]
-    func: Callable
+from lightnet.rules import Combiner
 
 
 @dataclass(frozen=True)
 class Arch:
     """An architecture: its ops, and expanders (abstract optype -> function
     `(ctx, op) -> list of ops | None`), combiners, subgraph and schedule
-    functions, applied in that order by `compile`."""
+    functions, applied in that order by `compile`. An abstract op `X` that no
+    expander lowers becomes `X_<name>` when the arch has that op; failing
+    that, what the `fallback` arch makes of it."""
 
     name: str
     ops: dict[str, OpProto]
@@ -37,28 +33,27 @@ class Arch:
     combiners: tuple[Combiner, ...] = ()
     subgraphs: tuple[Callable, ...] = ()
     schedules: tuple[Callable, ...] = ()
+    fallback: str | None = None
 
 
 @cache
 def archs() -> dict[str, Arch]:
-    from lightnet.auto import registry
-
     by_arch: dict[str, dict[str, OpProto]] = {}
-    for proto in registry.OP_PROTOS:
+    for proto in OP_PROTOS.values():
         by_arch.setdefault(proto.arch, {})[proto.optype] = proto
     result = {}
     for name, ops in sorted(by_arch.items()):
-        optimizers = registry.OPTIMIZERS.get(name)
+        optimizers = OPTIMIZERS.get(name)
         if optimizers is None:
             result[name] = Arch(name, ops)
         else:
-            result[name] = Arch(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS)
+            result[name] = Arch(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
+                                fallback=optimizers.FALLBACK)
     return result
 
 
-@cache
 def op_protos() -> dict[str, OpProto]:
-    return {optype: proto for arch in archs().values() for optype, proto in arch.ops.items()}
+    return OP_PROTOS
 
 
 def get_arch(name: str) -> Arch:
@@ -70,7 +65,7 @@ def get_arch(name: str) -> Arch:
 
 
 def get_proto(optype: str) -> OpProto | None:
-    return op_protos().get(optype)
+    return OP_PROTOS.get(optype)
 
 
 # The suffixes of LightNet's ops for architectures LightNet has and this

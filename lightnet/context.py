@@ -165,9 +165,6 @@ class Context:
         except LightNetError as e:
             raise LightNetError(f"{self.label}: {e}") from None
 
-    def new_op_name(self, prefix: str) -> str:
-        return unique_name(prefix, self.dfg.ops)
-
     @property
     def outputs(self) -> list[str]:
         """The model's outputs: tensors no op reads, in creation order."""

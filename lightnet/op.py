@@ -15,56 +15,76 @@ from typing import Callable
 import numpy as np
 
 from lightnet.errors import CheckError
-from lightnet.param import Param, ParamType
-from lightnet.tensor import MemType, TensorTable
+from lightnet.opck import check_declared
+from lightnet.param import REQUIRED, Param, ParamType
+from lightnet.tensor import DType, MemType, TensorTable
 
-REQUIRED = object()  # default of a param that has none
 
 
 @dataclass(frozen=True)
 class TensorArg:
-    """A tensor argument an optype takes or gives.
+    """A tensor argument an optype takes or gives, with the constraints its
+    description declares (checked by lightnet.opck.check_declared).
 
     A variadic input `src` is given as `src1`, `src2`, ... (at least `min`).
+    `dtype` is the accepted dtypes (empty: any); `len` a number of elements;
+    `sametype` / `sameshape` name another input; `static` None means either.
     """
 
     arg_name: str
     optional: bool = False
     variadic: bool = False
     min: int = 1
+    dtype: tuple[DType, ...] = ()
+    ndim: int | None = None
+    len: int | None = None
+    static: bool | None = None
+    sametype: str | None = None
+    sameshape: str | None = None
 
 
 @dataclass(frozen=True)
 class ParamArg:
+    """A param an optype takes, with its declared constraints: numbers (and
+    number arrays) typed as `realtype` (int, float or double); `length` of an
+    array; `bounds` as (rule, value) pairs, rule one of eq ne gt ge lt le
+    (each element of an array); `choices` of a string (or of each element)."""
+
     arg_name: str
     ptype: ParamType
     default: object = REQUIRED
+    realtype: str | None = None
+    length: int | None = None
+    bounds: tuple[tuple[str, object], ...] = ()
+    choices: tuple = ()
 
 
 @dataclass(frozen=True)
 class OpProto:
     """Everything the runtime knows of an optype, built by its generated module.
 
-    pre_run(op, tensors) checks and defines outputs; views(op, arrays) returns
-    the arrays of outputs that share an input's memory; load(op, arrays) runs
-    static_run and returns the run function; post_run(op) frees private state.
-    `assemble` lets the memory planner place the inputs inside the output.
+    The declared constraints of the args are checked first (the same for
+    every op); then pre_run(op, tensors) makes the op's own checks and defines
+    its outputs; scratch(op, tensors) gives the bytes of scratch memory it
+    needs while it runs; views(op, arrays) returns the arrays of outputs that
+    share an input's memory; load(op, arrays) runs static_run and returns the
+    run function; post_run(op) frees private state. `assemble` lets the
+    memory planner place the inputs inside the output.
     """
 
     optype: str
     arch: str
     mtype: MemType
-    doc: str
     tensors_in: tuple[TensorArg, ...]
     tensors_out: tuple[TensorArg, ...]
     params: tuple[ParamArg, ...]
     pre_run: Callable
     source: str
+    scratch: Callable | None = None
     views: Callable | None = None
     load: Callable | None = None
     post_run: Callable | None = None
     assemble: tuple[str, str, str] | None = None  # (output, variadic input, axis param)
-    examples: tuple = ()
 
 
 @dataclass
@@ -130,7 +150,10 @@ class Op:
         self.values = {}
         self.scratch = 0
         try:
+            check_declared(self, tensors)
             self.proto.pre_run(self, tensors)
+            if self.proto.scratch is not None:
+                self.proto.scratch(self, tensors)
         except (ValueError, ArithmeticError, IndexError, TypeError) as e:
             raise CheckError(self.name, self.optype, "op", "infer",
                              "arguments its shapes can be computed from", str(e)) from e

@@ -1,8 +1,13 @@
-"""Check helpers for generated pre_run code.
+"""Checking ops: the declared constraints of every optype, and the helpers
+its generated pre_run uses for the rest.
 
-Every failed check raises CheckError with one message format, naming the op,
-its optype, the argument, the rule, what was expected and what was found. A
-Checker is bound to one op and its context's tensor table.
+`check_declared` enforces what descriptions declare as data in the OpProto
+(args given and known, dtype sets, ndim, static, memory type, sametype,
+sameshape, lengths, param types, bounds and choices); the generated pre_run
+then checks only what is particular to its op (expressions) and defines the
+outputs. Every failed check raises CheckError with one message format,
+naming the op, its optype, the argument, the rule, what was expected and
+what was found. A Checker is bound to one op and its context's tensor table.
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ import math
 import operator
 
 from lightnet.errors import CheckError
-from lightnet.op import REQUIRED, Op
-from lightnet.param import Param, ParamType
+from typing import TYPE_CHECKING
+
+from lightnet.param import REQUIRED, Param, ParamType
 from lightnet.tensor import MAX_ELEMENTS, DType, MemType, TensorEntry, TensorTable
+
+if TYPE_CHECKING:
+    from lightnet.op import Op
 
 COMPARISONS = {
     "eq": (operator.eq, "=="),
@@ -37,6 +46,50 @@ def _arg_param(arg: str) -> str:
     return f"param '{arg}'"
 
 
+def check_declared(op: Op, tensors: TensorTable) -> None:
+    """Enforce the constraints the op's prototype declares, in argument order
+    (inputs, then outputs, then params), and keep the typed param values in
+    `op.values` for its pre_run and run code."""
+    ck = Checker(op, tensors)
+    proto = op.proto
+    ck.no_unknown_args()
+    entries = {}
+    for t in proto.tensors_in:
+        if t.variadic:
+            entry = ck.tensors_in_variadic(t.arg_name, t.min)
+        else:
+            entry = ck.tensor_in(t.arg_name, optional=t.optional)
+        entries[t.arg_name] = entry
+        if t.dtype:
+            ck.dtype(t.arg_name, entry, t.dtype)
+        if t.ndim is not None:
+            ck.ndim(t.arg_name, entry, t.ndim)
+        if t.static is not None:
+            ck.static(t.arg_name, entry, t.static)
+        if proto.mtype is not MemType.NONE:
+            ck.mtype(t.arg_name, entry, proto.mtype)
+    for t in proto.tensors_in:
+        if t.sametype:
+            ck.same_type(t.arg_name, entries[t.arg_name], t.sametype, entries[t.sametype])
+        if t.sameshape:
+            ck.same_shape(t.arg_name, entries[t.arg_name], t.sameshape, entries[t.sameshape])
+    for t in proto.tensors_out:
+        ck.tensor_out(t.arg_name, optional=t.optional)
+    for p in proto.params:
+        value = ck.param(p.arg_name, p.ptype, p.realtype, p.default)
+        op.values[p.arg_name] = value
+        if p.choices:
+            (ck.each_one_of if p.ptype.is_array else ck.one_of)(p.arg_name, value, p.choices)
+        if p.length is not None:
+            ck.array_len(p.arg_name, value, p.length, str(p.length))
+        for rule, bound in p.bounds:
+            (ck.compare_each if p.ptype.is_array else ck.compare)(
+                p.arg_name, value, rule, bound, str(bound))
+    for t in proto.tensors_in:
+        if t.len is not None:
+            ck.len(t.arg_name, entries[t.arg_name], t.len, str(t.len))
+
+
 class Checker:
     def __init__(self, op: Op, tensors: TensorTable):
         self.op = op
@@ -44,6 +97,23 @@ class Checker:
 
     def fail(self, arg: str, rule: str, expected, found):
         raise CheckError(self.op.name, self.op.optype, arg, rule, expected, found)
+
+    def get(self, *names: str) -> tuple:
+        """The values checked code reads, by name: the entry of an input (a
+        list for a variadic one, None for an absent optional one) or of a
+        defined output, else a param value or a name pre_run kept."""
+        op, values = self.op, []
+        variadic = {t.arg_name for t in op.proto.tensors_in if t.variadic}
+        for name in names:
+            if name in variadic:
+                values.append([self.tensors[op.tensors_in[a]] for a in op.variadic_in(name)])
+            elif name in op.tensors_in or name in op.tensors_out:
+                values.append(self.tensors[op.tensors_in.get(name) or op.tensors_out[name]])
+            elif name in op.values:
+                values.append(op.values[name])
+            else:  # an optional input that is not given
+                values.append(None)
+        return tuple(values)
 
     # Tensor lists ---------------------------------------------------------
 

@@ -16,6 +16,7 @@ import numpy as np
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
 FLT_MAX = float(np.finfo(np.float32).max)
+REQUIRED = object()  # the default of a param that has none
 
 
 class ParamType(enum.Enum):

@@ -14,15 +14,18 @@ MAX_COMBINE_ROUNDS = 100
 
 
 def expand(ctx, arch: Arch) -> None:
-    """Replace every op not of `arch` by what the arch's expander returns."""
+    """Replace every op not of `arch` (or of its fallback) by what the arch
+    lowers it to."""
+    runs = {arch.name, arch.fallback}
     i = 0
     while i < len(ctx.ops):
         op = ctx.ops[i]
-        if op.arch == arch.name:
+        if op.arch in runs:
             i += 1
             continue
-        expander = arch.expanders.get(op.optype)
-        new_ops = None if expander is None else expander(ctx, op)
+        new_ops = lower(ctx, arch, op)
+        if new_ops is None and arch.fallback is not None:
+            new_ops = lower(ctx, get_arch(arch.fallback), op)
         if new_ops is None:
             raise LightNetError(
                 f"op '{op.name}' ({op.optype}) cannot be compiled for target "
@@ -30,6 +33,17 @@ def expand(ctx, arch: Arch) -> None:
             )
         ctx.replace_ops(i, 1, new_ops)
         i += len(new_ops)
+
+
+def lower(ctx, arch: Arch, op):
+    """The ops `arch` puts in place of `op`: its expander's, else by default
+    the arch's variant `<optype>_<arch>` with the same tensors and params;
+    None when neither applies."""
+    expander = arch.expanders.get(op.optype)
+    if expander is not None:
+        return expander(ctx, op)
+    variant = arch.ops.get(f"{op.optype}_{arch.name}")
+    return None if variant is None else [op.copy_as(variant)]
 
 
 def combine(ctx, arch: Arch) -> int:

@@ -1,4 +1,5 @@
-"""What optimizer rule conditions see of an op.
+"""Optimizer rules at run time: what their conditions see of an op, and how
+they build ops.
 
 `when` expressions in descriptions/optimizers read `op.params.group`,
 `op.ins.src.shape`, `op.outs.dst.static`, `op.consumers("dst")`,
@@ -9,15 +10,28 @@ make the replacement ops (and the weights a rule folds) with a Builder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 
-from lightnet.arch import get_proto
+from lightnet.auto.registry import OP_PROTOS
 from lightnet.errors import LightNetError
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.tensor import DType
+
+
+@dataclass(frozen=True)
+class Combiner:
+    """A rule over a window of adjacent ops: `func(ctx, window)` returns the
+    replacement ops, or None when the window does not match. A window entry
+    `*` matches any op."""
+
+    name: str
+    window: tuple[str, ...]
+    func: Callable
 
 
 class OpView:
@@ -119,7 +133,7 @@ class Builder:
     def op(self, optype=None, like=None, name=None, ins=None, outs=None, params=None,
            rename=None) -> Op:
         base = like._op if isinstance(like, OpView) else like
-        proto = base.proto if optype is None else get_proto(optype)
+        proto = base.proto if optype is None else OP_PROTOS[optype]
         optype = proto.optype
         tensors_in = dict(base.tensors_in) if base else {}
         tensors_out = dict(base.tensors_out) if base else {}

@@ -113,7 +113,7 @@ TOOLS = [
     Tool("generator", "generator", None, "error: ", "error: internal error: ",
          ok=lambda t: ["--root", _root(t)],
          user_error=lambda t: (["--root", _root(t, broken=True)],
-                               "descriptions/ops/shift.yaml:16: shift_cpu.arch: unknown arch "
+                               "descriptions/ops/shift.yaml:14: shift_cpu.arch: unknown arch "
                                "'gpu' (known: none, cpu)"),
          usage=[["--bogus"], ["new-op"], ["frobnicate"]],
          internal=("generator.model.load", lambda t: ["--root", _root(t)])),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from lightnet.irbuild import ModelBuilder
+from tests.irbuild import ModelBuilder
 
 RNG = np.random.default_rng(11)
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context, Session
-from lightnet.irbuild import ModelBuilder, squeezenet
+from tests.irbuild import ModelBuilder, squeezenet
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -66,7 +66,7 @@ SCRIPT = r"""
 import hashlib, json, sys
 import numpy as np
 import lightnet
-from lightnet.irbuild import ModelBuilder, squeezenet
+from tests.irbuild import ModelBuilder, squeezenet
 
 def digest(ctx):
     for mtype, arena in ctx.arenas.items():

@@ -161,6 +161,21 @@ def il(text, **kw):
     return lambda tmp: message(to_ir, text, **kw)
 
 
+def bad_types(tmp):
+    """A types file whose set lists a dtype that does not exist."""
+    sys.path.insert(0, str(ROOT / "tests" / "generator"))
+    from genutil import make_root
+
+    from generator import model
+    from generator.source import DescriptionError
+    root = make_root(tmp / "root")
+    (root / "descriptions" / "types.yaml").write_text(
+        "# sets\ndtypes:\n  half: [TL_HALF]\n", encoding="utf-8")
+    with pytest.raises(DescriptionError) as e:
+        model.load(root)
+    return str(e.value)
+
+
 def gen(ops=None, optimizers=None, render=False):
     """The generator's error on a tree holding these description files."""
     from generator import model
@@ -242,7 +257,7 @@ def compiled_with_weights(kind):
 
 
 def fold_over_limit(tmp):
-    from lightnet.irbuild import ModelBuilder
+    from tests.irbuild import ModelBuilder
     m = ModelBuilder()
     m.batchnorm(m.conv(m.input("x", [1, 4, 5, 5]), 4, 3, 3), 3)
     ctx = Context(memory_limit=100)
@@ -340,7 +355,8 @@ def no_expander(tmp):
 
 def unsettled(tmp):
     from lightnet import passes
-    from lightnet.arch import Arch, Combiner, archs
+    from lightnet.arch import Arch, archs
+    from lightnet.rules import Combiner
     ctx = Context()
     ctx.init(example())
     ctx.compile("cpu", combine=False)
@@ -423,7 +439,7 @@ def api(kind):
 
 def session(kind):
     def trigger(tmp):
-        from lightnet.irbuild import ModelBuilder
+        from tests.irbuild import ModelBuilder
         m = ModelBuilder()
         m.relu(m.input("x", [1, 2]))
         s = Session(m.to_dict())
@@ -506,7 +522,7 @@ def batch_error(kind):
 
 def interface_error(kind):
     def trigger(tmp):
-        from lightnet.irbuild import ModelBuilder
+        from tests.irbuild import ModelBuilder
         m = ModelBuilder()
         m.op("relu", {"src": m.input("x", [1, 2])}, name="r")
         m.op("forward", {"src": m.input("ids", [1], dtype="TL_INT32")}, name="f")
@@ -657,7 +673,8 @@ def infer_error(tmp):
     def pre_run(op, tensors):
         raise ValueError("shapes [2] and [3] do not broadcast: dimension -1 is 2 in one "
                          "and 3 in the other")
-    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run)
+    proto = dataclasses.replace(get_proto("elew"), pre_run=pre_run, tensors_in=(),
+                                tensors_out=(), params=())
     return message(Op(proto, "add1", {}, {}, {}).pre_run, TensorTable())
 
 
@@ -850,12 +867,15 @@ TRIGGERS = {
                                    "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
                                    "shape: src.shape}]\n  run: dst = src\n"}),
     "gen.tensor": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
-                                   "    - {arg_name: src, dtype: TL_HALF}\n"}),
+                                   "    src: {dtype: TL_HALF}\n"}),
     "gen.param": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                  "    - {arg_name: n, ptype: number}\n"}),
+                                  "    n: {type: number}\n"}),
     "gen.default": gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                    "    - {arg_name: n, ptype: number, realtype: int, "
-                                    "default: 0.5}\n"}),
+                                    "    n: {type: int, default: 0.5}\n"}),
+    "gen.variant": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n    src: {dtype: float}\n"
+                                    "\nbad_cpu:\n  inherits: bad\n  arch: cpu\n  tensors_in:\n"
+                                    "    src: {dtype: TL_FLOAT}\n"}),
+    "gen.types": bad_types,
     "gen.example": gen({"bad.yaml": "bad:\n  arch: none\n  examples:\n    - inputs: {}\n"}),
     "gen.assemble": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [{arg_name: src}]\n"
                                      "  tensors_out: [{arg_name: dst, dtype: src.dtype, "
@@ -938,12 +958,18 @@ ALSO = {
     "gen.rule": [gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w")}),
                  gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w-x")}),
                  gen(optimizers={"cpu.yaml": FOLD_RULE.format(names="w, w")})],
-    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
-                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"})],
     "gen.tensor": [gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
                                     "    - {arg_name: src, min: 2}\n"})],
     "gen.param": [gen({"bad.yaml": "bad:\n  arch: none\n  params:\n"
-                                   "    - {arg_name: n, ptype: int}\n"})],
+                                   "    s: {type: [a, 1]}\n"}),
+                  gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: {src: {}}\n  params:\n"
+                                   "    n: {type: \"int[m]\"}\n"})],
+    "gen.variant": [gen({"bad.yaml": "bad:\n  arch: none\n  pre_run: x = 1\n"
+                                     "bad_cpu:\n  inherits: bad\n  arch: cpu\n  pre_run: y = 1\n"}),
+                    gen({"bad.yaml": "bad:\n  arch: none\n  drop_checks: [x]\n"})],
+    "gen.structure": [gen({"bad.yaml": "- 1\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in: [x]\n"}),
+                      gen({"bad.yaml": "bad:\n  arch: none\n  params:\n    a: {arg_name: b}\n"})],
 }
 
 
@@ -1033,7 +1059,7 @@ def error_sites():
             args = node.args
             if name in MESSAGE_ARG and len(args) > MESSAGE_ARG[name]:
                 messages = [args[MESSAGE_ARG[name]]]
-            elif name == "error" and path.name in ("il.py", "model.py") and args:
+            elif name == "error" and (path.name == "il.py" or path.parent.name == "generator") and args:
                 messages = [args[0] if path.name == "il.py" else args[-1]]
             elif name == "fail" and path.name == "opck.py" and len(args) > 2:
                 messages = [args[1], args[2]]  # the rule and what was expected
@@ -1047,7 +1073,7 @@ def test_the_scan_sees_the_errors():
     sites = list(error_sites())
     assert len(sites) > 150
     assert any(w.startswith("lightnet/opck.py") for w, _ in sites)
-    assert any(w.startswith("generator/model.py") for w, _ in sites)
+    assert any(w.startswith("generator/ops.py") for w, _ in sites)
 
 
 def test_every_error_in_the_code_is_documented():

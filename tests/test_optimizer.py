@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.irbuild import ModelBuilder, squeezenet
+from tests.irbuild import ModelBuilder, squeezenet
 
 RNG = np.random.default_rng(7)
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError
-from lightnet.arch import Arch, Combiner, archs
-from lightnet.irbuild import ModelBuilder
+from lightnet.arch import Arch, archs
 from lightnet.passes import combine, expand
-from lightnet.rules import Builder, OpView
+from lightnet.rules import Builder, Combiner, OpView
+from tests.irbuild import ModelBuilder
 
 
 def model():
@@ -20,15 +20,37 @@ def model():
 
 def cpu_with(expanders=None, combiners=()):
     cpu = archs()["cpu"]
-    return Arch("test", cpu.ops, {**cpu.expanders, **(expanders or {})}, tuple(combiners))
+    return Arch("cpu", cpu.ops, {**cpu.expanders, **(expanders or {})}, tuple(combiners))
 
 
 def test_an_op_no_rule_matches_is_an_error_naming_op_and_target():
     ctx = Context()
     ctx.init(model())
     with pytest.raises(LightNetError, match=r"op 'r' \(relu\) cannot be compiled for target "
-                                            r"'test': no expander rule matches it"):
+                                            r"'cpu': no expander rule matches it"):
         expand(ctx, cpu_with({"relu": lambda ctx, op: None}))
+
+
+def test_an_op_without_a_rule_is_lowered_to_the_arch_variant():
+    ctx = Context()
+    ctx.init(model())
+    expand(ctx, cpu_with())
+    assert [(o.name, o.optype) for o in ctx.ops] == [("x", "input_cpu"), ("r", "relu_cpu")]
+
+
+def test_what_an_arch_does_not_take_falls_back_to_its_fallback_arch():
+    cpu = archs()["cpu"]
+    relu_only = Arch("mini", {"relu_mini": cpu.ops["relu_cpu"]}, fallback="cpu")
+    ctx = Context()
+    ctx.init(model())
+    expand(ctx, relu_only)  # relu_mini is relu_cpu's prototype under another name
+    assert [(o.name, o.optype) for o in ctx.ops] == [("x", "input_cpu"), ("r", "relu_cpu")]
+    # without a fallback, the input has nowhere to go
+    ctx = Context()
+    ctx.init(model())
+    with pytest.raises(LightNetError, match=r"op 'x' \(input\) cannot be compiled for target "
+                                            r"'mini'"):
+        expand(ctx, Arch("mini", relu_only.ops))
 
 
 def test_an_expander_may_emit_several_ops_with_new_tensors():

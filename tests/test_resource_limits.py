@@ -20,7 +20,7 @@ import pytest
 
 from lightnet import Context, LightNetError, Session, mem
 from lightnet.cli import main as lightnet_main
-from lightnet.irbuild import ModelBuilder
+from tests.irbuild import ModelBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "example.json"

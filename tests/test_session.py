@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from lightnet import LightNetError, Session, TensorInfo
-from lightnet.irbuild import ModelBuilder
+from tests.irbuild import ModelBuilder
 
 
 def model():

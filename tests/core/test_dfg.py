@@ -7,7 +7,7 @@ from lightnet.errors import LightNetError
 from lightnet.op import Op, OpProto
 from lightnet.tensor import MemType
 
-PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, doc="", tensors_in=(),
+PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, tensors_in=(),
                 tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
 
 

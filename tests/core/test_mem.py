@@ -22,7 +22,7 @@ def test_align_up():
 
 # plan: hand-computed -------------------------------------------------------------------
 
-PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, doc="", tensors_in=(),
+PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, tensors_in=(),
                 tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
 
 

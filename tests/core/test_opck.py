@@ -4,7 +4,8 @@ import pytest
 
 from lightnet import Context
 from lightnet.errors import CheckError, LightNetError
-from lightnet.op import REQUIRED, Op, OpProto, ParamArg, TensorArg
+from lightnet.op import Op, OpProto, ParamArg, TensorArg
+from lightnet.param import REQUIRED
 from lightnet.opck import Checker, found
 from lightnet.param import Param, ParamType
 from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
@@ -159,7 +160,7 @@ def _noop(op, tensors):
 
 
 PROTO = OpProto(
-    optype="myop", arch="cpu", mtype=MemType.CPU, doc="", source="test",
+    optype="myop", arch="cpu", mtype=MemType.CPU, source="test",
     tensors_in=(TensorArg("src"), TensorArg("opt", optional=True),
                 TensorArg("in", variadic=True, min=2)),
     tensors_out=(TensorArg("dst"), TensorArg("aux", optional=True)),

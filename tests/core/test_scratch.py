@@ -5,7 +5,7 @@ so ops share one region instead of each keeping its own buffers."""
 import numpy as np
 
 from lightnet import Context
-from lightnet.irbuild import ModelBuilder
+from tests.irbuild import ModelBuilder
 
 
 def ref_lrn(x, size, alpha, beta, bias):

@@ -16,7 +16,7 @@ from lightnet.mem import align_up, assemble_in_place, plan
 from lightnet.op import Op, OpProto
 from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
 
-PROTO = OpProto(optype="t", arch="dnnl", mtype=MemType.CPU, doc="", tensors_in=(),
+PROTO = OpProto(optype="t", arch="dnnl", mtype=MemType.CPU, tensors_in=(),
                 tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
 
 

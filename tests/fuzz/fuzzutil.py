@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from lightnet.arch import op_protos
-from lightnet.irbuild import ModelBuilder
+from tests.irbuild import ModelBuilder
+from tests.opexamples import op_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -88,30 +89,28 @@ def _example_models() -> list[dict]:
     """One small model per valid op example: `create` ops for the inputs, then
     the op (the same construction as tests/test_op_examples.py)."""
     models = []
-    for proto in op_protos().values():
-        if proto.arch != "none":
+    for optype, example in op_examples():
+        proto = op_protos()[optype]
+        if proto.arch != "none" or example["error"] is not None:
             continue
-        for example in proto.examples:
-            if example["error"] is not None:
-                continue
-            ops, ins = [], []
-            for arg, value in example["inputs"].items():
-                dtype, data = "TL_FLOAT", value
-                if isinstance(value, dict):
-                    dtype, data = value.get("dtype", "TL_FLOAT"), value["data"]
-                shape, flat = _shape_and_flat(data)
-                ops.append({"name": f"create_{arg}", "optype": "create", "tensors_in": [],
-                            "tensors_out": [{"arg_name": "dst", "name": f"in_{arg}"}],
-                            "params": [{"arg_name": "dtype", "value": dtype},
-                                       {"arg_name": "dims", "value": shape or [1]},
-                                       {"arg_name": "data", "value": flat}]})
-                ins.append({"arg_name": arg, "name": f"in_{arg}"})
-            outs = [t.arg_name for t in proto.tensors_out]
-            ops.append({"name": "op", "optype": proto.optype, "tensors_in": ins,
-                        "tensors_out": [{"arg_name": a, "name": f"out_{a}"} for a in outs],
-                        "params": [{"arg_name": k, "value": v}
-                                   for k, v in example["params"].items()]})
-            models.append({"ops": ops})
+        ops, ins = [], []
+        for arg, value in example["inputs"].items():
+            dtype, data = "TL_FLOAT", value
+            if isinstance(value, dict):
+                dtype, data = value.get("dtype", "TL_FLOAT"), value["data"]
+            shape, flat = _shape_and_flat(data)
+            ops.append({"name": f"create_{arg}", "optype": "create", "tensors_in": [],
+                        "tensors_out": [{"arg_name": "dst", "name": f"in_{arg}"}],
+                        "params": [{"arg_name": "dtype", "value": dtype},
+                                   {"arg_name": "dims", "value": shape or [1]},
+                                   {"arg_name": "data", "value": flat}]})
+            ins.append({"arg_name": arg, "name": f"in_{arg}"})
+        outs = [t.arg_name for t in proto.tensors_out]
+        ops.append({"name": "op", "optype": proto.optype, "tensors_in": ins,
+                    "tensors_out": [{"arg_name": a, "name": f"out_{a}"} for a in outs],
+                    "params": [{"arg_name": k, "value": v}
+                               for k, v in example["params"].items()]})
+        models.append({"ops": ops})
     return models
 
 

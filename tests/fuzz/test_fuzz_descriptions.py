@@ -72,7 +72,7 @@ def _restore(root: Path, files: dict) -> None:
 KEYS = ["arch", "inherits", "doc", "mtype", "tensors_in", "tensors_out", "params", "checks",
         "pre_run", "static_run", "run", "post_run", "examples", "assemble", "arg_name",
         "dtype", "shape", "ndim", "len", "owner", "view", "from_file", "static", "optional",
-        "variadic", "min", "ptype", "realtype", "default", "ge", "lt", "choices", "expr",
+        "variadic", "min", "type", "drop_checks", "default", "ge", "lt", "choices", "expr",
         "msg", "inputs", "outputs", "error", "when", "replace", "like", "optype", "window",
         "expanders", "combiners", "ins", "outs", "rename", "tensors", "sametype", "input"]
 CODE = ["src.shape[", "undefined_name", "src.shape", "1/0", "lambda: 0", "import os",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator import model
+from generator import model, schema
 from generator.source import DescriptionError
 from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root
 
@@ -31,25 +31,87 @@ def _load(tmp_path, ops, optimizers=None):
 # Inheritance -----------------------------------------------------------------------
 
 
-def test_child_narrowing_dtype_keeps_the_other_tensor_keys(ops):
-    parent, child = ops["scale"].tensors_in[0], ops["scale_cpu"].tensors_in[0]
-    assert parent.dtype == ("TL_FLOAT", "TL_DOUBLE")
-    assert child.dtype == ("TL_FLOAT",)
-    assert (child.arg_name, child.ndim, child.doc) == ("src", 2, "The input.")
-    # an input the child does not mention is the parent's, unchanged
-    assert ops["scale_cpu"].tensors_in[1] == ops["scale"].tensors_in[1]
-    assert ops["scale_cpu"].tensors_in[1].sametype == "src"
-
-
-def test_child_changing_a_bound_keeps_the_other_param_keys(ops):
-    parent = ops["scale"].params[0]
-    child = ops["scale_cpu"].params[0]
-    assert parent.bounds == (model.Bound("ge", "0"), model.Bound("le", "10"))
-    assert child.bounds == (model.Bound("ge", "0"), model.Bound("le", "5"))
-    assert (child.ptype, child.realtype, child.default, child.doc) == (
-        "number", "float", 1.0, "Scale.")
-    # untouched params are identical
+def test_child_adds_a_check_to_an_inherited_param_and_keeps_the_rest(ops):
+    parent, child = ops["scale"].params[0], ops["scale_cpu"].params[0]
+    assert child.bounds == parent.bounds == (schema.Bound("ge", "0"), schema.Bound("le", "10"))
+    assert child.checks == (schema.Check("alpha <= 5", "the cpu kernel scales by at most 5",
+                                        ("alpha",)),)
+    assert (child.type, child.ptype, child.realtype, child.default, child.doc) == (
+        "float", "number", "float", 1.0, "Scale.")
+    # untouched args are identical
     assert ops["scale_cpu"].params[1:4] == ops["scale"].params[1:4]
+    assert ops["scale_cpu"].tensors_in == ops["scale"].tensors_in
+
+
+def test_own_checks_of_a_variant_are_what_it_adds(ops):
+    child = ops["scale_cpu"]
+    assert child.base == "scale"
+    assert [p.arg_name for p in child.own.params] == ["alpha", "axis", "mode", "pad", "bias"]
+    assert [c.expr for p in child.own.params for c in p.checks] == ["alpha <= 5"]
+    assert all(not p.bounds for p in child.own.params[:4])  # the parent's pre_run checks them
+    assert child.own.checks == () and child.own.out_checks == ()
+    assert ops["scale"].own.checks == ops["scale"].checks
+
+
+@pytest.mark.parametrize("key, value", [("dtype", "TL_FLOAT"), ("ndim", 3), ("sametype", "x")])
+def test_a_variant_cannot_change_an_inherited_input(tmp_path, key, value):
+    with pytest.raises(DescriptionError, match=rf"a\.yaml:7: a_cpu\.tensors_in\.src\.{key}: "
+                                               rf"'src' is its parent's: a variant adds checks "
+                                               rf"to it, and cannot change its '{key}'"):
+        _load(tmp_path, {"a.yaml": f"""\
+            a:
+              arch: none
+              tensors_in: {{src: {{dtype: float}}, x: {{}}}}
+            a_cpu:
+              inherits: a
+              arch: cpu
+              tensors_in: {{src: {{{key}: {value}}}}}
+            """})
+
+
+def test_a_variant_drops_an_inherited_check_by_its_expression(tmp_path):
+    d = _load(tmp_path, {"a.yaml": """\
+        a:
+          arch: none
+          params: {n: {type: int, checks: [{expr: n > 0}, {expr: n < 9}]}}
+          checks: [{expr: n != 5}]
+        a_cpu:
+          inherits: a
+          arch: cpu
+          drop_checks: [n > 0, n != 5]
+        """})
+    a, a_cpu = d.ops()
+    assert [c.expr for c in a_cpu.params[0].checks] == ["n < 9"] and a_cpu.checks == ()
+    assert [c.expr for c in a.params[0].checks] == ["n > 0", "n < 9"]  # the parent keeps them
+    assert [c.expr for c in a.checks] == ["n != 5"]
+    assert a_cpu.base is None  # its pre_run makes every check itself, not a's
+    assert a_cpu.own.params == a_cpu.params
+    with pytest.raises(DescriptionError, match=r"a\.yaml:8: a_cpu\.drop_checks\[0\]: "
+                                               r"no inherited check is 'n > 1'"):
+        _load(tmp_path / "2", {"a.yaml": """\
+            a:
+              arch: none
+              params: {n: {type: int, checks: [{expr: n > 0}]}}
+            a_cpu:
+              inherits: a
+              arch: cpu
+              drop_checks:
+                - n > 1
+            """})
+
+
+def test_a_variant_has_no_pre_run_when_its_parent_has_one(tmp_path):
+    with pytest.raises(DescriptionError, match=r"a\.yaml:7: a_cpu\.pre_run: a variant's parent "
+                                               r"has the pre_run"):
+        _load(tmp_path, {"a.yaml": """\
+            a:
+              arch: none
+              pre_run: x = 1
+            a_cpu:
+              inherits: a
+              arch: cpu
+              pre_run: y = 2
+            """})
 
 
 def test_child_args_are_appended_in_order(ops):
@@ -76,7 +138,7 @@ def test_child_inherits_scalar_keys_and_op_checks(ops):
 def test_examples_are_not_inherited(ops):
     assert len(ops["scale"].examples) == 2
     assert ops["scale_cpu"].examples == ()
-    assert ops["scale"].examples[1] == model.Example(
+    assert ops["scale"].examples[1] == schema.Example(
         "", {"src": [[1, 2]]}, {"alpha": -1, "axis": 1}, {}, "param 'alpha': ge")
 
 
@@ -103,24 +165,26 @@ def test_grandchild_merges_through_the_chain(tmp_path):
         a:
           arch: none
           params:
-            - {arg_name: n, ptype: number, realtype: int, ge: 0, doc: N.}
+            n: {type: int, ge: 0, doc: N.}
         b:
           inherits: a
           arch: none
           params:
-            - {arg_name: n, le: 9}
+            n: {checks: [{expr: n <= 9}]}
         c:
           inherits: b
           arch: cpu
           params:
-            - {arg_name: n, ge: 1}
-            - {arg_name: m, ptype: bool}
+            n: {checks: [{expr: n >= 1}]}
+            m: {type: bool}
         """})
     c = {op.optype: op for op in d.ops()}["c"]
-    assert c.inherits == "b"
+    assert (c.inherits, c.base) == ("b", "b")
     n, m = c.params
-    assert n.bounds == (model.Bound("ge", "1"), model.Bound("le", "9"))
-    assert (n.realtype, n.doc, m.arg_name) == ("int", "N.", "m")
+    assert n.bounds == (schema.Bound("ge", "0"),)
+    assert [x.expr for x in n.checks] == ["n <= 9", "n >= 1"]
+    assert [x.expr for x in c.own.params[0].checks] == ["n >= 1"]
+    assert (n.realtype, n.doc, m.arg_name, m.type) == ("int", "N.", "m", "bool")
 
 
 def test_child_may_come_before_its_parent_in_the_file(tmp_path):
@@ -130,7 +194,7 @@ def test_child_may_come_before_its_parent_in_the_file(tmp_path):
           arch: cpu
         a:
           arch: none
-          params: [{arg_name: n, ptype: bool}]
+          params: {n: {type: bool}}
         """})
     assert [op.optype for op in d.families[0].ops] == ["a_cpu", "a"]
     assert d.families[0].ops[0].params[0].arg_name == "n"
@@ -143,13 +207,10 @@ def _rules(optimizer):
     return {e.optype: e.rules for e in optimizer.expanders}
 
 
-def test_default_expander_without_any_rule(base_model):
+def test_only_real_rules_are_expanders(base_model):
+    """`shift` is lowered to `shift_cpu` by the expand pass itself: no rule."""
     (cpu,) = base_model.optimizers
-    rules = _rules(cpu)
-    assert list(rules) == ["scale", "shift"]  # sorted
-    (default,) = rules["shift"]
-    assert default.when is None
-    assert [n.optype for n in default.replace] == ["shift_cpu"]
+    assert list(_rules(cpu)) == ["scale"]
 
 
 def test_explicit_rule_wins_over_the_default(base_model):
@@ -159,28 +220,14 @@ def test_explicit_rule_wins_over_the_default(base_model):
     assert cpu.source == "descriptions/optimizers/cpu.yaml"
 
 
-def test_default_expanders_without_an_optimizer_file(tmp_path):
-    d = _load(tmp_path, BASE_OPS)
-    (cpu,) = d.optimizers
-    assert cpu.arch == "cpu"
-    assert cpu.source == "descriptions/optimizers/cpu.yaml (defaults)"
-    assert list(_rules(cpu)) == ["scale", "shift"]
+def test_no_optimizer_module_without_an_optimizer_file(tmp_path):
+    assert _load(tmp_path, BASE_OPS).optimizers == ()
 
 
-def test_no_default_expander_without_a_cpu_variant(tmp_path):
-    d = _load(tmp_path, {"a.yaml": """\
-        a:
-          arch: none
-        b:
-          arch: none
-        b_cpu:
-          inherits: b
-          arch: cpu
-        a_gpu:
-          arch: cpu
-        """})
-    (cpu,) = d.optimizers
-    assert list(_rules(cpu)) == ["b"]
+def test_fallback_names_another_runnable_arch(tmp_path):
+    with pytest.raises(DescriptionError, match=r"cpu\.yaml:2: fallback: expected another "
+                                               r"runnable arch \(none\), found 'cpu'"):
+        _load(tmp_path, BASE_OPS, {"cpu.yaml": "arch: cpu\nfallback: cpu\n"})
 
 
 def test_no_optimizer_when_nothing_is_runnable(tmp_path):
@@ -199,9 +246,8 @@ def test_names_bound_inside_expressions_and_code_are_defined(tmp_path):
           arch: cpu
           tensors_in: [{arg_name: src}]
           params:
-            - arg_name: dims
-              ptype: number[]
-              realtype: int
+            dims:
+              type: int[]
               checks:
                 - expr: all(d > 0 for d in dims)
           pre_run: |
@@ -224,43 +270,44 @@ def test_pre_run_may_reassign_a_param_without_keeping_it_twice(tmp_path):
     d = _load(tmp_path, {"a.yaml": """\
         a:
           arch: none
-          params: [{arg_name: pad, ptype: "number[]", realtype: int, default: [0]}]
+          params: {pad: {type: "int[]", default: [0]}}
           pre_run: |
             pad = tuple(pad) * 2
             extra = 1
         """})
-    assert d.ops()[0].pre_run_names == ("extra",)
+    assert d.ops()[0].pre_run_names == ("pad", "extra")
+    from generator import render
+    assert render._kept_names(d.ops()[0]) == ["pad", "extra"]
 
 
 def test_param_named_like_a_builtin_hides_it_only_before_it_is_defined(tmp_path):
     # len(...) before the param `len` exists would be an unbound local in the
     # generated pre_run: an error at generation time.
-    with pytest.raises(DescriptionError, match=r"a\.yaml:6: a\.params\[0\]\.checks\[0\]\.expr: "
+    with pytest.raises(DescriptionError, match=r"a\.yaml:6: a\.params\.dims\.checks\[0\]\.expr: "
                                                r"unknown name 'len'.*hides the builtin"):
         _load(tmp_path / "1", {"a.yaml": """\
             a:
               arch: none
               params:
-                - arg_name: dims
-                  ptype: number[]
+                dims:
+                  type: int[]
                   checks: [{expr: len(dims) > 0}]
-                  realtype: int
-                - {arg_name: len, ptype: number, realtype: int}
+                len: {type: int}
             """})
     # after it, or in an op without such a param, the name is fine
     d = _load(tmp_path / "2", {"a.yaml": """\
         a:
           arch: none
           params:
-            - {arg_name: dims, ptype: "number[]", realtype: int, checks: [{expr: len(dims) > 0}]}
-            - {arg_name: n, ptype: number, realtype: int, checks: [{expr: "max(n, 1) > 0"}]}
+            dims: {type: "int[]", checks: [{expr: len(dims) > 0}]}
+            n: {type: int, checks: [{expr: "max(n, 1) > 0"}]}
         """})
     assert d.ops()[0].params[1].checks[0].names == ("n",)
 
 
 def test_check_names_lists_only_arguments_read(ops):
     (check,) = ops["scale"].params[3].checks
-    assert check == model.Check("pad[0] <= pad[1]", "the pads are ordered", ("pad",))
+    assert check == schema.Check("pad[0] <= pad[1]", "the pads are ordered", ("pad",))
     (op_check,) = ops["scale"].checks
     assert op_check.names == ("src", "axis")
 
@@ -326,5 +373,5 @@ def test_ops_doc_lists_what_a_variant_adds(tmp_path):
     root = make_root(tmp_path / "root", BASE_OPS)
     doc = render.render_all(root, model.load(root))["docs/ops.md"]
     section = doc[doc.index("### scale_cpu (cpu)"):]
-    assert "| added param |" in section and "| `bias` | number (double) | `0` |" in section
+    assert "| added param |" in section and "| `bias` | `double` | `0` |" in section
     assert "| `alpha` |" not in section.split("## ")[0]  # not repeated from scale

@@ -13,6 +13,7 @@ from genutil import (BASE_OPS, BASE_OPTIMIZERS, HEADER, MD_HEADER, generated, ma
 EXPECTED_FILES = {
     "docs/ops.md",
     "lightnet/auto/__init__.py",
+    "lightnet/auto/dtypes.py",
     "lightnet/auto/ops/__init__.py",
     "lightnet/auto/ops/scale.py",
     "lightnet/auto/ops/shift.py",
@@ -64,20 +65,31 @@ def test_nothing_path_dependent_appears(base_tree):
         assert "/tmp" not in text and "pytest-of" not in text, rel
 
 
-def test_registry_lists_every_family_and_optimizer(base_tree):
+def test_registry_lists_every_family_and_the_optimizers_every_arch(base_tree):
     text = (base_tree / "lightnet/auto/registry.py").read_text()
     assert "from lightnet.auto.ops import scale as scale_ops" in text
     assert "from lightnet.auto.ops import shift as shift_ops" in text
-    assert re.search(r'"cpu": cpu_optimizers', text)
+    assert "optimizers" not in text  # the registry lists ops only
+    text = (base_tree / "lightnet/auto/optimizers/__init__.py").read_text()
+    assert "from lightnet.auto.optimizers import cpu" in text
+    assert re.search(r'"cpu": cpu,', text)
 
 
-def test_optimizer_module_has_explicit_and_default_expanders(base_tree):
+def test_optimizer_module_has_only_the_explicit_expanders(base_tree):
+    """shift is lowered to shift_cpu by the expand pass: no generated function."""
     text = (base_tree / "lightnet/auto/optimizers/cpu.py").read_text()
-    assert re.search(r'"scale": expand_scale,\s+"shift": expand_shift,', text)
-    scale = text[text.index("def expand_scale"):text.index("def expand_shift")]
-    assert "if op.params.alpha == 0:" in scale
-    shift = text[text.index("def expand_shift"):]
-    assert '"shift_cpu"' in shift and "if " not in shift.split("EXPANDERS")[0]
+    assert re.search(r'EXPANDERS = \{\s+"scale": expand_scale,\s+\}', text)
+    assert "if op.params.alpha == 0:" in text[text.index("def expand_scale"):]
+    assert "shift" not in text
+    assert "FALLBACK = None" in text
+
+
+def test_dtype_sets_are_generated_once(base_tree):
+    text = (base_tree / "lightnet/auto/dtypes.py").read_text()
+    assert "FLOAT = (DType.TL_FLOAT, DType.TL_DOUBLE)" in text
+    scale = (base_tree / "lightnet/auto/ops/scale.py").read_text()
+    assert "from lightnet.auto.dtypes import FLOAT" in scale
+    assert 'TensorArg("src", dtype=FLOAT, ndim=2)' in scale
 
 
 def test_docs_list_abstract_ops_only(base_tree):
@@ -125,7 +137,7 @@ def test_check_up_to_date_is_silent(tree):
 
 def test_check_after_editing_a_description(tree):
     path = tree / "descriptions/ops/shift.yaml"
-    path.write_text(path.read_text().replace("Add `by` to `src`.", "Add `by`."))
+    path.write_text(path.read_text().replace("default: 1}", "default: 2}"))
     before = snapshot(tree)
     result = run(tree, "--check")
     assert result.rc == 1
@@ -232,7 +244,7 @@ def test_new_files_get_ordinary_permissions(tmp_path):
 
 def test_failed_replace_keeps_the_old_file_and_no_temp_file(tree, monkeypatch):
     path = tree / "descriptions/ops/shift.yaml"
-    path.write_text(path.read_text().replace("Add `by` to `src`.", "Add `by`."))
+    path.write_text(path.read_text().replace("default: 1}", "default: 2}"))
     old_module = (tree / "lightnet/auto/ops/shift.py").read_bytes()
     before = snapshot(tree)
 
@@ -254,7 +266,7 @@ def test_failed_replace_keeps_the_old_file_and_no_temp_file(tree, monkeypatch):
 def test_failure_after_some_files_leaves_each_file_whole(tree, monkeypatch):
     """Each file is either its old or its new content, never partly written."""
     path = tree / "descriptions/ops/shift.yaml"
-    path.write_text(path.read_text().replace("Add `by` to `src`.", "Add `by`."))
+    path.write_text(path.read_text().replace("default: 1}", "default: 2}"))
     old = {rel: (tree / rel).read_bytes() for rel in generated(tree)}
     new = render.render_all(tree, model.load(tree))
     real_replace = os.replace

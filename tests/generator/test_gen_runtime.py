@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from generator import model
 from genutil import REPO, load_module, make_root, run, snapshot
 from lightnet.errors import CheckError
 from lightnet.op import Op
@@ -115,23 +116,31 @@ def test_abstract_pre_run_defines_the_output_and_keeps_typed_values(scale_module
     assert isinstance(op.values["alpha"], float) and isinstance(op.values["axis"], int)
 
 
-# The cpu variant: inherited and narrowed checks -----------------------------------------------
+# The cpu variant: inherited checks and its own ---------------------------------------------
 
 
-def test_child_narrowed_dtype(scale_module):
-    entries = [_x(DType.TL_DOUBLE)]
+def test_child_keeps_the_declared_dtypes(scale_module):
+    entries = [_x(DType.TL_INT32)]
     assert _error(scale_module.SCALE_CPU, entries=entries) == (
-        "op 's1' (scale_cpu): tensor_in 'src': dtype: expected TL_FLOAT, "
-        "found TL_DOUBLE (float64[2, 3])")
+        "op 's1' (scale_cpu): tensor_in 'src': dtype: expected TL_FLOAT or TL_DOUBLE, "
+        "found TL_INT32 (int32[2, 3])")
 
 
-def test_child_changed_bound_and_kept_the_other(scale_module):
+def test_child_adds_a_check_and_keeps_the_bounds(scale_module):
     assert _error(scale_module.SCALE_CPU, {"alpha": 7}) == (
-        "op 's1' (scale_cpu): param 'alpha': le: expected alpha <= 5, found 7.0")
+        "op 's1' (scale_cpu): param 'alpha': check: expected alpha <= 5 (the cpu kernel "
+        "scales by at most 5), found alpha=7.0")
     assert _error(scale_module.SCALE_CPU, {"alpha": -1}) == (
         "op 's1' (scale_cpu): param 'alpha': ge: expected alpha >= 0, found -1.0")
     # 7 is fine for the abstract op
     _op(scale_module.SCALE, {"alpha": 7}).pre_run(_table(_x()))
+
+
+def test_child_pre_run_calls_the_parents_then_adds(base_tree):
+    text = (base_tree / "lightnet/auto/ops/scale.py").read_text()
+    body = text[text.index("def scale_cpu_pre_run"):text.index("SCALE_CPU = ")]
+    assert "    scale_pre_run(op, tensors)\n" in body
+    assert body.count("ck.satisfy(") == 1 and "ck.define" not in body
 
 
 def test_child_inherits_the_parent_checks(scale_module):
@@ -156,12 +165,15 @@ def test_child_runs(scale_module):
     np.testing.assert_array_equal(arrays["y"], np.arange(6).reshape(2, 3) * 2 + 0.5)
 
 
-def test_protos_and_examples(scale_module):
+def test_protos_carry_declared_constraints_and_no_examples(scale_module):
     assert [p.optype for p in scale_module.PROTOS] == ["scale", "scale_cpu"]
     assert [p.arg_name for p in scale_module.SCALE_CPU.params] == [
         "alpha", "axis", "mode", "pad", "bias"]
-    assert len(scale_module.SCALE.examples) == 2
-    assert scale_module.SCALE_CPU.examples == ()
+    alpha, axis, mode, pad, _ = scale_module.SCALE_CPU.params
+    assert (alpha.realtype, alpha.bounds) == ("float", (("ge", 0), ("le", 10)))
+    assert axis.bounds == (("ge", 0),)  # `lt: src.ndim` is an expression: pre_run checks it
+    assert (mode.choices, pad.length) == (("fast", "exact"), 2)
+    assert not hasattr(scale_module.SCALE, "examples")
     assert scale_module.SCALE.load is None and scale_module.SCALE_CPU.load is not None
 
 
@@ -189,7 +201,8 @@ def test_new_op_skeleton_generates_valid_python(new_op_tree):
 
 def test_new_op_skeleton_examples_hold(new_op_tree):
     module = load_module(new_op_tree, "lightnet/auto/ops/blend.py", "gen_test_blend")
-    (good, bad) = module.BLEND.examples
+    (blend, _) = model.load(new_op_tree).ops()
+    (good, bad) = (vars(e) for e in blend.examples)
     # the valid example through the cpu variant
     src = np.asarray(good["inputs"]["src"], np.float32)
     op = _op(module.BLEND_CPU, good["params"])
@@ -240,3 +253,34 @@ def test_new_op_through_the_cli_exits_1_on_a_bad_name(tmp_path):
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "error: 'Mix' is not a valid optype (lower-case Python identifier)\n"
     assert list((root / "descriptions/ops").iterdir()) == []
+
+
+# The worked example of docs/op-description.md -------------------------------------------------
+
+
+def test_the_documented_elementwise_op_is_one_entry_and_one_kernel(tmp_path, monkeypatch):
+    """The YAML entry and kernel of "Adding an elementwise op" generate, and
+    its examples hold through the generated module."""
+    import re
+
+    from lightnet import kernels
+
+    doc = (REPO / "docs" / "op-description.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Adding an elementwise op"):]
+    yaml_text, python_text = re.findall(r"```(?:yaml|python)\n(.*?)```", section, re.S)[:2]
+    namespace = {"np": np}
+    exec(python_text, namespace)  # the documented kernel, as written
+    monkeypatch.setattr(kernels, "softsign", namespace["softsign"], raising=False)
+    root = make_root(tmp_path / "root", {"softsign.yaml": yaml_text})
+    assert run(root).rc == 0
+    module = load_module(root, "lightnet/auto/ops/softsign.py", "gen_test_softsign")
+    (op_desc, _) = model.load(root).ops()
+    good, bad = (vars(e) for e in op_desc.examples)
+    src = np.asarray(good["inputs"]["src"], np.float32)
+    op = _op(module.SOFTSIGN_CPU)
+    tensors = _table(_x(shape=src.shape))
+    op.pre_run(tensors)
+    arrays = {"x": src, "y": np.zeros(src.shape, np.float32)}
+    module.SOFTSIGN_CPU.load(op, arrays)()
+    np.testing.assert_allclose(arrays["y"], good["outputs"]["dst"])
+    assert bad["error"] in _error(module.SOFTSIGN, entries=[_x(DType.TL_INT32, shape=(1,))])

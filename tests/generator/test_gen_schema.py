@@ -69,7 +69,7 @@ CASES = [
           arch: none
           params:
             - arg_name: a
-              ptype: bool
+              type: bool
               gte: 1   # <-
         """, "bad.params[0].gte", "unknown key 'gte'"),
     Case("unknown-key-check", """\
@@ -99,13 +99,13 @@ CASES = [
           tensors_in:
             - doc: no name   # <-
         """, "bad.tensors_in[0]", "'arg_name' is required"),
-    Case("missing-ptype", """\
+    Case("missing-type", """\
         bad:
           arch: none
           params:
-            - {arg_name: a, ptype: bool}
-            - {arg_name: b, doc: no ptype}   # <-
-        """, "bad.params[1]", "'ptype' is required"),
+            - {arg_name: a, type: bool}
+            - {arg_name: b, doc: no type}   # <-
+        """, "bad.params[1]", "'type' is required"),
     Case("missing-shape", """\
         bad:
           arch: none
@@ -160,9 +160,22 @@ CASES = [
     Case("type-tensors-in", """\
         bad:
           arch: none
-          tensors_in:   # <-
-            src: {doc: a mapping, not a list}
-        """, "bad.tensors_in", "expected a list, found a mapping"),
+          tensors_in: src   # <-
+        """, "bad.tensors_in", "expected a list, found a string"),
+    Case("arg-spec-not-a-mapping", """\
+        bad:
+          arch: none
+          tensors_in:
+            src: [a, list]   # <-
+        """, "bad.tensors_in.src", "expected a mapping, found a list"),
+    Case("arg-name-given-twice", """\
+        bad:
+          arch: none
+          params:
+            a:
+              arg_name: b   # <-
+              type: bool
+        """, "bad.params.a", "the argument's name is its key: no 'arg_name'"),
     Case("type-param-item", """\
         bad:
           arch: none
@@ -204,13 +217,27 @@ CASES = [
               dtype: TL_FLAOT   # <-
               shape: "(1,)"
         """, "bad.tensors_out[0].dtype", "unknown name 'TL_FLAOT'"),
-    Case("unknown-ptype", """\
+    Case("unknown-type", """\
         bad:
           arch: none
           params:
             - arg_name: a
-              ptype: int   # <-
-        """, "bad.params[0].ptype", "unknown ptype 'int'"),
+              type: long   # <-
+        """, "bad.params[0].type", "unknown type 'long' (known: int, float, double, string, "
+                                   "bool, null, an array of one: int[], int[2], int[src.ndim]; "
+                                   "or a list of choices: [A, B])"),
+    Case("unknown-type-array", """\
+        bad:
+          arch: none
+          params:
+            a: {type: "number[2]"}   # <-
+        """, "bad.params.a.type", "unknown type 'number[2]'"),
+    Case("null-array", """\
+        bad:
+          arch: none
+          params:
+            a: {type: "null[]"}   # <-
+        """, "bad.params.a.type", "unknown type 'null[]'"),
     Case("unknown-arch", """\
         bad:
           arch: gpu   # <-
@@ -220,41 +247,31 @@ CASES = [
           arch: cpu
           mtype: gpu   # <-
         """, "bad.mtype", "unknown mtype 'gpu'"),
-    Case("unknown-realtype", """\
-        bad:
-          arch: none
-          params:
-            - arg_name: a
-              ptype: number
-              realtype: long   # <-
-        """, "bad.params[0].realtype", "needs realtype"),
     # Param rules -----------------------------------------------------------------
-    Case("realtype-missing", """\
+    Case("type-length-unknown-name", """\
         bad:
           arch: none
           params:
-            - {arg_name: a, ptype: number}   # <-
-        """, "bad.params[0].realtype", "a number param needs realtype"),
-    Case("realtype-missing-array", """\
+            a: {type: "int[n]"}   # <-
+        """, "bad.params.a.type", "unknown name 'n'"),
+    Case("type-length-invalid", """\
         bad:
           arch: none
           params:
-            - {arg_name: a, ptype: "number[]"}   # <-
-        """, "bad.params[0].realtype", "a number[] param needs realtype"),
-    Case("realtype-on-string", """\
+            a: {type: "int[2 +]"}   # <-
+        """, "bad.params.a.type", "invalid Python expression"),
+    Case("type-not-a-string", """\
         bad:
           arch: none
           params:
-            - arg_name: s
-              ptype: string
-              realtype: int   # <-
-        """, "bad.params[0].realtype", "realtype is for number params, not string"),
+            a: {type: 3}   # <-
+        """, "bad.params.a.type", "expected a string or a list, found an integer"),
     Case("bound-on-string", """\
         bad:
           arch: none
           params:
             - arg_name: s
-              ptype: string
+              type: string
               ge: 1   # <-
         """, "bad.params[0].ge", "bounds are for number params, not string"),
     Case("bound-on-bool-array", """\
@@ -262,65 +279,65 @@ CASES = [
           arch: none
           params:
             - arg_name: s
-              ptype: "bool[]"
+              type: "bool[]"
               lt: 1   # <-
         """, "bad.params[0].lt", "bounds are for number params, not bool[]"),
-    Case("len-on-scalar", """\
+    Case("len-key-on-param", """\
         bad:
           arch: none
           params:
             - arg_name: n
-              ptype: number
-              realtype: int
+              type: "int[]"
               len: 2   # <-
-        """, "bad.params[0].len", "'len' is for array params"),
-    Case("choices-on-number", """\
+        """, "bad.params[0].len", "unknown key 'len'"),
+    Case("choices-key-on-param", """\
         bad:
           arch: none
           params:
             - arg_name: n
-              ptype: number
-              realtype: int
+              type: string
               choices: [a, b]   # <-
-        """, "bad.params[0].choices", "'choices' is for string params"),
-    Case("choices-not-strings", """\
+        """, "bad.params[0].choices", "unknown key 'choices'"),
+    Case("enum-not-strings", """\
         bad:
           arch: none
           params:
-            - arg_name: s
-              ptype: string
-              choices: [a, 1]   # <-
-        """, "bad.params[0].choices", "choices must be strings"),
+            s: {type: [a, 1]}   # <-
+        """, "bad.params.s.type", "an enum type is a non-empty list of strings"),
+    Case("enum-empty", """\
+        bad:
+          arch: none
+          params:
+            s: {type: []}   # <-
+        """, "bad.params.s.type", "an enum type is a non-empty list of strings"),
     Case("default-string-for-number", """\
         bad:
           arch: none
           params:
             - arg_name: n
-              ptype: number
-              realtype: int
+              type: int
               default: one   # <-
         """, "bad.params[0].default", "expected a number default, found a string"),
     Case("default-bool-for-number", """\
         bad:
           arch: none
           params:
-            - {arg_name: n, ptype: number, realtype: double, default: true}   # <-
+            - {arg_name: n, type: double, default: true}   # <-
         """, "bad.params[0].default", "expected a number default, found a bool"),
     Case("default-scalar-for-array", """\
         bad:
           arch: none
           params:
             - arg_name: n
-              ptype: "number[]"
-              realtype: int
+              type: "int[]"
               default: 3   # <-
-        """, "bad.params[0].default", "expected a list for a number[] param"),
+        """, "bad.params[0].default", "expected a list for an int[] param"),
     Case("default-element-type", """\
         bad:
           arch: none
           params:
             - arg_name: n
-              ptype: "string[]"
+              type: "string[]"
               default: [a, 2]   # <-
         """, "bad.params[0].default", "expected a string default, found an integer"),
     Case("default-fraction-for-int", """\
@@ -328,17 +345,15 @@ CASES = [
           arch: none
           params:
             - arg_name: n
-              ptype: number
-              realtype: int
+              type: int
               default: 0.5   # <-
-        """, "bad.params[0].default", "expected an integer default (realtype int)"),
+        """, "bad.params[0].default", "expected an integer default (type int), found 0.5"),
     Case("default-not-a-choice", """\
         bad:
           arch: none
           params:
             - arg_name: s
-              ptype: string
-              choices: [a, b]
+              type: [a, b]
               default: c   # <-
         """, "bad.params[0].default", "default 'c' is not one of the choices"),
     # Names -------------------------------------------------------------------------
@@ -347,7 +362,7 @@ CASES = [
           arch: none
           params:
             - arg_name: 2x   # <-
-              ptype: bool
+              type: bool
         """, "bad.params[0].arg_name", "'2x' is not a valid Python identifier"),
     Case("arg-name-keyword", """\
         bad:
@@ -359,7 +374,7 @@ CASES = [
         bad:
           arch: none
           params:
-            - {arg_name: ck, ptype: bool}   # <-
+            - {arg_name: ck, type: bool}   # <-
         """, "bad.params[0].arg_name", "'ck' is reserved"),
     Case("pre-run-assigns-reserved", """\
         bad:
@@ -385,15 +400,15 @@ CASES = [
             - {arg_name: src}
           params:
             - arg_name: a
-              ptype: bool
+              type: bool
             - arg_name: src   # <-
-              ptype: bool
+              type: bool
         """, "bad.params[1].arg_name", "name 'src' is used twice in this op"),
     Case("duplicate-output-and-param", """\
         bad:
           arch: none
           params:
-            - {arg_name: dst, ptype: bool}
+            - {arg_name: dst, type: bool}
           tensors_out:
             - {arg_name: dst, dtype: TL_FLOAT, shape: "(1,)"}   # <-
         """, "bad.tensors_out[0].arg_name", "name 'dst' is used twice in this op"),
@@ -401,13 +416,13 @@ CASES = [
         bad:
           arch: none
           params:
-            - {arg_name: a, ptype: bool}
+            - {arg_name: a, type: bool}
         bad_cpu:
           inherits: bad
           arch: cpu
           params:
-            - {arg_name: b, ptype: bool}
-            - {arg_name: b, ptype: string}   # <-
+            - {arg_name: b, type: bool}
+            - {arg_name: b, type: string}   # <-
         """, "bad_cpu.params[2].arg_name", "name 'b' is used twice in this op"),
     Case("sametype-missing-input", """\
         bad:
@@ -458,8 +473,7 @@ CASES = [
           arch: none
           params:
             - arg_name: a
-              ptype: number
-              realtype: int
+              type: int
               checks:
                 - expr: "a = 1"   # <-
         """, "bad.params[0].checks[0].expr", "invalid Python expression"),
@@ -513,32 +527,29 @@ CASES = [
           arch: none
           params:
             - arg_name: a
-              ptype: number
-              realtype: int
+              type: int
               checks:
                 - expr: a < b   # <-
-            - {arg_name: b, ptype: number, realtype: int}
+            - {arg_name: b, type: int}
         """, "bad.params[0].checks[0].expr", "unknown name 'b'"),
     Case("bound-reads-later-param", """\
         bad:
           arch: none
           params:
             - arg_name: a
-              ptype: number
-              realtype: int
+              type: int
               lt: b   # <-
-            - {arg_name: b, ptype: number, realtype: int}
+            - {arg_name: b, type: int}
         """, "bad.params[0].lt", "unknown name 'b'"),
     Case("check-reads-later-builtin-named-param", """\
         bad:
           arch: none
           params:
             - arg_name: low
-              ptype: number
-              realtype: int
+              type: int
               checks:
                 - expr: low <= max   # <-
-            - {arg_name: max, ptype: number, realtype: int}
+            - {arg_name: max, type: int}
         """, "bad.params[0].checks[0].expr", "unknown name 'max'"),
     Case("post-run-reads-output", """\
         bad:
@@ -587,7 +598,7 @@ CASES = [
     Case("example-unknown-param", """\
         bad:
           arch: none
-          params: [{arg_name: a, ptype: bool}]
+          params: [{arg_name: a, type: bool}]
           examples:
             - error: x
               params: {b: true}   # <-
@@ -752,25 +763,25 @@ def test_schema_error_with_check_writes_nothing_either(tree):
     assert snapshot(tree) == before
 
 
-def test_error_in_inherited_key_points_at_the_parent_line(tree):
-    """A key the child inherits is reported where the parent wrote it."""
+def test_error_in_a_check_a_variant_adds_points_at_the_variant_line(tree):
     write_descriptions(tree, {"bad.yaml": """\
         bad:
           arch: none
           tensors_in:
-            - arg_name: src
+            src: {}
           tensors_out:
-            - {arg_name: dst, dtype: src.dtype, shape: src.shape}
+            dst: {dtype: src.dtype, shape: src.shape}
         bad_cpu:
           inherits: bad
           arch: cpu
           tensors_out:
-            - {arg_name: dst, shape: srcc.shape}
+            dst: {checks: [{expr: srcc.shape == dst.shape}]}
         """})
     result = run(tree)
     assert result.rc == 1
     assert result.err.startswith(
-        "error: descriptions/ops/bad.yaml:11: bad_cpu.tensors_out[0].shape: unknown name 'srcc'")
+        "error: descriptions/ops/bad.yaml:11: bad_cpu.tensors_out.dst.checks[0].expr: "
+        "unknown name 'srcc'")
 
 
 def test_empty_description_file(tree):

@@ -13,29 +13,9 @@ from lightnet.tensor import DType, MemType
 
 
 def arange_pre_run(op, tensors):
-    """Check the inputs and params of a arange op and define its outputs."""
+    """Check a arange op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-        ),
-    )
-    start = ck.param("start", ParamType.NUMBER, "double")
-    stop = ck.param("stop", ParamType.NUMBER, "double")
-    step = ck.param("step", ParamType.NUMBER, "double")
-    ck.compare("step", step, "ne", 0, "0")
+    dtype, start, stop, step = ck.get("dtype", "start", "stop", "step")
     ck.satisfy(
         "param 'step'",
         kernels.arange_len(start, stop, step) >= 1,
@@ -62,115 +42,36 @@ def arange_pre_run(op, tensors):
         lambda: found(dtype=dtype, start=start, stop=stop, step=step),
     )
     ck.define("dst", dtype, (kernels.arange_len(start, stop, step),), static=True)
-    op.values.update(dtype=dtype, start=start, stop=stop, step=step)
 
 
 ARANGE = OpProto(
     optype="arange",
     arch="none",
     mtype=MemType.NONE,
-    doc="A static 1-D tensor of `dtype` holding start + step * i for i = 0 .. ceil((stop - start) / step) - 1, computed in double and converted to `dtype` (LightNet's arange). `step` may be negative. Every dtype but TL_BOOL; for an integer dtype every value must fit its range (fractions truncate toward zero).",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING),
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+            ),
+        ),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
     pre_run=arange_pre_run,
     source="descriptions/ops/arange.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "start": 0, "stop": 2, "step": 0.5},
-            "outputs": {"dst": [0, 0.5, 1, 1.5]},
-            "error": None,
-        },
-        {
-            "doc": "a negative step, the length rounded up",
-            "inputs": {},
-            "params": {"dtype": "TL_INT32", "start": 5, "stop": 0, "step": -2},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [5, 3, 1]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "start": 0, "stop": 1, "step": 0},
-            "outputs": {},
-            "error": "param 'step': ne: expected step != 0, found 0.0",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "start": 0, "stop": 3, "step": -1},
-            "outputs": {},
-            "error": "param 'step': check: expected kernels.arange_len(start, stop, step) >= 1 (the range holds at least one value",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_UINT8", "start": 250, "stop": 260, "step": 1},
-            "outputs": {},
-            "error": "(the first and last values fit the integer dtype), found dtype='TL_UINT8', start=250.0, stop=260.0, step=1.0",
-        },
-    ),
 )
-
-
-def arange_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a arange_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-        ),
-    )
-    start = ck.param("start", ParamType.NUMBER, "double")
-    stop = ck.param("stop", ParamType.NUMBER, "double")
-    step = ck.param("step", ParamType.NUMBER, "double")
-    ck.compare("step", step, "ne", 0, "0")
-    ck.satisfy(
-        "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
-        "the range holds at least one value, so step goes from start towards stop",
-        lambda: found(start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        kernels.arange_len(start, stop, step) <= 2**31 - 1,
-        "kernels.arange_len(start, stop, step) <= 2**31 - 1",
-        "the length fits a TensorLight dimension (int32)",
-        lambda: found(start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        dtype in ("TL_FLOAT", "TL_DOUBLE")
-        or np.iinfo(DType.from_name(dtype).np).min
-        <= min(start, start + step * (kernels.arange_len(start, stop, step) - 1))
-        and max(start, start + step * (kernels.arange_len(start, stop, step) - 1))
-        <= np.iinfo(DType.from_name(dtype).np).max,
-        'dtype in ("TL_FLOAT", "TL_DOUBLE") or np.iinfo(DType.from_name(dtype).np).min <= min(start, start + step * (kernels.arange_len(start, stop, step) - 1)) and max(start, start + step * (kernels.arange_len(start, stop, step) - 1)) <= np.iinfo(DType.from_name(dtype).np).max',
-        "the first and last values fit the integer dtype",
-        lambda: found(dtype=dtype, start=start, stop=stop, step=step),
-    )
-    ck.define("dst", dtype, (kernels.arange_len(start, stop, step),), static=True)
-    op.values.update(dtype=dtype, start=start, stop=stop, step=step)
 
 
 def arange_cpu_load(op, arrays):
@@ -187,16 +88,28 @@ ARANGE_CPU = OpProto(
     optype="arange_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="A static 1-D tensor of `dtype` holding start + step * i for i = 0 .. ceil((stop - start) / step) - 1, computed in double and converted to `dtype` (LightNet's arange). `step` may be negative. Every dtype but TL_BOOL; for an integer dtype every value must fit its range (fractions truncate toward zero).",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING),
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+            ),
+        ),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
-    pre_run=arange_cpu_pre_run,
+    pre_run=arange_pre_run,
     source="descriptions/ops/arange.yaml",
     load=arange_cpu_load,
 )

@@ -6,29 +6,19 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def avgpool2d_pre_run(op, tensors):
-    """Check the inputs and params of a avgpool2d op and define its outputs."""
+    """Check a avgpool2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.tensor_out("dst")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
+    src, size, stride, padding, autopad, ceil_mode = ck.get(
+        "src", "size", "stride", "padding", "autopad", "ceil_mode"
+    )
     ck.satisfy(
         "param 'padding'",
         padding[0] < size[0]
@@ -39,8 +29,6 @@ def avgpool2d_pre_run(op, tensors):
         "every window overlaps the input",
         lambda: found(size=size, padding=padding),
     )
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
     ck.satisfy(
         "param 'autopad'",
         autopad == "NOTSET" or not any(padding),
@@ -48,8 +36,6 @@ def avgpool2d_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
-    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
-    count_include_pad = ck.param("count_include_pad", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -64,6 +50,7 @@ def avgpool2d_pre_run(op, tensors):
     padding = (
         kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
     )
+    op.values.update(padding=padding)
     ck.define(
         "dst",
         src.dtype,
@@ -72,206 +59,62 @@ def avgpool2d_pre_run(op, tensors):
             src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
         ),
     )
-    op.values.update(
-        size=size,
-        stride=stride,
-        padding=padding,
-        autopad=autopad,
-        ceil_mode=ceil_mode,
-        count_include_pad=count_include_pad,
-    )
 
 
 AVGPOOL2D = OpProto(
     optype="avgpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="2-D average pooling of NCHW `src` (ONNX AveragePool): dst[n, c, y, x] is the mean of the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted (a window is divided by the number of input cells it covers) unless `count_include_pad`, which counts the explicit padding too (never the cells past it that `ceil_mode` adds). Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
         ParamArg("ceil_mode", ParamType.BOOL, False),
         ParamArg("count_include_pad", ParamType.BOOL, False),
     ),
     pre_run=avgpool2d_pre_run,
     source="descriptions/ops/avgpool2d.yaml",
-    examples=(
-        {
-            "doc": "ceil_mode keeps the partial windows at the end, averaged over their cells",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "ceil_mode": True},
-            "outputs": {"dst": [[[[3, 4.5], [7.5, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "count_include_pad divides by the padded window's size",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {
-                "size": [2, 2],
-                "stride": [2, 2],
-                "padding": [1, 1, 0, 0],
-                "count_include_pad": True,
-            },
-            "outputs": {"dst": [[[[0.25, 1.25], [2.75, 7]]]]},
-            "error": None,
-        },
-        {
-            "doc": "2x2 windows, stride 1",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2]},
-            "outputs": {"dst": [[[[3, 4], [6, 7]]]]},
-            "error": None,
-        },
-        {
-            "doc": "padded cells are not counted",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "padding": [1, 1, 0, 0]},
-            "outputs": {"dst": [[[[1, 2.5], [5.5, 7]]]]},
-            "error": None,
-        },
-        {
-            "doc": "SAME_UPPER pads the end",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "autopad": "SAME_UPPER"},
-            "outputs": {"dst": [[[[3, 4.5], [7.5, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "SAME_LOWER pads the beginning; TL_DOUBLE",
-            "inputs": {
-                "src": {
-                    "dtype": "TL_DOUBLE",
-                    "data": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]],
-                }
-            },
-            "params": {"size": [2, 2], "stride": [2, 2], "autopad": "SAME_LOWER"},
-            "outputs": {
-                "dst": {"dtype": "TL_DOUBLE", "data": [[[[1, 2.5], [5.5, 7]]]]}
-            },
-            "error": None,
-        },
-        {
-            "doc": "VALID drops the partial windows",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "autopad": "VALID"},
-            "outputs": {"dst": [[[[3]]]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [[[[1, 2], [3, 4]]]]}},
-            "params": {"size": [2, 2]},
-            "outputs": {},
-            "error": "tensor_in 'src': dtype: expected TL_FLOAT or TL_DOUBLE, found TL_INT32 (int32[1, 1, 2, 2])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {
-                "size": [2, 2],
-                "padding": [1, 0, 0, 0],
-                "autopad": "SAME_UPPER",
-            },
-            "outputs": {},
-            "error": "param 'autopad': check: expected autopad == \"NOTSET\" or not any(padding) (explicit padding needs autopad NOTSET), found padding=(1, 0, 0, 0), autopad='SAME_UPPER'",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {"size": [2, 2], "stride": [1, -1]},
-            "outputs": {},
-            "error": "param 'stride': gt: expected every stride[i] > 0, found stride[1] = -1",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {"size": [2, 2], "padding": [0, 0, -1, 0]},
-            "outputs": {},
-            "error": "param 'padding': ge: expected every padding[i] >= 0, found padding[2] = -1",
-        },
-    ),
 )
 
 
-def avgpool2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a avgpool2d_cpu op and define its outputs."""
+def avgpool2d_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a avgpool2d_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    ck.satisfy(
-        "param 'padding'",
-        padding[0] < size[0]
-        and padding[2] < size[0]
-        and padding[1] < size[1]
-        and padding[3] < size[1],
-        "padding[0] < size[0] and padding[2] < size[0] and padding[1] < size[1] and padding[3] < size[1]",
-        "every window overlaps the input",
-        lambda: found(size=size, padding=padding),
-    )
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
-    ck.satisfy(
-        "param 'autopad'",
-        autopad == "NOTSET" or not any(padding),
-        'autopad == "NOTSET" or not any(padding)',
-        "explicit padding needs autopad NOTSET",
-        lambda: found(padding=padding, autopad=autopad),
-    )
-    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
-    count_include_pad = ck.param("count_include_pad", ParamType.BOOL, default=False)
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0',
-        "the padded input holds at least one window",
-        lambda: found(
-            src=src, size=size, stride=stride, padding=padding, autopad=autopad
-        ),
-    )
-    # autopad_padding is None for NOTSET, which keeps the explicit padding.
-    padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
-    )
-    dst = ck.define(
-        "dst",
-        src.dtype,
-        tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
-        ),
-    )
+    src, dst, size, stride = ck.get("src", "dst", "size", "stride")
     ck.scratch(
         kernels.scratch_bytes(
             kernels.pool2d_scratch(
                 src.shape, dst.shape, size=size, stride=stride, dtype=src.dtype.np
             )
         )
-    )
-    op.values.update(
-        size=size,
-        stride=stride,
-        padding=padding,
-        autopad=autopad,
-        ceil_mode=ceil_mode,
-        count_include_pad=count_include_pad,
     )
 
 
@@ -313,19 +156,44 @@ AVGPOOL2D_CPU = OpProto(
     optype="avgpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="2-D average pooling of NCHW `src` (ONNX AveragePool): dst[n, c, y, x] is the mean of the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1] + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted (a window is divided by the number of input cells it covers) unless `count_include_pad`, which counts the explicit padding too (never the cells past it that `ceil_mode` adds). Output size per axis: floor((in + pad_begin + pad_end - size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
         ParamArg("ceil_mode", ParamType.BOOL, False),
         ParamArg("count_include_pad", ParamType.BOOL, False),
     ),
-    pre_run=avgpool2d_cpu_pre_run,
+    pre_run=avgpool2d_pre_run,
     source="descriptions/ops/avgpool2d.yaml",
+    scratch=avgpool2d_cpu_scratch,
     load=avgpool2d_cpu_load,
 )
 

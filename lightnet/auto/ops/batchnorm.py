@@ -4,37 +4,17 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def batchnorm_pre_run(op, tensors):
-    """Check the inputs and params of a batchnorm op and define its outputs."""
+    """Check a batchnorm op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    scale = ck.tensor_in("scale")
-    ck.dtype("scale", scale, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("scale", scale, 1)
-    offset = ck.tensor_in("offset")
-    ck.dtype("offset", offset, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("offset", offset, 1)
-    mean = ck.tensor_in("mean")
-    ck.dtype("mean", mean, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("mean", mean, 1)
-    var = ck.tensor_in("var")
-    ck.dtype("var", var, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("var", var, 1)
-    ck.same_type("scale", scale, "src", src)
-    ck.same_type("offset", offset, "src", src)
-    ck.same_type("mean", mean, "src", src)
-    ck.same_type("var", var, "src", src)
-    ck.tensor_out("dst")
-    epsilon = ck.param("epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("epsilon", epsilon, "gt", 0, "0")
+    src, scale, offset, mean, var = ck.get("src", "scale", "offset", "mean", "var")
     ck.satisfy(
         "tensor_in 'src'",
         src.ndim >= 2,
@@ -47,151 +27,28 @@ def batchnorm_pre_run(op, tensors):
     ck.len("mean", mean, src.shape[1], "src.shape[1]")
     ck.len("var", var, src.shape[1], "src.shape[1]")
     ck.define("dst", src.dtype, src.shape)
-    op.values.update(epsilon=epsilon)
 
 
 BATCHNORM = OpProto(
     optype="batchnorm",
     arch="none",
     mtype=MemType.NONE,
-    doc="Inference batch normalization (ONNX BatchNormalization, inference mode) over axis 1 of `src` [N, C, ...]: dst = (src - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + offset[c]. The [C]-sized coefficients are folded in double precision, then applied with one multiply and one add per element. `var` + `epsilon` must be positive (the data is not checked). Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); the [C] tensors need not be static.",
     tensors_in=(
-        TensorArg("src"),
-        TensorArg("scale"),
-        TensorArg("offset"),
-        TensorArg("mean"),
-        TensorArg("var"),
+        TensorArg("src", dtype=FLOAT),
+        TensorArg("scale", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("offset", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("mean", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("var", dtype=FLOAT, ndim=1, sametype="src"),
     ),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("epsilon", ParamType.NUMBER, 1e-05),),
+    params=(
+        ParamArg(
+            "epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
+    ),
     pre_run=batchnorm_pre_run,
     source="descriptions/ops/batchnorm.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2]], [[3, 4]]]],
-                "scale": [1, 2],
-                "offset": [0, 1],
-                "mean": [1, 3],
-                "var": [3.75, 0.75],
-            },
-            "params": {"epsilon": 0.25},
-            "outputs": {"dst": [[[[0, 0.5]], [[1, 3]]]]},
-            "error": None,
-        },
-        {
-            "doc": "2-D src [N, C], TL_DOUBLE",
-            "inputs": {
-                "src": {"dtype": "TL_DOUBLE", "data": [[2, 6], [4, 10]]},
-                "scale": {"dtype": "TL_DOUBLE", "data": [3, 1]},
-                "offset": {"dtype": "TL_DOUBLE", "data": [-1, 0]},
-                "mean": {"dtype": "TL_DOUBLE", "data": [2, 8]},
-                "var": {"dtype": "TL_DOUBLE", "data": [3.5, 15.5]},
-            },
-            "params": {"epsilon": 0.5},
-            "outputs": {"dst": {"dtype": "TL_DOUBLE", "data": [[-1, -0.5], [2, 0.5]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2]], [[3, 4]]]],
-                "scale": [1, 2, 3],
-                "offset": [0, 1],
-                "mean": [1, 3],
-                "var": [3.75, 0.75],
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'scale': len: expected src.shape[1] (2) elements, found 3 (float32[3])",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2]], [[3, 4]]]],
-                "scale": [1, 2],
-                "offset": [0, 1],
-                "mean": [1, 3],
-                "var": {"dtype": "TL_DOUBLE", "data": [3.75, 0.75]},
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'var': sametype: expected the dtype of 'src' (TL_FLOAT), found TL_DOUBLE",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2]], [[3, 4]]]],
-                "scale": [1, 2],
-                "offset": [0, 1],
-                "mean": [1, 3],
-                "var": [3.75, 0.75],
-            },
-            "params": {"epsilon": 0},
-            "outputs": {},
-            "error": "param 'epsilon': gt: expected epsilon > 0, found 0.0",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [1, 2],
-                "scale": [1, 2],
-                "offset": [0, 1],
-                "mean": [1, 3],
-                "var": [3.75, 0.75],
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': check: expected src.ndim >= 2 (src has a channel axis 1), found src=float32[2]",
-        },
-    ),
 )
-
-
-def batchnorm_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a batchnorm_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.mtype("src", src, MemType.CPU)
-    scale = ck.tensor_in("scale")
-    ck.dtype("scale", scale, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("scale", scale, 1)
-    ck.mtype("scale", scale, MemType.CPU)
-    offset = ck.tensor_in("offset")
-    ck.dtype("offset", offset, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("offset", offset, 1)
-    ck.mtype("offset", offset, MemType.CPU)
-    mean = ck.tensor_in("mean")
-    ck.dtype("mean", mean, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("mean", mean, 1)
-    ck.mtype("mean", mean, MemType.CPU)
-    var = ck.tensor_in("var")
-    ck.dtype("var", var, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("var", var, 1)
-    ck.mtype("var", var, MemType.CPU)
-    ck.same_type("scale", scale, "src", src)
-    ck.same_type("offset", offset, "src", src)
-    ck.same_type("mean", mean, "src", src)
-    ck.same_type("var", var, "src", src)
-    ck.tensor_out("dst")
-    epsilon = ck.param("epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("epsilon", epsilon, "gt", 0, "0")
-    ck.satisfy(
-        "tensor_in 'src'",
-        src.ndim >= 2,
-        "src.ndim >= 2",
-        "src has a channel axis 1",
-        lambda: found(src=src),
-    )
-    ck.len("scale", scale, src.shape[1], "src.shape[1]")
-    ck.len("offset", offset, src.shape[1], "src.shape[1]")
-    ck.len("mean", mean, src.shape[1], "src.shape[1]")
-    ck.len("var", var, src.shape[1], "src.shape[1]")
-    ck.define("dst", src.dtype, src.shape)
-    op.values.update(epsilon=epsilon)
 
 
 def batchnorm_cpu_load(op, arrays):
@@ -214,17 +71,20 @@ BATCHNORM_CPU = OpProto(
     optype="batchnorm_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Inference batch normalization (ONNX BatchNormalization, inference mode) over axis 1 of `src` [N, C, ...]: dst = (src - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + offset[c]. The [C]-sized coefficients are folded in double precision, then applied with one multiply and one add per element. `var` + `epsilon` must be positive (the data is not checked). Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); the [C] tensors need not be static.",
     tensors_in=(
-        TensorArg("src"),
-        TensorArg("scale"),
-        TensorArg("offset"),
-        TensorArg("mean"),
-        TensorArg("var"),
+        TensorArg("src", dtype=FLOAT),
+        TensorArg("scale", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("offset", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("mean", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("var", dtype=FLOAT, ndim=1, sametype="src"),
     ),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("epsilon", ParamType.NUMBER, 1e-05),),
-    pre_run=batchnorm_cpu_pre_run,
+    params=(
+        ParamArg(
+            "epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
+    ),
+    pre_run=batchnorm_pre_run,
     source="descriptions/ops/batchnorm.yaml",
     load=batchnorm_cpu_load,
 )

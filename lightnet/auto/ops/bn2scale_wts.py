@@ -4,180 +4,50 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def bn2scale_wts_pre_run(op, tensors):
-    """Check the inputs and params of a bn2scale_wts op and define its outputs."""
+    """Check a bn2scale_wts op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_mean = ck.tensor_in("src_mean")
-    ck.dtype("src_mean", src_mean, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_mean", src_mean, 1)
-    ck.static("src_mean", src_mean, True)
-    src_var = ck.tensor_in("src_var")
-    ck.dtype("src_var", src_var, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_var", src_var, 1)
-    ck.static("src_var", src_var, True)
-    src_scale = ck.tensor_in("src_scale")
-    ck.dtype("src_scale", src_scale, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_scale", src_scale, 1)
-    ck.static("src_scale", src_scale, True)
-    src_offset = ck.tensor_in("src_offset")
-    ck.dtype("src_offset", src_offset, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_offset", src_offset, 1)
-    ck.static("src_offset", src_offset, True)
-    ck.same_type("src_var", src_var, "src_mean", src_mean)
-    ck.same_type("src_scale", src_scale, "src_mean", src_mean)
-    ck.same_type("src_offset", src_offset, "src_mean", src_mean)
-    ck.tensor_out("dst_scale")
-    ck.tensor_out("dst_shift")
-    ck.tensor_out("dst_power")
-    epsilon = ck.param("epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("epsilon", epsilon, "gt", 0, "0")
+    src_mean, src_var, src_scale, src_offset = ck.get(
+        "src_mean", "src_var", "src_scale", "src_offset"
+    )
     ck.len("src_var", src_var, src_mean.len, "src_mean.len")
     ck.len("src_scale", src_scale, src_mean.len, "src_mean.len")
     ck.len("src_offset", src_offset, src_mean.len, "src_mean.len")
     ck.define("dst_scale", src_mean.dtype, src_mean.shape, static=True)
     ck.define("dst_shift", src_mean.dtype, src_mean.shape, static=True)
     ck.define("dst_power", src_mean.dtype, src_mean.shape, static=True)
-    op.values.update(epsilon=epsilon)
 
 
 BN2SCALE_WTS = OpProto(
     optype="bn2scale_wts",
     arch="none",
     mtype=MemType.NONE,
-    doc="Fold inference batch normalization parameters into the weights of a scale layer y = (x * dst_scale + dst_shift) ** dst_power (TensorRT's IScaleLayer) that computes the same thing: dst_scale = src_scale / sqrt(src_var + epsilon), dst_shift = src_offset - src_mean * dst_scale, dst_power = 1. All inputs must be static (weights or constants): the outputs are static and computed once, when the model is loaded. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype).",
     tensors_in=(
-        TensorArg("src_mean"),
-        TensorArg("src_var"),
-        TensorArg("src_scale"),
-        TensorArg("src_offset"),
+        TensorArg("src_mean", dtype=FLOAT, ndim=1, static=True),
+        TensorArg("src_var", dtype=FLOAT, ndim=1, static=True, sametype="src_mean"),
+        TensorArg("src_scale", dtype=FLOAT, ndim=1, static=True, sametype="src_mean"),
+        TensorArg("src_offset", dtype=FLOAT, ndim=1, static=True, sametype="src_mean"),
     ),
     tensors_out=(
         TensorArg("dst_scale"),
         TensorArg("dst_shift"),
         TensorArg("dst_power"),
     ),
-    params=(ParamArg("epsilon", ParamType.NUMBER, 1e-05),),
+    params=(
+        ParamArg(
+            "epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
+    ),
     pre_run=bn2scale_wts_pre_run,
     source="descriptions/ops/bn2scale_wts.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {
-                "src_mean": [1, 3],
-                "src_var": [3.75, 0.75],
-                "src_scale": [1, 2],
-                "src_offset": [0, 1],
-            },
-            "params": {"epsilon": 0.25},
-            "outputs": {
-                "dst_scale": [0.5, 2],
-                "dst_shift": [-0.5, -5],
-                "dst_power": [1, 1],
-            },
-            "error": None,
-        },
-        {
-            "doc": "TL_DOUBLE",
-            "inputs": {
-                "src_mean": {"dtype": "TL_DOUBLE", "data": [-2]},
-                "src_var": {"dtype": "TL_DOUBLE", "data": [8.5]},
-                "src_scale": {"dtype": "TL_DOUBLE", "data": [6]},
-                "src_offset": {"dtype": "TL_DOUBLE", "data": [0.5]},
-            },
-            "params": {"epsilon": 0.5},
-            "outputs": {
-                "dst_scale": {"dtype": "TL_DOUBLE", "data": [2]},
-                "dst_shift": {"dtype": "TL_DOUBLE", "data": [4.5]},
-                "dst_power": {"dtype": "TL_DOUBLE", "data": [1]},
-            },
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src_mean": [1, 3],
-                "src_var": [3.75],
-                "src_scale": [1, 2],
-                "src_offset": [0, 1],
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src_var': len: expected src_mean.len (2) elements, found 1 (float32[1])",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src_mean": [[1, 3]],
-                "src_var": [3.75, 0.75],
-                "src_scale": [1, 2],
-                "src_offset": [0, 1],
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src_mean': ndim: expected 1 dimensions, found 2 (float32[1, 2])",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src_mean": [1, 3],
-                "src_var": [3.75, 0.75],
-                "src_scale": [1, 2],
-                "src_offset": [0, 1],
-            },
-            "params": {"epsilon": -1},
-            "outputs": {},
-            "error": "param 'epsilon': gt: expected epsilon > 0, found -1.0",
-        },
-    ),
 )
-
-
-def bn2scale_wts_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a bn2scale_wts_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_mean = ck.tensor_in("src_mean")
-    ck.dtype("src_mean", src_mean, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_mean", src_mean, 1)
-    ck.static("src_mean", src_mean, True)
-    ck.mtype("src_mean", src_mean, MemType.CPU)
-    src_var = ck.tensor_in("src_var")
-    ck.dtype("src_var", src_var, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_var", src_var, 1)
-    ck.static("src_var", src_var, True)
-    ck.mtype("src_var", src_var, MemType.CPU)
-    src_scale = ck.tensor_in("src_scale")
-    ck.dtype("src_scale", src_scale, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_scale", src_scale, 1)
-    ck.static("src_scale", src_scale, True)
-    ck.mtype("src_scale", src_scale, MemType.CPU)
-    src_offset = ck.tensor_in("src_offset")
-    ck.dtype("src_offset", src_offset, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_offset", src_offset, 1)
-    ck.static("src_offset", src_offset, True)
-    ck.mtype("src_offset", src_offset, MemType.CPU)
-    ck.same_type("src_var", src_var, "src_mean", src_mean)
-    ck.same_type("src_scale", src_scale, "src_mean", src_mean)
-    ck.same_type("src_offset", src_offset, "src_mean", src_mean)
-    ck.tensor_out("dst_scale")
-    ck.tensor_out("dst_shift")
-    ck.tensor_out("dst_power")
-    epsilon = ck.param("epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("epsilon", epsilon, "gt", 0, "0")
-    ck.len("src_var", src_var, src_mean.len, "src_mean.len")
-    ck.len("src_scale", src_scale, src_mean.len, "src_mean.len")
-    ck.len("src_offset", src_offset, src_mean.len, "src_mean.len")
-    ck.define("dst_scale", src_mean.dtype, src_mean.shape, static=True)
-    ck.define("dst_shift", src_mean.dtype, src_mean.shape, static=True)
-    ck.define("dst_power", src_mean.dtype, src_mean.shape, static=True)
-    op.values.update(epsilon=epsilon)
 
 
 def bn2scale_wts_cpu_load(op, arrays):
@@ -207,20 +77,23 @@ BN2SCALE_WTS_CPU = OpProto(
     optype="bn2scale_wts_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Fold inference batch normalization parameters into the weights of a scale layer y = (x * dst_scale + dst_shift) ** dst_power (TensorRT's IScaleLayer) that computes the same thing: dst_scale = src_scale / sqrt(src_var + epsilon), dst_shift = src_offset - src_mean * dst_scale, dst_power = 1. All inputs must be static (weights or constants): the outputs are static and computed once, when the model is loaded. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype).",
     tensors_in=(
-        TensorArg("src_mean"),
-        TensorArg("src_var"),
-        TensorArg("src_scale"),
-        TensorArg("src_offset"),
+        TensorArg("src_mean", dtype=FLOAT, ndim=1, static=True),
+        TensorArg("src_var", dtype=FLOAT, ndim=1, static=True, sametype="src_mean"),
+        TensorArg("src_scale", dtype=FLOAT, ndim=1, static=True, sametype="src_mean"),
+        TensorArg("src_offset", dtype=FLOAT, ndim=1, static=True, sametype="src_mean"),
     ),
     tensors_out=(
         TensorArg("dst_scale"),
         TensorArg("dst_shift"),
         TensorArg("dst_power"),
     ),
-    params=(ParamArg("epsilon", ParamType.NUMBER, 1e-05),),
-    pre_run=bn2scale_wts_cpu_pre_run,
+    params=(
+        ParamArg(
+            "epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
+    ),
+    pre_run=bn2scale_wts_pre_run,
     source="descriptions/ops/bn2scale_wts.yaml",
     load=bn2scale_wts_cpu_load,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
@@ -13,27 +14,9 @@ from lightnet.tensor import DType, MemType
 
 
 def clip_pre_run(op, tensors):
-    """Check the inputs and params of a clip op and define its outputs."""
+    """Check a clip op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.tensor_out("dst")
-    min = ck.param("min", ParamType.NUMBER, "double")
-    max = ck.param("max", ParamType.NUMBER, "double")
+    src, min, max = ck.get("src", "min", "max")
     ck.compare("max", max, "ge", min, "min")
     ck.satisfy(
         "param 'max'",
@@ -44,86 +27,21 @@ def clip_pre_run(op, tensors):
         lambda: found(src=src, min=min, max=max),
     )
     ck.define("dst", src.dtype, src.shape)
-    op.values.update(min=min, max=max)
 
 
 CLIP = OpProto(
     optype="clip",
     arch="none",
     mtype=MemType.NONE,
-    doc="dst = src limited to [min, max] element-wise. Every dtype but TL_BOOL; for an integer dtype the bounds are rounded inward (ceil(min), floor(max)), so an integer must lie in [min, max].",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("min", ParamType.NUMBER), ParamArg("max", ParamType.NUMBER)),
+    params=(
+        ParamArg("min", ParamType.NUMBER, realtype="double"),
+        ParamArg("max", ParamType.NUMBER, realtype="double"),
+    ),
     pre_run=clip_pre_run,
     source="descriptions/ops/clip.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [-3, 0.5, 7]},
-            "params": {"min": -1, "max": 2.5},
-            "outputs": {"dst": [-1, 0.5, 2.5]},
-            "error": None,
-        },
-        {
-            "doc": "integer dtype, bounds rounded inward",
-            "inputs": {"src": {"dtype": "TL_INT16", "data": [-3, 1, 7]}},
-            "params": {"min": -1.5, "max": 2.5},
-            "outputs": {"dst": {"dtype": "TL_INT16", "data": [-1, 1, 2]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1]},
-            "params": {"min": 2, "max": 1},
-            "outputs": {},
-            "error": "param 'max': ge: expected max >= min (2.0), found 1.0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [1]}},
-            "params": {"min": 1.2, "max": 1.8},
-            "outputs": {},
-            "error": "param 'max': check: expected src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or math.ceil(min) <= math.floor(max) (an integer lies in [min, max])",
-        },
-    ),
 )
-
-
-def clip_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a clip_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    min = ck.param("min", ParamType.NUMBER, "double")
-    max = ck.param("max", ParamType.NUMBER, "double")
-    ck.compare("max", max, "ge", min, "min")
-    ck.satisfy(
-        "param 'max'",
-        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
-        or math.ceil(min) <= math.floor(max),
-        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or math.ceil(min) <= math.floor(max)",
-        "an integer lies in [min, max]",
-        lambda: found(src=src, min=min, max=max),
-    )
-    ck.define("dst", src.dtype, src.shape)
-    op.values.update(min=min, max=max)
 
 
 def clip_cpu_load(op, arrays):
@@ -143,11 +61,13 @@ CLIP_CPU = OpProto(
     optype="clip_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="dst = src limited to [min, max] element-wise. Every dtype but TL_BOOL; for an integer dtype the bounds are rounded inward (ceil(min), floor(max)), so an integer must lie in [min, max].",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("min", ParamType.NUMBER), ParamArg("max", ParamType.NUMBER)),
-    pre_run=clip_cpu_pre_run,
+    params=(
+        ParamArg("min", ParamType.NUMBER, realtype="double"),
+        ParamArg("max", ParamType.NUMBER, realtype="double"),
+    ),
+    pre_run=clip_pre_run,
     source="descriptions/ops/clip.yaml",
     load=clip_cpu_load,
 )

@@ -12,13 +12,9 @@ from lightnet.tensor import MemType
 
 
 def concat_pre_run(op, tensors):
-    """Check the inputs and params of a concat op and define its outputs."""
+    """Check a concat op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensors_in_variadic("src", 2)
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
+    src, axis = ck.get("src", "axis")
     ck.compare("axis", axis, "lt", src[0].ndim, "src[0].ndim")
     ck.satisfy(
         "tensor_in 'src'",
@@ -52,114 +48,19 @@ def concat_pre_run(op, tensors):
         + (sum(s.shape[axis] for s in src),)
         + src[0].shape[axis + 1 :],
     )
-    op.values.update(axis=axis)
 
 
 CONCAT = OpProto(
     optype="concat",
     arch="none",
     mtype=MemType.NONE,
-    doc="Join `src1`, `src2`, ... (at least two) end to end along `axis`, like chaining tl_tensor_concat. The inputs have one dtype (any) and one rank, and equal sizes on every other axis. When every axis before `axis` has size 1, the memory planner may let an input's producer write straight into its part of `dst`; such inputs are not copied.",
     tensors_in=(TensorArg("src", variadic=True, min=2),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("axis", ParamType.NUMBER),),
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
     pre_run=concat_pre_run,
     source="descriptions/ops/concat.yaml",
     assemble=("dst", "src", "axis"),
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src1": [[1, 2]], "src2": [[3, 4], [5, 6]]},
-            "params": {"axis": 0},
-            "outputs": {"dst": [[1, 2], [3, 4], [5, 6]]},
-            "error": None,
-        },
-        {
-            "doc": "three inputs on the last axis",
-            "inputs": {
-                "src1": [[1], [2]],
-                "src2": [[3, 4], [5, 6]],
-                "src3": [[7], [8]],
-            },
-            "params": {"axis": 1},
-            "outputs": {"dst": [[1, 3, 4, 7], [2, 5, 6, 8]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [[1, 2]], "src2": [[3, 4, 5]]},
-            "params": {"axis": 0},
-            "outputs": {},
-            "error": "tensor_in 'src': check: expected all(s.shape[:axis] + s.shape[axis + 1:] == src[0].shape[:axis] + src[0].shape[axis + 1:] for s in src) (the inputs have the sizes of src1 on every axis but axis), found src=[float32[1, 2], float32[1, 3]], axis=0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1, 2], "src2": {"dtype": "TL_INT32", "data": [3]}},
-            "params": {"axis": 0},
-            "outputs": {},
-            "error": "tensor_in 'src': check: expected all(s.dtype is src[0].dtype for s in src) (every input has the dtype of src1)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1, 2]},
-            "params": {"axis": 0},
-            "outputs": {},
-            "error": "tensor_in 'src1..': len_ge: expected at least 2 inputs, found 1",
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1, 2], "src2": [3]},
-            "params": {"axis": 1},
-            "outputs": {},
-            "error": "param 'axis': lt: expected axis < src[0].ndim (1), found 1",
-        },
-    ),
 )
-
-
-def concat_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a concat_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensors_in_variadic("src", 2)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
-    ck.compare("axis", axis, "lt", src[0].ndim, "src[0].ndim")
-    ck.satisfy(
-        "tensor_in 'src'",
-        all(s.dtype is src[0].dtype for s in src),
-        "all(s.dtype is src[0].dtype for s in src)",
-        "every input has the dtype of src1",
-        lambda: found(src=src),
-    )
-    ck.satisfy(
-        "tensor_in 'src'",
-        all(s.ndim == src[0].ndim for s in src),
-        "all(s.ndim == src[0].ndim for s in src)",
-        "every input has the rank of src1",
-        lambda: found(src=src),
-    )
-    ck.satisfy(
-        "tensor_in 'src'",
-        all(
-            s.shape[:axis] + s.shape[axis + 1 :]
-            == src[0].shape[:axis] + src[0].shape[axis + 1 :]
-            for s in src
-        ),
-        "all(s.shape[:axis] + s.shape[axis + 1:] == src[0].shape[:axis] + src[0].shape[axis + 1:] for s in src)",
-        "the inputs have the sizes of src1 on every axis but axis",
-        lambda: found(src=src, axis=axis),
-    )
-    ck.define(
-        "dst",
-        src[0].dtype,
-        src[0].shape[:axis]
-        + (sum(s.shape[axis] for s in src),)
-        + src[0].shape[axis + 1 :],
-    )
-    op.values.update(axis=axis)
 
 
 def concat_cpu_load(op, arrays):
@@ -186,11 +87,10 @@ CONCAT_CPU = OpProto(
     optype="concat_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Join `src1`, `src2`, ... (at least two) end to end along `axis`, like chaining tl_tensor_concat. The inputs have one dtype (any) and one rank, and equal sizes on every other axis. When every axis before `axis` has size 1, the memory planner may let an input's producer write straight into its part of `dst`; such inputs are not copied.",
     tensors_in=(TensorArg("src", variadic=True, min=2),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("axis", ParamType.NUMBER),),
-    pre_run=concat_cpu_pre_run,
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
+    pre_run=concat_pre_run,
     source="descriptions/ops/concat.yaml",
     load=concat_cpu_load,
     assemble=("dst", "src", "axis"),

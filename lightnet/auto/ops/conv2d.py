@@ -6,44 +6,27 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def conv2d_pre_run(op, tensors):
-    """Check the inputs and params of a conv2d op and define its outputs."""
+    """Check a conv2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    weight = ck.tensor_in("weight")
-    ck.dtype("weight", weight, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("weight", weight, 4)
-    bias = ck.tensor_in("bias")
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("bias", bias, 1)
-    ck.same_type("weight", weight, "src", src)
-    ck.same_type("bias", bias, "src", src)
-    ck.tensor_out("dst")
-    group = ck.param("group", ParamType.NUMBER, "int", default=1)
-    ck.compare("group", group, "ge", 1, "1")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
+    src, weight, bias, group, size, stride, dilation, padding, autopad = ck.get(
+        "src",
+        "weight",
+        "bias",
+        "group",
+        "size",
+        "stride",
+        "dilation",
+        "padding",
+        "autopad",
+    )
     ck.satisfy(
         "param 'autopad'",
         autopad == "NOTSET" or not any(padding),
@@ -94,19 +77,12 @@ def conv2d_pre_run(op, tensors):
         kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
         or padding
     )
+    op.values.update(padding=padding)
     ck.define(
         "dst",
         src.dtype,
         (src.shape[0], weight.shape[0])
         + kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation),
-    )
-    op.values.update(
-        group=group,
-        size=size,
-        stride=stride,
-        dilation=dilation,
-        padding=padding,
-        autopad=autopad,
     )
 
 
@@ -114,240 +90,84 @@ CONV2D = OpProto(
     optype="conv2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="2-D convolution of NCHW `src` (ONNX Conv): dst[n, o, y, x] = bias[o] + sum over c in o's group and kernel taps (i, j) of weight[o, c, i, j] * src[n, c, y * stride[0] - padding[0] + i * dilation[0], x * stride[1] - padding[1] + j * dilation[1]], cells outside `src` reading 0 (cross-correlation, as in every DL framework). Channels split into `group` groups: output channel o reads the input channels of group o // (O / group). Output size per axis: floor((in + pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
-    tensors_in=(TensorArg("src"), TensorArg("weight"), TensorArg("bias")),
+    tensors_in=(
+        TensorArg("src", dtype=FLOAT, ndim=4),
+        TensorArg("weight", dtype=FLOAT, ndim=4, sametype="src"),
+        TensorArg("bias", dtype=FLOAT, ndim=1, sametype="src"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("group", ParamType.NUMBER, 1),
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
     ),
     pre_run=conv2d_pre_run,
     source="descriptions/ops/conv2d.yaml",
-    examples=(
-        {
-            "doc": "2x2 kernel, no padding",
-            "inputs": {
-                "src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]],
-                "weight": [[[[1, 0], [0, 1]]]],
-                "bias": [10],
-            },
-            "params": {"size": [2, 2]},
-            "outputs": {"dst": [[[[16, 18], [22, 24]]]]},
-            "error": None,
-        },
-        {
-            "doc": "stride 2 with asymmetric padding (top 1, left 0, bottom 0, right 1)",
-            "inputs": {
-                "src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "stride": [2, 2], "padding": [1, 0, 0, 1]},
-            "outputs": {"dst": [[[[3, 3], [24, 15]]]]},
-            "error": None,
-        },
-        {
-            "doc": "two groups, dilation 2, SAME_UPPER keeps the 3x3 size",
-            "inputs": {
-                "src": [
-                    [
-                        [[1, 2, 3], [4, 5, 6], [7, 8, 9]],
-                        [[1, 1, 1], [1, 1, 1], [1, 1, 1]],
-                    ]
-                ],
-                "weight": [[[[1, 1], [1, 1]]], [[[2, 0], [0, 0]]]],
-                "bias": [0, 1],
-            },
-            "params": {
-                "group": 2,
-                "size": [2, 2],
-                "dilation": [2, 2],
-                "autopad": "SAME_UPPER",
-            },
-            "outputs": {
-                "dst": [
-                    [
-                        [[5, 10, 5], [10, 20, 10], [5, 10, 5]],
-                        [[1, 1, 1], [1, 3, 3], [1, 3, 3]],
-                    ]
-                ]
-            },
-            "error": None,
-        },
-        {
-            "doc": "SAME_LOWER puts the odd padding cell at the beginning",
-            "inputs": {
-                "src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]],
-                "weight": [[[[1, 0], [0, 0]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "autopad": "SAME_LOWER"},
-            "outputs": {"dst": [[[[0, 0, 0], [0, 1, 2], [0, 4, 5]]]]},
-            "error": None,
-        },
-        {
-            "doc": "VALID pads nothing; TL_DOUBLE tensors",
-            "inputs": {
-                "src": {"dtype": "TL_DOUBLE", "data": [[[[1, 2, 3], [4, 5, 6]]]]},
-                "weight": {"dtype": "TL_DOUBLE", "data": [[[[1, 1, 1], [1, 1, 1]]]]},
-                "bias": {"dtype": "TL_DOUBLE", "data": [0.5]},
-            },
-            "params": {"size": [2, 3], "autopad": "VALID"},
-            "outputs": {"dst": {"dtype": "TL_DOUBLE", "data": [[[[21.5]]]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[1, 2], [3, 4]]], "weight": [[[[1]]]], "bias": [0]},
-            "params": {"size": [1, 1]},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 4 dimensions, found 3 (float32[1, 2, 2])",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1]], [[1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [1, 1]},
-            "outputs": {},
-            "error": "tensor_in 'weight': check: expected weight.shape[1] * group == src.shape[1] (weight.shape[1] is src's channels per group), found src=float32[1, 1, 2, 2], weight=float32[1, 2, 1, 1], group=1",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1]]]],
-                "bias": [0, 0],
-            },
-            "params": {"size": [1, 1]},
-            "outputs": {},
-            "error": "tensor_in 'bias': len: expected weight.shape[0] (1) elements, found 2 (float32[2])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]], "weight": [[[[1]]]], "bias": [0]},
-            "params": {"size": [1, 1], "autopad": "SAME"},
-            "outputs": {},
-            "error": "param 'autopad': choices: expected one of NOTSET, VALID, SAME_UPPER, SAME_LOWER, found 'SAME'",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]], "weight": [[[[1]]]], "bias": [0]},
-            "params": {"size": [1, 1], "stride": [0, 1]},
-            "outputs": {},
-            "error": "param 'stride': gt: expected every stride[i] > 0, found stride[0] = 0",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1, 1], [1, 1, 1], [1, 1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [3, 3]},
-            "outputs": {},
-            "error": 'op: check: expected autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0 (the padded input holds at least one dilated kernel window), found src=float32[1, 1, 2, 2], size=(3, 3), stride=(1, 1), dilation=(1, 1), padding=(0, 0, 0, 0), autopad=\'NOTSET\'',
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]], "weight": [[[[1]]]], "bias": [0]},
-            "params": {"size": [1, 1], "padding": [1, 1, 1, 1], "autopad": "VALID"},
-            "outputs": {},
-            "error": "param 'autopad': check: expected autopad == \"NOTSET\" or not any(padding) (explicit padding needs autopad NOTSET), found padding=(1, 1, 1, 1), autopad='VALID'",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": {"dtype": "TL_INT32", "data": [[[[1, 2], [3, 4]]]]},
-                "weight": {"dtype": "TL_INT32", "data": [[[[1]]]]},
-                "bias": {"dtype": "TL_INT32", "data": [0]},
-            },
-            "params": {"size": [1, 1]},
-            "outputs": {},
-            "error": "tensor_in 'src': dtype: expected TL_FLOAT or TL_DOUBLE, found TL_INT32 (int32[1, 1, 2, 2])",
-        },
-    ),
 )
 
 
 def conv2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a conv2d_cpu op and define its outputs."""
+    """conv2d's checks, then those conv2d_cpu adds."""
+    conv2d_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    weight = ck.tensor_in("weight")
-    ck.dtype("weight", weight, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("weight", weight, 4)
-    ck.mtype("weight", weight, MemType.CPU)
-    bias = ck.tensor_in("bias")
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("bias", bias, 1)
-    ck.mtype("bias", bias, MemType.CPU)
-    bn_scale = ck.tensor_in("bn_scale", optional=True)
-    ck.ndim("bn_scale", bn_scale, 1)
-    ck.static("bn_scale", bn_scale, True)
-    ck.mtype("bn_scale", bn_scale, MemType.CPU)
-    bn_offset = ck.tensor_in("bn_offset", optional=True)
-    ck.ndim("bn_offset", bn_offset, 1)
-    ck.static("bn_offset", bn_offset, True)
-    ck.mtype("bn_offset", bn_offset, MemType.CPU)
-    bn_mean = ck.tensor_in("bn_mean", optional=True)
-    ck.ndim("bn_mean", bn_mean, 1)
-    ck.static("bn_mean", bn_mean, True)
-    ck.mtype("bn_mean", bn_mean, MemType.CPU)
-    bn_var = ck.tensor_in("bn_var", optional=True)
-    ck.ndim("bn_var", bn_var, 1)
-    ck.static("bn_var", bn_var, True)
-    ck.mtype("bn_var", bn_var, MemType.CPU)
-    residual = ck.tensor_in("residual", optional=True)
-    ck.mtype("residual", residual, MemType.CPU)
-    ck.same_type("weight", weight, "src", src)
-    ck.same_type("bias", bias, "src", src)
-    ck.same_type("bn_scale", bn_scale, "src", src)
-    ck.same_type("bn_offset", bn_offset, "src", src)
-    ck.same_type("bn_mean", bn_mean, "src", src)
-    ck.same_type("bn_var", bn_var, "src", src)
-    ck.same_type("residual", residual, "src", src)
-    ck.tensor_out("dst")
-    group = ck.param("group", ParamType.NUMBER, "int", default=1)
-    ck.compare("group", group, "ge", 1, "1")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
-    ck.satisfy(
-        "param 'autopad'",
-        autopad == "NOTSET" or not any(padding),
-        'autopad == "NOTSET" or not any(padding)',
-        "explicit padding needs autopad NOTSET",
-        lambda: found(padding=padding, autopad=autopad),
+    (
+        weight,
+        bias,
+        bn_scale,
+        bn_offset,
+        bn_mean,
+        bn_var,
+        residual,
+        dst,
+        clip_min,
+        clip_max,
+    ) = ck.get(
+        "weight",
+        "bias",
+        "bn_scale",
+        "bn_offset",
+        "bn_mean",
+        "bn_var",
+        "residual",
+        "dst",
+        "clip_min",
+        "clip_max",
     )
-    activation = ck.param("activation", ParamType.STRING, default="none")
-    ck.one_of(
-        "activation", activation, ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
-    )
-    negslope = ck.param("negslope", ParamType.NUMBER, "float", default=0.01)
-    clip_min = ck.param("clip_min", ParamType.NUMBER, "float", default=0)
-    clip_max = ck.param("clip_max", ParamType.NUMBER, "float", default=0)
     ck.satisfy(
         "param 'clip_max'",
         clip_min <= clip_max,
@@ -355,61 +175,10 @@ def conv2d_cpu_pre_run(op, tensors):
         "the clip range is [clip_min, clip_max]",
         lambda: found(clip_min=clip_min, clip_max=clip_max),
     )
-    bn_epsilon = ck.param("bn_epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("bn_epsilon", bn_epsilon, "gt", 0, "0")
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[1] * group == src.shape[1],
-        "weight.shape[1] * group == src.shape[1]",
-        "weight.shape[1] is src's channels per group",
-        lambda: found(src=src, weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[0] % group == 0,
-        "weight.shape[0] % group == 0",
-        "the output channels split evenly into groups",
-        lambda: found(weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        tuple(weight.shape[2:]) == tuple(size),
-        "tuple(weight.shape[2:]) == tuple(size)",
-        "the kernel dims of weight are size",
-        lambda: found(weight=weight, size=size),
-    )
-    ck.len("bias", bias, weight.shape[0], "weight.shape[0]")
     ck.len("bn_scale", bn_scale, weight.shape[0], "weight.shape[0]")
     ck.len("bn_offset", bn_offset, weight.shape[0], "weight.shape[0]")
     ck.len("bn_mean", bn_mean, weight.shape[0], "weight.shape[0]")
     ck.len("bn_var", bn_var, weight.shape[0], "weight.shape[0]")
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
-        "the padded input holds at least one dilated kernel window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            dilation=dilation,
-            padding=padding,
-            autopad=autopad,
-        ),
-    )
-    # autopad_padding is None for NOTSET, which keeps the explicit padding.
-    padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
-        or padding
-    )
-    dst = ck.define(
-        "dst",
-        src.dtype,
-        (src.shape[0], weight.shape[0])
-        + kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation),
-    )
     ck.satisfy(
         "tensor_out 'dst'",
         residual is None or residual.shape == dst.shape,
@@ -436,6 +205,14 @@ def conv2d_cpu_pre_run(op, tensors):
         "folding a batchnorm needs static weight and bias",
         lambda: found(weight=weight, bias=bias, bn_scale=bn_scale),
     )
+
+
+def conv2d_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a conv2d_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    src, weight, dst, stride, padding = ck.get(
+        "src", "weight", "dst", "stride", "padding"
+    )
     ck.scratch(
         kernels.scratch_bytes(
             kernels.conv2d_scratch(
@@ -447,19 +224,6 @@ def conv2d_cpu_pre_run(op, tensors):
                 dtype=src.dtype.np,
             )
         )
-    )
-    op.values.update(
-        group=group,
-        size=size,
-        stride=stride,
-        dilation=dilation,
-        padding=padding,
-        autopad=autopad,
-        activation=activation,
-        negslope=negslope,
-        clip_min=clip_min,
-        clip_max=clip_max,
-        bn_epsilon=bn_epsilon,
     )
 
 
@@ -533,160 +297,81 @@ CONV2D_CPU = OpProto(
     optype="conv2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="conv2d on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm (`bn_*`, folded into the weights once at load, so its inputs and the weights must be static; a model compiled with its weights gets new folded weights instead, and no `bn_*`), a residual added to the output, then an activation applied in place. Im2col scratch comes from the memory plan. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(
-        TensorArg("src"),
-        TensorArg("weight"),
-        TensorArg("bias"),
-        TensorArg("bn_scale", optional=True),
-        TensorArg("bn_offset", optional=True),
-        TensorArg("bn_mean", optional=True),
-        TensorArg("bn_var", optional=True),
-        TensorArg("residual", optional=True),
+        TensorArg("src", dtype=FLOAT, ndim=4),
+        TensorArg("weight", dtype=FLOAT, ndim=4, sametype="src"),
+        TensorArg("bias", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("bn_scale", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("bn_offset", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("bn_mean", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("bn_var", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("residual", optional=True, sametype="src"),
     ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("group", ParamType.NUMBER, 1),
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
-        ParamArg("activation", ParamType.STRING, "none"),
-        ParamArg("negslope", ParamType.NUMBER, 0.01),
-        ParamArg("clip_min", ParamType.NUMBER, 0),
-        ParamArg("clip_max", ParamType.NUMBER, 0),
-        ParamArg("bn_epsilon", ParamType.NUMBER, 1e-05),
+        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
+        ParamArg(
+            "activation",
+            ParamType.STRING,
+            "none",
+            choices=("none", "relu", "lrelu", "sigmoid", "tanh", "clip"),
+        ),
+        ParamArg("negslope", ParamType.NUMBER, 0.01, realtype="float"),
+        ParamArg("clip_min", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg("clip_max", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg(
+            "bn_epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
     pre_run=conv2d_cpu_pre_run,
     source="descriptions/ops/conv2d.yaml",
+    scratch=conv2d_cpu_scratch,
     load=conv2d_cpu_load,
 )
 
 
 def depthwise_conv2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a depthwise_conv2d_cpu op and define its outputs."""
+    """conv2d_cpu's checks, then those depthwise_conv2d_cpu adds."""
+    conv2d_cpu_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    weight = ck.tensor_in("weight")
-    ck.dtype("weight", weight, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("weight", weight, 4)
-    ck.mtype("weight", weight, MemType.CPU)
-    bias = ck.tensor_in("bias")
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("bias", bias, 1)
-    ck.mtype("bias", bias, MemType.CPU)
-    bn_scale = ck.tensor_in("bn_scale", optional=True)
-    ck.ndim("bn_scale", bn_scale, 1)
-    ck.static("bn_scale", bn_scale, True)
-    ck.mtype("bn_scale", bn_scale, MemType.CPU)
-    bn_offset = ck.tensor_in("bn_offset", optional=True)
-    ck.ndim("bn_offset", bn_offset, 1)
-    ck.static("bn_offset", bn_offset, True)
-    ck.mtype("bn_offset", bn_offset, MemType.CPU)
-    bn_mean = ck.tensor_in("bn_mean", optional=True)
-    ck.ndim("bn_mean", bn_mean, 1)
-    ck.static("bn_mean", bn_mean, True)
-    ck.mtype("bn_mean", bn_mean, MemType.CPU)
-    bn_var = ck.tensor_in("bn_var", optional=True)
-    ck.ndim("bn_var", bn_var, 1)
-    ck.static("bn_var", bn_var, True)
-    ck.mtype("bn_var", bn_var, MemType.CPU)
-    residual = ck.tensor_in("residual", optional=True)
-    ck.mtype("residual", residual, MemType.CPU)
-    ck.same_type("weight", weight, "src", src)
-    ck.same_type("bias", bias, "src", src)
-    ck.same_type("bn_scale", bn_scale, "src", src)
-    ck.same_type("bn_offset", bn_offset, "src", src)
-    ck.same_type("bn_mean", bn_mean, "src", src)
-    ck.same_type("bn_var", bn_var, "src", src)
-    ck.same_type("residual", residual, "src", src)
-    ck.tensor_out("dst")
-    group = ck.param("group", ParamType.NUMBER, "int", default=1)
-    ck.compare("group", group, "ge", 1, "1")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
-    ck.satisfy(
-        "param 'autopad'",
-        autopad == "NOTSET" or not any(padding),
-        'autopad == "NOTSET" or not any(padding)',
-        "explicit padding needs autopad NOTSET",
-        lambda: found(padding=padding, autopad=autopad),
-    )
-    activation = ck.param("activation", ParamType.STRING, default="none")
-    ck.one_of(
-        "activation", activation, ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
-    )
-    negslope = ck.param("negslope", ParamType.NUMBER, "float", default=0.01)
-    clip_min = ck.param("clip_min", ParamType.NUMBER, "float", default=0)
-    clip_max = ck.param("clip_max", ParamType.NUMBER, "float", default=0)
-    ck.satisfy(
-        "param 'clip_max'",
-        clip_min <= clip_max,
-        "clip_min <= clip_max",
-        "the clip range is [clip_min, clip_max]",
-        lambda: found(clip_min=clip_min, clip_max=clip_max),
-    )
-    bn_epsilon = ck.param("bn_epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("bn_epsilon", bn_epsilon, "gt", 0, "0")
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[1] * group == src.shape[1],
-        "weight.shape[1] * group == src.shape[1]",
-        "weight.shape[1] is src's channels per group",
-        lambda: found(src=src, weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[0] % group == 0,
-        "weight.shape[0] % group == 0",
-        "the output channels split evenly into groups",
-        lambda: found(weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        tuple(weight.shape[2:]) == tuple(size),
-        "tuple(weight.shape[2:]) == tuple(size)",
-        "the kernel dims of weight are size",
-        lambda: found(weight=weight, size=size),
-    )
-    ck.len("bias", bias, weight.shape[0], "weight.shape[0]")
-    ck.len("bn_scale", bn_scale, weight.shape[0], "weight.shape[0]")
-    ck.len("bn_offset", bn_offset, weight.shape[0], "weight.shape[0]")
-    ck.len("bn_mean", bn_mean, weight.shape[0], "weight.shape[0]")
-    ck.len("bn_var", bn_var, weight.shape[0], "weight.shape[0]")
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
-        "the padded input holds at least one dilated kernel window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            dilation=dilation,
-            padding=padding,
-            autopad=autopad,
-        ),
-    )
+    src, weight, group = ck.get("src", "weight", "group")
     ck.satisfy(
         "op",
         group == src.shape[1] == weight.shape[0],
@@ -694,42 +379,13 @@ def depthwise_conv2d_cpu_pre_run(op, tensors):
         "a depthwise convolution has one filter per channel",
         lambda: found(src=src, weight=weight, group=group),
     )
-    # autopad_padding is None for NOTSET, which keeps the explicit padding.
-    padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
-        or padding
-    )
-    dst = ck.define(
-        "dst",
-        src.dtype,
-        (src.shape[0], weight.shape[0])
-        + kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation),
-    )
-    ck.satisfy(
-        "tensor_out 'dst'",
-        residual is None or residual.shape == dst.shape,
-        "residual is None or residual.shape == dst.shape",
-        "the residual has the output's shape",
-        lambda: found(residual=residual, dst=dst),
-    )
-    ck.satisfy(
-        "tensor_out 'dst'",
-        (bn_scale is None)
-        == (bn_offset is None)
-        == (bn_mean is None)
-        == (bn_var is None),
-        "(bn_scale is None) == (bn_offset is None) == (bn_mean is None) == (bn_var is None)",
-        "a fused batchnorm gives all of bn_scale, bn_offset, bn_mean and bn_var",
-        lambda: found(
-            bn_scale=bn_scale, bn_offset=bn_offset, bn_mean=bn_mean, bn_var=bn_var
-        ),
-    )
-    ck.satisfy(
-        "tensor_out 'dst'",
-        bn_scale is None or (weight.static and bias.static),
-        "bn_scale is None or (weight.static and bias.static)",
-        "folding a batchnorm needs static weight and bias",
-        lambda: found(weight=weight, bias=bias, bn_scale=bn_scale),
+
+
+def depthwise_conv2d_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a depthwise_conv2d_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    src, weight, dst, stride, dilation, padding = ck.get(
+        "src", "weight", "dst", "stride", "dilation", "padding"
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -743,19 +399,6 @@ def depthwise_conv2d_cpu_pre_run(op, tensors):
                 dtype=src.dtype.np,
             )
         )
-    )
-    op.values.update(
-        group=group,
-        size=size,
-        stride=stride,
-        dilation=dilation,
-        padding=padding,
-        autopad=autopad,
-        activation=activation,
-        negslope=negslope,
-        clip_min=clip_min,
-        clip_max=clip_max,
-        bn_epsilon=bn_epsilon,
     )
 
 
@@ -822,33 +465,72 @@ DEPTHWISE_CONV2D_CPU = OpProto(
     optype="depthwise_conv2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="conv2d_cpu for depthwise convolutions (group == input channels == output channels), which the cpu expander picks for them: a dedicated kernel gathering each channel's taps and doing one matrix-vector product per channel. Fusions as conv2d_cpu. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(
-        TensorArg("src"),
-        TensorArg("weight"),
-        TensorArg("bias"),
-        TensorArg("bn_scale", optional=True),
-        TensorArg("bn_offset", optional=True),
-        TensorArg("bn_mean", optional=True),
-        TensorArg("bn_var", optional=True),
-        TensorArg("residual", optional=True),
+        TensorArg("src", dtype=FLOAT, ndim=4),
+        TensorArg("weight", dtype=FLOAT, ndim=4, sametype="src"),
+        TensorArg("bias", dtype=FLOAT, ndim=1, sametype="src"),
+        TensorArg("bn_scale", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("bn_offset", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("bn_mean", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("bn_var", optional=True, ndim=1, static=True, sametype="src"),
+        TensorArg("residual", optional=True, sametype="src"),
     ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("group", ParamType.NUMBER, 1),
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
-        ParamArg("activation", ParamType.STRING, "none"),
-        ParamArg("negslope", ParamType.NUMBER, 0.01),
-        ParamArg("clip_min", ParamType.NUMBER, 0),
-        ParamArg("clip_max", ParamType.NUMBER, 0),
-        ParamArg("bn_epsilon", ParamType.NUMBER, 1e-05),
+        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
+        ParamArg(
+            "activation",
+            ParamType.STRING,
+            "none",
+            choices=("none", "relu", "lrelu", "sigmoid", "tanh", "clip"),
+        ),
+        ParamArg("negslope", ParamType.NUMBER, 0.01, realtype="float"),
+        ParamArg("clip_min", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg("clip_max", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg(
+            "bn_epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
     pre_run=depthwise_conv2d_cpu_pre_run,
     source="descriptions/ops/conv2d.yaml",
+    scratch=depthwise_conv2d_cpu_scratch,
     load=depthwise_conv2d_cpu_load,
 )
 

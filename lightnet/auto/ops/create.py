@@ -14,28 +14,11 @@ from lightnet.tensor import DType, MemType
 
 
 def create_pre_run(op, tensors):
-    """Check the inputs and params of a create op and define its outputs."""
+    """Check a create op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-            "TL_BOOL",
-        ),
+    dtype, dims, data, ran, from_file = ck.get(
+        "dtype", "dims", "data", "ran", "from_file"
     )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "gt", 0, "0")
     ck.satisfy(
         "param 'dims'",
         len(dims) >= 1,
@@ -43,7 +26,6 @@ def create_pre_run(op, tensors):
         "a tensor has at least one dimension",
         lambda: found(dims=dims),
     )
-    data = ck.param("data", ParamType.ARRAY_NUMBER, "double", default=())
     ck.satisfy(
         "param 'data'",
         len(data) <= math.prod(dims),
@@ -58,8 +40,6 @@ def create_pre_run(op, tensors):
         "every value fits dtype, integers in range for integer dtypes",
         lambda: found(dtype=dtype, data=data),
     )
-    ran = ck.param("ran", ParamType.ARRAY_NUMBER, "double", default=(0, 0))
-    ck.array_len("ran", ran, 2, "2")
     ck.satisfy(
         "param 'ran'",
         ran[0] <= ran[1],
@@ -67,178 +47,39 @@ def create_pre_run(op, tensors):
         "the range is [low, high]",
         lambda: found(ran=ran),
     )
-    from_file = ck.param("from_file", ParamType.BOOL, default=False)
     ck.define("dst", dtype, dims, static=True, from_file=from_file)
-    op.values.update(dtype=dtype, dims=dims, data=data, ran=ran, from_file=from_file)
 
 
 CREATE = OpProto(
     optype="create",
     arch="none",
     mtype=MemType.NONE,
-    doc="Create a static tensor (weights or a constant) of `dtype` and shape `dims`, as LightNet's create: its data comes from the weight file when `from_file` is true; else, when `ran` is not [0, 0], it is uniform random values in [ran[0], ran[1]], seeded by the context's seed and the tensor's name so runs are reproducible; else `data` fills the first elements (row-major) and zeros the rest (`data=[0]` or none: all zeros).",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
-        ParamArg("data", ParamType.ARRAY_NUMBER, ()),
-        ParamArg("ran", ParamType.ARRAY_NUMBER, (0, 0)),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+                "TL_BOOL",
+            ),
+        ),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("data", ParamType.ARRAY_NUMBER, (), realtype="double"),
+        ParamArg("ran", ParamType.ARRAY_NUMBER, (0, 0), realtype="double", length=2),
         ParamArg("from_file", ParamType.BOOL, False),
     ),
     pre_run=create_pre_run,
     source="descriptions/ops/create.yaml",
-    examples=(
-        {
-            "doc": "literal data",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [2, 2], "data": [1, 2, 3, 4]},
-            "outputs": {"dst": [[1, 2], [3, 4]]},
-            "error": None,
-        },
-        {
-            "doc": "integer dtype",
-            "inputs": {},
-            "params": {"dtype": "TL_INT32", "dims": [3], "data": [-1, 0, 7]},
-            "outputs": {"dst": [-1, 0, 7]},
-            "error": None,
-        },
-        {
-            "doc": "zeros from an empty range",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [1, 3]},
-            "outputs": {"dst": [[0, 0, 0]]},
-            "error": None,
-        },
-        {
-            "doc": "a shorter data fills the first elements, zeros the rest",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [2, 2], "data": [1, 2, 3]},
-            "outputs": {"dst": [[1, 2], [3, 0]]},
-            "error": None,
-        },
-        {
-            "doc": "a single zero fills with zeros",
-            "inputs": {},
-            "params": {"dtype": "TL_INT32", "dims": [3], "data": [0]},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [0, 0, 0]}},
-            "error": None,
-        },
-        {
-            "doc": "a range other than [0, 0] wins over data, as in LightNet",
-            "inputs": {},
-            "params": {
-                "dtype": "TL_FLOAT",
-                "dims": [3],
-                "data": [5, 6, 7],
-                "ran": [2, 2],
-            },
-            "outputs": {"dst": [2, 2, 2]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [2, 2], "data": [1, 2, 3, 4, 5]},
-            "outputs": {},
-            "error": "param 'data': check: expected len(data) <= math.prod(dims) (data gives at most every element)",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [2, 0]},
-            "outputs": {},
-            "error": "param 'dims': gt: expected every dims[i] > 0, found dims[1] = 0",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_HALF", "dims": [2]},
-            "outputs": {},
-            "error": "param 'dtype': choices",
-        },
-        {
-            "doc": "a value outside the dtype's range is refused, not wrapped",
-            "inputs": {},
-            "params": {"dtype": "TL_INT8", "dims": [2], "data": [1, 300]},
-            "outputs": {},
-            "error": "param 'data': check: expected kernels.fits_dtype(data, DType.from_name(dtype).np) (every value fits dtype, integers in range for integer dtypes), found dtype='TL_INT8', data=(1.0, 300.0)",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_INT32", "dims": [1], "data": [1.5]},
-            "outputs": {},
-            "error": "param 'data': check: expected kernels.fits_dtype",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [1], "data": [1e300]},
-            "outputs": {},
-            "error": "param 'data': check: expected kernels.fits_dtype",
-        },
-    ),
 )
-
-
-def create_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a create_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-            "TL_BOOL",
-        ),
-    )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "gt", 0, "0")
-    ck.satisfy(
-        "param 'dims'",
-        len(dims) >= 1,
-        "len(dims) >= 1",
-        "a tensor has at least one dimension",
-        lambda: found(dims=dims),
-    )
-    data = ck.param("data", ParamType.ARRAY_NUMBER, "double", default=())
-    ck.satisfy(
-        "param 'data'",
-        len(data) <= math.prod(dims),
-        "len(data) <= math.prod(dims)",
-        "data gives at most every element",
-        lambda: found(dims=dims, data=data),
-    )
-    ck.satisfy(
-        "param 'data'",
-        kernels.fits_dtype(data, DType.from_name(dtype).np),
-        "kernels.fits_dtype(data, DType.from_name(dtype).np)",
-        "every value fits dtype, integers in range for integer dtypes",
-        lambda: found(dtype=dtype, data=data),
-    )
-    ran = ck.param("ran", ParamType.ARRAY_NUMBER, "double", default=(0, 0))
-    ck.array_len("ran", ran, 2, "2")
-    ck.satisfy(
-        "param 'ran'",
-        ran[0] <= ran[1],
-        "ran[0] <= ran[1]",
-        "the range is [low, high]",
-        lambda: found(ran=ran),
-    )
-    from_file = ck.param("from_file", ParamType.BOOL, default=False)
-    ck.define("dst", dtype, dims, static=True, from_file=from_file)
-    op.values.update(dtype=dtype, dims=dims, data=data, ran=ran, from_file=from_file)
 
 
 def create_cpu_load(op, arrays):
@@ -259,17 +100,30 @@ CREATE_CPU = OpProto(
     optype="create_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Create a static tensor (weights or a constant) of `dtype` and shape `dims`, as LightNet's create: its data comes from the weight file when `from_file` is true; else, when `ran` is not [0, 0], it is uniform random values in [ran[0], ran[1]], seeded by the context's seed and the tensor's name so runs are reproducible; else `data` fills the first elements (row-major) and zeros the rest (`data=[0]` or none: all zeros).",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
-        ParamArg("data", ParamType.ARRAY_NUMBER, ()),
-        ParamArg("ran", ParamType.ARRAY_NUMBER, (0, 0)),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+                "TL_BOOL",
+            ),
+        ),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("data", ParamType.ARRAY_NUMBER, (), realtype="double"),
+        ParamArg("ran", ParamType.ARRAY_NUMBER, (0, 0), realtype="double", length=2),
         ParamArg("from_file", ParamType.BOOL, False),
     ),
-    pre_run=create_cpu_pre_run,
+    pre_run=create_pre_run,
     source="descriptions/ops/create.yaml",
     load=create_cpu_load,
 )

@@ -4,41 +4,41 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def deconv2d_pre_run(op, tensors):
-    """Check the inputs and params of a deconv2d op and define its outputs."""
+    """Check a deconv2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    weight = ck.tensor_in("weight")
-    ck.dtype("weight", weight, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("weight", weight, 4)
-    bias = ck.tensor_in("bias")
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("bias", bias, 1)
-    ck.same_type("weight", weight, "src", src)
-    ck.same_type("bias", bias, "src", src)
-    ck.tensor_out("dst")
-    group = ck.param("group", ParamType.NUMBER, "int", default=1)
-    ck.compare("group", group, "ge", 1, "1")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    output_dims = ck.param(
-        "output_dims", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0)
+    (
+        src,
+        weight,
+        bias,
+        group,
+        size,
+        stride,
+        output_dims,
+        padding,
+        output_padding,
+        dilation,
+        autopad,
+    ) = ck.get(
+        "src",
+        "weight",
+        "bias",
+        "group",
+        "size",
+        "stride",
+        "output_dims",
+        "padding",
+        "output_padding",
+        "dilation",
+        "autopad",
     )
-    ck.array_len("output_dims", output_dims, 4, "4")
-    ck.compare_each("output_dims", output_dims, "ge", 0, "0")
     ck.satisfy(
         "param 'output_dims'",
         not all(output_dims)
@@ -47,19 +47,6 @@ def deconv2d_pre_run(op, tensors):
         "output_dims[:2] are src's batch and the output channels",
         lambda: found(src=src, weight=weight, group=group, output_dims=output_dims),
     )
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    output_padding = ck.param(
-        "output_padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0)
-    )
-    ck.array_len("output_padding", output_padding, 2, "2")
-    ck.compare_each("output_padding", output_padding, "ge", 0, "0")
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
     ck.satisfy(
         "param 'autopad'",
         autopad == "NOTSET" or not any(padding),
@@ -184,6 +171,7 @@ def deconv2d_pre_run(op, tensors):
             )
             or padding
         )
+    op.values.update(padding=padding)
     ck.define(
         "dst",
         src.dtype,
@@ -191,16 +179,6 @@ def deconv2d_pre_run(op, tensors):
         + kernels.deconv2d_output_hw(
             src.shape[2:], size, stride, padding, output_padding, dilation
         ),
-    )
-    op.values.update(
-        group=group,
-        size=size,
-        stride=stride,
-        output_dims=output_dims,
-        padding=padding,
-        output_padding=output_padding,
-        dilation=dilation,
-        autopad=autopad,
     )
 
 
@@ -208,412 +186,71 @@ DECONV2D = OpProto(
     optype="deconv2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of conv2d: every input cell src[n, c, y, x] adds src[n, c, y, x] * weight[c, :, i, j] to output channels of c's group at row y * stride[0] + i * dilation[0] - padding[0] and column x * stride[1] + j * dilation[1] - padding[1]; then bias[o] is added. Channels split into `group` groups; the output has weight.shape[1] * group channels. Output size per axis: stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end, where `output_padding` extends the bottom / right end (those cells receive only the bias). The padding is, in order of precedence: the explicit `padding` with autopad NOTSET (when `output_dims` is given too, the output must have that shape, as in LightNet); derived from `output_dims` when given (total = uncropped size - output_dims, split as ONNX specifies: the odd cell at the end for SAME_UPPER, at the beginning otherwise); derived from `autopad` SAME_UPPER / SAME_LOWER (output = in * stride, same split); zeros for VALID or nothing given. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
-    tensors_in=(TensorArg("src"), TensorArg("weight"), TensorArg("bias")),
+    tensors_in=(
+        TensorArg("src", dtype=FLOAT, ndim=4),
+        TensorArg("weight", dtype=FLOAT, ndim=4, sametype="src"),
+        TensorArg("bias", dtype=FLOAT, ndim=1, sametype="src"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("group", ParamType.NUMBER, 1),
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("output_dims", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("output_padding", ParamType.ARRAY_NUMBER, (0, 0)),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "output_dims",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "output_padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0),
+            realtype="int",
+            length=2,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
     ),
     pre_run=deconv2d_pre_run,
     source="descriptions/ops/deconv2d.yaml",
-    examples=(
-        {
-            "doc": "stride 1 spreads each input cell over a 2x2 block",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2]},
-            "outputs": {"dst": [[[[1, 3, 2], [4, 10, 6], [3, 7, 4]]]]},
-            "error": None,
-        },
-        {
-            "doc": "stride 2 places disjoint blocks; output_padding adds a bias-only row",
-            "inputs": {
-                "src": [[[[1, 2]]]],
-                "weight": [[[[1, 2], [3, 4]]]],
-                "bias": [1],
-            },
-            "params": {"size": [2, 2], "stride": [2, 2], "output_padding": [1, 0]},
-            "outputs": {"dst": [[[[2, 3, 3, 5], [4, 5, 7, 9], [1, 1, 1, 1]]]]},
-            "error": None,
-        },
-        {
-            "doc": "padding crops the top row and the left column",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "padding": [1, 1, 0, 0]},
-            "outputs": {"dst": [[[[10, 6], [7, 4]]]]},
-            "error": None,
-        },
-        {
-            "doc": "output_dims with NOTSET crops the odd cell at the beginning",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "output_dims": [1, 1, 2, 2]},
-            "outputs": {"dst": [[[[10, 6], [7, 4]]]]},
-            "error": None,
-        },
-        {
-            "doc": "explicit padding with output_dims, which the output must match (LightNet)",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {
-                "size": [2, 2],
-                "padding": [0, 0, 1, 1],
-                "output_dims": [1, 1, 2, 2],
-            },
-            "outputs": {"dst": [[[[1, 3], [4, 10]]]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {
-                "size": [2, 2],
-                "padding": [0, 0, 1, 0],
-                "output_dims": [1, 1, 2, 2],
-            },
-            "outputs": {},
-            "error": "(with explicit padding, output_dims is the output's shape), found src=float32[1, 1, 2, 2]",
-        },
-        {
-            "doc": "output_dims with SAME_UPPER crops the odd cell at the end",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {
-                "size": [2, 2],
-                "output_dims": [1, 1, 2, 2],
-                "autopad": "SAME_UPPER",
-            },
-            "outputs": {"dst": [[[[1, 3], [4, 10]]]]},
-            "error": None,
-        },
-        {
-            "doc": "two groups; SAME_LOWER (output = in * stride) keeps the bottom-right tap",
-            "inputs": {
-                "src": [[[[1]], [[2]]]],
-                "weight": [[[[1, 2], [3, 4]]], [[[1, 1], [1, 1]]]],
-                "bias": [0, 0.5],
-            },
-            "params": {"group": 2, "size": [2, 2], "autopad": "SAME_LOWER"},
-            "outputs": {"dst": [[[[4]], [[2.5]]]]},
-            "error": None,
-        },
-        {
-            "doc": "SAME_UPPER keeps the top-left tap; TL_DOUBLE tensors",
-            "inputs": {
-                "src": {"dtype": "TL_DOUBLE", "data": [[[[1]], [[2]]]]},
-                "weight": {
-                    "dtype": "TL_DOUBLE",
-                    "data": [[[[1, 2], [3, 4]]], [[[1, 1], [1, 1]]]],
-                },
-                "bias": {"dtype": "TL_DOUBLE", "data": [0, 0.5]},
-            },
-            "params": {"group": 2, "size": [2, 2], "autopad": "SAME_UPPER"},
-            "outputs": {"dst": {"dtype": "TL_DOUBLE", "data": [[[[1]], [[2.5]]]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]], [[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2]},
-            "outputs": {},
-            "error": "tensor_in 'weight': check: expected weight.shape[0] == src.shape[1] (weight.shape[0] is src's channels), found src=float32[1, 1, 2, 2], weight=float32[2, 1, 2, 2]",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0, 0],
-            },
-            "params": {"size": [2, 2]},
-            "outputs": {},
-            "error": "tensor_in 'bias': len: expected weight.shape[1] * group (1) elements, found 2 (float32[2])",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "padding": [2, 0, 1, 0]},
-            "outputs": {},
-            "error": "op: check: expected min(kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation)) > 0 (the padding crops less than the whole output), found src=float32[1, 1, 2, 2], size=(2, 2), stride=(1, 1), padding=(2, 0, 1, 0), output_padding=(0, 0), dilation=(1, 1)",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "output_dims": [1, 1, 4, 3]},
-            "outputs": {},
-            "error": "(output_dims only crops, it is at most the uncropped output size), found src=float32[1, 1, 2, 2], size=(2, 2), stride=(1, 1), output_dims=(1, 1, 4, 3)",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "output_dims": [2, 1, 2, 2]},
-            "outputs": {},
-            "error": "param 'output_dims': check: expected not all(output_dims) or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group) (output_dims[:2] are src's batch and the output channels)",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "autopad": "same_upper"},
-            "outputs": {},
-            "error": "param 'autopad': choices: expected one of NOTSET, VALID, SAME_UPPER, SAME_LOWER, found 'same_upper'",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [[[[1, 2], [3, 4]]]],
-                "weight": [[[[1, 1], [1, 1]]]],
-                "bias": [0],
-            },
-            "params": {"size": [2, 2], "stride": [3, 3], "autopad": "SAME_UPPER"},
-            "outputs": {},
-            "error": 'op: check: expected all(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding)) (SAME autopad reaches in * stride by cropping only), found size=(2, 2), stride=(3, 3), output_dims=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1), autopad=\'SAME_UPPER\'',
-        },
-    ),
 )
-
-
-def deconv2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a deconv2d_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    weight = ck.tensor_in("weight")
-    ck.dtype("weight", weight, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("weight", weight, 4)
-    ck.mtype("weight", weight, MemType.CPU)
-    bias = ck.tensor_in("bias")
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("bias", bias, 1)
-    ck.mtype("bias", bias, MemType.CPU)
-    ck.same_type("weight", weight, "src", src)
-    ck.same_type("bias", bias, "src", src)
-    ck.tensor_out("dst")
-    group = ck.param("group", ParamType.NUMBER, "int", default=1)
-    ck.compare("group", group, "ge", 1, "1")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    output_dims = ck.param(
-        "output_dims", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0)
-    )
-    ck.array_len("output_dims", output_dims, 4, "4")
-    ck.compare_each("output_dims", output_dims, "ge", 0, "0")
-    ck.satisfy(
-        "param 'output_dims'",
-        not all(output_dims)
-        or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group),
-        "not all(output_dims) or tuple(output_dims[:2]) == (src.shape[0], weight.shape[1] * group)",
-        "output_dims[:2] are src's batch and the output channels",
-        lambda: found(src=src, weight=weight, group=group, output_dims=output_dims),
-    )
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    output_padding = ck.param(
-        "output_padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0)
-    )
-    ck.array_len("output_padding", output_padding, 2, "2")
-    ck.compare_each("output_padding", output_padding, "ge", 0, "0")
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
-    ck.satisfy(
-        "param 'autopad'",
-        autopad == "NOTSET" or not any(padding),
-        'autopad == "NOTSET" or not any(padding)',
-        "explicit padding needs autopad NOTSET",
-        lambda: found(padding=padding, autopad=autopad),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[0] == src.shape[1],
-        "weight.shape[0] == src.shape[1]",
-        "weight.shape[0] is src's channels",
-        lambda: found(src=src, weight=weight),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        src.shape[1] % group == 0,
-        "src.shape[1] % group == 0",
-        "the input channels split evenly into groups",
-        lambda: found(src=src, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        tuple(weight.shape[2:]) == tuple(size),
-        "tuple(weight.shape[2:]) == tuple(size)",
-        "the kernel dims of weight are size",
-        lambda: found(weight=weight, size=size),
-    )
-    ck.len("bias", bias, weight.shape[1] * group, "weight.shape[1] * group")
-    ck.satisfy(
-        "op",
-        min(
-            kernels.deconv2d_output_hw(
-                src.shape[2:], size, stride, padding, output_padding, dilation
-            )
-        )
-        > 0,
-        "min(kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation)) > 0",
-        "the padding crops less than the whole output",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            output_padding=output_padding,
-            dilation=dilation,
-        ),
-    )
-    ck.satisfy(
-        "op",
-        not all(output_dims)
-        or all(
-            o <= full
-            for o, full in zip(
-                output_dims[2:],
-                kernels.deconv2d_output_hw(
-                    src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation
-                ),
-            )
-        ),
-        "not all(output_dims) or all(o <= full for o, full in zip(output_dims[2:], kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
-        "output_dims only crops, it is at most the uncropped output size",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            output_dims=output_dims,
-            output_padding=output_padding,
-            dilation=dilation,
-        ),
-    )
-    ck.satisfy(
-        "op",
-        not all(output_dims)
-        or not any(padding)
-        or kernels.deconv2d_output_hw(
-            src.shape[2:], size, stride, padding, output_padding, dilation
-        )
-        == tuple(output_dims[2:]),
-        "not all(output_dims) or not any(padding) or kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation) == tuple(output_dims[2:])",
-        "with explicit padding, output_dims is the output's shape",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            output_dims=output_dims,
-            padding=padding,
-            output_padding=output_padding,
-            dilation=dilation,
-        ),
-    )
-    ck.satisfy(
-        "op",
-        all(output_dims)
-        or autopad not in ("SAME_UPPER", "SAME_LOWER")
-        or all(
-            s <= (k - 1) * d + 1 + p
-            for s, k, d, p in zip(stride, size, dilation, output_padding)
-        ),
-        'all(output_dims) or autopad not in ("SAME_UPPER", "SAME_LOWER") or all(s <= (k - 1) * d + 1 + p for s, k, d, p in zip(stride, size, dilation, output_padding))',
-        "SAME autopad reaches in * stride by cropping only",
-        lambda: found(
-            size=size,
-            stride=stride,
-            output_dims=output_dims,
-            output_padding=output_padding,
-            dilation=dilation,
-            autopad=autopad,
-        ),
-    )
-    # None for NOTSET without output_dims, which keeps the explicit padding.
-    if not any(padding):
-        padding = (
-            kernels.deconv2d_autopad_padding(
-                src.shape[2:],
-                size,
-                stride,
-                output_padding,
-                dilation,
-                output_dims[2:] if all(output_dims) else (),
-                autopad,
-            )
-            or padding
-        )
-    ck.define(
-        "dst",
-        src.dtype,
-        (src.shape[0], weight.shape[1] * group)
-        + kernels.deconv2d_output_hw(
-            src.shape[2:], size, stride, padding, output_padding, dilation
-        ),
-    )
-    op.values.update(
-        group=group,
-        size=size,
-        stride=stride,
-        output_dims=output_dims,
-        padding=padding,
-        output_padding=output_padding,
-        dilation=dilation,
-        autopad=autopad,
-    )
 
 
 def deconv2d_cpu_load(op, arrays):
@@ -660,20 +297,69 @@ DECONV2D_CPU = OpProto(
     optype="deconv2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of conv2d: every input cell src[n, c, y, x] adds src[n, c, y, x] * weight[c, :, i, j] to output channels of c's group at row y * stride[0] + i * dilation[0] - padding[0] and column x * stride[1] + j * dilation[1] - padding[1]; then bias[o] is added. Channels split into `group` groups; the output has weight.shape[1] * group channels. Output size per axis: stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end, where `output_padding` extends the bottom / right end (those cells receive only the bias). The padding is, in order of precedence: the explicit `padding` with autopad NOTSET (when `output_dims` is given too, the output must have that shape, as in LightNet); derived from `output_dims` when given (total = uncropped size - output_dims, split as ONNX specifies: the odd cell at the end for SAME_UPPER, at the beginning otherwise); derived from `autopad` SAME_UPPER / SAME_LOWER (output = in * stride, same split); zeros for VALID or nothing given. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); `weight` and `bias` need not be static.",
-    tensors_in=(TensorArg("src"), TensorArg("weight"), TensorArg("bias")),
+    tensors_in=(
+        TensorArg("src", dtype=FLOAT, ndim=4),
+        TensorArg("weight", dtype=FLOAT, ndim=4, sametype="src"),
+        TensorArg("bias", dtype=FLOAT, ndim=1, sametype="src"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("group", ParamType.NUMBER, 1),
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("output_dims", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("output_padding", ParamType.ARRAY_NUMBER, (0, 0)),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
+        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "output_dims",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "output_padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0),
+            realtype="int",
+            length=2,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
     ),
-    pre_run=deconv2d_cpu_pre_run,
+    pre_run=deconv2d_pre_run,
     source="descriptions/ops/deconv2d.yaml",
     load=deconv2d_cpu_load,
 )

@@ -4,31 +4,17 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def detect_yolov3_pre_run(op, tensors):
-    """Check the inputs and params of a detect_yolov3 op and define its outputs."""
+    """Check a detect_yolov3 op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    feature = ck.tensor_in("feature")
-    ck.dtype("feature", feature, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("feature", feature, 4)
-    anchors = ck.tensor_in("anchors")
-    ck.ndim("anchors", anchors, 2)
-    ck.same_type("anchors", anchors, "feature", feature)
-    ck.tensor_out("box_centers")
-    ck.tensor_out("box_sizes")
-    ck.tensor_out("boxes")
-    ck.tensor_out("confs")
-    ck.tensor_out("probs")
-    img_width = ck.param("img_width", ParamType.NUMBER, "int")
-    ck.compare("img_width", img_width, "gt", 0, "0")
-    img_height = ck.param("img_height", ParamType.NUMBER, "int")
-    ck.compare("img_height", img_height, "gt", 0, "0")
+    feature, anchors = ck.get("feature", "anchors")
     ck.satisfy(
         "tensor_in 'anchors'",
         anchors.shape[1] == 2,
@@ -45,20 +31,22 @@ def detect_yolov3_pre_run(op, tensors):
         lambda: found(feature=feature, anchors=anchors),
     )
     shapes = kernels.detect_yolov3_shapes(feature.shape, anchors.shape)
+    op.values.update(shapes=shapes)
     ck.define("box_centers", feature.dtype, shapes["box_centers"])
     ck.define("box_sizes", feature.dtype, shapes["box_sizes"])
     ck.define("boxes", feature.dtype, shapes["boxes"])
     ck.define("confs", feature.dtype, shapes["confs"])
     ck.define("probs", feature.dtype, shapes["probs"])
-    op.values.update(img_width=img_width, img_height=img_height, shapes=shapes)
 
 
 DETECT_YOLOV3 = OpProto(
     optype="detect_yolov3",
     arch="none",
     mtype=MemType.NONE,
-    doc="Decode a YOLOv3 head (tl_tensor_detect_yolov3). `feature` [N, A * (5 + C), H, W] is read as [N, A, 5 + C, H, W] with channels (tx, ty, tw, th, conf, class_0 .. class_C-1); `anchors` [A, 2] are (w, h) in image pixels. box_centers = ((sigmoid(tx) + x) * img_width / W, (sigmoid(ty) + y) * img_height / H); box_sizes = anchor * clip(exp(tw, th), 1e-9, 50); boxes = centers -/+ sizes / 2 as (xmin, ymin, xmax, ymax); confs = sigmoid(conf); probs = sigmoid(class). Any batch size N (LightNet required 1). TL_FLOAT or TL_DOUBLE.",
-    tensors_in=(TensorArg("feature"), TensorArg("anchors")),
+    tensors_in=(
+        TensorArg("feature", dtype=FLOAT, ndim=4),
+        TensorArg("anchors", ndim=2, sametype="feature"),
+    ),
     tensors_out=(
         TensorArg("box_centers"),
         TensorArg("box_sizes"),
@@ -67,95 +55,12 @@ DETECT_YOLOV3 = OpProto(
         TensorArg("probs"),
     ),
     params=(
-        ParamArg("img_width", ParamType.NUMBER),
-        ParamArg("img_height", ParamType.NUMBER),
+        ParamArg("img_width", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("img_height", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
     pre_run=detect_yolov3_pre_run,
     source="descriptions/ops/detect_yolov3.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {
-                "feature": [[[[0]], [[0]], [[0]], [[0]], [[0]], [[0]]]],
-                "anchors": [[10, 20]],
-            },
-            "params": {"img_width": 32, "img_height": 64},
-            "outputs": {
-                "box_centers": [[[[[16]], [[32]]]]],
-                "box_sizes": [[[[[10]], [[20]]]]],
-                "boxes": [[[[[11]], [[22]], [[21]], [[42]]]]],
-                "confs": [[[[[0.5]]]]],
-                "probs": [[[[[0.5]]]]],
-            },
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "feature": [[[[0]], [[0]], [[0]], [[0]], [[0]]]],
-                "anchors": [[10, 20]],
-            },
-            "params": {"img_width": 32, "img_height": 32},
-            "outputs": {},
-            "error": "tensor_in 'anchors': check: expected feature.shape[1] % anchors.shape[0] == 0 and feature.shape[1] // anchors.shape[0] >= 6 (feature has A * (5 + C) channels, C >= 1 classes), found feature=float32[1, 5, 1, 1], anchors=float32[1, 2]",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "feature": [[[[0]], [[0]], [[0]], [[0]], [[0]], [[0]]]],
-                "anchors": [[10, 20, 30]],
-            },
-            "params": {"img_width": 32, "img_height": 32},
-            "outputs": {},
-            "error": "tensor_in 'anchors': check: expected anchors.shape[1] == 2",
-        },
-    ),
 )
-
-
-def detect_yolov3_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a detect_yolov3_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    feature = ck.tensor_in("feature")
-    ck.dtype("feature", feature, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("feature", feature, 4)
-    ck.mtype("feature", feature, MemType.CPU)
-    anchors = ck.tensor_in("anchors")
-    ck.ndim("anchors", anchors, 2)
-    ck.mtype("anchors", anchors, MemType.CPU)
-    ck.same_type("anchors", anchors, "feature", feature)
-    ck.tensor_out("box_centers")
-    ck.tensor_out("box_sizes")
-    ck.tensor_out("boxes")
-    ck.tensor_out("confs")
-    ck.tensor_out("probs")
-    img_width = ck.param("img_width", ParamType.NUMBER, "int")
-    ck.compare("img_width", img_width, "gt", 0, "0")
-    img_height = ck.param("img_height", ParamType.NUMBER, "int")
-    ck.compare("img_height", img_height, "gt", 0, "0")
-    ck.satisfy(
-        "tensor_in 'anchors'",
-        anchors.shape[1] == 2,
-        "anchors.shape[1] == 2",
-        "anchors is [A, 2], a (w, h) per anchor",
-        lambda: found(anchors=anchors),
-    )
-    ck.satisfy(
-        "tensor_in 'anchors'",
-        feature.shape[1] % anchors.shape[0] == 0
-        and feature.shape[1] // anchors.shape[0] >= 6,
-        "feature.shape[1] % anchors.shape[0] == 0 and feature.shape[1] // anchors.shape[0] >= 6",
-        "feature has A * (5 + C) channels, C >= 1 classes",
-        lambda: found(feature=feature, anchors=anchors),
-    )
-    shapes = kernels.detect_yolov3_shapes(feature.shape, anchors.shape)
-    ck.define("box_centers", feature.dtype, shapes["box_centers"])
-    ck.define("box_sizes", feature.dtype, shapes["box_sizes"])
-    ck.define("boxes", feature.dtype, shapes["boxes"])
-    ck.define("confs", feature.dtype, shapes["confs"])
-    ck.define("probs", feature.dtype, shapes["probs"])
-    op.values.update(img_width=img_width, img_height=img_height, shapes=shapes)
 
 
 def detect_yolov3_cpu_load(op, arrays):
@@ -190,8 +95,10 @@ DETECT_YOLOV3_CPU = OpProto(
     optype="detect_yolov3_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Decode a YOLOv3 head (tl_tensor_detect_yolov3). `feature` [N, A * (5 + C), H, W] is read as [N, A, 5 + C, H, W] with channels (tx, ty, tw, th, conf, class_0 .. class_C-1); `anchors` [A, 2] are (w, h) in image pixels. box_centers = ((sigmoid(tx) + x) * img_width / W, (sigmoid(ty) + y) * img_height / H); box_sizes = anchor * clip(exp(tw, th), 1e-9, 50); boxes = centers -/+ sizes / 2 as (xmin, ymin, xmax, ymax); confs = sigmoid(conf); probs = sigmoid(class). Any batch size N (LightNet required 1). TL_FLOAT or TL_DOUBLE.",
-    tensors_in=(TensorArg("feature"), TensorArg("anchors")),
+    tensors_in=(
+        TensorArg("feature", dtype=FLOAT, ndim=4),
+        TensorArg("anchors", ndim=2, sametype="feature"),
+    ),
     tensors_out=(
         TensorArg("box_centers"),
         TensorArg("box_sizes"),
@@ -200,10 +107,10 @@ DETECT_YOLOV3_CPU = OpProto(
         TensorArg("probs"),
     ),
     params=(
-        ParamArg("img_width", ParamType.NUMBER),
-        ParamArg("img_height", ParamType.NUMBER),
+        ParamArg("img_width", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("img_height", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
-    pre_run=detect_yolov3_cpu_pre_run,
+    pre_run=detect_yolov3_pre_run,
     source="descriptions/ops/detect_yolov3.yaml",
     load=detect_yolov3_cpu_load,
 )

@@ -4,49 +4,16 @@
 from __future__ import annotations
 
 from lightnet import kernels
-from lightnet.op import OpProto, ParamArg, TensorArg
+from lightnet.auto.dtypes import NUMERIC
+from lightnet.op import OpProto, TensorArg
 from lightnet.opck import Checker
-from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def dot_product_pre_run(op, tensors):
-    """Check the inputs and params of a dot_product op and define its outputs."""
+    """Check a dot_product op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src1 = ck.tensor_in("src1")
-    ck.dtype(
-        "src1",
-        src1,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    src2 = ck.tensor_in("src2")
-    ck.dtype(
-        "src2",
-        src2,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.same_type("src2", src2, "src1", src1)
-    ck.same_shape("src2", src2, "src1", src1)
-    ck.tensor_out("dst")
+    (src1,) = ck.get("src1")
     ck.define("dst", src1.dtype, (1,))
 
 
@@ -54,91 +21,15 @@ DOT_PRODUCT = OpProto(
     optype="dot_product",
     arch="none",
     mtype=MemType.NONE,
-    doc="Dot product of two tensors of one shape (TensorLight tl_tensor_dot_product): dst[0] = sum of src1 * src2 over every element. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL); the sum is accumulated in the tensors' dtype, so integer sums wrap around on overflow.",
-    tensors_in=(TensorArg("src1"), TensorArg("src2")),
+    tensors_in=(
+        TensorArg("src1", dtype=NUMERIC),
+        TensorArg("src2", dtype=NUMERIC, sametype="src1", sameshape="src1"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(),
     pre_run=dot_product_pre_run,
     source="descriptions/ops/dot_product.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src1": [[1, 2], [3, 4]], "src2": [[0.5, -1], [2, 0.25]]},
-            "params": {},
-            "outputs": {"dst": [5.5]},
-            "error": None,
-        },
-        {
-            "doc": "TL_INT32",
-            "inputs": {
-                "src1": {"dtype": "TL_INT32", "data": [1, -2, 3]},
-                "src2": {"dtype": "TL_INT32", "data": [4, 5, 6]},
-            },
-            "params": {},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [12]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1, 2, 3], "src2": [[1, 2, 3]]},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src2': sameshape: expected the shape of 'src1' (3,), found (1, 3)",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src1": [1, 2, 3],
-                "src2": {"dtype": "TL_DOUBLE", "data": [1, 2, 3]},
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src2': sametype: expected the dtype of 'src1' (TL_FLOAT), found TL_DOUBLE",
-        },
-    ),
 )
-
-
-def dot_product_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a dot_product_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src1 = ck.tensor_in("src1")
-    ck.dtype(
-        "src1",
-        src1,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src1", src1, MemType.CPU)
-    src2 = ck.tensor_in("src2")
-    ck.dtype(
-        "src2",
-        src2,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src2", src2, MemType.CPU)
-    ck.same_type("src2", src2, "src1", src1)
-    ck.same_shape("src2", src2, "src1", src1)
-    ck.tensor_out("dst")
-    ck.define("dst", src1.dtype, (1,))
 
 
 def dot_product_cpu_load(op, arrays):
@@ -157,11 +48,13 @@ DOT_PRODUCT_CPU = OpProto(
     optype="dot_product_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Dot product of two tensors of one shape (TensorLight tl_tensor_dot_product): dst[0] = sum of src1 * src2 over every element. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL); the sum is accumulated in the tensors' dtype, so integer sums wrap around on overflow.",
-    tensors_in=(TensorArg("src1"), TensorArg("src2")),
+    tensors_in=(
+        TensorArg("src1", dtype=NUMERIC),
+        TensorArg("src2", dtype=NUMERIC, sametype="src1", sameshape="src1"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(),
-    pre_run=dot_product_cpu_pre_run,
+    pre_run=dot_product_pre_run,
     source="descriptions/ops/dot_product.yaml",
     load=dot_product_cpu_load,
 )

@@ -4,54 +4,17 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def elew_pre_run(op, tensors):
-    """Check the inputs and params of a elew op and define its outputs."""
+    """Check a elew op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src1 = ck.tensor_in("src1")
-    ck.dtype(
-        "src1",
-        src1,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    src2 = ck.tensor_in("src2")
-    ck.dtype(
-        "src2",
-        src2,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.same_type("src2", src2, "src1", src1)
-    ck.tensor_out("dst")
-    elew_op = ck.param("elew_op", ParamType.STRING)
-    ck.one_of(
-        "elew_op",
-        elew_op,
-        ("TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB", "TL_MAX", "TL_MIN", "TL_POW"),
-    )
+    src1, src2 = ck.get("src1", "src2")
     ck.satisfy(
         "tensor_in 'src2'",
         all(a == b or 1 in (a, b) for a, b in zip(src1.shape[::-1], src2.shape[::-1])),
@@ -60,129 +23,35 @@ def elew_pre_run(op, tensors):
         lambda: found(src1=src1, src2=src2),
     )
     ck.define("dst", src1.dtype, kernels.broadcast_shape(src1.shape, src2.shape))
-    op.values.update(elew_op=elew_op)
 
 
 ELEW = OpProto(
     optype="elew",
     arch="none",
     mtype=MemType.NONE,
-    doc="dst = src1 <elew_op> src2 element-wise, with numpy broadcasting (a superset of tl_tensor_elew, which needs equal shapes), computed in the inputs' dtype. Both inputs have one numeric dtype (every dtype but TL_BOOL). Integer TL_DIV truncates toward zero and integer TL_POW saturates, as in TensorLight; integer TL_SUM/TL_SUB/TL_MUL wrap around; division by zero is undefined.",
-    tensors_in=(TensorArg("src1"), TensorArg("src2")),
+    tensors_in=(
+        TensorArg("src1", dtype=NUMERIC),
+        TensorArg("src2", dtype=NUMERIC, sametype="src1"),
+    ),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("elew_op", ParamType.STRING),),
+    params=(
+        ParamArg(
+            "elew_op",
+            ParamType.STRING,
+            choices=(
+                "TL_MUL",
+                "TL_DIV",
+                "TL_SUM",
+                "TL_SUB",
+                "TL_MAX",
+                "TL_MIN",
+                "TL_POW",
+            ),
+        ),
+    ),
     pre_run=elew_pre_run,
     source="descriptions/ops/elew.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src1": [[1, 2], [3, 4]], "src2": [[10, 20], [30, 40]]},
-            "params": {"elew_op": "TL_SUM"},
-            "outputs": {"dst": [[11, 22], [33, 44]]},
-            "error": None,
-        },
-        {
-            "doc": "a row broadcast over a column",
-            "inputs": {"src1": [[1], [2]], "src2": [10, 20, 30]},
-            "params": {"elew_op": "TL_MUL"},
-            "outputs": {"dst": [[10, 20, 30], [20, 40, 60]]},
-            "error": None,
-        },
-        {
-            "doc": "integer division truncates toward zero",
-            "inputs": {
-                "src1": {"dtype": "TL_INT32", "data": [7, -7]},
-                "src2": {"dtype": "TL_INT32", "data": [2, 2]},
-            },
-            "params": {"elew_op": "TL_DIV"},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [3, -3]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [2, 3], "src2": [3, 2]},
-            "params": {"elew_op": "TL_POW"},
-            "outputs": {"dst": [8, 9]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [[1, 2, 3]], "src2": [[1, 2]]},
-            "params": {"elew_op": "TL_SUB"},
-            "outputs": {},
-            "error": "tensor_in 'src2': check: expected all(a == b or 1 in (a, b) for a, b in zip(src1.shape[::-1], src2.shape[::-1])) (the shapes broadcast, each trailing dimension equal or 1), found src1=float32[1, 3], src2=float32[1, 2]",
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1, 2], "src2": {"dtype": "TL_INT32", "data": [1, 2]}},
-            "params": {"elew_op": "TL_SUM"},
-            "outputs": {},
-            "error": "tensor_in 'src2': sametype: expected the dtype of 'src1' (TL_FLOAT), found TL_INT32",
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1], "src2": [2]},
-            "params": {"elew_op": "TL_MOD"},
-            "outputs": {},
-            "error": "param 'elew_op': choices",
-        },
-    ),
 )
-
-
-def elew_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a elew_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src1 = ck.tensor_in("src1")
-    ck.dtype(
-        "src1",
-        src1,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src1", src1, MemType.CPU)
-    src2 = ck.tensor_in("src2")
-    ck.dtype(
-        "src2",
-        src2,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src2", src2, MemType.CPU)
-    ck.same_type("src2", src2, "src1", src1)
-    ck.tensor_out("dst")
-    elew_op = ck.param("elew_op", ParamType.STRING)
-    ck.one_of(
-        "elew_op",
-        elew_op,
-        ("TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB", "TL_MAX", "TL_MIN", "TL_POW"),
-    )
-    ck.satisfy(
-        "tensor_in 'src2'",
-        all(a == b or 1 in (a, b) for a, b in zip(src1.shape[::-1], src2.shape[::-1])),
-        "all(a == b or 1 in (a, b) for a, b in zip(src1.shape[::-1], src2.shape[::-1]))",
-        "the shapes broadcast, each trailing dimension equal or 1",
-        lambda: found(src1=src1, src2=src2),
-    )
-    ck.define("dst", src1.dtype, kernels.broadcast_shape(src1.shape, src2.shape))
-    op.values.update(elew_op=elew_op)
 
 
 def elew_cpu_load(op, arrays):
@@ -202,11 +71,27 @@ ELEW_CPU = OpProto(
     optype="elew_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="dst = src1 <elew_op> src2 element-wise, with numpy broadcasting (a superset of tl_tensor_elew, which needs equal shapes), computed in the inputs' dtype. Both inputs have one numeric dtype (every dtype but TL_BOOL). Integer TL_DIV truncates toward zero and integer TL_POW saturates, as in TensorLight; integer TL_SUM/TL_SUB/TL_MUL wrap around; division by zero is undefined.",
-    tensors_in=(TensorArg("src1"), TensorArg("src2")),
+    tensors_in=(
+        TensorArg("src1", dtype=NUMERIC),
+        TensorArg("src2", dtype=NUMERIC, sametype="src1"),
+    ),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("elew_op", ParamType.STRING),),
-    pre_run=elew_cpu_pre_run,
+    params=(
+        ParamArg(
+            "elew_op",
+            ParamType.STRING,
+            choices=(
+                "TL_MUL",
+                "TL_DIV",
+                "TL_SUM",
+                "TL_SUB",
+                "TL_MAX",
+                "TL_MIN",
+                "TL_POW",
+            ),
+        ),
+    ),
+    pre_run=elew_pre_run,
     source="descriptions/ops/elew.yaml",
     load=elew_cpu_load,
 )

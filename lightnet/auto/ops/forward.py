@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-from lightnet.op import OpProto, ParamArg, TensorArg
+from lightnet.op import OpProto, TensorArg
 from lightnet.opck import Checker
-from lightnet.param import ParamType
 from lightnet.tensor import MemType
 
 
 def forward_pre_run(op, tensors):
-    """Check the inputs and params of a forward op and define its outputs."""
+    """Check a forward op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
+    (src,) = ck.get("src")
     ck.define("dst", src.dtype, src.shape, owner="src")
 
 
@@ -22,57 +19,22 @@ FORWARD = OpProto(
     optype="forward",
     arch="none",
     mtype=MemType.NONE,
-    doc="`dst` is `src`: same dtype, shape and memory (no copy, no run code). Used to give a tensor another name. Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(),
     pre_run=forward_pre_run,
     source="descriptions/ops/forward.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {},
-            "outputs": {"dst": [[1, 2], [3, 4]]},
-            "error": None,
-        },
-        {
-            "doc": "integer dtype",
-            "inputs": {"src": {"dtype": "TL_UINT8", "data": [7, 0, 255]}},
-            "params": {},
-            "outputs": {"dst": {"dtype": "TL_UINT8", "data": [7, 0, 255]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': exists: expected the input to be given, found no such input",
-        },
-    ),
 )
-
-
-def forward_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a forward_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    ck.define("dst", src.dtype, src.shape, owner="src")
 
 
 FORWARD_CPU = OpProto(
     optype="forward_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="`dst` is `src`: same dtype, shape and memory (no copy, no run code). Used to give a tensor another name. Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(),
-    pre_run=forward_cpu_pre_run,
+    pre_run=forward_pre_run,
     source="descriptions/ops/forward.yaml",
 )
 

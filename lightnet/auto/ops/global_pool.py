@@ -4,20 +4,16 @@
 from __future__ import annotations
 
 from lightnet import kernels
-from lightnet.op import OpProto, ParamArg, TensorArg
+from lightnet.auto.dtypes import FLOAT, NUMERIC
+from lightnet.op import OpProto, TensorArg
 from lightnet.opck import Checker
-from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def global_avgpool2d_pre_run(op, tensors):
-    """Check the inputs and params of a global_avgpool2d op and define its outputs."""
+    """Check a global_avgpool2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.tensor_out("dst")
+    (src,) = ck.get("src")
     ck.define("dst", src.dtype, (src.shape[0], src.shape[1], 1, 1))
 
 
@@ -25,62 +21,12 @@ GLOBAL_AVGPOOL2D = OpProto(
     optype="global_avgpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="Global average pooling (ONNX GlobalAveragePool) of NCHW `src`: dst[n, c, 0, 0] is the mean of src[n, c, :, :]. Global pooling is its own optype rather than a flag of avgpool2d, as in ONNX: its window depends on the input's size, so avgpool2d's `size` could not be given in the IR, and the op needs no workspace. Accepts TL_FLOAT and TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(),
     pre_run=global_avgpool2d_pre_run,
     source="descriptions/ops/global_pool.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]], [[-1, -2], [-3, -5]]]]},
-            "params": {},
-            "outputs": {"dst": [[[[2.5]], [[-2.75]]]]},
-            "error": None,
-        },
-        {
-            "doc": "TL_DOUBLE",
-            "inputs": {
-                "src": {"dtype": "TL_DOUBLE", "data": [[[[1, 2, 3]]], [[[4, 5, 7]]]]}
-            },
-            "params": {},
-            "outputs": {
-                "dst": {
-                    "dtype": "TL_DOUBLE",
-                    "data": [[[[2]]], [[[5.333333333333333]]]],
-                }
-            },
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[1, 2], [3, 4]]]},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 4 dimensions, found 3 (float32[1, 2, 2])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_UINT8", "data": [[[[1, 2], [3, 4]]]]}},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': dtype: expected TL_FLOAT or TL_DOUBLE, found TL_UINT8 (uint8[1, 1, 2, 2])",
-        },
-    ),
 )
-
-
-def global_avgpool2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a global_avgpool2d_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    ck.define("dst", src.dtype, (src.shape[0], src.shape[1], 1, 1))
 
 
 def global_avgpool2d_cpu_load(op, arrays):
@@ -98,37 +44,19 @@ GLOBAL_AVGPOOL2D_CPU = OpProto(
     optype="global_avgpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Global average pooling (ONNX GlobalAveragePool) of NCHW `src`: dst[n, c, 0, 0] is the mean of src[n, c, :, :]. Global pooling is its own optype rather than a flag of avgpool2d, as in ONNX: its window depends on the input's size, so avgpool2d's `size` could not be given in the IR, and the op needs no workspace. Accepts TL_FLOAT and TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(),
-    pre_run=global_avgpool2d_cpu_pre_run,
+    pre_run=global_avgpool2d_pre_run,
     source="descriptions/ops/global_pool.yaml",
     load=global_avgpool2d_cpu_load,
 )
 
 
 def global_maxpool2d_pre_run(op, tensors):
-    """Check the inputs and params of a global_maxpool2d op and define its outputs."""
+    """Check a global_maxpool2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 4)
-    ck.tensor_out("dst")
+    (src,) = ck.get("src")
     ck.define("dst", src.dtype, (src.shape[0], src.shape[1], 1, 1))
 
 
@@ -136,73 +64,12 @@ GLOBAL_MAXPOOL2D = OpProto(
     optype="global_maxpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="Global max pooling (ONNX GlobalMaxPool) of NCHW `src`: dst[n, c, 0, 0] is the largest of src[n, c, :, :]. Global pooling is its own optype rather than a flag of maxpool2d, as in ONNX: its window depends on the input's size, so maxpool2d's `size` could not be given in the IR, and the op needs no workspace. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(),
     pre_run=global_maxpool2d_pre_run,
     source="descriptions/ops/global_pool.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]], [[-1, -2], [-3, -5]]]]},
-            "params": {},
-            "outputs": {"dst": [[[[4]], [[-1]]]]},
-            "error": None,
-        },
-        {
-            "doc": "TL_INT16, two batch items",
-            "inputs": {
-                "src": {
-                    "dtype": "TL_INT16",
-                    "data": [[[[1, -2, 300]]], [[[-7, -5, -6]]]],
-                }
-            },
-            "params": {},
-            "outputs": {"dst": {"dtype": "TL_INT16", "data": [[[[300]]], [[[-5]]]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 4 dimensions, found 2 (float32[2, 2])",
-        },
-        {
-            "doc": "no input",
-            "inputs": {},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': exists: expected the input to be given, found no such input",
-        },
-    ),
 )
-
-
-def global_maxpool2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a global_maxpool2d_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    ck.define("dst", src.dtype, (src.shape[0], src.shape[1], 1, 1))
 
 
 def global_maxpool2d_cpu_load(op, arrays):
@@ -220,11 +87,10 @@ GLOBAL_MAXPOOL2D_CPU = OpProto(
     optype="global_maxpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Global max pooling (ONNX GlobalMaxPool) of NCHW `src`: dst[n, c, 0, 0] is the largest of src[n, c, :, :]. Global pooling is its own optype rather than a flag of maxpool2d, as in ONNX: its window depends on the input's size, so maxpool2d's `size` could not be given in the IR, and the op needs no workspace. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(),
-    pre_run=global_maxpool2d_cpu_pre_run,
+    pre_run=global_maxpool2d_pre_run,
     source="descriptions/ops/global_pool.yaml",
     load=global_maxpool2d_cpu_load,
 )

@@ -10,28 +10,9 @@ from lightnet.tensor import MemType
 
 
 def input_pre_run(op, tensors):
-    """Check the inputs and params of a input op and define its outputs."""
+    """Check a input op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING, default="TL_FLOAT")
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-            "TL_BOOL",
-        ),
-    )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "gt", 0, "0")
+    dtype, dims = ck.get("dtype", "dims")
     ck.satisfy(
         "param 'dims'",
         len(dims) >= 1,
@@ -40,87 +21,64 @@ def input_pre_run(op, tensors):
         lambda: found(dims=dims),
     )
     ck.define("dst", dtype, dims, input=True)
-    op.values.update(dtype=dtype, dims=dims)
 
 
 INPUT = OpProto(
     optype="input",
     arch="none",
     mtype=MemType.NONE,
-    doc="A model input of `dtype` and shape `dims`, fed by the user before each run (`Context.set_data`, `Session.run`). Its memory is never reused during a run, so it keeps its value across runs. Starts as zeros.",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING, "TL_FLOAT"),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            "TL_FLOAT",
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+                "TL_BOOL",
+            ),
+        ),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
     pre_run=input_pre_run,
     source="descriptions/ops/input.yaml",
-    examples=(
-        {
-            "doc": "an input starts as zeros",
-            "inputs": {},
-            "params": {"dims": [2, 3]},
-            "outputs": {"dst": [[0, 0, 0], [0, 0, 0]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dims": [2, -3]},
-            "outputs": {},
-            "error": "param 'dims': gt: expected every dims[i] > 0, found dims[1] = -3",
-        },
-    ),
 )
-
-
-def input_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a input_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING, default="TL_FLOAT")
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-            "TL_BOOL",
-        ),
-    )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "gt", 0, "0")
-    ck.satisfy(
-        "param 'dims'",
-        len(dims) >= 1,
-        "len(dims) >= 1",
-        "a tensor has at least one dimension",
-        lambda: found(dims=dims),
-    )
-    ck.define("dst", dtype, dims, input=True)
-    op.values.update(dtype=dtype, dims=dims)
 
 
 INPUT_CPU = OpProto(
     optype="input_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="A model input of `dtype` and shape `dims`, fed by the user before each run (`Context.set_data`, `Session.run`). Its memory is never reused during a run, so it keeps its value across runs. Starts as zeros.",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING, "TL_FLOAT"),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            "TL_FLOAT",
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+                "TL_BOOL",
+            ),
+        ),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
-    pre_run=input_cpu_pre_run,
+    pre_run=input_pre_run,
     source="descriptions/ops/input.yaml",
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
@@ -13,26 +14,9 @@ from lightnet.tensor import DType, MemType
 
 
 def lrelu_pre_run(op, tensors):
-    """Check the inputs and params of a lrelu op and define its outputs."""
+    """Check a lrelu op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.tensor_out("dst")
-    negslope = ck.param("negslope", ParamType.NUMBER, "float")
+    src, negslope = ck.get("src", "negslope")
     ck.satisfy(
         "param 'negslope'",
         src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
@@ -42,84 +26,18 @@ def lrelu_pre_run(op, tensors):
         lambda: found(src=src, negslope=negslope),
     )
     ck.define("dst", src.dtype, src.shape)
-    op.values.update(negslope=negslope)
 
 
 LRELU = OpProto(
     optype="lrelu",
     arch="none",
     mtype=MemType.NONE,
-    doc="Leaky ReLU, tl_tensor_lrelu: dst = src >= 0 ? src : src * negslope. Every dtype but TL_BOOL; for an integer dtype negslope is first converted to it, as TensorLight does, so a fractional slope truncates toward zero.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("negslope", ParamType.NUMBER),),
+    params=(ParamArg("negslope", ParamType.NUMBER, realtype="float"),),
     pre_run=lrelu_pre_run,
     source="descriptions/ops/lrelu.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [-2, 0, 3]},
-            "params": {"negslope": 0.1},
-            "outputs": {"dst": [-0.2, 0, 3]},
-            "error": None,
-        },
-        {
-            "doc": "integer dtype, an integral slope",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [-2, 5]}},
-            "params": {"negslope": 3},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [-6, 5]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1]},
-            "params": {},
-            "outputs": {},
-            "error": "param 'negslope': exists: expected a number param, found none given",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_INT8", "data": [-2, 5]}},
-            "params": {"negslope": 1000},
-            "outputs": {},
-            "error": "param 'negslope': check: expected src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max (an integer tensor's slope is a value of its dtype)",
-        },
-    ),
 )
-
-
-def lrelu_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a lrelu_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    negslope = ck.param("negslope", ParamType.NUMBER, "float")
-    ck.satisfy(
-        "param 'negslope'",
-        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
-        or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max,
-        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= negslope <= np.iinfo(src.dtype.np).max",
-        "an integer tensor's slope is a value of its dtype",
-        lambda: found(src=src, negslope=negslope),
-    )
-    ck.define("dst", src.dtype, src.shape)
-    op.values.update(negslope=negslope)
 
 
 def lrelu_cpu_load(op, arrays):
@@ -138,11 +56,10 @@ LRELU_CPU = OpProto(
     optype="lrelu_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Leaky ReLU, tl_tensor_lrelu: dst = src >= 0 ? src : src * negslope. Every dtype but TL_BOOL; for an integer dtype negslope is first converted to it, as TensorLight does, so a fractional slope truncates toward zero.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("negslope", ParamType.NUMBER),),
-    pre_run=lrelu_cpu_pre_run,
+    params=(ParamArg("negslope", ParamType.NUMBER, realtype="float"),),
+    pre_run=lrelu_pre_run,
     source="descriptions/ops/lrelu.yaml",
     load=lrelu_cpu_load,
 )

@@ -6,26 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def lrn_pre_run(op, tensors):
-    """Check the inputs and params of a lrn op and define its outputs."""
+    """Check a lrn op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.tensor_out("dst")
-    size = ck.param("size", ParamType.NUMBER, "int")
-    ck.compare("size", size, "ge", 1, "1")
-    alpha = ck.param("alpha", ParamType.NUMBER, "float", default=0.0001)
-    ck.compare("alpha", alpha, "ge", 0, "0")
-    beta = ck.param("beta", ParamType.NUMBER, "float", default=0.75)
-    bias = ck.param("bias", ParamType.NUMBER, "float", default=1.0)
-    ck.compare("bias", bias, "gt", 0, "0")
+    (src,) = ck.get("src")
     ck.satisfy(
         "tensor_in 'src'",
         src.ndim >= 2,
@@ -34,98 +25,34 @@ def lrn_pre_run(op, tensors):
         lambda: found(src=src),
     )
     ck.define("dst", src.dtype, src.shape)
-    op.values.update(size=size, alpha=alpha, beta=beta, bias=bias)
 
 
 LRN = OpProto(
     optype="lrn",
     arch="none",
     mtype=MemType.NONE,
-    doc="Local response normalization across channels (ONNX LRN) of `src` [N, C, ...]: dst = src / (bias + alpha / size * square_sum) ** beta, where square_sum at channel c sums src ** 2 over the channels c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) that exist. `alpha` >= 0 and `bias` > 0 keep the base positive. Accepts TL_FLOAT and TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("size", ParamType.NUMBER),
-        ParamArg("alpha", ParamType.NUMBER, 0.0001),
-        ParamArg("beta", ParamType.NUMBER, 0.75),
-        ParamArg("bias", ParamType.NUMBER, 1.0),
+        ParamArg("size", ParamType.NUMBER, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "alpha", ParamType.NUMBER, 0.0001, realtype="float", bounds=(("ge", 0),)
+        ),
+        ParamArg("beta", ParamType.NUMBER, 0.75, realtype="float"),
+        ParamArg("bias", ParamType.NUMBER, 1.0, realtype="float", bounds=(("gt", 0),)),
     ),
     pre_run=lrn_pre_run,
     source="descriptions/ops/lrn.yaml",
-    examples=(
-        {
-            "doc": "size 3 sums the channel and its two neighbours",
-            "inputs": {"src": [[[[1]], [[2]], [[3]]]]},
-            "params": {"size": 3, "alpha": 3, "beta": 1, "bias": 1},
-            "outputs": {"dst": [[[[0.16666667]], [[0.13333333]], [[0.21428571]]]]},
-            "error": None,
-        },
-        {
-            "doc": "an even size 2 sums the channel and the next one",
-            "inputs": {"src": [[1, 2, 3]]},
-            "params": {"size": 2, "alpha": 2, "beta": 0.5},
-            "outputs": {"dst": [[0.40824829, 0.53452248, 0.9486833]]},
-            "error": None,
-        },
-        {
-            "doc": "ONNX defaults (alpha 1e-4, beta 0.75, bias 1); TL_DOUBLE",
-            "inputs": {"src": {"dtype": "TL_DOUBLE", "data": [[[100]], [[0]]]}},
-            "params": {"size": 1},
-            "outputs": {"dst": {"dtype": "TL_DOUBLE", "data": [[[59.4603563]], [[0]]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1]], [[2]]]]},
-            "params": {"size": 0},
-            "outputs": {},
-            "error": "param 'size': ge: expected size >= 1, found 0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1]], [[2]]]]},
-            "params": {"size": 3, "bias": 0},
-            "outputs": {},
-            "error": "param 'bias': gt: expected bias > 0, found 0.0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1]], [[2]]]]},
-            "params": {},
-            "outputs": {},
-            "error": "param 'size': exists: expected a number param, found none given",
-        },
-    ),
 )
 
 
-def lrn_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a lrn_cpu op and define its outputs."""
+def lrn_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a lrn_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    size = ck.param("size", ParamType.NUMBER, "int")
-    ck.compare("size", size, "ge", 1, "1")
-    alpha = ck.param("alpha", ParamType.NUMBER, "float", default=0.0001)
-    ck.compare("alpha", alpha, "ge", 0, "0")
-    beta = ck.param("beta", ParamType.NUMBER, "float", default=0.75)
-    bias = ck.param("bias", ParamType.NUMBER, "float", default=1.0)
-    ck.compare("bias", bias, "gt", 0, "0")
-    ck.satisfy(
-        "tensor_in 'src'",
-        src.ndim >= 2,
-        "src.ndim >= 2",
-        "src has a channel axis 1",
-        lambda: found(src=src),
-    )
-    ck.define("dst", src.dtype, src.shape)
+    src, size = ck.get("src", "size")
     ck.scratch(
         kernels.scratch_bytes(kernels.lrn_scratch(src.shape, size, src.dtype.np))
     )
-    op.values.update(size=size, alpha=alpha, beta=beta, bias=bias)
 
 
 def lrn_cpu_load(op, arrays):
@@ -149,17 +76,19 @@ LRN_CPU = OpProto(
     optype="lrn_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Local response normalization across channels (ONNX LRN) of `src` [N, C, ...]: dst = src / (bias + alpha / size * square_sum) ** beta, where square_sum at channel c sums src ** 2 over the channels c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) that exist. `alpha` >= 0 and `bias` > 0 keep the base positive. Accepts TL_FLOAT and TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("size", ParamType.NUMBER),
-        ParamArg("alpha", ParamType.NUMBER, 0.0001),
-        ParamArg("beta", ParamType.NUMBER, 0.75),
-        ParamArg("bias", ParamType.NUMBER, 1.0),
+        ParamArg("size", ParamType.NUMBER, realtype="int", bounds=(("ge", 1),)),
+        ParamArg(
+            "alpha", ParamType.NUMBER, 0.0001, realtype="float", bounds=(("ge", 0),)
+        ),
+        ParamArg("beta", ParamType.NUMBER, 0.75, realtype="float"),
+        ParamArg("bias", ParamType.NUMBER, 1.0, realtype="float", bounds=(("gt", 0),)),
     ),
-    pre_run=lrn_cpu_pre_run,
+    pre_run=lrn_pre_run,
     source="descriptions/ops/lrn.yaml",
+    scratch=lrn_cpu_scratch,
     load=lrn_cpu_load,
 )
 

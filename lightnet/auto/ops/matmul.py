@@ -4,31 +4,19 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def matmul_pre_run(op, tensors):
-    """Check the inputs and params of a matmul op and define its outputs."""
+    """Check a matmul op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src1 = ck.tensor_in("src1")
-    ck.dtype("src1", src1, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src1", src1, 2)
-    src2 = ck.tensor_in("src2")
-    ck.dtype("src2", src2, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src2", src2, 2)
-    bias = ck.tensor_in("bias", optional=True)
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.same_type("src2", src2, "src1", src1)
-    ck.same_type("bias", bias, "src1", src1)
-    ck.tensor_out("dst")
-    transA = ck.param("transA", ParamType.BOOL, default=False)
-    transB = ck.param("transB", ParamType.BOOL, default=False)
-    alpha = ck.param("alpha", ParamType.NUMBER, "float", default=1.0)
-    beta = ck.param("beta", ParamType.NUMBER, "float", default=1.0)
+    src1, src2, bias, transA, transB = ck.get(
+        "src1", "src2", "bias", "transA", "transB"
+    )
     ck.satisfy(
         "tensor_in 'src2'",
         (src1.shape[0] if transA else src1.shape[1])
@@ -69,183 +57,50 @@ def matmul_pre_run(op, tensors):
             src2.shape[0] if transB else src2.shape[1],
         ),
     )
-    op.values.update(transA=transA, transB=transB, alpha=alpha, beta=beta)
 
 
 MATMUL = OpProto(
     optype="matmul",
     arch="none",
     mtype=MemType.NONE,
-    doc="General matrix multiply (ONNX Gemm): dst = alpha * A' @ B' + beta * bias, where A' is `src1` [M, K] (given as [K, M] and transposed when `transA`) and B' is `src2` [K, N] (given as [N, K] and transposed when `transB`). `bias` is optional (absent: 0) and broadcasts numpy-style to [M, N]: its shape is [N], [1], [M, N], [1, N], [M, 1] or [1, 1]. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); no tensor needs to be static.",
-    tensors_in=(TensorArg("src1"), TensorArg("src2"), TensorArg("bias", optional=True)),
+    tensors_in=(
+        TensorArg("src1", dtype=FLOAT, ndim=2),
+        TensorArg("src2", dtype=FLOAT, ndim=2, sametype="src1"),
+        TensorArg("bias", optional=True, dtype=FLOAT, sametype="src1"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("transA", ParamType.BOOL, False),
         ParamArg("transB", ParamType.BOOL, False),
-        ParamArg("alpha", ParamType.NUMBER, 1.0),
-        ParamArg("beta", ParamType.NUMBER, 1.0),
+        ParamArg("alpha", ParamType.NUMBER, 1.0, realtype="float"),
+        ParamArg("beta", ParamType.NUMBER, 1.0, realtype="float"),
     ),
     pre_run=matmul_pre_run,
     source="descriptions/ops/matmul.yaml",
-    examples=(
-        {
-            "doc": "plain product plus a row bias",
-            "inputs": {
-                "src1": [[1, 2], [3, 4]],
-                "src2": [[5, 6, 7], [8, 9, 10]],
-                "bias": [1, 2, 3],
-            },
-            "params": {},
-            "outputs": {"dst": [[22, 26, 30], [48, 56, 64]]},
-            "error": None,
-        },
-        {
-            "doc": "transA, transB, alpha, beta and a column bias [M, 1]",
-            "inputs": {
-                "src1": [[1, 3], [2, 4]],
-                "src2": [[5, 8], [6, 9], [7, 10]],
-                "bias": [[1], [-1]],
-            },
-            "params": {"transA": True, "transB": True, "alpha": 0.5, "beta": 2},
-            "outputs": {"dst": [[12.5, 14, 15.5], [21.5, 25, 28.5]]},
-            "error": None,
-        },
-        {
-            "doc": "no bias; TL_DOUBLE",
-            "inputs": {
-                "src1": {"dtype": "TL_DOUBLE", "data": [[1, 2, 3]]},
-                "src2": {"dtype": "TL_DOUBLE", "data": [[1], [0.5], [0.25]]},
-            },
-            "params": {},
-            "outputs": {"dst": {"dtype": "TL_DOUBLE", "data": [[2.75]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [[1, 2], [3, 4]], "src2": [[5, 6, 7]]},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src2': check: expected (src1.shape[0] if transA else src1.shape[1]) == (src2.shape[1] if transB else src2.shape[0]) (A' and B' share the inner dimension K), found src1=float32[2, 2], src2=float32[1, 3], transA=False, transB=False",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src1": [[1, 2], [3, 4]],
-                "src2": [[5, 6, 7], [8, 9, 10]],
-                "bias": [1, 2],
-            },
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'bias': check: expected bias is None or bias.shape[-1] in (1, src2.shape[0] if transB else src2.shape[1]) (bias's last dim is 1 or N), found src2=float32[2, 3], bias=float32[2], transB=False",
-        },
-        {
-            "doc": "",
-            "inputs": {"src1": [1, 2], "src2": [[5, 6, 7], [8, 9, 10]]},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src1': ndim: expected 2 dimensions, found 1 (float32[2])",
-        },
-    ),
 )
 
 
 def matmul_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a matmul_cpu op and define its outputs."""
+    """matmul's checks, then those matmul_cpu adds."""
+    matmul_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src1 = ck.tensor_in("src1")
-    ck.dtype("src1", src1, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src1", src1, 2)
-    ck.mtype("src1", src1, MemType.CPU)
-    src2 = ck.tensor_in("src2")
-    ck.dtype("src2", src2, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src2", src2, 2)
-    ck.mtype("src2", src2, MemType.CPU)
-    bias = ck.tensor_in("bias", optional=True)
-    ck.dtype("bias", bias, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.mtype("bias", bias, MemType.CPU)
-    bn_scale = ck.tensor_in("bn_scale", optional=True)
-    ck.ndim("bn_scale", bn_scale, 1)
-    ck.static("bn_scale", bn_scale, True)
-    ck.mtype("bn_scale", bn_scale, MemType.CPU)
-    bn_offset = ck.tensor_in("bn_offset", optional=True)
-    ck.ndim("bn_offset", bn_offset, 1)
-    ck.static("bn_offset", bn_offset, True)
-    ck.mtype("bn_offset", bn_offset, MemType.CPU)
-    bn_mean = ck.tensor_in("bn_mean", optional=True)
-    ck.ndim("bn_mean", bn_mean, 1)
-    ck.static("bn_mean", bn_mean, True)
-    ck.mtype("bn_mean", bn_mean, MemType.CPU)
-    bn_var = ck.tensor_in("bn_var", optional=True)
-    ck.ndim("bn_var", bn_var, 1)
-    ck.static("bn_var", bn_var, True)
-    ck.mtype("bn_var", bn_var, MemType.CPU)
-    ck.same_type("src2", src2, "src1", src1)
-    ck.same_type("bias", bias, "src1", src1)
-    ck.same_type("bn_scale", bn_scale, "src1", src1)
-    ck.same_type("bn_offset", bn_offset, "src1", src1)
-    ck.same_type("bn_mean", bn_mean, "src1", src1)
-    ck.same_type("bn_var", bn_var, "src1", src1)
-    ck.tensor_out("dst")
-    transA = ck.param("transA", ParamType.BOOL, default=False)
-    transB = ck.param("transB", ParamType.BOOL, default=False)
-    alpha = ck.param("alpha", ParamType.NUMBER, "float", default=1.0)
-    beta = ck.param("beta", ParamType.NUMBER, "float", default=1.0)
-    activation = ck.param("activation", ParamType.STRING, default="none")
-    ck.one_of(
-        "activation", activation, ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
+    src2, bias, bn_scale, bn_offset, bn_mean, bn_var, dst, clip_min, clip_max = ck.get(
+        "src2",
+        "bias",
+        "bn_scale",
+        "bn_offset",
+        "bn_mean",
+        "bn_var",
+        "dst",
+        "clip_min",
+        "clip_max",
     )
-    negslope = ck.param("negslope", ParamType.NUMBER, "float", default=0.01)
-    clip_min = ck.param("clip_min", ParamType.NUMBER, "float", default=0)
-    clip_max = ck.param("clip_max", ParamType.NUMBER, "float", default=0)
     ck.satisfy(
         "param 'clip_max'",
         clip_min <= clip_max,
         "clip_min <= clip_max",
         "the clip range is [clip_min, clip_max]",
         lambda: found(clip_min=clip_min, clip_max=clip_max),
-    )
-    bn_epsilon = ck.param("bn_epsilon", ParamType.NUMBER, "float", default=1e-05)
-    ck.compare("bn_epsilon", bn_epsilon, "gt", 0, "0")
-    ck.satisfy(
-        "tensor_in 'src2'",
-        (src1.shape[0] if transA else src1.shape[1])
-        == (src2.shape[1] if transB else src2.shape[0]),
-        "(src1.shape[0] if transA else src1.shape[1]) == (src2.shape[1] if transB else src2.shape[0])",
-        "A' and B' share the inner dimension K",
-        lambda: found(src1=src1, src2=src2, transA=transA, transB=transB),
-    )
-    ck.satisfy(
-        "tensor_in 'bias'",
-        bias is None or bias.ndim <= 2,
-        "bias is None or bias.ndim <= 2",
-        "bias is 1-D or 2-D",
-        lambda: found(bias=bias),
-    )
-    ck.satisfy(
-        "tensor_in 'bias'",
-        bias is None
-        or bias.shape[-1] in (1, src2.shape[0] if transB else src2.shape[1]),
-        "bias is None or bias.shape[-1] in (1, src2.shape[0] if transB else src2.shape[1])",
-        "bias's last dim is 1 or N",
-        lambda: found(src2=src2, bias=bias, transB=transB),
-    )
-    ck.satisfy(
-        "tensor_in 'bias'",
-        bias is None
-        or bias.ndim == 1
-        or bias.shape[0] in (1, src1.shape[1] if transA else src1.shape[0]),
-        "bias is None or bias.ndim == 1 or bias.shape[0] in (1, src1.shape[1] if transA else src1.shape[0])",
-        "a 2-D bias's first dim is 1 or M",
-        lambda: found(src1=src1, bias=bias, transA=transA),
-    )
-    dst = ck.define(
-        "dst",
-        src1.dtype,
-        (
-            src1.shape[1] if transA else src1.shape[0],
-            src2.shape[0] if transB else src2.shape[1],
-        ),
     )
     ck.satisfy(
         "tensor_out 'dst'",
@@ -279,17 +134,6 @@ def matmul_cpu_pre_run(op, tensors):
             bn_var=bn_var,
             dst=dst,
         ),
-    )
-    op.values.update(
-        transA=transA,
-        transB=transB,
-        alpha=alpha,
-        beta=beta,
-        activation=activation,
-        negslope=negslope,
-        clip_min=clip_min,
-        clip_max=clip_max,
-        bn_epsilon=bn_epsilon,
     )
 
 
@@ -350,27 +194,33 @@ MATMUL_CPU = OpProto(
     optype="matmul_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="matmul on the cpu, with what the optimizer fuses into it (see descriptions/optimizers/cpu.yaml): a following batchnorm over the output columns (`bn_*`, folded into src2 and the bias once at load, so they must be static; a model compiled with its weights gets new folded src2 and bias instead, and no `bn_*`), then an activation applied in place. Accepts TL_FLOAT and TL_DOUBLE.",
     tensors_in=(
-        TensorArg("src1"),
-        TensorArg("src2"),
-        TensorArg("bias", optional=True),
-        TensorArg("bn_scale", optional=True),
-        TensorArg("bn_offset", optional=True),
-        TensorArg("bn_mean", optional=True),
-        TensorArg("bn_var", optional=True),
+        TensorArg("src1", dtype=FLOAT, ndim=2),
+        TensorArg("src2", dtype=FLOAT, ndim=2, sametype="src1"),
+        TensorArg("bias", optional=True, dtype=FLOAT, sametype="src1"),
+        TensorArg("bn_scale", optional=True, ndim=1, static=True, sametype="src1"),
+        TensorArg("bn_offset", optional=True, ndim=1, static=True, sametype="src1"),
+        TensorArg("bn_mean", optional=True, ndim=1, static=True, sametype="src1"),
+        TensorArg("bn_var", optional=True, ndim=1, static=True, sametype="src1"),
     ),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("transA", ParamType.BOOL, False),
         ParamArg("transB", ParamType.BOOL, False),
-        ParamArg("alpha", ParamType.NUMBER, 1.0),
-        ParamArg("beta", ParamType.NUMBER, 1.0),
-        ParamArg("activation", ParamType.STRING, "none"),
-        ParamArg("negslope", ParamType.NUMBER, 0.01),
-        ParamArg("clip_min", ParamType.NUMBER, 0),
-        ParamArg("clip_max", ParamType.NUMBER, 0),
-        ParamArg("bn_epsilon", ParamType.NUMBER, 1e-05),
+        ParamArg("alpha", ParamType.NUMBER, 1.0, realtype="float"),
+        ParamArg("beta", ParamType.NUMBER, 1.0, realtype="float"),
+        ParamArg(
+            "activation",
+            ParamType.STRING,
+            "none",
+            choices=("none", "relu", "lrelu", "sigmoid", "tanh", "clip"),
+        ),
+        ParamArg("negslope", ParamType.NUMBER, 0.01, realtype="float"),
+        ParamArg("clip_min", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg("clip_max", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg(
+            "bn_epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
     pre_run=matmul_cpu_pre_run,
     source="descriptions/ops/matmul.yaml",

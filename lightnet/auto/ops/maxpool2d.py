@@ -6,42 +6,19 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def maxpool2d_pre_run(op, tensors):
-    """Check the inputs and params of a maxpool2d op and define its outputs."""
+    """Check a maxpool2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
+    src, size, stride, padding, autopad, dilation, ceil_mode = ck.get(
+        "src", "size", "stride", "padding", "autopad", "dilation", "ceil_mode"
     )
-    ck.ndim("src", src, 4)
-    ck.tensor_out("dst")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
     ck.satisfy(
         "param 'padding'",
         padding[0] < size[0]
@@ -52,8 +29,6 @@ def maxpool2d_pre_run(op, tensors):
         "every window overlaps the input",
         lambda: found(size=size, padding=padding),
     )
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
     ck.satisfy(
         "param 'autopad'",
         autopad == "NOTSET" or not any(padding),
@@ -61,10 +36,6 @@ def maxpool2d_pre_run(op, tensors):
         "explicit padding needs autopad NOTSET",
         lambda: found(padding=padding, autopad=autopad),
     )
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
@@ -90,6 +61,7 @@ def maxpool2d_pre_run(op, tensors):
         kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
         or padding
     )
+    op.values.update(padding=padding)
     ck.define(
         "dst",
         src.dtype,
@@ -98,220 +70,64 @@ def maxpool2d_pre_run(op, tensors):
             src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
         ),
     )
-    op.values.update(
-        size=size,
-        stride=stride,
-        padding=padding,
-        autopad=autopad,
-        dilation=dilation,
-        ceil_mode=ceil_mode,
-    )
 
 
 MAXPOOL2D = OpProto(
     optype="maxpool2d",
     arch="none",
     mtype=MemType.NONE,
-    doc="2-D max pooling of NCHW `src` (ONNX MaxPool): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i * dilation[0], x * stride[1] - padding[1] + j * dilation[1]] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
         ParamArg("ceil_mode", ParamType.BOOL, False),
     ),
     pre_run=maxpool2d_pre_run,
     source="descriptions/ops/maxpool2d.yaml",
-    examples=(
-        {
-            "doc": "dilation 2 spreads the 2x2 window over a 3x3 area",
-            "inputs": {"src": [[[[1, 9, 2, 3], [4, 5, 6, 0], [7, 8, 1, 2]]]]},
-            "params": {"size": [2, 2], "dilation": [2, 2]},
-            "outputs": {"dst": [[[[7, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "ceil_mode keeps the partial windows at the end",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "ceil_mode": True},
-            "outputs": {"dst": [[[[5, 6], [8, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "2x2 windows, stride 1",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2]},
-            "outputs": {"dst": [[[[5, 6], [8, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "padded cells never win, even over negative values",
-            "inputs": {"src": [[[[-1, -2, -3], [-4, -5, -6], [-7, -8, -9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "padding": [1, 1, 0, 0]},
-            "outputs": {"dst": [[[[-1, -2], [-4, -5]]]]},
-            "error": None,
-        },
-        {
-            "doc": "SAME_UPPER pads the end",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "autopad": "SAME_UPPER"},
-            "outputs": {"dst": [[[[5, 6], [8, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "SAME_LOWER pads the beginning",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "stride": [2, 2], "autopad": "SAME_LOWER"},
-            "outputs": {"dst": [[[[1, 3], [7, 9]]]]},
-            "error": None,
-        },
-        {
-            "doc": "TL_INT8, padding on every side",
-            "inputs": {"src": {"dtype": "TL_INT8", "data": [[[[-5, -3], [-7, -128]]]]}},
-            "params": {"size": [2, 2], "padding": [1, 1, 1, 1]},
-            "outputs": {
-                "dst": {
-                    "dtype": "TL_INT8",
-                    "data": [[[[-5, -3, -3], [-5, -3, -3], [-7, -7, -128]]]],
-                }
-            },
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[1, 2], [3, 4]]]},
-            "params": {"size": [2, 2]},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 4 dimensions, found 3 (float32[1, 2, 2])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {"size": [2, 2], "padding": [0, 2, 0, 0]},
-            "outputs": {},
-            "error": "param 'padding': check: expected padding[0] < size[0] and padding[2] < size[0] and padding[1] < size[1] and padding[3] < size[1] (every window overlaps the input), found size=(2, 2), padding=(0, 2, 0, 0)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {"size": [3, 3]},
-            "outputs": {},
-            "error": 'op: check: expected autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0 (the padded input holds at least one window), found src=float32[1, 1, 2, 2], size=(3, 3), stride=(1, 1), padding=(0, 0, 0, 0), autopad=\'NOTSET\', dilation=(1, 1)',
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]]]},
-            "params": {"size": [2, 2], "dilation": [3, 1]},
-            "outputs": {},
-            "error": "op: check: expected autopad in",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {"size": [2, 2], "autopad": "SAME"},
-            "outputs": {},
-            "error": "param 'autopad': choices: expected one of NOTSET, VALID, SAME_UPPER, SAME_LOWER, found 'SAME'",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[[1, 2], [3, 4]]]]},
-            "params": {"size": [2]},
-            "outputs": {},
-            "error": "param 'size': len: expected 2 elements, found 1 ([2])",
-        },
-    ),
 )
 
 
-def maxpool2d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a maxpool2d_cpu op and define its outputs."""
+def maxpool2d_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a maxpool2d_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 4)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    size = ck.param("size", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("size", size, 2, "2")
-    ck.compare_each("size", size, "gt", 0, "0")
-    stride = ck.param("stride", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("stride", stride, 2, "2")
-    ck.compare_each("stride", stride, "gt", 0, "0")
-    padding = ck.param("padding", ParamType.ARRAY_NUMBER, "int", default=(0, 0, 0, 0))
-    ck.array_len("padding", padding, 4, "4")
-    ck.compare_each("padding", padding, "ge", 0, "0")
-    ck.satisfy(
-        "param 'padding'",
-        padding[0] < size[0]
-        and padding[2] < size[0]
-        and padding[1] < size[1]
-        and padding[3] < size[1],
-        "padding[0] < size[0] and padding[2] < size[0] and padding[1] < size[1] and padding[3] < size[1]",
-        "every window overlaps the input",
-        lambda: found(size=size, padding=padding),
-    )
-    autopad = ck.param("autopad", ParamType.STRING, default="NOTSET")
-    ck.one_of("autopad", autopad, ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
-    ck.satisfy(
-        "param 'autopad'",
-        autopad == "NOTSET" or not any(padding),
-        'autopad == "NOTSET" or not any(padding)',
-        "explicit padding needs autopad NOTSET",
-        lambda: found(padding=padding, autopad=autopad),
-    )
-    dilation = ck.param("dilation", ParamType.ARRAY_NUMBER, "int", default=(1, 1))
-    ck.array_len("dilation", dilation, 2, "2")
-    ck.compare_each("dilation", dilation, "gt", 0, "0")
-    ceil_mode = ck.param("ceil_mode", ParamType.BOOL, default=False)
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(
-            kernels.pool2d_output_hw(
-                src.shape[2:], size, stride, padding, dilation=dilation
-            )
-        )
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
-        "the padded input holds at least one window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
-    )
-    # autopad_padding is None for NOTSET, which keeps the explicit padding.
-    padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
-        or padding
-    )
-    dst = ck.define(
-        "dst",
-        src.dtype,
-        tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
-        ),
+    src, dst, size, stride, dilation = ck.get(
+        "src", "dst", "size", "stride", "dilation"
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -324,14 +140,6 @@ def maxpool2d_cpu_pre_run(op, tensors):
                 dilation=dilation,
             )
         )
-    )
-    op.values.update(
-        size=size,
-        stride=stride,
-        padding=padding,
-        autopad=autopad,
-        dilation=dilation,
-        ceil_mode=ceil_mode,
     )
 
 
@@ -373,19 +181,51 @@ MAXPOOL2D_CPU = OpProto(
     optype="maxpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="2-D max pooling of NCHW `src` (ONNX MaxPool): dst[n, c, y, x] is the largest src[n, c, y * stride[0] - padding[0] + i * dilation[0], x * stride[1] - padding[1] + j * dilation[1]] over the window 0 <= i < size[0], 0 <= j < size[1]; padded cells (and cells past the end with `ceil_mode`) never win. Output size per axis: floor((in + pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the last window would start in the end padding. `autopad` other than NOTSET computes the padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("size", ParamType.ARRAY_NUMBER),
-        ParamArg("stride", ParamType.ARRAY_NUMBER, (1, 1)),
-        ParamArg("padding", ParamType.ARRAY_NUMBER, (0, 0, 0, 0)),
-        ParamArg("autopad", ParamType.STRING, "NOTSET"),
-        ParamArg("dilation", ParamType.ARRAY_NUMBER, (1, 1)),
+        ParamArg(
+            "size",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "stride",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
+        ParamArg(
+            "padding",
+            ParamType.ARRAY_NUMBER,
+            (0, 0, 0, 0),
+            realtype="int",
+            length=4,
+            bounds=(("ge", 0),),
+        ),
+        ParamArg(
+            "autopad",
+            ParamType.STRING,
+            "NOTSET",
+            choices=("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"),
+        ),
+        ParamArg(
+            "dilation",
+            ParamType.ARRAY_NUMBER,
+            (1, 1),
+            realtype="int",
+            length=2,
+            bounds=(("gt", 0),),
+        ),
         ParamArg("ceil_mode", ParamType.BOOL, False),
     ),
-    pre_run=maxpool2d_cpu_pre_run,
+    pre_run=maxpool2d_pre_run,
     source="descriptions/ops/maxpool2d.yaml",
+    scratch=maxpool2d_cpu_scratch,
     load=maxpool2d_cpu_load,
 )
 

@@ -5,72 +5,29 @@ from __future__ import annotations
 
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
 from lightnet.tensor import MemType
 
 
 def maxreduce_pre_run(op, tensors):
-    """Check the inputs and params of a maxreduce op and define its outputs."""
+    """Check a maxreduce op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
+    src, axis = ck.get("src", "axis")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
     ck.define("dst", src.dtype, kernels.reduce_shape(src.shape, axis))
-    op.values.update(axis=axis)
 
 
 MAXREDUCE = OpProto(
     optype="maxreduce",
     arch="none",
     mtype=MemType.NONE,
-    doc="The maximum of `src` along `axis`, which `dst` keeps with size 1 (tl_tensor_maxreduce): [N, C, H, W] on axis 1 gives [N, 1, H, W]. Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("axis", ParamType.NUMBER),),
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
     pre_run=maxreduce_pre_run,
     source="descriptions/ops/maxreduce.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 5, 2], [7, 0, 3]]},
-            "params": {"axis": 1},
-            "outputs": {"dst": [[5], [7]]},
-            "error": None,
-        },
-        {
-            "doc": "the first axis, integer dtype",
-            "inputs": {"src": {"dtype": "TL_INT16", "data": [[1, 5, 2], [7, 0, 3]]}},
-            "params": {"axis": 0},
-            "outputs": {"dst": {"dtype": "TL_INT16", "data": [[7, 5, 3]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {"axis": -1},
-            "outputs": {},
-            "error": "param 'axis': ge: expected axis >= 0, found -1",
-        },
-    ),
 )
-
-
-def maxreduce_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a maxreduce_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
-    ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    ck.define("dst", src.dtype, kernels.reduce_shape(src.shape, axis))
-    op.values.update(axis=axis)
 
 
 def maxreduce_cpu_load(op, arrays):
@@ -89,11 +46,10 @@ MAXREDUCE_CPU = OpProto(
     optype="maxreduce_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="The maximum of `src` along `axis`, which `dst` keeps with size 1 (tl_tensor_maxreduce): [N, C, H, W] on axis 1 gives [N, 1, H, W]. Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("axis", ParamType.NUMBER),),
-    pre_run=maxreduce_cpu_pre_run,
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
+    pre_run=maxreduce_pre_run,
     source="descriptions/ops/maxreduce.yaml",
     load=maxreduce_cpu_load,
 )

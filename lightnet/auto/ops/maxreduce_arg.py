@@ -5,89 +5,30 @@ from __future__ import annotations
 
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
 from lightnet.tensor import DType, MemType
 
 
 def maxreduce_arg_pre_run(op, tensors):
-    """Check the inputs and params of a maxreduce_arg op and define its outputs."""
+    """Check a maxreduce_arg op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    ck.tensor_out("arg")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
+    src, axis = ck.get("src", "axis")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
     ck.define("dst", src.dtype, kernels.reduce_shape(src.shape, axis))
     ck.define("arg", DType.TL_INT32, kernels.reduce_shape(src.shape, axis))
-    op.values.update(axis=axis)
 
 
 MAXREDUCE_ARG = OpProto(
     optype="maxreduce_arg",
     arch="none",
     mtype=MemType.NONE,
-    doc="maxreduce plus `arg`, the index along `axis` of each maximum (the first one on ties), like tl_tensor_maxreduce with an arg tensor. `dst` and `arg` keep the axis with size 1. Every dtype; `arg` is TL_INT32.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"), TensorArg("arg")),
-    params=(ParamArg("axis", ParamType.NUMBER),),
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
     pre_run=maxreduce_arg_pre_run,
     source="descriptions/ops/maxreduce_arg.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 5, 5], [7, 0, 3]]},
-            "params": {"axis": 1},
-            "outputs": {
-                "dst": [[5], [7]],
-                "arg": {"dtype": "TL_INT32", "data": [[1], [0]]},
-            },
-            "error": None,
-        },
-        {
-            "doc": "maxima that differ by less than 1 still count (unlike TensorLight's CPU comparison)",
-            "inputs": {"src": [[0.2, 0.7, 0.5]]},
-            "params": {"axis": 1},
-            "outputs": {"dst": [[0.7]], "arg": {"dtype": "TL_INT32", "data": [[1]]}},
-            "error": None,
-        },
-        {
-            "doc": "the first axis",
-            "inputs": {"src": [[1, 5, 2], [7, 0, 3]]},
-            "params": {"axis": 0},
-            "outputs": {
-                "dst": [[7, 5, 3]],
-                "arg": {"dtype": "TL_INT32", "data": [[1, 0, 1]]},
-            },
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {"axis": 1},
-            "outputs": {},
-            "error": "param 'axis': lt: expected axis < src.ndim (1), found 1",
-        },
-    ),
 )
-
-
-def maxreduce_arg_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a maxreduce_arg_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    ck.tensor_out("arg")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
-    ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    ck.define("dst", src.dtype, kernels.reduce_shape(src.shape, axis))
-    ck.define("arg", DType.TL_INT32, kernels.reduce_shape(src.shape, axis))
-    op.values.update(axis=axis)
 
 
 def maxreduce_arg_cpu_load(op, arrays):
@@ -107,11 +48,10 @@ MAXREDUCE_ARG_CPU = OpProto(
     optype="maxreduce_arg_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="maxreduce plus `arg`, the index along `axis` of each maximum (the first one on ties), like tl_tensor_maxreduce with an arg tensor. `dst` and `arg` keep the axis with size 1. Every dtype; `arg` is TL_INT32.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"), TensorArg("arg")),
-    params=(ParamArg("axis", ParamType.NUMBER),),
-    pre_run=maxreduce_arg_cpu_pre_run,
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
+    pre_run=maxreduce_arg_pre_run,
     source="descriptions/ops/maxreduce_arg.yaml",
     load=maxreduce_arg_cpu_load,
 )

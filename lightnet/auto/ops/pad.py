@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
@@ -13,26 +14,9 @@ from lightnet.tensor import DType, MemType
 
 
 def pad_pre_run(op, tensors):
-    """Check the inputs and params of a pad op and define its outputs."""
+    """Check a pad op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.tensor_out("dst")
-    pads = ck.param("pads", ParamType.ARRAY_NUMBER, "int")
+    src, pads, mode, value = ck.get("src", "pads", "mode", "value")
     ck.array_len("pads", pads, 2 * src.ndim, "2 * src.ndim")
     ck.satisfy(
         "param 'pads'",
@@ -41,8 +25,6 @@ def pad_pre_run(op, tensors):
         "cropping leaves at least one cell on every axis",
         lambda: found(src=src, pads=pads),
     )
-    mode = ck.param("mode", ParamType.STRING, default="constant")
-    ck.one_of("mode", mode, ("constant", "reflect", "edge", "wrap"))
     ck.satisfy(
         "param 'mode'",
         mode != "reflect"
@@ -65,7 +47,6 @@ def pad_pre_run(op, tensors):
         "a wrap pad is at most its (cropped) axis",
         lambda: found(src=src, pads=pads, mode=mode),
     )
-    value = ck.param("value", ParamType.NUMBER, "double", default=0)
     ck.satisfy(
         "param 'value'",
         src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
@@ -78,173 +59,27 @@ def pad_pre_run(op, tensors):
         lambda: found(src=src, value=value),
     )
     ck.define("dst", src.dtype, kernels.pad_output_shape(src.shape, pads))
-    op.values.update(pads=pads, mode=mode, value=value)
 
 
 PAD = OpProto(
     optype="pad",
     arch="none",
     mtype=MemType.NONE,
-    doc="Pad `src` on every axis (ONNX Pad): `pads` holds the begin counts of all axes, then the end counts ([x1_begin, x2_begin, ..., x1_end, x2_end, ...]); negative counts crop. `mode` constant fills with `value`; reflect mirrors without repeating the edge cell (needs pad < axis size); edge repeats the edge cell; wrap repeats the axis periodically (needs pad <= axis size), sizes counted after cropping. Axes are padded in order, so corners take the values numpy's np.pad gives. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL); an integer tensor pads with an integral `value` in its range.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("pads", ParamType.ARRAY_NUMBER),
-        ParamArg("mode", ParamType.STRING, "constant"),
-        ParamArg("value", ParamType.NUMBER, 0),
+        ParamArg("pads", ParamType.ARRAY_NUMBER, realtype="int"),
+        ParamArg(
+            "mode",
+            ParamType.STRING,
+            "constant",
+            choices=("constant", "reflect", "edge", "wrap"),
+        ),
+        ParamArg("value", ParamType.NUMBER, 0, realtype="double"),
     ),
     pre_run=pad_pre_run,
     source="descriptions/ops/pad.yaml",
-    examples=(
-        {
-            "doc": "constant, one row before and one column after",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"pads": [1, 0, 0, 1], "value": 9},
-            "outputs": {"dst": [[9, 9, 9], [1, 2, 9], [3, 4, 9]]},
-            "error": None,
-        },
-        {
-            "doc": "reflect does not repeat the edge",
-            "inputs": {"src": [1, 2, 3]},
-            "params": {"pads": [2, 1], "mode": "reflect"},
-            "outputs": {"dst": [3, 2, 1, 2, 3, 2]},
-            "error": None,
-        },
-        {
-            "doc": "edge repeats the edge",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"pads": [0, 1, 1, 0], "mode": "edge"},
-            "outputs": {"dst": [[1, 1, 2], [3, 3, 4], [3, 3, 4]]},
-            "error": None,
-        },
-        {
-            "doc": "wrap repeats the axis",
-            "inputs": {"src": [1, 2, 3]},
-            "params": {"pads": [1, 2], "mode": "wrap"},
-            "outputs": {"dst": [3, 1, 2, 3, 1, 2]},
-            "error": None,
-        },
-        {
-            "doc": "a negative pad crops",
-            "inputs": {"src": [1, 2, 3, 4]},
-            "params": {"pads": [-1, 2]},
-            "outputs": {"dst": [2, 3, 4, 0, 0]},
-            "error": None,
-        },
-        {
-            "doc": "TL_INT32 with a negative fill value",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [[5]]}},
-            "params": {"pads": [1, 0, 0, 1], "value": -1},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [[-1, -1], [5, -1]]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"pads": [1, 1]},
-            "outputs": {},
-            "error": "param 'pads': len: expected 2 * src.ndim (4) elements, found 2 ([1, 1])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2, 3]},
-            "params": {"pads": [3, 0], "mode": "reflect"},
-            "outputs": {},
-            "error": "param 'mode': check: expected mode != \"reflect\" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) < kernels.pad_output_shape(src.shape, np.minimum(pads, 0))) (a reflect pad is smaller than its (cropped) axis), found src=float32[3], pads=(3, 0), mode='reflect'",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2, 3]},
-            "params": {"pads": [-2, -1]},
-            "outputs": {},
-            "error": "param 'pads': check: expected min(kernels.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0 (cropping leaves at least one cell on every axis), found src=float32[3], pads=(-2, -1)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2, 3]},
-            "params": {"pads": [1, 1], "mode": "symmetric"},
-            "outputs": {},
-            "error": "param 'mode': choices: expected one of constant, reflect, edge, wrap, found 'symmetric'",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_UINT8", "data": [1, 2]}},
-            "params": {"pads": [1, 1], "value": -1},
-            "outputs": {},
-            "error": "param 'value': check: expected src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or (value == int(value) and np.iinfo(src.dtype.np).min <= value <= np.iinfo(src.dtype.np).max) (an integer tensor pads with an integer in its range), found src=uint8[2], value=-1.0",
-        },
-    ),
 )
-
-
-def pad_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a pad_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_FLOAT,
-            DType.TL_DOUBLE,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    pads = ck.param("pads", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("pads", pads, 2 * src.ndim, "2 * src.ndim")
-    ck.satisfy(
-        "param 'pads'",
-        min(kernels.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0,
-        "min(kernels.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0",
-        "cropping leaves at least one cell on every axis",
-        lambda: found(src=src, pads=pads),
-    )
-    mode = ck.param("mode", ParamType.STRING, default="constant")
-    ck.one_of("mode", mode, ("constant", "reflect", "edge", "wrap"))
-    ck.satisfy(
-        "param 'mode'",
-        mode != "reflect"
-        or np.all(
-            np.maximum(pads[: src.ndim], pads[src.ndim :])
-            < kernels.pad_output_shape(src.shape, np.minimum(pads, 0))
-        ),
-        'mode != "reflect" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) < kernels.pad_output_shape(src.shape, np.minimum(pads, 0)))',
-        "a reflect pad is smaller than its (cropped) axis",
-        lambda: found(src=src, pads=pads, mode=mode),
-    )
-    ck.satisfy(
-        "param 'mode'",
-        mode != "wrap"
-        or np.all(
-            np.maximum(pads[: src.ndim], pads[src.ndim :])
-            <= kernels.pad_output_shape(src.shape, np.minimum(pads, 0))
-        ),
-        'mode != "wrap" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) <= kernels.pad_output_shape(src.shape, np.minimum(pads, 0)))',
-        "a wrap pad is at most its (cropped) axis",
-        lambda: found(src=src, pads=pads, mode=mode),
-    )
-    value = ck.param("value", ParamType.NUMBER, "double", default=0)
-    ck.satisfy(
-        "param 'value'",
-        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
-        or (
-            value == int(value)
-            and np.iinfo(src.dtype.np).min <= value <= np.iinfo(src.dtype.np).max
-        ),
-        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or (value == int(value) and np.iinfo(src.dtype.np).min <= value <= np.iinfo(src.dtype.np).max)",
-        "an integer tensor pads with an integer in its range",
-        lambda: found(src=src, value=value),
-    )
-    ck.define("dst", src.dtype, kernels.pad_output_shape(src.shape, pads))
-    op.values.update(pads=pads, mode=mode, value=value)
 
 
 def pad_cpu_load(op, arrays):
@@ -265,15 +100,19 @@ PAD_CPU = OpProto(
     optype="pad_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Pad `src` on every axis (ONNX Pad): `pads` holds the begin counts of all axes, then the end counts ([x1_begin, x2_begin, ..., x1_end, x2_end, ...]); negative counts crop. `mode` constant fills with `value`; reflect mirrors without repeating the edge cell (needs pad < axis size); edge repeats the edge cell; wrap repeats the axis periodically (needs pad <= axis size), sizes counted after cropping. Axes are padded in order, so corners take the values numpy's np.pad gives. Accepts TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL); an integer tensor pads with an integral `value` in its range.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("pads", ParamType.ARRAY_NUMBER),
-        ParamArg("mode", ParamType.STRING, "constant"),
-        ParamArg("value", ParamType.NUMBER, 0),
+        ParamArg("pads", ParamType.ARRAY_NUMBER, realtype="int"),
+        ParamArg(
+            "mode",
+            ParamType.STRING,
+            "constant",
+            choices=("constant", "reflect", "edge", "wrap"),
+        ),
+        ParamArg("value", ParamType.NUMBER, 0, realtype="double"),
     ),
-    pre_run=pad_cpu_pre_run,
+    pre_run=pad_pre_run,
     source="descriptions/ops/pad.yaml",
     load=pad_cpu_load,
 )

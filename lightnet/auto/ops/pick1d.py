@@ -5,103 +5,36 @@ from __future__ import annotations
 
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
 from lightnet.tensor import DType, MemType
 
 
 def pick1d_pre_run(op, tensors):
-    """Check the inputs and params of a pick1d op and define its outputs."""
+    """Check a pick1d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.ndim("src", src, 1)
-    src_index = ck.tensor_in("src_index")
-    ck.dtype("src_index", src_index, (DType.TL_INT32,))
-    ck.ndim("src_index", src_index, 1)
-    ck.tensor_out("dst")
-    len = ck.param("len", ParamType.NUMBER, "int")
-    ck.compare("len", len, "gt", 0, "0")
+    src, src_index, len, stride = ck.get("src", "src_index", "len", "stride")
     ck.compare("len", len, "le", src_index.len, "src_index.len")
-    stride = ck.param("stride", ParamType.NUMBER, "int")
-    ck.compare("stride", stride, "ge", 1, "1")
     ck.compare("stride", stride, "le", src.len, "src.len")
     ck.define("dst", src.dtype, kernels.pick1d_shape(len, stride))
-    op.values.update(len=len, stride=stride)
 
 
 PICK1D = OpProto(
     optype="pick1d",
     arch="none",
     mtype=MemType.NONE,
-    doc="Gather chunks of 1-D `src` (tl_tensor_pick1d): `src` is read as chunks of `stride` consecutive elements, and dst[i * stride : (i + 1) * stride] is chunk src_index[i], for i < `len`. Each index must be a chunk number, 0 <= k < src.len // stride (a negative one counts from the end; one out of range stops the run with an error, as indices are data). `src`: every dtype; `src_index`: TL_INT32.",
-    tensors_in=(TensorArg("src"), TensorArg("src_index")),
+    tensors_in=(
+        TensorArg("src", ndim=1),
+        TensorArg("src_index", dtype=(DType.TL_INT32,), ndim=1),
+    ),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("len", ParamType.NUMBER), ParamArg("stride", ParamType.NUMBER)),
+    params=(
+        ParamArg("len", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("stride", ParamType.NUMBER, realtype="int", bounds=(("ge", 1),)),
+    ),
     pre_run=pick1d_pre_run,
     source="descriptions/ops/pick1d.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {
-                "src": [0, 1, 2, 3, 4, 5],
-                "src_index": {"dtype": "TL_INT32", "data": [2, 0, 1]},
-            },
-            "params": {"len": 2, "stride": 2},
-            "outputs": {"dst": [4, 5, 0, 1]},
-            "error": None,
-        },
-        {
-            "doc": "single elements",
-            "inputs": {
-                "src": [10, 11, 12],
-                "src_index": {"dtype": "TL_INT32", "data": [2, 2, 0]},
-            },
-            "params": {"len": 3, "stride": 1},
-            "outputs": {"dst": [12, 12, 10]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src": [0, 1, 2, 3],
-                "src_index": {"dtype": "TL_INT32", "data": [0]},
-            },
-            "params": {"len": 2, "stride": 2},
-            "outputs": {},
-            "error": "param 'len': le: expected len <= src_index.len (1), found 2",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3], "src_index": [0]},
-            "params": {"len": 1, "stride": 2},
-            "outputs": {},
-            "error": "tensor_in 'src_index': dtype: expected TL_INT32, found TL_FLOAT (float32[1])",
-        },
-    ),
 )
-
-
-def pick1d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a pick1d_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.ndim("src", src, 1)
-    ck.mtype("src", src, MemType.CPU)
-    src_index = ck.tensor_in("src_index")
-    ck.dtype("src_index", src_index, (DType.TL_INT32,))
-    ck.ndim("src_index", src_index, 1)
-    ck.mtype("src_index", src_index, MemType.CPU)
-    ck.tensor_out("dst")
-    len = ck.param("len", ParamType.NUMBER, "int")
-    ck.compare("len", len, "gt", 0, "0")
-    ck.compare("len", len, "le", src_index.len, "src_index.len")
-    stride = ck.param("stride", ParamType.NUMBER, "int")
-    ck.compare("stride", stride, "ge", 1, "1")
-    ck.compare("stride", stride, "le", src.len, "src.len")
-    ck.define("dst", src.dtype, kernels.pick1d_shape(len, stride))
-    op.values.update(len=len, stride=stride)
 
 
 def pick1d_cpu_load(op, arrays):
@@ -122,11 +55,16 @@ PICK1D_CPU = OpProto(
     optype="pick1d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Gather chunks of 1-D `src` (tl_tensor_pick1d): `src` is read as chunks of `stride` consecutive elements, and dst[i * stride : (i + 1) * stride] is chunk src_index[i], for i < `len`. Each index must be a chunk number, 0 <= k < src.len // stride (a negative one counts from the end; one out of range stops the run with an error, as indices are data). `src`: every dtype; `src_index`: TL_INT32.",
-    tensors_in=(TensorArg("src"), TensorArg("src_index")),
+    tensors_in=(
+        TensorArg("src", ndim=1),
+        TensorArg("src_index", dtype=(DType.TL_INT32,), ndim=1),
+    ),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("len", ParamType.NUMBER), ParamArg("stride", ParamType.NUMBER)),
-    pre_run=pick1d_cpu_pre_run,
+    params=(
+        ParamArg("len", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("stride", ParamType.NUMBER, realtype="int", bounds=(("ge", 1),)),
+    ),
+    pre_run=pick1d_pre_run,
     source="descriptions/ops/pick1d.yaml",
     load=pick1d_cpu_load,
 )

@@ -11,44 +11,19 @@ from lightnet.tensor import MemType
 
 
 def print_pre_run(op, tensors):
-    """Check the inputs and params of a print op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    msg = ck.param("msg", ParamType.STRING)
-    op.values.update(msg=msg)
+    """Check a print op beyond its declared constraints; define its outputs."""
 
 
 PRINT = OpProto(
     optype="print",
     arch="none",
     mtype=MemType.NONE,
-    doc="Print `msg` on a line, then `src` (floats with 3 decimals), to standard output, every time the model runs. Accepts every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(),
     params=(ParamArg("msg", ParamType.STRING),),
     pre_run=print_pre_run,
     source="descriptions/ops/print.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {},
-            "outputs": {},
-            "error": "param 'msg': exists: expected a string param, found none given",
-        },
-    ),
 )
-
-
-def print_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a print_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    msg = ck.param("msg", ParamType.STRING)
-    op.values.update(msg=msg)
 
 
 def print_cpu_load(op, arrays):
@@ -66,11 +41,10 @@ PRINT_CPU = OpProto(
     optype="print_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Print `msg` on a line, then `src` (floats with 3 decimals), to standard output, every time the model runs. Accepts every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(),
     params=(ParamArg("msg", ParamType.STRING),),
-    pre_run=print_cpu_pre_run,
+    pre_run=print_pre_run,
     source="descriptions/ops/print.yaml",
     load=print_cpu_load,
 )

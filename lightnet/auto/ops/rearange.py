@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
@@ -13,30 +14,9 @@ from lightnet.tensor import DType, MemType
 
 
 def rearange_pre_run(op, tensors):
-    """Check the inputs and params of a rearange op and define its outputs."""
+    """Check a rearange op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 1)
-    ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "double")
-    stop = ck.param("stop", ParamType.NUMBER, "double")
-    step = ck.param("step", ParamType.NUMBER, "double")
-    ck.compare("step", step, "ne", 0, "0")
+    src, start, stop, step = ck.get("src", "start", "stop", "step")
     ck.satisfy(
         "param 'step'",
         kernels.arange_len(start, stop, step) == src.len,
@@ -54,114 +34,22 @@ def rearange_pre_run(op, tensors):
         lambda: found(src=src, start=start, step=step),
     )
     ck.define("dst", src.dtype, src.shape, owner="src")
-    op.values.update(start=start, stop=stop, step=step)
 
 
 REARANGE = OpProto(
     optype="rearange",
     arch="none",
     mtype=MemType.NONE,
-    doc="Fill 1-D `src` in place with start + step * i for i = 0 .. ceil((stop - start) / step) - 1, computed in double and converted to its dtype (TensorLight's tl_tensor_rearange): `dst` is `src`'s memory with these values; `src` must have exactly that many elements. `step` may be negative. Every dtype but TL_BOOL; for an integer dtype the values truncate toward zero.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
     pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
-    examples=(
-        {
-            "doc": "src's values are replaced",
-            "inputs": {"src": [9, 9, 9]},
-            "params": {"start": 1, "stop": 6, "step": 2},
-            "outputs": {"dst": [1, 3, 5]},
-            "error": None,
-        },
-        {
-            "doc": "a negative step; an integer dtype truncates",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [0, 0]}},
-            "params": {"start": 4, "stop": 1.5, "step": -1.5},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [4, 2]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"start": 1, "stop": 3, "step": 0},
-            "outputs": {},
-            "error": "param 'step': ne: expected step != 0, found 0.0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"start": 0, "stop": 6, "step": 2},
-            "outputs": {},
-            "error": "param 'step': check: expected kernels.arange_len(start, stop, step) == src.len (src has ceil((stop - start) / step) elements), found src=float32[4], start=0.0, stop=6.0, step=2.0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_UINT8", "data": [0, 0]}},
-            "params": {"start": -1, "stop": 1, "step": 1},
-            "outputs": {},
-            "error": "(the first and last values fit the integer dtype)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[0, 1], [2, 3]]},
-            "params": {"start": 0, "stop": 2, "step": 1},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 1 dimensions, found 2 (float32[2, 2])",
-        },
-    ),
 )
-
-
-def rearange_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a rearange_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 1)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    start = ck.param("start", ParamType.NUMBER, "double")
-    stop = ck.param("stop", ParamType.NUMBER, "double")
-    step = ck.param("step", ParamType.NUMBER, "double")
-    ck.compare("step", step, "ne", 0, "0")
-    ck.satisfy(
-        "param 'step'",
-        kernels.arange_len(start, stop, step) == src.len,
-        "kernels.arange_len(start, stop, step) == src.len",
-        "src has ceil((stop - start) / step) elements",
-        lambda: found(src=src, start=start, stop=stop, step=step),
-    )
-    ck.satisfy(
-        "param 'step'",
-        src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)
-        or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1))
-        and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max,
-        "src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) or np.iinfo(src.dtype.np).min <= min(start, start + step * (src.len - 1)) and max(start, start + step * (src.len - 1)) <= np.iinfo(src.dtype.np).max",
-        "the first and last values fit the integer dtype",
-        lambda: found(src=src, start=start, step=step),
-    )
-    ck.define("dst", src.dtype, src.shape, owner="src")
-    op.values.update(start=start, stop=stop, step=step)
 
 
 def rearange_cpu_load(op, arrays):
@@ -181,15 +69,14 @@ REARANGE_CPU = OpProto(
     optype="rearange_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Fill 1-D `src` in place with start + step * i for i = 0 .. ceil((stop - start) / step) - 1, computed in double and converted to its dtype (TensorLight's tl_tensor_rearange): `dst` is `src`'s memory with these values; `src` must have exactly that many elements. `step` may be negative. Every dtype but TL_BOOL; for an integer dtype the values truncate toward zero.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=1),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("stop", ParamType.NUMBER),
-        ParamArg("step", ParamType.NUMBER),
+        ParamArg("start", ParamType.NUMBER, realtype="double"),
+        ParamArg("stop", ParamType.NUMBER, realtype="double"),
+        ParamArg("step", ParamType.NUMBER, realtype="double", bounds=(("ne", 0),)),
     ),
-    pre_run=rearange_cpu_pre_run,
+    pre_run=rearange_pre_run,
     source="descriptions/ops/rearange.yaml",
     load=rearange_cpu_load,
 )

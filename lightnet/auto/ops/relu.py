@@ -4,32 +4,16 @@
 from __future__ import annotations
 
 from lightnet import kernels
-from lightnet.op import OpProto, ParamArg, TensorArg
+from lightnet.auto.dtypes import NUMERIC
+from lightnet.op import OpProto, TensorArg
 from lightnet.opck import Checker
-from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def relu_pre_run(op, tensors):
-    """Check the inputs and params of a relu op and define its outputs."""
+    """Check a relu op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.tensor_out("dst")
+    (src,) = ck.get("src")
     ck.define("dst", src.dtype, src.shape)
 
 
@@ -37,60 +21,12 @@ RELU = OpProto(
     optype="relu",
     arch="none",
     mtype=MemType.NONE,
-    doc="dst = max(src, 0) element-wise. Every dtype but TL_BOOL.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
     params=(),
     pre_run=relu_pre_run,
     source="descriptions/ops/relu.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[-1.5, 0], [2, -3]]},
-            "params": {},
-            "outputs": {"dst": [[0, 0], [2, 0]]},
-            "error": None,
-        },
-        {
-            "doc": "integer dtype",
-            "inputs": {"src": {"dtype": "TL_INT8", "data": [-128, 5]}},
-            "params": {},
-            "outputs": {"dst": {"dtype": "TL_INT8", "data": [0, 5]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {},
-            "outputs": {},
-            "error": "tensor_in 'src': exists: expected the input to be given, found no such input",
-        },
-    ),
 )
-
-
-def relu_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a relu_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    ck.define("dst", src.dtype, src.shape)
 
 
 def relu_cpu_load(op, arrays):
@@ -108,11 +44,10 @@ RELU_CPU = OpProto(
     optype="relu_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="dst = max(src, 0) element-wise. Every dtype but TL_BOOL.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
     params=(),
-    pre_run=relu_cpu_pre_run,
+    pre_run=relu_pre_run,
     source="descriptions/ops/relu.yaml",
     load=relu_cpu_load,
 )

@@ -13,14 +13,9 @@ from lightnet.tensor import MemType
 
 
 def reshape_pre_run(op, tensors):
-    """Check the inputs and params of a reshape op and define its outputs."""
+    """Check a reshape op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "ne", 0, "0")
-    ck.compare_each("dims", dims, "ge", -1, "-1")
+    src, dims = ck.get("src", "dims")
     ck.satisfy(
         "param 'dims'",
         len(dims) >= 1,
@@ -50,117 +45,42 @@ def reshape_pre_run(op, tensors):
         lambda: found(src=src, dims=dims),
     )
     ck.define("dst", src.dtype, kernels.reshape_dims(src.shape, dims), owner="src")
-    op.values.update(dims=dims)
 
 
 RESHAPE = OpProto(
     optype="reshape",
     arch="none",
     mtype=MemType.NONE,
-    doc="`src` seen with shape `dims`, in row-major order. One entry of `dims` may be -1: it is inferred from the element count. `dst` shares `src`'s memory (no copy, no run code). Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("dims", ParamType.ARRAY_NUMBER),),
+    params=(
+        ParamArg(
+            "dims",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            bounds=(("ne", 0), ("ge", -1)),
+        ),
+    ),
     pre_run=reshape_pre_run,
     source="descriptions/ops/reshape.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
-            "params": {"dims": [3, 2]},
-            "outputs": {"dst": [[1, 2], [3, 4], [5, 6]]},
-            "error": None,
-        },
-        {
-            "doc": "an inferred dimension",
-            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
-            "params": {"dims": [-1, 1, 2]},
-            "outputs": {"dst": [[[1, 2]], [[3, 4]], [[5, 6]]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
-            "params": {"dims": [4, 2]},
-            "outputs": {},
-            "error": "param 'dims': check: expected -1 in dims or math.prod(dims) == src.len (dims hold as many elements as src), found src=float32[2, 3], dims=(4, 2)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2, 3], [4, 5, 6]]},
-            "params": {"dims": [-1, 4]},
-            "outputs": {},
-            "error": "param 'dims': check: expected -1 not in dims or src.len % -math.prod(dims) == 0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2, 3, 4]},
-            "params": {"dims": [-1, -1]},
-            "outputs": {},
-            "error": "param 'dims': check: expected dims.count(-1) <= 1 (at most one dimension is inferred (-1))",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {"dims": [2, 0]},
-            "outputs": {},
-            "error": "param 'dims': ne: expected every dims[i] != 0, found dims[1] = 0",
-        },
-    ),
 )
-
-
-def reshape_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a reshape_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "ne", 0, "0")
-    ck.compare_each("dims", dims, "ge", -1, "-1")
-    ck.satisfy(
-        "param 'dims'",
-        len(dims) >= 1,
-        "len(dims) >= 1",
-        "a tensor has at least one dimension",
-        lambda: found(dims=dims),
-    )
-    ck.satisfy(
-        "param 'dims'",
-        dims.count(-1) <= 1,
-        "dims.count(-1) <= 1",
-        "at most one dimension is inferred (-1)",
-        lambda: found(dims=dims),
-    )
-    ck.satisfy(
-        "param 'dims'",
-        -1 in dims or math.prod(dims) == src.len,
-        "-1 in dims or math.prod(dims) == src.len",
-        "dims hold as many elements as src",
-        lambda: found(src=src, dims=dims),
-    )
-    ck.satisfy(
-        "param 'dims'",
-        -1 not in dims or src.len % -math.prod(dims) == 0,
-        "-1 not in dims or src.len % -math.prod(dims) == 0",
-        "the product of the other dims divides the element count of src",
-        lambda: found(src=src, dims=dims),
-    )
-    ck.define("dst", src.dtype, kernels.reshape_dims(src.shape, dims), owner="src")
-    op.values.update(dims=dims)
 
 
 RESHAPE_CPU = OpProto(
     optype="reshape_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="`src` seen with shape `dims`, in row-major order. One entry of `dims` may be -1: it is inferred from the element count. `dst` shares `src`'s memory (no copy, no run code). Every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("dims", ParamType.ARRAY_NUMBER),),
-    pre_run=reshape_cpu_pre_run,
+    params=(
+        ParamArg(
+            "dims",
+            ParamType.ARRAY_NUMBER,
+            realtype="int",
+            bounds=(("ne", 0), ("ge", -1)),
+        ),
+    ),
+    pre_run=reshape_pre_run,
     source="descriptions/ops/reshape.yaml",
 )
 

@@ -11,13 +11,9 @@ from lightnet.tensor import DType, MemType
 
 
 def resize_pre_run(op, tensors):
-    """Check the inputs and params of a resize op and define its outputs."""
+    """Check a resize op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    mode = ck.param("mode", ParamType.STRING)
-    ck.one_of("mode", mode, ("TL_NEAREST", "TL_LINEAR"))
+    src, mode, dims = ck.get("src", "mode", "dims")
     ck.satisfy(
         "param 'mode'",
         mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE),
@@ -25,80 +21,23 @@ def resize_pre_run(op, tensors):
         "TL_LINEAR needs a floating dtype",
         lambda: found(src=src, mode=mode),
     )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
     ck.array_len("dims", dims, src.ndim, "src.ndim")
-    ck.compare_each("dims", dims, "gt", 0, "0")
     ck.define("dst", src.dtype, dims)
-    op.values.update(mode=mode, dims=dims)
 
 
 RESIZE = OpProto(
     optype="resize",
     arch="none",
     mtype=MemType.NONE,
-    doc="Resample `src` to shape `dims`, any rank (tl_tensor_resize). TL_NEAREST takes source index floor(i * in / out) (ONNX; TensorLight rounds the half-pixel coordinate instead, which agrees for integer upscales); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) * in / out - 0.5 clamped to the axis. Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mode", ParamType.STRING),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
+        ParamArg("mode", ParamType.STRING, choices=("TL_NEAREST", "TL_LINEAR")),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
     pre_run=resize_pre_run,
     source="descriptions/ops/resize.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"mode": "TL_NEAREST", "dims": [1, 4]},
-            "outputs": {"dst": [[1, 1, 2, 2]]},
-            "error": None,
-        },
-        {
-            "doc": "linear, half-pixel coordinates",
-            "inputs": {"src": [0, 4]},
-            "params": {"mode": "TL_LINEAR", "dims": [3]},
-            "outputs": {"dst": [0, 2, 4]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"mode": "TL_NEAREST", "dims": [4, 0]},
-            "outputs": {},
-            "error": "param 'dims': gt: expected every dims[i] > 0, found dims[1] = 0",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {"mode": "TL_CUBIC", "dims": [4]},
-            "outputs": {},
-            "error": "param 'mode': choices: expected one of TL_NEAREST, TL_LINEAR, found 'TL_CUBIC'",
-        },
-    ),
 )
-
-
-def resize_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a resize_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    mode = ck.param("mode", ParamType.STRING)
-    ck.one_of("mode", mode, ("TL_NEAREST", "TL_LINEAR"))
-    ck.satisfy(
-        "param 'mode'",
-        mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE),
-        'mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)',
-        "TL_LINEAR needs a floating dtype",
-        lambda: found(src=src, mode=mode),
-    )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.array_len("dims", dims, src.ndim, "src.ndim")
-    ck.compare_each("dims", dims, "gt", 0, "0")
-    ck.define("dst", src.dtype, dims)
-    op.values.update(mode=mode, dims=dims)
 
 
 def resize_cpu_load(op, arrays):
@@ -119,14 +58,13 @@ RESIZE_CPU = OpProto(
     optype="resize_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Resample `src` to shape `dims`, any rank (tl_tensor_resize). TL_NEAREST takes source index floor(i * in / out) (ONNX; TensorLight rounds the half-pixel coordinate instead, which agrees for integer upscales); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) * in / out - 0.5 clamped to the axis. Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mode", ParamType.STRING),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
+        ParamArg("mode", ParamType.STRING, choices=("TL_NEAREST", "TL_LINEAR")),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
-    pre_run=resize_cpu_pre_run,
+    pre_run=resize_pre_run,
     source="descriptions/ops/resize.yaml",
     load=resize_cpu_load,
 )

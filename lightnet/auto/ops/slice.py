@@ -11,19 +11,11 @@ from lightnet.tensor import MemType
 
 
 def slice_pre_run(op, tensors):
-    """Check the inputs and params of a slice op and define its outputs."""
+    """Check a slice op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
+    src, axis, start, len = ck.get("src", "axis", "start", "len")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
     ck.compare("start", start, "lt", src.shape[axis], "src.shape[axis]")
-    len = ck.param("len", ParamType.NUMBER, "int")
-    ck.compare("len", len, "gt", 0, "0")
     ck.satisfy(
         "param 'len'",
         start + len <= src.shape[axis],
@@ -32,80 +24,22 @@ def slice_pre_run(op, tensors):
         lambda: found(src=src, axis=axis, start=start, len=len),
     )
     ck.define("dst", src.dtype, src.shape[:axis] + (len,) + src.shape[axis + 1 :])
-    op.values.update(axis=axis, start=start, len=len)
 
 
 SLICE = OpProto(
     optype="slice",
     arch="none",
     mtype=MemType.NONE,
-    doc="Take `len` consecutive entries of `src` along `axis`, starting at `start`. Accepts every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("axis", ParamType.NUMBER),
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("len", ParamType.NUMBER),
+        ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
+        ParamArg("start", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
+        ParamArg("len", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
     pre_run=slice_pre_run,
     source="descriptions/ops/slice.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2, 3, 4], [5, 6, 7, 8]]},
-            "params": {"axis": 1, "start": 1, "len": 3},
-            "outputs": {"dst": [[2, 3, 4], [6, 7, 8]]},
-            "error": None,
-        },
-        {
-            "doc": "the first axis",
-            "inputs": {"src": [[1, 2], [3, 4], [5, 6]]},
-            "params": {"axis": 0, "start": 2, "len": 1},
-            "outputs": {"dst": [[5, 6]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"axis": 2, "start": 0, "len": 1},
-            "outputs": {},
-            "error": "param 'axis': lt: expected axis < src.ndim (2), found 2",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2, 3, 4]]},
-            "params": {"axis": 1, "start": 2, "len": 3},
-            "outputs": {},
-            "error": "param 'len': check: expected start + len <= src.shape[axis] (the slice ends inside the axis), found src=float32[1, 4], axis=1, start=2, len=3",
-        },
-    ),
 )
-
-
-def slice_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a slice_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
-    ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    start = ck.param("start", ParamType.NUMBER, "int")
-    ck.compare("start", start, "ge", 0, "0")
-    ck.compare("start", start, "lt", src.shape[axis], "src.shape[axis]")
-    len = ck.param("len", ParamType.NUMBER, "int")
-    ck.compare("len", len, "gt", 0, "0")
-    ck.satisfy(
-        "param 'len'",
-        start + len <= src.shape[axis],
-        "start + len <= src.shape[axis]",
-        "the slice ends inside the axis",
-        lambda: found(src=src, axis=axis, start=start, len=len),
-    )
-    ck.define("dst", src.dtype, src.shape[:axis] + (len,) + src.shape[axis + 1 :])
-    op.values.update(axis=axis, start=start, len=len)
 
 
 def slice_cpu_load(op, arrays):
@@ -126,15 +60,14 @@ SLICE_CPU = OpProto(
     optype="slice_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Take `len` consecutive entries of `src` along `axis`, starting at `start`. Accepts every dtype.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("axis", ParamType.NUMBER),
-        ParamArg("start", ParamType.NUMBER),
-        ParamArg("len", ParamType.NUMBER),
+        ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
+        ParamArg("start", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),
+        ParamArg("len", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
-    pre_run=slice_cpu_pre_run,
+    pre_run=slice_pre_run,
     source="descriptions/ops/slice.yaml",
     load=slice_cpu_load,
 )

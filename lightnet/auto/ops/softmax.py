@@ -4,82 +4,31 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def softmax_pre_run(op, tensors):
-    """Check the inputs and params of a softmax op and define its outputs."""
+    """Check a softmax op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
+    src, axis = ck.get("src", "axis")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
     ck.define("dst", src.dtype, src.shape)
-    op.values.update(axis=axis)
 
 
 SOFTMAX = OpProto(
     optype="softmax",
     arch="none",
     mtype=MemType.NONE,
-    doc="dst = exp(src - max) / sum(exp(src - max)) along `axis` (the max is subtracted first so exp cannot overflow). TL_FLOAT or TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("axis", ParamType.NUMBER),),
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
     pre_run=softmax_pre_run,
     source="descriptions/ops/softmax.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[0, 0], [1000, 1000]]},
-            "params": {"axis": 1},
-            "outputs": {"dst": [[0.5, 0.5], [0.5, 0.5]]},
-            "error": None,
-        },
-        {
-            "doc": "the first axis",
-            "inputs": {"src": [[0, 1], [0, 3]]},
-            "params": {"axis": 0},
-            "outputs": {"dst": [[0.5, 0.11920292202211755], [0.5, 0.8807970779778823]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2]]},
-            "params": {"axis": 2},
-            "outputs": {},
-            "error": "param 'axis': lt: expected axis < src.ndim (2), found 2",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [1, 2]}},
-            "params": {"axis": 0},
-            "outputs": {},
-            "error": "tensor_in 'src': dtype: expected TL_FLOAT or TL_DOUBLE, found TL_INT32",
-        },
-    ),
 )
-
-
-def softmax_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a softmax_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype("src", src, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    axis = ck.param("axis", ParamType.NUMBER, "int")
-    ck.compare("axis", axis, "ge", 0, "0")
-    ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    ck.define("dst", src.dtype, src.shape)
-    op.values.update(axis=axis)
 
 
 def softmax_cpu_load(op, arrays):
@@ -99,11 +48,10 @@ SOFTMAX_CPU = OpProto(
     optype="softmax_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="dst = exp(src - max) / sum(exp(src - max)) along `axis` (the max is subtracted first so exp cannot overflow). TL_FLOAT or TL_DOUBLE.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=FLOAT),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("axis", ParamType.NUMBER),),
-    pre_run=softmax_cpu_pre_run,
+    params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
+    pre_run=softmax_pre_run,
     source="descriptions/ops/softmax.yaml",
     load=softmax_cpu_load,
 )

@@ -11,73 +11,28 @@ from lightnet.tensor import MemType
 
 
 def sort1d_pre_run(op, tensors):
-    """Check the inputs and params of a sort1d op and define its outputs."""
+    """Check a sort1d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_key = ck.tensor_in("src_key")
-    ck.ndim("src_key", src_key, 1)
-    ck.tensor_out("dst_key")
-    dir = ck.param("dir", ParamType.STRING)
-    ck.one_of("dir", dir, ("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"))
+    (src_key,) = ck.get("src_key")
     ck.define("dst_key", src_key.dtype, src_key.shape)
-    op.values.update(dir=dir)
 
 
 SORT1D = OpProto(
     optype="sort1d",
     arch="none",
     mtype=MemType.NONE,
-    doc="Sort the 1-D `src_key` in direction `dir` (tl_tensor_sort1d, which sorts in place; here into `dst_key`). Every dtype.",
-    tensors_in=(TensorArg("src_key"),),
+    tensors_in=(TensorArg("src_key", ndim=1),),
     tensors_out=(TensorArg("dst_key"),),
-    params=(ParamArg("dir", ParamType.STRING),),
+    params=(
+        ParamArg(
+            "dir",
+            ParamType.STRING,
+            choices=("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"),
+        ),
+    ),
     pre_run=sort1d_pre_run,
     source="descriptions/ops/sort1d.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src_key": [3, 1, 2, 1]},
-            "params": {"dir": "TL_SORT_DIR_ASCENDING"},
-            "outputs": {"dst_key": [1, 1, 2, 3]},
-            "error": None,
-        },
-        {
-            "doc": "descending, integer dtype",
-            "inputs": {"src_key": {"dtype": "TL_INT32", "data": [3, -1, 2]}},
-            "params": {"dir": "TL_SORT_DIR_DESCENDING"},
-            "outputs": {"dst_key": {"dtype": "TL_INT32", "data": [3, 2, -1]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src_key": [3, 1]},
-            "params": {"dir": "ascending"},
-            "outputs": {},
-            "error": "param 'dir': choices: expected one of TL_SORT_DIR_ASCENDING, TL_SORT_DIR_DESCENDING, found 'ascending'",
-        },
-        {
-            "doc": "",
-            "inputs": {"src_key": [[3, 1]]},
-            "params": {"dir": "TL_SORT_DIR_ASCENDING"},
-            "outputs": {},
-            "error": "tensor_in 'src_key': ndim: expected 1 dimensions, found 2",
-        },
-    ),
 )
-
-
-def sort1d_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a sort1d_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_key = ck.tensor_in("src_key")
-    ck.ndim("src_key", src_key, 1)
-    ck.mtype("src_key", src_key, MemType.CPU)
-    ck.tensor_out("dst_key")
-    dir = ck.param("dir", ParamType.STRING)
-    ck.one_of("dir", dir, ("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"))
-    ck.define("dst_key", src_key.dtype, src_key.shape)
-    op.values.update(dir=dir)
 
 
 def sort1d_cpu_load(op, arrays):
@@ -96,11 +51,16 @@ SORT1D_CPU = OpProto(
     optype="sort1d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Sort the 1-D `src_key` in direction `dir` (tl_tensor_sort1d, which sorts in place; here into `dst_key`). Every dtype.",
-    tensors_in=(TensorArg("src_key"),),
+    tensors_in=(TensorArg("src_key", ndim=1),),
     tensors_out=(TensorArg("dst_key"),),
-    params=(ParamArg("dir", ParamType.STRING),),
-    pre_run=sort1d_cpu_pre_run,
+    params=(
+        ParamArg(
+            "dir",
+            ParamType.STRING,
+            choices=("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"),
+        ),
+    ),
+    pre_run=sort1d_pre_run,
     source="descriptions/ops/sort1d.yaml",
     load=sort1d_cpu_load,
 )

@@ -5,89 +5,36 @@ from __future__ import annotations
 
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
 from lightnet.tensor import MemType
 
 
 def sort1d_by_key_pre_run(op, tensors):
-    """Check the inputs and params of a sort1d_by_key op and define its outputs."""
+    """Check a sort1d_by_key op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_key = ck.tensor_in("src_key")
-    ck.ndim("src_key", src_key, 1)
-    src_val = ck.tensor_in("src_val")
-    ck.ndim("src_val", src_val, 1)
-    ck.tensor_out("dst_key")
-    ck.tensor_out("dst_val")
-    dir = ck.param("dir", ParamType.STRING)
-    ck.one_of("dir", dir, ("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"))
+    src_key, src_val = ck.get("src_key", "src_val")
     ck.len("src_val", src_val, src_key.len, "src_key.len")
     ck.define("dst_key", src_key.dtype, src_key.shape)
     ck.define("dst_val", src_val.dtype, src_val.shape)
-    op.values.update(dir=dir)
 
 
 SORT1D_BY_KEY = OpProto(
     optype="sort1d_by_key",
     arch="none",
     mtype=MemType.NONE,
-    doc="Sort the 1-D `src_key` in direction `dir` and reorder `src_val` the same way (tl_tensor_sort1d_by_key, which sorts in place; here into `dst_key` and `dst_val`). The sort is stable in both directions: equal keys keep the order of their values. Keys and values: every dtype (LightNet's values were TL_INT32).",
-    tensors_in=(TensorArg("src_key"), TensorArg("src_val")),
+    tensors_in=(TensorArg("src_key", ndim=1), TensorArg("src_val", ndim=1)),
     tensors_out=(TensorArg("dst_key"), TensorArg("dst_val")),
-    params=(ParamArg("dir", ParamType.STRING),),
+    params=(
+        ParamArg(
+            "dir",
+            ParamType.STRING,
+            choices=("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"),
+        ),
+    ),
     pre_run=sort1d_by_key_pre_run,
     source="descriptions/ops/sort1d_by_key.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {
-                "src_key": [2, 1, 2, 0],
-                "src_val": {"dtype": "TL_INT32", "data": [10, 11, 12, 13]},
-            },
-            "params": {"dir": "TL_SORT_DIR_DESCENDING"},
-            "outputs": {
-                "dst_key": [2, 2, 1, 0],
-                "dst_val": {"dtype": "TL_INT32", "data": [10, 12, 11, 13]},
-            },
-            "error": None,
-        },
-        {
-            "doc": "ascending, equal keys keep their order",
-            "inputs": {"src_key": [1, 0, 1, 0], "src_val": [0.5, 1.5, 2.5, 3.5]},
-            "params": {"dir": "TL_SORT_DIR_ASCENDING"},
-            "outputs": {"dst_key": [0, 0, 1, 1], "dst_val": [1.5, 3.5, 0.5, 2.5]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src_key": [2, 1, 3], "src_val": [1, 2]},
-            "params": {"dir": "TL_SORT_DIR_ASCENDING"},
-            "outputs": {},
-            "error": "tensor_in 'src_val': len: expected src_key.len (3) elements, found 2 (float32[2])",
-        },
-    ),
 )
-
-
-def sort1d_by_key_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a sort1d_by_key_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_key = ck.tensor_in("src_key")
-    ck.ndim("src_key", src_key, 1)
-    ck.mtype("src_key", src_key, MemType.CPU)
-    src_val = ck.tensor_in("src_val")
-    ck.ndim("src_val", src_val, 1)
-    ck.mtype("src_val", src_val, MemType.CPU)
-    ck.tensor_out("dst_key")
-    ck.tensor_out("dst_val")
-    dir = ck.param("dir", ParamType.STRING)
-    ck.one_of("dir", dir, ("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"))
-    ck.len("src_val", src_val, src_key.len, "src_key.len")
-    ck.define("dst_key", src_key.dtype, src_key.shape)
-    ck.define("dst_val", src_val.dtype, src_val.shape)
-    op.values.update(dir=dir)
 
 
 def sort1d_by_key_cpu_load(op, arrays):
@@ -108,11 +55,16 @@ SORT1D_BY_KEY_CPU = OpProto(
     optype="sort1d_by_key_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Sort the 1-D `src_key` in direction `dir` and reorder `src_val` the same way (tl_tensor_sort1d_by_key, which sorts in place; here into `dst_key` and `dst_val`). The sort is stable in both directions: equal keys keep the order of their values. Keys and values: every dtype (LightNet's values were TL_INT32).",
-    tensors_in=(TensorArg("src_key"), TensorArg("src_val")),
+    tensors_in=(TensorArg("src_key", ndim=1), TensorArg("src_val", ndim=1)),
     tensors_out=(TensorArg("dst_key"), TensorArg("dst_val")),
-    params=(ParamArg("dir", ParamType.STRING),),
-    pre_run=sort1d_by_key_cpu_pre_run,
+    params=(
+        ParamArg(
+            "dir",
+            ParamType.STRING,
+            choices=("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"),
+        ),
+    ),
+    pre_run=sort1d_by_key_pre_run,
     source="descriptions/ops/sort1d_by_key.yaml",
     load=sort1d_by_key_cpu_load,
 )

@@ -4,148 +4,47 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker
+from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def submean_pre_run(op, tensors):
-    """Check the inputs and params of a submean op and define its outputs."""
+    """Check a submean op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 3)
-    ck.tensor_out("dst")
-    mean = ck.param("mean", ParamType.ARRAY_NUMBER, "double")
+    src, mean, dtype = ck.get("src", "mean", "dtype")
     ck.array_len("mean", mean, src.shape[2], "src.shape[2]")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-        ),
-    )
     ck.define("dst", dtype, kernels.submean_shape(src.shape))
-    op.values.update(mean=mean, dtype=dtype)
 
 
 SUBMEAN = OpProto(
     optype="submean",
     arch="none",
     mtype=MemType.NONE,
-    doc="Subtract a per-channel mean from an HWC image and lay it out as CHW (tl_tensor_submean): src [H, W, C] gives dst [C, H, W] with dst[c, h, w] = src[h, w, c] - mean[c], written in `dtype` (converted like a C cast). TensorLight fixes C = 3; here C = len(mean). `src` and `dtype`: every dtype but TL_BOOL.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=3),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mean", ParamType.ARRAY_NUMBER),
-        ParamArg("dtype", ParamType.STRING),
+        ParamArg("mean", ParamType.ARRAY_NUMBER, realtype="double"),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+            ),
+        ),
     ),
     pre_run=submean_pre_run,
     source="descriptions/ops/submean.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {"src": [[[10, 20], [30, 40]]]},
-            "params": {"mean": [1, 2], "dtype": "TL_FLOAT"},
-            "outputs": {"dst": [[[9, 29]], [[18, 38]]]},
-            "error": None,
-        },
-        {
-            "doc": "a uint8 image, three channels",
-            "inputs": {"src": {"dtype": "TL_UINT8", "data": [[[100, 110, 120]]]}},
-            "params": {"mean": [0.5, 10, 200], "dtype": "TL_FLOAT"},
-            "outputs": {"dst": [[[99.5]], [[100]], [[-80]]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[10, 20], [30, 40]]]},
-            "params": {"mean": [1, 2, 3], "dtype": "TL_FLOAT"},
-            "outputs": {},
-            "error": "param 'mean': len: expected src.shape[2] (2) elements, found 3 ([1.0, 2.0, 3.0])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[10, 20], [30, 40]]},
-            "params": {"mean": [1, 2], "dtype": "TL_FLOAT"},
-            "outputs": {},
-            "error": "tensor_in 'src': ndim: expected 3 dimensions, found 2 (float32[2, 2])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[[10, 20]]]},
-            "params": {"mean": [1, 2], "dtype": "TL_BOOL"},
-            "outputs": {},
-            "error": "param 'dtype': choices",
-        },
-    ),
 )
-
-
-def submean_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a submean_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.dtype(
-        "src",
-        src,
-        (
-            DType.TL_DOUBLE,
-            DType.TL_FLOAT,
-            DType.TL_INT32,
-            DType.TL_INT16,
-            DType.TL_INT8,
-            DType.TL_UINT32,
-            DType.TL_UINT16,
-            DType.TL_UINT8,
-        ),
-    )
-    ck.ndim("src", src, 3)
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    mean = ck.param("mean", ParamType.ARRAY_NUMBER, "double")
-    ck.array_len("mean", mean, src.shape[2], "src.shape[2]")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-        ),
-    )
-    ck.define("dst", dtype, kernels.submean_shape(src.shape))
-    op.values.update(mean=mean, dtype=dtype)
 
 
 def submean_cpu_load(op, arrays):
@@ -164,14 +63,26 @@ SUBMEAN_CPU = OpProto(
     optype="submean_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Subtract a per-channel mean from an HWC image and lay it out as CHW (tl_tensor_submean): src [H, W, C] gives dst [C, H, W] with dst[c, h, w] = src[h, w, c] - mean[c], written in `dtype` (converted like a C cast). TensorLight fixes C = 3; here C = len(mean). `src` and `dtype`: every dtype but TL_BOOL.",
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=3),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mean", ParamType.ARRAY_NUMBER),
-        ParamArg("dtype", ParamType.STRING),
+        ParamArg("mean", ParamType.ARRAY_NUMBER, realtype="double"),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+            ),
+        ),
     ),
-    pre_run=submean_cpu_pre_run,
+    pre_run=submean_pre_run,
     source="descriptions/ops/submean.yaml",
     load=submean_cpu_load,
 )

@@ -4,32 +4,17 @@
 from __future__ import annotations
 
 from lightnet import kernels
+from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
 from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.tensor import MemType
 
 
 def transform_bboxSQD_pre_run(op, tensors):
-    """Check the inputs and params of a transform_bboxSQD op and define its outputs."""
+    """Check a transform_bboxSQD op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_delta = ck.tensor_in("src_delta")
-    ck.dtype("src_delta", src_delta, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_delta", src_delta, 5)
-    src_anchor = ck.tensor_in("src_anchor")
-    ck.same_type("src_anchor", src_anchor, "src_delta", src_delta)
-    ck.tensor_out("dst")
-    width = ck.param("width", ParamType.NUMBER, "int")
-    ck.compare("width", width, "gt", 0, "0")
-    height = ck.param("height", ParamType.NUMBER, "int")
-    ck.compare("height", height, "gt", 0, "0")
-    img_width = ck.param("img_width", ParamType.NUMBER, "int")
-    ck.compare("img_width", img_width, "gt", 0, "0")
-    img_height = ck.param("img_height", ParamType.NUMBER, "int")
-    ck.compare("img_height", img_height, "gt", 0, "0")
-    x_shift = ck.param("x_shift", ParamType.NUMBER, "int")
-    y_shift = ck.param("y_shift", ParamType.NUMBER, "int")
+    src_delta, src_anchor = ck.get("src_delta", "src_anchor")
     ck.satisfy(
         "tensor_in 'src_delta'",
         src_delta.shape[4] == 4,
@@ -48,14 +33,6 @@ def transform_bboxSQD_pre_run(op, tensors):
         "dst",
         src_delta.dtype,
         kernels.transform_bboxSQD_shape(src_delta.shape, src_anchor.shape),
-    )
-    op.values.update(
-        width=width,
-        height=height,
-        img_width=img_width,
-        img_height=img_height,
-        x_shift=x_shift,
-        y_shift=y_shift,
     )
 
 
@@ -63,155 +40,22 @@ TRANSFORM_BBOXSQD = OpProto(
     optype="transform_bboxSQD",
     arch="none",
     mtype=MemType.NONE,
-    doc="Turn SqueezeDet box deltas into corner boxes in image pixels (tl_tensor_transform_bboxSQD). `src_delta` [N, H, W, A, 4] holds (dx, dy, dw, dh), `src_anchor` (cx, cy, w, h) anchors in the `width` x `height` network input; with sx = img_width / width and sy = img_height / height: cx = (a_cx + dx * a_w) * sx + x_shift, cy = (a_cy + dy * a_h) * sy + y_shift, w = a_w * (dw < 1 ? exp(dw) : dw * e) * sx, h likewise, and dst holds (cx - w/2, cy - h/2, cx + w/2, cy + h/2) clipped to [0, img_width - 1] and [0, img_height - 1]. TL_FLOAT or TL_DOUBLE.",
-    tensors_in=(TensorArg("src_delta"), TensorArg("src_anchor")),
+    tensors_in=(
+        TensorArg("src_delta", dtype=FLOAT, ndim=5),
+        TensorArg("src_anchor", sametype="src_delta"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("width", ParamType.NUMBER),
-        ParamArg("height", ParamType.NUMBER),
-        ParamArg("img_width", ParamType.NUMBER),
-        ParamArg("img_height", ParamType.NUMBER),
-        ParamArg("x_shift", ParamType.NUMBER),
-        ParamArg("y_shift", ParamType.NUMBER),
+        ParamArg("width", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("height", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("img_width", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("img_height", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("x_shift", ParamType.NUMBER, realtype="int"),
+        ParamArg("y_shift", ParamType.NUMBER, realtype="int"),
     ),
     pre_run=transform_bboxSQD_pre_run,
     source="descriptions/ops/transform_bboxSQD.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {
-                "src_delta": [[[[[0, 0, 0, 0]]]]],
-                "src_anchor": [[[[5, 5, 4, 2]]]],
-            },
-            "params": {
-                "width": 10,
-                "height": 10,
-                "img_width": 20,
-                "img_height": 20,
-                "x_shift": 0,
-                "y_shift": 0,
-            },
-            "outputs": {"dst": [[[[[6, 8, 14, 12]]]]]},
-            "error": None,
-        },
-        {
-            "doc": "deltas, a shift, clipping, and dw >= 1 growing linearly",
-            "inputs": {
-                "src_delta": [[[[[0.5, 0, 2, 0]]]]],
-                "src_anchor": [[[[[4, 4, 4, 4]]]]],
-            },
-            "params": {
-                "width": 8,
-                "height": 8,
-                "img_width": 8,
-                "img_height": 8,
-                "x_shift": 1,
-                "y_shift": -1,
-            },
-            "outputs": {"dst": [[[[[0, 1, 7, 5]]]]]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src_delta": [[[[[0, 0, 0]]]]], "src_anchor": [[[[5, 5, 4]]]]},
-            "params": {
-                "width": 10,
-                "height": 10,
-                "img_width": 20,
-                "img_height": 20,
-                "x_shift": 0,
-                "y_shift": 0,
-            },
-            "outputs": {},
-            "error": "tensor_in 'src_delta': check: expected src_delta.shape[4] == 4 (src_delta is [N, H, W, A, 4]), found src_delta=float32[1, 1, 1, 1, 3]",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src_delta": [[[[[0, 0, 0, 0]]]]],
-                "src_anchor": [[[5, 5, 4, 2]]],
-            },
-            "params": {
-                "width": 10,
-                "height": 10,
-                "img_width": 20,
-                "img_height": 20,
-                "x_shift": 0,
-                "y_shift": 0,
-            },
-            "outputs": {},
-            "error": "tensor_in 'src_anchor': check: expected src_anchor.shape in (src_delta.shape, src_delta.shape[1:])",
-        },
-        {
-            "doc": "",
-            "inputs": {
-                "src_delta": [[[[[0, 0, 0, 0]]]]],
-                "src_anchor": [[[[5, 5, 4, 2]]]],
-            },
-            "params": {
-                "width": 0,
-                "height": 10,
-                "img_width": 20,
-                "img_height": 20,
-                "x_shift": 0,
-                "y_shift": 0,
-            },
-            "outputs": {},
-            "error": "param 'width': gt: expected width > 0, found 0",
-        },
-    ),
 )
-
-
-def transform_bboxSQD_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a transform_bboxSQD_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src_delta = ck.tensor_in("src_delta")
-    ck.dtype("src_delta", src_delta, (DType.TL_FLOAT, DType.TL_DOUBLE))
-    ck.ndim("src_delta", src_delta, 5)
-    ck.mtype("src_delta", src_delta, MemType.CPU)
-    src_anchor = ck.tensor_in("src_anchor")
-    ck.mtype("src_anchor", src_anchor, MemType.CPU)
-    ck.same_type("src_anchor", src_anchor, "src_delta", src_delta)
-    ck.tensor_out("dst")
-    width = ck.param("width", ParamType.NUMBER, "int")
-    ck.compare("width", width, "gt", 0, "0")
-    height = ck.param("height", ParamType.NUMBER, "int")
-    ck.compare("height", height, "gt", 0, "0")
-    img_width = ck.param("img_width", ParamType.NUMBER, "int")
-    ck.compare("img_width", img_width, "gt", 0, "0")
-    img_height = ck.param("img_height", ParamType.NUMBER, "int")
-    ck.compare("img_height", img_height, "gt", 0, "0")
-    x_shift = ck.param("x_shift", ParamType.NUMBER, "int")
-    y_shift = ck.param("y_shift", ParamType.NUMBER, "int")
-    ck.satisfy(
-        "tensor_in 'src_delta'",
-        src_delta.shape[4] == 4,
-        "src_delta.shape[4] == 4",
-        "src_delta is [N, H, W, A, 4]",
-        lambda: found(src_delta=src_delta),
-    )
-    ck.satisfy(
-        "tensor_in 'src_anchor'",
-        src_anchor.shape in (src_delta.shape, src_delta.shape[1:]),
-        "src_anchor.shape in (src_delta.shape, src_delta.shape[1:])",
-        "src_anchor is [H, W, A, 4], or the shape of src_delta",
-        lambda: found(src_delta=src_delta, src_anchor=src_anchor),
-    )
-    ck.define(
-        "dst",
-        src_delta.dtype,
-        kernels.transform_bboxSQD_shape(src_delta.shape, src_anchor.shape),
-    )
-    op.values.update(
-        width=width,
-        height=height,
-        img_width=img_width,
-        img_height=img_height,
-        x_shift=x_shift,
-        y_shift=y_shift,
-    )
 
 
 def transform_bboxSQD_cpu_load(op, arrays):
@@ -246,18 +90,20 @@ TRANSFORM_BBOXSQD_CPU = OpProto(
     optype="transform_bboxSQD_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Turn SqueezeDet box deltas into corner boxes in image pixels (tl_tensor_transform_bboxSQD). `src_delta` [N, H, W, A, 4] holds (dx, dy, dw, dh), `src_anchor` (cx, cy, w, h) anchors in the `width` x `height` network input; with sx = img_width / width and sy = img_height / height: cx = (a_cx + dx * a_w) * sx + x_shift, cy = (a_cy + dy * a_h) * sy + y_shift, w = a_w * (dw < 1 ? exp(dw) : dw * e) * sx, h likewise, and dst holds (cx - w/2, cy - h/2, cx + w/2, cy + h/2) clipped to [0, img_width - 1] and [0, img_height - 1]. TL_FLOAT or TL_DOUBLE.",
-    tensors_in=(TensorArg("src_delta"), TensorArg("src_anchor")),
+    tensors_in=(
+        TensorArg("src_delta", dtype=FLOAT, ndim=5),
+        TensorArg("src_anchor", sametype="src_delta"),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("width", ParamType.NUMBER),
-        ParamArg("height", ParamType.NUMBER),
-        ParamArg("img_width", ParamType.NUMBER),
-        ParamArg("img_height", ParamType.NUMBER),
-        ParamArg("x_shift", ParamType.NUMBER),
-        ParamArg("y_shift", ParamType.NUMBER),
+        ParamArg("width", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("height", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("img_width", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("img_height", ParamType.NUMBER, realtype="int", bounds=(("gt", 0),)),
+        ParamArg("x_shift", ParamType.NUMBER, realtype="int"),
+        ParamArg("y_shift", ParamType.NUMBER, realtype="int"),
     ),
-    pre_run=transform_bboxSQD_cpu_pre_run,
+    pre_run=transform_bboxSQD_pre_run,
     source="descriptions/ops/transform_bboxSQD.yaml",
     load=transform_bboxSQD_cpu_load,
 )

@@ -11,13 +11,9 @@ from lightnet.tensor import DType, MemType
 
 
 def upsample_pre_run(op, tensors):
-    """Check the inputs and params of a upsample op and define its outputs."""
+    """Check a upsample op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.tensor_out("dst")
-    mode = ck.param("mode", ParamType.STRING)
-    ck.one_of("mode", mode, ("TL_NEAREST", "TL_LINEAR"))
+    src, mode, scales = ck.get("src", "mode", "scales")
     ck.satisfy(
         "param 'mode'",
         mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE),
@@ -25,9 +21,7 @@ def upsample_pre_run(op, tensors):
         "TL_LINEAR needs a floating dtype",
         lambda: found(src=src, mode=mode),
     )
-    scales = ck.param("scales", ParamType.ARRAY_NUMBER, "float")
     ck.array_len("scales", scales, src.ndim, "src.ndim")
-    ck.compare_each("scales", scales, "gt", 0, "0")
     ck.satisfy(
         "param 'scales'",
         all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)),
@@ -36,97 +30,23 @@ def upsample_pre_run(op, tensors):
         lambda: found(src=src, scales=scales),
     )
     ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
-    op.values.update(mode=mode, scales=scales)
 
 
 UPSAMPLE = OpProto(
     optype="upsample",
     arch="none",
     mtype=MemType.NONE,
-    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index round((i + 0.5) * src.shape[i] / dst.shape[i] - 0.5), halves away from zero, in float32 (TensorLight's tl_tensor_resize; floor(i / scale) for an integer scale, as ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mode", ParamType.STRING),
-        ParamArg("scales", ParamType.ARRAY_NUMBER),
+        ParamArg("mode", ParamType.STRING, choices=("TL_NEAREST", "TL_LINEAR")),
+        ParamArg(
+            "scales", ParamType.ARRAY_NUMBER, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
     pre_run=upsample_pre_run,
     source="descriptions/ops/upsample.yaml",
-    examples=(
-        {
-            "doc": "scale 1.5 picks round((i + 0.5) * 2 / 3 - 0.5) = 0, 1, 1 on the second axis",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"mode": "TL_NEAREST", "scales": [2, 1.5]},
-            "outputs": {"dst": [[1, 2, 2], [1, 2, 2], [3, 4, 4], [3, 4, 4]]},
-            "error": None,
-        },
-        {
-            "doc": "a downscale by 0.5 picks round(2 * i + 0.5) = 1, 3 (halves away from zero)",
-            "inputs": {"src": [0, 1, 2, 3]},
-            "params": {"mode": "TL_NEAREST", "scales": [0.5]},
-            "outputs": {"dst": [1, 3]},
-            "error": None,
-        },
-        {
-            "doc": "linear, half-pixel coordinates",
-            "inputs": {"src": [0, 4]},
-            "params": {"mode": "TL_LINEAR", "scales": [2]},
-            "outputs": {"dst": [0, 1, 3, 4]},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [[1, 2], [3, 4]]},
-            "params": {"mode": "TL_NEAREST", "scales": [2]},
-            "outputs": {},
-            "error": "param 'scales': len: expected src.ndim (2) elements, found 1 ([2.0])",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": [1, 2]},
-            "params": {"mode": "TL_NEAREST", "scales": [0.4]},
-            "outputs": {},
-            "error": "param 'scales': check: expected all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)) (every dimension of dst, floor(src.shape[i] * scales[i]), is at least 1)",
-        },
-        {
-            "doc": "",
-            "inputs": {"src": {"dtype": "TL_INT32", "data": [1, 2]}},
-            "params": {"mode": "TL_LINEAR", "scales": [2]},
-            "outputs": {},
-            "error": "param 'mode': check: expected mode == \"TL_NEAREST\" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE) (TL_LINEAR needs a floating dtype)",
-        },
-    ),
 )
-
-
-def upsample_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a upsample_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    src = ck.tensor_in("src")
-    ck.mtype("src", src, MemType.CPU)
-    ck.tensor_out("dst")
-    mode = ck.param("mode", ParamType.STRING)
-    ck.one_of("mode", mode, ("TL_NEAREST", "TL_LINEAR"))
-    ck.satisfy(
-        "param 'mode'",
-        mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE),
-        'mode == "TL_NEAREST" or src.dtype in (DType.TL_FLOAT, DType.TL_DOUBLE)',
-        "TL_LINEAR needs a floating dtype",
-        lambda: found(src=src, mode=mode),
-    )
-    scales = ck.param("scales", ParamType.ARRAY_NUMBER, "float")
-    ck.array_len("scales", scales, src.ndim, "src.ndim")
-    ck.compare_each("scales", scales, "gt", 0, "0")
-    ck.satisfy(
-        "param 'scales'",
-        all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)),
-        "all(d >= 1 for d in kernels.upsample_shape(src.shape, scales))",
-        "every dimension of dst, floor(src.shape[i] * scales[i]), is at least 1",
-        lambda: found(src=src, scales=scales),
-    )
-    ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
-    op.values.update(mode=mode, scales=scales)
 
 
 def upsample_cpu_load(op, arrays):
@@ -147,14 +67,15 @@ UPSAMPLE_CPU = OpProto(
     optype="upsample_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="Resample `src` by a scale per axis: dst.shape[i] = floor(src.shape[i] * scales[i]), any rank. TL_NEAREST takes source index round((i + 0.5) * src.shape[i] / dst.shape[i] - 0.5), halves away from zero, in float32 (TensorLight's tl_tensor_resize; floor(i / scale) for an integer scale, as ONNX Upsample); TL_LINEAR interpolates linearly, axis by axis, at the half-pixel coordinate (i + 0.5) / scale - 0.5 clamped to the axis (ONNX Resize's default; TensorLight has no linear mode). Every dtype with TL_NEAREST; TL_FLOAT or TL_DOUBLE with TL_LINEAR.",
     tensors_in=(TensorArg("src"),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("mode", ParamType.STRING),
-        ParamArg("scales", ParamType.ARRAY_NUMBER),
+        ParamArg("mode", ParamType.STRING, choices=("TL_NEAREST", "TL_LINEAR")),
+        ParamArg(
+            "scales", ParamType.ARRAY_NUMBER, realtype="float", bounds=(("gt", 0),)
+        ),
     ),
-    pre_run=upsample_cpu_pre_run,
+    pre_run=upsample_pre_run,
     source="descriptions/ops/upsample.yaml",
     load=upsample_cpu_load,
 )

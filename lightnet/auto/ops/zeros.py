@@ -11,28 +11,9 @@ from lightnet.tensor import MemType
 
 
 def zeros_pre_run(op, tensors):
-    """Check the inputs and params of a zeros op and define its outputs."""
+    """Check a zeros op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-            "TL_BOOL",
-        ),
-    )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "gt", 0, "0")
+    dtype, dims = ck.get("dtype", "dims")
     ck.satisfy(
         "param 'dims'",
         len(dims) >= 1,
@@ -41,94 +22,35 @@ def zeros_pre_run(op, tensors):
         lambda: found(dims=dims),
     )
     ck.define("dst", dtype, dims)
-    op.values.update(dtype=dtype, dims=dims)
 
 
 ZEROS = OpProto(
     optype="zeros",
     arch="none",
     mtype=MemType.NONE,
-    doc="A tensor of `dtype` and shape `dims` filled with zeros. It is zeroed every time the model runs (its memory may be reused before), like LightNet's zeros. Every dtype.",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+                "TL_BOOL",
+            ),
+        ),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
     pre_run=zeros_pre_run,
     source="descriptions/ops/zeros.yaml",
-    examples=(
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [2, 3]},
-            "outputs": {"dst": [[0, 0, 0], [0, 0, 0]]},
-            "error": None,
-        },
-        {
-            "doc": "integer dtype",
-            "inputs": {},
-            "params": {"dtype": "TL_INT32", "dims": [2]},
-            "outputs": {"dst": {"dtype": "TL_INT32", "data": [0, 0]}},
-            "error": None,
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": [2, 0]},
-            "outputs": {},
-            "error": "param 'dims': gt: expected every dims[i] > 0, found dims[1] = 0",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_FLOAT", "dims": []},
-            "outputs": {},
-            "error": "param 'dims': check: expected len(dims) >= 1 (a tensor has at least one dimension)",
-        },
-        {
-            "doc": "",
-            "inputs": {},
-            "params": {"dtype": "TL_HALF", "dims": [1]},
-            "outputs": {},
-            "error": "param 'dtype': choices: expected one of TL_DOUBLE, TL_FLOAT",
-        },
-    ),
 )
-
-
-def zeros_cpu_pre_run(op, tensors):
-    """Check the inputs and params of a zeros_cpu op and define its outputs."""
-    ck = Checker(op, tensors)
-    ck.no_unknown_args()
-    ck.tensor_out("dst")
-    dtype = ck.param("dtype", ParamType.STRING)
-    ck.one_of(
-        "dtype",
-        dtype,
-        (
-            "TL_DOUBLE",
-            "TL_FLOAT",
-            "TL_INT32",
-            "TL_INT16",
-            "TL_INT8",
-            "TL_UINT32",
-            "TL_UINT16",
-            "TL_UINT8",
-            "TL_BOOL",
-        ),
-    )
-    dims = ck.param("dims", ParamType.ARRAY_NUMBER, "int")
-    ck.compare_each("dims", dims, "gt", 0, "0")
-    ck.satisfy(
-        "param 'dims'",
-        len(dims) >= 1,
-        "len(dims) >= 1",
-        "a tensor has at least one dimension",
-        lambda: found(dims=dims),
-    )
-    ck.define("dst", dtype, dims)
-    op.values.update(dtype=dtype, dims=dims)
 
 
 def zeros_cpu_load(op, arrays):
@@ -145,14 +67,27 @@ ZEROS_CPU = OpProto(
     optype="zeros_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    doc="A tensor of `dtype` and shape `dims` filled with zeros. It is zeroed every time the model runs (its memory may be reused before), like LightNet's zeros. Every dtype.",
     tensors_in=(),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("dtype", ParamType.STRING),
-        ParamArg("dims", ParamType.ARRAY_NUMBER),
+        ParamArg(
+            "dtype",
+            ParamType.STRING,
+            choices=(
+                "TL_DOUBLE",
+                "TL_FLOAT",
+                "TL_INT32",
+                "TL_INT16",
+                "TL_INT8",
+                "TL_UINT32",
+                "TL_UINT16",
+                "TL_UINT8",
+                "TL_BOOL",
+            ),
+        ),
+        ParamArg("dims", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("gt", 0),)),
     ),
-    pre_run=zeros_cpu_pre_run,
+    pre_run=zeros_pre_run,
     source="descriptions/ops/zeros.yaml",
     load=zeros_cpu_load,
 )

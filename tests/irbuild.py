@@ -1,4 +1,4 @@
-"""Build IR documents in Python: for tests, benchmarks and examples.
+"""Build IR documents in Python, for tests.
 
     m = ModelBuilder()
     x = m.input("data", [1, 3, 224, 224])
