@@ -42,8 +42,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("model", metavar="MODEL", help="the model to run")
     _target(p)
-    p.add_argument("--targets", action=_ListTargets, help="list the targets, whether each can "
-                   "be used here and why not, and exit")
+    p.add_argument("--targets", action=_Listing, listing=_targets_listing,
+                   help="list the targets, whether each can be used here and why not, and exit")
+    p.add_argument("--passes", action=_Listing, listing=_passes_listing,
+                   help="print each target's compile pipeline (the passes in the order they "
+                        "run, with what each requires and provides), and exit")
     p.add_argument("--input", dest="inputs", action="append", default=[],
                    type=_input, metavar="NAME=FILE.npy|FILE.npz",
                    help="the array of input NAME (.npy), or arrays by input name (.npz); "
@@ -137,17 +140,35 @@ def _target(p) -> None:
                         "cpu), dnnl or cpu; lightnet --targets lists them")
 
 
-class _ListTargets(argparse.Action):
-    """--targets: print lightnet.targets.describe() and exit, as --help does."""
+class _Listing(argparse.Action):
+    """An option that prints the lines `listing()` returns and exits, as --help does."""
 
-    def __init__(self, option_strings, dest, **kwargs):
+    def __init__(self, option_strings, dest, listing, **kwargs):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.listing = listing
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from lightnet import targets
-
-        print("\n".join(targets.describe()))
+        print("\n".join(self.listing()))
         parser.exit()
+
+
+def _targets_listing() -> list[str]:
+    from lightnet import targets
+
+    return targets.describe()
+
+
+def _passes_listing() -> list[str]:
+    """Each target's compile pipeline, as lightnet.pipeline derives it."""
+    from lightnet import pipeline, targets
+
+    lines = []
+    for target in targets.names():
+        if target != targets.AUTO:
+            lines += [f"{target}:", *(f"  {line}" for line in pipeline.describe(target))]
+    skipped = " and ".join(pipeline.FUSION_PASSES)
+    return lines + [f"auto: the pipeline of {targets.resolve(targets.AUTO)} here",
+                    f"--no-combine leaves out {skipped}"]
 
 
 def _datafile(p) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, passes, symbolic, targets, weights, wts
+from lightnet import blas, ir, mem, pipeline, symbolic, targets, weights, wts
 from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
@@ -222,7 +222,7 @@ class Context:
         self.compiled_with_weights = weights is not None
         self._values = {}
         try:
-            passes.compile(self, target, combine)
+            pipeline.compile(self, target, combine)
         finally:
             self._values = {}
 

@@ -1,4 +1,6 @@
-"""The compile pipeline: expand, combine until stable, then plan memory.
+"""The passes that rewrite the op list: expand, hoist constants, combine
+until stable, remove dead constants. lightnet.pipeline registers them and
+orders them into a target's pipeline.
 
 Expanders and combiners work on the linear op list (a peephole optimizer);
 they may consult the data-flow graph to decide. The context is checked after
@@ -126,21 +128,3 @@ def remove_dead_constants(ctx, outputs_before) -> None:
             for n in names:
                 if ctx.weights is not None:
                     ctx.weights.pop(n, None)
-
-
-def compile(ctx, target: str, combine_ops: bool = True) -> None:
-    """Lower to `target`; `combine_ops=False` skips the combiners (to compare
-    an optimized model with its plain lowering)."""
-    arch = get_arch(target)
-    outputs_before = ctx.outputs
-    expand(ctx, arch)
-    hoist_constants(ctx)
-    if combine_ops:
-        combine(ctx, arch)
-        remove_dead_constants(ctx, outputs_before)
-    for subgraph in arch.subgraphs:
-        subgraph(ctx)
-    for schedule in arch.schedules:
-        schedule(ctx)
-    ctx.check()
-    ctx.plan()

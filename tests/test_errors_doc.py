@@ -736,6 +736,34 @@ def onednn_refuses():
                    (1, 1), "float32", "plain", "plain", (), transposed=False)
 
 
+def pass_registry(kind):
+    """Passes registered for the moment the pipeline is derived or registered."""
+    declared = {"missing": [("reorder", ["layouts"], ["ops-final"])],
+                "circle": [("a", ["fused", "y"], ["x"]), ("b", ["x"], ["y"])]}
+
+    def trigger(tmp):
+        from lightnet import pipeline
+
+        if kind == "duplicate":
+            return message(pipeline.register("expand"), lambda ctx, job: None)
+        if kind == "name":
+            return message(pipeline.register, "")
+        if kind == "list":
+            return message(pipeline.register, "p", requires="fused")
+        if kind == "function":
+            return message(pipeline.register("p"), "not a function")
+        if kind == "unregister":
+            return message(pipeline.unregister, "nope")
+        for name, requires, provides in declared[kind]:
+            pipeline.register(name, requires=requires, provides=provides)(lambda ctx, job: None)
+        try:
+            return message(pipeline.pipeline, "cpu")
+        finally:
+            for name, _, _ in declared[kind]:
+                pipeline.unregister(name)
+    return trigger
+
+
 def message_of(fn):
     """The message of whatever exception `fn` raises (the generator's own types)."""
     with pytest.raises(Exception) as e:
@@ -800,6 +828,8 @@ TRIGGERS = {
     "compile.unsettled": unsettled,
     "compile.fold": bad_fold("one"),
     "compile.pass": pass_removed,
+    "compile.pass-missing": pass_registry("missing"),
+    "compile.pass-circle": pass_registry("circle"),
     "compile.order": read_before_create,
     "compile.graph": dfg_error("cycle"),
     "compile.view": wrong_view,
@@ -850,6 +880,7 @@ TRIGGERS = {
     "api.session-range": interface_error("range"),
     "api.interface": interface_error("not_input"),
     "api.dtype": dtype_error("name"),
+    "api.pass-register": pass_registry("duplicate"),
     # CLI
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
@@ -1003,6 +1034,8 @@ ALSO = {
                      ir(lambda d: d.update(interface={"inputs": [{"name": "", "dtype": "bool",
                                                                   "shape": []}]}))],
     "api.dtype": [dtype_error("numpy")],
+    "api.pass-register": [pass_registry("name"), pass_registry("list"),
+                          pass_registry("function"), pass_registry("unregister")],
     "il.cpp": [cpp_fails("run")],
     "il.string": [il('print(src=a | | msg="open);'), il('print(src=a | | msg="\\u12");'),
                   il('print(src=a | | msg="\\ud800");')],
