@@ -601,3 +601,23 @@ def test_whole_networks(name, tmp_path):
     (got,) = Session(ir, datafile=tmp_path / "w.npz").run({"data": x}).values()
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4,
                                atol=1e-4 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("build", [mobilenetv3_block, efficientnet_block, convnext_block,
+                                   vit_block], ids=["mobilenetv3", "efficientnet", "convnext",
+                                                    "vit"])
+def test_blocks_take_batches_1_3_and_8_through_one_session(build, tmp_path):
+    """A symbolic batch dim: one Session runs every batch size, as ONNX Runtime does."""
+    m = build()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    ir, weights = convert(m)
+    save_weights(tmp_path / "w.npz", weights)
+    ours = Session(ir, datafile=tmp_path / "w.npz")
+    rest = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim[1:]]
+    for batch in (1, 3, 8):
+        x = np.random.default_rng(batch).standard_normal([batch] + rest).astype(np.float32)
+        (want,) = session.run(None, {"x": x})
+        (got,) = ours.run({"x": x}).values()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
