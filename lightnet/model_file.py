@@ -1,8 +1,8 @@
 """A model as a user names it: a JSON IR (a path, `-` for standard input, or a
-parsed dict) or an ONNX model (a path ending in `.onnx`), which is imported in
-memory by the ONNX front-end, so `lightnet model.onnx` and
-`Session("model.onnx")` need no `onnx2ln` step. The `onnx` package is needed
-only for ONNX models.
+parsed dict), a lightnet.nn Model (which brings its constants as weights) or
+an ONNX model (a path ending in `.onnx`), which is imported in memory by the
+ONNX front-end, so `lightnet model.onnx` and `Session("model.onnx")` need no
+`onnx2ln` step. The `onnx` package is needed only for ONNX models.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ def is_onnx(model) -> bool:
 
 def init(ctx, model, datafile=None, batch: int | None = None):
     """ctx.init(model), and the weights to compile it with: `datafile` for a
-    JSON IR, the imported initializers (a name -> array dict) for an ONNX
-    model, which takes no weight file. `batch` (None: the model's) is the
+    JSON IR, `datafile` or else its constants for a lightnet.nn Model, the
+    imported initializers (a name -> array dict) for an ONNX model, which
+    takes no weight file. `batch` (None: the model's) is the
     batch, the first dim of every input: an ONNX input whose first dim is
     symbolic gets it when imported; any other model must already have it."""
     if not is_onnx(model):
         ctx.init(model)
         if batch is not None:
             _check_batch(ctx, batch)
-        return datafile
+        return datafile if datafile is not None else ctx.model_weights
     if datafile is not None:
         raise LightNetError(f"{model}: an ONNX model brings its own weights; a weight file "
                             f"(-f, datafile) is only for a JSON IR (given {datafile})")
