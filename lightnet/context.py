@@ -8,7 +8,9 @@ a numpy view into it.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -32,6 +34,15 @@ from lightnet.tensor import MemType, TensorTable
 _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 
 
+def _locked(method):
+    """`method` run holding the context's lock (see Context)."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class Context:
     """`memory_limit`: the most bytes of cpu memory the planned model may need
     (an int, or a string like `512M`); None (the default) is the memory the
@@ -41,6 +52,11 @@ class Context:
     `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
     process's); None (the default) leaves it as the environment set it.
+
+    `lock`: the context's tensors are one set of buffers, so one run at a time:
+    run, profile, set_data, get_data, load and unload each hold this
+    (reentrant) lock; a thread feeding inputs, running and reading outputs
+    holds it around the three (`with ctx.lock:`), as Session.run does.
 
     `seed`: the seed of the random values ops make (a `create` with a range),
     with each tensor's name, so that runs are reproducible."""
@@ -60,6 +76,7 @@ class Context:
         self.memory_limit: int | None = memory_limit
         self.threads: int | None = threads
         self.seed: int = seed
+        self.lock = threading.RLock()
         self.label = "<model>"
         self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
@@ -81,6 +98,7 @@ class Context:
 
     # Building and checking ------------------------------------------------------
 
+    @_locked
     def init(self, source) -> None:
         """Create and check the ops of a model: a path, `-` for stdin, a dict, or
         a lightnet.nn Model, whose constants compile() then takes as the weights."""
@@ -185,6 +203,7 @@ class Context:
 
     # Compiling --------------------------------------------------------------------
 
+    @_locked
     def compile(self, target: str = "auto", combine: bool = True, weights=None) -> None:
         """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
         (combine=False: no fusions), and plan memory.
@@ -263,6 +282,7 @@ class Context:
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the weights: {e.strerror}") from None
 
+    @_locked
     def plan(self) -> None:
         """Plan memory: one arena per memory type. A plan needing more than
         `memory_limit` is refused here, before anything is allocated."""
@@ -285,6 +305,7 @@ class Context:
 
     # Loading and running -------------------------------------------------------------
 
+    @_locked
     def load(self, datafile=None) -> None:
         """Allocate the arenas, bind every tensor (weights to the arrays read
         from `datafile`), run static_run. A model compiled with its weights
@@ -412,6 +433,7 @@ class Context:
             arrays[name] = array
         return arrays
 
+    @_locked
     def run(self) -> None:
         i = 0
         try:
@@ -427,6 +449,7 @@ class Context:
         return LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): {phase}: "
                              f"{type(e).__name__}: {e}")
 
+    @_locked
     def profile(self, repeat: int = 1) -> list[tuple[Op, float]]:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
@@ -446,6 +469,7 @@ class Context:
             raise LightNetError(f"no tensor named '{name}' in the model")
         return self.arrays[name]
 
+    @_locked
     def set_data(self, name: str, data) -> None:
         """Copy `data` into tensor `name` (same shape, or same element count)."""
         dst = self._array(name)
@@ -460,6 +484,7 @@ class Context:
             raise LightNetError(f"tensor '{name}': expected dtype {dst.dtype}, found {data.dtype}")
         dst[...] = data.reshape(dst.shape)
 
+    @_locked
     def get_data(self, name: str) -> np.ndarray:
         """A copy of tensor `name`'s data."""
         return self._array(name).copy()
@@ -467,6 +492,7 @@ class Context:
     def data_size(self, name: str) -> int:
         return self.tensors.entry(name).nbytes
 
+    @_locked
     def set_param(self, opname: str, pname: str, value) -> None:
         """Change a param of op `opname` and check the model again.
 
@@ -493,6 +519,7 @@ class Context:
             self.add_ops(position, tail)
             raise
 
+    @_locked
     def unload(self) -> None:
         """Free the arenas and private state; the model stays checked."""
         self._runs = ()
@@ -502,6 +529,7 @@ class Context:
         for op in self.ops:
             op.priv.clear()
 
+    @_locked
     def cleanup(self) -> None:
         """Release everything init acquired."""
         self.unload()

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lightnet import limits
 from lightnet.errors import LightNetError
 from lightnet.param import Param
 
@@ -43,6 +44,7 @@ def _no_duplicate_keys(pairs):
 
 def parse_json(text: str, label: str):
     """Strict JSON: no NaN/Infinity, no duplicate keys; errors give line and column."""
+    limits.check_json_depth(text, label)
     try:
         return json.loads(text, parse_constant=_reject_constant,
                           object_pairs_hook=_no_duplicate_keys)
@@ -97,7 +99,7 @@ def name_problem(value, given: bool = True) -> str | None:
         return f"expected a non-empty string, found {_type_name(value)}"
     if not is_text(value):
         return "expected a non-empty string, found a string with a lone surrogate"
-    return None
+    return limits.name_problem(value)
 
 
 def _type_name(value) -> str:
@@ -117,6 +119,7 @@ def parse(doc, label: str) -> list[OpSpec]:
         raise LightNetError(f"{label}: the model has no 'ops' field")
     if not isinstance(doc["ops"], list):
         raise LightNetError(f"{label}: 'ops' must be an array, found {_type_name(doc['ops'])}")
+    limits.check_op_count(len(doc["ops"]), label)
     specs = []
     names = set()
     for index, op in enumerate(doc["ops"]):
@@ -132,7 +135,7 @@ def _parse_op(op, where: str) -> OpSpec:
     if not isinstance(op, dict):
         raise LightNetError(f"{where}: expected an object, found {_type_name(op)}")
     name = op.get("name")
-    if isinstance(name, str) and name:
+    if isinstance(name, str) and name and limits.name_problem(name) is None:
         where = f"{where} ('{name}')"
     for key in ("name", "optype"):
         problem = name_problem(op.get(key), key in op)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lightnet import limits
+
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -114,6 +116,9 @@ class Param:
             v.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("strings must be Unicode text, found a lone surrogate") from None
+        problem = limits.string_problem(v)
+        if problem:
+            raise ValueError(problem)
 
     @staticmethod
     def _number(v) -> float:

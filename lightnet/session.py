@@ -57,7 +57,10 @@ class Session:
         for info in self.inputs:
             value = feeds[info.name]
             array = value if isinstance(value, np.ndarray) else np.asarray(value, info.dtype)
-            self.ctx.arrays[info.name][...] = self.borders.to_tensor(info.name, array)
-        self.ctx.run()
-        return {o.name: self.borders.from_tensor(o.name, self.ctx.get_data(o.name))
-                for o in self.outputs}
+            feeds[info.name] = self.borders.to_tensor(info.name, array)
+        with self.ctx.lock:  # inputs, run and outputs: one run at a time (docs/runtime.md)
+            for name, array in feeds.items():
+                self.ctx.arrays[name][...] = array
+            self.ctx.run()
+            outputs = {o.name: self.ctx.get_data(o.name) for o in self.outputs}
+        return {name: self.borders.from_tensor(name, array) for name, array in outputs.items()}

@@ -590,7 +590,7 @@ def cpp_fails(kind):
             def broken(*args, **kwargs):
                 return subprocess.CompletedProcess(args, 3, "", "cpp: something odd\n")
         with mock.patch.object(il.shutil, "which", lambda name: "/usr/bin/cpp"), \
-                mock.patch.object(il.subprocess, "run", broken):
+                mock.patch.object(il.il_limits, "run_cpp", broken):
             return message(il.to_ir, "relu(|a|);", filename="m.net", preprocessor="cpp")
     return trigger
 
@@ -775,6 +775,7 @@ TRIGGERS = {
     "ir.interface": ir(lambda d: d.update(interface={"inputs": [
         {"name": "x", "dtype": "complex64", "shape": [6]}]})),
     "ir.unknown-optype": ir(lambda d: d["ops"][2].update(optype="show")),
+    "ir.limit": lambda tmp: run_model(model_file(tmp, "[" * 100_000 + "]" * 100_000)),
     # Op checks
     "check.exists": ir(lambda d: d["ops"][1]["params"].pop(0)),
     "check.known": ir(lambda d: d["ops"][1]["params"].append({"arg_name": "step", "value": 1})),
@@ -899,6 +900,9 @@ TRIGGERS = {
     "il.error-directive": il("#error stop here\n", preprocessor="pcpp"),
     "il.include": il_include('#include "missing.net"\n', {}),
     "il.include-depth": il_include('#include "m.net"\n', {}),
+    "il.expansion": il("#define A0 x\n" + "".join(f"#define A{i} A{i - 1} A{i - 1}\n"
+                                                 for i in range(1, 41))
+                       + "relu(| | x=[A40]);\n", preprocessor="pcpp"),
     "il.include-utf8": il_include('#include "bad.net"\n', {"bad.net": b"\xff"}),
     "il.no-argument": il("#define\n", preprocessor="pcpp"),
     "il.pcpp-failed": lambda tmp: pcpp_crash(),

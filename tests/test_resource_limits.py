@@ -1,6 +1,9 @@
 """Resource limits: a model needing more memory than allowed is refused when
 it is planned, before anything is allocated; absurd shapes are refused by
-shape inference; weight files are checked before their data is read.
+shape inference; weight files are checked before their data is read; inputs
+beyond the structural limits (nesting, op count, string lengths, IL macro
+expansion: lightnet/limits.py, lightnet/frontends/il_limits.py) are refused
+with one line naming the limit.
 
 The limit defaults to the memory the machine has available (MemAvailable of
 /proc/meminfo, else the free physical pages); `Context(memory_limit=...)`,
@@ -12,15 +15,19 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
+import tracemalloc
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, mem
+from lightnet import Context, LightNetError, Session, limits, mem
 from lightnet.cli import main as lightnet_main
 from tests.irbuild import ModelBuilder
+from lightnet.tensor import MemType
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "example.json"
@@ -244,3 +251,244 @@ def test_errors_at_run_time_are_user_errors(tmp_path, capsys):
     with pytest.raises(LightNetError, match=r"^<model>: op 'dump' \(fprint_cpu\): run: "
                                             r"FileNotFoundError: "):
         ctx.run()
+
+
+# Workspaces are planned -----------------------------------------------------------------------
+
+
+def workspace_model() -> dict:
+    """Every op whose kernel needs buffers besides its tensors: padded inputs
+    (conv2d, maxpool2d, avgpool2d), the depthwise weight table, fused lrelu,
+    deconv2d's columns and accumulator, linear resampling, softmax's rows."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 16, 48, 48])
+    x = m.op("lrelu", {"src": m.conv(x, 16, 16, 3, pad=1)}, negslope=0.1)
+    x = m.maxpool(x, 3, 1, pad=1)
+    x = m.op("avgpool2d", {"src": x}, size=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1])
+    x = m.op("lrelu", {"src": m.conv(x, 16, 16, 3, pad=1, group=16)}, negslope=0.2)
+    x = m.op("deconv2d", {"src": x, "weight": m.weight("dw", [16, 8, 2, 2], -0.3, 0.3),
+                          "bias": m.weight("db", [8])},
+             group=1, size=[2, 2], stride=[2, 2], padding=[1, 1, 1, 1])
+    x = m.op("resize", {"src": x}, mode="TL_LINEAR", dims=[1, 8, 64, 80])
+    x = m.op("upsample", {"src": x}, mode="TL_LINEAR", scales=[1, 1, 1.5, 1.25])
+    m.op("softmax", {"src": x}, axis=1)
+    return m.to_dict()
+
+
+def numpy_bytes_held_after(fn) -> int:
+    """Bytes of numpy array data allocated by `fn` and still held when it returns."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        fn()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    only_numpy = [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)]
+    return sum(d.size_diff for d in after.filter_traces(only_numpy).compare_to(
+        before.filter_traces(only_numpy), "filename"))
+
+
+def test_load_allocates_only_the_arena():
+    """Every workspace is op scratch in the arena: what load allocates besides the
+    arena is the kernels' small tables (window counts, resampling indices)."""
+    ctx = Context()
+    ctx.init(workspace_model())
+    ctx.compile("cpu")
+    assert {op.optype for op in ctx.ops} >= {"conv2d_cpu", "depthwise_conv2d_cpu",
+                                             "maxpool2d_cpu", "avgpool2d_cpu", "deconv2d_cpu",
+                                             "resize_cpu", "upsample_cpu", "softmax_cpu"}
+    assert {op.values["activation"] for op in ctx.ops
+            if op.optype in ("conv2d_cpu", "depthwise_conv2d_cpu")} == {"lrelu"}
+    ctx.load()  # numpy's lazily imported modules, once
+    ctx.unload()
+    held = numpy_bytes_held_after(ctx.load)
+    arena = ctx.mem[MemType.CPU].arena
+    # Before workspaces were planned: 2.4 MB besides a 2.1 MB arena.
+    assert arena <= held <= arena + 32 * 1024
+
+
+def test_limit_just_below_a_models_need_refuses_just_above_runs(monkeypatch):
+    ctx = Context()
+    ctx.init(workspace_model())
+    ctx.compile("cpu")
+    needed = ctx.mem[MemType.CPU].needed
+    x = np.random.default_rng(2).standard_normal((1, 16, 48, 48)).astype(np.float32)
+    expected = Session(workspace_model(), target="cpu").run({"x": x})
+
+    def forbidden(self, report):
+        raise AssertionError("an arena was allocated")
+    with monkeypatch.context() as patch:
+        patch.setattr(Context, "_alloc_arena", forbidden)
+        with pytest.raises(LightNetError) as e:
+            Session(workspace_model(), target="cpu", memory_limit=needed - 1)
+    assert str(e.value) == refusal(needed, needed - 1)
+    out = Session(workspace_model(), target="cpu", memory_limit=needed).run({"x": x})
+    for name in expected:
+        np.testing.assert_array_equal(out[name], expected[name])
+
+
+# Structural limits -------------------------------------------------------------------------
+
+
+def relu_op(name="r", src="x", dst="y", **fields):
+    return {"name": name, "optype": "relu", "tensors_in": [{"arg_name": "src", "name": src}],
+            "tensors_out": [{"arg_name": "dst", "name": dst}], **fields}
+
+
+def lightnet_cli(*args, stdin=None):
+    """(exit status, stderr lines) of the lightnet command, in a new process."""
+    result = subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], input=stdin,
+                            capture_output=True, text=True)
+    return result.returncode, result.stderr.splitlines()
+
+
+@pytest.mark.parametrize("depth", [65, 100_000])
+def test_json_nested_too_deep_is_one_line_exit_1(tmp_path, depth):
+    path = tmp_path / "deep.json"
+    path.write_text('{"ops": ' + "[" * depth + "]" * depth + "}")
+    status, lines = lightnet_cli(path)
+    assert status == 1
+    assert lines == [f"lightnet: error: {path}:1: the JSON nests more than "
+                     f"{limits.MAX_JSON_DEPTH} brackets deep (the limit)"]
+
+
+def test_json_depth_counts_brackets_not_strings(tmp_path):
+    """Brackets inside strings (and escaped quotes) do not nest; 64 levels parse."""
+    path = tmp_path / "m.json"
+    op = relu_op()
+    op["optype"] = '[[[{{{\\"' * 30
+    path.write_text(json.dumps({"ops": [op]}))
+    with pytest.raises(LightNetError, match="unknown optype"):
+        Context().init(path)
+    inner = "[" * (limits.MAX_JSON_DEPTH - 2) + "]" * (limits.MAX_JSON_DEPTH - 2)
+    path.write_text('{"ops": [' + inner + "]}")  # exactly MAX_JSON_DEPTH deep
+    with pytest.raises(LightNetError, match=r"op 0: expected an object, found an array$"):
+        Context().init(path)
+
+
+def test_too_many_ops():
+    ops = [relu_op(name=f"r{i}") for i in range(limits.MAX_OPS + 1)]
+    with pytest.raises(LightNetError) as e:
+        Context().init({"ops": ops})
+    assert str(e.value) == (f"<model>: the model has {limits.MAX_OPS + 1} ops, more than the "
+                            f"limit of {limits.MAX_OPS}")
+
+
+@pytest.mark.parametrize("where", ["name", "optype", "tensor", "arg"])
+def test_name_length(where):
+    long = "n" * (limits.MAX_NAME_LENGTH + 1)
+    op = relu_op()
+    if where in ("name", "optype"):
+        op[where] = long
+    elif where == "tensor":
+        op["tensors_in"][0]["name"] = long
+    else:
+        op["tensors_in"][0]["arg_name"] = long
+    with pytest.raises(LightNetError) as e:
+        Context().init({"ops": [op]})
+    message = str(e.value)
+    assert message.endswith(f"expected a name of at most {limits.MAX_NAME_LENGTH} characters "
+                            f"(the limit), found {limits.MAX_NAME_LENGTH + 1}")
+    assert long not in message  # the message stays one readable line
+
+
+def test_longest_name_is_accepted():
+    m = ModelBuilder()
+    name = "n" * limits.MAX_NAME_LENGTH
+    m.op("relu", {"src": m.input("x", [2])}, name=name)
+    out = Session(m.to_dict()).run({"x": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(out[name], [0.0, 2.0])
+
+
+def test_string_param_length():
+    op = {"name": "p", "optype": "print", "tensors_in": [{"arg_name": "src", "name": "x"}],
+          "params": [{"arg_name": "msg", "value": "m" * (limits.MAX_STRING_LENGTH + 1)}]}
+    with pytest.raises(LightNetError) as e:
+        Context().init({"ops": [op]})
+    assert str(e.value) == (f"<model>: op 0 ('p'): param 'msg': strings must have at most "
+                            f"{limits.MAX_STRING_LENGTH} characters (the limit), found "
+                            f"{limits.MAX_STRING_LENGTH + 1}")
+    op["params"][0]["value"] = ["m" * (limits.MAX_STRING_LENGTH + 1)]
+    with pytest.raises(LightNetError, match="strings must have at most"):
+        Context().init({"ops": [op]})
+
+
+def doubling_macros(levels: int) -> str:
+    """A macro using the one before it twice, `levels` times: 2**levels tokens."""
+    return ("#define A0 x\n" + "".join(f"#define A{i} A{i - 1} A{i - 1}\n"
+                                       for i in range(1, levels + 1))
+            + f"relu(| | x=[A{levels}]);\n")
+
+
+def test_il_macro_doubling_40_times_pcpp(tmp_path):
+    pytest.importorskip("pcpp")
+    from lightnet.frontends import il_limits
+    path = tmp_path / "m.net"
+    path.write_text(doubling_macros(40))
+    result = subprocess.run([sys.executable, "-m", "lightnet.frontends.il", "--preprocessor",
+                             "pcpp", str(path)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"il2json: error: {path}:42: macro expansion makes more than "
+        f"{il_limits.MAX_EXPANSION_TOKENS} tokens (the limit; macro 'A40')"]
+
+
+def test_il_macro_expansion_below_the_limit_is_whole():
+    """Doubling 10 times (1024 copies) stays within the limit and expands fully."""
+    pytest.importorskip("pcpp")
+    from lightnet.frontends.il import to_ir
+    text = doubling_macros(10).replace("A0 x", "A0 1,").replace("x=[A10]", "x=[A10 1]")
+    doc = to_ir(text, filename="m.net", preprocessor="pcpp")
+    assert doc["ops"][0]["params"][0]["value"] == [1] * 1025
+
+
+def test_il_macro_depth_pcpp():
+    pytest.importorskip("pcpp")
+    from lightnet.frontends import il_limits
+    from lightnet.frontends.il import to_ir
+    levels = il_limits.MAX_MACRO_DEPTH + 50
+    text = ("#define B0 1\n" + "".join(f"#define B{i} B{i - 1}\n" for i in range(1, levels))
+            + f"relu(| | x=B{levels - 1});\n")
+    with pytest.raises(LightNetError) as e:
+        to_ir(text, filename="m.net", preprocessor="pcpp")
+    assert str(e.value) == (f"m.net:{levels + 1}: macros expand inside macros more than "
+                            f"{il_limits.MAX_MACRO_DEPTH} deep (the limit; macro "
+                            f"'B{levels - 1}')")
+    ok = to_ir(text.replace(f"x=B{levels - 1}", "x=B90"), filename="m.net", preprocessor="pcpp")
+    assert ok["ops"][0]["params"][0]["value"] == 1
+
+
+def test_il_macro_doubling_system_cpp(monkeypatch):
+    """cpp streams its expansion; it is stopped once its output passes the limit
+    (lowered here: cpp writes a runaway expansion at about 1 MB/s)."""
+    import shutil
+    if shutil.which("cpp") is None:
+        pytest.skip("no system cpp")
+    from lightnet.frontends import il_limits
+    from lightnet.frontends.il import to_ir
+    monkeypatch.setattr(il_limits, "MAX_PREPROCESSED_BYTES", 1 << 18)
+    with pytest.raises(LightNetError) as e:
+        to_ir(doubling_macros(40), filename="m.net", preprocessor="cpp")
+    assert str(e.value) == ("m.net: the preprocessed text is larger than 262144 bytes (the "
+                            "limit: does a macro expand without end?)")
+    doc = to_ir("#define R relu(| | x=[1, 2]);\nR\n", filename="m.net", preprocessor="cpp")
+    assert doc["ops"][0]["params"][0]["value"] == [1, 2]
+
+
+def test_onnx_names_beyond_the_limit():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from lightnet.frontends.onnx import convert
+    long = "t" * (limits.MAX_NAME_LENGTH + 1)
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], [long], name="r1"),
+         helper.make_node("Relu", [long], ["y"], name="r2")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(LightNetError) as e:
+        convert(model)
+    assert str(e.value).endswith(f"expected a name of at most {limits.MAX_NAME_LENGTH} "
+                                 f"characters (the limit), found {limits.MAX_NAME_LENGTH + 1}")

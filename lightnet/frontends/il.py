@@ -29,7 +29,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import warnings
 from collections.abc import Mapping
@@ -38,7 +37,7 @@ from pathlib import Path
 
 from lightnet.command import report_errors
 from lightnet.errors import LightNetError
-from lightnet.frontends import il_eval
+from lightnet.frontends import il_eval, il_limits
 
 PREPROCESSORS = ("auto", "pcpp", "cpp", "none")
 MAX_INCLUDE_DEPTH = 100
@@ -295,7 +294,7 @@ def _run_pcpp(text, label, defines, include_dirs, on_warning) -> tuple[str, str]
     def display(path):
         return label if path == top_key else _display_path(path)
 
-    class Preprocessor(pcpp.Preprocessor):
+    class Preprocessor(il_limits.ExpansionLimit, pcpp.Preprocessor):
         # Every hook that meets a problem raises: the first error stops.
         def on_error(self, file, line, msg):
             msg = msg.strip()
@@ -400,10 +399,13 @@ def _run_cpp(text, label, defines, include_dirs, on_warning) -> tuple[str, str]:
     cmd += [f"-I{d}" for d in include_dirs]
     cmd.append("-")
     try:
-        result = subprocess.run(cmd, input=text, capture_output=True, text=True,
-                                encoding="utf-8", errors="replace")
+        result = il_limits.run_cpp(cmd, text)
     except OSError as e:
         raise LightNetError(f"cannot run {exe}: {e.strerror}") from None
+    except il_limits.OutputTooLarge:
+        raise ILError(f"the preprocessed text is larger than "
+                      f"{il_limits.MAX_PREPROCESSED_BYTES} bytes (the limit: does a macro "
+                      "expand without end?)", label) from None
 
     def display(path):
         return label if path == "<stdin>" else _display_path(path)

@@ -9,15 +9,17 @@ convs this batched GEMM measured about twice as fast as per-tap multiply-adds).
 Scratch memory comes from `conv2d_workspace` / `deconv2d_workspace` /
 `depthwise_conv2d_workspace`, which the runtime calls once at load time with the
 shapes of the array arguments (src, weight, dst) and the same keyword params as
-the kernel. conv2d's and depthwise_conv2d's big buffers are the op's planned
-scratch (`conv2d_scratch`, `depthwise_conv2d_scratch`; see kernels.scratch), which
-every op shares, so they stay in cache from one op to the next.
+the kernel. Every buffer is carved from the op's planned scratch
+(`conv2d_scratch`, `deconv2d_scratch`, `depthwise_conv2d_scratch`; see
+kernels.scratch), which every op shares, so they stay in cache from one op to
+the next and the memory plan (and its limit) counts them.
 """
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from lightnet.kernels.fused import activate
+from lightnet.kernels.fused import activate, activate_scratch
+from lightnet.kernels.pad import place_in_border
 from lightnet.kernels.scratch import carve
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "conv2d",
     "deconv2d_output_hw",
     "deconv2d_autopad_padding",
+    "deconv2d_scratch",
     "deconv2d_workspace",
     "deconv2d",
     "depthwise_conv2d_scratch",
@@ -150,29 +153,31 @@ def _band_rows(src_shape, weight_shape, dst_shape, dtype) -> int:
     return max(1, _IM2COL_BAND_BYTES // row)
 
 
-def conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding, dtype) -> tuple:
+def conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding, dtype,
+                   activation="none") -> tuple:
     """Scratch layout of `conv2d` (see kernels.scratch): the im2col buffer
-    [N, C, kh, kw, rows, OW] of a band of output rows (N = 1 when banded);
-    nothing for 1x1 stride-1 unpadded convs."""
-    if _is_pointwise(weight_shape, stride, padding):
-        return ()
-    rows = _band_rows(src_shape, weight_shape, dst_shape, dtype)
-    n = src_shape[0] if rows == dst_shape[2] else 1
-    return (("cols", (n, src_shape[1]) + tuple(weight_shape[2:]) + (rows, dst_shape[3]), dtype),)
+    [N, C, kh, kw, rows, OW] of a band of output rows (N = 1 when banded) and,
+    when padding is non-zero, the input with its zero border; neither for 1x1
+    stride-1 unpadded convs. Then `activation`'s (fused.activate_scratch)."""
+    layout = ()
+    if not _is_pointwise(weight_shape, stride, padding):
+        rows = _band_rows(src_shape, weight_shape, dst_shape, dtype)
+        n = src_shape[0] if rows == dst_shape[2] else 1
+        layout = (("cols", (n, src_shape[1]) + tuple(weight_shape[2:]) + (rows, dst_shape[3]),
+                   dtype),)
+        if any(padding):
+            n, c, h, w = src_shape
+            top, left, bottom, right = padding
+            layout += (("padded", (n, c, h + top + bottom, w + left + right), dtype),)
+    return layout + activate_scratch(dst_shape, activation, dtype)
 
 
 def conv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, padding, dilation,
-                     dtype=np.float32, scratch=None) -> dict:
-    """Arrays for `conv2d`: the im2col buffer carved from `scratch` (new when None)
-    and, when padding is non-zero, a private zero-bordered padded input (shared, its
-    border would have to be zeroed every run: 3 % slower on SqueezeNet)."""
-    n, c, h, w = src_shape
-    ws = carve(scratch, conv2d_scratch(src_shape, weight_shape, dst_shape, stride=stride,
-                                       padding=padding, dtype=dtype))
-    top, left, bottom, right = padding
-    if ws and any(padding):
-        ws["padded"] = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
-    return ws
+                     dtype=np.float32, scratch=None, activation="none") -> dict:
+    """Arrays for `conv2d` (and `act`, the fused activation's), carved from
+    `scratch` (new when None): see conv2d_scratch."""
+    return carve(scratch, conv2d_scratch(src_shape, weight_shape, dst_shape, stride=stride,
+                                         padding=padding, dtype=dtype, activation=activation))
 
 
 def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None) -> None:
@@ -198,8 +203,7 @@ def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None)
         x = src
         if any(padding):
             x = ws["padded"]
-            top, left = padding[0], padding[1]
-            x[:, :, top:top + h, left:left + w] = src
+            place_in_border(x, src, padding[0], padding[1], 0)
         sy, sx = stride
         dy, dx = dilation
         s0, s1, s2, s3 = x.strides
@@ -242,18 +246,27 @@ def _deconv_geometry(src_shape, weight_shape, dst_shape, stride, padding, dilati
     return tuple(acc_hw), tuple(origin), tuple(crop), direct
 
 
-def deconv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, padding,
-                       output_padding, dilation, dtype=np.float32) -> dict:
-    """Scratch buffers for `deconv2d`: the GEMM result cols [N, O, kh, kw, H, W] and, unless
-    dst can be accumulated into directly, an uncropped accumulator [N, O, AH, AW]."""
+def deconv2d_scratch(src_shape, weight_shape, dst_shape, *, group, stride, padding,
+                     dilation, dtype) -> tuple:
+    """Scratch layout of `deconv2d` (see kernels.scratch): the GEMM result cols
+    [N, O, kh, kw, H, W] and, unless dst can be accumulated into directly, an
+    uncropped accumulator [N, O, AH, AW]."""
     n, _, h, w = src_shape
     _, og, kh, kw = weight_shape
     o = og * group
     acc_hw, _, _, direct = _deconv_geometry(src_shape, weight_shape, dst_shape, stride, padding, dilation)
-    ws = {"cols": np.empty((n, o, kh, kw, h, w), dtype)}
+    layout = (("cols", (n, o, kh, kw, h, w), dtype),)
     if not direct:
-        ws["acc"] = np.empty((n, o) + acc_hw, dtype)
-    return ws
+        layout += (("acc", (n, o) + acc_hw, dtype),)
+    return layout
+
+
+def deconv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, padding,
+                       output_padding, dilation, dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `deconv2d`, carved from `scratch` (new when None): see deconv2d_scratch."""
+    return carve(scratch, deconv2d_scratch(src_shape, weight_shape, dst_shape, group=group,
+                                           stride=stride, padding=padding, dilation=dilation,
+                                           dtype=dtype))
 
 
 def deconv2d(src, weight, bias, dst, *, group, stride, padding, output_padding, dilation, ws=None) -> None:
@@ -349,34 +362,34 @@ _DEPTHWISE_CHUNK_BYTES = 4 << 20
 
 
 def depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
-                             dtype) -> tuple:
+                             dtype, activation="none") -> tuple:
     """Scratch layout of `depthwise_conv2d` (see kernels.scratch): the taps of one
     chunk of channels, tap-major [kh*kw + 1, chunk, OH*OW] (the last row all ones,
-    it multiplies the bias) and, when `_depthwise_plan` reads taps as runs, the same
-    chunk's input phases, flattened, between margins."""
+    it multiplies the bias), the per-channel weights with the bias appended [C, 1,
+    kh*kw + 1] and, when `_depthwise_plan` reads taps as runs, the same chunk's
+    input phases, flattened, between margins. Then `activation`'s
+    (fused.activate_scratch)."""
     n, c = src_shape[:2]
     oh, ow = dst_shape[2:]
     k = weight_shape[2] * weight_shape[3] + 1
     chunk = max(1, min(c, _DEPTHWISE_CHUNK_BYTES // (k * oh * ow * np.dtype(dtype).itemsize)))
-    layout = [("taps", (k, chunk, oh * ow), dtype)]
+    layout = [("taps", (k, chunk, oh * ow), dtype), ("weights", (c, 1, k), dtype)]
     plan = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
     if plan["taps"] is not None:
         layout.append(("phases", (plan["phases"] * chunk * oh * ow + 2 * plan["margin"],),
                        dtype))
-    return tuple(layout)
+    return tuple(layout) + activate_scratch(dst_shape, activation, dtype)
 
 
 def depthwise_conv2d_workspace(src_shape, weight_shape, dst_shape, *, stride, padding, dilation,
-                               dtype=np.float32, scratch=None) -> dict:
-    """Arrays for `depthwise_conv2d`: its plan, the per-channel weights with the bias
-    appended [C, 1, kh*kw + 1], and its scratch carved from `scratch` (new when None)."""
-    c = src_shape[1]
-    k = weight_shape[2] * weight_shape[3] + 1
+                               dtype=np.float32, scratch=None, activation="none") -> dict:
+    """Arrays for `depthwise_conv2d`: its plan, and its scratch carved from `scratch`
+    (new when None): see depthwise_conv2d_scratch."""
     ws = carve(scratch, depthwise_conv2d_scratch(src_shape, weight_shape, dst_shape,
                                                  stride=stride, padding=padding,
-                                                 dilation=dilation, dtype=dtype))
+                                                 dilation=dilation, dtype=dtype,
+                                                 activation=activation))
     ws["plan"] = _depthwise_plan(src_shape, weight_shape, dst_shape, stride, padding, dilation)
-    ws["weights"] = np.empty((c, 1, k), dtype)
     return ws
 
 
@@ -457,7 +470,7 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
                      clip_max=0.0, act_ws=None) -> None:
     """conv2d with one filter per channel (group == C == O, weight [C, 1, kh, kw]), then
     `residual` added and `activation` applied (as `fused.activate`; `act_ws` is its
-    scratch for the whole dst).
+    scratch, ws["act"] when the workspace was made with the activation).
 
     A chunk of channels at a time: gather each channel's kh*kw taps into a tap-major
     scratch (see `_depthwise_plan`: when the input's stride phases fit the output
@@ -498,4 +511,4 @@ def depthwise_conv2d(src, weight, bias, dst, *, stride, padding, dilation, ws=No
             if residual is not None:
                 np.add(out, residual[b, c0:c1], out=out)
             activate(out, activation, negslope=negslope, clip_min=clip_min, clip_max=clip_max,
-                     ws=None if act_ws is None else act_ws[b, c0:c1])
+                     ws=act_ws)

@@ -5,11 +5,16 @@ add and an activation are applied to the destination in place, so the fused
 op makes no intermediate tensor and no extra pass over memory per fused op.
 """
 
+import math
+
 import numpy as np
+
+from lightnet.kernels.scratch import carve
 
 __all__ = [
     "ACTIVATIONS",
     "activate",
+    "activate_scratch",
     "activate_workspace",
     "fold_batchnorm_conv",
     "fold_batchnorm_gemm",
@@ -42,9 +47,23 @@ def fold_batchnorm_gemm(src2, bias, scale, offset, mean, var, epsilon, *, transB
     return folded_b.astype(dtype), ((c * s) + t).astype(dtype)
 
 
-def activate_workspace(shape, activation, dtype):
-    """Scratch for activations that need it (lrelu), made once at load."""
-    return np.empty(shape, dtype) if activation == "lrelu" else None
+# lrelu's products are made this many elements at a time, into scratch of that
+# size (not of the whole destination): the block stays in cache between the
+# multiply and the maximum.
+_ACT_BLOCK = 16384
+
+
+def activate_scratch(shape, activation, dtype) -> tuple:
+    """Scratch layout of `activate` (see kernels.scratch): a block of products for
+    lrelu, nothing for the others."""
+    if activation != "lrelu":
+        return ()
+    return (("act", (min(math.prod(shape), _ACT_BLOCK),), dtype),)
+
+
+def activate_workspace(shape, activation, dtype, scratch=None):
+    """`activate`'s ws: its scratch carved from `scratch` (new when None), or None."""
+    return carve(scratch, activate_scratch(shape, activation, dtype)).get("act")
 
 
 def activate(dst, activation, *, negslope=0.0, clip_min=0.0, clip_max=0.0, ws=None):
@@ -58,10 +77,17 @@ def activate(dst, activation, *, negslope=0.0, clip_min=0.0, clip_max=0.0, ws=No
         else:
             np.maximum(dst, 0, out=dst)
     elif activation == "lrelu":
-        scratch = np.empty_like(dst) if ws is None else ws
-        np.multiply(dst, dst.dtype.type(negslope), out=scratch)
+        if ws is None:
+            ws = activate_workspace(dst.shape, activation, dst.dtype)
+        flat = np.reshape(dst, -1, copy=False)
+        slope = dst.dtype.type(negslope)
         # x * a is above x for x < 0 exactly when a <= 1; below it when a > 1.
-        (np.maximum if negslope <= 1 else np.minimum)(dst, scratch, out=dst)
+        pick = np.maximum if negslope <= 1 else np.minimum
+        for start in range(0, flat.size, ws.size):
+            part = flat[start:start + ws.size]
+            products = ws[:part.size]
+            np.multiply(part, slope, out=products)
+            pick(part, products, out=part)
     elif activation == "sigmoid":
         np.negative(dst, out=dst)
         np.exp(dst, out=dst)

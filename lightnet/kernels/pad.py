@@ -3,7 +3,7 @@
 The kernel copies src into dst's interior and then fills the borders axis by axis
 from dst itself, so it needs no scratch memory (unlike `np.pad`, which allocates)."""
 
-__all__ = ["pad_output_shape", "pad"]
+__all__ = ["pad_output_shape", "pad", "place_in_border"]
 
 
 def _split_pads(pads, ndim):
@@ -66,3 +66,16 @@ def pad(src, dst, *, pads, mode="constant", value=0.0) -> None:
                 raise ValueError(f"wrap pad {max(b, e)} too large for axis {axis} of size {n}")
             region(before)[...] = region(slice(n, b + n))
             region(after)[...] = region(slice(b, b + e))
+
+
+def place_in_border(padded, src, top: int, left: int, fill) -> None:
+    """Copy 4-D src into padded[:, :, top:top + H, left:left + W] and set the cells
+    around it to `fill`. For scratch buffers (which hold whatever their last user
+    left): only the border is written besides src, not the whole buffer."""
+    h, w = src.shape[2:]
+    padded[:, :, :top] = fill
+    padded[:, :, top + h:] = fill
+    inner = padded[:, :, top:top + h]
+    inner[:, :, :, :left] = fill
+    inner[:, :, :, left + w:] = fill
+    inner[:, :, :, left:left + w] = src

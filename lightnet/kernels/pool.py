@@ -3,8 +3,9 @@
 Windowed pooling reduces one strided view per kernel tap into dst (kh * kw whole-tensor
 ufunc calls, no loop over channels or pixels), or, for windows of 3x3 and the like,
 separably: over each window's rows first, then over its columns (kh + kw calls). Padding goes through a scratch buffer
-from `maxpool2d_workspace` / `avgpool2d_workspace` whose border is prefilled once
-(-inf for max, 0 for average); the kernel only copies the interior on each call.
+from `maxpool2d_workspace` / `avgpool2d_workspace` (the op's planned scratch): each
+call copies the input into it and fills the border around it (-inf for max, 0 for
+average), as the buffer holds what its last user left.
 
 Every geometry is read from dst's shape, so a dst sized with ceil_mode works too:
 windows reaching past the explicit padding see only more padding.
@@ -12,6 +13,7 @@ windows reaching past the explicit padding see only more padding.
 
 import numpy as np
 
+from lightnet.kernels.pad import place_in_border
 from lightnet.kernels.scratch import carve
 
 __all__ = [
@@ -59,25 +61,16 @@ def _padded_hw(src_shape, dst_shape, size, stride, padding,
     return max(top + src_shape[2], need[0]), max(left + src_shape[3], need[1])
 
 
-def _padded(src_shape, dst_shape, size, stride, padding, dtype, fill, dilation=(1, 1)):
-    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
-    if hw is None:
-        return None
-    return np.full(tuple(src_shape[:2]) + hw, fill, dtype)
-
-
 def _lowest(dtype):
     dtype = np.dtype(dtype)
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _taps(src, dst, padded, size, stride, padding, dilation=(1, 1)):
+def _taps(src, dst, padded, fill, size, stride, padding, dilation=(1, 1)):
     """Yield one strided view of the (padded) input per kernel tap, each shaped like dst."""
     x = src
     if padded is not None:
-        top, left = padding[0], padding[1]
-        h, w = src.shape[2:]
-        padded[:, :, top:top + h, left:left + w] = src
+        place_in_border(padded, src, padding[0], padding[1], fill)
         x = padded
     oh, ow = dst.shape[2:]
     sy, sx = stride
@@ -105,20 +98,27 @@ def _separable(src_shape, dst_shape, size, stride) -> bool:
     return kh * _cols_needed(dst_shape, size, stride) + 3 * kw * ow < 3 * kh * kw * ow
 
 
-def pool2d_scratch(src_shape, dst_shape, *, size, stride, dtype, dilation=(1, 1)) -> tuple:
+def pool2d_scratch(src_shape, dst_shape, *, size, stride, padding, dtype,
+                   dilation=(1, 1)) -> tuple:
     """Scratch layout of `maxpool2d` / `avgpool2d` (see kernels.scratch): the
-    reductions over window rows [N, C, OH, cols] when pooling separably (never
-    with dilation)."""
-    if tuple(dilation) != (1, 1) or not _separable(src_shape, dst_shape, size, stride):
-        return ()
-    return (("rows", tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),), dtype),)
+    input inside its border when padding is needed, and the reductions over
+    window rows [N, C, OH, cols] when pooling separably (never with dilation)."""
+    layout = ()
+    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
+    if hw is not None:
+        layout += (("padded", tuple(src_shape[:2]) + hw, dtype),)
+    if tuple(dilation) == (1, 1) and _separable(src_shape, dst_shape, size, stride):
+        layout += (("rows", tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),),
+                    dtype),)
+    return layout
 
 
 def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill, scratch,
                     dilation=(1, 1)) -> dict:
     ws = carve(scratch, pool2d_scratch(src_shape, dst_shape, size=size, stride=stride,
-                                       dtype=dtype, dilation=dilation))
-    ws["padded"] = _padded(src_shape, dst_shape, size, stride, padding, dtype, fill, dilation)
+                                       padding=padding, dtype=dtype, dilation=dilation))
+    ws.setdefault("padded", None)
+    ws["fill"] = fill
     return ws
 
 
@@ -128,9 +128,7 @@ def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
     columns of it."""
     x = src
     if ws["padded"] is not None:
-        top, left = padding[0], padding[1]
-        h, w = src.shape[2:]
-        ws["padded"][:, :, top:top + h, left:left + w] = src
+        place_in_border(ws["padded"], src, padding[0], padding[1], ws["fill"])
         x = ws["padded"]
     rows = ws["rows"]
     ncols = rows.shape[3]
@@ -171,7 +169,7 @@ def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> N
     if "rows" in ws:
         _pool_separable(src, dst, ws, size, stride, padding, np.maximum)
         return
-    taps = _taps(src, dst, ws["padded"], size, stride, padding, dilation)
+    taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding, dilation)
     np.copyto(dst, next(taps))
     for tap in taps:
         np.maximum(dst, tap, out=dst)
@@ -209,7 +207,7 @@ def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=No
     if "rows" in ws:
         _pool_separable(src, dst, ws, size, stride, padding, np.add)
     else:
-        taps = _taps(src, dst, ws["padded"], size, stride, padding)
+        taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding)
         np.copyto(dst, next(taps))
         for tap in taps:
             np.add(dst, tap, out=dst)

@@ -2,11 +2,14 @@
 
 import numpy as np
 
+from lightnet.kernels.scratch import carve
+
 __all__ = [
     "maxreduce",
     "maxreduce_arg",
     "reduce_shape",
     "softmax",
+    "softmax_scratch",
     "softmax_workspace",
 ]
 
@@ -23,9 +26,15 @@ def reduce_shape(shape, axis: int) -> tuple:
     return shape[:axis] + (1,) + shape[axis + 1 :]
 
 
-def softmax_workspace(shape, dtype, *, axis: int) -> np.ndarray:
-    """Scratch for softmax: one value per reduced row (max, then sum)."""
-    return np.empty(reduce_shape(shape, axis), dtype=dtype)
+def softmax_scratch(shape, dtype, *, axis: int) -> tuple:
+    """Scratch layout of softmax (see kernels.scratch): one value per reduced row
+    (its max, then its sum)."""
+    return (("rows", reduce_shape(shape, axis), dtype),)
+
+
+def softmax_workspace(shape, dtype, *, axis: int, scratch=None) -> np.ndarray:
+    """softmax's `ws`, carved from `scratch` (new when None)."""
+    return carve(scratch, softmax_scratch(shape, dtype, axis=axis))["rows"]
 
 
 def softmax(src: np.ndarray, dst: np.ndarray, *, axis: int, ws: np.ndarray | None = None) -> None:

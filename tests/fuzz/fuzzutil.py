@@ -384,6 +384,8 @@ MODEL_LEVEL = [
     re.compile(r"^[^:]*: 'ops' must be an array, found "),
     re.compile(r"^[^:]*: the model needs \d+ bytes of cpu memory, more than the limit of "
                r"\d+ bytes \(--memory-limit\)$"),
+    re.compile(r"^[^:]*:\d+: the JSON nests more than \d+ brackets deep \(the limit\)$"),
+    re.compile(r"^[^:]*: the model has \d+ ops, more than the limit of \d+$"),
 ]
 
 

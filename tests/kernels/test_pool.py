@@ -192,12 +192,21 @@ def test_separable_pooling_with_clobbered_scratch_rows():
     size, stride, padding = (3, 3), (2, 2), (1, 1, 1, 1)
     out_hw = pool2d_output_hw((11, 11), size, stride, padding)
     dst = np.empty((1, 3) + out_hw, np.float32)
-    layout = pool2d_scratch(x.shape, dst.shape, size=size, stride=stride, dtype=np.float32)
+    layout = pool2d_scratch(x.shape, dst.shape, size=size, stride=stride, padding=padding,
+                            dtype=np.float32)
     buffer = np.empty(scratch_bytes(layout), np.uint8)
     ws = maxpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
                              scratch=buffer)
-    assert "rows" in ws  # the separable path
+    assert "rows" in ws and ws["padded"] is not None  # the separable path, padded
     for _ in range(2):
-        ws["rows"][...] = np.inf
+        buffer[:] = 0xFF  # NaN everywhere, the padded input's border included
         maxpool2d(x, dst, size=size, stride=stride, padding=padding, ws=ws)
         np.testing.assert_allclose(dst, ref_pool(x, out_hw, size, stride, padding, "max"), **TOL)
+    ws = avgpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
+                             count_include_pad=True, scratch=buffer)
+    for _ in range(2):
+        buffer[:] = 0xFF
+        avgpool2d(x, dst, size=size, stride=stride, padding=padding, count_include_pad=True,
+                  ws=ws)
+        np.testing.assert_allclose(dst, ref_pool(x, out_hw, size, stride, padding, "avg", True),
+                                   **TOL)

@@ -190,3 +190,36 @@ def test_bad_arguments():
         upsample(src.astype(np.int32), np.zeros((4, 4), np.int32), mode=LINEAR, scales=(2, 2))
     with pytest.raises(ValueError, match="resize dims"):
         resize_workspace((2, 2), np.float32, mode=NEAREST, dims=(4,))
+
+
+@pytest.mark.parametrize("mode", ["TL_NEAREST", "TL_LINEAR"])
+def test_scratch_layout_without_tables_matches_the_tables(mode):
+    """The scratch layouts, found at check time without building index tables,
+    are the ones the workspaces (built from the tables) carve."""
+    from lightnet.kernels import resample
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        shape = tuple(int(d) for d in rng.integers(1, 6, size=rng.integers(1, 4)))
+        scales = [float(rng.choice([1.0, 0.5, 1.25, 1.4, 2.0, 3.0, 0.75])) for _ in shape]
+        if any(int(d * s) < 1 for d, s in zip(shape, scales)):
+            continue
+        dst, tables = resample._upsample_tables(shape, mode, scales)
+        expected = resample._layout(shape, dst, np.dtype(np.float32), mode,
+                                    resample._identity_axes(shape, dst, tables))
+        assert resample.upsample_scratch(shape, np.float32, mode=mode, scales=scales) == expected
+        dims = tuple(int(d) for d in rng.integers(1, 7, size=len(shape)))
+        dims, tables = resample._resize_tables(shape, mode, dims)
+        expected = resample._layout(shape, dims, np.dtype(np.float32), mode,
+                                    resample._identity_axes(shape, dims, tables))
+        assert resample.resize_scratch(shape, np.float32, mode=mode, dims=dims) == expected
+
+
+def test_scratch_of_a_huge_upsample_is_found_without_tables():
+    """Scratch is computed at check time, before the memory limit: it must not
+    build per-output tables (a fuzzed scale of 1e9 once hung here)."""
+    from lightnet.kernels import resample
+
+    layout = resample.upsample_scratch((1, 2, 4, 4), np.float32, mode="TL_NEAREST",
+                                       scales=[1, 1, 1e9, 1e9])
+    assert layout[0][1] == (1, 2, 4_000_000_000, 4)

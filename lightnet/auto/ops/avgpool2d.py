@@ -108,11 +108,16 @@ AVGPOOL2D = OpProto(
 def avgpool2d_cpu_scratch(op, tensors):
     """The bytes of scratch memory a avgpool2d_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    src, dst, size, stride = ck.get("src", "dst", "size", "stride")
+    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
     ck.scratch(
         kernels.scratch_bytes(
             kernels.pool2d_scratch(
-                src.shape, dst.shape, size=size, stride=stride, dtype=src.dtype.np
+                src.shape,
+                dst.shape,
+                size=size,
+                stride=stride,
+                padding=padding,
+                dtype=src.dtype.np,
             )
         )
     )

@@ -210,8 +210,8 @@ def conv2d_cpu_pre_run(op, tensors):
 def conv2d_cpu_scratch(op, tensors):
     """The bytes of scratch memory a conv2d_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    src, weight, dst, stride, padding = ck.get(
-        "src", "weight", "dst", "stride", "padding"
+    src, weight, dst, stride, padding, activation = ck.get(
+        "src", "weight", "dst", "stride", "padding", "activation"
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -222,6 +222,7 @@ def conv2d_cpu_scratch(op, tensors):
                 stride=stride,
                 padding=padding,
                 dtype=src.dtype.np,
+                activation=activation,
             )
         )
     )
@@ -258,8 +259,9 @@ def conv2d_cpu_load(op, arrays):
         dilation=dilation,
         dtype=dst.dtype,
         scratch=scratch,
+        activation=activation,
     )
-    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    act_ws = ws.get("act")
     if bn_scale is None:
         w, b = weight, bias
     else:
@@ -384,8 +386,8 @@ def depthwise_conv2d_cpu_pre_run(op, tensors):
 def depthwise_conv2d_cpu_scratch(op, tensors):
     """The bytes of scratch memory a depthwise_conv2d_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    src, weight, dst, stride, dilation, padding = ck.get(
-        "src", "weight", "dst", "stride", "dilation", "padding"
+    src, weight, dst, stride, dilation, padding, activation = ck.get(
+        "src", "weight", "dst", "stride", "dilation", "padding", "activation"
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -397,6 +399,7 @@ def depthwise_conv2d_cpu_scratch(op, tensors):
                 padding=padding,
                 dilation=dilation,
                 dtype=src.dtype.np,
+                activation=activation,
             )
         )
     )
@@ -431,8 +434,9 @@ def depthwise_conv2d_cpu_load(op, arrays):
         dilation=dilation,
         dtype=dst.dtype,
         scratch=scratch,
+        activation=activation,
     )
-    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    act_ws = ws.get("act")
     if bn_scale is None:
         w, b = weight, bias
     else:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
@@ -253,6 +255,28 @@ DECONV2D = OpProto(
 )
 
 
+def deconv2d_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a deconv2d_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    src, weight, dst, group, stride, padding, dilation = ck.get(
+        "src", "weight", "dst", "group", "stride", "padding", "dilation"
+    )
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.deconv2d_scratch(
+                src.shape,
+                weight.shape,
+                dst.shape,
+                group=group,
+                stride=stride,
+                padding=padding,
+                dilation=dilation,
+                dtype=src.dtype.np,
+            )
+        )
+    )
+
+
 def deconv2d_cpu_load(op, arrays):
     """Run static_run once; return the run function, bound to the op's arrays."""
     src = op.array(arrays, "src")
@@ -264,6 +288,7 @@ def deconv2d_cpu_load(op, arrays):
     padding = op.values["padding"]
     output_padding = op.values["output_padding"]
     dilation = op.values["dilation"]
+    scratch = arrays[op.scratch_key]
     ws = kernels.deconv2d_workspace(
         src.shape,
         weight.shape,
@@ -274,6 +299,7 @@ def deconv2d_cpu_load(op, arrays):
         output_padding=output_padding,
         dilation=dilation,
         dtype=dst.dtype,
+        scratch=scratch,
     )
 
     def run():
@@ -361,6 +387,7 @@ DECONV2D_CPU = OpProto(
     ),
     pre_run=deconv2d_pre_run,
     source="descriptions/ops/deconv2d.yaml",
+    scratch=deconv2d_cpu_scratch,
     load=deconv2d_cpu_load,
 )
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
@@ -137,6 +139,17 @@ def matmul_cpu_pre_run(op, tensors):
     )
 
 
+def matmul_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a matmul_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    dst, activation = ck.get("dst", "activation")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.activate_scratch(dst.shape, activation, dst.dtype.np)
+        )
+    )
+
+
 def matmul_cpu_load(op, arrays):
     """Run static_run once; return the run function, bound to the op's arrays."""
     src1 = op.array(arrays, "src1")
@@ -156,7 +169,8 @@ def matmul_cpu_load(op, arrays):
     clip_min = op.values["clip_min"]
     clip_max = op.values["clip_max"]
     bn_epsilon = op.values["bn_epsilon"]
-    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype)
+    scratch = arrays[op.scratch_key]
+    act_ws = kernels.activate_workspace(dst.shape, activation, dst.dtype, scratch)
     if bn_scale is None:
         b, c, gemm_beta = src2, bias, beta
     else:
@@ -224,6 +238,7 @@ MATMUL_CPU = OpProto(
     ),
     pre_run=matmul_cpu_pre_run,
     source="descriptions/ops/matmul.yaml",
+    scratch=matmul_cpu_scratch,
     load=matmul_cpu_load,
 )
 

@@ -126,8 +126,8 @@ MAXPOOL2D = OpProto(
 def maxpool2d_cpu_scratch(op, tensors):
     """The bytes of scratch memory a maxpool2d_cpu op needs while it runs."""
     ck = Checker(op, tensors)
-    src, dst, size, stride, dilation = ck.get(
-        "src", "dst", "size", "stride", "dilation"
+    src, dst, size, stride, padding, dilation = ck.get(
+        "src", "dst", "size", "stride", "padding", "dilation"
     )
     ck.scratch(
         kernels.scratch_bytes(
@@ -136,6 +136,7 @@ def maxpool2d_cpu_scratch(op, tensors):
                 dst.shape,
                 size=size,
                 stride=stride,
+                padding=padding,
                 dtype=src.dtype.np,
                 dilation=dilation,
             )

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -40,13 +42,27 @@ RESIZE = OpProto(
 )
 
 
+def resize_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a resize_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    src, dst, mode, dims = ck.get("src", "dst", "mode", "dims")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.resize_scratch(src.shape, dst.dtype.np, mode=mode, dims=dims)
+        )
+    )
+
+
 def resize_cpu_load(op, arrays):
     """Run static_run once; return the run function, bound to the op's arrays."""
     src = op.array(arrays, "src")
     dst = op.array(arrays, "dst")
     mode = op.values["mode"]
     dims = op.values["dims"]
-    ws = kernels.resize_workspace(src.shape, dst.dtype, mode=mode, dims=dims)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.resize_workspace(
+        src.shape, dst.dtype, mode=mode, dims=dims, scratch=scratch
+    )
 
     def run():
         kernels.resize(src, dst, mode=mode, dims=dims, ws=ws)
@@ -66,6 +82,7 @@ RESIZE_CPU = OpProto(
     ),
     pre_run=resize_pre_run,
     source="descriptions/ops/resize.yaml",
+    scratch=resize_cpu_scratch,
     load=resize_cpu_load,
 )
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.auto.dtypes import FLOAT
 from lightnet.op import OpProto, ParamArg, TensorArg
@@ -31,12 +33,24 @@ SOFTMAX = OpProto(
 )
 
 
+def softmax_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a softmax_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    dst, axis = ck.get("dst", "axis")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.softmax_scratch(dst.shape, dst.dtype.np, axis=axis)
+        )
+    )
+
+
 def softmax_cpu_load(op, arrays):
     """Run static_run once; return the run function, bound to the op's arrays."""
     src = op.array(arrays, "src")
     dst = op.array(arrays, "dst")
     axis = op.values["axis"]
-    ws = kernels.softmax_workspace(dst.shape, dst.dtype, axis=axis)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.softmax_workspace(dst.shape, dst.dtype, axis=axis, scratch=scratch)
 
     def run():
         kernels.softmax(src, dst, axis=axis, ws=ws)
@@ -53,6 +67,7 @@ SOFTMAX_CPU = OpProto(
     params=(ParamArg("axis", ParamType.NUMBER, realtype="int", bounds=(("ge", 0),)),),
     pre_run=softmax_pre_run,
     source="descriptions/ops/softmax.yaml",
+    scratch=softmax_cpu_scratch,
     load=softmax_cpu_load,
 )
 

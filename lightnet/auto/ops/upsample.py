@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lightnet import kernels
 from lightnet.op import OpProto, ParamArg, TensorArg
 from lightnet.opck import Checker, found
@@ -49,13 +51,27 @@ UPSAMPLE = OpProto(
 )
 
 
+def upsample_cpu_scratch(op, tensors):
+    """The bytes of scratch memory a upsample_cpu op needs while it runs."""
+    ck = Checker(op, tensors)
+    src, dst, mode, scales = ck.get("src", "dst", "mode", "scales")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.upsample_scratch(src.shape, dst.dtype.np, mode=mode, scales=scales)
+        )
+    )
+
+
 def upsample_cpu_load(op, arrays):
     """Run static_run once; return the run function, bound to the op's arrays."""
     src = op.array(arrays, "src")
     dst = op.array(arrays, "dst")
     mode = op.values["mode"]
     scales = op.values["scales"]
-    ws = kernels.upsample_workspace(src.shape, dst.dtype, mode=mode, scales=scales)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.upsample_workspace(
+        src.shape, dst.dtype, mode=mode, scales=scales, scratch=scratch
+    )
 
     def run():
         kernels.upsample(src, dst, mode=mode, scales=scales, ws=ws)
@@ -77,6 +93,7 @@ UPSAMPLE_CPU = OpProto(
     ),
     pre_run=upsample_pre_run,
     source="descriptions/ops/upsample.yaml",
+    scratch=upsample_cpu_scratch,
     load=upsample_cpu_load,
 )
 

@@ -1,0 +1,65 @@
+"""How much structure an input may ask LightNet to read: nesting depth, number
+of ops, string lengths. A model beyond them is refused with one line naming
+the limit, before the work it would cost (a JSON document nested 100,000
+deep would otherwise exhaust Python's stack; a name of a gigabyte would be
+copied into every message). Every limit is far above what a real model
+needs; docs/errors.md lists them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lightnet.errors import LightNetError
+
+# Brackets ([ and {) open at once in a JSON IR document. A model needs 5:
+# {"ops": [{"params": [{"value": [...]}]}]}.
+MAX_JSON_DEPTH = 64
+# Ops in one model (the IR from any source). The largest real networks have
+# a few thousand; planning memory is quadratic in them.
+MAX_OPS = 100_000
+# Characters of a name: an op, optype, tensor or argument name.
+MAX_NAME_LENGTH = 1024
+# Characters of a string param value.
+MAX_STRING_LENGTH = 65_536
+
+# A JSON string (skipped: brackets inside it do not nest) or a bracket.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+
+
+def check_json_depth(text: str, label: str) -> None:
+    """Refuse JSON text nesting more than MAX_JSON_DEPTH brackets (before
+    json.loads, which recurses once per bracket)."""
+    depth = 0
+    for m in _JSON_TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                raise LightNetError(f"{label}:{line}: the JSON nests more than "
+                                    f"{MAX_JSON_DEPTH} brackets deep (the limit)")
+        elif c in "]}":
+            depth -= 1
+
+
+def check_op_count(count: int, label: str) -> None:
+    if count > MAX_OPS:
+        raise LightNetError(f"{label}: the model has {count} ops, more than the limit of "
+                            f"{MAX_OPS}")
+
+
+def name_problem(value: str) -> str | None:
+    """What is wrong with the length of a name, if anything."""
+    if len(value) > MAX_NAME_LENGTH:
+        return (f"expected a name of at most {MAX_NAME_LENGTH} characters (the limit), "
+                f"found {len(value)}")
+    return None
+
+
+def string_problem(value: str) -> str | None:
+    """What is wrong with the length of a string param value, if anything."""
+    if len(value) > MAX_STRING_LENGTH:
+        return (f"strings must have at most {MAX_STRING_LENGTH} characters (the limit), "
+                f"found {len(value)}")
+    return None
