@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from lightnet.tensor import DType, TensorEntry, TensorTable
 _PACKAGE = str(Path(__file__).resolve().parent)
 _serials = itertools.count()
 _taken: set[str] = set()  # names of ops (and their tensors) built in this process
+_naming = threading.Lock()  # threads building models take fresh names one at a time
 
 
 class Tensor:
@@ -129,12 +131,17 @@ def apply(optype: str, inputs: dict, params: dict, name: str | None = None,
     tuple of them for several, an Action for none."""
     where = _caller()
     proto = get_proto(optype)
-    if name is None:
-        name = _fresh_name(optype)
-    else:
+    if name is not None:
         problem = ir.name_problem(name)
         if problem:
             raise LightNetError(f"{where}: op name: {problem}")
+    with _naming:
+        return _apply(proto, inputs, params, name or _fresh_name(optype), weight, where)
+
+
+def _apply(proto, inputs: dict, params: dict, name: str, weight, where: str):
+    """apply(), once the op's name is chosen (holding the naming lock)."""
+    optype = proto.optype
     at = f"{where}: op '{name}' ({optype})"
     tensors_in: dict[str, str] = {}
     read: list[Tensor] = []

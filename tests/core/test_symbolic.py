@@ -6,6 +6,7 @@ numpy computations of the same model."""
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,22 @@ def test_fresh_names_skip_names_taken():
     nn.relu(x, name=f"relu{int(first.name[4:]) + 1}")
     third = nn.relu(x)
     assert int(third.name[4:]) == int(first.name[4:]) + 2
+
+
+def test_threads_building_at_once_get_names_of_their_own():
+    x = nn.input("x", [2])
+    built = [[] for _ in range(4)]
+
+    def build(mine):
+        mine.extend(nn.relu(x).name for _ in range(50))
+
+    threads = [threading.Thread(target=build, args=(b,)) for b in built]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    names = [n for b in built for n in b]
+    assert len(names) == 200 and len(set(names)) == 200
 
 
 def test_several_outputs_are_a_tuple_named_after_the_op():
