@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--input", dest="inputs", action="append", default=[],
                    type=_input, metavar="NAME=FILE.npy|FILE.npz",
                    help="the array of input NAME (.npy), or arrays by input name (.npz); "
-                        "repeatable. Each must have its input's dtype and shape")
+                        "repeatable. Each must have its input's dtype and shape; their shapes "
+                        "give the model's symbolic dims their values (1 without)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every output to FILE.npz (by name) instead of printing "
                         "their summaries")
@@ -121,9 +122,9 @@ def bench_parser() -> argparse.ArgumentParser:
                         help="without --runs: time runs until SECONDS have passed "
                              "(default: 3)")
     p.add_argument("--batch", type=_count(1), metavar="N",
-                   help="the batch (first dim of every input): an ONNX model whose inputs' "
-                        "first dim is symbolic is imported with N; another model's batch "
-                        "is fixed (a LightNet IR has static shapes) and N must be it")
+                   help="the batch: the value of the symbolic first dim (\"N\") of every "
+                        "input; a model whose batch is fixed takes only that one (default: "
+                        "a symbolic dim is 1)")
     _memory_limit(p)
     _threads_option(p)
     _debug(p)

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, pipeline, targets, weights, wts
+from lightnet import blas, ir, mem, pipeline, symbolic, targets, weights, wts
 from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
-from lightnet.symbolic import Model
+from lightnet.builder import Model
 from lightnet.tensor import MemType, TensorTable
 
 
@@ -78,6 +78,7 @@ class Context:
         self.seed: int = seed
         self.lock = threading.RLock()
         self.label = "<model>"
+        self.dims: dict[str, int] = {}  # the values init gave the symbolic dims
         self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
         self.ops: list[Op] = []
@@ -99,14 +100,23 @@ class Context:
     # Building and checking ------------------------------------------------------
 
     @_locked
-    def init(self, source) -> None:
+    def init(self, source, dims: dict | None = None, label: str | None = None) -> None:
         """Create and check the ops of a model: a path, `-` for stdin, a dict, or
-        a lightnet.nn Model, whose constants compile() then takes as the weights."""
+        a lightnet.nn Model, whose constants compile() then takes as the weights.
+
+        `dims` gives the model's symbolic dims (`"N"` in an input's dims) their
+        values, {name: whole number >= 1}: every one must be given (Session
+        binds them from what it is fed). `label` names the model in messages
+        (default: its path, `<stdin>` or `<model>`)."""
         self.cleanup()
         if isinstance(source, Model):
             self.model_weights = source.weights
             source = source.to_dict()
         doc, self.label = ir.load(source)
+        if label is not None:
+            self.label = label
+        doc = symbolic.bind(doc, dims, self.label)
+        self.dims = dict(dims or {})
         specs = ir.parse(doc, self.label)
         self.interface = ir.parse_interface(doc, self.label)
         ops, foreign = [], []

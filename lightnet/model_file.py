@@ -2,7 +2,9 @@
 parsed dict), a lightnet.nn Model (which brings its constants as weights) or
 an ONNX model (a path ending in `.onnx`), which is imported in memory by the
 ONNX front-end, so `lightnet model.onnx` and `Session("model.onnx")` need no
-`onnx2ln` step. The `onnx` package is needed only for ONNX models.
+`onnx2ln` step. The `onnx` package is needed only for ONNX models. A symbolic
+dim of a JSON IR or an ONNX model stays symbolic until the model is
+initialized with its value (lightnet/symbolic.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lightnet import ir, symbolic
+from lightnet.builder import Model
 from lightnet.errors import LightNetError
 
 
@@ -17,61 +21,68 @@ def is_onnx(model) -> bool:
     return isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() == ".onnx"
 
 
-def init(ctx, model, datafile=None, batch: int | None = None):
-    """ctx.init(model), and the weights to compile it with: `datafile` for a
-    JSON IR, `datafile` or else its constants for a lightnet.nn Model, the
-    imported initializers (a name -> array dict) for an ONNX model, which
-    takes no weight file. `batch` (None: the model's) is the
-    batch, the first dim of every input: an ONNX input whose first dim is
-    symbolic gets it when imported; any other model must already have it."""
+def read(model, datafile=None):
+    """(IR document, label, weights) of a model: `datafile` for a JSON IR,
+    `datafile` or else its constants for a lightnet.nn Model, the imported
+    initializers (a name -> array dict) for an ONNX model, which takes no weight
+    file."""
+    if isinstance(model, Model):
+        return model.to_dict(), "<model>", datafile if datafile is not None else model.weights
     if not is_onnx(model):
-        ctx.init(model)
-        if batch is not None:
-            _check_batch(ctx, batch)
-        return datafile if datafile is not None else ctx.model_weights
+        doc, label = ir.load(model)
+        return doc, label, datafile
     if datafile is not None:
         raise LightNetError(f"{model}: an ONNX model brings its own weights; a weight file "
                             f"(-f, datafile) is only for a JSON IR (given {datafile})")
-    ir, weights = _import_onnx(Path(model), batch)
-    ctx.init(ir)
-    ctx.label = str(model)  # messages name the file, not the in-memory document
-    if batch is not None:
-        _check_batch(ctx, batch)
-    return weights
-
-
-def _import_onnx(path: Path, batch: int | None):
     try:
-        import onnx
+        import onnx  # noqa: F401
     except ImportError:
-        raise LightNetError(f"{path}: running an ONNX model needs the onnx package: "
+        raise LightNetError(f"{model}: running an ONNX model needs the onnx package: "
                             "pip install 'lightnet[onnx]'") from None
     from lightnet.frontends.onnx import convert
 
-    if batch is None:
-        return convert(path)
-    if not path.is_file():
-        return convert(path)  # the importer's own error for a missing file
-    try:
-        proto = onnx.load(str(path))
-    except Exception:  # noqa: BLE001 - protobuf raises several types
-        return convert(path)  # the importer says what is wrong with the file
-    initializers = {t.name for t in proto.graph.initializer}
-    for value in proto.graph.input:
-        dims = value.type.tensor_type.shape.dim
-        if value.name not in initializers and len(dims) > 0 and dims[0].dim_value <= 0:
-            dims[0].dim_value = batch  # a symbolic or unknown batch dim takes the batch
-    return convert(proto)
+    doc, weights = convert(Path(model))
+    return doc, str(model), weights
 
 
-def _check_batch(ctx, batch: int) -> None:
-    entries = [ctx.tensors[n] for n in ctx.inputs]
-    if not entries:
-        raise LightNetError(f"{ctx.label}: batch {batch}: the model has no inputs, so no "
-                            "batch dimension")
-    for entry in entries:
-        if entry.shape[0] != batch:
-            raise LightNetError(
-                f"{ctx.label}: batch {batch}: input '{entry.name}' is {entry.describe()}, its "
-                f"batch fixed at {entry.shape[0]}; only an ONNX model whose inputs have a "
-                "symbolic first dim takes another batch")
+def init(ctx, model, datafile=None, batch: int | None = None, shapes: dict | None = None):
+    """ctx.init(model) with the dims the command line gives (command_dims), and
+    the weights to compile it with (see read)."""
+    doc, label, weights = read(model, datafile)
+    ctx.init(doc, dims=command_dims(doc, label, batch, shapes), label=label)
+    return weights
+
+
+def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None = None):
+    """The values of a model's symbolic dims on the command line: `batch`
+    (--batch) is the symbolic first dim of every input, `shapes` (the arrays of
+    --input, {name: shape}) give the dims they show, and any dim still without a
+    value is 1."""
+    symbols = symbolic.names(doc)
+    if not symbols and batch is None:
+        return {}
+    patterns = {n: own for n, (_, _, own) in symbolic.signature(doc, label)[0].items()}
+    dims: dict[str, int] = {}
+    if batch is not None:
+        if not patterns:
+            raise LightNetError(f"{label}: batch {batch}: the model has no inputs, so no "
+                                "batch dimension")
+        for name, pattern in patterns.items():
+            first = symbolic.parse(pattern[0]) if pattern else None
+            if first is None and pattern and pattern[0] == batch:
+                continue  # the model's own batch
+            if first is None or first[0] != 1 or len(first[1]) != 1:
+                raise LightNetError(
+                    f"{label}: batch {batch}: input '{name}' has shape "
+                    f"{symbolic.describe(pattern)}, its batch fixed at {pattern[0]}; only a "
+                    "model whose inputs have a symbolic first dim (\"N\") takes another batch")
+            dims[first[1][0]] = batch
+        if len(dims) > 1:
+            raise LightNetError(f"{label}: batch {batch}: the inputs' first dims are "
+                                f"different symbolic dims ({', '.join(sorted(dims))}), so no "
+                                "one batch dimension")
+    for name, shape in (shapes or {}).items():
+        if name in patterns:
+            # What does not fit is reported when the arrays are read against the inputs.
+            symbolic.match(patterns[name], shape, dims)
+    return {**{n: 1 for n in symbols}, **dims}

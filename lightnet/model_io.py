@@ -69,6 +69,34 @@ def read_inputs(specs, inputs) -> dict[str, np.ndarray]:
     return arrays
 
 
+def input_shapes(specs) -> dict[str, tuple[int, ...]]:
+    """The shape of every array `specs` give, from the files' headers, by input
+    name: what binds a model's symbolic dims before the arrays are read. A file
+    that cannot be read is left out (read_inputs then says what is wrong)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def header(opener):
+        with opener() as f:
+            version = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            return tuple(read(f)[0])
+
+    for name, path in specs:
+        try:
+            if name is not None:
+                shapes.setdefault(name, header(lambda: open(path, "rb")))
+                continue
+            with zipfile.ZipFile(path) as npz:
+                for member in npz.namelist():
+                    if member.endswith(".npy"):
+                        shapes.setdefault(member[: -len(".npy")],
+                                          header(lambda m=member: npz.open(m)))
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+            continue
+    return shapes
+
+
 def _checked_read(path: Path, entry, opener) -> np.ndarray:
     """Read one .npy array from the file object `opener()` opens, checked
     against `entry` from its header, before the data is read."""

@@ -3,10 +3,12 @@ the given inputs, and show what came out."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
-from lightnet import blas, model_file, model_io
+from lightnet import blas, model_file, model_io, symbolic
+from lightnet import weights as lightnet_weights
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -16,10 +18,13 @@ def run(args, out) -> None:
     if args.run and model_file.is_onnx(args.model):
         raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
                             "compiled as it is read (drop -r)")
-    weights = model_file.init(ctx, args.model, args.datafile)
+    doc, label, weights = model_file.read(args.model, args.datafile)
+    shapes = model_io.input_shapes(args.inputs)
+    ctx.init(doc, dims=model_file.command_dims(doc, label, shapes=shapes), label=label)
     feeds = model_io.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
     if args.dot_before:
         write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
+    known = None
     if args.run:
         ctx.plan()
     else:
@@ -35,9 +40,13 @@ def run(args, out) -> None:
         for report in ctx.mem.values():
             print(report.describe(), file=out)
     if args.compile:
+        weights_out = args.weights_out or str(Path(args.outfile).with_suffix(".npz"))
+        if symbolic.names(doc):
+            write_symbolic(doc, label, args, known, weights_out)
+            return
         ctx.print(args.outfile)
         if weights is not None:
-            ctx.save_weights(args.weights_out or str(Path(args.outfile).with_suffix(".npz")))
+            ctx.save_weights(weights_out)
         return
     ctx.load(args.datafile if args.run else None)
     for name, array in feeds.items():
@@ -63,6 +72,29 @@ def run(args, out) -> None:
         with blas.threads(args.threads):  # what the timed runs use
             print(f"info: {blas.describe()}", file=out)
         print(format_profile(ctx.profile()), file=out)
+
+
+def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
+    """`-c` of a model with symbolic dims: the compiled IR keeps them (compiled
+    at several values of the dims, see symbolic.generalize), and its weights."""
+    def build(dims):
+        ctx = Context(memory_limit=args.memory_limit, seed=args.seed)
+        ctx.init(doc, dims=dims, label=label)
+        if not args.run:  # -r: the IR is compiled already
+            ctx.compile(args.target, combine=not args.no_combine, weights=weights)
+        compiled = None
+        if weights is not None:
+            compiled = {n: ctx.weights[n] for n, e in ctx.tensors.items() if e.from_file}
+        return json.loads(ctx.print()), compiled
+
+    compiled_doc, compiled_weights = symbolic.generalize(build, symbolic.names(doc), {}, label)
+    write_text(args.outfile, json.dumps(compiled_doc, indent=4) + "\n")
+    if compiled_weights is not None:
+        try:
+            lightnet_weights.write_npz(weights_out, compiled_weights)
+        except OSError as e:
+            raise LightNetError(f"{weights_out}: cannot write the weights: "
+                                f"{e.strerror}") from None
 
 
 def write_text(path: str, text: str) -> None:

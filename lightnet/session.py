@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
-from lightnet import model_file
+from lightnet import model_file, symbolic
 from lightnet.borders import Borders
 from lightnet.context import Context
 from lightnet.errors import LightNetError
@@ -16,7 +18,16 @@ from lightnet.errors import LightNetError
 class TensorInfo:
     name: str
     dtype: np.dtype
-    shape: tuple[int, ...]
+    shape: tuple  # whole numbers, and the names of symbolic dims ("N")
+
+
+@dataclass
+class Plan:
+    """The model compiled and loaded for one value of each of its symbolic dims."""
+
+    dims: dict[str, int]
+    ctx: Context
+    borders: Borders
 
 
 class Session:
@@ -25,24 +36,76 @@ class Session:
 
     `inputs` are the tensors of its `input` ops; `outputs` the tensors no op
     reads, each with the dtype and shape the model's `interface` declares (its
-    tensor's otherwise). `run({name: array})` checks every input's shape and
-    dtype (the declared ones, converted, or the tensor's own), runs the model
-    and returns a copy of every output by name, as declared. `memory_limit` and
-    `threads` are the Context's: bytes (or `512M`), None for the machine's
-    available memory; BLAS and oneDNN threads while running, None to leave them
-    be. `target`: auto (the default), dnnl or cpu (see lightnet.targets).
+    tensor's otherwise); a symbolic dim of a shape is its name ("N").
+    `run({name: array})` checks every input's shape and dtype (the declared
+    ones, converted, or the tensor's own), runs the model and returns a copy of
+    every output by name, as declared. `memory_limit` and `threads` are the
+    Context's: bytes (or `512M`), None for the machine's available memory; BLAS
+    and oneDNN threads while running, None to leave them be. `target`: auto (the
+    default), dnnl or cpu (see lightnet.targets).
+
+    A model with symbolic dims is compiled and loaded (planned) for the values
+    the first run's inputs give them, and planned again when a run's inputs give
+    other values; the last `plans` plans are kept (least recently used goes
+    first), each its own compiled model with its own memory. A model without
+    symbolic dims is planned once, here. `ctx` is the Context of the plan that
+    ran last (None until the first run of a symbolic model).
     """
 
     def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
-                 threads=None):
-        self.ctx = Context(memory_limit=memory_limit, threads=threads)
-        weights = model_file.init(self.ctx, model, datafile)  # an ONNX model brings its own
+                 threads=None, plans: int = 4):
+        if isinstance(plans, bool) or not isinstance(plans, int) or plans < 1:
+            raise LightNetError(f"plans: expected a whole number >= 1, found {plans!r}")
+        self.target, self.memory_limit, self.threads = target, memory_limit, threads
+        self.max_plans = plans
+        self.doc, self.label, weights = model_file.read(model, datafile)
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
-        self.ctx.compile(target, weights=weights if weights is not None else {})
-        self.ctx.load()
-        self.borders = Borders(self.ctx)
-        self.inputs = [TensorInfo(n, *self.borders.declared(n)) for n in self.ctx.inputs]
-        self.outputs = [TensorInfo(n, *self.borders.declared(n)) for n in self.ctx.outputs]
+        self.weights = weights if weights is not None else {}
+        self.symbols = symbolic.names(self.doc)
+        self.lock = threading.RLock()  # one run (and plan switch) at a time
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        inputs, outputs = symbolic.signature(self.doc, self.label, memory_limit)
+        # What a feed may be: the declared shape, or the tensor's own ([1] for a scalar).
+        self._shapes = {n: (declared, own) for n, (_, declared, own) in inputs.items()}
+        self.inputs = [TensorInfo(n, dtype, declared) for n, (dtype, declared, _) in inputs.items()]
+        self.outputs = [TensorInfo(n, dtype, declared)
+                        for n, (dtype, declared, _) in outputs.items()]
+        self.ctx: Context | None = None if self.symbols else self._plan({}).ctx
+
+    @property
+    def planned(self) -> list[dict[str, int]]:
+        """The dims of the plans kept, least recently used first."""
+        with self.lock:
+            return [dict(p.dims) for p in self._plans.values()]
+
+    def _plan(self, dims: dict[str, int]) -> Plan:
+        """The plan for `dims`: the one kept, or a new one (dropping the least
+        recently used when `plans` are kept)."""
+        key = tuple(sorted(dims.items()))
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+            return plan
+        ctx = Context(memory_limit=self.memory_limit, threads=self.threads)
+        ctx.init(self.doc, dims=dims, label=self.label)
+        ctx.compile(self.target, weights=self.weights)
+        if len(self._plans) >= self.max_plans:
+            _, old = self._plans.popitem(last=False)
+            old.ctx.unload()  # its arenas go now, not when the last reference does
+        ctx.load()
+        plan = Plan(dict(dims), ctx, Borders(ctx))
+        self._plans[key] = plan
+        return plan
+
+    def _dims(self, arrays: dict[str, np.ndarray]) -> dict[str, int]:
+        """The values the inputs' shapes give the symbolic dims."""
+        dims: dict[str, int] = {}
+        for name, (declared, own) in self._shapes.items():
+            problem = symbolic.match(declared, arrays[name].shape, dims)
+            if problem is not None and (own == declared or symbolic.match(
+                    own, arrays[name].shape, dims) is not None):
+                raise LightNetError(f"input '{name}': {problem}")
+        return dims
 
     def run(self, feeds: dict | None = None) -> dict[str, np.ndarray]:
         feeds = dict(feeds or {})
@@ -54,13 +117,18 @@ class Session:
         missing = [n for n in names if n not in feeds]
         if missing:
             raise LightNetError(f"inputs {missing} are not given")
+        arrays = {}
         for info in self.inputs:
             value = feeds[info.name]
-            array = value if isinstance(value, np.ndarray) else np.asarray(value, info.dtype)
-            feeds[info.name] = self.borders.to_tensor(info.name, array)
-        with self.ctx.lock:  # inputs, run and outputs: one run at a time (docs/runtime.md)
-            for name, array in feeds.items():
-                self.ctx.arrays[name][...] = array
-            self.ctx.run()
-            outputs = {o.name: self.ctx.get_data(o.name) for o in self.outputs}
-        return {name: self.borders.from_tensor(name, array) for name, array in outputs.items()}
+            arrays[info.name] = (value if isinstance(value, np.ndarray)
+                                 else np.asarray(value, info.dtype))
+        dims = self._dims(arrays) if self.symbols else {}
+        with self.lock:  # the plan, its inputs, run and outputs: one run at a time
+            plan = self._plan(dims)
+            self.ctx = plan.ctx
+            with plan.ctx.lock:  # also against direct use of session.ctx (docs/runtime.md)
+                for name, array in arrays.items():
+                    plan.ctx.arrays[name][...] = plan.borders.to_tensor(name, array)
+                plan.ctx.run()
+                return {o.name: plan.borders.from_tensor(o.name, plan.ctx.get_data(o.name))
+                        for o in self.outputs}

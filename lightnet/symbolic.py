@@ -1,318 +1,318 @@
-"""Models built in Python: symbolic tensors, the ops that make them, Model.
+"""Symbolic dims: a dim an IR gives by name (`"N"`, or a whole multiple of a
+product of them, `"4*N"`, `"N*S"`) instead of a number, so that one model
+takes any batch size.
 
-Every builder call (`lightnet.nn.conv2d(...)`, generated from the op's
-description, or `input` / `constant` here) makes one op and checks it at
-once, with the op's own pre_run against the tensors it reads: a wrong
-argument fails at the user's line, with the message loading the same op from
-JSON would give. A Tensor knows the op that made it and the op knows the
-tensors it read, so a Model is the ops its outputs are computed from (NNVM's
-Symbol), in the order they were built, which is an order they can run in.
+A symbolic dim may stand wherever an op's number or number-array param holds a
+dim (an `input` op's `dims`, a `reshape`'s `dims`, ...) and in the shapes of
+the model's `interface`. `bind` gives every name a value, making the plain IR
+that Context checks and compiles; `generalize` goes the other way: from the
+IRs built with the dims at different values it writes the one IR that says
+which numbers are which dims (how the ONNX importer and `lightnet -c` keep a
+symbolic dim symbolic).
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import sys
-import threading
-from pathlib import Path
+import copy
+import math
+import re
 
 import numpy as np
 
-from lightnet import ir
-from lightnet import weights as weight_files
-from lightnet.arch import get_proto
 from lightnet.errors import LightNetError
-from lightnet.op import Op, TensorArg
-from lightnet.param import Param
-from lightnet.tensor import DType, TensorEntry, TensorTable
 
-_PACKAGE = str(Path(__file__).resolve().parent)
-_serials = itertools.count()
-_taken: set[str] = set()  # names of ops (and their tensors) built in this process
-_naming = threading.Lock()  # threads building models take fresh names one at a time
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_DIM = re.compile(rf"(?:([1-9][0-9]*)\*)?({_NAME}(?:\*{_NAME})*)")
 
-
-class Tensor:
-    """A tensor of a model being built: output `arg` of an op, with the
-    dtype and shape that op's checks gave it."""
-
-    __slots__ = ("node", "arg", "entry")
-
-    def __init__(self, node: "_Node", arg: str, entry: TensorEntry):
-        self.node = node
-        self.arg = arg
-        self.entry = entry
-
-    @property
-    def name(self) -> str:
-        return self.entry.name
-
-    @property
-    def dtype(self) -> DType:
-        return self.entry.dtype
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.entry.shape
-
-    def __repr__(self) -> str:
-        return f"<Tensor '{self.name}' {self.entry.describe()}>"
+# The values the dims take in the IRs `generalize` compares: primes that no
+# fixed dim of a model is likely to be a multiple of in the same place.
+PROBES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
 
 
-class Action:
-    """What a builder of an op without outputs (print, fprint) returns: give
-    it to Model(outputs=...) for the model to run that op."""
-
-    __slots__ = ("node",)
-
-    def __init__(self, node: "_Node"):
-        self.node = node
-
-    def __repr__(self) -> str:
-        return f"<Action '{self.node.op.name}' ({self.node.op.optype})>"
+def parse(text) -> tuple[int, tuple[str, ...]] | None:
+    """(factor, names) of a symbolic dim (`"N"`: 1, ("N",); `"4*N*S"`: 4, ("N",
+    "S")); None for anything else."""
+    if not isinstance(text, str):
+        return None
+    m = _DIM.fullmatch(text)
+    return None if m is None else (int(m.group(1) or 1), tuple(m.group(2).split("*")))
 
 
-class _Node:
-    """One op of a model being built: the checked op, the tensors it reads,
-    where the user built it, and (a constant) the array it holds."""
-
-    __slots__ = ("op", "inputs", "serial", "where", "weight", "outputs")
-
-    def __init__(self, op: Op, inputs: list[Tensor], where: str, weight=None):
-        self.op = op
-        self.inputs = inputs
-        self.serial = next(_serials)
-        self.where = where
-        self.weight = weight
-        self.outputs: list[Tensor] = []
+def expression(factor: int, names) -> str:
+    """How the IR writes `factor` times the product of dims `names`."""
+    return "*".join(([str(factor)] if factor != 1 else []) + sorted(names))
 
 
-def _caller() -> str:
-    """`file:line` of the innermost call from outside LightNet: the user's line."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back
-    if frame is None:
-        return "<lightnet>"
-    path = frame.f_code.co_filename
-    if os.path.isabs(path) and path.startswith(os.getcwd() + os.sep):
-        path = os.path.relpath(path)  # as the user named it, from where they are
-    return f"{path}:{frame.f_lineno}"
-
-
-def _fresh_name(prefix: str) -> str:
-    """`prefix` with the smallest serial number no op built in this process has."""
-    for n in itertools.count(1):
-        name = f"{prefix}{n}"
-        if name not in _taken:
-            return name
-
-
-def _plain(value):
-    """A param value as JSON would give it: numpy scalars and arrays as Python
-    numbers and lists, tuples as lists, a DType by its name."""
-    if isinstance(value, DType):
-        return value.name
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def apply(optype: str, inputs: dict, params: dict, name: str | None = None,
-          weight: np.ndarray | None = None):
-    """Make and check one `optype` op reading `inputs` (arg name -> Tensor; a
-    sequence of Tensors for a variadic input; None for an optional one not
-    given) with `params` (arg name -> value). Returns its output Tensor, a
-    tuple of them for several, an Action for none."""
-    where = _caller()
-    proto = get_proto(optype)
-    if name is not None:
-        problem = ir.name_problem(name)
-        if problem:
-            raise LightNetError(f"{where}: op name: {problem}")
-    with _naming:
-        return _apply(proto, inputs, params, name or _fresh_name(optype), weight, where)
-
-
-def _apply(proto, inputs: dict, params: dict, name: str, weight, where: str):
-    """apply(), once the op's name is chosen (holding the naming lock)."""
-    optype = proto.optype
-    at = f"{where}: op '{name}' ({optype})"
-    tensors_in: dict[str, str] = {}
-    read: list[Tensor] = []
-    for arg in proto.tensors_in:
-        value = inputs.get(arg.arg_name)
-        for arg_name, tensor in _given(arg, value, at):
-            tensors_in[arg_name] = tensor.name
-            read.append(tensor)
-    outs = [t.arg_name for t in proto.tensors_out]
-    tensors_out = {a: name if len(outs) == 1 else f"{name}_{a}" for a in outs}
-    checked = {}
-    for arg, value in params.items():
-        try:
-            checked[arg] = Param.from_value(arg, _plain(value))
-        except ValueError as e:
-            raise LightNetError(f"{at}: param '{arg}': {e}") from None
-    op = Op(proto, name, tensors_in, tensors_out, checked)
-    table = TensorTable({t.name: t.entry for t in read})
-    try:
-        op.pre_run(table)
-    except LightNetError as e:
-        raise LightNetError(f"{where}: {e}") from e
-    node = _Node(op, read, where, weight)
-    _taken.add(name)
-    _taken.update(tensors_out.values())
-    node.outputs = [Tensor(node, a, table[n]) for a, n in tensors_out.items()]
-    if not node.outputs:
-        return Action(node)
-    return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
-
-
-def _given(arg: TensorArg, value, at: str) -> list[tuple[str, Tensor]]:
-    """The (arg name, tensor) pairs input `arg` is given as: `src1`, `src2`...
-    for a variadic one, none for one given None."""
-    def tensor(arg_name, v):
-        if not isinstance(v, Tensor):
-            raise LightNetError(f"{at}: input '{arg_name}': expected a tensor of "
-                                f"lightnet.nn, found {type(v).__name__}")
-        return arg_name, v
-
-    if arg.variadic:
-        if isinstance(value, Tensor) or not isinstance(value, (list, tuple)):
-            raise LightNetError(f"{at}: input '{arg.arg_name}': expected a list of tensors "
-                                f"of lightnet.nn, found {type(value).__name__}")
-        return [tensor(f"{arg.arg_name}{i}", v) for i, v in enumerate(value, 1)]
-    if value is None:  # a required one is reported by the op's checks, as in JSON
-        return []
-    return [tensor(arg.arg_name, value)]
-
-
-def input(name: str, shape, dtype="TL_FLOAT") -> Tensor:
-    """A model input called `name`, fed before each run (Session.run,
-    Context.set_data): `shape` a list of dims, `dtype` a LightNet dtype
-    (`"TL_FLOAT"`, DType.TL_INT32) or a numpy one (np.float32)."""
-    return apply("input", {}, {"dtype": _dtype(dtype), "dims": shape}, name)
-
-
-def constant(array, name: str | None = None) -> Tensor:
-    """A static tensor holding a copy of `array` (its dtype must be one
-    LightNet has: float32, float64, int32 ...): a weight of the model, written
-    to the weight file beside its IR (Model.save), and folded by the
-    optimizer like any other."""
-    where = _caller()
-    array = np.array(array)  # a copy: later changes to the caller's array do not leak in
-    try:
-        dtype = DType.from_numpy(array.dtype)
-    except LightNetError as e:
-        raise LightNetError(f"{where}: constant: {e}") from None
-    array = array.reshape(array.shape or (1,))
-    array.flags.writeable = False
-    return apply("create", {}, {"dtype": dtype.name, "dims": list(array.shape),
-                                "from_file": True}, name or _fresh_name("constant"), array)
-
-
-def _dtype(dtype) -> str:
-    """The LightNet name of an input's dtype: a DType, its name (checked by the
-    input op, as in JSON) or a numpy dtype."""
-    if isinstance(dtype, DType):
-        return dtype.name
-    if isinstance(dtype, str) and dtype.startswith("TL_"):
-        return dtype
-    try:
-        if dtype is None:
-            raise TypeError
-        return DType.from_numpy(dtype).name
-    except TypeError:
-        raise LightNetError(f"{_caller()}: input: unknown dtype {dtype!r}") from None
-    except LightNetError as e:
-        raise LightNetError(f"{_caller()}: input: {e}") from None
-
-
-class Model:
-    """The ops `outputs` (a Tensor, an Action, or a list of them) are computed
-    from, in the order they were built. `Context.init(model)` and
-    `Session(model)` take it directly (with its constants as the weights);
-    `to_dict()` is its IR document and `save(path)` writes it, with the
-    weight file beside it.
-
-    A model's outputs are the tensors none of its ops reads: each tensor in
-    `outputs` must be one, and an op's other outputs no op reads are outputs
-    too (Session returns them)."""
-
-    def __init__(self, outputs):
-        where = _caller()
-        given = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        for item in given:
-            if not isinstance(item, (Tensor, Action)):
-                raise LightNetError(f"{where}: Model: outputs must be tensors of lightnet.nn, "
-                                    f"found {type(item).__name__}")
-        nodes: dict[int, _Node] = {}
-        todo = [item.node for item in given]
-        while todo:
-            node = todo.pop()
-            if id(node) not in nodes:
-                nodes[id(node)] = node
-                todo.extend(t.node for t in node.inputs)
-        self._nodes = sorted(nodes.values(), key=lambda n: n.serial)
-        self._check_names()
-        read = {t.name: n for n in self._nodes for t in n.inputs}
-        for item in given:
-            if isinstance(item, Tensor) and item.name in read:
-                reader = read[item.name].op
-                raise LightNetError(
-                    f"{where}: Model: tensor '{item.name}' is read by op '{reader.name}' "
-                    f"({reader.optype}), so it is not an output: a model's outputs are the "
-                    "tensors none of its ops reads")
-        self.outputs = [t for n in self._nodes for t in n.outputs if t.name not in read]
-
-    def _check_names(self) -> None:
-        """Names are unique in the model: two ops given one name fail at the second."""
-        seen: dict[str, _Node] = {}
-        for node in self._nodes:
-            for name in {node.op.name, *node.op.tensors_out.values()}:
-                other = seen.setdefault(name, node)
-                if other is not node:
-                    raise LightNetError(
-                        f"{node.where}: op '{node.op.name}' ({node.op.optype}): the name "
-                        f"'{name}' is taken by op '{other.op.name}' built at {other.where}")
-
-    @property
-    def inputs(self) -> list[Tensor]:
-        """The model's inputs (`input` ops), in the order they were built."""
-        return [n.outputs[0] for n in self._nodes if n.op.optype == "input"]
-
-    @property
-    def weights(self) -> dict[str, np.ndarray]:
-        """The arrays of the model's constants, by tensor name."""
-        return {n.outputs[0].name: n.weight for n in self._nodes if n.weight is not None}
-
-    def to_dict(self) -> dict:
-        """The model's IR document."""
-        return {"ops": [n.op.to_json() for n in self._nodes]}
-
-    def save(self, path) -> Path | None:
-        """Write the IR to `path` (JSON) and the weights, if any, to `path`
-        with the suffix .npz (what `lightnet -f` and Context.load read).
-        Returns the weight file's path, None without constants."""
-        path = Path(path)
-        try:
-            path.write_text(ir.dump([n.op for n in self._nodes]), encoding="utf-8")
-        except OSError as e:
-            raise LightNetError(f"{path}: cannot write the IR: {e.strerror}") from None
-        if not self.weights:
+def _follows(value, changed: dict, base: dict, others: dict) -> str | None:
+    """The expression of `value` (a number at the dims `base`) that becomes
+    changed[s] when dim s alone is others[s] instead, or None when it is no
+    whole multiple of the product of those dims."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    product = math.prod(base[s] for s in changed)
+    factor = value // product
+    if factor < 1 or value != factor * product:
+        return None
+    for s, v in changed.items():
+        if v != factor * product // base[s] * others[s]:
             return None
-        npz = path.with_suffix(".npz")
-        try:
-            weight_files.write_npz(npz, self.weights)
-        except OSError as e:
-            raise LightNetError(f"{npz}: cannot write the weights: {e.strerror}") from None
-        return npz
+    return expression(factor, changed)
 
-    def __repr__(self) -> str:
-        return (f"<Model: {len(self._nodes)} ops, inputs {[t.name for t in self.inputs]}, "
-                f"outputs {[t.name for t in self.outputs]}>")
+
+def _number_params(optype) -> set[str]:
+    """The number and number-array params of `optype` (none when it is unknown)."""
+    from lightnet.arch import abstract_proto, get_proto
+    from lightnet.param import ParamType
+
+    proto = (get_proto(optype) or abstract_proto(optype)) if isinstance(optype, str) else None
+    if proto is None:
+        return set()
+    return {p.arg_name for p in proto.params
+            if p.ptype in (ParamType.NUMBER, ParamType.ARRAY_NUMBER)}
+
+
+def _places(doc):
+    """Every (container, key, where) holding a dim that may be symbolic; what is
+    malformed is skipped (ir.parse reports it)."""
+    if not isinstance(doc, dict):
+        return
+    ops = doc.get("ops")
+    for index, op in enumerate(ops if isinstance(ops, list) else []):
+        if not isinstance(op, dict) or not isinstance(op.get("params"), list):
+            continue
+        numbers = _number_params(op.get("optype"))
+        for item in op["params"]:
+            if not isinstance(item, dict) or not isinstance(item.get("arg_name"), str) \
+                    or item["arg_name"] not in numbers:
+                continue
+            name = op.get("name") if isinstance(op.get("name"), str) else ""
+            where = f"op {index} ('{name}')" if name else f"op {index}"
+            where = f"{where}: param '{item['arg_name']}'"
+            value = item.get("value")
+            if isinstance(value, list):
+                yield from ((value, i, where) for i in range(len(value)))
+            elif "value" in item:
+                yield item, "value", where
+    interface = doc.get("interface")
+    if isinstance(interface, dict):
+        for kind in ("inputs", "outputs"):
+            ports = interface.get(kind)
+            for index, port in enumerate(ports if isinstance(ports, list) else []):
+                if isinstance(port, dict) and isinstance(port.get("shape"), list):
+                    where = f"'interface' {kind}[{index}] field 'shape'"
+                    yield from ((port["shape"], i, where) for i in range(len(port["shape"])))
+
+
+def names(doc) -> list[str]:
+    """The names of the symbolic dims of an IR document, sorted."""
+    found = {parse(c[k]) for c, k, _ in _places(doc)}
+    return sorted({n for p in found if p is not None for n in p[1]})
+
+
+def bind(doc, dims: dict | None, label: str):
+    """The IR document with every symbolic dim replaced by its value in `dims`
+    (the document itself when it has none). Every name must be given a whole
+    number >= 1, and every name given must be a dim of the model."""
+    dims = dict(dims or {})
+    known = names(doc)
+    for name, value in dims.items():
+        if name not in known:
+            raise LightNetError(f"{label}: dims: the model has no symbolic dim '{name}' "
+                                f"(symbolic dims: {', '.join(known) or 'none'})")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or value < 1:
+            raise LightNetError(f"{label}: dims: '{name}' must be a whole number >= 1, "
+                                f"found {value!r}")
+    if not known:
+        return doc
+    doc = copy.deepcopy(doc)
+    for container, key, where in _places(doc):
+        dim = parse(container[key])
+        if dim is None:
+            continue
+        factor, dim_names = dim
+        for name in dim_names:
+            if name not in dims:
+                raise LightNetError(
+                    f"{label}: {where}: dim '{container[key]}' is symbolic and no value is "
+                    f"given for '{name}': give it, e.g. Context.init(model, dims={{'{name}': "
+                    "1}); Session binds it from the arrays it is fed")
+        container[key] = factor * math.prod(int(dims[n]) for n in dim_names)
+    return doc
+
+
+def signature(doc, label: str, memory_limit=None):
+    """(inputs, outputs) of a model with or without symbolic dims: {name: (dtype,
+    declared shape, the tensor's own shape)} in the model's order, shapes with
+    the names of the dims they follow (see shapes). The declared shape is the
+    interface's (a scalar's [], say), else the tensor's."""
+    from lightnet.borders import Borders
+    from lightnet.context import Context
+
+    def check(dims):
+        ctx = Context(memory_limit=memory_limit)
+        try:
+            ctx.init(doc, dims=dims, label=label)
+        except LightNetError as e:
+            if not symbols:
+                raise
+            values = ", ".join(f"{k} = {v}" for k, v in dims.items())
+            raise LightNetError(f"{e} (checked with {values}: a model with symbolic dims "
+                                "must pass its checks for any value of each)") from None
+        return ctx
+
+    symbols = names(doc)
+    own = shapes(check, symbols) if symbols else None
+    ctx = check({s: PROBES[i] for i, s in enumerate(symbols)})
+    if own is None:
+        own = {n: e.shape for n, e in ctx.tensors.items()}
+    borders = Borders(ctx)  # checks the interface against the tensors
+    declared = {}
+    interface = doc.get("interface") if isinstance(doc, dict) else None
+    for kind in ("inputs", "outputs"):
+        for port in (interface or {}).get(kind, []):
+            declared[port["name"]] = tuple(port["shape"])
+    result = tuple({n: (borders.declared(n)[0], declared.get(n, own[n]), own[n]) for n in names_}
+                   for names_ in (ctx.inputs, ctx.outputs))
+    ctx.cleanup()
+    return result
+
+
+def describe(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def match(pattern, shape, dims: dict) -> str | None:
+    """Bind the names of `pattern` (a shape whose dims may be names) from `shape`
+    into `dims`; what does not fit, or None."""
+    if len(pattern) != len(shape):
+        return f"expected {len(pattern)} dims {describe(pattern)}, found {describe(shape)}"
+    new = {}
+    products = []
+    for axis, (want, got) in enumerate(zip(pattern, shape)):
+        dim = parse(want)
+        if dim is None:
+            if want != got:
+                return f"expected shape {describe(pattern)}, found {describe(shape)}"
+            continue
+        factor, dim_names = dim
+        if len(dim_names) > 1:
+            products.append((axis, want, got, factor, dim_names))
+            continue
+        name = dim_names[0]
+        value = got // factor
+        if got < 1 or got % factor:
+            return (f"dim {axis} is '{want}': expected a positive multiple of {factor}, "
+                    f"found {got}")
+        bound = dims.get(name, new.get(name))
+        if bound is not None and bound != value:
+            return (f"dim {axis} is '{want}' with {name} = {value}, but {name} = {bound} "
+                    "elsewhere in the same run")
+        new[name] = value
+    for axis, want, got, factor, dim_names in products:  # given by the other dims
+        known = {**dims, **new}
+        if any(n not in known for n in dim_names):
+            return (f"dim {axis} is '{want}', a product of dims that no other dim of the "
+                    "input gives alone")
+        if got != factor * math.prod(known[n] for n in dim_names):
+            return (f"dim {axis} is '{want}': expected "
+                    f"{factor * math.prod(known[n] for n in dim_names)}, found {got}")
+    dims.update(new)
+    return None
+
+
+def generalize(build, symbols: list[str], fixed: dict, label: str):
+    """The IR (and weights) `build(dims)` makes, with the symbolic dims `symbols`
+    written as names: `build` runs once with every symbol at a probe value and
+    once more per symbol with that one at another; a number that follows some
+    as a whole multiple of their product becomes that product ("4*N"). `fixed` are dims given
+    values that stay numbers. `build` returns (IR document, {name: array} or None)."""
+    base_dims = {**fixed, **{s: PROBES[i] for i, s in enumerate(symbols)}}
+    base_doc, base_weights = build(base_dims)
+    others = {s: PROBES[len(symbols) + i] for i, s in enumerate(symbols)}
+    variants = []
+    for s in symbols:
+        doc, weights = build({**base_dims, s: others[s]})
+        variants.append((s, doc))
+        _same_weights(base_weights, weights, s, label)
+    result = copy.deepcopy(base_doc)
+
+    def refuse(where, what):
+        raise LightNetError(
+            f"{label}: {where}: {what}; the model is not the same for every value of "
+            f"its symbolic dims ({', '.join(symbols)}) in a way LightNet's IR can say: "
+            "fix them (onnx2ln --shape NAME=D1,D2,... or --dim NAME=VALUE)")
+
+    def walk(base, values, where, out, key):
+        if isinstance(base, dict):
+            if any(not isinstance(v, dict) or v.keys() != base.keys() for v in values):
+                refuse(where, "its fields change")
+            for k in base:
+                walk(base[k], [v[k] for v in values], where, out[key], k)
+        elif isinstance(base, list):
+            if any(not isinstance(v, list) or len(v) != len(base) for v in values):
+                refuse(where, "its length changes")
+            for k, item in enumerate(base):
+                walk(item, [v[k] for v in values], where, out[key], k)
+        elif all(type(v) is type(base) and v == base for v in values):
+            return
+        else:
+            changed = {s: value for (s, _), value in zip(variants, values)
+                       if not (type(value) is type(base) and value == base)}
+            dim = _follows(base, changed, base_dims, others)
+            if dim is None:
+                refuse(where, f"{base!r} changes with {' and '.join(changed)}, not as a whole "
+                              f"multiple of {'it' if len(changed) == 1 else 'their product'}")
+            out[key] = dim
+
+    ops = base_doc.get("ops", [])
+    if any(len(doc["ops"]) != len(ops) for _, doc in variants):
+        refuse("ops", "their number changes")
+    for index, op in enumerate(ops):
+        walk(op, [doc["ops"][index] for _, doc in variants], f"op {index} ('{op.get('name')}')",
+             result["ops"], index)
+    if "interface" in base_doc:
+        walk(base_doc["interface"], [doc.get("interface") for _, doc in variants],
+             "'interface'", result, "interface")
+    # Every name stands where bind() gives it its value back.
+    present = names(result)
+    for s, doc in [(None, base_doc)] + variants:
+        dims = {**base_dims, s: others[s]} if s is not None else base_dims
+        if bind(result, {n: dims[n] for n in present}, label) != doc:
+            refuse("the IR", "a dim that follows a symbolic dim is not a param's dim")
+    return result, base_weights
+
+
+def _same_weights(base, other, symbol: str, label: str) -> None:
+    if base is None and other is None:
+        return
+    for name in sorted(set(base) | set(other)):
+        a, b = base.get(name), other.get(name)
+        if a is None or b is None or a.shape != b.shape or not np.array_equal(a, b):
+            raise LightNetError(
+                f"{label}: weight '{name}' depends on the symbolic dim {symbol}, which a "
+                "weight file cannot say: fix the dim (onnx2ln --shape NAME=D1,D2,... or "
+                "--dim NAME=VALUE)")
+
+
+def shapes(check, symbols: list[str]) -> dict[str, tuple]:
+    """The shape of every tensor of a model with symbolic dims `symbols`, a dim
+    that follows them as a whole multiple of their product written as it ("N",
+    "4*N", "N*S"), one that follows them otherwise as None. `check(dims)` is the model checked
+    (a Context initialized) with the dims at those values."""
+    base_dims = {s: PROBES[i] for i, s in enumerate(symbols)}
+    others = {s: PROBES[len(symbols) + i] for i, s in enumerate(symbols)}
+    base = check(base_dims)
+    variants = [(s, check({**base_dims, s: others[s]})) for s in symbols]
+    result = {}
+    for name, entry in base.tensors.items():
+        dims = []
+        for axis, d in enumerate(entry.shape):
+            changed = {s: ctx.tensors[name].shape[axis] for s, ctx in variants
+                       if ctx.tensors[name].shape[axis] != d}
+            dims.append(_follows(d, changed, base_dims, others) if changed else d)
+        result[name] = tuple(dims)
+    for _, ctx in variants:
+        ctx.cleanup()
+    base.cleanup()
+    return result

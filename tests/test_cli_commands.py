@@ -316,9 +316,9 @@ def test_bench_an_ir(ir_model, tmp_path):
     lines = bench_figures(out, 3)["lines"]
     assert re.fullmatch(r"throughput: \S+ runs/s", lines[7])  # batch 1: no samples/s
     one_error(lightnet("bench", model, "-f", weights, "--batch", "2", cwd=tmp_path),
-              f"{model}: batch 2: input 'x' is float32[1, {CI}, {HI}, {WI}], its batch fixed "
-              "at 1; only an ONNX model whose inputs have a symbolic first dim takes another "
-              "batch")
+              f"{model}: batch 2: input 'x' has shape [1, {CI}, {HI}, {WI}], its batch fixed "
+              "at 1; only a model whose inputs have a symbolic first dim (\"N\") takes "
+              "another batch")
     # The model's own batch is accepted; a time budget instead of a count.
     out = ok(lightnet("bench", model, "-f", weights, "--batch", "1", "--warmup", "0",
                       "--duration", "0.05", cwd=tmp_path))
@@ -342,7 +342,7 @@ def test_session_runs_an_onnx_model(onnx_model):
     x = np.random.default_rng(7).random((1, C, H, W), dtype=np.float32)
     ort = onnxruntime.InferenceSession(str(onnx_model), providers=["CPUExecutionProvider"])
     session = Session(onnx_model)
-    assert [(i.name, i.shape) for i in session.inputs] == [("x", (1, C, H, W))]
+    assert [(i.name, i.shape) for i in session.inputs] == [("x", ("N", C, H, W))]
     np.testing.assert_allclose(session.run({"x": x})["y"], ort.run(None, {"x": x})[0],
                                rtol=1e-4, atol=1e-5)
 

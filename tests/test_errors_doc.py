@@ -520,6 +520,51 @@ def batch_error(kind):
     return trigger
 
 
+def symbolic_model(batch=("N", "N"), add=False):
+    """x float32[N, 3, 8, 8] and y float32[N, 3, 8, 8] added; with other first dims
+    given, each its own relu (or added, `add`)."""
+    inputs = [op("in", "input", outs={"dst": "x"}, dims=[batch[0], 3, 8, 8]),
+              op("in2", "input", outs={"dst": "y"}, dims=[batch[1], 3, 8, 8])]
+    if batch[0] != batch[1] and not add:
+        return {"ops": inputs + [op("r", "relu", {"src": "x"}, {"dst": "rx"}),
+                                 op("r2", "relu", {"src": "y"}, {"dst": "ry"})]}
+    return {"ops": inputs + [op("add", "elew", {"src1": "x", "src2": "y"}, {"dst": "z"},
+                                elew_op="TL_SUM")]}
+
+
+def symbolic_error(kind):
+    def trigger(tmp):
+        from lightnet import model_file, symbolic
+        if kind == "unbound":
+            return message(Context().init, symbolic_model())
+        if kind in ("name", "value"):
+            dims = {"M": 1} if kind == "name" else {"N": 0}
+            return message(Context().init, symbolic_model(), dims=dims)
+        if kind == "two-batches":
+            return message(model_file.init, Context(), symbolic_model(("N", "M")), batch=4)
+        if kind == "weights":
+            return message(symbolic.generalize, lambda d: ({"ops": []}, {
+                "w": np.zeros(d["N"])}), ["N"], {}, "<model>")
+
+        def build(d):  # a reshape whose dims follow N and M in other ways
+            dims = {"sum": [d["N"] + d["M"]], "offset": [d["N"] + 1]}[kind]
+            return {"ops": [op("in", "input", outs={"dst": "x"}, dims=[d["N"], d["M"]]),
+                            op("r", "reshape", {"src": "x"}, {"dst": "y"}, dims=dims)]}, None
+        return message(symbolic.generalize, build, ["M", "N"], {}, "<model>")
+    return trigger
+
+
+def session_dims(kind):
+    def trigger(tmp):
+        s = Session(symbolic_model())
+        x = np.zeros((2, 3, 8, 8), np.float32)
+        feeds = {"shape": {"x": x, "y": np.zeros((2, 3, 7, 8), np.float32)},
+                 "rank": {"x": x[0], "y": x},
+                 "conflict": {"x": x, "y": np.zeros((3, 3, 8, 8), np.float32)}}[kind]
+        return message(s.run, feeds)
+    return trigger
+
+
 def interface_error(kind):
     def trigger(tmp):
         from tests.irbuild import ModelBuilder
@@ -886,6 +931,12 @@ TRIGGERS = {
     "cli.onnx": onnx_missing,
     "cli.onnx-option": lambda tmp: message(Session, onnx_file(tmp), datafile="w.npz"),
     "cli.batch": batch_error("fixed"),
+    "ir.symbolic-unbound": symbolic_error("unbound"),
+    "ir.symbolic-dims": symbolic_error("name"),
+    "ir.symbolic-general": symbolic_error("sum"),
+    "ir.symbolic-check": lambda tmp: message(Session, symbolic_model(("N", "M"), add=True)),
+    "api.session-dims": session_dims("shape"),
+    "api.session-plans": lambda tmp: message(Session, symbolic_model(), plans=0),
     "cli.internal": lambda tmp: internal_error(),
     # IL
     "il.read": il_file(None),
@@ -986,7 +1037,7 @@ ALSO = {
     "ir.document": [lambda tmp: run_model(model_file(tmp, "{}")),
                     lambda tmp: run_model(model_file(tmp, '{"ops": {}}'))],
     "ir.param-value": [ir(lambda d: d["ops"][1]["params"][2].update(value=10**400)),
-                       ir(lambda d: d["ops"][0]["params"][1].update(value=[1, "a"]))],
+                       ir(lambda d: d["ops"][0]["params"][1].update(value=[1, True]))],
     "check.output": [checker_define("seq"), checker_define("neg"), checker_define("scratch")],
     "gen.run-code": [gen({"bad.yaml": "bad:\n  arch: none\n  scratch: 64\n"})],
     "compile.pass": [pass_changed],
@@ -1001,7 +1052,10 @@ ALSO = {
     "cli.input-name": [cli_input("npz-twice")],
     "cli.input-feed": [cli_input("npy-shape")],
     "cli.onnx-option": [lambda tmp: cli("lightnet.cli", ["-r", onnx_file(tmp)])],
-    "cli.batch": [batch_error("no-inputs")],
+    "cli.batch": [batch_error("no-inputs"), symbolic_error("two-batches")],
+    "ir.symbolic-dims": [symbolic_error("value")],
+    "ir.symbolic-general": [symbolic_error("offset"), symbolic_error("weights")],
+    "api.session-dims": [session_dims("rank"), session_dims("conflict")],
     "cli.usage": [lambda tmp: cli("lightnet.cli", ["--input", "x", "m.json"]),
                   lambda tmp: cli("lightnet.cli", ["--input", "x=a.txt", "m.json"]),
                   lambda tmp: cli("lightnet.cli", ["bench", "--duration", "0", "m.json"]),

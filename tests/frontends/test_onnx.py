@@ -702,17 +702,26 @@ def test_an_empty_constant_output_is_unsupported():
         onnx2ln.convert(m)
 
 
-def test_symbolic_non_batch_dim_needs_a_value():
+def test_symbolic_dims_stay_symbolic():
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     m = model(nodes, [("x", ["n", "width"])], [("y", None)])
-    with pytest.raises(LightNetError, match=r"input 'x' dim 1 is symbolic \('width'\): "
-                                            r"give --dim width=VALUE"):
-        onnx2ln.convert(m)
+    ir, _ = onnx2ln.convert(m)
+    assert ir["ops"][0]["params"][1] == {"arg_name": "dims", "value": ["n", "width"]}
+    assert ir["interface"]["inputs"][0]["shape"] == ["n", "width"]
+    ir, _ = onnx2ln.convert(m, {"width": 7})
+    assert ir["ops"][0]["params"][1] == {"arg_name": "dims", "value": ["n", 7]}
     ir, _ = onnx2ln.convert(m, {"width": 7, "n": 2})
     assert ir["ops"][0]["params"][1] == {"arg_name": "dims", "value": [2, 7]}
     with pytest.raises(LightNetError, match=r"--dim height: no input dim is named 'height' "
                                             r"\(symbolic dims: n, width\)"):
         onnx2ln.convert(m, {"width": 7, "height": 2})
+    # An unnamed dim (not the batch) has no name to keep: its value must be given.
+    unnamed = model(nodes, [("x", ["n", None])], [("y", None)])
+    with pytest.raises(LightNetError, match=r"input 'x' dim 1 is symbolic \(unnamed\): "
+                                            r"give its shape, --shape x=D1,D2,\.\.\."):
+        onnx2ln.convert(unnamed)
+    ir, _ = onnx2ln.convert(unnamed, shapes={"x": (3, 5)})
+    assert ir["ops"][0]["params"][1] == {"arg_name": "dims", "value": [3, 5]}
 
 
 def test_uniform_and_large_constants(tmp_path):
@@ -775,7 +784,7 @@ def test_cli_converts_and_lightnet_runs(tmp_path):
     assert out.is_file() and npz.is_file()
     doc = json.loads(out.read_text())
     assert doc["ops"][0]["optype"] == "input"
-    assert doc["ops"][0]["params"][1]["value"] == [1, 3, 8, 8]
+    assert doc["ops"][0]["params"][1]["value"] == ["N", 3, 8, 8]
     with np.load(npz) as weights:
         assert sorted(weights.files) == ["b", "fb", "fw", "w"]
     run = subprocess.run([sys.executable, "-m", "lightnet", str(out), "-f", str(npz)],

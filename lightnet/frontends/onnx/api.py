@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lightnet import symbolic
 from lightnet.errors import LightNetError
 from lightnet.weights import write_npz
 
@@ -27,19 +28,61 @@ def _load(model):
         raise LightNetError(f"{path}: not a valid ONNX model: {type(e).__name__}: {e}") from None
 
 
-def convert(model, dims: dict | None = None, check: bool = True):
+def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | None = None):
     """Convert an ONNX model (a path or a ModelProto) to (IR dict, weights dict).
 
-    `dims` gives values to symbolic input dims by name. The weights map the
-    name of every `create` op with `from_file: true` to its array. Raises
+    A symbolic input dim (a `dim_param`) stays symbolic in the IR, under its
+    name, unless `dims` gives it a value by name or `shapes` ({input name:
+    shape}) fixes the whole shape of an input. The weights map the name of
+    every `create` op with `from_file: true` to its array. Raises
     UnsupportedModelError listing every operator that cannot be mapped.
     """
     proto = _load(model)
-    c = Converter(proto, dims)
-    ir, weights = c.run()
-    if check:
-        c.check(ir)
-    return ir, weights
+    dims = {**dims_of_shapes(proto, shapes or {}, dims or {}), **(dims or {})}
+    free = sorted({d.dim_param for i in proto.graph.input if i.type.HasField("tensor_type")
+                   for d in i.type.tensor_type.shape.dim
+                   if d.dim_param and not d.HasField("dim_value")} - set(dims)
+                  - {t.name for t in proto.graph.initializer})
+
+    def build(values):
+        c = Converter(proto, values, shapes)
+        ir, weights = c.run()
+        if check:
+            c.check(ir)
+        return ir, weights
+
+    if not free:
+        return build(dims)
+    return symbolic.generalize(build, free, dims, "the imported model")
+
+
+def dims_of_shapes(proto, shapes: dict, dims: dict) -> dict:
+    """The values `shapes` ({input name: shape}) give the inputs' symbolic dims;
+    every shape must fit its input (rank, fixed dims) and agree with `dims`."""
+    inputs = {i.name: i for i in proto.graph.input
+              if i.name not in {t.name for t in proto.graph.initializer}}
+    found: dict = {}
+    for name, shape in shapes.items():
+        where = f"--shape {name}={','.join(map(str, shape))}"
+        if name not in inputs:
+            raise LightNetError(f"{where}: the model has no input '{name}' (inputs: "
+                                f"{', '.join(inputs) or 'none'})")
+        t = inputs[name].type.tensor_type
+        model_dims = list(t.shape.dim) if t.HasField("shape") else []
+        if len(shape) != len(model_dims):
+            raise LightNetError(f"{where}: input '{name}' has {len(model_dims)} dims, "
+                                f"given {len(shape)}")
+        for axis, (d, value) in enumerate(zip(model_dims, shape)):
+            if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != value:
+                raise LightNetError(f"{where}: dim {axis} of input '{name}' is "
+                                    f"{d.dim_value}, given {value}")
+            if d.dim_param and not d.HasField("dim_value"):
+                before = dims.get(d.dim_param, found.get(d.dim_param))
+                if before is not None and before != value:
+                    raise LightNetError(f"{where}: dim {axis} of input '{name}' is "
+                                        f"'{d.dim_param}', which is {before} elsewhere")
+                found[d.dim_param] = value
+    return found
 
 
 def save_weights(path, weights: dict[str, np.ndarray]) -> None:
@@ -47,10 +90,10 @@ def save_weights(path, weights: dict[str, np.ndarray]) -> None:
     write_npz(path, weights)
 
 
-def import_model(path, out_json, dims: dict | None = None):
+def import_model(path, out_json, dims: dict | None = None, shapes: dict | None = None):
     """Convert the ONNX model at `path`; write the IR to `out_json` and the weights to
     the .npz beside it with the same stem. Returns (IR path, weights path)."""
-    ir, weights = convert(path, dims)
+    ir, weights = convert(path, dims, shapes=shapes)
     out_json = Path(out_json)
     out_npz = out_json.with_suffix(".npz")
     try:

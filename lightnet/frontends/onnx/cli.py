@@ -20,6 +20,15 @@ def _parse_dim(text: str):
     return name, int(value)
 
 
+def _parse_shape(text: str):
+    name, sep, value = text.partition("=")
+    dims = value.split(",")
+    if not sep or not name or not all(d.strip().isdigit() and int(d) >= 1 for d in dims):
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with every D >= 1, "
+                                         f"found {text!r}")
+    return name, tuple(int(d) for d in dims)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="onnx2ln",
@@ -29,8 +38,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--outfile", metavar="OUT.json",
                    help="the IR to write (default: MODEL.json beside MODEL.onnx)")
     p.add_argument("--dim", metavar="NAME=VALUE", action="append", type=_parse_dim, default=[],
-                   help="value of a symbolic input dim (repeatable); unnamed or ungiven "
-                        "batch dims become 1")
+                   help="value of the symbolic input dim NAME (repeatable); a symbolic dim "
+                        "not given stays symbolic in the IR; an unnamed batch dim becomes 1")
+    p.add_argument("--shape", metavar="INPUT=D1,D2,...", action="append", type=_parse_shape,
+                   default=[], help="the whole shape of input INPUT (repeatable): fixes its "
+                                    "symbolic dims, for a model with static shapes")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
 
@@ -40,7 +52,7 @@ def main(argv=None) -> int:
     out = Path(args.outfile) if args.outfile else Path(args.model).with_suffix(".json")
 
     def convert():
-        ir_path, npz_path = import_model(args.model, out, dict(args.dim))
+        ir_path, npz_path = import_model(args.model, out, dict(args.dim), dict(args.shape))
         doc = json.loads(ir_path.read_text(encoding="utf-8"))
         with np.load(npz_path) as npz:
             count = len(npz.files)

@@ -36,10 +36,11 @@ class Converter:
     """One conversion of one model: `run()` gives (IR, weights). Handlers read tensors
     (`val`, `const`) and append ops (`emit` and the helpers built on it)."""
 
-    def __init__(self, model, dims: dict | None):
+    def __init__(self, model, dims: dict | None, shapes: dict | None = None):
         self.onnx = onnx_package()
         self.model = model
         self.dims = dict(dims or {})
+        self.shapes = dict(shapes or {})  # whole input shapes, checked by api.dims_of_shapes
         self.opset = 1
         for imp in model.opset_import:
             if imp.domain in ("", "ai.onnx"):
@@ -127,9 +128,12 @@ class Converter:
                 errors.append(f"input '{inp.name}' has no shape")
                 continue
             shape = []
+            given = self.shapes.get(inp.name)
             for axis, d in enumerate(t.shape.dim):
                 if d.HasField("dim_value") and d.dim_value > 0:
                     shape.append(d.dim_value)
+                elif given is not None:
+                    shape.append(int(given[axis]))
                 elif d.HasField("dim_param") and d.dim_param in self.dims:
                     shape.append(int(self.dims[d.dim_param]))
                 elif axis == 0:
@@ -139,10 +143,8 @@ class Converter:
                                   "(empty tensors are not supported)")
                 else:
                     label = f"'{d.dim_param}'" if d.dim_param else "unnamed"
-                    hint = (f"--dim {d.dim_param}=VALUE" if d.dim_param
-                            else "a model with that dim fixed")
                     errors.append(f"input '{inp.name}' dim {axis} is symbolic ({label}): "
-                                  f"give {hint}")
+                                  f"give its shape, --shape {inp.name}=D1,D2,...")
             self.input_shapes[inp.name] = tuple(shape)
             self.info[inp.name] = (t.elem_type, tuple(shape))
         named = {d.dim_param for i in self.inputs if i.type.HasField("tensor_type")

@@ -182,7 +182,7 @@ def test_a_failed_check_names_the_users_line_and_says_what_loading_says():
 
 def test_a_param_of_the_wrong_type_fails_as_in_json():
     x = nn.input("x", [2, 3])
-    with pytest.raises(LightNetError, match=r"^.*test_symbolic.py:\d+: op 'sm' \(softmax\): "
+    with pytest.raises(LightNetError, match=r"^.*test_builder.py:\d+: op 'sm' \(softmax\): "
                                             r"param 'axis': type: expected a number, found a "
                                             r"string \"1\"$"):
         nn.softmax(x, axis="1", name="sm")
