@@ -1,4 +1,4 @@
-"""Models built in Python: symbolic tensors, the ops that make them, Model.
+"""Models built in Python: their tensors, the ops that make them, Model.
 
 Every builder call (`lightnet.nn.conv2d(...)`, generated from the op's
 description, or `input` / `constant` here) makes one op and checks it at

@@ -1,4 +1,4 @@
-"""Models built in Python (lightnet.nn): symbolic tensors checked as they are
+"""Models built in Python (lightnet.nn): tensors checked as they are
 built, Model's ops and outputs, constants as weights, and what Context,
 Session and the command line make of a Model. Values are checked against
 numpy computations of the same model."""
