@@ -41,7 +41,8 @@ class Session:
     ones, converted, or the tensor's own), runs the model and returns a copy of
     every output by name, as declared. `memory_limit` and `threads` are the
     Context's: bytes (or `512M`), None for the machine's available memory; BLAS
-    and oneDNN threads while running, None to leave them be. `target`: auto (the
+    and oneDNN threads while running, None to leave them be. `seed` seeds the
+    random values of `create` ops (Context's seed). `target`: auto (the
     default), dnnl or cpu (see lightnet.targets).
 
     A model with symbolic dims is compiled and loaded (planned) for the values
@@ -53,10 +54,11 @@ class Session:
     """
 
     def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
-                 threads=None, plans: int = 4):
+                 threads=None, plans: int = 4, seed: int = 0):
         if isinstance(plans, bool) or not isinstance(plans, int) or plans < 1:
             raise LightNetError(f"plans: expected a whole number >= 1, found {plans!r}")
         self.target, self.memory_limit, self.threads = target, memory_limit, threads
+        self.seed = seed
         self.max_plans = plans
         self.doc, self.label, weights = model_file.read(model, datafile)
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
@@ -86,7 +88,7 @@ class Session:
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
-        ctx = Context(memory_limit=self.memory_limit, threads=self.threads)
+        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed)
         ctx.init(self.doc, dims=dims, label=self.label)
         ctx.compile(self.target, weights=self.weights)
         if len(self._plans) >= self.max_plans:

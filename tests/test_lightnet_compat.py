@@ -344,3 +344,16 @@ def test_squeezedet_style_detector_end_to_end(tmp_path, preprocessor):
     # the data exercises what it should: several classes, boxes inside the image
     assert len(set(want_classes)) > 1
     assert np.mean((want_boxes > 0) & (want_boxes < IMG_H - 1)) > 0.5
+
+
+def test_session_seed():
+    """A Session seeds create's random values as its Context does."""
+    from lightnet import Session
+
+    relu = {"name": "r", "optype": "relu", "tensors_in": [{"arg_name": "src", "name": "a"}],
+            "tensors_out": [{"arg_name": "dst", "name": "y"}], "params": []}
+    model = {"ops": [create("a", [50], ran=[0, 1]), relu]}
+    same = Session(model, target="cpu").run()["y"]
+    np.testing.assert_array_equal(same, loaded([create("a", [50], ran=[0, 1])]).get_data("a"))
+    np.testing.assert_array_equal(same, Session(model, target="cpu", seed=0).run()["y"])
+    assert not np.array_equal(same, Session(model, target="cpu", seed=3).run()["y"])
