@@ -21,11 +21,18 @@ __all__ = [
     "deconv2d",
     "detect_yolov3",
     "dot_product",
+    "einsum",
     "elew",
+    "erf",
     "forward",
     "fprint",
+    "gather",
+    "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
+    "hard_sigmoid",
+    "hard_swish",
+    "layernorm",
     "lrelu",
     "lrn",
     "matmul",
@@ -36,6 +43,7 @@ __all__ = [
     "pick1d",
     "print",
     "rearange",
+    "reduce",
     "relu",
     "reshape",
     "resize",
@@ -45,9 +53,11 @@ __all__ = [
     "sort1d",
     "sort1d_by_key",
     "submean",
+    "swish",
     "tanh",
     "transform_bboxSQD",
     "transpose",
+    "unary",
     "upsample",
     "zeros",
 ]
@@ -528,6 +538,29 @@ def dot_product(src1: Tensor, src2: Tensor, *, name: str | None = None) -> Tenso
     return apply("dot_product", {"src1": src1, "src2": src2}, {}, name)
 
 
+def einsum(
+    src1: Tensor, src2: Tensor | None = None, *, equation: str, name: str | None = None
+) -> Tensor:
+    """Einstein summation (ONNX Einsum, numpy.einsum) of one or two operands, when it is a
+    batched matrix product: every index is in both operands and the output (batch, which
+    broadcasts a size 1), in both operands only (summed), or in one operand and the
+    output; an output that only reorders one operand's indices is a transpose. Planned
+    once from the equation and the shapes (lightnet/kernels/einsum.py); anything else (a
+    diagonal, a sum within one operand, three operands) is refused with the reason.
+    TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src1: The first operand. (dtype float)
+        src2: The second operand. (dtype float; dtype of src1)
+        equation: numpy's notation: 'bhqd,bhkd->bhqk', '...ij,jk', 'ij->ji'.
+        name: The op's name, and its output's; None: `einsum` and a number not taken.
+
+    Returns:
+        dst: The result ([1] for a scalar).
+    """
+    return apply("einsum", {"src1": src1, "src2": src2}, {"equation": equation}, name)
+
+
 def elew(
     src1: Tensor,
     src2: Tensor,
@@ -554,6 +587,21 @@ def elew(
         dst: The result, with the broadcast shape of the inputs.
     """
     return apply("elew", {"src1": src1, "src2": src2}, {"elew_op": elew_op}, name)
+
+
+def erf(src: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = erf(src) = 2 / sqrt(pi) * integral from 0 to src of exp(-t^2) dt, element-wise
+    (ONNX Erf). TL_FLOAT within 4.3e-7 absolute, TL_DOUBLE within 4 ulp (see
+    lightnet/kernels/special.py).
+
+    Args:
+        src: The input. (dtype float)
+        name: The op's name, and its output's; None: `erf` and a number not taken.
+
+    Returns:
+        dst: The values, in [-1, 1].
+    """
+    return apply("erf", {"src": src}, {}, name)
 
 
 def forward(src: Tensor, *, name: str | None = None) -> Tensor:
@@ -587,6 +635,50 @@ def fprint(src: Tensor, *, msg: str, file: str, name: str | None = None) -> Acti
         An Action: give it to Model(outputs=...) for the model to run the op.
     """
     return apply("fprint", {"src": src}, {"msg": msg, "file": file}, name)
+
+
+def gather(
+    src: Tensor, indices: Tensor, *, axis: int, name: str | None = None
+) -> Tensor:
+    """The entries of `src` along `axis` at constant `indices` (ONNX Gather with constant
+    indices): dst[i..., j..., k...] = src[i..., indices[j...], k...], so dst's shape is
+    src's with `axis` replaced by the indices' shape. A negative index counts from the
+    end; one outside the axis is an error when the model is loaded. `src`: every dtype;
+    `indices`: an integer dtype.
+
+    Args:
+        src: The tensor gathered from.
+        indices: Positions along `axis`, known before the model runs. (dtype integer;
+            static)
+        axis: The axis indexed. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `gather` and a number not taken.
+
+    Returns:
+        dst: The gathered entries.
+    """
+    return apply("gather", {"src": src, "indices": indices}, {"axis": axis}, name)
+
+
+def gelu(
+    src: Tensor,
+    *,
+    approximate: Literal["none", "tanh"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """dst = src * Phi(src), Phi the standard normal distribution function (ONNX Gelu): 0.5
+    * x * (1 + erf(x / sqrt(2))) with `approximate` none, 0.5 * x * (1 + tanh(sqrt(2 /
+    pi) * (x + 0.044715 * x^3))) with tanh. The ONNX importer also makes it of the erf
+    form written out. TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src: The input. (dtype float)
+        approximate: The exact form or the tanh approximation.
+        name: The op's name, and its output's; None: `gelu` and a number not taken.
+
+    Returns:
+        dst: The values.
+    """
+    return apply("gelu", {"src": src}, {"approximate": approximate}, name)
 
 
 def global_avgpool2d(src: Tensor, *, name: str | None = None) -> Tensor:
@@ -623,6 +715,86 @@ def global_maxpool2d(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The maxima [N, C, 1, 1], with `src`'s dtype.
     """
     return apply("global_maxpool2d", {"src": src}, {}, name)
+
+
+def hard_sigmoid(
+    src: Tensor, *, alpha: float = 0.2, beta: float = 0.5, name: str | None = None
+) -> Tensor:
+    """dst = max(0, min(1, alpha * src + beta)) element-wise (ONNX HardSigmoid;
+    MobileNetV3's squeeze-excite gate uses alpha 1/6, beta 0.5). TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src: The input. (dtype float)
+        alpha: Slope.
+        beta: Offset.
+        name: The op's name, and its output's; None: `hard_sigmoid` and a number not
+            taken.
+
+    Returns:
+        dst: The values, in [0, 1].
+    """
+    return apply("hard_sigmoid", {"src": src}, {"alpha": alpha, "beta": beta}, name)
+
+
+def hard_swish(
+    src: Tensor,
+    *,
+    alpha: float = 0.16666666666666666,
+    beta: float = 0.5,
+    name: str | None = None,
+) -> Tensor:
+    """dst = src * max(0, min(1, alpha * src + beta)) element-wise: src times its
+    hard_sigmoid (ONNX HardSwish, whose alpha is 1/6 and beta 0.5; the ONNX importer
+    also makes it of x * HardSigmoid(x)). TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src: The input. (dtype float)
+        alpha: Slope of the gate.
+        beta: Offset of the gate.
+        name: The op's name, and its output's; None: `hard_swish` and a number not
+            taken.
+
+    Returns:
+        dst: The values.
+    """
+    return apply("hard_swish", {"src": src}, {"alpha": alpha, "beta": beta}, name)
+
+
+def layernorm(
+    src: Tensor,
+    scale: Tensor,
+    bias: Tensor | None = None,
+    *,
+    axis: int,
+    epsilon: float = 1e-05,
+    name: str | None = None,
+) -> Tensor:
+    """Layer normalization (ONNX LayerNormalization) over the axes `axis`, ..., last of
+    `src`: for each index of the axes before, dst = (src - mean) / sqrt(var + epsilon) *
+    scale + bias, mean and the biased variance taken over those axes. `scale` and `bias`
+    broadcast over the normalized axes alone. The ONNX importer also makes it of the
+    written-out ReduceMean - Sub - Pow - ReduceMean - Add - Sqrt - Div form. TL_FLOAT or
+    TL_DOUBLE.
+
+    Args:
+        src: The input. (dtype float)
+        scale: Multiplies the normalized values. (dtype of src; scale broadcasts over
+            the normalized axes)
+        bias: Added last; absent, 0. (dtype of src; bias broadcasts over the normalized
+            axes)
+        axis: The first normalized axis. (>= 0; < src.ndim)
+        epsilon: Added to the variance. (>= 0)
+        name: The op's name, and its output's; None: `layernorm` and a number not taken.
+
+    Returns:
+        dst: The normalized values.
+    """
+    return apply(
+        "layernorm",
+        {"src": src, "scale": scale, "bias": bias},
+        {"axis": axis, "epsilon": epsilon},
+        name,
+    )
 
 
 def lrelu(src: Tensor, *, negslope: float, name: str | None = None) -> Tensor:
@@ -688,17 +860,20 @@ def matmul(
     beta: float = 1.0,
     name: str | None = None,
 ) -> Tensor:
-    """General matrix multiply (ONNX Gemm): dst = alpha * A' @ B' + beta * bias, where A'
-    is `src1` [M, K] (given as [K, M] and transposed when `transA`) and B' is `src2` [K,
-    N] (given as [N, K] and transposed when `transB`). `bias` is optional (absent: 0)
-    and broadcasts numpy-style to [M, N]: its shape is [N], [1], [M, N], [1, N], [M, 1]
-    or [1, 1]. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype); no tensor
-    needs to be static.
+    """General matrix multiply (ONNX Gemm, and MatMul's stacks of matrices): dst = alpha *
+    A' @ B' + beta * bias, where A' is `src1` [..., M, K] (given as [..., K, M] and
+    transposed when `transA`) and B' is `src2` [..., K, N] (given as [..., N, K] and
+    transposed when `transB`). Operands of more than two dimensions are stacks of
+    matrices multiplied pairwise, their leading (batch) dims broadcasting like numpy
+    matmul's. `bias` is optional (absent: 0) and broadcasts numpy-style to [M, N]: its
+    shape is [N], [1], [M, N], [1, N], [M, 1] or [1, 1]. Accepts TL_FLOAT and TL_DOUBLE
+    (all tensors of one dtype); no tensor needs to be static.
 
     Args:
-        src1: A, [M, K] or [K, M] with transA. (dtype float; ndim 2)
-        src2: B, [K, N] or [N, K] with transB. (dtype float; ndim 2; dtype of src1; A'
-            and B' share the inner dimension K)
+        src1: A, [..., M, K] or [..., K, M] with transA. (dtype float; A is a matrix or
+            a stack of them)
+        src2: B, [..., K, N] or [..., N, K] with transB. (dtype float; dtype of src1; B
+            is a matrix or a stack of them; A' and B' share the inner dimension K)
         bias: C, broadcast to [M, N]; optional. (dtype float; dtype of src1; bias is 1-D
             or 2-D; bias's last dim is 1 or N; a 2-D bias's first dim is 1 or M)
         transA: Transpose `src1` first.
@@ -708,7 +883,7 @@ def matmul(
         name: The op's name, and its output's; None: `matmul` and a number not taken.
 
     Returns:
-        dst: The product [M, N], with `src1`'s dtype.
+        dst: The product [..., M, N], with `src1`'s dtype.
     """
     return apply(
         "matmul",
@@ -911,6 +1086,36 @@ def rearange(
     )
 
 
+def reduce(
+    src: Tensor,
+    *,
+    func: Literal["mean", "sum", "max", "min"],
+    axes: Sequence[int],
+    keepdims: bool = True,
+    name: str | None = None,
+) -> Tensor:
+    """dst = the mean, sum, max or min (`func`) of `src` over `axes` (ONNX ReduceMean,
+    ReduceSum, ReduceMax, ReduceMin), computed in `src`'s dtype: integer sums wrap
+    around. With `keepdims` the reduced axes stay with size 1, else they are dropped
+    (all of them: dst is [1]). mean takes TL_FLOAT or TL_DOUBLE, the others every
+    numeric dtype.
+
+    Args:
+        src: The input. (dtype numeric)
+        func: The reduction. (a mean is taken of floating-point values)
+        axes: The axes reduced. (each >= 0; each < src.ndim; at least one axis is
+            reduced; no axis is named twice)
+        keepdims: Keep the reduced axes with size 1.
+        name: The op's name, and its output's; None: `reduce` and a number not taken.
+
+    Returns:
+        dst: The reduction.
+    """
+    return apply(
+        "reduce", {"src": src}, {"func": func, "axes": axes, "keepdims": keepdims}, name
+    )
+
+
 def relu(src: Tensor, *, name: str | None = None) -> Tensor:
     """dst = max(src, 0) element-wise. Every dtype but TL_BOOL.
 
@@ -1099,6 +1304,22 @@ def submean(
     return apply("submean", {"src": src}, {"mean": mean, "dtype": dtype}, name)
 
 
+def swish(src: Tensor, *, alpha: float = 1.0, name: str | None = None) -> Tensor:
+    """dst = src * sigmoid(alpha * src) element-wise (ONNX Swish; SiLU with alpha 1, which
+    EfficientNet uses; the ONNX importer also makes it of x * Sigmoid(x)). TL_FLOAT or
+    TL_DOUBLE.
+
+    Args:
+        src: The input. (dtype float)
+        alpha: Scale inside the sigmoid.
+        name: The op's name, and its output's; None: `swish` and a number not taken.
+
+    Returns:
+        dst: The values.
+    """
+    return apply("swish", {"src": src}, {"alpha": alpha}, name)
+
+
 def tanh(src: Tensor, *, name: str | None = None) -> Tensor:
     """dst = tanh(src) element-wise. TL_FLOAT or TL_DOUBLE.
 
@@ -1179,6 +1400,28 @@ def transpose(src: Tensor, *, axes: Sequence[int], name: str | None = None) -> T
         dst: The transposed tensor.
     """
     return apply("transpose", {"src": src}, {"axes": axes}, name)
+
+
+def unary(
+    src: Tensor,
+    *,
+    func: Literal["exp", "neg", "reciprocal", "sqrt"],
+    name: str | None = None,
+) -> Tensor:
+    """dst = func(src) element-wise: exp, neg (-src), reciprocal (1 / src) or sqrt (ONNX
+    Exp, Neg, Reciprocal, Sqrt). exp overflows to inf, 1 / 0 is inf and the square root
+    of a negative number is NaN, as IEEE says. exp, reciprocal and sqrt take TL_FLOAT or
+    TL_DOUBLE; neg also the signed integers (wrapping at the dtype's minimum).
+
+    Args:
+        src: The input. (dtype TL_FLOAT, TL_DOUBLE, TL_INT32, TL_INT16, TL_INT8)
+        func: The function. (only neg takes integers)
+        name: The op's name, and its output's; None: `unary` and a number not taken.
+
+    Returns:
+        dst: The values.
+    """
+    return apply("unary", {"src": src}, {"func": func}, name)
 
 
 def upsample(
