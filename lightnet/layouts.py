@@ -31,6 +31,8 @@ from lightnet.param import Param
 DNNL = "dnnl"
 REORDER = "reorder_dnnl"
 WEIGHTS = "weights_dnnl"
+# The dnnl ops that choose their source's layout when the layout pass leaves it to them.
+CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
 
 
 def _is_dnnl(op) -> bool:
@@ -116,3 +118,35 @@ def lay_out(ctx) -> None:
     for op, arg, new in outs:
         op.tensors_out[arg] = new
     ctx.add_ops(0, result)
+    _drop_copies(ctx)
+
+
+def _drop_copies(ctx) -> None:
+    """Remove the reorders that turned out to copy a tensor into the layout it has (a
+    dnnl op reading or writing LightNet's plain layout: a matmul, or an op fed plain
+    data): their readers read the tensor itself, and a dnnl producer writes the plain
+    tensor a reorder made. The model is checked again."""
+    copies = [op for op in ctx.ops if op.optype == REORDER and all(
+        ctx.tensors[n].layout is None for n in op.tensor_names())
+        and not (op.values["to"] == "dnnl" and _chooser_reads(ctx, op.tensors_out["dst"]))]
+    if not copies:
+        return
+    renames = {}  # tensor -> the tensor it becomes
+    for op in copies:
+        src, dst = op.tensors_in["src"], op.tensors_out["dst"]
+        if op.values["to"] == "dnnl":
+            renames[dst] = src  # the dnnl readers read the plain tensor
+        else:
+            renames[src] = dst  # the dnnl producer writes the plain tensor
+    ops = [op for op in ctx.ops if op not in copies]
+    ctx.remove_ops(0, len(ctx.ops))
+    for op in ops:
+        op.tensors_in = {a: renames.get(n, n) for a, n in op.tensors_in.items()}
+        op.tensors_out = {a: renames.get(n, n) for a, n in op.tensors_out.items()}
+    ctx.add_ops(0, ops)
+
+
+def _chooser_reads(ctx, name: str) -> bool:
+    """Whether an op that chooses its source's layout reads `name`: given the plain
+    tensor instead of one left to it, it could choose its output's layout otherwise."""
+    return any(ctx.dfg.ops[r].optype in CHOOSERS for r in ctx.dfg.consumers.get(name, []))

@@ -276,8 +276,10 @@ def test_info_of_an_ir_compiled_for_dnnl(ir_model, tmp_path):
     model, weights = ir_model
     doc = json.loads(ok(lightnet("info", model, "--json", "-t", "dnnl", cwd=tmp_path)))
     assert doc["target"] == "dnnl"
-    assert doc["ops"]["compiled"] == {"create_cpu": 2, "input_cpu": 1, "reorder_dnnl": 2,
-                                      "weights_dnnl": 1, "conv2d_dnnl": 1}
+    # A reorder in; one out unless the convolution writes the plain layout.
+    assert 1 <= doc["ops"]["compiled"]["reorder_dnnl"] <= 2
+    assert {t: n for t, n in doc["ops"]["compiled"].items() if t != "reorder_dnnl"} == {
+        "create_cpu": 2, "input_cpu": 1, "weights_dnnl": 1, "conv2d_dnnl": 1}
     ok(lightnet(model, "-f", weights, "-t", "dnnl", "-c", "-o", "d.json", cwd=tmp_path))
     compiled = json.loads(ok(lightnet("info", "d.json", "-f", "d.npz", "--json",
                                       cwd=tmp_path)))
@@ -357,11 +359,13 @@ def test_bench_on_dnnl_names_onednn_s_kernels(ir_model, tmp_path):
     lines = bench_figures(out, 3, kernel_lines=2)["lines"]
     assert lines[1] == "target: dnnl"
     assert lines[4].startswith("kernels: BLAS: ")
-    # oneDNN's implementations of the 4 dnnl ops (2 reorders, the weights', the
+    # oneDNN's implementations of the dnnl ops (reorders, the weights', the
     # convolution's), each with its count.
     assert lines[5].startswith("kernels: oneDNN: "), lines[5]
     kernels = re.findall(r"(\S+) x(\d+)(?:, |$)", lines[5].removeprefix("kernels: oneDNN: "))
-    assert sum(int(n) for _, n in kernels) == 4, lines[5]
+    compiled = json.loads(ok(lightnet("info", model, "--json", "-t", "dnnl", cwd=tmp_path)))
+    dnnl_ops = sum(n for t, n in compiled["ops"]["compiled"].items() if t.endswith("_dnnl"))
+    assert sum(int(n) for _, n in kernels) == dnnl_ops, lines[5]
 
 
 def test_help_lists_every_command(tmp_path):

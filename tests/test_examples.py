@@ -68,5 +68,5 @@ def test_profile_and_dot(tmp_path):
     assert conv in table
     text = dot.read_text()
     assert text.startswith("digraph lightnet {") and conv in text
-    if conv == "conv2d_dnnl":  # dnnl ops filled; the reorders at the borders shown
-        assert "fillcolor=lightblue" in text and "reorder_dnnl" in text
+    if conv == "conv2d_dnnl":  # dnnl ops filled; the weights' reorders shown
+        assert "fillcolor=lightblue" in text and "weights_dnnl" in text
