@@ -45,15 +45,17 @@ def resolve(target: str) -> str:
 
 def describe() -> list[str]:
     """One line per target for `lightnet --targets`: whether it can be used here, and why
-    not (for dnnl, oneDNN's version and the instruction set it detected)."""
+    not (for dnnl, oneDNN's version, the instruction set it detected and whether
+    that computes bfloat16 natively)."""
     lines = ["cpu: available (numpy kernels)"]
     problem = _dnnl_problem()
     if problem is not None:
         lines.append(f"dnnl: {problem}")
     else:
         lib = capi.library()
+        bf16 = "native" if lib.native_bf16 else "not native"
         lines.append(f"dnnl: available (oneDNN {lib.version}, ISA {lib.cpu_isa}, "
-                     f"{lib.threads()} threads)")
+                     f"bf16 {bf16}, {lib.threads()} threads)")
     lines.append(f"auto: {resolve(AUTO)} (dnnl where it can be used, else cpu)")
     others = [a for a in arch.archs() if a not in ("none", "cpu", DNNL)]
     lines += [f"{a}: available" for a in others]
