@@ -18,7 +18,8 @@ tensor crosses a border:
 The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
 the machine's oneDNN's choice, made again whenever the model is checked (an IR
 records which tensors are dnnl's, never their formats or sizes). The data type of a
-dnnl tensor is decided here too (`dnnl_dtype`): a reduced precision is a reorder's.
+dnnl tensor is decided here too: its reorders are where it would change (a oneDNN
+reorder converts data types as well as layouts); today every one keeps float32.
 """
 
 from __future__ import annotations
@@ -30,11 +31,6 @@ from lightnet.param import Param
 DNNL = "dnnl"
 REORDER = "reorder_dnnl"
 WEIGHTS = "weights_dnnl"
-
-
-def dnnl_dtype(entry):
-    """The data type a dnnl op holds `entry` in: its own (float32) for now."""
-    return entry.dtype
 
 
 def _is_dnnl(op) -> bool:

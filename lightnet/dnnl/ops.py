@@ -25,8 +25,9 @@ from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
 
 PENDING = "any"
 
-__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "matmul", "pool2d", "eltwise",
-           "binary", "concat", "reorder", "describe_kernels"]
+__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
+           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "reorder",
+           "describe_kernels"]
 
 
 def _dtype(entry) -> str:
@@ -199,6 +200,42 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", negs
     return _settle(op, Call(kernel, {"src": "src1", "weights": "src2", "bias": "bias",
                                      "dst": "dst"},
                             {"src1": src1, "src2": src2, "bias": bias, "dst": dst}))
+
+
+def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_padding,
+             dilation) -> int:
+    """A transposed convolution reading its source in the producer's layout (or choosing
+    it), its weight reordered once into the layout it chose."""
+    kernel = _create(primitives.deconv2d, src.shape, weight.shape, bias=bias is not None,
+                     group=group, stride=stride, padding=padding,
+                     output_padding=output_padding, dilation=dilation, dtype=_dtype(src),
+                     src=_layout(src, chooses=True))
+    return _settle(op, Call(kernel, {"src": "src", "weights": "weight", "bias": "bias",
+                                     "dst": "dst"},
+                            {"src": src, "weight": weight, "bias": bias, "dst": dst}))
+
+
+def batchnorm(op, src, scale, offset, mean, var, dst, *, epsilon) -> int:
+    """Inference batch normalization in the source's layout; the [C] tensors plain."""
+    kernel = _create(primitives.batchnorm, src.shape, epsilon, dtype=_dtype(src),
+                     src=_layout(src))
+    args = {"src": "src", "mean": "mean", "variance": "var", "scale": "scale",
+            "shift": "offset", "dst": "dst"}
+    return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "offset": offset,
+                                           "mean": mean, "var": var, "dst": dst}))
+
+
+def lrn(op, src, dst, *, size, alpha, beta, bias) -> int:
+    """Local response normalization across channels (odd sizes) in the source's layout."""
+    kernel = _create(primitives.lrn, src.shape, size=size, alpha=alpha, beta=beta, bias=bias,
+                     dtype=_dtype(src), src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def softmax(op, src, dst, *, axis) -> int:
+    """Softmax along `axis` in the source's layout."""
+    kernel = _create(primitives.softmax, src.shape, axis, dtype=_dtype(src), src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 
 def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,

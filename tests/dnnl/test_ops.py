@@ -237,6 +237,62 @@ def test_a_weight_two_convolutions_read_is_reordered_for_each():
     assert len({op.tensors_out["dst"] for op in reorders}) == 2
 
 
+@pytest.mark.parametrize("shape,axis", [([2, 17, 5, 3], 1), ([3, 1000], 1), ([2, 7, 4, 6], 3)])
+def test_softmax_matches_cpu(shape, axis):
+    m = ModelBuilder()
+    m.op("softmax", {"src": m.input("data", shape)}, axis=axis)
+    check_against_cpu(m.to_dict(), optypes=["softmax_dnnl"])
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_lrn_matches_cpu(size):
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 3, 9, 9]), 3, 19, 3, pad=1)
+    m.op("lrn", {"src": x}, size=size, alpha=0.01, beta=0.75, bias=2.0)
+    check_against_cpu(m.to_dict(), optypes=["lrn_dnnl"])
+
+
+def test_lrn_of_an_even_size_stays_on_cpu():
+    m = ModelBuilder()
+    m.op("lrn", {"src": m.input("data", [1, 6, 4, 4])}, size=4)
+    ctx = check_against_cpu(m.to_dict())
+    assert "lrn_cpu" in [op.optype for op in ctx.ops]
+
+
+def test_batchnorm_not_folded_matches_cpu():
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 8, 8])
+    parts = [m.conv(x, 3, c, 3, pad=1) for c in (5, 12)]
+    y = m.op("concat", {"src1": parts[0], "src2": parts[1]}, axis=1)
+    m.relu(m.batchnorm(y, 17))
+    check_against_cpu(m.to_dict(), optypes=["batchnorm_dnnl", "concat_dnnl"])
+
+
+@pytest.mark.parametrize("group,stride,padding,output_padding,dilation", [
+    (1, [2, 2], [1, 1, 1, 1], [1, 1], [1, 1]),
+    (1, [1, 2], [0, 1, 2, 1], [0, 1], [2, 1]),
+    (3, [2, 1], [1, 0, 1, 0], [0, 0], [1, 1]),
+    (1, [3, 3], [0, 0, 0, 0], [0, 0], [1, 1]),
+])
+def test_deconv2d_matches_cpu(group, stride, padding, output_padding, dilation):
+    m = ModelBuilder()
+    x = m.input("data", [2, 6, 7, 5])
+    w = m.weight("w", [6, 5, 3, 3], -0.3, 0.3)
+    b = m.weight("b", [5 * group])
+    m.op("deconv2d", {"src": x, "weight": w, "bias": b}, group=group, size=[3, 3],
+         stride=stride, padding=padding, output_padding=output_padding, dilation=dilation)
+    check_against_cpu(m.to_dict(), optypes=["deconv2d_dnnl", "weights_dnnl"])
+
+
+def test_deconv2d_whose_output_padding_exceeds_the_end_padding_stays_on_cpu():
+    m = ModelBuilder()
+    x = m.input("data", [1, 2, 4, 4])
+    m.op("deconv2d", {"src": x, "weight": m.weight("w", [2, 3, 3, 3]), "bias": m.weight("b", [3])},
+         size=[3, 3], stride=[2, 2], output_padding=[1, 1])
+    ctx = check_against_cpu(m.to_dict())
+    assert "deconv2d_cpu" in [op.optype for op in ctx.ops]
+
+
 def test_float64_stays_on_cpu():
     m = ModelBuilder()
     x = m.input("data", [1, 2, 5, 5], dtype="TL_DOUBLE")
@@ -328,11 +384,11 @@ def test_batchnorm_folds_into_the_convolution_with_the_weights():
     weights = {n: rng.uniform(0.5, 1.5, e.shape).astype(np.float32)
                for n, e in ctx.tensors.items() if e.from_file}
     folded = check_against_cpu(doc, weights=weights)
-    assert "batchnorm_cpu" not in [op.optype for op in folded.ops]
+    assert "batchnorm_dnnl" not in [op.optype for op in folded.ops]
     assert [op.optype for op in folded.ops if op.arch == "dnnl"] == [
         "reorder_dnnl", "weights_dnnl", "conv2d_dnnl", "reorder_dnnl"]
     plain = check_against_cpu(doc, combine=False, weights=weights)
-    assert "batchnorm_cpu" in [op.optype for op in plain.ops]
+    assert "batchnorm_dnnl" in [op.optype for op in plain.ops]
 
 
 # The layout pass ---------------------------------------------------------------------------
@@ -340,16 +396,16 @@ def test_batchnorm_folds_into_the_convolution_with_the_weights():
 def test_a_model_mixing_dnnl_and_cpu_ops_reorders_at_the_borders():
     m = ModelBuilder()
     x = m.relu(m.conv(m.input("data", [1, 3, 8, 8]), 3, 17, 3, pad=1))
-    s = m.op("softmax", {"src": x}, axis=1)  # a cpu op
+    s = m.op("transpose", {"src": x}, axes=[0, 1, 3, 2])  # a cpu op
     y = m.conv(s, 17, 6, 1)
     m.add(y, m.conv(x, 17, 6, 1))
     ctx = check_against_cpu(m.to_dict(), combine=False)
     kinds = [(op.optype, op.params["to"].value if "to" in op.params else None)
-             for op in ctx.ops if op.optype in ("reorder_dnnl", "softmax_cpu")]
+             for op in ctx.ops if op.optype in ("reorder_dnnl", "transpose_cpu")]
     assert kinds == [("reorder_dnnl", "dnnl"), ("reorder_dnnl", "plain"),
-                     ("softmax_cpu", None), ("reorder_dnnl", "dnnl"),
+                     ("transpose_cpu", None), ("reorder_dnnl", "dnnl"),
                      ("reorder_dnnl", "plain")]
-    # x is read by softmax (cpu) and a conv (dnnl): the conv reads the dnnl tensor.
+    # x is read by transpose (cpu) and a conv (dnnl): the conv reads the dnnl tensor.
     relu = next(op for op in ctx.ops if op.optype == "relu_dnnl")
     produced = relu.tensors_out["dst"]
     assert produced.endswith("_dnnl")

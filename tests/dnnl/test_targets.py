@@ -9,7 +9,6 @@ import pytest
 
 from lightnet import Context, Session, targets
 from lightnet.dnnl import capi
-from lightnet.errors import LightNetError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "example.json"
@@ -101,17 +100,13 @@ def test_auto_is_the_default_and_resolves_to_an_architecture():
     assert Session(str(EXAMPLE)).run() == Session(str(EXAMPLE), target="cpu").run()
 
 
-def test_dnnl_without_its_ops_is_refused_honestly():
-    if "dnnl" in targets.arch.archs():
-        pytest.skip("the dnnl architecture has ops")
-    line = one_error_line(lightnet(EXAMPLE, "-t", "dnnl"))
-    assert line.startswith("lightnet: error: target 'dnnl': ")
-    assert line.endswith("; use -t cpu (or auto)")
-    assert targets.resolve("auto") == "cpu"
+@NEEDS_ONEDNN
+def test_auto_compiles_for_dnnl_where_onednn_loads():
+    assert targets.resolve("auto") == "dnnl"
     ctx = Context()
-    ctx.init(str(EXAMPLE))
-    with pytest.raises(LightNetError, match="^target 'dnnl': "):
-        ctx.compile("dnnl")
+    ctx.init(str(ROOT / "examples" / "squeezenet.json"))
+    ctx.compile()
+    assert "conv2d_dnnl" in [op.optype for op in ctx.ops]
 
 
 @NEEDS_ONEDNN
