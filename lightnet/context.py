@@ -206,9 +206,14 @@ class Context:
     # Compiling --------------------------------------------------------------------
 
     @_locked
-    def compile(self, target: str = "auto", combine: bool = True, weights=None) -> None:
+    def compile(self, target: str = "auto", combine: bool = True, weights=None,
+                precision: str = "f32") -> None:
         """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
         (combine=False: no fusions), and plan memory.
+
+        `precision` (lightnet.targets: f32, bf16, auto) is the data type the dnnl
+        ops compute in: bf16 holds the tensors between them and their weights in
+        bfloat16; model inputs, outputs and cpu ops stay float32.
 
         `weights` (a weight file, or a mapping of tensor name to array) loads
         the weights before optimizing: rules may then compute new static data
@@ -217,12 +222,13 @@ class Context:
         no weight file. `save_weights` writes the compiled model's weights.
         """
         target = targets.resolve(target)
+        dtype = targets.resolve_precision(precision, target)
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
         self._values = {}
         try:
-            pipeline.compile(self, target, combine)
+            pipeline.compile(self, target, combine, dtype)
         finally:
             self._values = {}
 

@@ -31,6 +31,13 @@ __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matm
 
 
 def _dtype(entry) -> str:
+    """The data type oneDNN holds `entry` in, which the ops reading it compute in:
+    its layout's, the layout pass's choice for a tensor whose layout is pending,
+    else its own (float32)."""
+    if entry.desc is not None:
+        return entry.desc.dtype
+    if entry.layout == PENDING and entry.precision is not None:
+        return entry.precision
     return entry.dtype.np.name
 
 
@@ -280,15 +287,18 @@ class Reorder:
 
     impl_info = None
 
-    def __init__(self, src, dst, to: str):
+    def __init__(self, src, dst, to: str, dtype: str):
         self.src, self.dst, self.to = src, dst, to
         if to == "dnnl":
             dst.layout, dst.storage, dst.desc, dst.source = PENDING, None, None, None
+            dst.precision = dtype
 
     def bind(self, scratch, arrays: dict):
         if self.dst.layout == PENDING:
             raise ValueError("no dnnl op reads the reordered tensor")
-        source = self.dst.source if self.to == "dnnl" else None
+        # A plain source is read as the reader's kernel holds it (a weight's own
+        # strides); a dnnl tensor (converted to another data type) in its layout.
+        source = self.dst.source if self.to == "dnnl" and self.src.layout is None else None
         kernel = primitives.reorder(source or _desc(self.src), _desc(self.dst))
         self.impl_info = kernel.impl_info
         return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
@@ -300,10 +310,10 @@ def _desc(entry):
     return entry.desc
 
 
-def reorder(op, src, dst, to: str) -> int:
-    """A reorder op copying `src` to oneDNN's layout (`to` "dnnl") or to plain; it
-    needs no scratchpad."""
-    op.values["call"] = Reorder(src, dst, to)
+def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
+    """A reorder op copying `src` to oneDNN's layout (`to` "dnnl"), held in `dtype`
+    there, or to plain (float32); it needs no scratchpad."""
+    op.values["call"] = Reorder(src, dst, to, dtype)
     return 0
 
 
