@@ -40,7 +40,6 @@ REORDER = "reorder_dnnl"
 WEIGHTS = "weights_dnnl"
 
 FLOAT32 = "float32"
-BFLOAT16 = "bfloat16"
 
 # dnnl ops whose result a bfloat16 source would put outside the accuracy contract
 # (docs/performance.md): softmax exponentiates its source, so a score rounded to
@@ -51,7 +50,6 @@ FLOAT32_OPS = frozenset({"softmax_dnnl"})
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.
 FLOAT32_ARGS = frozenset({"bias", "scale", "offset", "mean", "var"})
-
 
 
 def _is_dnnl(op) -> bool:
