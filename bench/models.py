@@ -3,7 +3,7 @@ seeded random weights as initializers. Both engines run that same graph: ONNX
 Runtime directly, LightNet through its ONNX importer.
 
 Every builder takes a numpy Generator and returns a ModelProto with one input
-"data" [1, 3, 224, 224] float32 and one output.
+"data" [1, 3, 224, 224] float32 and one output [1, 1000].
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ OPSET = 13
 class Graph:
     """A tiny ONNX graph builder: every method adds nodes and returns the output name."""
 
-    def __init__(self, rng: np.random.Generator, name: str):
+    def __init__(self, rng: np.random.Generator, name: str, opset: int = OPSET):
         self.rng = rng
         self.name = name
+        self.opset = opset
         self.nodes: list = []
         self.inits: list = []
         self.counts: dict[str, int] = {}
@@ -69,6 +70,48 @@ class Graph:
         hi = self.const("c", np.array(6, np.float32))
         return self.node("Clip", [x, lo, hi], "relu6")
 
+    def hardswish(self, x) -> str:
+        return self.node("HardSwish", [x])
+
+    def hardsigmoid(self, x) -> str:
+        """torch's Hardsigmoid: relu6(x + 3) / 6."""
+        return self.node("HardSigmoid", [x], alpha=1 / 6, beta=0.5)
+
+    def gelu(self, x) -> str:
+        """nn.GELU() as torch exports it below opset 20: x * (1 + erf(x / sqrt 2)) * 0.5."""
+        root2 = self.const("c", np.array(math.sqrt(2), np.float32))
+        one = self.const("c", np.array(1, np.float32))
+        half = self.const("c", np.array(0.5, np.float32))
+        y = self.node("Add", [self.node("Erf", [self.node("Div", [x, root2])]), one])
+        return self.node("Mul", [self.node("Mul", [x, y]), half], "gelu")
+
+    def layernorm(self, x, c, eps=1e-6) -> str:
+        ins = [x, self.uniform("ln_scale", [c], 0.5, 1.5), self.uniform("ln_bias", [c], -0.1, 0.1)]
+        return self.node("LayerNormalization", ins, "ln", axis=-1, epsilon=eps)
+
+    def linear(self, x, cin, cout) -> str:
+        """nn.Linear on [B, T, cin]: MatMul by the transposed weight, then Add the bias."""
+        bound = math.sqrt(6.0 / cin)
+        y = self.node("MatMul", [x, self.uniform("lin_w", [cin, cout], -bound, bound)])
+        return self.node("Add", [y, self.uniform("lin_b", [cout], -0.1, 0.1)])
+
+    def attention(self, x, tokens, dim, heads) -> str:
+        """timm's Attention: qkv Linear, [B, T, 3, H, D] permuted to [3, B, H, T, D] and
+        picked by Gather, softmax(q k^T / sqrt D) v, heads merged, proj Linear."""
+        hd = dim // heads
+        qkv = self.linear(x, dim, 3 * dim)
+        qkv = self.node("Reshape", [qkv, self.const("shape", np.array([1, tokens, 3, heads, hd],
+                                                                     np.int64))])
+        qkv = self.node("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
+        q, k, v = (self.node("Gather", [qkv, self.const("i", np.array(i, np.int64))], axis=0)
+                   for i in range(3))
+        q = self.node("Mul", [q, self.const("c", np.array(hd ** -0.5, np.float32))])
+        a = self.node("MatMul", [q, self.node("Transpose", [k], perm=[0, 1, 3, 2])])
+        a = self.node("Softmax", [a], axis=-1)
+        y = self.node("Transpose", [self.node("MatMul", [a, v])], perm=[0, 2, 1, 3])
+        y = self.node("Reshape", [y, self.const("shape", np.array([1, tokens, dim], np.int64))])
+        return self.linear(y, dim, dim)
+
     def maxpool(self, x, k, stride, pad=0) -> str:
         return self.node("MaxPool", [x], kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad] * 4)
@@ -109,7 +152,7 @@ class Graph:
             [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 224, 224])],
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])],
             self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                               producer_name="lightnet-bench")
         m.ir_version = 8
         onnx.checker.check_model(m)
@@ -236,12 +279,71 @@ def shufflenet(rng, groups: int = 3) -> onnx.ModelProto:
     return g.model(g.fc(g.flatten(g.gap(x)), cin, 1000))
 
 
+# torchvision's MobileNet v3 Large: (kernel, expanded, out, squeeze-excite, hard swish, stride)
+MOBILENETV3_LARGE = [
+    (3, 16, 16, False, False, 1), (3, 64, 24, False, False, 2), (3, 72, 24, False, False, 1),
+    (5, 72, 40, True, False, 2), (5, 120, 40, True, False, 1), (5, 120, 40, True, False, 1),
+    (3, 240, 80, False, True, 2), (3, 200, 80, False, True, 1), (3, 184, 80, False, True, 1),
+    (3, 184, 80, False, True, 1), (3, 480, 112, True, True, 1), (3, 672, 112, True, True, 1),
+    (5, 672, 160, True, True, 2), (5, 960, 160, True, True, 1), (5, 960, 160, True, True, 1),
+]
+
+
+def mobilenetv3(rng) -> onnx.ModelProto:
+    """MobileNet v3 Large (torchvision): inverted residuals with 3x3 or 5x5 depthwise
+    convs, ReLU or HardSwish, squeeze-excite gated by HardSigmoid; a 1x1 conv to 960,
+    pool, Linear 1280 + HardSwish, Linear 1000. Opset 17 (HardSwish is opset 14)."""
+    g = Graph(rng, "mobilenetv3", opset=17)
+    x = g.hardswish(g.bn(g.conv("data", 3, 16, 3, stride=2, bias=False), 16))
+    cin = 16
+    for k, exp, cout, se, hs, stride in MOBILENETV3_LARGE:
+        act = g.hardswish if hs else g.relu
+        y = x
+        if exp != cin:
+            y = act(g.bn(g.conv(y, cin, exp, 1, bias=False), exp))
+        y = act(g.bn(g.conv(y, exp, exp, k, stride=stride, group=exp, bias=False), exp))
+        if se:
+            squeeze = max(8, (exp // 4 + 4) // 8 * 8)  # torchvision's _make_divisible(exp // 4, 8)
+            squeeze += 8 if squeeze < 0.9 * (exp // 4) else 0
+            s = g.relu(g.conv(g.gap(y), exp, squeeze, 1))
+            y = g.node("Mul", [y, g.hardsigmoid(g.conv(s, squeeze, exp, 1))])
+        y = g.bn(g.conv(y, exp, cout, 1, bias=False), cout, gamma=(0.2, 0.5))
+        x = g.add(y, x) if stride == 1 and cin == cout else y
+        cin = cout
+    x = g.hardswish(g.bn(g.conv(x, cin, 960, 1, bias=False), 960))
+    x = g.hardswish(g.fc(g.flatten(g.gap(x)), 960, 1280))
+    return g.model(g.fc(x, 1280, 1000))
+
+
+def vit_s16(rng, depth: int = 12, dim: int = 384, heads: int = 6) -> onnx.ModelProto:
+    """ViT-S/16 (timm's vit_small_patch16_224): a 16x16 stride-16 conv patch embedding,
+    a class token and position embedding, `depth` pre-norm encoder blocks (attention
+    with `heads` heads, MLP 4x with GELU), a final LayerNormalization, the class
+    token's Linear head. Opset 17 (LayerNormalization); GELU in its erf form."""
+    g = Graph(rng, "vit_s16", opset=17)
+    tokens = 14 * 14 + 1
+    x = g.conv("data", 3, dim, 16, stride=16, pad=0)
+    x = g.node("Reshape", [x, g.const("shape", np.array([1, dim, tokens - 1], np.int64))])
+    x = g.node("Transpose", [x], perm=[0, 2, 1])
+    x = g.node("Concat", [g.uniform("cls", [1, 1, dim], -0.1, 0.1), x], axis=1)
+    x = g.add(x, g.uniform("pos", [1, tokens, dim], -0.1, 0.1))
+    for _ in range(depth):
+        x = g.add(x, g.attention(g.layernorm(x, dim), tokens, dim, heads))
+        y = g.linear(g.gelu(g.linear(g.layernorm(x, dim), dim, 4 * dim)), 4 * dim, dim)
+        x = g.add(x, y)
+    x = g.layernorm(x, dim)
+    x = g.node("Gather", [x, g.const("i", np.array(0, np.int64))], axis=1)
+    return g.model(g.fc(x, dim, 1000))
+
+
 MODELS = {
     "vgg11": vgg11,
     "resnet50": resnet50,
     "squeezenet1.1": squeezenet11,
     "mobilenetv2": mobilenetv2,
     "shufflenet": shufflenet,
+    "mobilenetv3": mobilenetv3,
+    "vit_s16": vit_s16,
 }
 
 

@@ -1,4 +1,4 @@
-"""LightNet vs ONNX Runtime on 224x224 float32 CNNs (not part of the unit tests).
+"""LightNet vs ONNX Runtime on 224x224 float32 CNNs and a ViT (not part of the unit tests).
 
     python bench/run.py                         # every model, then the dispatch table
     python bench/run.py --target dnnl           # dnnl, cpu or both (the default)
@@ -44,7 +44,7 @@ def _args(argv=None):
                    help="BLAS threads and ONNX Runtime intra-op threads (default: all cores)")
     p.add_argument("--models", default=None,
                    help="comma-separated subset of: vgg11, resnet50, squeezenet1.1, "
-                        "mobilenetv2, shufflenet (default: all)")
+                        "mobilenetv2, shufflenet, mobilenetv3, vit_s16 (default: all)")
     p.add_argument("--target", choices=("dnnl", "cpu", "both"), default="both",
                    help="LightNet's target(s), each timed against ONNX Runtime (default both)")
     p.add_argument("--precision", choices=("f32", "bf16"), default="f32",

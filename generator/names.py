@@ -19,9 +19,13 @@ from generator.source import DescriptionError, YMap
 # Names every description expression may use besides its op's own arguments.
 GLOBALS = frozenset({"kernels", "dnnl", "np", "math", "DType"})
 BUILTINS = frozenset(dir(builtins))
+# Names lightnet.nn (its generated builder functions, lightnet/auto/nn.py, and
+# what lightnet/nn.py adds) uses for itself: no optype or argument may take one.
+NN_NAMES = frozenset({"name", "apply", "Tensor", "Action", "Sequence", "Literal", "Model",
+                      "constant"})
 # Names the generated functions use for themselves: an argument (or a name
 # pre_run assigns) called like one of them would break the generated code.
-RESERVED = GLOBALS | frozenset({
+RESERVED = GLOBALS | NN_NAMES | frozenset({
     "ck", "op", "tensors", "arrays", "priv", "run", "found", "scratch",
     "Checker", "OpProto", "ParamArg", "TensorArg", "ParamType", "MemType",
 })

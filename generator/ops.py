@@ -15,9 +15,10 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from generator.fields import Fields, kind
-from generator.names import (BUILTINS, HIDDEN, RESERVED, bindings, check_names, expression,
-                             identifier, parse, read_checks, snippet)
-from generator.schema import (ARCH_MTYPES, ARCHS, BOUNDS, DTYPES, MISSING, MTYPES, SCALAR_TYPES, Bound,
+from generator.names import (BUILTINS, HIDDEN, NN_NAMES, RESERVED, bindings, check_names,
+                             expression, identifier, parse, read_checks, snippet)
+from generator.schema import (ARCH_MTYPES, ARCHS, BOUNDS, DTYPES, MISSING, MTYPES,
+                              SCALAR_TYPES, Bound,
                               Example, Family, OpDesc, OwnChecks, ParamDesc, TensorIn, TensorOut)
 from generator.source import DescriptionError, YList, YMap, load_yaml
 
@@ -390,6 +391,9 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     f = Fields(value, file, optype, 0)
     if not optype.isidentifier() or keyword.iskeyword(optype):
         raise DescriptionError(file, f.line, optype, "an optype must be a Python identifier")
+    if optype in NN_NAMES:
+        raise DescriptionError(file, f.line, optype,
+                               f"'{optype}' is reserved: the generated code uses that name")
     f.used.update(("inherits", "drop_checks"))  # read when the variant was merged
     arch = f.get("arch", str)
     if arch not in ARCHS:

@@ -15,7 +15,8 @@ from pathlib import Path
 import black
 import jinja2
 
-from generator.schema import DTYPES, Descriptions, Family, OpDesc, Optimizer, is_number
+from generator.schema import (DTYPES, Descriptions, Family, OpDesc, Optimizer, TensorIn,
+                              is_number)
 
 BLACK_VERSION = "26.10.1"  # the one pinned in pyproject.toml
 BLACK_MODE = black.Mode(target_versions={black.TargetVersion.PY311}, line_length=88)
@@ -300,6 +301,111 @@ def _variants(family: Family, op: OpDesc) -> list[tuple[OpDesc, list, list]]:
             for v in family.ops if v.runnable and descends(v)]
 
 
+# The builder functions of lightnet.nn (templates/nn.py.j2) -------------------------------
+
+# Abstract ops whose builder lightnet.builder writes by hand: an input is named by the
+# user, nn.input(name, shape, dtype).
+HAND_WRITTEN_BUILDERS = ("input",)
+_HINTS = {"int": "int", "float": "float", "double": "float", "string": "str", "bool": "bool",
+          "null": "None"}
+_DOC_WIDTH = 84  # docstring lines: 88 columns less the function body's indent
+
+
+def _builder_input(t, op: OpDesc) -> str:
+    """An input of a builder function: a list of tensors for a variadic one;
+    an optional one defaults to None when every input after it is optional."""
+    if t.variadic:
+        return f"{t.arg_name}: Sequence[Tensor]"
+    if not t.optional:
+        return f"{t.arg_name}: Tensor"
+    later = op.tensors_in[op.tensors_in.index(t) + 1:]
+    return f"{t.arg_name}: Tensor | None" + (" = None" if all(u.optional for u in later) else "")
+
+
+def _param_hint(p) -> str:
+    hint = (f"Literal[{', '.join(map(repr, p.choices))}]" if p.choices
+            else _HINTS[p.type.split("[")[0]])
+    return f"Sequence[{hint}]" if p.is_array else hint
+
+
+def _builder_param(p) -> str:
+    """A keyword-only param of a builder function, typed, with its default."""
+    default = "" if p.required else f" = {_literal(p.default)}"
+    return f"{p.arg_name}: {_param_hint(p)}{default}"
+
+
+def _builder_signature(op: OpDesc) -> str:
+    """A builder function's parameters: the op's inputs, then its params and
+    the op's name, keyword-only."""
+    return ", ".join([*(_builder_input(t, op) for t in op.tensors_in), "*",
+                      *map(_builder_param, op.params), "name: str | None = None"])
+
+
+def _arg_dict(args) -> str:
+    """`{"src": src, ...}`: the builder function's args of these names, by name."""
+    return "{" + ", ".join(f'"{a.arg_name}": {a.arg_name}' for a in args) + "}"
+
+
+def _builder_returns(op: OpDesc) -> str:
+    count = len(op.tensors_out)
+    if count == 0:
+        return "Action"
+    return "Tensor" if count == 1 else f"tuple[{', '.join(['Tensor'] * count)}]"
+
+
+def _paragraphs(text: str) -> str:
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), _DOC_WIDTH)
+                       for p in text.strip().split("\n\n") if p.strip())
+
+
+def _builder_rules(arg) -> str:
+    """What an input or param must be, in words, for its docstring entry (a
+    param's choices are in its type)."""
+    symbols = {"eq": "==", "ne": "!=", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+    rules = []
+    if isinstance(arg, TensorIn):
+        if arg.dtype:
+            rules.append(f"dtype {arg.dtype_set or ', '.join(arg.dtype)}")
+        rules += [f"ndim {arg.ndim}"] if arg.ndim is not None else []
+        rules += [f"len {arg.len}"] if arg.len is not None else []
+        rules += [f"dtype of {arg.sametype}"] if arg.sametype else []
+        rules += [f"shape of {arg.sameshape}"] if arg.sameshape else []
+        rules += [] if arg.static is None else ["static" if arg.static else "not static"]
+        rules += [f"at least {arg.min}"] if arg.variadic else []
+    else:
+        each = "each " if arg.is_array else ""
+        rules += [f"length {arg.len}"] if arg.len is not None else []
+        rules += [f"{each}{symbols[b.rule]} {b.value}" for b in arg.bounds]
+    rules += [c.msg or c.expr for c in arg.checks]
+    return "; ".join(rules)
+
+
+def _item(name: str, doc: str, rules: str = "") -> str:
+    text = " ".join(f"{doc} ({rules})".split()) if rules else " ".join(doc.split())
+    return textwrap.fill(f"{name}: {text}", _DOC_WIDTH, initial_indent="    ",
+                         subsequent_indent="        ")
+
+
+def _builder_doc(op: OpDesc) -> str:
+    """The docstring of `op`'s builder function: the op's doc, its args and
+    outputs with their docs and rules, as a literal indented for a function body."""
+    args = [_item(a.arg_name, a.doc, _builder_rules(a)) for a in (*op.tensors_in, *op.params)]
+    names = {0: "The op's name", 1: "The op's name, and its output's"}.get(
+        len(op.tensors_out), "The op's name (its outputs are `<name>_<output>`)")
+    args.append(_item("name", f"{names}; None: `{op.optype}` and a number not taken."))
+    if not op.tensors_out:
+        returns = ["    An Action: give it to Model(outputs=...) for the model to run the op."]
+    elif len(op.tensors_out) == 1:
+        returns = [_item(op.tensors_out[0].arg_name, op.tensors_out[0].doc)]
+    else:
+        returns = ["    The tuple of its outputs:"]
+        returns += [_item(t.arg_name, t.doc) for t in op.tensors_out]
+    text = "\n\n".join([_paragraphs(op.doc), "Args:\n" + "\n".join(args),
+                        "Returns:\n" + "\n".join(returns)])
+    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return '"""' + textwrap.indent(text, "    ").lstrip() + '\n    """'
+
+
 def environment(templates: Path) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates),
@@ -338,6 +444,10 @@ def environment(templates: Path) -> jinja2.Environment:
         indent_code=lambda code, n: textwrap.indent(code.rstrip("\n"), " " * n),
         tensor_rules=_tensor_rules,
         param_rules=_param_rules,
+        builder_signature=_builder_signature,
+        arg_dict=_arg_dict,
+        builder_returns=_builder_returns,
+        builder_doc=_builder_doc,
     )
     env.globals["satisfy"] = _satisfy
     env.globals["variants"] = _variants
@@ -377,5 +487,9 @@ def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
                            ("dtypes.py.j2", "lightnet/auto/dtypes.py")):
         text = env.get_template(template).render(descriptions=descriptions)
         files[path] = format_python(text, path)
+    builders = [op for op in descriptions.ops()
+                if not op.runnable and op.optype not in HAND_WRITTEN_BUILDERS]
+    text = env.get_template("nn.py.j2").render(ops=builders)
+    files["lightnet/auto/nn.py"] = format_python(text, "lightnet/auto/nn.py")
     files["docs/ops.md"] = env.get_template("ops.md.j2").render(descriptions=descriptions)
     return files

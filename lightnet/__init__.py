@@ -9,6 +9,8 @@
     result = ctx.get_data("output")
 
 or, for a model with `input` ops: `lightnet.Session("model.json").run({"x": x})`.
+A model built in Python with `lightnet.nn` (docs/builder.md) is taken the same
+way: `lightnet.Session(nn.Model(outputs=y))`.
 """
 
 from lightnet.context import Context

@@ -21,18 +21,17 @@ from lightnet.rules import Combiner
 
 @dataclass(frozen=True)
 class Arch:
-    """An architecture: its ops, and expanders (abstract optype -> function
-    `(ctx, op) -> list of ops | None`), combiners, subgraph and schedule
-    functions, applied in that order by `compile`. An abstract op `X` that no
-    expander lowers becomes `X_<name>` when the arch has that op; failing
-    that, what the `fallback` arch makes of it."""
+    """An architecture: its ops, its expanders (abstract optype -> function
+    `(ctx, op) -> list of ops | None`) and combiners, which the expand and
+    combine passes apply (lightnet.pipeline: passes of its own register
+    there, with `targets=[name]`). An abstract op `X` that no expander lowers
+    becomes `X_<name>` when the arch has that op; failing that, what the
+    `fallback` arch makes of it."""
 
     name: str
     ops: dict[str, OpProto]
     expanders: dict[str, Callable] = field(default_factory=dict)
     combiners: tuple[Combiner, ...] = ()
-    subgraphs: tuple[Callable, ...] = ()
-    schedules: tuple[Callable, ...] = ()
     fallback: str | None = None
 
 

@@ -24,6 +24,7 @@ from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
+from lightnet.builder import Model
 from lightnet.tensor import MemType, TensorTable
 
 
@@ -89,6 +90,9 @@ class Context:
         # compile(weights=...) or load(datafile), plus what rules folded.
         self.weights: dict[str, np.ndarray] | None = None
         self.compiled_with_weights = False
+        # The weights a lightnet.nn Model brings (its constants), used when compile()
+        # is given none.
+        self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
         self._runs: tuple = ()
         self._run_ops: tuple = ()
@@ -97,13 +101,17 @@ class Context:
 
     @_locked
     def init(self, source, dims: dict | None = None, label: str | None = None) -> None:
-        """Create and check the ops of a model (a path, `-` for stdin, or a dict).
+        """Create and check the ops of a model: a path, `-` for stdin, a dict, or
+        a lightnet.nn Model, whose constants compile() then takes as the weights.
 
         `dims` gives the model's symbolic dims (`"N"` in an input's dims) their
         values, {name: whole number >= 1}: every one must be given (Session
         binds them from what it is fed). `label` names the model in messages
         (default: its path, `<stdin>` or `<model>`)."""
         self.cleanup()
+        if isinstance(source, Model):
+            self.model_weights = source.weights
+            source = source.to_dict()
         doc, self.label = ir.load(source)
         if label is not None:
             self.label = label
@@ -220,9 +228,12 @@ class Context:
         from them (constant folding, e.g. a batchnorm folded into the conv's
         weights), weights nothing reads any more are dropped, and load() takes
         no weight file. `save_weights` writes the compiled model's weights.
+        A lightnet.nn Model compiles with its constants unless `weights` is given.
         """
         target = targets.resolve(target)
         dtype = targets.resolve_precision(precision, target)
+        if weights is None:
+            weights = self.model_weights
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
@@ -545,4 +556,5 @@ class Context:
         self.dfg = DataFlowGraph()
         self.mem = None
         self.weights = None
+        self.model_weights = None
         self.compiled_with_weights = False

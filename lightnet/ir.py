@@ -91,7 +91,7 @@ def is_text(value: str) -> bool:
     return True
 
 
-def _name_problem(value, given: bool = True) -> str | None:
+def name_problem(value, given: bool = True) -> str | None:
     """What is wrong with a name field (op, optype, arg or tensor name), if anything."""
     if not given:
         return "expected a non-empty string, found nothing"
@@ -138,7 +138,7 @@ def _parse_op(op, where: str) -> OpSpec:
     if isinstance(name, str) and name and limits.name_problem(name) is None:
         where = f"{where} ('{name}')"
     for key in ("name", "optype"):
-        problem = _name_problem(op.get(key), key in op)
+        problem = name_problem(op.get(key), key in op)
         if problem:
             raise LightNetError(f"{where}: field '{key}': {problem}")
     unknown = sorted(set(op) - {"name", "optype", "tensors_in", "tensors_out", "params"})
@@ -169,7 +169,7 @@ def _parse_list(op, field: str, value_key: str, where: str) -> dict:
         if extra:
             raise LightNetError(f"{at}: unknown field '{extra[0]}'")
         arg = item.get("arg_name")
-        problem = _name_problem(arg, "arg_name" in item)
+        problem = name_problem(arg, "arg_name" in item)
         if problem:
             raise LightNetError(f"{at}: field 'arg_name': {problem}")
         if arg in result:
@@ -177,7 +177,7 @@ def _parse_list(op, field: str, value_key: str, where: str) -> dict:
         if value_key not in item:
             raise LightNetError(f"{at} ('{arg}'): field '{value_key}' is missing")
         value = item[value_key]
-        problem = _name_problem(value) if value_key == "name" else None
+        problem = name_problem(value) if value_key == "name" else None
         if problem:
             raise LightNetError(f"{at} ('{arg}'): field 'name': {problem}")
         result[arg] = value
@@ -249,7 +249,7 @@ def parse_interface(doc, label: str) -> Interface | None:
                 fail(where, f"expected an object, found {_type_name(entry)}")
             for field in sorted(set(entry) ^ {"name", "dtype", "shape"}):
                 fail(where, f"{'unknown' if field in entry else 'missing'} field '{field}'")
-            problem = _name_problem(entry["name"])
+            problem = name_problem(entry["name"])
             if problem:
                 fail(f"{where} field 'name'", problem)
             if entry["dtype"] not in INTERFACE_DTYPES:

@@ -1,9 +1,10 @@
 """A model as a user names it: a JSON IR (a path, `-` for standard input, or a
-parsed dict) or an ONNX model (a path ending in `.onnx`), which is imported in
-memory by the ONNX front-end, so `lightnet model.onnx` and
-`Session("model.onnx")` need no `onnx2ln` step. The `onnx` package is needed
-only for ONNX models. A symbolic dim of either stays symbolic until the model
-is initialized with its value (lightnet/symbolic.py).
+parsed dict), a lightnet.nn Model (which brings its constants as weights) or
+an ONNX model (a path ending in `.onnx`), which is imported in memory by the
+ONNX front-end, so `lightnet model.onnx` and `Session("model.onnx")` need no
+`onnx2ln` step. The `onnx` package is needed only for ONNX models. A symbolic
+dim of a JSON IR or an ONNX model stays symbolic until the model is
+initialized with its value (lightnet/symbolic.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from pathlib import Path
 
 from lightnet import ir, symbolic
+from lightnet.builder import Model
 from lightnet.errors import LightNetError
 
 
@@ -20,9 +22,12 @@ def is_onnx(model) -> bool:
 
 
 def read(model, datafile=None):
-    """(IR document, label, weights) of a model: `datafile` for a JSON IR, the
-    imported initializers (a name -> array dict) for an ONNX model, which takes
-    no weight file."""
+    """(IR document, label, weights) of a model: `datafile` for a JSON IR,
+    `datafile` or else its constants for a lightnet.nn Model, the imported
+    initializers (a name -> array dict) for an ONNX model, which takes no weight
+    file."""
+    if isinstance(model, Model):
+        return model.to_dict(), "<model>", datafile if datafile is not None else model.weights
     if not is_onnx(model):
         doc, label = ir.load(model)
         return doc, label, datafile

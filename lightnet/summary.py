@@ -38,7 +38,7 @@ def _deconv_macs(op, shape) -> int:
 
 
 def _matmul_macs(op, shape) -> int:
-    inner = shape("src1")[0] if op.values["transA"] else shape("src1")[1]
+    inner = shape("src1")[-2] if op.values["transA"] else shape("src1")[-1]
     return math.prod(shape("dst")) * inner
 
 
@@ -47,6 +47,7 @@ MACS = {
     "depthwise_conv2d": _conv_macs,
     "deconv2d": _deconv_macs,
     "matmul": _matmul_macs,
+    "einsum": lambda op, shape: op.values["plan"].macs,
     "dot_product": lambda op, shape: math.prod(shape("src1")),
 }
 

@@ -387,9 +387,9 @@ def test_session_runs_an_onnx_model(onnx_model):
 
 
 def test_info_macs_agree_with_the_benchmark_models(tmp_path):
-    """MACs of real networks (grouped, depthwise and 1x1 convolutions, Gemm)
-    against bench/models.py's count of their matrix products, made from the
-    ONNX graph with ONNX shape inference."""
+    """MACs of real networks (grouped, depthwise and 1x1 convolutions, Gemm, batched
+    MatMul) against bench/models.py's count of their matrix products, made from
+    the ONNX graph with ONNX shape inference."""
     from lightnet.summary import collect
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -397,8 +397,11 @@ def test_info_macs_agree_with_the_benchmark_models(tmp_path):
         import models
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    for build in (models.squeezenet11, models.mobilenetv2, models.shufflenet):
+    builds = {"squeezenet11": models.squeezenet11, "mobilenetv2": models.mobilenetv2,
+              "shufflenet": models.shufflenet, "mobilenetv3": models.mobilenetv3,
+              "vit_one_block": lambda rng: models.vit_s16(rng, depth=1)}
+    for name, build in builds.items():
         model = build(np.random.default_rng(0))
-        path = tmp_path / f"{build.__name__}.onnx"
+        path = tmp_path / f"{name}.onnx"
         onnx.save(model, str(path))
         assert collect(path)["macs"] == sum(math.prod(p) for p in models.gemms(model))

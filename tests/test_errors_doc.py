@@ -804,6 +804,38 @@ def dnnl_reads_plain_weight() -> str:
     return message(go)
 
 
+def builder(kind):
+    """A model built in Python (lightnet.nn) going wrong."""
+    def trigger(tmp):
+        from lightnet import nn
+
+        x = nn.input("x", [2, 3])
+        if kind == "tensor":
+            return message(nn.relu, np.zeros(3), name="relu1")
+        if kind == "variadic":
+            return message(nn.concat, x, axis=0, name="concat1")
+        if kind == "name":
+            return message(nn.relu, x, name=7)
+        if kind == "param":
+            return message(nn.softmax, x, axis={}, name="softmax1")
+        if kind == "nan":
+            return message(nn.clip, x, min=float("nan"), max=1, name="clip1")
+        if kind == "constant":
+            return message(nn.constant, np.arange(3))
+        if kind == "input":
+            return message(nn.input, "y", [2], "float8")
+        if kind == "float16":
+            return message(nn.input, "y", [2], np.float16)
+        if kind == "outputs":
+            return message(nn.Model, outputs=[np.zeros(2)])
+        if kind == "read":
+            r = nn.relu(x, name="relu1")
+            return message(nn.Model, outputs=[r, nn.relu(r, name="relu2")])
+        if kind == "taken":
+            return message(nn.Model, outputs=[nn.relu(x, name="a"), nn.relu(x, name="a")])
+    return trigger
+
+
 def message_of(fn):
     """The message of whatever exception `fn` raises (the generator's own types)."""
     with pytest.raises(Exception) as e:
@@ -924,6 +956,13 @@ TRIGGERS = {
     "api.interface": interface_error("not_input"),
     "api.dtype": dtype_error("name"),
     "api.pass-register": pass_registry("duplicate"),
+    # Builder
+    "nn.tensor": builder("tensor"),
+    "nn.name": builder("name"),
+    "nn.param": builder("param"),
+    "nn.dtype": builder("constant"),
+    "nn.outputs": builder("outputs"),
+    "nn.name-taken": builder("taken"),
     # CLI
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
@@ -1077,6 +1116,11 @@ ALSO = {
                      ir(lambda d: d.update(interface={"inputs": [{"name": "", "dtype": "bool",
                                                                   "shape": []}]}))],
     "api.dtype": [dtype_error("numpy")],
+    "gen.identifier": [gen({"bad.yaml": "Tensor:\n  arch: none\n"})],
+    "nn.tensor": [builder("variadic")],
+    "nn.param": [builder("nan")],
+    "nn.dtype": [builder("input"), builder("float16")],
+    "nn.outputs": [builder("read")],
     "api.pass-register": [pass_registry("name"), pass_registry("list"),
                           pass_registry("function"), pass_registry("unregister")],
     "il.cpp": [cpp_fails("run")],

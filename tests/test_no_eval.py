@@ -16,6 +16,7 @@ import ast
 import copy
 import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -41,8 +42,9 @@ def payloads(marker: Path) -> list[str]:
 
 
 def evaluated(text: str) -> bool:
-    """Whether `text` shows the result of evaluating one of the payloads."""
-    return "49" in text or "<class" in text or "__mro__'>" in text
+    """Whether `text` shows the result of evaluating one of the payloads: 49
+    as a number of its own (not inside a timing such as 0.149 or 49.0)."""
+    return bool(re.search(r"(?<![\d.])49(?![\d.])", text)) or "<class" in text or "__mro__'>" in text
 
 
 def model() -> dict:

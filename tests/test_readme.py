@@ -28,3 +28,21 @@ def test_onnx_python_example(tmp_path):
                          text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "{'softmaxout_1': (1, 1000, 1, 1)}"
+
+
+def test_builder_python_example(tmp_path):
+    code = re.search(r"```python\n(import numpy as np\nimport lightnet\nfrom lightnet import nn"
+                     r".*?)```", README, re.S).group(1)
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "{'y': (1, 4, 8, 8)}"
+    assert (tmp_path / "model.json").is_file() and (tmp_path / "model.npz").is_file()
+
+
+def test_context_python_example():
+    code = re.search(r"```python\n(import lightnet\n\nctx = lightnet.Context\(\).*?)```", README,
+                     re.S).group(1)
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == ["[[2. 3. 4.]", " [6. 7. 8.]]"]

@@ -29,3 +29,12 @@ ANY = (
     DType.TL_UINT8,
     DType.TL_BOOL,
 )
+
+INTEGER = (
+    DType.TL_INT32,
+    DType.TL_INT16,
+    DType.TL_INT8,
+    DType.TL_UINT32,
+    DType.TL_UINT16,
+    DType.TL_UINT8,
+)

@@ -14,11 +14,18 @@ from lightnet.auto.ops import create as create_ops
 from lightnet.auto.ops import deconv2d as deconv2d_ops
 from lightnet.auto.ops import detect_yolov3 as detect_yolov3_ops
 from lightnet.auto.ops import dot_product as dot_product_ops
+from lightnet.auto.ops import einsum as einsum_ops
 from lightnet.auto.ops import elew as elew_ops
+from lightnet.auto.ops import erf as erf_ops
 from lightnet.auto.ops import forward as forward_ops
 from lightnet.auto.ops import fprint as fprint_ops
+from lightnet.auto.ops import gather as gather_ops
+from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
+from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
+from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
+from lightnet.auto.ops import layernorm as layernorm_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
@@ -29,6 +36,7 @@ from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import rearange as rearange_ops
+from lightnet.auto.ops import reduce as reduce_ops
 from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reorder as reorder_ops
 from lightnet.auto.ops import reshape as reshape_ops
@@ -39,9 +47,11 @@ from lightnet.auto.ops import softmax as softmax_ops
 from lightnet.auto.ops import sort1d as sort1d_ops
 from lightnet.auto.ops import sort1d_by_key as sort1d_by_key_ops
 from lightnet.auto.ops import submean as submean_ops
+from lightnet.auto.ops import swish as swish_ops
 from lightnet.auto.ops import tanh as tanh_ops
 from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
 from lightnet.auto.ops import transpose as transpose_ops
+from lightnet.auto.ops import unary as unary_ops
 from lightnet.auto.ops import upsample as upsample_ops
 from lightnet.auto.ops import zeros as zeros_ops
 
@@ -59,11 +69,18 @@ OP_PROTOS = {
         deconv2d_ops,
         detect_yolov3_ops,
         dot_product_ops,
+        einsum_ops,
         elew_ops,
+        erf_ops,
         forward_ops,
         fprint_ops,
+        gather_ops,
+        gelu_ops,
         global_pool_ops,
+        hard_sigmoid_ops,
+        hard_swish_ops,
         input_ops,
+        layernorm_ops,
         lrelu_ops,
         lrn_ops,
         matmul_ops,
@@ -74,6 +91,7 @@ OP_PROTOS = {
         pick1d_ops,
         print_ops,
         rearange_ops,
+        reduce_ops,
         relu_ops,
         reorder_ops,
         reshape_ops,
@@ -84,9 +102,11 @@ OP_PROTOS = {
         sort1d_ops,
         sort1d_by_key_ops,
         submean_ops,
+        swish_ops,
         tanh_ops,
         transform_bboxSQD_ops,
         transpose_ops,
+        unary_ops,
         upsample_ops,
         zeros_ops,
     )

@@ -8,6 +8,7 @@ check time live beside the kernels they describe.
 from lightnet.kernels.array import *  # noqa: F401,F403
 from lightnet.kernels.conv import *  # noqa: F401,F403
 from lightnet.kernels.detection import *  # noqa: F401,F403
+from lightnet.kernels.einsum import *  # noqa: F401,F403
 from lightnet.kernels.elementwise import *  # noqa: F401,F403
 from lightnet.kernels.fused import *  # noqa: F401,F403
 from lightnet.kernels.io import *  # noqa: F401,F403
@@ -19,3 +20,4 @@ from lightnet.kernels.reduce import *  # noqa: F401,F403
 from lightnet.kernels.resample import *  # noqa: F401,F403
 from lightnet.kernels.scratch import *  # noqa: F401,F403
 from lightnet.kernels.sort import *  # noqa: F401,F403
+from lightnet.kernels.special import *  # noqa: F401,F403

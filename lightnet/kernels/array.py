@@ -9,6 +9,9 @@ __all__ = [
     "concat",
     "fill_arange",
     "fill_zeros",
+    "gather",
+    "gather_indices",
+    "gather_shape",
     "pick1d",
     "pick1d_shape",
     "reshape_dims",
@@ -122,3 +125,32 @@ def pick1d(
     """
     chunks = src[: src.shape[0] // stride * stride].reshape(-1, stride)
     np.take(chunks, src_index[:len], axis=0, out=dst.reshape(len, stride))
+
+
+def gather_shape(src_shape, indices_shape, axis: int) -> tuple:
+    """Shape of gather's dst: src's with `axis` replaced by the indices' shape."""
+    src_shape = tuple(src_shape)
+    if not 0 <= axis < len(src_shape):
+        raise ValueError(f"axis {axis} is out of range for a {len(src_shape)}-D shape "
+                         f"{list(src_shape)}")
+    return src_shape[:axis] + tuple(indices_shape) + src_shape[axis + 1:]
+
+
+def gather_indices(indices: np.ndarray, size: int) -> np.ndarray:
+    """`indices` into an axis of `size` entries as non-negative intp (a negative
+    index counts from the end, as in ONNX); ValueError naming the first one
+    outside [-size, size)."""
+    idx = np.asarray(indices).astype(np.intp)
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        raise ValueError(f"index {int(idx[bad].reshape(-1)[0])} is out of range for an axis "
+                         f"of {size} entries (valid: {-size} to {size - 1})")
+    return np.where(idx < 0, idx + size, idx)
+
+
+def gather(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *, axis: int) -> None:
+    """dst = the entries of src along `axis` at `indices` (ONNX Gather; numpy take).
+
+    `indices` are gather_indices' checked ones (prepared once, at load), so the
+    take needs no bounds check and no buffering ("clip" never clips them)."""
+    np.take(src, indices, axis=axis, out=dst, mode="clip")

@@ -8,16 +8,26 @@ import math
 
 import numpy as np
 
+from lightnet.kernels.special import erf, erf_scratch
+
 __all__ = [
+    "GELU_APPROXIMATIONS",
+    "UNARY_FUNCS",
     "broadcast_shape",
     "clip",
     "elew",
+    "gelu",
+    "gelu_scratch",
+    "hard_sigmoid",
+    "hard_swish",
     "lrelu",
     "relu",
     "sigmoid",
     "submean",
     "submean_shape",
+    "swish",
     "tanh",
+    "unary",
 ]
 
 _ELEW_UFUNCS = {
@@ -106,6 +116,89 @@ def sigmoid(src: np.ndarray, dst: np.ndarray) -> None:
 def tanh(src: np.ndarray, dst: np.ndarray) -> None:
     """dst = tanh(src)."""
     np.tanh(src, out=dst)
+
+
+def hard_sigmoid(src: np.ndarray, dst: np.ndarray, *, alpha: float, beta: float) -> None:
+    """dst = max(0, min(1, alpha * src + beta)) (ONNX HardSigmoid)."""
+    np.multiply(src, alpha, out=dst)
+    np.add(dst, beta, out=dst)
+    np.clip(dst, 0, 1, out=dst)
+
+
+def hard_swish(src: np.ndarray, dst: np.ndarray, *, alpha: float, beta: float) -> None:
+    """dst = src * hard_sigmoid(src) (ONNX HardSwish: alpha 1/6, beta 0.5)."""
+    hard_sigmoid(src, dst, alpha=alpha, beta=beta)
+    np.multiply(dst, src, out=dst)
+
+
+def swish(src: np.ndarray, dst: np.ndarray, *, alpha: float) -> None:
+    """dst = src * sigmoid(alpha * src) = src / (1 + exp(-alpha * src)) (SiLU when
+    alpha is 1); exp overflowing to inf for very negative alpha * src gives -0."""
+    np.multiply(src, -alpha, out=dst)
+    with np.errstate(over="ignore"):
+        np.exp(dst, out=dst)
+    np.add(dst, 1, out=dst)
+    np.divide(src, dst, out=dst)
+
+
+GELU_APPROXIMATIONS = ("none", "tanh")
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def gelu_scratch(shape, dtype, approximate: str) -> tuple:
+    """Scratch layout (see kernels.scratch) of `gelu`: erf's and the scaled input
+    for the exact form, nothing for the tanh approximation."""
+    if approximate == "tanh":
+        return ()
+    return erf_scratch(shape, dtype) + (("scaled", tuple(shape), np.dtype(dtype)),)
+
+
+def gelu(src: np.ndarray, dst: np.ndarray, *, approximate: str = "none",
+         ws: dict | None = None) -> None:
+    """dst = src * Phi(src), Phi the standard normal CDF (ONNX Gelu):
+    0.5 * x * (1 + erf(x / sqrt(2))) exactly (kernels.special.erf), or with
+    `approximate` "tanh", 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))).
+    `ws` is carve(scratch, gelu_scratch(dst.shape, dst.dtype, approximate))."""
+    if approximate == "tanh":
+        np.multiply(src, src, out=dst)
+        np.multiply(dst, 0.044715 * _SQRT_2_OVER_PI, out=dst)
+        np.add(dst, _SQRT_2_OVER_PI, out=dst)
+        np.multiply(dst, src, out=dst)
+        np.tanh(dst, out=dst)
+    elif approximate == "none":
+        if ws is None:
+            ws = {name: np.empty(shape, dtype) for name, shape, dtype in
+                  gelu_scratch(dst.shape, dst.dtype, approximate)}
+        np.multiply(src, 1 / math.sqrt(2), out=ws["scaled"])
+        erf(ws["scaled"], dst, ws)
+    else:
+        raise ValueError(f"unknown gelu approximation {approximate!r} "
+                         f"(known: {', '.join(GELU_APPROXIMATIONS)})")
+    np.add(dst, 1, out=dst)
+    np.multiply(dst, src, out=dst)
+    np.multiply(dst, 0.5, out=dst)
+
+
+_UNARY_UFUNCS = {
+    "exp": np.exp,
+    "neg": np.negative,
+    "reciprocal": np.reciprocal,
+    "sqrt": np.sqrt,
+}
+UNARY_FUNCS = tuple(_UNARY_UFUNCS)
+
+
+def unary(src: np.ndarray, dst: np.ndarray, *, func: str) -> None:
+    """dst = func(src) element-wise, func one of UNARY_FUNCS (ONNX Exp, Neg,
+    Reciprocal, Sqrt). As IEEE says: exp overflows to inf, 1 / 0 is inf, the
+    square root of a negative number is NaN (no warnings)."""
+    try:
+        ufunc = _UNARY_UFUNCS[func]
+    except KeyError:
+        raise ValueError(f"unknown unary func {func!r} (known: {', '.join(UNARY_FUNCS)})") from None
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        ufunc(src, out=dst)
 
 
 def lrelu(src: np.ndarray, dst: np.ndarray, *, negslope: float) -> None:

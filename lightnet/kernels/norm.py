@@ -1,9 +1,11 @@
 """Normalization kernels: inference batch normalization, its folding into scale-layer
-weights, and local response normalization across channels."""
+weights, local response normalization across channels, and layer normalization."""
+
+import math
 
 import numpy as np
 
-__all__ = ["batchnorm", "bn2scale_wts", "lrn_scratch", "lrn"]
+__all__ = ["batchnorm", "bn2scale_wts", "layernorm", "layernorm_scratch", "lrn_scratch", "lrn"]
 
 
 def _coefficient(v):
@@ -76,3 +78,37 @@ def lrn(src, dst, *, size, alpha, beta, bias, ws=None) -> None:
     np.add(dst, bias, out=dst)
     np.power(dst, -beta, out=dst)
     np.multiply(dst, src, out=dst)
+
+
+def layernorm_scratch(shape, axis: int, dtype) -> tuple:
+    """Scratch layout (see kernels.scratch) of `layernorm`: one statistic per
+    normalized row."""
+    return (("stat", (math.prod(shape[:axis]), 1), np.dtype(dtype)),)
+
+
+def layernorm(src, scale, bias, dst, *, axis, epsilon, ws=None) -> None:
+    """Layer normalization (ONNX LayerNormalization) over the axes `axis`.. of src:
+    dst = (src - mean) / sqrt(var + epsilon) * scale + bias, mean and (biased)
+    variance taken over those axes for each index of the ones before. `scale`
+    and `bias` (None: 0) broadcast against the normalized axes.
+
+    Two passes over the row (mean, then the squares of the differences) rather
+    than E[x^2] - mean^2, which cancels badly when the mean is large. `ws` is
+    carve(scratch, layernorm_scratch(src.shape, axis, dst.dtype))."""
+    if ws is None:
+        ws = {"stat": np.empty(*layernorm_scratch(src.shape, axis, dst.dtype)[0][1:])}
+    stat = ws["stat"]
+    rows, width = stat.shape[0], math.prod(src.shape[axis:])
+    x = src.reshape(rows, width)
+    d = dst.reshape(rows, width)
+    np.add.reduce(x, axis=1, keepdims=True, out=stat)
+    np.multiply(stat, 1 / width, out=stat)
+    np.subtract(x, stat, out=d)
+    np.einsum("ij,ij->i", d, d, out=stat[:, 0])  # sums of squares, no temporary
+    np.multiply(stat, 1 / width, out=stat)
+    np.add(stat, epsilon, out=stat)
+    np.sqrt(stat, out=stat)
+    np.divide(d, stat, out=d)
+    np.multiply(dst, scale, out=dst)
+    if bias is not None:
+        np.add(dst, bias, out=dst)

@@ -1,12 +1,16 @@
-"""Kernels that reduce along one axis: softmax, max and argmax."""
+"""Reductions: softmax, max and argmax along one axis, and mean, sum, max or min
+over any axes."""
 
 import numpy as np
 
 from lightnet.kernels.scratch import carve
 
 __all__ = [
+    "REDUCE_FUNCS",
     "maxreduce",
     "maxreduce_arg",
+    "reduce",
+    "reduce_axes_shape",
     "reduce_shape",
     "softmax",
     "softmax_scratch",
@@ -64,3 +68,39 @@ def maxreduce_arg(src: np.ndarray, dst: np.ndarray, arg: np.ndarray, *, axis: in
     """
     np.maximum.reduce(src, axis=axis, keepdims=True, out=dst)
     np.copyto(arg, np.argmax(src, axis=axis, keepdims=True), casting="same_kind")
+
+
+REDUCE_FUNCS = ("mean", "sum", "max", "min")
+
+_REDUCE_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def reduce_axes_shape(shape, axes, keepdims: bool) -> tuple:
+    """Shape after reducing `axes` of `shape`: each kept with size 1 when
+    `keepdims`, else dropped (all dropped: [1], a tensor has a dimension)."""
+    shape, axes = tuple(shape), tuple(axes)
+    bad = [a for a in axes if not 0 <= a < len(shape)]
+    if bad:
+        raise ValueError(f"axis {bad[0]} is out of range for a {len(shape)}-D shape {list(shape)}")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axes {list(axes)} name an axis twice")
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
+
+
+def reduce(src: np.ndarray, dst: np.ndarray, *, func: str, axes, keepdims: bool) -> None:
+    """dst = the mean, sum, max or min (`func`) of src over `axes`, in dst's dtype
+    (ONNX ReduceMean / ReduceSum / ReduceMax / ReduceMin). dst has
+    reduce_axes_shape(src.shape, axes, keepdims); whatever keepdims, it is
+    reduced into as the kept-dims view of its memory, which has the same order."""
+    axes = tuple(axes)
+    out = dst.reshape(reduce_axes_shape(src.shape, axes, True))
+    if func == "mean":
+        np.mean(src, axis=axes, keepdims=True, out=out)
+        return
+    try:
+        ufunc = _REDUCE_UFUNCS[func]
+    except KeyError:
+        raise ValueError(f"unknown reduction {func!r} (known: {', '.join(REDUCE_FUNCS)})") from None
+    ufunc.reduce(src, axis=axes, keepdims=True, out=out)

@@ -35,6 +35,8 @@ def bench_models():
     pytest.param("mobilenetv2", marks=pytest.mark.slow),
     pytest.param("shufflenet", marks=pytest.mark.slow),
     pytest.param("vgg11", marks=pytest.mark.slow),
+    pytest.param("mobilenetv3", marks=pytest.mark.slow),
+    pytest.param("vit_s16", marks=pytest.mark.slow),
 ])
 def test_bench_model_on_dnnl_matches_onnx_runtime(name):
     from lightnet.frontends.onnx import convert

@@ -9,6 +9,9 @@ from lightnet.kernels.array import (
     concat,
     fill_arange,
     fill_zeros,
+    gather,
+    gather_indices,
+    gather_shape,
     pick1d,
     pick1d_shape,
     reshape_dims,
@@ -210,3 +213,36 @@ def test_slice_still_works():
     _, dst = arena_view((2, 2, 4))
     assert slice(src, dst, 1, 1, 2) is None
     np.testing.assert_array_equal(dst, src[:, 1:3])
+
+
+# --- gather with constant indices -------------------------------------------------------
+
+@pytest.mark.parametrize("shape, axis, indices", [
+    ((5, 3), 0, [4, 0, -1, 2, 2]),
+    ((2, 6, 3), 1, [[0, 5], [-6, 3], [1, 1]]),
+    ((2, 3, 4), 2, [3]),
+    ((169, 3), 0, np.arange(49 * 49) % 169),  # a relative-position bias table lookup
+])
+def test_gather(shape, axis, indices):
+    rng = np.random.default_rng(len(shape))
+    src = rng.standard_normal(shape).astype(np.float32)
+    indices = np.asarray(indices, np.int32)
+    out_shape = gather_shape(src.shape, indices.shape, axis)
+    dst = np.full(out_shape, np.nan, np.float32)
+    gather(src, gather_indices(indices, shape[axis]), dst, axis=axis)
+    for out_index in itertools.product(*map(range, out_shape)):
+        k = indices[out_index[axis:axis + indices.ndim]]
+        k = k + shape[axis] if k < 0 else k
+        src_index = out_index[:axis] + (k,) + out_index[axis + indices.ndim:]
+        assert dst[out_index] == src[src_index]
+
+
+def test_gather_errors():
+    with pytest.raises(ValueError, match=r"index 5 is out of range for an axis of 5 entries "
+                                         r"\(valid: -5 to 4\)"):
+        gather_indices(np.array([0, 5, -9]), 5)
+    with pytest.raises(ValueError, match="index -6 is out of range"):
+        gather_indices(np.array([[0], [-6]]), 5)
+    with pytest.raises(ValueError, match="axis 2 is out of range for a 2-D shape"):
+        gather_shape((2, 3), (4,), 2)
+    assert gather_shape((2, 3, 4), (5, 6), 1) == (2, 5, 6, 4)

@@ -9,12 +9,17 @@ from lightnet.kernels.elementwise import (
     broadcast_shape,
     clip,
     elew,
+    gelu,
+    hard_sigmoid,
+    hard_swish,
     lrelu,
     relu,
     sigmoid,
     submean,
     submean_shape,
+    swish,
     tanh,
+    unary,
 )
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -277,3 +282,114 @@ def test_submean_other_dtypes_and_channel_count():
     submean(src, dst, mean=np.array([0.0, 1.0, 2.0, 3.0]))
     np.testing.assert_allclose(dst[3], [[0, 4], [8, 12]])
     np.testing.assert_allclose(dst[0], [[0, 4], [8, 12]])
+
+
+# --- activations of modern networks, element by element with math ------------------------
+
+def scalar_loop(x, f):
+    return np.array([f(float(v)) for v in x.reshape(-1)]).reshape(x.shape)
+
+
+def hard_sigmoid_ref(v, alpha, beta):
+    return max(0.0, min(1.0, alpha * v + beta))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("alpha, beta", [(0.2, 0.5), (1 / 6, 0.5), (0.5, -0.25)])
+def test_hard_sigmoid_and_hard_swish(dtype, alpha, beta):
+    x = np.concatenate([np.linspace(-8, 8, 97), [-3, 3, -2.5, 2.5]]).astype(dtype)
+    arena, dst = arena_view(x.shape, dtype)
+    hard_sigmoid(x, dst, alpha=alpha, beta=beta)
+    np.testing.assert_allclose(dst, scalar_loop(x, lambda v: hard_sigmoid_ref(v, alpha, beta)),
+                               rtol=1e-6, atol=1e-7)
+    hard_swish(x, dst, alpha=alpha, beta=beta)
+    np.testing.assert_allclose(dst, scalar_loop(x, lambda v: v * hard_sigmoid_ref(v, alpha, beta)),
+                               rtol=1e-6, atol=1e-7)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+def test_hard_swish_hand_computed():
+    dst = np.empty(5, np.float32)
+    hard_swish(np.array([-4, -3, 0, 1.5, 3], np.float32), dst, alpha=1 / 6, beta=0.5)
+    np.testing.assert_allclose(dst, [0, 0, 0, 1.5 * 0.75, 3], rtol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("alpha", [1.0, 1.702])
+def test_swish(dtype, alpha):
+    x = np.concatenate([np.linspace(-20, 20, 101), [-1000, 1000, 0]]).astype(dtype)
+    dst = np.empty_like(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        swish(x, dst, alpha=alpha)
+
+    def ref(v):
+        t = alpha * v
+        return v / (1 + math.exp(-t)) if t > -700 else 0.0
+
+    np.testing.assert_allclose(dst, scalar_loop(x, ref), rtol=2e-6, atol=1e-30)
+
+
+@pytest.mark.parametrize("dtype, erf_error", [(np.float32, 4.3e-7), (np.float64, 2.3e-16)])
+def test_gelu_exact(dtype, erf_error):
+    """Within what erf's absolute error allows: 0.5 |x| erf_error, plus rounding."""
+    x = np.concatenate([np.linspace(-9, 9, 181), [-30, 30, 0]]).astype(dtype)
+    dst = np.full_like(x, np.nan)
+    gelu(x, dst, approximate="none")
+    want = scalar_loop(x, lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
+    bound = 0.5 * np.abs(x.astype(np.float64)) * erf_error + 4 * np.finfo(dtype).eps * np.abs(want)
+    assert (np.abs(dst - want) <= bound).all()
+
+
+def test_gelu_tanh_and_its_distance_from_exact():
+    x = np.linspace(-6, 6, 121)
+    dst = np.empty_like(x)
+    gelu(x, dst, approximate="tanh")
+    c = math.sqrt(2 / math.pi)
+    want = scalar_loop(x, lambda v: 0.5 * v * (1 + math.tanh(c * (v + 0.044715 * v ** 3))))
+    np.testing.assert_allclose(dst, want, rtol=1e-14, atol=1e-15)
+    exact = scalar_loop(x, lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
+    assert 1e-4 < np.abs(dst - exact).max() < 1e-3  # the two forms do differ
+
+
+def test_gelu_with_carved_scratch_and_bad_approximation():
+    from lightnet.kernels import carve, gelu_scratch, scratch_bytes
+
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    layout = gelu_scratch(x.shape, np.float32, "none")
+    assert gelu_scratch(x.shape, np.float32, "tanh") == ()
+    buffer = np.full(scratch_bytes(layout), 0xFF, np.uint8)
+    dst = np.empty_like(x)
+    gelu(x, dst, approximate="none", ws=carve(buffer, layout))
+    want = scalar_loop(x, lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))
+    np.testing.assert_allclose(dst, want, rtol=1e-6, atol=5e-7)
+    with pytest.raises(ValueError, match="unknown gelu approximation 'fast'"):
+        gelu(x, dst, approximate="fast")
+
+
+@pytest.mark.parametrize("func, f", [
+    ("exp", lambda v: math.exp(v) if v < 709 else math.inf),
+    ("neg", lambda v: -v),
+    ("reciprocal", lambda v: 1 / v if v else math.inf),
+    ("sqrt", lambda v: math.sqrt(v) if v >= 0 else math.nan),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unary(func, f, dtype):
+    x = np.array([-2.5, -1, 0.0, 0.25, 1, 3.5, 80, 800], dtype)
+    arena, dst = arena_view(x.shape, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unary(x, dst, func=func)
+    want = scalar_loop(x, f)
+    if dtype == np.float32:
+        want = want.astype(np.float32)  # exp(800) overflows float32 to inf
+    np.testing.assert_allclose(dst, want, rtol=1e-6)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+def test_unary_neg_of_integers_and_unknown_func():
+    dst = np.empty(3, np.int32)
+    unary(np.array([5, -7, 0], np.int32), dst, func="neg")
+    assert dst.tolist() == [-5, 7, 0]
+    with pytest.raises(ValueError, match="unknown unary func 'log'"):
+        unary(np.ones(2), np.empty(2), func="log")

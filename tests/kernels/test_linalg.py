@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from lightnet.kernels.linalg import dot_product, matmul
+from lightnet.kernels.linalg import dot_product, matmul, matmul_shape
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -105,3 +105,35 @@ def test_dot_product():
 def test_dot_product_shape_mismatch():
     with pytest.raises(ValueError):
         dot_product(np.ones(3, np.float32), np.ones((3, 1), np.float32), np.empty(1, np.float32))
+
+
+@pytest.mark.parametrize("shape_a, shape_b, trans_a, trans_b", [
+    ((2, 3, 4), (2, 4, 5), False, False),
+    ((2, 1, 3, 4), (5, 4, 2), False, False),  # batch dims broadcast
+    ((6, 3, 4), (4, 5), False, False),  # a shared B
+    ((3, 4), (2, 4, 5), False, False),  # a shared A
+    ((2, 4, 3), (2, 5, 4), True, True),
+])
+def test_batched_matmul_broadcasts_like_numpy(shape_a, shape_b, trans_a, trans_b):
+    rng = np.random.default_rng(len(shape_a) * 7 + len(shape_b))
+    a, b = rand(rng, *shape_a), rand(rng, *shape_b)
+    shape = matmul_shape(shape_a, shape_b, transA=trans_a, transB=trans_b)
+    arena, dst = arena_view(shape)
+    matmul(a, b, None, dst, transA=trans_a, transB=trans_b)
+    batch = shape[:-2]
+    full_a = np.broadcast_to(a, batch + a.shape[-2:])
+    full_b = np.broadcast_to(b, batch + b.shape[-2:])
+    for index in itertools.product(*map(range, batch)):
+        want = ref_gemm(full_a[index], full_b[index], None, trans_a, trans_b, 1.0, 1.0)
+        np.testing.assert_allclose(dst[index], want, **TOL)
+    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+
+
+def test_matmul_shape_errors():
+    with pytest.raises(ValueError, match=r"inner dimensions differ: \[2, 3, 4\] and \[3, 5, 6\]"):
+        matmul_shape((2, 3, 4), (3, 5, 6))
+    with pytest.raises(ValueError, match="batch dimensions: shapes \\[2\\] and \\[3\\] do not "
+                                         "broadcast"):
+        matmul_shape((2, 3, 4), (3, 4, 6))
+    with pytest.raises(ValueError, match="matrices have 2 or more dimensions"):
+        matmul_shape((4,), (4, 6))

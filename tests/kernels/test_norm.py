@@ -1,11 +1,18 @@
-"""batchnorm, bn2scale_wts and lrn against naive references."""
+"""batchnorm, bn2scale_wts, lrn and layernorm against naive references."""
 
 import math
 
 import numpy as np
 import pytest
 
-from lightnet.kernels.norm import batchnorm, bn2scale_wts, lrn, lrn_scratch
+from lightnet.kernels.norm import (
+    batchnorm,
+    bn2scale_wts,
+    layernorm,
+    layernorm_scratch,
+    lrn,
+    lrn_scratch,
+)
 from lightnet.kernels.scratch import carve, scratch_bytes
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -143,3 +150,47 @@ def test_lrn_even_size_window_hand_computed():
     lrn(x, dst, size=2, alpha=1.0, beta=1.0, bias=1.0)
     expected = [1 / (1 + 0.5 * 5), 2 / (1 + 0.5 * 13), 3 / (1 + 0.5 * 9)]
     np.testing.assert_allclose(dst.ravel(), expected, **TOL)
+
+
+def naive_layernorm(x, scale, bias, axis, epsilon):
+    """Row by row in float64 with Python sums."""
+    rows = int(np.prod(x.shape[:axis]))
+    flat = x.reshape(rows, -1).astype(np.float64)
+    s = np.broadcast_to(scale, x.shape[axis:]).reshape(-1)
+    b = np.zeros_like(s) if bias is None else np.broadcast_to(bias, x.shape[axis:]).reshape(-1)
+    out = np.empty_like(flat)
+    for r in range(rows):
+        row = [float(v) for v in flat[r]]
+        mean = sum(row) / len(row)
+        var = sum((v - mean) ** 2 for v in row) / len(row)
+        for i, v in enumerate(row):
+            out[r, i] = (v - mean) / math.sqrt(var + epsilon) * float(s[i]) + float(b[i])
+    return out.reshape(x.shape)
+
+
+@pytest.mark.parametrize("shape, axis, scale_shape, with_bias", [
+    ((2, 5, 8), 2, (8,), True),
+    ((2, 5, 8), 1, (5, 8), True),
+    ((3, 4, 4, 6), 3, (6,), False),
+    ((3, 4, 4, 6), 2, (1, 6), True),  # a scale that broadcasts over the normalized axes
+    ((7, 16), 0, (7, 16), True),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layernorm(shape, axis, scale_shape, with_bias, dtype):
+    rng = np.random.default_rng(len(shape) * 10 + axis)
+    x = (rng.standard_normal(shape) * 3 + 50).astype(dtype)  # a large mean: no cancellation
+    scale = rng.standard_normal(scale_shape).astype(dtype)
+    bias = rng.standard_normal(scale_shape).astype(dtype) if with_bias else None
+    dst = np.full(shape, np.nan, dtype)
+    ws = {"stat": np.full(layernorm_scratch(shape, axis, dtype)[0][1], np.nan, dtype)}
+    layernorm(x, scale, bias, dst, axis=axis, epsilon=1e-5, ws=ws)
+    want = naive_layernorm(x, scale, bias, axis, 1e-5)
+    np.testing.assert_allclose(dst, want, rtol=1e-5 if dtype == np.float32 else 1e-10,
+                                atol=1e-5 if dtype == np.float32 else 1e-10)
+
+
+def test_layernorm_hand_computed():
+    dst = np.empty((2, 2))
+    layernorm(np.array([[1.0, 3.0], [5.0, 5.0]]), np.array([2.0, 1.0]), np.array([0.0, 10.0]),
+              dst, axis=1, epsilon=0.0 + 1e-12)
+    np.testing.assert_allclose(dst, [[-2, 11], [0, 10]], atol=1e-5)

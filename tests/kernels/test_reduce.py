@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from lightnet.kernels.reduce import (
+    reduce,
+    reduce_axes_shape,
     maxreduce,
     maxreduce_arg,
     reduce_shape,
@@ -148,3 +150,60 @@ def test_maxreduce_integer_dtype():
     dst = np.empty((2, 1), np.int32)
     maxreduce(src, dst, axis=1)
     np.testing.assert_array_equal(dst, [[3], [8]])
+
+
+# --- reduce over any axes ---------------------------------------------------------------
+
+def naive_reduce(src, func, axes, keepdims):
+    kept = [i for i in range(src.ndim) if i not in axes]
+    out_shape = tuple(src.shape[i] for i in kept)
+    out = np.zeros(out_shape or (1,))
+    for idx in itertools.product(*[range(src.shape[i]) for i in kept]):
+        values = []
+        for red in itertools.product(*[range(src.shape[i]) for i in axes]):
+            full = [0] * src.ndim
+            for i, v in zip(kept, idx):
+                full[i] = v
+            for i, v in zip(axes, red):
+                full[i] = v
+            values.append(float(src[tuple(full)]))
+        result = {"mean": sum(values) / len(values), "sum": sum(values), "max": max(values),
+                  "min": min(values)}[func]
+        out[idx if idx else (0,)] = result
+    return out.reshape(reduce_axes_shape(src.shape, axes, keepdims))
+
+
+@pytest.mark.parametrize("func", ["mean", "sum", "max", "min"])
+@pytest.mark.parametrize("axes", [(0,), (2,), (1, 3), (0, 2, 3), (3, 1), (0, 1, 2, 3)])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_reduce(func, axes, keepdims):
+    rng = np.random.default_rng(len(axes) + 4 * keepdims)
+    src = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    shape = reduce_axes_shape(src.shape, axes, keepdims)
+    arena, dst = arena_view(shape)
+    assert reduce(src, dst, func=func, axes=axes, keepdims=keepdims) is None
+    np.testing.assert_allclose(dst, naive_reduce(src, func, sorted(axes), keepdims),
+                               rtol=RTOL, atol=ATOL)
+    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+
+
+def test_reduce_shapes_and_errors():
+    assert reduce_axes_shape((2, 3, 4), (1,), True) == (2, 1, 4)
+    assert reduce_axes_shape((2, 3, 4), (0, 2), False) == (3,)
+    assert reduce_axes_shape((2, 3), (0, 1), False) == (1,)
+    with pytest.raises(ValueError, match="axis 3 is out of range for a 3-D shape"):
+        reduce_axes_shape((2, 3, 4), (3,), True)
+    with pytest.raises(ValueError, match=r"axes \[1, 1\] name an axis twice"):
+        reduce_axes_shape((2, 3, 4), (1, 1), True)
+    with pytest.raises(ValueError, match="unknown reduction 'prod'"):
+        reduce(np.ones((2, 2)), np.empty((2, 1)), func="prod", axes=(1,), keepdims=True)
+
+
+def test_reduce_integers_in_their_dtype():
+    dst = np.empty(2, np.int32)
+    reduce(np.array([[1, -5, 3], [7, 2, 2]], np.int32), dst, func="max", axes=(1,),
+           keepdims=False)
+    assert dst.tolist() == [3, 7]
+    reduce(np.array([[1, -5, 3], [7, 2, 2]], np.int32), dst, func="sum", axes=(1,),
+           keepdims=False)
+    assert dst.tolist() == [-1, 11]

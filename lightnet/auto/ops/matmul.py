@@ -21,10 +21,24 @@ def matmul_pre_run(op, tensors):
         "src1", "src2", "bias", "transA", "transB"
     )
     ck.satisfy(
+        "tensor_in 'src1'",
+        src1.ndim >= 2,
+        "src1.ndim >= 2",
+        "A is a matrix or a stack of them",
+        lambda: found(src1=src1),
+    )
+    ck.satisfy(
         "tensor_in 'src2'",
-        (src1.shape[0] if transA else src1.shape[1])
-        == (src2.shape[1] if transB else src2.shape[0]),
-        "(src1.shape[0] if transA else src1.shape[1]) == (src2.shape[1] if transB else src2.shape[0])",
+        src2.ndim >= 2,
+        "src2.ndim >= 2",
+        "B is a matrix or a stack of them",
+        lambda: found(src2=src2),
+    )
+    ck.satisfy(
+        "tensor_in 'src2'",
+        (src1.shape[-2] if transA else src1.shape[-1])
+        == (src2.shape[-1] if transB else src2.shape[-2]),
+        "(src1.shape[-2] if transA else src1.shape[-1]) == (src2.shape[-1] if transB else src2.shape[-2])",
         "A' and B' share the inner dimension K",
         lambda: found(src1=src1, src2=src2, transA=transA, transB=transB),
     )
@@ -38,8 +52,8 @@ def matmul_pre_run(op, tensors):
     ck.satisfy(
         "tensor_in 'bias'",
         bias is None
-        or bias.shape[-1] in (1, src2.shape[0] if transB else src2.shape[1]),
-        "bias is None or bias.shape[-1] in (1, src2.shape[0] if transB else src2.shape[1])",
+        or bias.shape[-1] in (1, src2.shape[-2] if transB else src2.shape[-1]),
+        "bias is None or bias.shape[-1] in (1, src2.shape[-2] if transB else src2.shape[-1])",
         "bias's last dim is 1 or N",
         lambda: found(src2=src2, bias=bias, transB=transB),
     )
@@ -47,18 +61,15 @@ def matmul_pre_run(op, tensors):
         "tensor_in 'bias'",
         bias is None
         or bias.ndim == 1
-        or bias.shape[0] in (1, src1.shape[1] if transA else src1.shape[0]),
-        "bias is None or bias.ndim == 1 or bias.shape[0] in (1, src1.shape[1] if transA else src1.shape[0])",
+        or bias.shape[0] in (1, src1.shape[-1] if transA else src1.shape[-2]),
+        "bias is None or bias.ndim == 1 or bias.shape[0] in (1, src1.shape[-1] if transA else src1.shape[-2])",
         "a 2-D bias's first dim is 1 or M",
         lambda: found(src1=src1, bias=bias, transA=transA),
     )
     ck.define(
         "dst",
         src1.dtype,
-        (
-            src1.shape[1] if transA else src1.shape[0],
-            src2.shape[0] if transB else src2.shape[1],
-        ),
+        kernels.matmul_shape(src1.shape, src2.shape, transA=transA, transB=transB),
     )
 
 
@@ -67,8 +78,8 @@ MATMUL = OpProto(
     arch="none",
     mtype=MemType.NONE,
     tensors_in=(
-        TensorArg("src1", dtype=FLOAT, ndim=2),
-        TensorArg("src2", dtype=FLOAT, ndim=2, sametype="src1"),
+        TensorArg("src1", dtype=FLOAT),
+        TensorArg("src2", dtype=FLOAT, sametype="src1"),
         TensorArg("bias", optional=True, dtype=FLOAT, sametype="src1"),
     ),
     tensors_out=(TensorArg("dst"),),
@@ -210,8 +221,8 @@ MATMUL_CPU = OpProto(
     arch="cpu",
     mtype=MemType.CPU,
     tensors_in=(
-        TensorArg("src1", dtype=FLOAT, ndim=2),
-        TensorArg("src2", dtype=FLOAT, ndim=2, sametype="src1"),
+        TensorArg("src1", dtype=FLOAT),
+        TensorArg("src2", dtype=FLOAT, sametype="src1"),
         TensorArg("bias", optional=True, dtype=FLOAT, sametype="src1"),
         TensorArg("bn_scale", optional=True, ndim=1, static=True, sametype="src1"),
         TensorArg("bn_offset", optional=True, ndim=1, static=True, sametype="src1"),
@@ -248,8 +259,8 @@ def matmul_dnnl_pre_run(op, tensors):
     """matmul's checks, then those matmul_dnnl adds."""
     matmul_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    src1, transA, alpha, beta, clip_min, clip_max = ck.get(
-        "src1", "transA", "alpha", "beta", "clip_min", "clip_max"
+    src1, src2, transA, alpha, beta, clip_min, clip_max = ck.get(
+        "src1", "src2", "transA", "alpha", "beta", "clip_min", "clip_max"
     )
     ck.satisfy(
         "param 'clip_max'",
@@ -271,6 +282,13 @@ def matmul_dnnl_pre_run(op, tensors):
         "alpha == 1 and beta == 1 and not transA",
         "oneDNN's matmul: A @ B' + bias",
         lambda: found(transA=transA, alpha=alpha, beta=beta),
+    )
+    ck.satisfy(
+        "op",
+        src1.ndim == 2 and src2.ndim == 2,
+        "src1.ndim == 2 and src2.ndim == 2",
+        "oneDNN's matmul here multiplies matrices",
+        lambda: found(src1=src1, src2=src2),
     )
 
 
@@ -328,8 +346,8 @@ MATMUL_DNNL = OpProto(
     arch="dnnl",
     mtype=MemType.CPU,
     tensors_in=(
-        TensorArg("src1", dtype=FLOAT, ndim=2),
-        TensorArg("src2", dtype=FLOAT, ndim=2, sametype="src1"),
+        TensorArg("src1", dtype=FLOAT),
+        TensorArg("src2", dtype=FLOAT, sametype="src1"),
         TensorArg("bias", optional=True, dtype=FLOAT, sametype="src1"),
     ),
     tensors_out=(TensorArg("dst"),),

@@ -178,6 +178,8 @@ def expand_matmul(ctx, target):
         and op.params.alpha == 1
         and op.params.beta == 1
         and not op.params.transA
+        and op.ins.src1.ndim == 2
+        and op.ins.src2.ndim == 2
     ):
         return [b.op("matmul_dnnl", like=op)]
     return None

@@ -15,16 +15,18 @@ How a model is imported:
    whose input shape is known) are evaluated with numpy, alternating with
    ONNX shape inference until nothing more folds. That resolves the
    Shape -> Gather -> Concat -> Reshape chains exporters write.
-3. Every remaining node (only those the graph outputs depend on) is mapped to
+3. The subgraphs exporters write for GELU, SiLU, hard swish and layer
+   normalization become the one node they compute (fusion.py).
+4. Every remaining node (only those the graph outputs depend on) is mapped to
    LightNet ops; a constant one of them reads becomes a `create` op (with
    `from_file: true` and its data in the weights, or small ones with `data`).
    Ops a node cannot be mapped to are collected, and one error lists them all.
-4. The result is checked by LightNet (every op's pre_run), and every tensor's
+5. The result is checked by LightNet (every op's pre_run), and every tensor's
    shape is compared with the shape ONNX infers.
 
 The package: graph.py (nodes, tensors), dtypes.py, folding.py (step 2),
 dispatch.py (the handler registry: a handler's keyword parameters are the
-attributes it accepts), converter.py (steps 1-4), handlers/ (one module per
+attributes it accepts), fusion.py (step 3), converter.py (steps 1-5), handlers/ (one module per
 op family), api.py (convert, import_model, save_weights), cli.py (onnx2ln).
 
 Only numpy is needed at import time of this package; the `onnx` package is

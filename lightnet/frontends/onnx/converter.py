@@ -1,9 +1,9 @@
 """The converter: an ONNX graph to LightNet IR ops and weights.
 
 It fixes the inputs' dims, folds constants (alternating with ONNX shape
-inference), maps every node the outputs need through its handler
-(handlers/), collects the nodes it cannot map, and binds the graph outputs
-to their ONNX names.
+inference), fuses the subgraphs fusion.py recognises, maps every node the
+outputs need through its handler (handlers/), collects the nodes it cannot
+map, and binds the graph outputs to their ONNX names.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from lightnet.errors import LightNetError
 
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
-from .dtypes import NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
+from .dtypes import FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_shape
+from .fusion import fuse
 from .graph import Node, Val, attribute_value, lnshape, onnx_package, pyval
 
 
@@ -100,6 +101,7 @@ class Converter:
         self.consumed = {x for n in g.node for x in n.input if x} | self.graph_output_names
         self._fix_inputs()
         self._fold()
+        self._fuse()
         self._map()
         self._finish()
         return {"ops": self.ops, "interface": self._interface()}, self.weights
@@ -210,6 +212,23 @@ class Converter:
                     changed = True
             if not changed:
                 break
+
+    def _fuse(self):
+        """Replace the written-out GELU, SiLU, hard swish and layer normalization
+        subgraphs among the nodes left to map by one node each (fusion.py)."""
+        def rank_of(name):
+            info = self.info.get(name)
+            return None if info is None or info[1] is None else len(info[1])
+
+        def add_const(hint, value, like):
+            elem = self.info.get(like, (FLOAT, None))[0]
+            name = self.fresh(hint)
+            self._set_const(name, np.array([value], NP_OF_ONNX.get(elem, np.float32)))
+            return name
+
+        pending = [n for n in self.nodes if n.index not in self.folded]
+        self.nodes = [n for n in self.nodes if n.index in self.folded] + fuse(
+            pending, self.consts, self.graph_output_names, rank_of, add_const)
 
     def _try_fold(self, n: Node) -> bool:
         if n.op_type in ("Shape", "Size"):

@@ -1,4 +1,5 @@
-"""Activations: Relu, Sigmoid, Tanh, LeakyRelu, PRelu, Clip, Elu, Selu, Softmax."""
+"""Activations: Relu, Sigmoid, Tanh, Erf, Gelu, HardSigmoid, HardSwish, Swish, LeakyRelu,
+PRelu, Clip, Elu, Selu, Softmax."""
 
 from __future__ import annotations
 
@@ -32,6 +33,34 @@ def _unary_op(optype: str, float_only=False):
 handler("Relu", 1, 6, 13, 14)(_unary_op("relu"))
 handler("Sigmoid", 1, 6, 13)(_unary_op("sigmoid", True))
 handler("Tanh", 1, 6, 13)(_unary_op("tanh", True))
+handler("Erf", 9, 13)(_unary_op("erf", True))
+handler("HardSwish", 14, 22)(_unary_op("hard_swish", True))
+
+
+@handler("HardSigmoid", 1, 6, 22)
+def hard_sigmoid(c: Converter, n: Node, *, alpha=0.2, beta=0.5, consumed_inputs=None):
+    x = c.val(n.input(0))
+    x.require_float("HardSigmoid input")
+    c.emit("hard_sigmoid", {"src": x}, {"alpha": alpha, "beta": beta}, x.dtype, x.shape,
+           out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+@handler("Swish", 24)
+def swish(c: Converter, n: Node, *, alpha=1.0):
+    x = c.val(n.input(0))
+    x.require_float("Swish input")
+    c.emit("swish", {"src": x}, {"alpha": alpha}, x.dtype, x.shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])
+
+
+@handler("Gelu", 20)
+def gelu(c: Converter, n: Node, *, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise Unsupported(f"approximate {approximate!r}")
+    x = c.val(n.input(0))
+    x.require_float("Gelu input")
+    c.emit("gelu", {"src": x}, {"approximate": approximate}, x.dtype, x.shape,
+           out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
 @handler("LeakyRelu", 1, 6, 16)

@@ -1,9 +1,8 @@
-"""Element-wise arithmetic: binary and variadic ops, Neg, Reciprocal, Sqrt, Abs, Exp,
-Expand, all as LightNet `elew` ops."""
+"""Element-wise arithmetic: binary and variadic ops, Abs and Expand as LightNet `elew`
+ops; Neg, Reciprocal, Sqrt and Exp as `unary` ops."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,10 +34,15 @@ def elew(c: Converter, n: Node, a: Val, b: Val, op: str, *, out=True) -> Val:
     return c.emit("elew", {"src1": a, "src2": b}, {"elew_op": op}, a.dtype, shape, **kwargs)
 
 
+def unary(c: Converter, n: Node, x: Val, func: str, *, out=True) -> Val:
+    """func(x) (a `unary` op): the node's output, or (out=False) a helper tensor."""
+    kwargs = {"out": n.outputs[0], "hint": n.name or n.outputs[0]} if out else {
+        "hint": f"{n.outputs[0]}_{func}"}
+    return c.emit("unary", {"src": x}, {"func": func}, x.dtype, x.shape, **kwargs)
+
+
 def exp(c: Converter, n: Node, x: Val, *, out: bool) -> Val:
-    """exp(x) as e ** x (elew TL_POW with a float e)."""
-    e = c.scalar(math.e, x.dtype, f"{n.outputs[0]}_e")
-    return elew(c, n, e, x, "TL_POW", out=out)
+    return unary(c, n, x, "exp", out=out)
 
 
 @handler("Add", 1, 6, 7, 13, 14)
@@ -88,23 +92,23 @@ def variadic(c: Converter, n: Node, *, consumed_inputs=None):
 @handler("Neg", 1, 6, 13)
 def neg(c: Converter, n: Node, *, consumed_inputs=None):
     x = c.val(n.input(0))
-    if x.dtype.startswith("TL_UINT"):
-        raise Unsupported("unsigned input")
-    elew(c, n, x, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL")
+    if x.dtype.startswith("TL_UINT") or x.dtype == "TL_BOOL":
+        raise Unsupported(f"{x.dtype} input")
+    unary(c, n, x, "neg")
 
 
 @handler("Reciprocal", 1, 6, 13)
 def reciprocal(c: Converter, n: Node, *, consumed_inputs=None):
     x = c.val(n.input(0))
     x.require_float("Reciprocal input")
-    elew(c, n, c.scalar(1, x.dtype, f"{n.outputs[0]}_one"), x, "TL_DIV")
+    unary(c, n, x, "reciprocal")
 
 
 @handler("Sqrt", 1, 6, 13)
 def sqrt(c: Converter, n: Node, *, consumed_inputs=None):
     x = c.val(n.input(0))
     x.require_float("Sqrt input")
-    elew(c, n, x, c.scalar(0.5, x.dtype, f"{n.outputs[0]}_half"), "TL_POW")
+    unary(c, n, x, "sqrt")
 
 
 @handler("Abs", 1, 6, 13)

@@ -1,21 +1,16 @@
-"""Matrix products: Gemm and MatMul (numpy semantics, batches unrolled)."""
+"""Matrix products: Gemm, MatMul (numpy semantics, batched) and Einsum."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..dispatch import handler
 from ..errors import Unsupported
-from ..graph import Node, Val
+from ..graph import Node, lnshape
 
 if TYPE_CHECKING:
     from ..converter import Converter
-
-_MAX_BATCH = 256  # batched MatMul becomes this many 2-D matmuls at most
-
 
 @handler("Gemm", 1, 6, 7, 9, 11, 13)
 def gemm(c: Converter, n: Node, *, alpha=1.0, beta=1.0, transA=0, transB=0,  # noqa: N803
@@ -37,8 +32,9 @@ def gemm(c: Converter, n: Node, *, alpha=1.0, beta=1.0, transA=0, transB=0,  # n
 @handler("MatMul", 1, 9, 13)
 def matmul(c: Converter, n: Node):
     """numpy matmul: 1-D operands gain a dim; [..., M, K] @ [K, N] is one 2-D matmul of
-    the flattened rows; two stacks of matrices become one matmul per matrix, joined
-    by a concat."""
+    the flattened rows; stacks of matrices are one batched matmul."""
+    from lightnet.kernels import matmul_shape
+
     a, b = c.val(n.input(0)), c.val(n.input(1))
     a.require_float("MatMul input")
     shape = c.out_shape(n)
@@ -47,43 +43,34 @@ def matmul(c: Converter, n: Node):
     if b.rank == 1:
         b = c.reshape(b, b.shape + (1,))
     if b.rank == 2:
-        m = math.prod(a.shape[:-1])
-        a = c.reshape(a, (m, a.shape[-1]))
-        out2d = (m, b.shape[1])
-        if out2d == tuple(shape):
-            c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, shape, out=n.outputs[0],
-                   hint=n.name or n.outputs[0])
-        else:
-            y = c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, out2d, hint=n.outputs[0])
-            c.reshape(y, shape, out=n.outputs[0])
+        a = c.reshape(a, (math.prod(a.shape[:-1]), a.shape[-1]))
+    product = matmul_shape(a.shape, b.shape)
+    if product == tuple(shape):
+        c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
         return
-    from lightnet.kernels import broadcast_shape
+    y = c.emit("matmul", {"src1": a, "src2": b}, {}, a.dtype, product, hint=n.outputs[0])
+    c.reshape(y, shape, out=n.outputs[0])
 
-    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
-    count = math.prod(batch)
-    if count > _MAX_BATCH:
-        raise Unsupported(f"a batch of {count} matrices (at most {_MAX_BATCH})")
-    (mm, k), nn = a.shape[-2:], b.shape[-1]
 
-    def matrices(x: Val):
-        """The batch of `x` broadcast to `batch`, as a list of 2-D tensors."""
-        xb = x.shape[:-2]
-        full = (1,) * (len(batch) - len(xb)) + xb
-        flat = c.reshape(x, (math.prod(xb),) + x.shape[-2:])
-        result = []
-        for index in np.ndindex(*batch):
-            src = np.ravel_multi_index(tuple(i if d != 1 else 0 for i, d in zip(index, full)),
-                                       full) if full else 0
-            part = c.slice(flat, 0, int(src), 1, f"{n.outputs[0]}_mat")
-            result.append(c.reshape(part, x.shape[-2:]))
-        return result
+@handler("Einsum", 12)
+def einsum(c: Converter, n: Node, *, equation):
+    """Einsums that are batched matrix products or transposes (kernels.einsum)."""
+    from lightnet.kernels import einsum_plan, einsum_shape
 
-    products = [c.emit("matmul", {"src1": x, "src2": y}, {}, a.dtype, (mm, nn),
-                       hint=f"{n.outputs[0]}_product")
-                for x, y in zip(matrices(a), matrices(b))]
-    if len(products) == 1:
-        c.reshape(products[0], shape, out=n.outputs[0])
+    xs = [c.val(x) for x in n.inputs]
+    for x in xs:
+        x.require_float("Einsum operand")
+    try:
+        plan = einsum_plan(equation, *[x.shape for x in xs])
+    except ValueError as e:
+        raise Unsupported(str(e)) from None
+    ins = {"src1": xs[0], "src2": xs[1] if len(xs) > 1 else None}
+    shape = c.out_shape(n)
+    if lnshape(shape) == einsum_shape(plan):
+        c.emit("einsum", ins, {"equation": equation}, xs[0].dtype, shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
         return
-    y = c.emit("concat", {"src": products}, {"axis": 0}, a.dtype, (count * mm, nn),
-               hint=f"{n.outputs[0]}_concat")
+    y = c.emit("einsum", ins, {"equation": equation}, xs[0].dtype, einsum_shape(plan),
+               hint=n.outputs[0])
     c.reshape(y, shape, out=n.outputs[0])

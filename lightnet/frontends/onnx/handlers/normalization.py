@@ -1,4 +1,5 @@
-"""Normalization: BatchNormalization (inference), InstanceNormalization, LRN."""
+"""Normalization: BatchNormalization (inference), InstanceNormalization, LRN,
+LayerNormalization."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..dispatch import handler
 from ..errors import Unsupported
+from ..folding import normalize_axes
 from ..graph import Node
 from .elementwise import elew
 
@@ -65,3 +67,23 @@ def lrn(c: Converter, n: Node, *, size, alpha=1e-4, beta=0.75, bias=1.0):
     x.require_float("LRN input")
     c.emit("lrn", {"src": x}, {"size": size, "alpha": alpha, "beta": beta, "bias": bias},
            x.dtype, x.shape, out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+@handler("LayerNormalization", 17)
+def layer_norm(c: Converter, n: Node, *, axis=-1, epsilon=1e-5, stash_type=1):
+    # stash_type only names the type of the statistics; layernorm keeps the input's.
+    if c.used(n, 1) or c.used(n, 2):
+        raise Unsupported("the Mean and InvStdDev outputs")
+    x = c.val(n.input(0))
+    x.require_float("LayerNormalization input")
+    axis = normalize_axes([axis], x.rank)[0]
+    scale = c.val(n.input(1))
+    bias = c.val(n.input(2)) if n.has_input(2) else None
+    for t in (scale, bias):
+        if t is not None and (t.rank > x.rank - axis or any(
+                s not in (1, d) for s, d in zip(t.shape[::-1], x.shape[::-1]))):
+            raise Unsupported(f"a Scale or B of shape {list(t.shape)} for the normalized "
+                              f"axes {list(x.shape[axis:])}")
+    c.emit("layernorm", {"src": x, "scale": scale, "bias": bias},
+           {"axis": axis, "epsilon": epsilon}, x.dtype, x.shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])

@@ -14,7 +14,7 @@ from ..dtypes import tl_dtype
 from ..errors import Unsupported
 from ..folding import (flatten_shape, normalize_axes, reshape_target, slice_inputs, slice_params,
                        split_sizes, squeeze_axes, unsqueeze_shape)
-from ..graph import Node, Val
+from ..graph import Node, Val, lnshape
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -36,7 +36,7 @@ def concat(c: Converter, n: Node, *, axis=1):
            hint=n.name or n.outputs[0])
 
 
-@handler("Reshape", 1, 5, 13, 14, 19, 21, 23, 24)
+@handler("Reshape", 1, 5, 13, 14, 19, 21, 23, 24, 25)
 def reshape(c: Converter, n: Node, *, shape=None, allowzero=0, consumed_inputs=None):
     x = c.val(n.input(0))
     if n.version >= 5:
@@ -44,13 +44,13 @@ def reshape(c: Converter, n: Node, *, shape=None, allowzero=0, consumed_inputs=N
     c.reshape_output(n, x, reshape_target(shape, x.shape, allowzero))
 
 
-@handler("Flatten", 1, 9, 11, 13, 21, 23, 24)
+@handler("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
 def flatten(c: Converter, n: Node, *, axis=1):
     x = c.val(n.input(0))
     c.reshape_output(n, x, flatten_shape(x.shape, axis))
 
 
-@handler("Squeeze", 1, 11, 13, 21, 23, 24)
+@handler("Squeeze", 1, 11, 13, 21, 23, 24, 25)
 def squeeze(c: Converter, n: Node, *, axes=None):
     x = c.val(n.input(0))
     if n.version >= 13:
@@ -61,7 +61,7 @@ def squeeze(c: Converter, n: Node, *, axes=None):
     c.reshape_output(n, x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
-@handler("Unsqueeze", 1, 11, 13, 21, 23, 24)
+@handler("Unsqueeze", 1, 11, 13, 21, 23, 24, 25)
 def unsqueeze(c: Converter, n: Node, *, axes=None):
     x = c.val(n.input(0))
     if n.version >= 13:
@@ -69,7 +69,7 @@ def unsqueeze(c: Converter, n: Node, *, axes=None):
     c.reshape_output(n, x, unsqueeze_shape(axes, x.shape))
 
 
-@handler("Transpose", 1, 13, 21, 23, 24)
+@handler("Transpose", 1, 13, 21, 23, 24, 25)
 def transpose(c: Converter, n: Node, *, perm=None):
     x = c.val(n.input(0))
     perm = list(range(x.rank))[::-1] if perm is None else normalize_axes(perm, x.rank)
@@ -195,27 +195,16 @@ def gather(c: Converter, n: Node, *, axis=0):
     if not c.is_const(n.input(1)):
         _gather_pick(c, n, x, axis)
         return
-    idx = np.asarray(c.const(n.input(1))).astype(np.int64)
-    if idx.ndim > 1:
-        raise Unsupported(f"rank-{idx.ndim} indices")
-    flat = [int(i) + x.shape[axis] if i < 0 else int(i) for i in idx.reshape(-1)]
-    if any(not 0 <= i < x.shape[axis] for i in flat):
-        raise Unsupported("indices out of range")
-    shape = c.out_shape(n)
-    runs = []  # (start, len) of consecutive indices
-    for i in flat:
-        if runs and runs[-1][0] + runs[-1][1] == i:
-            runs[-1][1] += 1
-        else:
-            runs.append([i, 1])
-    parts = [c.slice(x, axis, s, ln, f"{n.outputs[0]}_part") for s, ln in runs]
-    if len(parts) == 1:
-        c.reshape_output(n, parts[0], shape)
-        return
-    cat_shape = x.shape[:axis] + (len(flat),) + x.shape[axis + 1:]
-    y = c.emit("concat", {"src": parts}, {"axis": axis}, x.dtype, cat_shape,
-               hint=f"{n.outputs[0]}_concat")
-    c.reshape_output(n, y, shape)
+    from lightnet.kernels import gather_indices, gather_shape
+
+    idx = np.asarray(c.const(n.input(1)))
+    try:
+        gather_indices(idx, x.shape[axis])
+    except ValueError as e:
+        raise Unsupported(str(e)) from None
+    y = c.emit("gather", {"src": x, "indices": c.val(n.input(1))}, {"axis": axis}, x.dtype,
+               gather_shape(x.shape, lnshape(idx.shape), axis), hint=n.name or n.outputs[0])
+    c.reshape_output(n, y, c.out_shape(n))
 
 
 def _gather_pick(c: Converter, n: Node, x: Val, axis: int):
