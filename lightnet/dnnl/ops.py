@@ -41,6 +41,12 @@ def _dtype(entry) -> str:
     return entry.dtype.np.name
 
 
+def _computes_in(*entries) -> str:
+    """The data type an op reading `entries` computes in: that of the first one
+    computed at run time (a weight takes the reader's), else the first one's."""
+    return _dtype(next((e for e in entries if not e.static), entries[0]))
+
+
 def _layout(entry, chooses: bool = False):
     """How a primitive is to read `entry`: "plain", "any" (it chooses) or a descriptor."""
     if entry.layout is None:
@@ -264,16 +270,16 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
 
 def binary(op, src1, src2, dst, name: str) -> int:
     """dst = src1 <name> src2 of one shape, dst in src1's layout."""
-    kernel = _create(primitives.binary, src1.shape, src2.shape, name, dtype=_dtype(src1),
-                               src0=_layout(src1), src1=_layout(src2))
+    kernel = _create(primitives.binary, src1.shape, src2.shape, name,
+                     dtype=_computes_in(src1, src2), src0=_layout(src1), src1=_layout(src2))
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
                             {"src1": src1, "src2": src2, "dst": dst}))
 
 
 def concat(op, srcs, dst, axis: int) -> int:
     """The sources (src1, src2, ...) joined along `axis`."""
-    kernel = _create(primitives.concat, [s.shape for s in srcs], axis, dtype=_dtype(srcs[0]),
-                               srcs=[_layout(s) for s in srcs])
+    kernel = _create(primitives.concat, [s.shape for s in srcs], axis,
+                     dtype=_computes_in(*srcs), srcs=[_layout(s) for s in srcs])
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
     entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}

@@ -110,6 +110,22 @@ def test_f32_is_unchanged_bit_for_bit():
     assert error(run(f32, x), run(cpu, x)) <= 1e-4
 
 
+@needs_bf16
+def test_an_op_reading_a_weight_first_computes_in_what_it_reads_at_run_time():
+    # ViT's class token: concat(weight, patches), then the position embedding added.
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 8, 6, 6]), 8, 16, 3, pad=1))
+    y = m.concat([m.weight("token", [1, 4, 6, 6]), x])
+    m.op("elew", {"src1": y, "src2": m.weight("pos", [1, 20, 6, 6])}, elew_op="TL_SUM")
+    doc = m.to_dict()
+    f32, bf16 = compiled(doc, "f32"), compiled(doc, "bf16")
+    for op in bf16.ops:
+        if op.optype in ("concat_dnnl", "elew_dnnl"):
+            assert op.values["call"].kernel.descs["dst"].dtype == "bfloat16", op.name
+    x = np.random.default_rng(10).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+
+
 def softmax_model():
     m = ModelBuilder()
     x = m.input("data", [1, 64, 4, 4])
@@ -222,6 +238,8 @@ def test_precision_follows_onednns_bf16_support(monkeypatch, bf16, auto, refused
     pytest.param("mobilenetv2", marks=pytest.mark.slow),
     pytest.param("shufflenet", marks=pytest.mark.slow),
     pytest.param("vgg11", marks=pytest.mark.slow),
+    pytest.param("mobilenetv3", marks=pytest.mark.slow),
+    pytest.param("vit_s16", marks=pytest.mark.slow),
 ])
 def test_bench_model_in_bf16_keeps_the_contract(name):
     from lightnet.frontends.onnx import convert
@@ -236,7 +254,7 @@ def test_bench_model_in_bf16_keeps_the_contract(name):
 @needs_bf16
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["squeezenet1.1", "resnet50", "mobilenetv2", "shufflenet",
-                                  "vgg11"])
+                                  "vgg11", "mobilenetv3", "vit_s16"])
 def test_bench_classifier_top1_agrees_on_99_of_100_inputs(name):
     from lightnet.frontends.onnx import convert
 
