@@ -24,14 +24,15 @@ every tensor is float32. In bfloat16, the `reorder_dnnl` ops into dnnl's layout
 hold their copy in bfloat16 (their `dtype` param, recorded in the IR) and the
 `weights_dnnl` ops convert weights once, at load; a dnnl op computes in the data
 type of the tensors it reads (lightnet.dnnl.ops), so its output is bfloat16 too,
-and model inputs, outputs and cpu ops stay float32. The ops of FLOAT32_OPS, and
-the dnnl ops making what they read, compute in float32 inside such a region: a
-reorder converts where a dnnl op reads a tensor held in the other data type.
+and model inputs, outputs and cpu ops stay float32. The ops the dnnl optimizer
+description lists as `float32_ops` (a softmax), and the dnnl ops making what they
+read, compute in float32 inside such a region: a reorder converts where a dnnl op
+reads a tensor held in the other data type.
 """
 
 from __future__ import annotations
 
-from lightnet.arch import get_proto
+from lightnet.arch import get_arch, get_proto
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 
@@ -40,12 +41,6 @@ REORDER = "reorder_dnnl"
 WEIGHTS = "weights_dnnl"
 
 FLOAT32 = "float32"
-
-# dnnl ops whose result a bfloat16 source would put outside the accuracy contract
-# (docs/performance.md): softmax exponentiates its source, so a score rounded to
-# bfloat16 (up to 2^-9 of its size: 0.03 at 16) moves its probability by as many
-# percent. They, and the dnnl ops making their sources, compute in float32.
-FLOAT32_OPS = frozenset({"softmax_dnnl"})
 
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.
@@ -94,7 +89,7 @@ def lay_out(ctx, precision: str = FLOAT32) -> None:
     float32_ops = set()
     if precision != FLOAT32:
         for op in ops:
-            if _is_dnnl(op) and op.optype in FLOAT32_OPS:
+            if _is_dnnl(op) and op.optype in get_arch(DNNL).float32_ops:
                 float32_ops.add(op.name)
                 float32_ops.update(producer[n].name for n in op.tensors_in.values()
                                    if n in producer and _is_dnnl(producer[n]))

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, layouts, targets
+from lightnet import Context, LightNetError, Session, arch, targets
+from lightnet.auto.optimizers import dnnl as dnnl_optimizers
 from lightnet.dnnl import capi
 from tests.irbuild import ModelBuilder, squeezenet
 
@@ -150,8 +151,13 @@ def test_softmax_and_its_source_compute_in_float32(monkeypatch):
                     ("reorder_dnnl", "float32"), ("conv2d_dnnl", None),
                     ("softmax_dnnl", None), ("reorder_dnnl", "float32")]
     kept = max(error(run(bf16, x), w) for x, w in zip(inputs, want))
-    monkeypatch.setattr(layouts, "FLOAT32_OPS", frozenset())
-    rounded = compiled(doc, "bf16")
+    monkeypatch.setattr(dnnl_optimizers, "FLOAT32_OPS", frozenset())
+    arch.archs.cache_clear()
+    try:
+        rounded = compiled(doc, "bf16")
+    finally:
+        monkeypatch.undo()
+        arch.archs.cache_clear()
     assert reorder_dtypes(rounded) == ["bfloat16"]
     without = max(error(run(rounded, x), w) for x, w in zip(inputs, want))
     assert kept <= CONTRACT and kept < 0.7 * without
