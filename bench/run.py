@@ -2,6 +2,7 @@
 
     python bench/run.py                         # every model, then the dispatch table
     python bench/run.py --target dnnl           # dnnl, cpu or both (the default)
+    python bench/run.py --precision bf16        # dnnl in bfloat16 too, beside float32
     python bench/run.py --models resnet50,vgg11 --blocks 3
     python bench/run.py --profile mobilenetv2   # where LightNet's time goes, by optype
     python bench/run.py --threads 1
@@ -15,7 +16,9 @@ blocks of --runs back-to-back runs, the engines taking turns block by block with
 --pause between blocks (so that one engine's spinning threads do not slow the next),
 --blocks rounds; each engine's median block (ms per run) is reported, so all see the
 same machine. Every engine's output must agree with ONNX Runtime's to 1e-3
-(max |ours - ort| / max |ort|) or the row says FAIL (and the exit status is 1).
+(max |ours - ort| / max |ort|), 2e-2 in bfloat16 (the accuracy contract), or the
+row says FAIL (and the exit status is 1). --precision bf16 adds LightNet's dnnl
+target computing in bfloat16 (`dnnl-bf16`) beside the float32 engines.
 
 BLAS threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
 BLIS_NUM_THREADS are set to --threads before numpy is imported (here and in the
@@ -44,6 +47,9 @@ def _args(argv=None):
                         "mobilenetv2, shufflenet, mobilenetv3, vit_s16 (default: all)")
     p.add_argument("--target", choices=("dnnl", "cpu", "both"), default="both",
                    help="LightNet's target(s), each timed against ONNX Runtime (default both)")
+    p.add_argument("--precision", choices=("f32", "bf16"), default="f32",
+                   help="bf16: also time the dnnl target in bfloat16 (dnnl-bf16), beside "
+                        "float32 and ONNX Runtime (float32)")
     p.add_argument("--blocks", type=int, default=7,
                    help="timed blocks per engine and model; the median block is reported "
                         "(default 7)")
@@ -72,6 +78,12 @@ if ARGS.threads < 1:
 if ARGS.blocks < 1 or ARGS.runs < 1 or ARGS.pause < 0:
     sys.exit("run.py: --blocks and --runs must be >= 1, --pause >= 0")
 TARGETS = ("dnnl", "cpu") if ARGS.target == "both" else (ARGS.target,)
+if ARGS.precision == "bf16":
+    if "dnnl" not in TARGETS:
+        sys.exit("run.py: --precision bf16 times the dnnl target (drop --target cpu)")
+    TARGETS = ("dnnl", "dnnl-bf16", *TARGETS[1:])
+# The largest error against ONNX Runtime each of LightNet's engines may show.
+TOLERANCE = {"dnnl": 1e-3, "cpu": 1e-3, "dnnl-bf16": 2e-2}
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
     os.environ[_var] = str(ARGS.threads)
 if ARGS.openblas_coretype:
@@ -295,7 +307,7 @@ def bench_models(names) -> list[dict]:
                     for tg in TARGETS}
         row = {"model": name, "gflops": models.gflops(products), "ort": results["ort"],
                "ours": {tg: results[f"ours:{tg}"] for tg in TARGETS}, "err": errs,
-               "floor": floor, "ok": all(e <= 1e-3 for e in errs.values()),
+               "floor": floor, "ok": all(e <= TOLERANCE[tg] for tg, e in errs.items()),
                "wall": time.perf_counter() - t, "others": others}
         rows.append(row)
         mine = ", ".join(f"{tg} {row['ours'][tg]['latency'] * 1e3:.1f} ms (err {errs[tg]:.1e})"
@@ -394,7 +406,7 @@ def bench_dispatch(n: int) -> None:
 
     theirs()
     rows = []
-    for target in TARGETS:
+    for target in [t for t in TARGETS if t != "dnnl-bf16"]:
         ctx = lightnet.Context(threads=ARGS.threads)
         ctx.init(ir)
         ctx.compile(target)
@@ -514,7 +526,8 @@ def main() -> None:
           f"oneDNN's OpenMP threads {ARGS.threads}); targets {', '.join(TARGETS)}; median of "
           f"{ARGS.blocks} blocks of {ARGS.runs} runs, {ARGS.pause} s apart\n")
     rows = bench_models(names)
-    kernels = {r["model"]: r["ours"]["dnnl"].get("kernels") for r in rows if "dnnl" in r["ours"]}
+    kernels = {f"{r['model']} ({tg})": r["ours"][tg].get("kernels") for r in rows
+               for tg in ("dnnl", "dnnl-bf16") if tg in r["ours"]}
     gemm_end = gemm_rate()
     print_model_table(rows, gemm, gemm_end)
     for model, line in kernels.items():

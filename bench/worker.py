@@ -3,6 +3,8 @@ memory each engine takes can be measured from the process's own peak RSS.
 
     python bench/worker.py ENGINE DIR THREADS      (ENGINE: ours:TARGET | ort)
 
+TARGET is dnnl, cpu, or dnnl-bf16 (dnnl computing in bfloat16).
+
 DIR holds model.onnx, input.npy and, for ours, model.json + model.npz (the ONNX
 importer's output). The worker sets its engine up, prints what that took as one
 JSON line, then runs the model when told to (see `main`), so that bench/run.py
@@ -80,7 +82,7 @@ def _outside_arena_bytes(ctx) -> int:
 
 
 class Ours:
-    """LightNet compiled for `target` (dnnl, cpu)."""
+    """LightNet compiled for `target` (dnnl, cpu; dnnl-bf16: dnnl in bfloat16)."""
 
     def __init__(self, d: str, threads: int, target: str):
         import lightnet
@@ -93,7 +95,9 @@ class Ours:
         t0 = time.perf_counter()
         ctx = lightnet.Context(threads=threads)
         ctx.init(ir)
-        ctx.compile(target, weights=os.path.join(d, "model.npz"))  # as `lightnet -f` does
+        target, _, precision = target.partition("-")
+        ctx.compile(target, weights=os.path.join(d, "model.npz"),  # as `lightnet -f` does
+                    precision=precision or "f32")
         ctx.load()
         self.setup = time.perf_counter() - t0
         (self.input,) = ctx.inputs

@@ -146,7 +146,11 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
         combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
                                   _rule(r, arch, ops, "ops", likes, fallback)))
         r.done()
+    float32_ops = f.get("float32_ops", list, [])
+    if any(not isinstance(o, str) or o not in ops or ops[o].arch != arch for o in float32_ops):
+        raise f.error("float32_ops", f"expected a list of ops of arch '{arch}', "
+                                     f"found {float32_ops}")
     opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners),
-                    fallback)
+                    fallback, tuple(float32_ops))
     f.done()
     return opt

@@ -222,6 +222,7 @@ class Optimizer:
     expanders: tuple[Expander, ...]
     combiners: tuple[Combiner, ...]
     fallback: str | None  # the arch that lowers what this one does not take
+    float32_ops: tuple[str, ...] = ()  # its ops that compute in float32 in any precision
 
 
 @dataclass(frozen=True)

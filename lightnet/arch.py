@@ -33,6 +33,8 @@ class Arch:
     expanders: dict[str, Callable] = field(default_factory=dict)
     combiners: tuple[Combiner, ...] = ()
     fallback: str | None = None
+    # Ops that compute in float32 in a model of a reduced precision (lightnet.layouts).
+    float32_ops: frozenset[str] = frozenset()
 
 
 @cache
@@ -47,7 +49,8 @@ def archs() -> dict[str, Arch]:
             result[name] = Arch(name, ops)
         else:
             result[name] = Arch(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
-                                fallback=optimizers.FALLBACK)
+                                fallback=optimizers.FALLBACK,
+                                float32_ops=optimizers.FLOAT32_OPS)
     return result
 
 

@@ -138,6 +138,11 @@ def _target(p) -> None:
     p.add_argument("-t", "--target", default="auto",
                    help="the target: auto (the default: dnnl where oneDNN can be used, else "
                         "cpu), dnnl or cpu; lightnet --targets lists them")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16", "auto"],
+                   help="the data type the dnnl ops compute in: f32 (the default), bf16 "
+                        "(tensors between dnnl ops and their weights in bfloat16; inputs, "
+                        "outputs and cpu ops stay float32) or auto (bf16 where oneDNN "
+                        "computes it natively)")
 
 
 class _Listing(argparse.Action):

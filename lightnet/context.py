@@ -214,9 +214,14 @@ class Context:
     # Compiling --------------------------------------------------------------------
 
     @_locked
-    def compile(self, target: str = "auto", combine: bool = True, weights=None) -> None:
+    def compile(self, target: str = "auto", combine: bool = True, weights=None,
+                precision: str = "f32") -> None:
         """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
         (combine=False: no fusions), and plan memory.
+
+        `precision` (lightnet.targets: f32, bf16, auto) is the data type the dnnl
+        ops compute in: bf16 holds the tensors between them and their weights in
+        bfloat16; model inputs, outputs and cpu ops stay float32.
 
         `weights` (a weight file, or a mapping of tensor name to array) loads
         the weights before optimizing: rules may then compute new static data
@@ -226,6 +231,7 @@ class Context:
         A lightnet.nn Model compiles with its constants unless `weights` is given.
         """
         target = targets.resolve(target)
+        dtype = targets.resolve_precision(precision, target)
         if weights is None:
             weights = self.model_weights
         self.unload()
@@ -233,7 +239,7 @@ class Context:
         self.compiled_with_weights = weights is not None
         self._values = {}
         try:
-            pipeline.compile(self, target, combine)
+            pipeline.compile(self, target, combine, dtype)
         finally:
             self._values = {}
 

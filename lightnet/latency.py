@@ -54,7 +54,8 @@ def statistics(times: list[float]) -> dict[str, float]:
 def bench(args, out) -> None:
     ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
     weights = model_file.init(ctx, args.model, args.datafile, batch=args.batch)
-    ctx.compile(args.target, weights=weights if weights is not None else {})
+    ctx.compile(args.target, weights=weights if weights is not None else {},
+                precision=args.precision)
     ctx.load()
     rng = np.random.default_rng(0)
     entries = [ctx.tensors[n] for n in ctx.inputs]

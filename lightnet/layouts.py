@@ -17,14 +17,22 @@ tensor crosses a border:
 
 The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
 the machine's oneDNN's choice, made again whenever the model is checked (an IR
-records which tensors are dnnl's, never their formats or sizes). The data type of a
-dnnl tensor is decided here too: its reorders are where it would change (a oneDNN
-reorder converts data types as well as layouts); today every one keeps float32.
+records which tensors are dnnl's, never their formats or sizes).
+
+The data type of a dnnl tensor is decided here too. In float32 (the default)
+every tensor is float32. In bfloat16, the `reorder_dnnl` ops into dnnl's layout
+hold their copy in bfloat16 (their `dtype` param, recorded in the IR) and the
+`weights_dnnl` ops convert weights once, at load; a dnnl op computes in the data
+type of the tensors it reads (lightnet.dnnl.ops), so its output is bfloat16 too,
+and model inputs, outputs and cpu ops stay float32. The ops the dnnl optimizer
+description lists as `float32_ops` (a softmax), and the dnnl ops making what they
+read, compute in float32 inside such a region: a reorder converts where a dnnl op
+reads a tensor held in the other data type.
 """
 
 from __future__ import annotations
 
-from lightnet.arch import get_proto
+from lightnet.arch import get_arch, get_proto
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 
@@ -33,6 +41,12 @@ REORDER = "reorder_dnnl"
 WEIGHTS = "weights_dnnl"
 # The dnnl ops that choose their source's layout when the layout pass leaves it to them.
 CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
+
+FLOAT32 = "float32"
+
+# The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
+# normalization statistics): static ones of one dimension are read plain.
+FLOAT32_ARGS = frozenset({"bias", "scale", "offset", "mean", "var"})
 
 
 def _is_dnnl(op) -> bool:
@@ -47,10 +61,10 @@ def _makes_dnnl(op) -> bool:
         op.optype == REORDER and op.values.get("to") == "dnnl")
 
 
-def lay_out(ctx) -> None:
-    """Insert the reorders the dnnl ops of `ctx` need at their borders (see the module
-    docstring); the model is checked again, so every dnnl op is created with the
-    layouts its inputs then have."""
+def lay_out(ctx, precision: str = FLOAT32) -> None:
+    """Insert the reorders the dnnl ops of `ctx` need at their borders, their copies
+    held in `precision` (float32 or bfloat16; see the module docstring); the model is
+    checked again, so every dnnl op is created with the layouts its inputs then have."""
     ops = list(ctx.ops)
     if not any(_is_dnnl(op) for op in ops):
         return
@@ -74,29 +88,61 @@ def lay_out(ctx) -> None:
         return Op(get_proto(optype), name, {"src": src}, {"dst": dst},
                   {k: Param.from_value(k, v) for k, v in params.items()})
 
+    float32_ops = set()
+    if precision != FLOAT32:
+        for op in ops:
+            if _is_dnnl(op) and op.optype in get_arch(DNNL).float32_ops:
+                float32_ops.add(op.name)
+                float32_ops.update(producer[n].name for n in op.tensors_in.values()
+                                   if n in producer and _is_dnnl(producer[n]))
+
+    def computes_in(op) -> str:
+        """The data type dnnl op `op` computes in (and holds its output in)."""
+        return FLOAT32 if op.name in float32_ops else precision
+
+    def holds(op) -> str | None:
+        """The data type of what `op` makes in dnnl's layout (None: a weight)."""
+        if _is_dnnl(op):
+            return computes_in(op)
+        return op.values.get("dtype", FLOAT32) if op.optype == REORDER else None
+
     result: list[Op] = []
     ins: list[tuple[Op, str, str]] = []  # (op, input arg, new tensor)
     outs: list[tuple[Op, str, str]] = []  # (op, output arg, new tensor)
-    copies: dict[str, str] = {}  # a plain activation -> its dnnl copy
+    copies: dict[tuple[str, str], str] = {}  # (a tensor, a data type) -> its dnnl copy
+    renamed: dict[str, str] = {}  # a dnnl op's output -> what it writes (plain readers)
     for op in ops:
         if _is_dnnl(op):
+            dtype = computes_in(op)
             for arg, name in op.tensors_in.items():
                 made_by = producer.get(name)
                 if made_by is not None and _makes_dnnl(made_by):
+                    held = holds(made_by)
+                    if held is not None and held != dtype:
+                        # Between dnnl ops computing in different data types.
+                        if (name, dtype) not in copies:
+                            copies[name, dtype] = fresh(name)
+                            result.append(new_op(REORDER, renamed.get(name, name),
+                                                 copies[name, dtype], to="dnnl",
+                                                 dtype=dtype))
+                        ins.append((op, arg, copies[name, dtype]))
                     continue
                 entry = tensors[name]
                 if entry.static:
-                    if entry.ndim < 2:
+                    if entry.ndim < 2 and (dtype == FLOAT32 or arg in FLOAT32_ARGS):
                         continue
                     # One per reader: each reads the weight in the layout it chose.
                     new = fresh(name)
                     result.append(new_op(WEIGHTS, name, new))
                     ins.append((op, arg, new))
                 else:
-                    if name not in copies:
-                        copies[name] = fresh(name)
-                        result.append(new_op(REORDER, name, copies[name], to="dnnl"))
-                    ins.append((op, arg, copies[name]))
+                    if (name, dtype) not in copies:
+                        copies[name, dtype] = fresh(name)
+                        params = {"to": "dnnl"}
+                        if dtype != FLOAT32:
+                            params["dtype"] = dtype
+                        result.append(new_op(REORDER, name, copies[name, dtype], **params))
+                    ins.append((op, arg, copies[name, dtype]))
         result.append(op)
         if _is_dnnl(op):
             for arg, name in op.tensors_out.items():
@@ -106,6 +152,7 @@ def lay_out(ctx) -> None:
                     continue
                 new = fresh(name)
                 outs.append((op, arg, new))
+                renamed[name] = new
                 for r in readers.get(name, []):
                     if _is_dnnl(r):
                         ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)

@@ -30,10 +30,12 @@ FUSION_PASSES = ("combine", "remove-dead-constants")
 @dataclass(frozen=True)
 class Job:
     """What a pass is given besides the context: the architecture compiled
-    for, and the model's outputs before compiling (tensors no op read)."""
+    for, the model's outputs before compiling (tensors no op read), and the data
+    type the dnnl ops compute in (float32 or bfloat16; lightnet.layouts)."""
 
     arch: Arch
     outputs: tuple[str, ...]
+    precision: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -149,11 +151,11 @@ def _circle(pending: list[Pass], after: dict[str, set[str]], target: str) -> str
     return f"passes of target '{target}' require each other in a circle: {steps}"
 
 
-def compile(ctx, target: str, combine: bool = True) -> None:
+def compile(ctx, target: str, combine: bool = True, precision: str = "float32") -> None:
     """Run the pipeline of architecture `target` on `ctx`; `combine=False`
     leaves out FUSION_PASSES (to compare an optimized model with its plain
-    lowering)."""
-    job = Job(get_arch(target), tuple(ctx.outputs))
+    lowering); `precision`: the data type of the dnnl ops (float32, bfloat16)."""
+    job = Job(get_arch(target), tuple(ctx.outputs), precision)
     for p in pipeline(target):
         if combine or p.name not in FUSION_PASSES:
             p.run(ctx, job)
@@ -198,7 +200,7 @@ def _remove_dead_constants(ctx, job):
 def _layouts(ctx, job):
     """Insert the reorders where tensors cross between dnnl ops and the others
     (lightnet.layouts)."""
-    layouts.lay_out(ctx)
+    layouts.lay_out(ctx, job.precision)
 
 
 @register("check", requires=["ops-final"], provides=["checked"])

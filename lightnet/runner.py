@@ -18,6 +18,9 @@ def run(args, out) -> None:
     if args.run and model_file.is_onnx(args.model):
         raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
                             "compiled as it is read (drop -r)")
+    if args.run and args.precision != "f32":
+        raise LightNetError(f"{args.model}: -r runs the IR as compiled, in the precision "
+                            "given to -c (drop --precision)")
     doc, label, weights = model_file.read(args.model, args.datafile)
     shapes = model_io.input_shapes(args.inputs)
     ctx.init(doc, dims=model_file.command_dims(doc, label, shapes=shapes), label=label)
@@ -33,7 +36,8 @@ def run(args, out) -> None:
         known = weights
         if known is None and not args.compile:
             known = {}  # a model without weights from a file: its constants are known
-        ctx.compile(args.target, combine=not args.no_combine, weights=known)
+        ctx.compile(args.target, combine=not args.no_combine, weights=known,
+                    precision=args.precision)
     if args.dot:
         write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
     if args.mem_report:
@@ -81,7 +85,8 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
         ctx = Context(memory_limit=args.memory_limit, seed=args.seed)
         ctx.init(doc, dims=dims, label=label)
         if not args.run:  # -r: the IR is compiled already
-            ctx.compile(args.target, combine=not args.no_combine, weights=weights)
+            ctx.compile(args.target, combine=not args.no_combine, weights=weights,
+                        precision=args.precision)
         compiled = None
         if weights is not None:
             compiled = {n: ctx.weights[n] for n, e in ctx.tensors.items() if e.from_file}

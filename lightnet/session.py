@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lightnet import model_file, symbolic
+from lightnet import model_file, symbolic, targets
 from lightnet.borders import Borders
 from lightnet.context import Context
 from lightnet.errors import LightNetError
@@ -43,7 +43,8 @@ class Session:
     Context's: bytes (or `512M`), None for the machine's available memory; BLAS
     and oneDNN threads while running, None to leave them be. `seed` seeds the
     random values of `create` ops (Context's seed). `target`: auto (the
-    default), dnnl or cpu (see lightnet.targets).
+    default), dnnl or cpu; `precision`: f32 (the default), bf16 or auto, the data
+    type the dnnl ops compute in (see lightnet.targets, Context.compile).
 
     A model with symbolic dims is compiled and loaded (planned) for the values
     the first run's inputs give them, and planned again when a run's inputs give
@@ -54,10 +55,12 @@ class Session:
     """
 
     def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
-                 threads=None, plans: int = 4, seed: int = 0):
+                 threads=None, plans: int = 4, seed: int = 0, precision: str = "f32"):
         if isinstance(plans, bool) or not isinstance(plans, int) or plans < 1:
             raise LightNetError(f"plans: expected a whole number >= 1, found {plans!r}")
         self.target, self.memory_limit, self.threads = target, memory_limit, threads
+        self.precision = precision
+        targets.resolve_precision(precision, targets.resolve(target))  # refused here
         self.seed = seed
         self.max_plans = plans
         self.doc, self.label, weights = model_file.read(model, datafile)
@@ -90,7 +93,7 @@ class Session:
             return plan
         ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed)
         ctx.init(self.doc, dims=dims, label=self.label)
-        ctx.compile(self.target, weights=self.weights)
+        ctx.compile(self.target, weights=self.weights, precision=self.precision)
         if len(self._plans) >= self.max_plans:
             _, old = self._plans.popitem(last=False)
             old.ctx.unload()  # its arenas go now, not when the last reference does

@@ -64,9 +64,10 @@ def _tensor(entry) -> dict:
     return {"name": entry.name, "dtype": str(entry.dtype.np), "shape": list(entry.shape)}
 
 
-def collect(model, target: str = "cpu", datafile=None, memory_limit=None) -> dict:
+def collect(model, target: str = "cpu", datafile=None, memory_limit=None,
+            precision: str = "f32") -> dict:
     """The summary of `model` (a JSON IR, compiled or not, or an ONNX model) as
-    a dict, the document `lightnet info --json` prints."""
+    a dict, the document `lightnet info --json` prints; compiled in `precision`."""
     ctx = Context(memory_limit=memory_limit)
     weights = model_file.init(ctx, model, datafile)
     params = [ctx.tensors[n] for op in ctx.ops if _family(op) == "create"
@@ -82,7 +83,7 @@ def collect(model, target: str = "cpu", datafile=None, memory_limit=None) -> dic
     }
     if weights is None and not any(e.from_file for e in ctx.tensors.values()):
         weights = {}  # every constant is known: compile as `lightnet MODEL` does
-    ctx.compile(target, weights=weights)  # plans memory too; allocates nothing
+    ctx.compile(target, weights=weights, precision=precision)  # plans memory; allocates nothing
     compiled = Counter(op.optype for op in ctx.ops)
     doc["ops"] = {"given": _by_count(given), "compiled": _by_count(compiled)}
     doc["macs"] = sum(op_macs(op, ctx.tensors) for op in ctx.ops)
@@ -125,5 +126,5 @@ def _si(n: int) -> str:
 
 
 def info(args, out) -> None:
-    doc = collect(args.model, args.target, args.datafile, args.memory_limit)
+    doc = collect(args.model, args.target, args.datafile, args.memory_limit, args.precision)
     print(json.dumps(doc, indent=1) if args.json else format_text(doc), file=out)

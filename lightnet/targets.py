@@ -15,6 +15,8 @@ from lightnet.errors import LightNetError
 
 AUTO = "auto"
 DNNL = "dnnl"
+# Precisions by name: the data type the dnnl ops compute in.
+PRECISIONS = {"f32": "float32", "bf16": "bfloat16", AUTO: None}
 
 
 def _dnnl_problem() -> str | None:
@@ -43,17 +45,42 @@ def resolve(target: str) -> str:
     return target
 
 
+def resolve_precision(precision: str, arch_name: str) -> str:
+    """The data type (float32, bfloat16) precision `precision` (f32, bf16, auto)
+    has the dnnl ops of architecture `arch_name` compute in; LightNetError for a
+    precision that cannot be had here, saying why. auto: bfloat16 where oneDNN
+    computes it natively, else float32."""
+    if precision not in PRECISIONS:
+        raise LightNetError(f"unknown precision '{precision}' (known: "
+                            f"{', '.join(PRECISIONS)})")
+    if precision == "f32":
+        return "float32"
+    bf16 = capi.library().bf16 if arch_name == DNNL else None
+    if precision == AUTO:
+        return "bfloat16" if bf16 == "native" else "float32"
+    if arch_name != DNNL:
+        raise LightNetError(f"precision 'bf16': target '{arch_name}' computes in float32 "
+                            "only; use -t dnnl (or auto), or --precision f32")
+    if bf16 is None:
+        raise LightNetError(f"precision 'bf16': oneDNN has no bfloat16 on this CPU (ISA "
+                            f"{capi.library().cpu_isa}; it needs AVX-512); use "
+                            "--precision f32 (or auto)")
+    return "bfloat16"
+
+
 def describe() -> list[str]:
     """One line per target for `lightnet --targets`: whether it can be used here, and why
-    not (for dnnl, oneDNN's version and the instruction set it detected)."""
+    not (for dnnl, oneDNN's version, the instruction set it detected and whether
+    that computes bfloat16 natively, by emulation, or not at all)."""
     lines = ["cpu: available (numpy kernels)"]
     problem = _dnnl_problem()
     if problem is not None:
         lines.append(f"dnnl: {problem}")
     else:
         lib = capi.library()
+        bf16 = f"bf16 {lib.bf16}" if lib.bf16 else "no bf16"
         lines.append(f"dnnl: available (oneDNN {lib.version}, ISA {lib.cpu_isa}, "
-                     f"{lib.threads()} threads)")
+                     f"{bf16}, {lib.threads()} threads)")
     lines.append(f"auto: {resolve(AUTO)} (dnnl where it can be used, else cpu)")
     others = [a for a in arch.archs() if a not in ("none", "cpu", DNNL)]
     lines += [f"{a}: available" for a in others]

@@ -102,6 +102,10 @@ class TensorEntry:
     # reordered from (lightnet.dnnl.ops): run-time objects, never in the IR.
     desc: object = field(default=None, repr=False, compare=False)
     source: object = field(default=None, repr=False, compare=False)
+    # The data type oneDNN is to hold a tensor whose layout its first reader chooses
+    # in ("bfloat16" in a bfloat16 model; the layout pass's choice, lightnet.layouts);
+    # None: its own.
+    precision: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def ndim(self) -> int:

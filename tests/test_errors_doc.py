@@ -894,6 +894,8 @@ TRIGGERS = {
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
     "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example()),
                                                         c.compile("dnnl"))),
+    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+                                                      c.compile("cpu", precision="bf16"))),
     "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
                                                      c.plan())),
     "compile.no-expander": no_expander,

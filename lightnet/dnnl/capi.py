@@ -275,6 +275,19 @@ def _status_error(result, func, args):
     return result
 
 
+def bf16_support(isa: int) -> str | None:
+    """How oneDNN computes bfloat16 on instruction set `isa` (a dnnl_cpu_isa_t: each
+    ISA's bits hold those of the ISAs it extends): "native" with AVX-512 BF16 (and
+    AMX) or AVX2 with AVX-NE-CONVERT, "emulated" on other AVX-512 CPUs (its
+    kernels convert in software), None below (it has no fast bfloat16 kernels)."""
+    if any(isa & bits == bits for bits in (dnnl_cpu_isa_avx512_core_bf16,
+                                           dnnl_cpu_isa_avx2_vnni_2)):
+        return "native"
+    if isa & dnnl_cpu_isa_avx512_core == dnnl_cpu_isa_avx512_core:
+        return "emulated"
+    return None
+
+
 class Library:
     """The loaded libdnnl: each function of FUNCTIONS as an attribute, typed;
     those returning dnnl_status_t raise LightNetError on failure."""
@@ -302,7 +315,9 @@ class Library:
         self.execute_raw.restype = c_int
         version = self.dnnl_version().contents
         self.version = f"{version.major}.{version.minor}.{version.patch}"
-        self.cpu_isa = CPU_ISA_NAMES.get(self.dnnl_get_effective_cpu_isa(), "unknown")
+        isa = self.dnnl_get_effective_cpu_isa()
+        self.cpu_isa = CPU_ISA_NAMES.get(isa, "unknown")
+        self.bf16 = bf16_support(isa)
         engine, stream = c_void_p(), c_void_p()
         self.dnnl_engine_create(ctypes.byref(engine), dnnl_cpu, 0)
         self.dnnl_stream_create(ctypes.byref(stream), engine, dnnl_stream_default_flags)

@@ -31,7 +31,20 @@ __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matm
 
 
 def _dtype(entry) -> str:
+    """The data type oneDNN holds `entry` in, which the ops reading it compute in:
+    its layout's, the layout pass's choice for a tensor whose layout is pending,
+    else its own (float32)."""
+    if entry.desc is not None:
+        return entry.desc.dtype
+    if entry.layout == PENDING and entry.precision is not None:
+        return entry.precision
     return entry.dtype.np.name
+
+
+def _computes_in(*entries) -> str:
+    """The data type an op reading `entries` computes in: that of the first one
+    computed at run time (a weight takes the reader's), else the first one's."""
+    return _dtype(next((e for e in entries if not e.static), entries[0]))
 
 
 def _layout(entry, chooses: bool = False):
@@ -261,16 +274,16 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
 
 def binary(op, src1, src2, dst, name: str) -> int:
     """dst = src1 <name> src2 of one shape, dst in src1's layout."""
-    kernel = _create(primitives.binary, src1.shape, src2.shape, name, dtype=_dtype(src1),
-                               src0=_layout(src1), src1=_layout(src2))
+    kernel = _create(primitives.binary, src1.shape, src2.shape, name,
+                     dtype=_computes_in(src1, src2), src0=_layout(src1), src1=_layout(src2))
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
                             {"src1": src1, "src2": src2, "dst": dst}))
 
 
 def concat(op, srcs, dst, axis: int) -> int:
     """The sources (src1, src2, ...) joined along `axis`."""
-    kernel = _create(primitives.concat, [s.shape for s in srcs], axis, dtype=_dtype(srcs[0]),
-                               srcs=[_layout(s) for s in srcs])
+    kernel = _create(primitives.concat, [s.shape for s in srcs], axis,
+                     dtype=_computes_in(*srcs), srcs=[_layout(s) for s in srcs])
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
     entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
@@ -284,15 +297,18 @@ class Reorder:
 
     impl_info = None
 
-    def __init__(self, src, dst, to: str):
+    def __init__(self, src, dst, to: str, dtype: str):
         self.src, self.dst, self.to = src, dst, to
         if to == "dnnl":
             dst.layout, dst.storage, dst.desc, dst.source = PENDING, None, None, None
+            dst.precision = dtype
 
     def bind(self, scratch, arrays: dict):
         if self.dst.layout == PENDING:
             raise ValueError("no dnnl op reads the reordered tensor")
-        source = self.dst.source if self.to == "dnnl" else None
+        # A plain source is read as the reader's kernel holds it (a weight's own
+        # strides); a dnnl tensor (converted to another data type) in its layout.
+        source = self.dst.source if self.to == "dnnl" and self.src.layout is None else None
         kernel = primitives.reorder(source or _desc(self.src), _desc(self.dst))
         self.impl_info = kernel.impl_info
         return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
@@ -304,10 +320,10 @@ def _desc(entry):
     return entry.desc
 
 
-def reorder(op, src, dst, to: str) -> int:
-    """A reorder op copying `src` to oneDNN's layout (`to` "dnnl") or to plain; it
-    needs no scratchpad."""
-    op.values["call"] = Reorder(src, dst, to)
+def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
+    """A reorder op copying `src` to oneDNN's layout (`to` "dnnl"), held in `dtype`
+    there, or to plain (float32); it needs no scratchpad."""
+    op.values["call"] = Reorder(src, dst, to, dtype)
     return 0
 
 

@@ -3,8 +3,8 @@
 Each constructor (conv2d, deconv2d, matmul, pool2d, eltwise, binary, concat,
 batchnorm, lrn, softmax, resample, reorder) takes logical shapes in LightNet's
 conventions (NCHW, weights as the cpu kernels take them, padding as (top, left,
-bottom, right), dilation 1 for none), the data type and a layout for each
-activation, and returns a Kernel: the primitive, created once, with the layout
+bottom, right), dilation 1 for none), the data type it computes in and a layout
+for each activation, and returns a Kernel: the primitive, created once, with the layout
 oneDNN chose for every tensor (`descs`), the bytes each takes there, blocked
 padding included (`nbytes`), its scratchpad size, and its implementation name.
 
@@ -19,6 +19,13 @@ plain layout into the buffer the primitive reads.
 
 `Kernel.bind(buffers)` wraps caller-owned buffers (arena views) in oneDNN memories
 and returns the run call (capi.Execute): one ctypes call per run.
+
+The data type is float32 or bfloat16. In bfloat16, sources, weights and
+destinations are bfloat16 and oneDNN accumulates in float32; biases, batch
+normalization's statistics and binary post-op operands stay float32. The plain
+layouts (`Kernel.plain`) are float32 whatever the data type, as LightNet holds
+tensors: a reorder from plain converts, and `load_weights` converts the weights
+to bfloat16 once, at load.
 
 Post-ops fuse into conv2d, deconv2d, matmul and binary: `eltwise(name, alpha,
 beta)`, `sum(scale)` (dst += scale * what dst holds before the run: a residual
@@ -119,7 +126,7 @@ def _attr(post_ops, dst_shape, dtype) -> tuple[capi.Attr, dict[str, tuple[int, M
         else:
             shape = (1,) * (len(dst_shape) - len(p.shape)) + p.shape
             broadcast_shape(dst_shape, shape)
-            desc = plain_desc(shape, dtype)
+            desc = plain_desc(shape, held(dtype))
             ops.append(("binary", BINARY[p.name], desc))
             extra[f"post_op_{i}"] = (capi.DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | capi.DNNL_ARG_SRC_1,
                                      desc)
@@ -136,6 +143,12 @@ def _strided(shape, dtype: str, order) -> MemoryDesc:
         strides[axis] = step
         step *= max(shape[axis], 1)
     return MemoryDesc.with_strides(shape, dtype, strides)
+
+
+def held(dtype: str) -> str:
+    """The data type LightNet holds a tensor computed in `dtype` in: float32 for
+    bfloat16 (numpy has no bfloat16), else `dtype` itself."""
+    return "float32" if dtype == "bfloat16" else dtype
 
 
 def plain_desc(shape, dtype: str = "float32") -> MemoryDesc:
@@ -290,12 +303,12 @@ def _weights_plain(weight_shape, group, dtype, transposed: bool) -> tuple[tuple,
 
 def _conv(what, function, src_shape, weight_shape, dst_shape, bias, group, stride, padding,
           dilation, dtype, src, dst, post_ops, transposed):
-    logical, weights_plain = _weights_plain(weight_shape, group, dtype, transposed)
+    logical, weights_plain = _weights_plain(weight_shape, group, held(dtype), transposed)
     src_d = _desc(src_shape, dtype, src)
     dst_d = _desc(dst_shape, dtype, dst)
     weights_d = MemoryDesc.with_tag(logical, dtype, capi.dnnl_format_tag_any)
     o = dst_shape[1]
-    bias_d = plain_desc((o,), dtype) if bias else None
+    bias_d = plain_desc((o,), held(dtype)) if bias else None
     top, left, bottom, right = padding
     attr, extra = _attr(post_ops, dst_shape, dtype)
     alg = capi.dnnl_deconvolution_direct if transposed else capi.dnnl_convolution_direct
@@ -305,8 +318,8 @@ def _conv(what, function, src_shape, weight_shape, dst_shape, bias, group, strid
         capi.dims([d - 1 for d in dilation]), capi.dims((top, left)),
         capi.dims((bottom, right)), attr)
     args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
-    plain = {"src": plain_desc(src_shape, dtype), "weights": weights_plain,
-             "dst": plain_desc(dst_shape, dtype)}
+    plain = {"src": plain_desc(src_shape, held(dtype)), "weights": weights_plain,
+             "dst": plain_desc(dst_shape, held(dtype))}
     if bias:
         args["bias"] = capi.DNNL_ARG_BIAS
         plain["bias"] = bias_d
@@ -364,35 +377,37 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
         raise Unsupported("oneDNN matmul: operands of the same rank >= 2 only")
 
     def operand(shape, trans):
+        """The logical shape, and the layout of the operand in dtype and as held."""
         order = list(range(len(shape)))
         if trans:
             shape = shape[:-2] + (shape[-1], shape[-2])
             order[-2], order[-1] = order[-1], order[-2]
-        return shape, _strided(shape, dtype, order)
+        return shape, _strided(shape, dtype, order), _strided(shape, held(dtype), order)
 
-    a_log, a_plain = operand(a_shape, trans_a)
-    b_log, b_plain = operand(b_shape, trans_b)
+    a_log, a_d, a_plain = operand(a_shape, trans_a)
+    b_log, b_d, b_plain = operand(b_shape, trans_b)
     if a_log[-1] != b_log[-2]:
         raise ValueError(f"oneDNN matmul: A {list(a_shape)} and B {list(b_shape)} do not "
                             "multiply")
     batch = broadcast_shape(a_log[:-2], b_log[:-2])
     dst_shape = tuple(batch) + (a_log[-2], b_log[-1])
-    b_d = b_plain if b_layout == "plain" else _desc(b_log, dtype, b_layout)
+    if b_layout != "plain":
+        b_d = _desc(b_log, dtype, b_layout)
     dst_d = plain_desc(dst_shape, dtype)
     args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
-    plain = {"src": a_plain, "weights": b_plain, "dst": dst_d}
+    plain = {"src": a_plain, "weights": b_plain, "dst": plain_desc(dst_shape, held(dtype))}
     bias_d = None
     if bias_shape is not None:
         bias_shape = (1,) * (len(dst_shape) - len(bias_shape)) + tuple(bias_shape)
         if broadcast_shape(dst_shape, bias_shape) != dst_shape:
             raise ValueError(f"oneDNN matmul: bias {list(bias_shape)} does not broadcast "
                                 f"to {list(dst_shape)}")
-        bias_d = plain_desc(bias_shape, dtype)
+        bias_d = plain_desc(bias_shape, held(dtype))
         args["bias"] = capi.DNNL_ARG_BIAS
         plain["bias"] = bias_d
     attr, extra = _attr(post_ops, dst_shape, dtype)
     pd = capi.PrimitiveDesc.create(
-        "dnnl_matmul_primitive_desc_create", capi.library().engine, a_plain, b_d,
+        "dnnl_matmul_primitive_desc_create", capi.library().engine, a_d, b_d,
         bias_d, dst_d, attr)
     return Kernel("matmul", pd, args, plain, extra)
 
@@ -431,7 +446,7 @@ def pool2d(src_shape, *, kind: str, size, stride, padding=(0, 0, 0, 0), dilation
         capi.dims([d - 1 for d in dilation]), capi.dims((top, left)), capi.dims(ends),
         attr)
     return Kernel(f"{kind}pool2d", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
-                  {"src": plain_desc(src_shape, dtype), "dst": plain_desc(dst_shape, dtype)})
+                  {"src": plain_desc(src_shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
 
 
 def _unary(what, function, shape, dtype, src, dst, before=(), after=(), *, dst_shape=None,
@@ -448,7 +463,7 @@ def _unary(what, function, shape, dtype, src, dst, before=(), after=(), *, dst_s
     pd = capi.PrimitiveDesc.create(function, capi.library().engine, capi.dnnl_forward_inference,
                                    *before, src_d, dst_d, *after, attr)
     args = {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST}
-    plain = {"src": plain_desc(shape, dtype), "dst": plain_desc(dst_shape, dtype)}
+    plain = {"src": plain_desc(shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))}
     for name, (arg, desc) in (stats or {}).items():
         args[name] = arg
         plain[name] = desc
@@ -482,8 +497,8 @@ def binary(shape0, shape1, name: str, *, dtype: str = "float32", src0="plain", s
                                    alg, src0_d, src1_d, dst_d, attr)
     return Kernel(name, pd, {"src0": capi.DNNL_ARG_SRC, "src1": capi.DNNL_ARG_SRC_1,
                              "dst": capi.DNNL_ARG_DST},
-                  {"src0": plain_desc(shape0, dtype), "src1": plain_desc(shape1, dtype),
-                   "dst": plain_desc(dst_shape, dtype)}, extra)
+                  {"src0": plain_desc(shape0, held(dtype)), "src1": plain_desc(shape1, held(dtype)),
+                   "dst": plain_desc(dst_shape, held(dtype))}, extra)
 
 
 def concat(shapes, axis: int, *, dtype: str = "float32", srcs=None, dst="any") -> Kernel:
@@ -503,8 +518,8 @@ def concat(shapes, axis: int, *, dtype: str = "float32", srcs=None, dst="any") -
                                    attr)
     args = {f"src{i}": capi.DNNL_ARG_MULTIPLE_SRC + i for i in range(len(shapes))}
     args["dst"] = capi.DNNL_ARG_DST
-    plain = {f"src{i}": plain_desc(s, dtype) for i, s in enumerate(shapes)}
-    plain["dst"] = plain_desc(dst_shape, dtype)
+    plain = {f"src{i}": plain_desc(s, held(dtype)) for i, s in enumerate(shapes)}
+    plain["dst"] = plain_desc(dst_shape, held(dtype))
     return Kernel("concat", pd, args, plain)
 
 

@@ -76,9 +76,19 @@ def test_targets_lists_onednn_and_its_isa():
     lines = result.stdout.splitlines()
     lib = capi.library()
     assert lines[0] == "cpu: available (numpy kernels)"
-    assert f"oneDNN {lib.version}, ISA {lib.cpu_isa}" in lines[1]
-    assert lib.version == "3.2.0" and lib.cpu_isa in capi.CPU_ISA_NAMES.values()
-    assert lines[2].startswith("auto: ")
+    assert f"oneDNN {lib.version}, ISA {lib.cpu_isa}, " in lines[1]
+    bf16 = {"native": ", bf16 native, ", "emulated": ", bf16 emulated, ", None: ", no bf16, "}
+    assert bf16[capi.bf16_support(capi.library().dnnl_get_effective_cpu_isa())] in lines[1]
+
+
+def test_bf16_support_follows_the_isa_bits():
+    isa = {name: value for value, name in capi.CPU_ISA_NAMES.items()}
+    support = {name: capi.bf16_support(value) for name, value in isa.items()}
+    assert [n for n, s in support.items() if s == "native"] == [
+        "avx2_vnni_2", "avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx",
+        "avx512_core_amx_fp16"]
+    assert [n for n, s in support.items() if s == "emulated"] == [
+        "avx512_core", "avx512_core_vnni"]
 
 
 def test_auto_is_the_default_and_resolves_to_an_architecture():

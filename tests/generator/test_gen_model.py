@@ -230,6 +230,14 @@ def test_fallback_names_another_runnable_arch(tmp_path):
         _load(tmp_path, BASE_OPS, {"cpu.yaml": "arch: cpu\nfallback: cpu\n"})
 
 
+def test_float32_ops_are_ops_of_the_arch(tmp_path):
+    d = _load(tmp_path, BASE_OPS, {"cpu.yaml": "arch: cpu\nfloat32_ops: [scale_cpu]\n"})
+    assert d.optimizers[0].float32_ops == ("scale_cpu",)
+    with pytest.raises(DescriptionError, match=r"cpu\.yaml:2: float32_ops: expected a list of "
+                                               r"ops of arch 'cpu', found \['scale'\]"):
+        _load(tmp_path / "bad", BASE_OPS, {"cpu.yaml": "arch: cpu\nfloat32_ops: [scale]\n"})
+
+
 def test_no_optimizer_when_nothing_is_runnable(tmp_path):
     d = _load(tmp_path, {"a.yaml": "a:\n  arch: none\n"}, {"cpu.yaml": "arch: cpu\n"})
     assert d.optimizers == ()

@@ -20,8 +20,8 @@ def reorder_dnnl_pre_run(op, tensors):
 def reorder_dnnl_scratch(op, tensors):
     """The bytes of scratch memory a reorder_dnnl op needs while it runs."""
     ck = Checker(op, tensors)
-    src, dst, to = ck.get("src", "dst", "to")
-    ck.scratch(dnnl.reorder(op, src, dst, to))
+    src, dst, to, dtype = ck.get("src", "dst", "to", "dtype")
+    ck.scratch(dnnl.reorder(op, src, dst, to, dtype))
 
 
 def reorder_dnnl_load(op, arrays):
@@ -43,7 +43,10 @@ REORDER_DNNL = OpProto(
     mtype=MemType.CPU,
     tensors_in=(TensorArg("src", dtype=(DType.TL_FLOAT,)),),
     tensors_out=(TensorArg("dst"),),
-    params=(ParamArg("to", ParamType.STRING, choices=("dnnl", "plain")),),
+    params=(
+        ParamArg("to", ParamType.STRING, choices=("dnnl", "plain")),
+        ParamArg("dtype", ParamType.STRING, "float32", choices=("float32", "bfloat16")),
+    ),
     pre_run=reorder_dnnl_pre_run,
     source="descriptions/ops/reorder.yaml",
     scratch=reorder_dnnl_scratch,

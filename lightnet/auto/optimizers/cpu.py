@@ -391,6 +391,9 @@ def combine_identity_transpose(ctx, window):
 
 FALLBACK = None
 
+# Ops that compute in float32 whatever the model's precision (lightnet.layouts).
+FLOAT32_OPS = frozenset()
+
 EXPANDERS = {
     "conv2d": expand_conv2d,
 }

@@ -8,7 +8,10 @@ cpu (the fallback). The combiners fuse a batchnorm (folded into the weights), a
 residual add (a sum post-op) and an activation (an eltwise post-op) into a
 convolution; the cpu's combiners then join the cpu ops. After them the layout
 pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
-others.
+others. In a bfloat16 model, a softmax (float32_ops), and the dnnl op making
+what it reads, compute in float32: softmax exponentiates its source, so a score
+rounded to bfloat16 (2^-9 of its size) moves its probability by as many
+percent.
 """
 
 from __future__ import annotations
@@ -363,6 +366,9 @@ def combine_fuse_clip(ctx, window):
 
 
 FALLBACK = "cpu"
+
+# Ops that compute in float32 whatever the model's precision (lightnet.layouts).
+FLOAT32_OPS = frozenset(["softmax_dnnl"])
 
 EXPANDERS = {
     "conv2d": expand_conv2d,

@@ -1,0 +1,276 @@
+"""Precision: the dnnl ops computing in bfloat16 (Context.compile(precision=),
+Session(precision=), lightnet --precision). The accuracy contract against float32
+on seeded inputs: max |bf16 - f32| <= 2e-2 x max |f32|, and the classifiers' top-1
+class the same on at least 99 of 100 random inputs; float32 unchanged bit for bit;
+the layout pass's conversions only at region borders; the refusals."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lightnet import Context, LightNetError, Session, arch, targets
+from lightnet.auto.optimizers import dnnl as dnnl_optimizers
+from lightnet.dnnl import capi
+from tests.irbuild import ModelBuilder, squeezenet
+
+pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+needs_bf16 = pytest.mark.skipif(capi.unavailable_reason() is not None
+                                or capi.library().bf16 is None,
+                                reason="oneDNN has no bfloat16 on this CPU")
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT = 2e-2
+
+
+def bench_models():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import models
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return models
+
+
+def compiled(doc, precision, weights=None):
+    ctx = Context()
+    ctx.init(doc)
+    ctx.compile("dnnl", weights=weights if weights is not None else {}, precision=precision)
+    ctx.load()
+    return ctx
+
+
+def run(ctx, x):
+    ctx.set_data(ctx.inputs[0], x)
+    ctx.run()
+    return ctx.get_data(ctx.outputs[0]).copy()
+
+
+def error(got, want):
+    return float(np.abs(got - want).max()) / float(np.abs(want).max())
+
+
+def reorder_dtypes(ctx):
+    return [op.values.get("dtype") for op in ctx.ops if op.optype == "reorder_dnnl"
+            and op.values["to"] == "dnnl"]
+
+
+def small_squeezenet():
+    m = ModelBuilder()
+    squeezenet(m, m.input("data", [1, 3, 64, 64]), classes=100, width=0.5)
+    return m.to_dict()
+
+
+@needs_bf16
+def test_squeezenet_in_bf16_keeps_the_contract_and_converts_only_at_borders():
+    doc = small_squeezenet()
+    f32, bf16 = compiled(doc, "f32"), compiled(doc, "bf16")
+    # Conversions only where the model's input enters and its output leaves.
+    assert reorder_dtypes(f32) == ["float32"]
+    assert reorder_dtypes(bf16) == ["bfloat16"]
+    assert [op.optype for op in f32.ops] == [op.optype for op in bf16.ops]
+    for op in bf16.ops:
+        call = op.values.get("call")
+        if op.arch == "dnnl" and op.optype not in ("reorder_dnnl", "weights_dnnl"):
+            assert call.kernel.descs["dst"].dtype == "bfloat16", op.name
+            if op.optype == "conv2d_dnnl":
+                assert call.kernel.descs["weights"].dtype == "bfloat16"
+                assert "bf16" in call.impl_info, call.impl_info
+    # Activations and reordered weights in bfloat16 take half the bytes (the plain
+    # float32 weights they are converted from stay).
+    (f32_mem,), (bf16_mem,) = f32.mem.values(), bf16.mem.values()
+    assert bf16_mem.arena < 0.8 * f32_mem.arena
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        x = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
+        want, got = run(f32, x), run(bf16, x)
+        assert got.dtype == np.float32
+        assert 0 < error(got, want) <= CONTRACT
+
+
+def test_f32_is_unchanged_bit_for_bit():
+    doc = small_squeezenet()
+    x = np.random.default_rng(4).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    default = Context()
+    default.init(doc)
+    default.compile("dnnl", weights={})
+    default.load()
+    f32 = compiled(doc, "f32")
+    assert default.print() == f32.print()
+    assert "bfloat16" not in f32.print()
+    assert np.array_equal(run(default, x), run(f32, x))
+    # The same float32 result the cpu target computes, to float32's rounding.
+    cpu = Context()
+    cpu.init(doc)
+    cpu.compile("cpu", weights={})
+    cpu.load()
+    assert error(run(f32, x), run(cpu, x)) <= 1e-4
+
+
+@needs_bf16
+def test_an_op_reading_a_weight_first_computes_in_what_it_reads_at_run_time():
+    # ViT's class token: concat(weight, patches), then the position embedding added.
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 8, 6, 6]), 8, 16, 3, pad=1))
+    y = m.concat([m.weight("token", [1, 4, 6, 6]), x])
+    m.op("elew", {"src1": y, "src2": m.weight("pos", [1, 20, 6, 6])}, elew_op="TL_SUM")
+    doc = m.to_dict()
+    f32, bf16 = compiled(doc, "f32"), compiled(doc, "bf16")
+    for op in bf16.ops:
+        if op.optype in ("concat_dnnl", "elew_dnnl"):
+            assert op.values["call"].kernel.descs["dst"].dtype == "bfloat16", op.name
+    x = np.random.default_rng(10).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+
+
+def softmax_model():
+    m = ModelBuilder()
+    x = m.input("data", [1, 64, 4, 4])
+    y = m.relu(m.conv(x, 64, 128, 3, pad=1))
+    m.op("softmax", {"src": m.conv(y, 128, 300, 4, scale=0.02)}, axis=1)
+    return m.to_dict()
+
+
+@needs_bf16
+def test_softmax_and_its_source_compute_in_float32(monkeypatch):
+    doc = softmax_model()
+    inputs = [np.random.default_rng(s).standard_normal((1, 64, 4, 4)).astype(np.float32)
+              for s in range(10)]
+    f32 = compiled(doc, "f32")
+    want = [run(f32, x) for x in inputs]
+    bf16 = compiled(doc, "bf16")
+    # The first conv in bf16; a reorder converts its output for the second conv,
+    # which computes the scores the softmax reads in float32.
+    dnnl = [(op.optype, op.values.get("dtype")) for op in bf16.ops
+            if op.arch == "dnnl" and op.optype != "weights_dnnl"]
+    assert dnnl == [("reorder_dnnl", "bfloat16"), ("conv2d_dnnl", None),
+                    ("reorder_dnnl", "float32"), ("conv2d_dnnl", None),
+                    ("softmax_dnnl", None), ("reorder_dnnl", "float32")]
+    kept = max(error(run(bf16, x), w) for x, w in zip(inputs, want))
+    monkeypatch.setattr(dnnl_optimizers, "FLOAT32_OPS", frozenset())
+    arch.archs.cache_clear()
+    try:
+        rounded = compiled(doc, "bf16")
+    finally:
+        monkeypatch.undo()
+        arch.archs.cache_clear()
+    assert reorder_dtypes(rounded) == ["bfloat16"]
+    without = max(error(run(rounded, x), w) for x, w in zip(inputs, want))
+    assert kept <= CONTRACT and kept < 0.7 * without
+
+
+@needs_bf16
+def test_a_compiled_bf16_ir_runs_as_compiled(tmp_path):
+    doc = small_squeezenet()
+    bf16 = compiled(doc, "bf16")
+    ir = json.loads(bf16.print())
+    again = Context()
+    again.init(ir)
+    again.plan()
+    again.load()
+    x = np.random.default_rng(5).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    assert np.array_equal(run(again, x), run(bf16, x))
+
+
+@needs_bf16
+def test_session_and_the_command_take_a_precision(tmp_path):
+    doc = small_squeezenet()
+    path = tmp_path / "sq.json"
+    path.write_text(json.dumps(doc))
+    x = np.random.default_rng(6).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    name = Session(str(path)).inputs[0].name
+    f32 = Session(str(path), target="dnnl")
+    bf16 = Session(str(path), target="dnnl", precision="bf16")
+    (want,) = f32.run({name: x}).values()
+    (got,) = bf16.run({name: x}).values()
+    assert 0 < error(got, want) <= CONTRACT
+    np.save(tmp_path / "x.npy", x)
+    outputs = {}
+    for precision in ("f32", "bf16"):
+        result = subprocess.run(
+            [sys.executable, "-m", "lightnet", "-t", "dnnl", "--precision", precision,
+             "--input", f"{name}={tmp_path / 'x.npy'}", "--save", tmp_path / f"{precision}.npz",
+             path], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert result.returncode == 0, result.stderr
+        outputs[precision] = next(iter(np.load(tmp_path / f"{precision}.npz").values()))
+    assert np.array_equal(outputs["f32"], want) and np.array_equal(outputs["bf16"], got)
+
+
+def test_refusals():
+    doc = small_squeezenet()
+    ctx = Context()
+    ctx.init(doc)
+    with pytest.raises(LightNetError, match=r"^precision 'bf16': target 'cpu' computes in "
+                                            r"float32 only; use -t dnnl \(or auto\), or "
+                                            r"--precision f32$"):
+        ctx.compile("cpu", precision="bf16")
+    with pytest.raises(LightNetError, match=r"^unknown precision 'f16' \(known: f32, bf16, "
+                                            r"auto\)$"):
+        ctx.compile("dnnl", precision="f16")
+    # auto never fails: float32 on the cpu target.
+    assert targets.resolve_precision("auto", "cpu") == "float32"
+    result = subprocess.run([sys.executable, "-m", "lightnet", "-r", "--precision", "bf16",
+                             "examples/example.json"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == ("lightnet: error: examples/example.json: -r runs the IR as "
+                             "compiled, in the precision given to -c (drop --precision)\n")
+
+
+@pytest.mark.parametrize("bf16,auto,refused", [("native", "bfloat16", False),
+                                               ("emulated", "float32", False),
+                                               (None, "float32", True)])
+def test_precision_follows_onednns_bf16_support(monkeypatch, bf16, auto, refused):
+    monkeypatch.setattr(capi.library(), "bf16", bf16)
+    assert targets.resolve_precision("auto", "dnnl") == auto
+    assert targets.resolve_precision("f32", "dnnl") == "float32"
+    if refused:
+        with pytest.raises(LightNetError, match=r"^precision 'bf16': oneDNN has no bfloat16 "
+                                                r"on this CPU \(ISA \w+; it needs AVX-512\); "
+                                                r"use --precision f32 \(or auto\)$"):
+            targets.resolve_precision("bf16", "dnnl")
+    else:
+        assert targets.resolve_precision("bf16", "dnnl") == "bfloat16"
+
+
+@needs_bf16
+@pytest.mark.parametrize("name", [
+    "squeezenet1.1",
+    pytest.param("resnet50", marks=pytest.mark.slow),
+    pytest.param("mobilenetv2", marks=pytest.mark.slow),
+    pytest.param("shufflenet", marks=pytest.mark.slow),
+    pytest.param("vgg11", marks=pytest.mark.slow),
+    pytest.param("mobilenetv3", marks=pytest.mark.slow),
+    pytest.param("vit_s16", marks=pytest.mark.slow),
+])
+def test_bench_model_in_bf16_keeps_the_contract(name):
+    from lightnet.frontends.onnx import convert
+
+    ir, weights = convert(bench_models().MODELS[name](np.random.default_rng(7)))
+    f32, bf16 = compiled(ir, "f32", weights), compiled(ir, "bf16", weights)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+
+
+@needs_bf16
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["squeezenet1.1", "resnet50", "mobilenetv2", "shufflenet",
+                                  "vgg11", "mobilenetv3", "vit_s16"])
+def test_bench_classifier_top1_agrees_on_99_of_100_inputs(name):
+    from lightnet.frontends.onnx import convert
+
+    ir, weights = convert(bench_models().MODELS[name](np.random.default_rng(7)))
+    f32, bf16 = compiled(ir, "f32", weights), compiled(ir, "bf16", weights)
+    rng = np.random.default_rng(9)
+    same, worst = 0, 0.0
+    for _ in range(100):
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        want, got = run(f32, x), run(bf16, x)
+        same += int(want.argmax() == got.argmax())
+        worst = max(worst, error(got, want))
+    assert same >= 99 and worst <= CONTRACT, (same, worst)
