@@ -60,7 +60,7 @@ def record(entry, desc, source=None) -> None:
     """Give `entry` the layout `desc` (oneDNN's descriptor); `source` is the plain
     layout a weight is reordered from, when that is not its C order. A desc that is
     LightNet's own plain layout leaves the entry plain (any op may read it)."""
-    if desc == primitives.plain_desc(entry.shape, _dtype(entry)):
+    if desc == primitives.plain_desc(entry.shape, entry.dtype.np.name):
         entry.layout = entry.storage = entry.desc = entry.source = None
         return
     entry.layout = desc.format
