@@ -87,8 +87,9 @@ def npz_files(draw) -> bytes:
             del members[name]
         elif how == "rename" and names:
             members[draw(st.sampled_from(INJECTIONS[:4] + ["W", "w ", "b/../w", "idx.npy"])
-                         | st.text(st.characters(blacklist_characters="\x00"), max_size=6))
-                    ] = members.pop(name)  # (zip member names end at a NUL)
+                         | st.text(st.characters(codec="utf-8", blacklist_characters="\x00"),
+                                   max_size=6))
+                    ] = members.pop(name)  # (zip member names: UTF-8, ending at a NUL)
         elif how in ("add", "replace"):
             key = name if how == "replace" else draw(st.sampled_from(["extra", "w2", "{{7*7}}"]))
             members[key] = _npy(draw(ARRAYS))
