@@ -111,8 +111,9 @@ def soak_all() -> dict:
 
 @pytest.mark.slow
 def test_soak():
-    result = subprocess.run([sys.executable, __file__], capture_output=True, text=True,
-                            timeout=3600)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-m", "tests.test_soak"], capture_output=True,
+                            text=True, cwd=root, timeout=3600)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
     print(json.dumps(report, indent=1))
