@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from lightnet import symbolic
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -68,3 +69,37 @@ class Borders:
         if port is None:
             return array
         return array.astype(port.dtype, copy=False).reshape(port.shape)
+
+
+def signature(doc, label: str, memory_limit=None):
+    """(inputs, outputs) of a model with or without symbolic dims: {name: (dtype,
+    declared shape, the tensor's own shape)} in the model's order, shapes with
+    the names of the dims they follow (see symbolic.shapes). The declared shape is the
+    interface's (a scalar's [], say), else the tensor's."""
+    def check(dims):
+        ctx = Context(memory_limit=memory_limit)
+        try:
+            ctx.init(doc, dims=dims, label=label)
+        except LightNetError as e:
+            if not symbols:
+                raise
+            values = ", ".join(f"{k} = {v}" for k, v in dims.items())
+            raise LightNetError(f"{e} (checked with {values}: a model with symbolic dims "
+                                "must pass its checks for any value of each)") from None
+        return ctx
+
+    symbols = symbolic.names(doc)
+    own = symbolic.shapes(check, symbols) if symbols else None
+    ctx = check({s: symbolic.PROBES[i] for i, s in enumerate(symbols)})
+    if own is None:
+        own = {n: e.shape for n, e in ctx.tensors.items()}
+    borders = Borders(ctx)  # checks the interface against the tensors
+    declared = {}
+    interface = doc.get("interface") if isinstance(doc, dict) else None
+    for kind in ("inputs", "outputs"):
+        for port in (interface or {}).get(kind, []):
+            declared[port["name"]] = tuple(port["shape"])
+    result = tuple({n: (borders.declared(n)[0], declared.get(n, own[n]), own[n]) for n in names_}
+                   for names_ in (ctx.inputs, ctx.outputs))
+    ctx.cleanup()
+    return result

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from lightnet import ir, symbolic
+from lightnet.borders import signature
 from lightnet.builder import Model
 from lightnet.errors import LightNetError
 
@@ -61,7 +62,7 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
     symbols = symbolic.names(doc)
     if not symbols and batch is None:
         return {}
-    patterns = {n: own for n, (_, _, own) in symbolic.signature(doc, label)[0].items()}
+    patterns = {n: own for n, (_, _, own) in signature(doc, label)[0].items()}
     dims: dict[str, int] = {}
     if batch is not None:
         if not patterns:

@@ -94,11 +94,13 @@ class Builder:
     """Makes the ops a rule puts in place, with op and tensor names unique in
     the context. An op built `like` another starts from its name, tensors and
     params; the first op built like X keeps X's name, later ones get new names.
-    `create_ops` holds the create ops of the weights the rule folded."""
+    `create_ops` holds the create ops of the weights the rule folded; they are
+    the arch's create op, else its `fallback` arch's (dnnl's weights are the cpu's)."""
 
-    def __init__(self, ctx, arch: str):
+    def __init__(self, ctx, arch: str, fallback: str | None = None):
         self.ctx = ctx
         self.arch = arch
+        self.fallback = fallback
         self.op_names: set[str] = set()
         self.tensor_names: set[str] = set()
         self.create_ops: list[Op] = []
@@ -136,12 +138,10 @@ class Builder:
         return name
 
     def _creator(self) -> str:
-        """The create op of the arch, else of its fallback (dnnl's weights are the cpu's)."""
-        if f"create_{self.arch}" in OP_PROTOS:
+        """The create op of the arch, else of its fallback."""
+        if f"create_{self.arch}" in OP_PROTOS or self.fallback is None:
             return f"create_{self.arch}"
-        from lightnet.arch import get_arch
-
-        return f"create_{get_arch(self.arch).fallback}"
+        return f"create_{self.fallback}"
 
     def constants(self, stem: str, names: tuple[str, ...], values) -> tuple[str, ...]:
         """`constant` for each of `names` (tensor `stem_name`) and the arrays

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lightnet import model_file, symbolic, targets
-from lightnet.borders import Borders
+from lightnet.borders import Borders, signature
 from lightnet.context import Context
 from lightnet.errors import LightNetError
 
@@ -69,7 +69,7 @@ class Session:
         self.symbols = symbolic.names(self.doc)
         self.lock = threading.RLock()  # one run (and plan switch) at a time
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
-        inputs, outputs = symbolic.signature(self.doc, self.label, memory_limit)
+        inputs, outputs = signature(self.doc, self.label, memory_limit)
         # What a feed may be: the declared shape, or the tensor's own ([1] for a scalar).
         self._shapes = {n: (declared, own) for n, (_, declared, own) in inputs.items()}
         self.inputs = [TensorInfo(n, dtype, declared) for n, (dtype, declared, _) in inputs.items()]

@@ -141,43 +141,6 @@ def bind(doc, dims: dict | None, label: str):
     return doc
 
 
-def signature(doc, label: str, memory_limit=None):
-    """(inputs, outputs) of a model with or without symbolic dims: {name: (dtype,
-    declared shape, the tensor's own shape)} in the model's order, shapes with
-    the names of the dims they follow (see shapes). The declared shape is the
-    interface's (a scalar's [], say), else the tensor's."""
-    from lightnet.borders import Borders
-    from lightnet.context import Context
-
-    def check(dims):
-        ctx = Context(memory_limit=memory_limit)
-        try:
-            ctx.init(doc, dims=dims, label=label)
-        except LightNetError as e:
-            if not symbols:
-                raise
-            values = ", ".join(f"{k} = {v}" for k, v in dims.items())
-            raise LightNetError(f"{e} (checked with {values}: a model with symbolic dims "
-                                "must pass its checks for any value of each)") from None
-        return ctx
-
-    symbols = names(doc)
-    own = shapes(check, symbols) if symbols else None
-    ctx = check({s: PROBES[i] for i, s in enumerate(symbols)})
-    if own is None:
-        own = {n: e.shape for n, e in ctx.tensors.items()}
-    borders = Borders(ctx)  # checks the interface against the tensors
-    declared = {}
-    interface = doc.get("interface") if isinstance(doc, dict) else None
-    for kind in ("inputs", "outputs"):
-        for port in (interface or {}).get(kind, []):
-            declared[port["name"]] = tuple(port["shape"])
-    result = tuple({n: (borders.declared(n)[0], declared.get(n, own[n]), own[n]) for n in names_}
-                   for names_ in (ctx.inputs, ctx.outputs))
-    ctx.cleanup()
-    return result
-
-
 def describe(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 

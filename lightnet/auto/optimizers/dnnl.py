@@ -26,7 +26,7 @@ from lightnet.tensor import DType
 def expand_conv2d(ctx, target):
     """Lower conv2d to conv2d_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("conv2d_dnnl", like=op)]
     return None
@@ -35,7 +35,7 @@ def expand_conv2d(ctx, target):
 def expand_maxpool2d(ctx, target):
     """Lower maxpool2d to maxpool2d_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("maxpool2d_dnnl", like=op)]
     return None
@@ -44,7 +44,7 @@ def expand_maxpool2d(ctx, target):
 def expand_avgpool2d(ctx, target):
     """Lower avgpool2d to avgpool2d_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT and not (
         op.params.ceil_mode and op.params.count_include_pad
     ):
@@ -55,7 +55,7 @@ def expand_avgpool2d(ctx, target):
 def expand_global_avgpool2d(ctx, target):
     """Lower global_avgpool2d to global_avgpool2d_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("global_avgpool2d_dnnl", like=op)]
     return None
@@ -64,7 +64,7 @@ def expand_global_avgpool2d(ctx, target):
 def expand_relu(ctx, target):
     """Lower relu to relu_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("relu_dnnl", like=op)]
     return None
@@ -73,7 +73,7 @@ def expand_relu(ctx, target):
 def expand_lrelu(ctx, target):
     """Lower lrelu to lrelu_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("lrelu_dnnl", like=op)]
     return None
@@ -82,7 +82,7 @@ def expand_lrelu(ctx, target):
 def expand_sigmoid(ctx, target):
     """Lower sigmoid to sigmoid_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("sigmoid_dnnl", like=op)]
     return None
@@ -91,7 +91,7 @@ def expand_sigmoid(ctx, target):
 def expand_tanh(ctx, target):
     """Lower tanh to tanh_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("tanh_dnnl", like=op)]
     return None
@@ -100,7 +100,7 @@ def expand_tanh(ctx, target):
 def expand_clip(ctx, target):
     """Lower clip to clip_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("clip_dnnl", like=op)]
     return None
@@ -109,7 +109,7 @@ def expand_clip(ctx, target):
 def expand_elew(ctx, target):
     """Lower elew to elew_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src1.dtype == DType.TL_FLOAT
         and op.params.elew_op != "TL_POW"
@@ -122,7 +122,7 @@ def expand_elew(ctx, target):
 def expand_concat(ctx, target):
     """Lower concat to concat_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src1.dtype == DType.TL_FLOAT:
         return [b.op("concat_dnnl", like=op)]
     return None
@@ -131,7 +131,7 @@ def expand_concat(ctx, target):
 def expand_deconv2d(ctx, target):
     """Lower deconv2d to deconv2d_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src.dtype == DType.TL_FLOAT
         and op.params.output_padding[0] <= op.params.padding[2]
@@ -144,7 +144,7 @@ def expand_deconv2d(ctx, target):
 def expand_batchnorm(ctx, target):
     """Lower batchnorm to batchnorm_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT and op.ins.src.ndim == 4:
         return [b.op("batchnorm_dnnl", like=op)]
     return None
@@ -153,7 +153,7 @@ def expand_batchnorm(ctx, target):
 def expand_lrn(ctx, target):
     """Lower lrn to lrn_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src.dtype == DType.TL_FLOAT
         and op.params.size % 2 == 1
@@ -166,7 +166,7 @@ def expand_lrn(ctx, target):
 def expand_softmax(ctx, target):
     """Lower softmax to softmax_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.dtype == DType.TL_FLOAT:
         return [b.op("softmax_dnnl", like=op)]
     return None
@@ -175,7 +175,7 @@ def expand_softmax(ctx, target):
 def expand_matmul(ctx, target):
     """Lower matmul to matmul_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src1.dtype == DType.TL_FLOAT
         and op.params.alpha == 1
@@ -210,7 +210,7 @@ def combine_conv_batchnorm_fold(ctx, window):
         )
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     weight, bias = b.constants(
         ops[0].name,
         ("weight", "bias"),
@@ -255,7 +255,7 @@ def combine_conv_sum(ctx, window):
         )
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(
             like=ops[0],
@@ -281,7 +281,7 @@ def combine_fuse_relu(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "relu"})
     ]
@@ -297,7 +297,7 @@ def combine_fuse_lrelu(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(
             like=ops[0],
@@ -317,7 +317,7 @@ def combine_fuse_sigmoid(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(
             like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "sigmoid"}
@@ -335,7 +335,7 @@ def combine_fuse_tanh(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "tanh"})
     ]
@@ -351,7 +351,7 @@ def combine_fuse_clip(ctx, window):
         and ops[0].params.activation == "none"
     ):
         return None
-    b = Builder(ctx, "dnnl")
+    b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(
             like=ops[0],
