@@ -23,7 +23,7 @@ import numpy as np
 
 from lightnet.errors import LightNetError
 
-__all__ = ["describe", "info", "set_threads", "thread_control", "threads"]
+__all__ = ["controllable", "describe", "info", "set_threads", "thread_control", "threads"]
 
 
 # The OpenBLAS functions used here: (restype, argtypes).
@@ -105,6 +105,12 @@ def describe(cpuinfo: str = "/proc/cpuinfo") -> str:
         line += (" (this CPU has AVX-512, which OpenBLAS's SkylakeX kernels use"
                  + (f"; OPENBLAS_CORETYPE={chosen} chose these)" if chosen else ")"))
     return line
+
+
+def controllable() -> bool:
+    """Whether this BLAS's threads can be set from here (OpenBLAS's can)."""
+    return None not in (_openblas_function("set_num_threads"),
+                        _openblas_function("get_num_threads"))
 
 
 def thread_control():

@@ -51,7 +51,10 @@ class Context:
 
     `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
     at the start of run() and profile(), put back at their end: the count is the
-    process's); None (the default) leaves it as the environment set it.
+    process's); None (the default) leaves it as the environment set it. A model with
+    dnnl ops runs numpy's BLAS on one thread whatever `threads` says: oneDNN's OpenMP
+    threads own the cores, and OpenBLAS threads waiting beside them for the next
+    product took those cores from them (docs/performance.md, "One thread pool").
 
     `lock`: the context's tensors are one set of buffers, so one run at a time:
     run, profile, set_data, get_data, load and unload each hold this
@@ -96,6 +99,7 @@ class Context:
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
         self._runs: tuple = ()
         self._run_ops: tuple = ()
+        self._blas_threads: int | None = None  # numpy's BLAS threads while running
 
     # Building and checking ------------------------------------------------------
 
@@ -383,6 +387,8 @@ class Context:
                     runs.append((op, run))
         self._run_ops = tuple(runs)
         self._runs = tuple(run for _, run in runs)
+        runs_onednn = any(op.arch == "dnnl" for op in self.ops)
+        self._blas_threads = 1 if runs_onednn and blas.controllable() else self.threads
 
     def _alloc_arena(self, report: mem.MemReport) -> np.ndarray:
         try:
@@ -455,7 +461,7 @@ class Context:
     def run(self) -> None:
         i = 0
         try:
-            with blas.threads(self.threads), dnnl_threads(self.threads):
+            with blas.threads(self._blas_threads), dnnl_threads(self.threads):
                 for i, run in enumerate(self._runs):
                     run()
         except _DATA_ERRORS as e:
@@ -472,7 +478,7 @@ class Context:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
         clock = time.perf_counter
-        with blas.threads(self.threads), dnnl_threads(self.threads):
+        with blas.threads(self._blas_threads), dnnl_threads(self.threads):
             for _ in range(repeat):
                 for i, (_, run) in enumerate(self._run_ops):
                     start = clock()

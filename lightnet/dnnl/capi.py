@@ -349,22 +349,15 @@ def _loaded_gomp():
     return gomp
 
 
-# GNU OpenMP's threads spin between parallel regions by default; on a machine other
-# jobs share, a spinning or descheduled thread stalls every barrier (MobileNet v2 at
-# 2 threads ran 10-50x slower than with the passive policy, docs/performance.md).
-# So unless the environment chooses, oneDNN's libgomp starts with the passive one.
-WAIT_POLICY = "PASSIVE"
-
-
+# oneDNN's libgomp keeps its own wait policy (OMP_WAIT_POLICY unset: a thread spins
+# briefly after a parallel region, then sleeps), as ONNX Runtime's threads spin: the
+# next primitive then starts in ~2 us instead of ~50 us of wake-up. On a machine whose
+# cores other busy processes share, OMP_WAIT_POLICY=PASSIVE is faster
+# (docs/performance.md, "One thread pool").
 @functools.cache
 def _load() -> Library | Unavailable:
     try:
-        path = _library_path()
-        try:  # libgomp reads its environment once, when it is loaded
-            ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
-        except OSError:
-            os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
-        return Library(path)
+        return Library(_library_path())
     except Unavailable as e:
         return e
 
