@@ -265,8 +265,8 @@ def main() -> None:
     p.add_argument("--pause", type=float, default=0.5, help="seconds between blocks")
     p.add_argument("--ort-spinning", choices=("0", "1"), default="1",
                    help="ONNX Runtime's session.intra_op.allow_spinning (default 1, its own "
-                        "default; oneDNN's GNU OpenMP threads wait passively unless "
-                        "OMP_WAIT_POLICY says otherwise)")
+                        "default; oneDNN's GNU OpenMP threads wait as "
+                        "OMP_WAIT_POLICY says, libgomp's default when unset)")
     args = p.parse_args()
     reason = capi.unavailable_reason()
     if reason:
