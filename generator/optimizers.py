@@ -138,10 +138,12 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
             raise c.error(name, f"a combiner name must be an identifier, found '{name}'")
         r = Fields(c.get(name, dict), label, f"combiners.{name}", c.where(name)[1])
         window = r.get("window", list)
-        if len(window) < 1 or any(w != "*" and (w not in ops or ops[w].arch != arch)
+        archs = (arch,) if fallback is None else (arch, fallback)
+        if len(window) < 1 or any(w != "*" and (w not in ops or ops[w].arch not in archs)
                                   for w in window):
-            raise r.error("window", f"expected a list of ops of arch '{arch}' (or *), "
-                                    f"found {window}")
+            raise r.error("window", "expected a list of ops of arch "
+                                    f"{' or '.join(repr(a) for a in archs)} "
+                                    f"(or *), found {window}")
         likes = [f"ops[{i}]" for i in range(len(window))]
         combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
                                   _rule(r, arch, ops, "ops", likes, fallback)))

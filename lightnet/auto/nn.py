@@ -14,6 +14,7 @@ __all__ = [
     "avgpool2d",
     "batchnorm",
     "bn2scale_wts",
+    "channel_shuffle",
     "clip",
     "concat",
     "conv2d",
@@ -246,6 +247,25 @@ def bn2scale_wts(
         {"epsilon": epsilon},
         name,
     )
+
+
+def channel_shuffle(src: Tensor, *, group: int, name: str | None = None) -> Tensor:
+    """ShuffleNet's channel shuffle of NCHW `src` with `group` groups: the channels, seen
+    as `group` rows of C / group, are read column by column, so dst[:, j * group + i] =
+    src[:, i * (C / group) + j] (Caffe's ShuffleChannel, torch.nn.ChannelShuffle).
+    Exporters write it as Reshape [N, group, C / group, H, W], Transpose (0, 2, 1, 3,
+    4), Reshape [N, C, H, W], which the optimizers turn into this op. Every dtype.
+
+    Args:
+        src: The input [N, C, H, W]. (ndim 4)
+        group: The number of groups. (>= 1; the channels split evenly into groups)
+        name: The op's name, and its output's; None: `channel_shuffle` and a number not
+            taken.
+
+    Returns:
+        dst: The shuffled channels.
+    """
+    return apply("channel_shuffle", {"src": src}, {"group": group}, name)
 
 
 def clip(src: Tensor, *, min: float, max: float, name: str | None = None) -> Tensor:

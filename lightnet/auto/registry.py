@@ -7,6 +7,7 @@ from lightnet.auto.ops import arange as arange_ops
 from lightnet.auto.ops import avgpool2d as avgpool2d_ops
 from lightnet.auto.ops import batchnorm as batchnorm_ops
 from lightnet.auto.ops import bn2scale_wts as bn2scale_wts_ops
+from lightnet.auto.ops import channel_shuffle as channel_shuffle_ops
 from lightnet.auto.ops import clip as clip_ops
 from lightnet.auto.ops import concat as concat_ops
 from lightnet.auto.ops import conv2d as conv2d_ops
@@ -62,6 +63,7 @@ OP_PROTOS = {
         avgpool2d_ops,
         batchnorm_ops,
         bn2scale_wts_ops,
+        channel_shuffle_ops,
         clip_ops,
         concat_ops,
         conv2d_ops,

@@ -237,6 +237,8 @@ FUNCTIONS = {
         c_int, [_OUT, _H, c_int, c_int, _H, _H, c_int, _H]),
     "dnnl_resampling_forward_primitive_desc_create": (
         c_int, [_OUT, _H, c_int, c_int, POINTER(c_float), _H, _H, _H]),
+    "dnnl_shuffle_forward_primitive_desc_create": (
+        c_int, [_OUT, _H, c_int, _H, _H, c_int, c_int64, _H]),
     "dnnl_reorder_primitive_desc_create": (c_int, [_OUT, _H, _H, _H, _H, _H]),
     "dnnl_primitive_desc_query": (c_int, [_H, c_int, c_int, c_void_p]),
     "dnnl_primitive_desc_query_md": (c_void_p, [_H, c_int, c_int]),

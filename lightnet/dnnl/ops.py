@@ -26,7 +26,7 @@ from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
 PENDING = "any"
 
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
-           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "reorder",
+           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "shuffle", "reorder",
            "describe_kernels"]
 
 
@@ -252,6 +252,14 @@ def lrn(op, src, dst, *, size, alpha, beta, bias) -> int:
 def softmax(op, src, dst, *, axis) -> int:
     """Softmax along `axis` in the source's layout."""
     kernel = _create(primitives.softmax, src.shape, axis, dtype=_dtype(src), src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def shuffle(op, src, dst, *, group) -> int:
+    """A channel shuffle in the source's layout (oneDNN's group_size is the channels of
+    one of LightNet's groups)."""
+    kernel = _create(primitives.shuffle, src.shape, 1, src.shape[1] // group,
+                     dtype=_dtype(src), src=_layout(src))
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 

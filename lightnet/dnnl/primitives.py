@@ -552,6 +552,14 @@ def softmax(shape, axis: int, *, dtype: str = "float32", src="plain", dst="any")
                   dst, (capi.dnnl_softmax_accurate,), (int(axis),))
 
 
+def shuffle(shape, axis: int, group_size: int, *, dtype: str = "float32", src="plain",
+            dst="any") -> Kernel:
+    """A channel shuffle along `axis` (the cpu channel_shuffle with `group` groups is
+    oneDNN's shuffle with group_size = shape[axis] / group); tensors src, dst."""
+    return _unary("shuffle", "dnnl_shuffle_forward_primitive_desc_create", shape, dtype, src,
+                  dst, (), (int(axis), int(group_size)))
+
+
 def resample(src_shape, dst_shape, mode: str, *, dtype: str = "float32", src="plain",
              dst="any") -> Kernel:
     """Resampling of the spatial axes (2 onwards) to dst_shape: mode "linear" is the

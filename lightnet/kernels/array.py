@@ -6,6 +6,8 @@ import numpy as np
 
 __all__ = [
     "arange_len",
+    "channel_shuffle",
+    "channel_shuffle_groups",
     "concat",
     "fill_arange",
     "fill_zeros",
@@ -41,6 +43,27 @@ def transpose(src: np.ndarray, dst: np.ndarray, *, axes) -> None:
     Same as tl_tensor_transpose (and numpy's transpose); no workspace needed.
     """
     np.copyto(dst, src.transpose(axes))
+
+
+def channel_shuffle(src: np.ndarray, dst: np.ndarray, *, group: int) -> None:
+    """dst[:, j * group + i] = src[:, i * (C / group) + j]: the channels as `group` rows,
+    read column by column (ShuffleNet's shuffle)."""
+    n, c = src.shape[:2]
+    rows = src.reshape(n, group, c // group, *src.shape[2:])
+    np.copyto(dst.reshape(n, c // group, group, *src.shape[2:]), rows.swapaxes(1, 2))
+
+
+def channel_shuffle_groups(src_shape, grouped_shape, axes, dst_shape) -> int:
+    """The groups of a channel shuffle written as a reshape of `src_shape` to
+    `grouped_shape`, a transpose by `axes` and a reshape to `dst_shape`: [N, C, H, W] to
+    [N, g, C / g, H, W], axes (0, 2, 1, 3, 4), back to [N, C, H, W]; 0 when they are not
+    one."""
+    if (len(src_shape) != 4 or len(grouped_shape) != 5 or tuple(axes) != (0, 2, 1, 3, 4)
+            or tuple(dst_shape) != tuple(src_shape)
+            or grouped_shape[0] != src_shape[0] or tuple(grouped_shape[3:]) != tuple(src_shape[2:])
+            or grouped_shape[1] * grouped_shape[2] != src_shape[1]):
+        return 0
+    return grouped_shape[1]
 
 
 def fill_zeros(dst: np.ndarray) -> None:

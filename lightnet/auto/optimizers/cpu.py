@@ -345,6 +345,44 @@ def combine_drop_forward(ctx, window):
     return [b.op(like=ops[0], rename=[(ops[1].ins.src, ops[1].outs.dst)])]
 
 
+def combine_channel_shuffle(ctx, window):
+    """A reshape of [N, C, H, W] to [N, g, C / g, H, W], a transpose of the two
+    group axes and a reshape back (how exporters write ShuffleNet's channel
+    shuffle) are one channel_shuffle_cpu."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[2].ins.src.name == ops[1].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[1].consumers("dst") == 1
+        and kernels.channel_shuffle_groups(
+            ops[0].ins.src.shape,
+            ops[0].outs.dst.shape,
+            ops[1].params.axes,
+            ops[2].outs.dst.shape,
+        )
+        > 0
+    ):
+        return None
+    b = Builder(ctx, "cpu")
+    return [
+        b.op(
+            "channel_shuffle_cpu",
+            name=ops[1].name,
+            ins={"src": ops[0].ins.src},
+            outs={"dst": ops[2].outs.dst},
+            params={
+                "group": kernels.channel_shuffle_groups(
+                    ops[0].ins.src.shape,
+                    ops[0].outs.dst.shape,
+                    ops[1].params.axes,
+                    ops[2].outs.dst.shape,
+                )
+            },
+        )
+    ]
+
+
 def combine_reshape_reshape(ctx, window):
     """Two reshapes in a row are one."""
     ops = [OpView(ctx, op) for op in window]
@@ -418,6 +456,11 @@ COMBINERS = (
     Combiner("fuse_tanh", ("*", "tanh_cpu"), combine_fuse_tanh),
     Combiner("fuse_clip", ("*", "clip_cpu"), combine_fuse_clip),
     Combiner("drop_forward", ("*", "forward_cpu"), combine_drop_forward),
+    Combiner(
+        "channel_shuffle",
+        ("reshape_cpu", "transpose_cpu", "reshape_cpu"),
+        combine_channel_shuffle,
+    ),
     Combiner(
         "reshape_reshape", ("reshape_cpu", "reshape_cpu"), combine_reshape_reshape
     ),

@@ -119,6 +119,15 @@ def expand_elew(ctx, target):
     return None
 
 
+def expand_channel_shuffle(ctx, target):
+    """Lower channel_shuffle to channel_shuffle_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("channel_shuffle_dnnl", like=op)]
+    return None
+
+
 def expand_concat(ctx, target):
     """Lower concat to concat_dnnl."""
     op = OpView(ctx, target)
@@ -186,6 +195,46 @@ def expand_matmul(ctx, target):
     ):
         return [b.op("matmul_dnnl", like=op)]
     return None
+
+
+def combine_channel_shuffle(ctx, window):
+    """A reshape of [N, C, H, W] to [N, g, C / g, H, W], a transpose of the two
+    group axes and a reshape back (how exporters write ShuffleNet's channel
+    shuffle) are one channel_shuffle_dnnl, which oneDNN runs in the layout of
+    what it reads."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].ins.src.dtype == DType.TL_FLOAT
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[2].ins.src.name == ops[1].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[1].consumers("dst") == 1
+        and kernels.channel_shuffle_groups(
+            ops[0].ins.src.shape,
+            ops[0].outs.dst.shape,
+            ops[1].params.axes,
+            ops[2].outs.dst.shape,
+        )
+        > 0
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            "channel_shuffle_dnnl",
+            name=ops[1].name,
+            ins={"src": ops[0].ins.src},
+            outs={"dst": ops[2].outs.dst},
+            params={
+                "group": kernels.channel_shuffle_groups(
+                    ops[0].ins.src.shape,
+                    ops[0].outs.dst.shape,
+                    ops[1].params.axes,
+                    ops[2].outs.dst.shape,
+                )
+            },
+        )
+    ]
 
 
 def combine_conv_batchnorm_fold(ctx, window):
@@ -381,6 +430,7 @@ EXPANDERS = {
     "tanh": expand_tanh,
     "clip": expand_clip,
     "elew": expand_elew,
+    "channel_shuffle": expand_channel_shuffle,
     "concat": expand_concat,
     "deconv2d": expand_deconv2d,
     "batchnorm": expand_batchnorm,
@@ -390,6 +440,11 @@ EXPANDERS = {
 }
 
 COMBINERS = (
+    Combiner(
+        "channel_shuffle",
+        ("reshape_cpu", "transpose_cpu", "reshape_cpu"),
+        combine_channel_shuffle,
+    ),
     Combiner(
         "conv_batchnorm_fold",
         ("conv2d_dnnl", "batchnorm_dnnl"),
