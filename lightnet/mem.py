@@ -57,7 +57,10 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     axis has size 1, each input is a contiguous block of the output: an input
     that owns its memory, is not static, not a model input or output, not given
     twice, and (like the output) in the plain layout, becomes that block (owner +
-    owner_offset), so no copy is made.
+    owner_offset), so no copy is made. Inputs in a oneDNN layout are placed the
+    same way when every input is a whole block of the output's layout
+    (`MemoryDesc.is_block_of`: channels in blocks of 16 with a batch of 1, each
+    input a multiple of 16 channels).
     Returns how many inputs were placed.
     """
     placed = 0
@@ -66,19 +69,25 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
             continue
         out_arg, in_arg, axis_param = op.proto.assemble
         dst = tensors[op.tensors_out[out_arg]]
-        if math.prod(dst.shape[: op.values[axis_param]]) != 1:
+        axis = op.values[axis_param]
+        if math.prod(dst.shape[:axis]) != 1:
             continue
         names = [op.tensors_in[a] for a in op.variadic_in(in_arg)]
+        entries = [tensors[n] for n in names]
+        if dst.layout is None:
+            laid_out = [e.layout is None for e in entries]
+        else:
+            blocks = dst.desc is not None and all(
+                e.desc is not None and e.desc.is_block_of(dst.desc, axis) for e in entries)
+            laid_out = [blocks] * len(entries)
         offset = 0
-        for name in names:
-            entry = tensors[name]
-            if (entry.owner is None and not entry.static and not entry.input
-                    and entry.layout is None and dst.layout is None
+        for name, entry, fits in zip(names, entries, laid_out):
+            if (fits and entry.owner is None and not entry.static and not entry.input
                     and name not in keep and names.count(name) == 1
                     and entry.mtype is dst.mtype and tensors.root(dst.name) is not entry):
                 entry.owner, entry.owner_offset = dst.name, offset
                 placed += 1
-            offset += entry.nbytes
+            offset += entry.nbytes if dst.layout is None else entry.stored_nbytes
     return placed
 
 

@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import functools
 import importlib.metadata
+import math
 import os
 import platform
 from ctypes import POINTER, c_char_p, c_float, c_int, c_int32, c_int64, c_size_t, c_uint, c_void_p
@@ -504,6 +505,18 @@ class MemoryDesc(_Owner):
         if kind != dnnl_blocked:
             return "undef"
         n = self.ndim
+        strides, blks, idxs = self._blocking()
+        padded = self.padded_shape
+        # Outermost first: larger stride first; among equal strides (size-1 dims), the
+        # larger padded size, then the logical order.
+        order = sorted(range(n), key=lambda i: (-strides[i], -padded[i], i))
+        letters = "".join(chr(ord("a") + i).upper() if i in idxs else chr(ord("a") + i)
+                          for i in order)
+        return letters + "".join(f"{b}{chr(ord('a') + i)}" for b, i in zip(blks, idxs))
+
+    def _blocking(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """A blocked layout's outer strides (elements, per logical dim) and its inner
+        blocks: their sizes and the dims they block, outermost first."""
         strides = self._query_dims(dnnl_query_strides)
         nblks = self._query_int(dnnl_query_inner_nblks_s32)
         blks = idxs = ()
@@ -515,13 +528,32 @@ class MemoryDesc(_Owner):
             self._lib.dnnl_memory_desc_query(self.handle, dnnl_query_inner_idxs,
                                              ctypes.byref(out))
             idxs = tuple(out[i] for i in range(nblks))
-        padded = self.padded_shape
-        # Outermost first: larger stride first; among equal strides (size-1 dims), the
-        # larger padded size, then the logical order.
-        order = sorted(range(n), key=lambda i: (-strides[i], -padded[i], i))
-        letters = "".join(chr(ord("a") + i).upper() if i in idxs else chr(ord("a") + i)
-                          for i in order)
-        return letters + "".join(f"{b}{chr(ord('a') + i)}" for b, i in zip(blks, idxs))
+        return strides, blks, idxs
+
+    def is_block_of(self, whole: MemoryDesc, axis: int) -> bool:
+        """Whether a tensor in this layout is, byte for byte, a contiguous block of
+        `whole` (of the same layout and data type) along `axis`, wherever along it it
+        starts at a multiple of its own size: every dim of `whole` laid out outside
+        `axis` has size 1, the two share their inner blocks and the strides of every
+        dim that spans more than one block, and this tensor's size along `axis` is a
+        whole number of `axis`'s inner blocks. A concat's sources are then written
+        straight into its output (`aBcd16b` channel blocks of a batch of 1)."""
+        kinds = (self._query_int(dnnl_query_format_kind), whole._query_int(dnnl_query_format_kind))
+        if kinds != (dnnl_blocked, dnnl_blocked) or self.dtype != whole.dtype:
+            return False
+        strides, blks, idxs = self._blocking()
+        whole_strides, whole_blks, whole_idxs = whole._blocking()
+        if (blks, idxs) != (whole_blks, whole_idxs) or self.padded_shape != self.shape:
+            return False
+        block = [math.prod(b for b, i in zip(blks, idxs) if i == d) for d in range(self.ndim)]
+        if self.shape[axis] % block[axis]:
+            return False
+        padded = whole.padded_shape
+        for d in range(self.ndim):
+            if d != axis and padded[d] // block[d] > 1 and (
+                    whole_strides[d] >= whole_strides[axis] or strides[d] != whole_strides[d]):
+                return False
+        return self.shape[axis] // block[axis] == 1 or strides[axis] == whole_strides[axis]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, MemoryDesc) and bool(

@@ -288,6 +288,29 @@ def binary(op, src1, src2, dst, name: str) -> int:
                             {"src1": src1, "src2": src2, "dst": dst}))
 
 
+class _Concat(Call):
+    """A concat's call: oneDNN's concat primitive, or, where the memory plan placed
+    sources inside the output (lightnet.mem.assemble_in_place: their producers write
+    there), a byte copy of each source it did not place."""
+
+    def bind(self, scratch, arrays: dict):
+        dst = _bytes(arrays["dst"])
+        srcs = [_bytes(arrays[arg]) for name, arg in self.args.items() if name != "dst"]
+        if not any(np.shares_memory(s, dst) for s in srcs):
+            return super().bind(scratch, arrays)
+        copies, offset = [], 0
+        for s in srcs:
+            part = dst[offset:offset + s.size]
+            if not np.shares_memory(s, part):
+                copies.append((s, part))
+            offset += s.size
+
+        def run():
+            for s, part in copies:
+                np.copyto(part, s)
+        return run
+
+
 def concat(op, srcs, dst, axis: int) -> int:
     """The sources (src1, src2, ...) joined along `axis`."""
     kernel = _create(primitives.concat, [s.shape for s in srcs], axis,
@@ -295,7 +318,7 @@ def concat(op, srcs, dst, axis: int) -> int:
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
     entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
-    return _settle(op, Call(kernel, args, {**entries, "dst": dst}))
+    return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}))
 
 
 class Reorder:

@@ -191,6 +191,57 @@ def test_concat_of_blocked_tensors_matches_cpu():
     check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
 
 
+def concat_parts(ctx, op):
+    return [ctx.tensors[op.tensors_in[a]] for a in op.variadic_in("src")]
+
+
+@pytest.mark.parametrize("channels", [(16, 32, 16), (64, 128)])
+def test_a_concat_of_whole_channel_blocks_is_written_in_place(channels):
+    """Parts of 16 channels each (batch 1) in a blocked layout are contiguous blocks
+    of the output: the convolutions write there and the concat copies nothing."""
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 9, 9])
+    parts = [m.conv(x, 3, c, 3, pad=1) for c in channels]
+    y = m.op("concat", {f"src{i + 1}": p for i, p in enumerate(parts)}, axis=1)
+    m.relu(m.conv(y, sum(channels), 16, 3, pad=1))
+    ctx = check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "concat_dnnl"]
+    dst = ctx.tensors[op.tensors_out["dst"]]
+    assert dst.layout is not None and dst.layout != "acdb", dst.layout
+    offset = 0
+    for part in concat_parts(ctx, op):
+        assert (part.owner, part.owner_offset) == (dst.name, offset)
+        offset += part.stored_nbytes
+    assert offset == dst.stored_nbytes
+
+
+def test_a_concat_with_a_part_of_a_partial_block_copies():
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 9, 9])
+    parts = [m.conv(x, 3, c, 3, pad=1) for c in (16, 17, 16)]
+    y = m.op("concat", {f"src{i + 1}": p for i, p in enumerate(parts)}, axis=1)
+    m.relu(m.conv(y, 49, 16, 3, pad=1))
+    ctx = check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "concat_dnnl"]
+    assert all(part.owner is None for part in concat_parts(ctx, op))
+
+
+def test_a_concat_copies_the_parts_it_cannot_place():
+    """A part whose memory is another tensor's (a convolution adding a residual in
+    place writes into the residual) stays there and is copied; the other part is
+    placed, and the concat primitive is not run."""
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 9, 9])
+    summed = m.add(m.conv(x, 3, 16, 3, pad=1), m.conv(x, 3, 16, 1))
+    y = m.op("concat", {"src1": summed, "src2": m.conv(x, 3, 32, 3, pad=1)}, axis=1)
+    m.conv(y, 48, 16, 3, pad=1)
+    ctx = check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "concat_dnnl"]
+    first, second = concat_parts(ctx, op)
+    assert first.owner is not None and first.owner_offset is None  # the residual's memory
+    assert (second.owner, second.owner_offset) == (op.tensors_out["dst"], first.stored_nbytes)
+
+
 @pytest.mark.parametrize("transB,bias,static", [
     (False, None, True), (True, [13], True), (False, [1, 13], True), (True, [6, 13], False),
     (False, [6, 1], False), (True, None, False)])

@@ -330,3 +330,18 @@ def test_a_failing_call_names_the_function_and_status():
         P._conv("conv2d", "dnnl_convolution_forward_primitive_desc_create", (1, 3, 5, 5),
                 (4, 2, 3, 3), (1, 4, 3, 3), False, 1, (1, 1), (0, 0, 0, 0), (1, 1),
                 "float32", "plain", "plain", (), transposed=False)
+
+
+@pytest.mark.parametrize("part,whole,tag,dtype,expected", [
+    ((1, 64, 13, 13), (1, 128, 13, 13), "aBcd16b", "float32", True),
+    ((1, 16, 13, 13), (1, 128, 13, 13), "aBcd16b", "float32", True),    # one block
+    ((1, 8, 13, 13), (1, 24, 13, 13), "aBcd16b", "float32", False),     # a partial block
+    ((1, 8, 13, 13), (1, 24, 13, 13), "aBcd8b", "float32", True),
+    ((2, 64, 13, 13), (2, 128, 13, 13), "aBcd16b", "float32", False),   # the batch is outside
+    ((1, 64, 13, 13), (1, 128, 13, 13), "acdb", "float32", False),      # channels innermost
+    ((1, 64, 13, 13), (1, 128, 13, 13), "aBcd16b", "bfloat16", False),  # another data type
+])
+def test_a_part_is_a_contiguous_block_of_the_whole(part, whole, tag, dtype, expected):
+    tags = P.TAGS_4D
+    assert capi.MemoryDesc.with_tag(part, dtype, tags[tag]).is_block_of(
+        capi.MemoryDesc.with_tag(whole, "float32", tags[tag]), 1) is expected
