@@ -7,6 +7,7 @@
     python bench/run.py --profile mobilenetv2   # where LightNet's time goes, by optype
     python bench/run.py --threads 1
     python bench/run.py --quiet-wait 120        # on a shared machine: wait for quiet
+    python bench/run.py --openvino off          # leave OpenVINO out even where installed
 
 Each model is built once as an ONNX graph with seeded random weights (bench/models.py);
 ONNX Runtime runs it directly, LightNet through its ONNX importer, compiled for each
@@ -19,6 +20,11 @@ same machine. Every engine's output must agree with ONNX Runtime's to 1e-3
 (max |ours - ort| / max |ort|), 2e-2 in bfloat16 (the accuracy contract), or the
 row says FAIL (and the exit status is 1). --precision bf16 adds LightNet's dnnl
 target computing in bfloat16 (`dnnl-bf16`) beside the float32 engines.
+
+Where the `openvino` package is installed (an optional, bench-only comparison), its
+CPU plugin runs the same ONNX model too, latency-tuned: `ov` in float32 and, with
+--precision bf16, `ov-bf16` (INFERENCE_PRECISION_HINT bf16), timed in the same
+rounds; their error against ONNX Runtime is shown, not checked.
 
 BLAS threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS and
 BLIS_NUM_THREADS are set to --threads before numpy is imported (here and in the
@@ -66,6 +72,9 @@ def _args(argv=None):
     p.add_argument("--openblas-coretype", metavar="NAME", default=None,
                    help="set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for LightNet's and the "
                         "GEMM measurements' OpenBLAS (default: leave the environment's choice)")
+    p.add_argument("--openvino", choices=("auto", "off"), default="auto",
+                   help="auto (default): also time OpenVINO's CPU plugin (ov; ov-bf16 with "
+                        "--precision bf16) where the openvino package is installed")
     p.add_argument("--no-dispatch", action="store_true", help="skip the dispatch table")
     p.add_argument("--dispatch-ops", type=int, default=1000,
                    help="length of the relu chain of the dispatch table (default 1000)")
@@ -82,6 +91,15 @@ if ARGS.precision == "bf16":
     if "dnnl" not in TARGETS:
         sys.exit("run.py: --precision bf16 times the dnnl target (drop --target cpu)")
     TARGETS = ("dnnl", "dnnl-bf16", *TARGETS[1:])
+# Other engines timed beside ONNX Runtime: OpenVINO where it is installed.
+OTHERS = ()
+if ARGS.openvino == "auto":
+    try:
+        import openvino  # noqa: F401
+
+        OTHERS = ("ov", "ov-bf16") if ARGS.precision == "bf16" else ("ov",)
+    except ImportError:
+        pass
 # The largest error against ONNX Runtime each of LightNet's engines may show.
 TOLERANCE = {"dnnl": 1e-3, "cpu": 1e-3, "dnnl-bf16": 2e-2}
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
@@ -261,7 +279,7 @@ def measure(d: str) -> dict[str, dict]:
     each target, then ONNX Runtime), then time them in turns: a warm-up block each,
     then --blocks rounds of one block of --runs runs each, --pause between blocks.
     Returns each engine's info with its block times (seconds per run) and median."""
-    engines = [f"ours:{t}" for t in TARGETS] + ["ort"]
+    engines = [f"ours:{t}" for t in TARGETS] + ["ort", *OTHERS]
     workers = []
     try:
         for engine in engines:
@@ -305,32 +323,39 @@ def bench_models(names) -> list[dict]:
             ref = np.load(os.path.join(d, "out_ort.npy"))
             errs = {tg: rel_error(np.load(os.path.join(d, f"out_ours-{tg}.npy")), ref)
                     for tg in TARGETS}
+            other_errs = {e: rel_error(np.load(os.path.join(d, f"out_{e}.npy")), ref)
+                          for e in OTHERS}
         row = {"model": name, "gflops": models.gflops(products), "ort": results["ort"],
                "ours": {tg: results[f"ours:{tg}"] for tg in TARGETS}, "err": errs,
+               "others": {e: {**results[e], "err": other_errs[e]} for e in OTHERS},
                "floor": floor, "ok": all(e <= TOLERANCE[tg] for tg, e in errs.items()),
-               "wall": time.perf_counter() - t, "others": others}
+               "wall": time.perf_counter() - t, "others_cpu": others}
         rows.append(row)
         mine = ", ".join(f"{tg} {row['ours'][tg]['latency'] * 1e3:.1f} ms (err {errs[tg]:.1e})"
                          for tg in TARGETS)
-        print(f"  {name}: {mine}, ort {row['ort']['latency'] * 1e3:.1f} ms "
+        theirs = "".join(f", {e} {row['others'][e]['latency'] * 1e3:.1f} ms" for e in OTHERS)
+        print(f"  {name}: {mine}, ort {row['ort']['latency'] * 1e3:.1f} ms{theirs} "
               f"({row['wall']:.0f} s)", file=sys.stderr, flush=True)
     return rows
 
 
 def print_model_table(rows, gemm: float, gemm_end: float) -> None:
     head = ["model", "GFLOP", "ORT ms"]
-    for tg in TARGETS:
+    for tg in (*TARGETS, *OTHERS):
         head += [f"{tg} ms", f"{tg} / ORT"]
     head += ["ORT GF/s", *(f"{tg} GF/s" for tg in TARGETS), "GEMM ms"]
     head += [*(f"{tg} arena MB" for tg in TARGETS), *(f"{tg} +ws MB" for tg in TARGETS),
              *(f"{tg} peak MB" for tg in TARGETS), "ORT peak MB",
-             *(f"{tg} rel err" for tg in TARGETS), "check", "others' CPU"]
+             *(f"{tg} rel err" for tg in (*TARGETS, *OTHERS)), "check", "others' CPU"]
     table = []
     for r in rows:
         t = r["ort"]
         cells = [r["model"], f"{r['gflops']:.2f}", f"{t['latency'] * 1e3:.1f}"]
         for tg in TARGETS:
             o = r["ours"][tg]
+            cells += [f"{o['latency'] * 1e3:.1f}", f"{o['latency'] / t['latency']:.2f}"]
+        for e in OTHERS:
+            o = r["others"][e]
             cells += [f"{o['latency'] * 1e3:.1f}", f"{o['latency'] / t['latency']:.2f}"]
         cells += [f"{r['gflops'] / t['latency']:.1f}",
                   *(f"{r['gflops'] / r['ours'][tg]['latency']:.1f}" for tg in TARGETS),
@@ -339,12 +364,14 @@ def print_model_table(rows, gemm: float, gemm_end: float) -> None:
                   *(f"{r['ours'][tg]['outside_arena'] / MB:.1f}" for tg in TARGETS),
                   *(f"{r['ours'][tg]['peak_growth'] / MB:.1f}" for tg in TARGETS),
                   f"{t['peak_growth'] / MB:.1f}",
-                  *(f"{r['err'][tg]:.1e}" for tg in TARGETS), "ok" if r["ok"] else "FAIL",
-                  "?" if r["others"] is None else f"{100 * r['others']:.0f}%"]
+                  *(f"{r['err'][tg]:.1e}" for tg in TARGETS),
+                  *(f"{r['others'][e]['err']:.1e}" for e in OTHERS), "ok" if r["ok"] else "FAIL",
+                  "?" if r["others_cpu"] is None else f"{100 * r['others_cpu']:.0f}%"]
         table.append(cells)
     _print_table(head, table)
-    for tg in TARGETS:
-        ratios = [r["ours"][tg]["latency"] / r["ort"]["latency"] for r in rows]
+    for tg in (*TARGETS, *OTHERS):
+        ratios = [(r["ours"] if tg in TARGETS else r["others"])[tg]["latency"]
+                  / r["ort"]["latency"] for r in rows]
         if ratios:
             geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
             print(f"\n{tg}: geometric mean latency ratio ({tg} / ORT): {geo:.2f}; "
@@ -520,6 +547,11 @@ def main() -> None:
         from lightnet import targets
 
         print(next(line for line in targets.describe() if line.startswith("dnnl:")))
+    if OTHERS:
+        import openvino
+
+        print(f"OpenVINO {openvino.__version__} (CPU plugin, latency hint, one stream): "
+              f"{', '.join(OTHERS)}")
     print(f"OPENBLAS_CORETYPE: {os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
     print(f"threads: --threads {ARGS.threads} (OMP/OPENBLAS/MKL_NUM_THREADS="
           f"{os.environ['OPENBLAS_NUM_THREADS']}; ORT intra_op_num_threads={ARGS.threads}, "

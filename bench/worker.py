@@ -1,9 +1,11 @@
 """One engine on one model, in a fresh process: `bench/run.py` starts it so that the
 memory each engine takes can be measured from the process's own peak RSS.
 
-    python bench/worker.py ENGINE DIR THREADS      (ENGINE: ours:TARGET | ort)
+    python bench/worker.py ENGINE DIR THREADS      (ENGINE: ours:TARGET | ort | ov | ov-bf16)
 
-TARGET is dnnl, cpu, or dnnl-bf16 (dnnl computing in bfloat16).
+TARGET is dnnl, cpu, or dnnl-bf16 (dnnl computing in bfloat16); ov is OpenVINO's CPU
+plugin in float32, ov-bf16 the same asked for bfloat16 (an optional comparison: the
+`openvino` package).
 
 DIR holds model.onnx, input.npy and, for ours, model.json + model.npz (the ONNX
 importer's output). The worker sets its engine up, prints what that took as one
@@ -157,6 +159,37 @@ def _load_input(d):
     return np.load(os.path.join(d, "input.npy"))
 
 
+class OpenVino:
+    """OpenVINO's CPU plugin on the ONNX model, latency-tuned (one stream, `threads`
+    inference threads), computing in float32 or bfloat16 (`precision`)."""
+
+    def __init__(self, d: str, threads: int, precision: str):
+        import openvino as ov
+
+        base = _status("VmRSS")
+        _reset_peak()
+        t0 = time.perf_counter()
+        core = ov.Core()
+        model = core.read_model(os.path.join(d, "model.onnx"))
+        config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
+                  "INFERENCE_NUM_THREADS": str(threads),
+                  "INFERENCE_PRECISION_HINT": {"f32": "f32", "bf16": "bf16"}[precision]}
+        self.compiled = core.compile_model(model, "CPU", config)
+        self.request = self.compiled.create_infer_request()
+        self.setup = time.perf_counter() - t0
+        self.x = _load_input(d)
+        self.run()
+        self.info = {"setup": self.setup, "peak_growth": _status("VmHWM") - base,
+                     "rss_growth": _status("VmRSS") - base, "version": ov.__version__,
+                     "precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))}
+
+    def run(self):
+        self.request.infer({0: self.x})
+
+    def output(self):
+        return self.request.get_output_tensor(0).data.copy()
+
+
 def main(argv) -> None:
     """Set the engine up (measuring memory), print its info as one JSON line, then
     serve commands from stdin, one a line: `run K` (print the K run times as a JSON
@@ -166,6 +199,8 @@ def main(argv) -> None:
 
     if engine == "ort":
         e = Ort(d, threads)
+    elif engine in ("ov", "ov-bf16"):
+        e = OpenVino(d, threads, "bf16" if engine == "ov-bf16" else "f32")
     else:
         e = Ours(d, threads, engine.removeprefix("ours:"))
     print(json.dumps(e.info), flush=True)
