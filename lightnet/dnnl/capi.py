@@ -352,15 +352,39 @@ def _loaded_gomp():
     return gomp
 
 
-# oneDNN's libgomp keeps its own wait policy (OMP_WAIT_POLICY unset: a thread spins
-# briefly after a parallel region, then sleeps), as ONNX Runtime's threads spin: the
-# next primitive then starts in ~2 us instead of ~50 us of wake-up. On a machine whose
-# cores other busy processes share, OMP_WAIT_POLICY=PASSIVE is faster
-# (docs/performance.md, "One thread pool").
+# How long a GNU OpenMP thread spins (busy-waits) after a parallel region before it
+# sleeps, unless the environment says (OMP_WAIT_POLICY or GOMP_SPINCOUNT): long
+# enough to catch the next primitive of a run (they follow each other within a few
+# microseconds), short enough that a thread waiting for a peer the scheduler has
+# parked gives its core up soon. libgomp's own default (300,000 spins) made models
+# 30-60x slower on a machine other processes share; PASSIVE (no spinning) costs a
+# ~50 us wake-up per primitive on a quiet one (docs/performance.md, "The wait policy").
+SPIN_COUNT = "3000"
+
+
+def _with_spin_count(load):
+    """Call `load` (which loads libdnnl and so its libgomp) with GOMP_SPINCOUNT set to
+    SPIN_COUNT when the environment chooses no wait policy; libgomp reads it once,
+    when it is loaded. The process's environment is left as it was."""
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+        return load()  # loaded already: its policy is settled
+    except OSError:
+        pass
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return load()
+    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    try:
+        return load()
+    finally:
+        del os.environ["GOMP_SPINCOUNT"]
+
+
 @functools.cache
 def _load() -> Library | Unavailable:
     try:
-        return Library(_library_path())
+        path = _library_path()
+        return _with_spin_count(lambda: Library(path))
     except Unavailable as e:
         return e
 

@@ -127,19 +127,25 @@ def test_threads_set_onednn_while_running_and_put_them_back():
 
 
 @NEEDS_ONEDNN
-@pytest.mark.parametrize("environment", [None, "passive"])
-def test_onednn_leaves_the_openmp_wait_policy_to_the_environment(environment):
+@pytest.mark.parametrize("environment,spin_count", [
+    ({}, capi.SPIN_COUNT), ({"OMP_WAIT_POLICY": "passive"}, "0"),
+    ({"GOMP_SPINCOUNT": "77"}, "77")])
+def test_onednn_spins_briefly_unless_the_environment_chooses(environment, spin_count):
+    """libgomp (OMP_DISPLAY_ENV shows what it read) spins SPIN_COUNT times after a
+    parallel region unless the environment sets a wait policy or a spin count; the
+    process's environment is left as it was."""
     import os
 
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if environment is not None:
-        env["OMP_WAIT_POLICY"] = environment
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(environment, OMP_DISPLAY_ENV="VERBOSE")
     result = subprocess.run(
         [sys.executable, "-c", "import os; from lightnet.dnnl import capi; capi.library(); "
-                               "print(os.environ.get('OMP_WAIT_POLICY'))"],
+                               "print(os.environ.get('GOMP_SPINCOUNT'))"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(environment)
+    assert result.stdout.strip() == str(environment.get("GOMP_SPINCOUNT"))
+    assert f"GOMP_SPINCOUNT = '{spin_count}'" in result.stderr
 
 
 @NEEDS_ONEDNN
