@@ -225,6 +225,38 @@ def swin_window_attention(seed=5, windows=4, window=4, dim=32, heads=2):
     return b.model((windows, n, dim), b.attention("x", n, dim, heads, bias=bias))
 
 
+def swin_block(seed=7, size=8, window=4, dim=32, heads=2):
+    """A Swin Transformer block on [B, size * size, dim] tokens: layernorm, window
+    partition (Reshape to 6-D, Transpose, Reshape: B * windows rows), window attention
+    with the relative-position bias and a shifted-window mask, window reverse, residual,
+    layernorm, GELU MLP, residual. B is the only dim a batch changes."""
+    b = Block(seed)
+    n, side = window * window, size // window
+    windows = side * side
+    table = b.weight((2 * window - 1) ** 2, heads, scale=0.5)
+    index = b.const(relative_position_index(window).reshape(-1), "index")
+    mask = np.where(b.rng.random((windows, n, n)) < 0.2, -100.0, 0.0).astype(np.float32)
+    mask_name = b.const(mask.reshape(1, windows, 1, n, n), "mask")
+
+    def bias(attn):
+        rel = b.node("Gather", table, index, axis=0)
+        rel = b.node("Transpose", b.node("Reshape", rel, b.ints(n, n, heads)), perm=[2, 0, 1])
+        attn = b.node("Add", attn, b.node("Unsqueeze", rel, b.ints(0)))
+        attn = b.node("Reshape", attn, b.ints(-1, windows, heads, n, n))
+        attn = b.node("Add", attn, mask_name)
+        return b.node("Reshape", attn, b.ints(-1, heads, n, n))
+
+    y = b.node("Reshape", b.layernorm("x", dim), b.ints(-1, side, window, side, window, dim))
+    y = b.node("Reshape", b.node("Transpose", y, perm=[0, 1, 3, 2, 4, 5]), b.ints(-1, n, dim))
+    y = b.node("Reshape", b.attention(y, n, dim, heads, bias=bias),
+               b.ints(-1, side, side, window, window, dim))
+    y = b.node("Reshape", b.node("Transpose", y, perm=[0, 1, 3, 2, 4, 5]),
+               b.ints(-1, size * size, dim))
+    x = b.node("Add", "x", y)
+    mlp = b.linear(b.gelu(b.linear(b.layernorm(x, dim), dim, 2 * dim)), 2 * dim, dim)
+    return b.model((1, size * size, dim), b.node("Add", x, mlp))
+
+
 def einsum_attention(seed=6, tokens=10, dim=32, heads=4):
     """Attention whose products are Einsums (as MaxViT and many exports write them)."""
     b = Block(seed)
@@ -298,6 +330,14 @@ def test_swin_window_attention(tmp_path):
     m = swin_window_attention()
     got, want, ir = run_both(m, feed(m), tmp_path)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_swin_block(tmp_path):
+    m = swin_block()
+    got, want, ir = run_both(m, feed(m), tmp_path)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    ops = computed_optypes(ir)
+    assert "layernorm" in ops and "gelu" in ops and "gather" in ops
 
 
 def test_einsum_attention(tmp_path):
@@ -604,8 +644,8 @@ def test_whole_networks(name, tmp_path):
 
 
 @pytest.mark.parametrize("build", [mobilenetv3_block, efficientnet_block, convnext_block,
-                                   vit_block], ids=["mobilenetv3", "efficientnet", "convnext",
-                                                    "vit"])
+                                   vit_block, swin_block],
+                         ids=["mobilenetv3", "efficientnet", "convnext", "vit", "swin"])
 def test_blocks_take_batches_1_3_and_8_through_one_session(build, tmp_path):
     """A symbolic batch dim: one Session runs every batch size, as ONNX Runtime does."""
     m = build()
