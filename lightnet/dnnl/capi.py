@@ -110,6 +110,10 @@ dnnl_binary_div = 0x1FFF4
 dnnl_binary_sub = 0x1FFF5
 dnnl_resampling_nearest = 0x2FFF0
 dnnl_resampling_linear = 0x2FFF1
+dnnl_reduction_max = 0x2FFF2
+dnnl_reduction_min = 0x2FFF3
+dnnl_reduction_sum = 0x2FFF4
+dnnl_reduction_mean = 0x2FFF6
 dnnl_softmax_accurate = 0x30000
 
 # dnnl_normalization_flags_t
@@ -238,6 +242,7 @@ FUNCTIONS = {
         c_int, [_OUT, _H, c_int, c_int, _H, _H, c_int, _H]),
     "dnnl_resampling_forward_primitive_desc_create": (
         c_int, [_OUT, _H, c_int, c_int, POINTER(c_float), _H, _H, _H]),
+    "dnnl_reduction_primitive_desc_create": (c_int, [_OUT, _H, c_int, _H, _H, c_float, c_float, _H]),
     "dnnl_shuffle_forward_primitive_desc_create": (
         c_int, [_OUT, _H, c_int, _H, _H, c_int, c_int64, _H]),
     "dnnl_reorder_primitive_desc_create": (c_int, [_OUT, _H, _H, _H, _H, _H]),

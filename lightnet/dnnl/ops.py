@@ -26,7 +26,8 @@ from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
 PENDING = "any"
 
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
-           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "shuffle", "reorder",
+           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "shuffle", "reduce",
+           "unary", "reorder",
            "describe_kernels"]
 
 
@@ -277,6 +278,25 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
     """dst = f(src) in src's layout (relu, lrelu, clip, sigmoid, tanh, ...)."""
     kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
                                 src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+# The unary op's functions as oneDNN eltwise ones: (name, alpha, beta).
+_UNARY = {"exp": ("exp", 0.0, 0.0), "sqrt": ("sqrt", 0.0, 0.0),
+          "neg": ("linear", -1.0, 0.0), "reciprocal": ("pow", 1.0, -1.0)}
+
+
+def unary(op, src, dst, func: str) -> int:
+    """dst = func(src) (exp, neg, reciprocal, sqrt) as oneDNN's eltwise: neg is
+    linear -1 * x + 0, reciprocal pow 1 * x^-1."""
+    return eltwise(op, src, dst, *_UNARY[func])
+
+
+def reduce(op, src, dst, *, func: str, axes) -> int:
+    """The mean, sum, max or min over `axes` (kept with size 1) of the source in its
+    producer's layout; the output plain."""
+    kernel = _create(primitives.reduction, src.shape, axes, func, dtype=_dtype(src),
+                     src=_layout(src))
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 

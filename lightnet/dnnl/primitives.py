@@ -53,7 +53,8 @@ from lightnet.kernels.pool import pool2d_output_hw
 
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
            "binary_post_op", "conv2d", "deconv2d", "matmul", "pool2d", "eltwise", "binary",
-           "concat", "batchnorm", "lrn", "softmax", "resample", "reorder", "plain_desc"]
+           "concat", "batchnorm", "lrn", "softmax", "resample", "reorder", "plain_desc",
+           "REDUCTION", "reduction", "shuffle"]
 
 
 class Unsupported(Exception):
@@ -550,6 +551,25 @@ def softmax(shape, axis: int, *, dtype: str = "float32", src="plain", dst="any")
     """Softmax along `axis` (the cpu softmax); tensors src, dst."""
     return _unary("softmax", "dnnl_softmax_forward_primitive_desc_create", shape, dtype, src,
                   dst, (capi.dnnl_softmax_accurate,), (int(axis),))
+
+
+REDUCTION = {"mean": capi.dnnl_reduction_mean, "sum": capi.dnnl_reduction_sum,
+             "max": capi.dnnl_reduction_max, "min": capi.dnnl_reduction_min}
+
+
+def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") -> Kernel:
+    """dst = the mean, sum, max or min of src over `axes`, which stay with size 1; dst
+    plain; tensors src, dst."""
+    alg = _lookup(REDUCTION, name, "reduction")
+    shape = tuple(shape)
+    dst_shape = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    src_d = _desc(shape, dtype, src, f"reduce {name}", chooses=False)
+    dst_d = _desc(dst_shape, dtype, "plain")
+    attr, _ = _attr((), dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create("dnnl_reduction_primitive_desc_create",
+                                   capi.library().engine, alg, src_d, dst_d, 0.0, 0.0, attr)
+    return Kernel(f"reduce {name}", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+                  {"src": plain_desc(shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
 
 
 def shuffle(shape, axis: int, group_size: int, *, dtype: str = "float32", src="plain",

@@ -191,6 +191,45 @@ def test_concat_of_blocked_tensors_matches_cpu():
     check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
 
 
+@pytest.mark.parametrize("func", ["exp", "sqrt", "neg", "reciprocal"])
+def test_unary_matches_numpy(func):
+    """After a convolution (so in oneDNN's layout), on positive and negative values
+    (sqrt of a negative is NaN), against numpy on the convolution's own output."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 5, 6, 7]), 5, 19, 3, pad=1)
+    m.op("forward", {"src": x})  # the convolution's output is a model output too
+    y = m.op("unary", {"src": x}, func=func)
+    doc = m.to_dict()
+    ctx = compiled(doc, "dnnl")
+    assert "unary_dnnl" in [op.optype for op in ctx.ops]
+    ours = run(ctx, random_inputs(doc))
+    conv = next(v for k, v in ours.items() if k != y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = {"exp": np.exp, "sqrt": np.sqrt, "neg": np.negative,
+                "reciprocal": np.reciprocal}[func](conv.astype(np.float64))
+    np.testing.assert_allclose(ours[y], want, rtol=1e-5, atol=0)
+    assert np.array_equal(np.isnan(ours[y]), np.isnan(want))
+
+
+@pytest.mark.parametrize("func", ["mean", "sum", "max", "min"])
+@pytest.mark.parametrize("shape,axes", [((1, 19, 6, 7), [2, 3]), ((2, 19, 6, 7), [1]),
+                                        ((3, 10, 33), [2]), ((3, 10, 33), [0, 2])])
+def test_reduce_matches_cpu(func, shape, axes):
+    m = ModelBuilder()
+    x = m.input("data", list(shape))
+    if len(shape) == 4:
+        x = m.conv(x, shape[1], shape[1], 3, pad=1)
+    m.op("reduce", {"src": x}, func=func, axes=axes, keepdims=True)
+    check_against_cpu(m.to_dict(), optypes=["reduce_dnnl"])
+
+
+def test_a_reduce_dropping_its_axes_stays_on_cpu():
+    m = ModelBuilder()
+    m.op("reduce", {"src": m.input("data", [2, 5, 3])}, func="sum", axes=[1], keepdims=False)
+    ctx = check_against_cpu(m.to_dict())
+    assert "reduce_cpu" in [op.optype for op in ctx.ops]
+
+
 def concat_parts(ctx, op):
     return [ctx.tensors[op.tensors_in[a]] for a in op.variadic_in("src")]
 

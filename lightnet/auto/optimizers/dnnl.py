@@ -128,6 +128,24 @@ def expand_channel_shuffle(ctx, target):
     return None
 
 
+def expand_unary(ctx, target):
+    """Lower unary to unary_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("unary_dnnl", like=op)]
+    return None
+
+
+def expand_reduce(ctx, target):
+    """Lower reduce to reduce_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT and op.params.keepdims:
+        return [b.op("reduce_dnnl", like=op)]
+    return None
+
+
 def expand_concat(ctx, target):
     """Lower concat to concat_dnnl."""
     op = OpView(ctx, target)
@@ -431,6 +449,8 @@ EXPANDERS = {
     "clip": expand_clip,
     "elew": expand_elew,
     "channel_shuffle": expand_channel_shuffle,
+    "unary": expand_unary,
+    "reduce": expand_reduce,
     "concat": expand_concat,
     "deconv2d": expand_deconv2d,
     "batchnorm": expand_batchnorm,
