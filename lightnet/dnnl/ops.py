@@ -146,25 +146,47 @@ def bind(op, scratch, **arrays):
     return op.values["call"].bind(scratch, arrays)
 
 
-def _post_ops(residual, activation: str, negslope: float, clip_min: float, clip_max: float):
+# Fused activations: the eltwise post-op of each, with oneDNN's alpha and beta from the
+# op's params (hard_swish, hard_sigmoid: d = s * max(0, min(1, alpha * s + beta)) and
+# max(0, min(1, alpha * s + beta)); swish: d = s / (1 + exp(-alpha * s))).
+_ACTIVATIONS = {
+    "relu": lambda a: ("relu",),
+    "lrelu": lambda a: ("lrelu", a["negslope"]),
+    "clip": lambda a: ("clip", a["clip_min"], a["clip_max"]),
+    "sigmoid": lambda a: ("sigmoid",),
+    "tanh": lambda a: ("tanh",),
+    "hard_swish": lambda a: ("hardswish", a["hard_alpha"], a["hard_beta"]),
+    "hard_sigmoid": lambda a: ("hardsigmoid", a["hard_alpha"], a["hard_beta"]),
+    "gelu": lambda a: ("gelu_erf",),
+    "gelu_tanh": lambda a: ("gelu_tanh",),
+    "swish": lambda a: ("swish", a["swish_alpha"]),
+}
+
+_ACTIVATION_DEFAULTS = {"negslope": 0.01, "clip_min": 0.0, "clip_max": 0.0,
+                        "hard_alpha": 1 / 6, "hard_beta": 0.5, "swish_alpha": 1.0}
+
+
+def _post_ops(residual, activation: str, **params):
+    """The post-ops of a fused residual (a sum) and activation; `params` are the op's
+    activation params (negslope, clip_min, clip_max, hard_alpha, hard_beta,
+    swish_alpha)."""
     post = [sum_post_op()] if residual is not None else []
-    if activation == "relu":
-        post.append(eltwise_post_op("relu"))
-    elif activation == "lrelu":
-        post.append(eltwise_post_op("lrelu", negslope))
-    elif activation == "clip":
-        post.append(eltwise_post_op("clip", clip_min, clip_max))
-    elif activation in ("sigmoid", "tanh"):
-        post.append(eltwise_post_op(activation))
+    unknown = set(params) - set(_ACTIVATION_DEFAULTS)
+    if unknown:
+        raise ValueError(f"oneDNN: unknown activation params {sorted(unknown)}")
+    if activation in _ACTIVATIONS:
+        post.append(eltwise_post_op(*_ACTIVATIONS[activation]({**_ACTIVATION_DEFAULTS,
+                                                                **params})))
     elif activation != "none":
         raise ValueError(f"oneDNN: no fused activation {activation!r}")
     return post
 
 
 def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
-           activation="none", negslope=0.01, clip_min=0.0, clip_max=0.0) -> int:
+           activation="none", **act) -> int:
     """A convolution with its fused residual (a sum post-op: dst is the residual's
-    memory, so it takes its layout) and activation; bias may be None.
+    memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
+    bias may be None.
 
     It reads its source in the layout the producer chose. Where oneDNN has no fast
     implementation for that layout with its own choice of output (it would run its
@@ -178,7 +200,7 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
             primitives.conv2d, src.shape, weight.shape, bias=bias is not None, group=group,
             stride=stride, padding=padding, dilation=dilation, dtype=_dtype(src),
             src=src_layout, dst=dst_layout,
-            post_ops=_post_ops(residual, activation, negslope, clip_min, clip_max))
+            post_ops=_post_ops(residual, activation, **act))
 
     src_layout = _layout(src, chooses=True)
     dst_layout = _layout(residual) if fixed_dst else "any"
@@ -205,15 +227,14 @@ def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
 
 
-def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", negslope=0.01,
-           clip_min=0.0, clip_max=0.0) -> int:
+def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", **act) -> int:
     """dst = A' @ B' + bias (alpha = beta = 1) with a fused activation; A and the output
     plain, B (a weight) in the layout the matmul chose, else plain."""
     weights = "any" if src2.static and src2.layout == PENDING else "plain"
     kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
                      bias_shape=None if bias is None else bias.shape, dtype=_dtype(src1),
                      b_layout=weights,
-                     post_ops=_post_ops(None, activation, negslope, clip_min, clip_max))
+                     post_ops=_post_ops(None, activation, **act))
     return _settle(op, Call(kernel, {"src": "src1", "weights": "src2", "bias": "bias",
                                      "dst": "dst"},
                             {"src1": src1, "src2": src2, "bias": bias, "dst": dst}))

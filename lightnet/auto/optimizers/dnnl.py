@@ -106,6 +106,42 @@ def expand_clip(ctx, target):
     return None
 
 
+def expand_hard_swish(ctx, target):
+    """Lower hard_swish to hard_swish_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("hard_swish_dnnl", like=op)]
+    return None
+
+
+def expand_hard_sigmoid(ctx, target):
+    """Lower hard_sigmoid to hard_sigmoid_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("hard_sigmoid_dnnl", like=op)]
+    return None
+
+
+def expand_gelu(ctx, target):
+    """Lower gelu to gelu_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("gelu_dnnl", like=op)]
+    return None
+
+
+def expand_swish(ctx, target):
+    """Lower swish to swish_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("swish_dnnl", like=op)]
+    return None
+
+
 def expand_elew(ctx, target):
     """Lower elew to elew_dnnl."""
     op = OpView(ctx, target)
@@ -365,6 +401,98 @@ def combine_fuse_clip(ctx, window):
     ]
 
 
+def combine_fuse_hard_swish(ctx, window):
+    """Apply a hard_swish inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "activation": "hard_swish",
+                "hard_alpha": ops[1].params.alpha,
+                "hard_beta": ops[1].params.beta,
+            },
+        )
+    ]
+
+
+def combine_fuse_hard_sigmoid(ctx, window):
+    """Apply a hard_sigmoid inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "activation": "hard_sigmoid",
+                "hard_alpha": ops[1].params.alpha,
+                "hard_beta": ops[1].params.beta,
+            },
+        )
+    ]
+
+
+def combine_fuse_gelu(ctx, window):
+    """Apply a gelu (either form) inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "activation": (
+                    "gelu_tanh" if ops[1].params.approximate == "tanh" else "gelu"
+                )
+            },
+        )
+    ]
+
+
+def combine_fuse_swish(ctx, window):
+    """Apply a swish inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={"activation": "swish", "swish_alpha": ops[1].params.alpha},
+        )
+    ]
+
+
 FALLBACK = "cpu"
 
 # Ops that compute in float32 whatever the model's precision (lightnet.layouts).
@@ -380,6 +508,10 @@ EXPANDERS = {
     "sigmoid": expand_sigmoid,
     "tanh": expand_tanh,
     "clip": expand_clip,
+    "hard_swish": expand_hard_swish,
+    "hard_sigmoid": expand_hard_sigmoid,
+    "gelu": expand_gelu,
+    "swish": expand_swish,
     "elew": expand_elew,
     "concat": expand_concat,
     "deconv2d": expand_deconv2d,
@@ -401,4 +533,10 @@ COMBINERS = (
     Combiner("fuse_sigmoid", ("*", "sigmoid_dnnl"), combine_fuse_sigmoid),
     Combiner("fuse_tanh", ("*", "tanh_dnnl"), combine_fuse_tanh),
     Combiner("fuse_clip", ("*", "clip_dnnl"), combine_fuse_clip),
+    Combiner("fuse_hard_swish", ("*", "hard_swish_dnnl"), combine_fuse_hard_swish),
+    Combiner(
+        "fuse_hard_sigmoid", ("*", "hard_sigmoid_dnnl"), combine_fuse_hard_sigmoid
+    ),
+    Combiner("fuse_gelu", ("*", "gelu_dnnl"), combine_fuse_gelu),
+    Combiner("fuse_swish", ("*", "swish_dnnl"), combine_fuse_swish),
 )
