@@ -74,17 +74,19 @@ class Call:
     names to the op's arg names; `entries` are the op's tensor entries by arg name."""
 
     def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
-                 before: primitives.Kernel | None = None):
+                 before: primitives.Kernel | None = None, reordered: str = "src"):
         self.kernel = kernel
         self.args = args
         self.impl_info = kernel.impl_info
-        # A reorder of the source into the op's scratch (after the scratchpad), when the
-        # kernel reads it in a layout other than its producer's.
+        # A reorder of the kernel's tensor `reordered` (a source) into the op's scratch
+        # (after the scratchpad), when the kernel reads it in a layout other than its
+        # producer's.
         self.before = before
+        self.reordered = reordered
         self.scratch = kernel.scratchpad
         if before is not None:
             self.source_at = -(-kernel.scratchpad // 64) * 64
-            self.scratch = self.source_at + kernel.nbytes("src")
+            self.scratch = self.source_at + kernel.nbytes(reordered)
         for name, arg in args.items():
             entry = entries.get(arg)
             if entry is None:
@@ -98,6 +100,7 @@ class Call:
         # computed wrongly.
         self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
                         and entries[arg].layout is None
+                        and not (before is not None and name == reordered)
                         and kernel.descs[name] != kernel.plain[name]]
 
     def bind(self, scratch, arrays: dict):
@@ -110,9 +113,10 @@ class Call:
                    if arrays.get(arg) is not None}
         if self.before is None:
             return self.kernel.bind(buffers, scratch if self.kernel.scratchpad else None)
-        source = scratch[self.source_at:self.source_at + self.kernel.nbytes("src")]
-        reorder = self.before.bind({"src": buffers["src"], "dst": source})
-        execute = self.kernel.bind({**buffers, "src": source},
+        name = self.reordered
+        source = scratch[self.source_at:self.source_at + self.kernel.nbytes(name)]
+        reorder = self.before.bind({"src": buffers[name], "dst": source})
+        execute = self.kernel.bind({**buffers, name: source},
                                    scratch[:self.kernel.scratchpad] if self.kernel.scratchpad
                                    else None)
 
@@ -294,11 +298,44 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
 
 
 def binary(op, src1, src2, dst, name: str) -> int:
-    """dst = src1 <name> src2 of one shape, dst in src1's layout."""
-    kernel = _create(primitives.binary, src1.shape, src2.shape, name,
-                     dtype=_computes_in(src1, src2), src0=_layout(src1), src1=_layout(src2))
+    """dst = src1 <name> src2, src2 of src1's shape or broadcasting to it (its dims
+    equal or 1, oneDNN broadcasting the second operand only); dst in src1's layout.
+
+    src2 is read in its producer's layout (or plain). Where oneDNN has only its
+    reference implementation for the two layouts (a broadcast operand, such as a
+    squeeze-excite gate [N, C, 1, 1], in a layout other than src1's), it reads src2 in
+    src1's layout instead: a src2 left to it takes that layout, any other is reordered
+    into it first, into the op's scratch."""
+    dtype = _computes_in(src1, src2)
+
+    def create(layout):
+        return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
+                       src0=_layout(src1), src1=layout)
+
+    kernel = create(_layout(src2))
+    before = None
+    if _reference(kernel):
+        like = _like(kernel.descs["src0"], src2.shape, dtype)
+        if like is not None:
+            again = create(like)
+            if not _reference(again):
+                if src2.layout != PENDING:
+                    before = _create(primitives.reorder, _desc(src2), like)
+                kernel = again
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
-                            {"src1": src1, "src2": src2, "dst": dst}))
+                            {"src1": src1, "src2": src2, "dst": dst}, before, "src1"))
+
+
+def _like(desc, shape, dtype: str):
+    """A layout of `shape` in `dtype` laid out as `desc` is (plain, or one of the 4-D
+    tags), or None when desc is neither."""
+    if desc == primitives.plain_desc(desc.shape, desc.dtype):
+        return primitives.plain_desc(shape, dtype)
+    if len(shape) == 4:
+        for tag in primitives.TAGS_4D.values():
+            if desc == primitives.MemoryDesc.with_tag(desc.shape, desc.dtype, tag):
+                return primitives.MemoryDesc.with_tag(shape, dtype, tag)
+    return None
 
 
 def concat(op, srcs, dst, axis: int) -> int:

@@ -253,6 +253,120 @@ def test_elew_matches_cpu(elew_op):
     check_against_cpu(m.to_dict(), combine=False, optypes=["elew_dnnl"])
 
 
+BIG = [2, 19, 5, 6]
+BROADCASTS = [[2, 19, 1, 1], [1, 19, 1, 1], [2, 1, 5, 6], [1, 1, 1, 6], [1, 1, 1, 1],
+              [2, 19, 5, 1], [1, 19, 5, 6]]
+# The broadcasts oneDNN 3.2's binary has a fast kernel for (the others run its
+# reference one, computing the same): all but [2, 19, 5, 1].
+FAST = [b for b in BROADCASTS if b != [2, 19, 5, 1]]
+
+
+def operand(m, shape, source, name):
+    """A tensor of `shape`: a model input (plain), a weight, or the output of a conv
+    (oneDNN's blocked layout; through a global average pool when it is [N, C, 1, 1])."""
+    if source == "input":
+        return m.input(name, shape)
+    if source == "weight":
+        return m.weight(name, shape, 0.5, 1.5)
+    n, c, h, w = shape
+    if (h, w) == (1, 1) and c > 1:
+        g = m.op("global_avgpool2d", {"src": m.conv(m.input(name, [n, 3, 4, 4]), 3, 8, 1)})
+        return m.conv(g, 8, c, 1)
+    return m.conv(m.input(name, [n, 3, h, w]), 3, c, 3, pad=1)
+
+
+@pytest.mark.parametrize("small", BROADCASTS, ids=str)
+@pytest.mark.parametrize("elew_op", ["TL_MUL", "TL_SUM", "TL_SUB", "TL_DIV", "TL_MAX", "TL_MIN"])
+def test_broadcast_elew_matches_cpu(small, elew_op):
+    """The broadcast operand second: dnnl for every op; first: dnnl, its operands
+    swapped, for the commutative ones, else the cpu's."""
+    for big_first in (True, False):
+        m = ModelBuilder()
+        a = operand(m, BIG, "conv", "data")
+        b = operand(m, small, "conv", "gate")
+        src1, src2 = (a, b) if big_first else (b, a)
+        if elew_op == "TL_DIV":  # a divisor in (0, 1): a quotient no bigger than 1e2 x
+            src2 = m.op("sigmoid", {"src": src2})
+        m.op("elew", {"src1": src1, "src2": src2}, elew_op=elew_op)
+        ctx = check_against_cpu(m.to_dict(), combine=False)
+        elews = [op for op in ctx.ops if op.optype.startswith("elew")]
+        if big_first or elew_op in ("TL_MUL", "TL_SUM", "TL_MAX", "TL_MIN"):
+            (op,) = elews
+            assert op.optype == "elew_dnnl"
+            assert list(ctx.tensors[op.tensors_in["src1"]].shape) == BIG
+            assert list(ctx.tensors[op.tensors_in["src2"]].shape) == small
+            # oneDNN has no fast division of blocked tensors whose blocks are padded
+            # (19 channels in blocks of 16): 0 / 0 in the padding.
+            if small in FAST and elew_op != "TL_DIV":
+                assert not op.values["call"].impl_info.startswith("ref")
+        else:
+            assert [op.optype for op in elews] == ["elew_cpu"]
+
+
+@pytest.mark.parametrize("big,small", [("conv", "input"), ("conv", "weight"),
+                                       ("input", "conv"), ("input", "input"),
+                                       ("input", "weight")])
+@pytest.mark.parametrize("shape", [[2, 19, 1, 1], [1, 1, 5, 6], [2, 1, 1, 6]], ids=str)
+def test_broadcast_operand_in_any_layout_matches_cpu(big, small, shape):
+    """The broadcast operand plain, a weight, or blocked, beside a plain or blocked
+    one: read in the big operand's layout (a reorder into the op's scratch where it is
+    in another), never by oneDNN's reference kernel."""
+    for order in ((0, 1), (1, 0)):
+        m = ModelBuilder()
+        ins = [operand(m, BIG, big, "data"), operand(m, shape, small, "gate")]
+        m.op("elew", {"src1": ins[order[0]], "src2": ins[order[1]]}, elew_op="TL_MUL")
+        ctx = check_against_cpu(m.to_dict(), combine=False, optypes=["elew_dnnl"])
+        (op,) = [op for op in ctx.ops if op.optype == "elew_dnnl"]
+        call = op.values["call"]
+        assert not call.impl_info.startswith("ref"), call.impl_info
+        src1 = ctx.tensors[op.tensors_in["src1"]]
+        src2 = ctx.tensors[op.tensors_in["src2"]]
+        # A blocked operand beside a plain one is reordered per run into the scratch; a
+        # plain input or weight beside a blocked one is copied once into its layout.
+        assert (call.before is not None) == ((big, small) == ("input", "conv"))
+        assert (src2.layout is not None) == (small == "conv" or big == "conv")
+        assert (src1.layout is not None) == (big == "conv")
+
+
+def test_squeeze_excite_stays_in_one_dnnl_region():
+    """MobileNetV3's block: hard_swish, the gate hard_sigmoid(conv(relu(conv(gap(y)))))
+    scaling y: the activations fuse into the convolutions, the multiply is a broadcast
+    binary, nothing leaves oneDNN's layouts."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 3, 12, 12]), 3, 40, 3, pad=1)
+    y = m.op("hard_swish", {"src": m.conv(x, 40, 40, 3, pad=1, group=40)})
+    s = m.relu(m.conv(m.op("global_avgpool2d", {"src": y}), 40, 16, 1))
+    gate = m.op("hard_sigmoid", {"src": m.conv(s, 16, 40, 1)}, alpha=1 / 6, beta=0.5)
+    m.conv(m.op("elew", {"src1": y, "src2": gate}, elew_op="TL_MUL"), 40, 24, 1)
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops if op.arch == "cpu"] == ["input_cpu"] + ["create_cpu"] * 10
+    assert [op.values["to"] for op in ctx.ops if op.optype == "reorder_dnnl"] == [
+        "dnnl", "plain"]
+    assert [op.values["activation"] for op in ctx.ops if op.optype == "conv2d_dnnl"] == [
+        "none", "hard_swish", "relu", "hard_sigmoid", "none"]
+
+
+def test_elew_whose_operands_broadcast_each_other_stays_on_cpu():
+    m = ModelBuilder()
+    a = m.conv(m.input("data", [1, 3, 5, 1]), 3, 7, 1)
+    b = m.input("more", [1, 1, 1, 6])
+    m.op("elew", {"src1": a, "src2": b}, elew_op="TL_MUL")  # [1, 7, 5, 6]
+    ctx = check_against_cpu(m.to_dict(), optypes=["conv2d_dnnl"])
+    assert [op.optype for op in ctx.ops if op.optype.startswith("elew")] == ["elew_cpu"]
+
+
+def test_an_elew_dnnl_op_whose_first_operand_broadcasts_is_refused():
+    m = ModelBuilder()
+    m.op("elew_dnnl", {"src1": m.input("a", [1, 4, 1, 1]), "src2": m.input("b", [1, 4, 3, 3])},
+         elew_op="TL_MUL")
+    doc = m.to_dict()
+    for op in doc["ops"]:
+        if op["optype"] == "input":
+            op["optype"] = "input_cpu"  # as in a compiled IR
+    with pytest.raises(LightNetError, match="src2 broadcasts to src1's shape"):
+        Context().init(doc)
+
+
 def test_elew_of_other_shapes_or_power_stays_on_cpu():
     m = ModelBuilder()
     x = m.op("sigmoid", {"src": m.input("data", [1, 4, 3, 3])})
