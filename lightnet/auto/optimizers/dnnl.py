@@ -2,12 +2,13 @@
 """Optimizer functions of arch dnnl.
 
 oneDNN's ops, for what it runs best: TL_FLOAT convolutions, matrix products,
-pooling, normalizations, element-wise and binary ops and concat. Every other
-op, and one oneDNN would compute otherwise than the cpu kernel, runs as on the
-cpu (the fallback). The combiners fuse a batchnorm (folded into the weights), a
-residual add (a sum post-op) and an activation (an eltwise post-op) into a
-convolution; the cpu's combiners then join the cpu ops. After them the layout
-pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
+pooling, normalizations, element-wise ops (hard_swish, hard_sigmoid, gelu and
+swish too), binary ops (the second operand broadcasting) and concat. Every
+other op, and one oneDNN would compute otherwise than the cpu kernel, runs as
+on the cpu (the fallback). The combiners fuse a batchnorm (folded into the
+weights), a residual add (a sum post-op) and an activation (an eltwise post-op)
+into a convolution; the cpu's combiners then join the cpu ops. After them the
+layout pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
 others. In a bfloat16 model, a softmax (float32_ops), and the dnnl op making
 what it reads, compute in float32: softmax exponentiates its source, so a score
 rounded to bfloat16 (2^-9 of its size) moves its probability by as many
