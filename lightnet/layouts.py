@@ -26,8 +26,9 @@ hold their copy in bfloat16 (their `dtype` param, recorded in the IR) and the
 type of the tensors it reads (lightnet.dnnl.ops), so its output is bfloat16 too,
 and model inputs, outputs and cpu ops stay float32. The ops the dnnl optimizer
 description lists as `float32_ops` (a softmax), and the dnnl ops making what they
-read, compute in float32 inside such a region: a reorder converts where a dnnl op
-reads a tensor held in the other data type.
+read, compute in float32 inside such a region; an element-wise dnnl op (FOLLOWERS)
+computes in what it reads (float32 from a cpu op or a model input): a reorder
+converts where a dnnl op reads a tensor held in the other data type.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ WEIGHTS = "weights_dnnl"
 CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
 
 FLOAT32 = "float32"
+
+# The element-wise dnnl ops: in a reduced-precision model they compute in the data type
+# of what they read, that of the dnnl op making it, and float32 where a cpu op or the
+# model's input makes it (converting such a tensor for one element-wise op would cost
+# two conversions and a rounding, and gain nothing).
+FOLLOWERS = frozenset({"relu_dnnl", "lrelu_dnnl", "sigmoid_dnnl", "tanh_dnnl", "clip_dnnl",
+                       "hard_swish_dnnl", "hard_sigmoid_dnnl", "gelu_dnnl", "swish_dnnl"})
 
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.
@@ -96,15 +104,26 @@ def lay_out(ctx, precision: str = FLOAT32) -> None:
                 float32_ops.update(producer[n].name for n in op.tensors_in.values()
                                    if n in producer and _is_dnnl(producer[n]))
 
+    follows: dict[str, str] = {}  # an element-wise op -> the data type it reads
+
     def computes_in(op) -> str:
         """The data type dnnl op `op` computes in (and holds its output in)."""
-        return FLOAT32 if op.name in float32_ops else precision
+        if op.name in float32_ops:
+            return FLOAT32
+        return follows.get(op.name, precision)
 
     def holds(op) -> str | None:
         """The data type of what `op` makes in dnnl's layout (None: a weight)."""
         if _is_dnnl(op):
             return computes_in(op)
         return op.values.get("dtype", FLOAT32) if op.optype == REORDER else None
+
+    if precision != FLOAT32:
+        for op in ops:  # in run order: a producer's data type is settled first
+            if _is_dnnl(op) and op.optype in FOLLOWERS:
+                made_by = producer.get(op.tensors_in["src"])
+                held = holds(made_by) if made_by is not None and _makes_dnnl(made_by) else None
+                follows[op.name] = held or FLOAT32
 
     result: list[Op] = []
     ins: list[tuple[Op, str, str]] = []  # (op, input arg, new tensor)

@@ -75,17 +75,19 @@ class Call:
     names to the op's arg names; `entries` are the op's tensor entries by arg name."""
 
     def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
-                 before: primitives.Kernel | None = None):
+                 before: primitives.Kernel | None = None, reordered: str = "src"):
         self.kernel = kernel
         self.args = args
         self.impl_info = kernel.impl_info
-        # A reorder of the source into the op's scratch (after the scratchpad), when the
-        # kernel reads it in a layout other than its producer's.
+        # A reorder of the kernel's tensor `reordered` (a source) into the op's scratch
+        # (after the scratchpad), when the kernel reads it in a layout other than its
+        # producer's.
         self.before = before
+        self.reordered = reordered
         self.scratch = kernel.scratchpad
         if before is not None:
             self.source_at = -(-kernel.scratchpad // 64) * 64
-            self.scratch = self.source_at + kernel.nbytes("src")
+            self.scratch = self.source_at + kernel.nbytes(reordered)
         for name, arg in args.items():
             entry = entries.get(arg)
             if entry is None:
@@ -99,6 +101,7 @@ class Call:
         # computed wrongly.
         self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
                         and entries[arg].layout is None
+                        and not (before is not None and name == reordered)
                         and kernel.descs[name] != kernel.plain[name]]
 
     def bind(self, scratch, arrays: dict):
@@ -111,9 +114,10 @@ class Call:
                    if arrays.get(arg) is not None}
         if self.before is None:
             return self.kernel.bind(buffers, scratch if self.kernel.scratchpad else None)
-        source = scratch[self.source_at:self.source_at + self.kernel.nbytes("src")]
-        reorder = self.before.bind({"src": buffers["src"], "dst": source})
-        execute = self.kernel.bind({**buffers, "src": source},
+        name = self.reordered
+        source = scratch[self.source_at:self.source_at + self.kernel.nbytes(name)]
+        reorder = self.before.bind({"src": buffers[name], "dst": source})
+        execute = self.kernel.bind({**buffers, name: source},
                                    scratch[:self.kernel.scratchpad] if self.kernel.scratchpad
                                    else None)
 
@@ -147,25 +151,47 @@ def bind(op, scratch, **arrays):
     return op.values["call"].bind(scratch, arrays)
 
 
-def _post_ops(residual, activation: str, negslope: float, clip_min: float, clip_max: float):
+# Fused activations: the eltwise post-op of each, with oneDNN's alpha and beta from the
+# op's params (hard_swish, hard_sigmoid: d = s * max(0, min(1, alpha * s + beta)) and
+# max(0, min(1, alpha * s + beta)); swish: d = s / (1 + exp(-alpha * s))).
+_ACTIVATIONS = {
+    "relu": lambda a: ("relu",),
+    "lrelu": lambda a: ("lrelu", a["negslope"]),
+    "clip": lambda a: ("clip", a["clip_min"], a["clip_max"]),
+    "sigmoid": lambda a: ("sigmoid",),
+    "tanh": lambda a: ("tanh",),
+    "hard_swish": lambda a: ("hardswish", a["hard_alpha"], a["hard_beta"]),
+    "hard_sigmoid": lambda a: ("hardsigmoid", a["hard_alpha"], a["hard_beta"]),
+    "gelu": lambda a: ("gelu_erf",),
+    "gelu_tanh": lambda a: ("gelu_tanh",),
+    "swish": lambda a: ("swish", a["swish_alpha"]),
+}
+
+_ACTIVATION_DEFAULTS = {"negslope": 0.01, "clip_min": 0.0, "clip_max": 0.0,
+                        "hard_alpha": 1 / 6, "hard_beta": 0.5, "swish_alpha": 1.0}
+
+
+def _post_ops(residual, activation: str, **params):
+    """The post-ops of a fused residual (a sum) and activation; `params` are the op's
+    activation params (negslope, clip_min, clip_max, hard_alpha, hard_beta,
+    swish_alpha)."""
     post = [sum_post_op()] if residual is not None else []
-    if activation == "relu":
-        post.append(eltwise_post_op("relu"))
-    elif activation == "lrelu":
-        post.append(eltwise_post_op("lrelu", negslope))
-    elif activation == "clip":
-        post.append(eltwise_post_op("clip", clip_min, clip_max))
-    elif activation in ("sigmoid", "tanh"):
-        post.append(eltwise_post_op(activation))
+    unknown = set(params) - set(_ACTIVATION_DEFAULTS)
+    if unknown:
+        raise ValueError(f"oneDNN: unknown activation params {sorted(unknown)}")
+    if activation in _ACTIVATIONS:
+        post.append(eltwise_post_op(*_ACTIVATIONS[activation]({**_ACTIVATION_DEFAULTS,
+                                                                **params})))
     elif activation != "none":
         raise ValueError(f"oneDNN: no fused activation {activation!r}")
     return post
 
 
 def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
-           activation="none", negslope=0.01, clip_min=0.0, clip_max=0.0) -> int:
+           activation="none", **act) -> int:
     """A convolution with its fused residual (a sum post-op: dst is the residual's
-    memory, so it takes its layout) and activation; bias may be None.
+    memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
+    bias may be None.
 
     It reads its source in the layout the producer chose. Where oneDNN has no fast
     implementation for that layout with its own choice of output (it would run its
@@ -179,7 +205,7 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
             primitives.conv2d, src.shape, weight.shape, bias=bias is not None, group=group,
             stride=stride, padding=padding, dilation=dilation, dtype=_dtype(src),
             src=src_layout, dst=dst_layout,
-            post_ops=_post_ops(residual, activation, negslope, clip_min, clip_max))
+            post_ops=_post_ops(residual, activation, **act))
 
     src_layout = _layout(src, chooses=True)
     dst_layout = _layout(residual) if fixed_dst else "any"
@@ -206,15 +232,14 @@ def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
 
 
-def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", negslope=0.01,
-           clip_min=0.0, clip_max=0.0) -> int:
+def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", **act) -> int:
     """dst = A' @ B' + bias (alpha = beta = 1) with a fused activation; A and the output
     plain, B (a weight) in the layout the matmul chose, else plain."""
     weights = "any" if src2.static and src2.layout == PENDING else "plain"
     kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
                      bias_shape=None if bias is None else bias.shape, dtype=_dtype(src1),
                      b_layout=weights,
-                     post_ops=_post_ops(None, activation, negslope, clip_min, clip_max))
+                     post_ops=_post_ops(None, activation, **act))
     return _settle(op, Call(kernel, {"src": "src1", "weights": "src2", "bias": "bias",
                                      "dst": "dst"},
                             {"src1": src1, "src2": src2, "bias": bias, "dst": dst}))
@@ -301,11 +326,44 @@ def reduce(op, src, dst, *, func: str, axes) -> int:
 
 
 def binary(op, src1, src2, dst, name: str) -> int:
-    """dst = src1 <name> src2 of one shape, dst in src1's layout."""
-    kernel = _create(primitives.binary, src1.shape, src2.shape, name,
-                     dtype=_computes_in(src1, src2), src0=_layout(src1), src1=_layout(src2))
+    """dst = src1 <name> src2, src2 of src1's shape or broadcasting to it (its dims
+    equal or 1, oneDNN broadcasting the second operand only); dst in src1's layout.
+
+    src2 is read in its producer's layout (or plain). Where oneDNN has only its
+    reference implementation for the two layouts (a broadcast operand, such as a
+    squeeze-excite gate [N, C, 1, 1], in a layout other than src1's), it reads src2 in
+    src1's layout instead: a src2 left to it takes that layout, any other is reordered
+    into it first, into the op's scratch."""
+    dtype = _computes_in(src1, src2)
+
+    def create(layout):
+        return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
+                       src0=_layout(src1), src1=layout)
+
+    kernel = create(_layout(src2))
+    before = None
+    if _reference(kernel):
+        like = _like(kernel.descs["src0"], src2.shape, dtype)
+        if like is not None:
+            again = create(like)
+            if not _reference(again):
+                if src2.layout != PENDING:
+                    before = _create(primitives.reorder, _desc(src2), like)
+                kernel = again
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
-                            {"src1": src1, "src2": src2, "dst": dst}))
+                            {"src1": src1, "src2": src2, "dst": dst}, before, "src1"))
+
+
+def _like(desc, shape, dtype: str):
+    """A layout of `shape` in `dtype` laid out as `desc` is (plain, or one of the 4-D
+    tags), or None when desc is neither."""
+    if desc == primitives.plain_desc(desc.shape, desc.dtype):
+        return primitives.plain_desc(shape, dtype)
+    if len(shape) == 4:
+        for tag in primitives.TAGS_4D.values():
+            if desc == primitives.MemoryDesc.with_tag(desc.shape, desc.dtype, tag):
+                return primitives.MemoryDesc.with_tag(shape, dtype, tag)
+    return None
 
 
 class _Concat(Call):

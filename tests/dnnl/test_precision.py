@@ -127,6 +127,27 @@ def test_an_op_reading_a_weight_first_computes_in_what_it_reads_at_run_time():
     assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
 
 
+@needs_bf16
+@pytest.mark.parametrize("optype,params", [("gelu", {}), ("hard_swish", {}),
+                                           ("swish", {"alpha": 1.5}), ("relu", {})])
+def test_an_elementwise_op_computes_in_what_it_reads(optype, params):
+    """After a cpu op, in float32 (no conversion at its borders); after a convolution
+    computing in bfloat16, in bfloat16."""
+    m = ModelBuilder()
+    x = m.op("transpose", {"src": m.input("data", [1, 8, 6, 6])}, axes=[0, 1, 3, 2])
+    a = m.op(optype, {"src": x}, **params)
+    y = m.conv(m.op("transpose", {"src": a}, axes=[0, 1, 3, 2]), 8, 16, 3, pad=1)
+    m.op("sigmoid", {"src": m.op("concat", {"src1": y, "src2": y}, axis=1)})
+    doc = m.to_dict()
+    f32, bf16 = compiled(doc, "f32"), compiled(doc, "bf16")
+    dtypes = {op.optype: op.values["call"].kernel.descs["dst"].dtype for op in bf16.ops
+              if op.optype in (f"{optype}_dnnl", "sigmoid_dnnl")}
+    assert dtypes == {f"{optype}_dnnl": "float32", "sigmoid_dnnl": "bfloat16"}
+    assert reorder_dtypes(bf16) == ["bfloat16"]  # into the convolution only
+    x = np.random.default_rng(11).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+
+
 def softmax_model():
     m = ModelBuilder()
     x = m.input("data", [1, 64, 4, 4])

@@ -587,6 +587,9 @@ def conv2d_dnnl_scratch(op, tensors):
         negslope,
         clip_min,
         clip_max,
+        hard_alpha,
+        hard_beta,
+        swish_alpha,
     ) = ck.get(
         "src",
         "weight",
@@ -601,6 +604,9 @@ def conv2d_dnnl_scratch(op, tensors):
         "negslope",
         "clip_min",
         "clip_max",
+        "hard_alpha",
+        "hard_beta",
+        "swish_alpha",
     )
     ck.scratch(
         dnnl.conv2d(
@@ -618,6 +624,9 @@ def conv2d_dnnl_scratch(op, tensors):
             negslope=negslope,
             clip_min=clip_min,
             clip_max=clip_max,
+            hard_alpha=hard_alpha,
+            hard_beta=hard_beta,
+            swish_alpha=swish_alpha,
         )
     )
 
@@ -691,11 +700,26 @@ CONV2D_DNNL = OpProto(
             "activation",
             ParamType.STRING,
             "none",
-            choices=("none", "relu", "lrelu", "sigmoid", "tanh", "clip"),
+            choices=(
+                "none",
+                "relu",
+                "lrelu",
+                "sigmoid",
+                "tanh",
+                "clip",
+                "hard_swish",
+                "hard_sigmoid",
+                "gelu",
+                "gelu_tanh",
+                "swish",
+            ),
         ),
         ParamArg("negslope", ParamType.NUMBER, 0.01, realtype="float"),
         ParamArg("clip_min", ParamType.NUMBER, 0, realtype="float"),
         ParamArg("clip_max", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg("hard_alpha", ParamType.NUMBER, 0.16666666666666666, realtype="float"),
+        ParamArg("hard_beta", ParamType.NUMBER, 0.5, realtype="float"),
+        ParamArg("swish_alpha", ParamType.NUMBER, 1.0, realtype="float"),
     ),
     pre_run=conv2d_dnnl_pre_run,
     source="descriptions/ops/conv2d.yaml",

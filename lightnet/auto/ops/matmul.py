@@ -295,19 +295,34 @@ def matmul_dnnl_pre_run(op, tensors):
 def matmul_dnnl_scratch(op, tensors):
     """The bytes of scratch memory a matmul_dnnl op needs while it runs."""
     ck = Checker(op, tensors)
-    src1, src2, bias, dst, transA, transB, activation, negslope, clip_min, clip_max = (
-        ck.get(
-            "src1",
-            "src2",
-            "bias",
-            "dst",
-            "transA",
-            "transB",
-            "activation",
-            "negslope",
-            "clip_min",
-            "clip_max",
-        )
+    (
+        src1,
+        src2,
+        bias,
+        dst,
+        transA,
+        transB,
+        activation,
+        negslope,
+        clip_min,
+        clip_max,
+        hard_alpha,
+        hard_beta,
+        swish_alpha,
+    ) = ck.get(
+        "src1",
+        "src2",
+        "bias",
+        "dst",
+        "transA",
+        "transB",
+        "activation",
+        "negslope",
+        "clip_min",
+        "clip_max",
+        "hard_alpha",
+        "hard_beta",
+        "swish_alpha",
     )
     ck.scratch(
         dnnl.matmul(
@@ -322,6 +337,9 @@ def matmul_dnnl_scratch(op, tensors):
             negslope=negslope,
             clip_min=clip_min,
             clip_max=clip_max,
+            hard_alpha=hard_alpha,
+            hard_beta=hard_beta,
+            swish_alpha=swish_alpha,
         )
     )
 
@@ -360,11 +378,26 @@ MATMUL_DNNL = OpProto(
             "activation",
             ParamType.STRING,
             "none",
-            choices=("none", "relu", "lrelu", "sigmoid", "tanh", "clip"),
+            choices=(
+                "none",
+                "relu",
+                "lrelu",
+                "sigmoid",
+                "tanh",
+                "clip",
+                "hard_swish",
+                "hard_sigmoid",
+                "gelu",
+                "gelu_tanh",
+                "swish",
+            ),
         ),
         ParamArg("negslope", ParamType.NUMBER, 0.01, realtype="float"),
         ParamArg("clip_min", ParamType.NUMBER, 0, realtype="float"),
         ParamArg("clip_max", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg("hard_alpha", ParamType.NUMBER, 0.16666666666666666, realtype="float"),
+        ParamArg("hard_beta", ParamType.NUMBER, 0.5, realtype="float"),
+        ParamArg("swish_alpha", ParamType.NUMBER, 1.0, realtype="float"),
     ),
     pre_run=matmul_dnnl_pre_run,
     source="descriptions/ops/matmul.yaml",

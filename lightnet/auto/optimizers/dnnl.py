@@ -2,12 +2,13 @@
 """Optimizer functions of arch dnnl.
 
 oneDNN's ops, for what it runs best: TL_FLOAT convolutions, matrix products,
-pooling, normalizations, element-wise and binary ops and concat. Every other
-op, and one oneDNN would compute otherwise than the cpu kernel, runs as on the
-cpu (the fallback). The combiners fuse a batchnorm (folded into the weights), a
-residual add (a sum post-op) and an activation (an eltwise post-op) into a
-convolution; the cpu's combiners then join the cpu ops. After them the layout
-pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
+pooling, normalizations, element-wise ops (hard_swish, hard_sigmoid, gelu and
+swish too), binary ops (the second operand broadcasting) and concat. Every
+other op, and one oneDNN would compute otherwise than the cpu kernel, runs as
+on the cpu (the fallback). The combiners fuse a batchnorm (folded into the
+weights), a residual add (a sum post-op) and an activation (an eltwise post-op)
+into a convolution; the cpu's combiners then join the cpu ops. After them the
+layout pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
 others. In a bfloat16 model, a softmax (float32_ops), and the dnnl op making
 what it reads, compute in float32: softmax exponentiates its source, so a score
 rounded to bfloat16 (2^-9 of its size) moves its probability by as many
@@ -106,16 +107,62 @@ def expand_clip(ctx, target):
     return None
 
 
+def expand_hard_swish(ctx, target):
+    """Lower hard_swish to hard_swish_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("hard_swish_dnnl", like=op)]
+    return None
+
+
+def expand_hard_sigmoid(ctx, target):
+    """Lower hard_sigmoid to hard_sigmoid_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("hard_sigmoid_dnnl", like=op)]
+    return None
+
+
+def expand_gelu(ctx, target):
+    """Lower gelu to gelu_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("gelu_dnnl", like=op)]
+    return None
+
+
+def expand_swish(ctx, target):
+    """Lower swish to swish_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT:
+        return [b.op("swish_dnnl", like=op)]
+    return None
+
+
 def expand_elew(ctx, target):
-    """Lower elew to elew_dnnl."""
+    """Lower elew to elew_dnnl or elew_dnnl."""
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src1.dtype == DType.TL_FLOAT
         and op.params.elew_op != "TL_POW"
-        and op.ins.src1.shape == op.ins.src2.shape
+        and op.ins.src1.ndim == op.ins.src2.ndim
+        and all(b in (a, 1) for a, b in zip(op.ins.src1.shape, op.ins.src2.shape))
     ):
         return [b.op("elew_dnnl", like=op)]
+    if (
+        op.ins.src1.dtype == DType.TL_FLOAT
+        and op.params.elew_op in ("TL_SUM", "TL_MUL", "TL_MAX", "TL_MIN")
+        and op.ins.src1.ndim == op.ins.src2.ndim
+        and all(a in (b, 1) for a, b in zip(op.ins.src1.shape, op.ins.src2.shape))
+    ):
+        return [
+            b.op("elew_dnnl", like=op, ins={"src1": op.ins.src2, "src2": op.ins.src1})
+        ]
     return None
 
 
@@ -432,6 +479,98 @@ def combine_fuse_clip(ctx, window):
     ]
 
 
+def combine_fuse_hard_swish(ctx, window):
+    """Apply a hard_swish inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "activation": "hard_swish",
+                "hard_alpha": ops[1].params.alpha,
+                "hard_beta": ops[1].params.beta,
+            },
+        )
+    ]
+
+
+def combine_fuse_hard_sigmoid(ctx, window):
+    """Apply a hard_sigmoid inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "activation": "hard_sigmoid",
+                "hard_alpha": ops[1].params.alpha,
+                "hard_beta": ops[1].params.beta,
+            },
+        )
+    ]
+
+
+def combine_fuse_gelu(ctx, window):
+    """Apply a gelu (either form) inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "activation": (
+                    "gelu_tanh" if ops[1].params.approximate == "tanh" else "gelu"
+                )
+            },
+        )
+    ]
+
+
+def combine_fuse_swish(ctx, window):
+    """Apply a swish inside the convolution or matmul that feeds it."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={"activation": "swish", "swish_alpha": ops[1].params.alpha},
+        )
+    ]
+
+
 FALLBACK = "cpu"
 
 # Ops that compute in float32 whatever the model's precision (lightnet.layouts).
@@ -447,6 +586,10 @@ EXPANDERS = {
     "sigmoid": expand_sigmoid,
     "tanh": expand_tanh,
     "clip": expand_clip,
+    "hard_swish": expand_hard_swish,
+    "hard_sigmoid": expand_hard_sigmoid,
+    "gelu": expand_gelu,
+    "swish": expand_swish,
     "elew": expand_elew,
     "channel_shuffle": expand_channel_shuffle,
     "unary": expand_unary,
@@ -476,4 +619,10 @@ COMBINERS = (
     Combiner("fuse_sigmoid", ("*", "sigmoid_dnnl"), combine_fuse_sigmoid),
     Combiner("fuse_tanh", ("*", "tanh_dnnl"), combine_fuse_tanh),
     Combiner("fuse_clip", ("*", "clip_dnnl"), combine_fuse_clip),
+    Combiner("fuse_hard_swish", ("*", "hard_swish_dnnl"), combine_fuse_hard_swish),
+    Combiner(
+        "fuse_hard_sigmoid", ("*", "hard_sigmoid_dnnl"), combine_fuse_hard_sigmoid
+    ),
+    Combiner("fuse_gelu", ("*", "gelu_dnnl"), combine_fuse_gelu),
+    Combiner("fuse_swish", ("*", "swish_dnnl"), combine_fuse_swish),
 )
