@@ -211,12 +211,105 @@ def test_matmul_matches_cpu(transB, bias, static):
 
 
 def test_matmul_oneDNN_computes_otherwise_stays_on_cpu():
+    """alpha or beta with a bias (oneDNN scales the sum, not the product alone), and
+    TL_DOUBLE, run as on the cpu."""
     m = ModelBuilder()
     a, b = m.input("a", [3, 4]), m.weight("b", [4, 2])
-    m.op("matmul", {"src1": a, "src2": b}, alpha=0.5)
-    m.op("matmul", {"src1": m.input("t", [4, 3]), "src2": b}, transA=True)
+    m.op("matmul", {"src1": a, "src2": b, "bias": m.weight("c", [2])}, alpha=0.5)
+    m.op("matmul", {"src1": m.input("t", [2, 4, 3]), "src2": b, "bias": m.weight("d", [3, 2])},
+         transA=True, beta=2.0)
     ctx = check_against_cpu(m.to_dict())
     assert [op.optype for op in ctx.ops if op.optype.startswith("matmul")] == ["matmul_cpu"] * 2
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [2, 3, 4], dtype="TL_DOUBLE"),
+                    "src2": m.input("b", [2, 4, 5], dtype="TL_DOUBLE")})
+    ctx = compiled(m.to_dict(), "dnnl")
+    assert [op.optype for op in ctx.ops] == ["input_cpu", "input_cpu", "matmul_cpu"]
+
+
+def batched_matmul_cases(count, seed):
+    """(A shape, B shape, transA, transB, B static, alpha, bias shape, activation):
+    3-D and 4-D stacks (and 2-D against them), batch dims of 1 broadcasting, every
+    transpose combination."""
+    rng = np.random.default_rng(seed)
+    ranks = [(3, 3), (4, 4), (2, 4), (4, 3), (3, 2), (4, 2), (2, 3), (4, 4)]
+    for i in range(count):
+        m, k, n = (int(v) for v in rng.integers(1, 24, 3))
+        batch = [int(v) for v in rng.integers(2, 5, 2)]
+        rank_a, rank_b = ranks[i % len(ranks)]
+
+        def stack(rank):
+            return [1 if rng.random() < 0.3 else d for d in batch[len(batch) - (rank - 2):]]
+        trans_a, trans_b = bool(i % 2), bool(i // 2 % 2)
+        a = stack(rank_a) + ([k, m] if trans_a else [m, k])
+        b = stack(rank_b) + ([n, k] if trans_b else [k, n])
+        static = i % 3 == 0
+        alpha = 1.0 if i % 4 == 1 else float(np.round(rng.uniform(0.1, 2), 3))
+        bias = [[n], [m, 1], [1, n]][i % 3] if alpha == 1.0 else None
+        yield a, b, trans_a, trans_b, static, alpha, bias, ("relu" if i % 5 == 0 else None)
+
+
+@pytest.mark.parametrize("case", list(batched_matmul_cases(24, 17)), ids=str)
+def test_batched_matmul_matches_cpu(case):
+    a_shape, b_shape, trans_a, trans_b, static, alpha, bias, activation = case
+    m = ModelBuilder()
+    ins = {"src1": m.input("a", a_shape),
+           "src2": m.weight("b", b_shape) if static else m.input("b", b_shape)}
+    if bias is not None:
+        ins["bias"] = m.weight("c", bias)
+    y = m.op("matmul", ins, transA=trans_a, transB=trans_b, alpha=alpha)
+    if activation:
+        m.relu(y)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert "matmul_cpu" not in [op.optype for op in ctx.ops]
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert mm.values["activation"] == (activation or "none")
+    # Both operands computed per run are read plain, where they are: no reorder, and no
+    # weights reorder of what is not a weight.
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+    reordered = [op.tensors_in["src"] for op in ctx.ops if op.optype == "weights_dnnl"]
+    assert (ins["src2"] in reordered) == static
+
+
+def test_attention_products_of_two_activations_match_cpu():
+    """softmax(Q @ K^T * alpha) @ V per head, Q, K and V made per run by cpu ops (a
+    transpose, a gather): both products on dnnl, B read plain, transB as strides."""
+    m = ModelBuilder()
+    qkv = m.op("transpose", {"src": m.input("x", [1, 9, 3, 2, 8])}, axes=[2, 0, 3, 1, 4])
+    q, k, v = (m.op("slice", {"src": qkv}, axis=0, start=i, len=1) for i in range(3))
+    s = m.op("matmul", {"src1": q, "src2": k}, transB=True, alpha=8 ** -0.5)
+    p = m.op("softmax", {"src": s}, axis=4)
+    m.op("matmul", {"src1": p, "src2": v})
+    ctx = check_against_cpu(m.to_dict())
+    mms = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert len(mms) == 2 and all(not ctx.tensors[op.tensors_in["src2"]].static for op in mms)
+    assert "weights_dnnl" not in [op.optype for op in ctx.ops]
+
+
+def test_matmul_with_beta_zero_leaves_the_bias_out():
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [2, 5, 6]), "src2": m.input("b", [6, 3]),
+                    "bias": m.weight("c", [3])}, alpha=0.25, beta=0.0)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert "bias" not in mm.values["call"].kernel.args
+
+
+def test_matmul_of_blocked_sources_reorders_them_into_its_scratch():
+    """Convolution outputs (oneDNN's blocked layouts) multiplied as stacks of matrices:
+    the matmul reorders each operand to plain first, into its scratch."""
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 6, 6])
+    a, b = m.conv(x, 3, 16, 3, pad=1), m.conv(x, 3, 16, 3, pad=1)
+    m.op("matmul", {"src1": a, "src2": b}, transB=True)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    layouts = [ctx.tensors[mm.tensors_in[arg]].layout for arg in ("src1", "src2")]
+    call = mm.values["call"]
+    assert sorted(call.before) == sorted(n for n, lay in zip(("src", "weights"), layouts)
+                                         if lay is not None)
+    assert call.scratch >= call.kernel.scratchpad + sum(call.kernel.nbytes(n)
+                                                        for n in call.before)
 
 
 def test_a_source_layout_without_a_fast_kernel_is_reordered_inside_the_convolution():

@@ -178,11 +178,12 @@ def expand_matmul(ctx, target):
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src1.dtype == DType.TL_FLOAT
-        and op.params.alpha == 1
-        and op.params.beta == 1
-        and not op.params.transA
-        and op.ins.src1.ndim == 2
-        and op.ins.src2.ndim == 2
+        and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
+        and (
+            not op.given("bias")
+            or op.params.beta == 0
+            or (op.params.alpha == 1 and op.params.beta == 1)
+        )
     ):
         return [b.op("matmul_dnnl", like=op)]
     return None
