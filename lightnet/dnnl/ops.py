@@ -28,7 +28,7 @@ from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
 PENDING = "any"
 
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
-           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "reorder",
+           "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat", "reorder",
            "describe_kernels"]
 
 
@@ -294,6 +294,27 @@ def lrn(op, src, dst, *, size, alpha, beta, bias) -> int:
     kernel = _create(primitives.lrn, src.shape, size=size, alpha=alpha, beta=beta, bias=bias,
                      dtype=_dtype(src), src=_layout(src))
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
+    """Layer normalization over the axes `axis`.. of `src`, described as one (the
+    tensor is read and written plain, each row of them dense); scale and bias (None:
+    none) hold one float32 value per normalized element, read plain."""
+    dtype = _dtype(src)
+    rows, width = math.prod(src.shape[:axis]), math.prod(src.shape[axis:])
+    if scale.len != width or (bias is not None and bias.len != width):
+        raise ValueError(f"oneDNN layernorm: scale and bias of {width} values")
+    before = {}
+    _read_plain(src, dtype, "src", before)
+    kernel = _create(primitives.layernorm, (rows, width), epsilon, scale=True,
+                     shift=bias is not None, dtype=dtype, src="plain", dst="plain")
+    record(dst, primitives.plain_desc(dst.shape, dtype))
+    args = {"src": "src", "scale": "scale", "dst": "dst"}
+    if bias is not None:
+        args["shift"] = "bias"
+    # dst is left out of the entries: its layout, recorded here, is of its own shape.
+    return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "bias": bias},
+                            before))
 
 
 def softmax(op, src, dst, *, axis) -> int:

@@ -343,6 +343,65 @@ def test_softmax_matches_cpu(shape, axis):
     check_against_cpu(m.to_dict(), optypes=["softmax_dnnl"])
 
 
+def layernorm_cases(count, seed):
+    """(shape, axis, bias, epsilon): the last axis, or the trailing axes when those
+    before the last are of size 1 (a 1-D scale then covers them)."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        ndim = int(rng.integers(2, 5))
+        shape = [int(v) for v in rng.integers(1, 9, ndim - 1)] + [int(rng.integers(1, 400))]
+        axis = ndim - 1
+        if i % 4 == 3:
+            axis = int(rng.integers(1, ndim - 1)) if ndim > 2 else 1
+            shape[axis:-1] = [1] * (ndim - 1 - axis)
+        yield shape, axis, bool(i % 2), float([1e-5, 1e-6, 1e-3, 0.5][i % 4])
+
+
+@pytest.mark.parametrize("case", list(layernorm_cases(16, 23)), ids=str)
+def test_layernorm_matches_cpu(case):
+    shape, axis, bias, epsilon = case
+    m = ModelBuilder()
+    ins = {"src": m.input("data", shape), "scale": m.weight("s", [shape[-1]], 0.5, 1.5)}
+    if bias:
+        ins["bias"] = m.weight("b", [shape[-1]], -0.5, 0.5)
+    m.op("layernorm", ins, axis=axis, epsilon=epsilon)
+    ctx = check_against_cpu(m.to_dict(), optypes=["layernorm_dnnl"])
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]  # read and written plain
+
+
+def test_layernorm_of_a_blocked_source_matches_cpu():
+    """After a convolution (a blocked layout): reordered to plain into the scratch; its
+    output plain, read by the relu after it as it is."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [2, 3, 7, 9]), 3, 16, 3, pad=1)
+    y = m.op("layernorm", {"src": x, "scale": m.weight("s", [9], 0.5, 1.5),
+                           "bias": m.weight("b", [9])}, axis=3, epsilon=1e-3)
+    m.op("sigmoid", {"src": y})
+    ctx = check_against_cpu(m.to_dict(), optypes=["layernorm_dnnl", "sigmoid_dnnl"])
+    (ln,) = [op for op in ctx.ops if op.optype == "layernorm_dnnl"]
+    assert ctx.tensors[ln.tensors_out["dst"]].layout is None
+    if ctx.tensors[ln.tensors_in["src"]].layout is not None:
+        assert list(ln.values["call"].before) == ["src"]
+
+
+def test_layernorm_oneDNN_computes_otherwise_stays_on_cpu():
+    """A scale that broadcasts or spans several axes, one computed per run, TL_DOUBLE:
+    as on the cpu."""
+    m = ModelBuilder()
+    x = m.input("data", [2, 3, 4, 5])
+    y = m.op("layernorm", {"src": x, "scale": m.weight("s", [1])}, axis=3)
+    y = m.op("layernorm", {"src": y, "scale": m.weight("s", [4, 5]),
+                           "bias": m.weight("b", [5])}, axis=2)
+    y = m.op("layernorm", {"src": y, "scale": m.input("t", [5])}, axis=3)
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops if op.optype.startswith("layernorm")] == [
+        "layernorm_cpu"] * 3
+    m = ModelBuilder()
+    m.op("layernorm", {"src": m.input("data", [2, 5], dtype="TL_DOUBLE"),
+                       "scale": m.input("s", [5], dtype="TL_DOUBLE")}, axis=1)
+    assert "layernorm_cpu" in [op.optype for op in compiled(m.to_dict(), "dnnl").ops]
+
+
 @pytest.mark.parametrize("size", [1, 3, 5])
 def test_lrn_matches_cpu(size):
     m = ModelBuilder()

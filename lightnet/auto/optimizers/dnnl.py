@@ -16,6 +16,7 @@ percent.
 
 from __future__ import annotations
 
+import math
 import numpy as np
 
 from lightnet import kernels
@@ -186,6 +187,20 @@ def expand_matmul(ctx, target):
         )
     ):
         return [b.op("matmul_dnnl", like=op)]
+    return None
+
+
+def expand_layernorm(ctx, target):
+    """Lower layernorm to layernorm_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT and all(
+        t.static
+        and t.ndim == 1
+        and t.len == math.prod(op.ins.src.shape[op.params.axis :])
+        for t in ([op.ins.scale] + ([op.ins.bias] if op.given("bias") else []))
+    ):
+        return [b.op("layernorm_dnnl", like=op)]
     return None
 
 
@@ -388,6 +403,7 @@ EXPANDERS = {
     "lrn": expand_lrn,
     "softmax": expand_softmax,
     "matmul": expand_matmul,
+    "layernorm": expand_layernorm,
 }
 
 COMBINERS = (
