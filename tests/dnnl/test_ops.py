@@ -286,6 +286,39 @@ def test_attention_products_of_two_activations_match_cpu():
     assert "weights_dnnl" not in [op.optype for op in ctx.ops]
 
 
+@pytest.mark.parametrize("operand,trans", [("src2", False), ("src2", True), ("src1", False),
+                                           ("src1", True)])
+def test_a_transpose_of_the_last_two_axes_becomes_the_matmuls_trans(operand, trans):
+    """transpose(x) read only by a matmul: the matmul reads x, its flag toggled."""
+    m = ModelBuilder()
+    x = m.op("sigmoid", {"src": m.input("x", [2, 3, 7, 5])})
+    t = m.op("transpose", {"src": x}, axes=[0, 1, 3, 2])  # [2, 3, 5, 7]
+    k = 7 if trans else 5  # the inner dim: t's last unless the matmul transposes it back
+    if operand == "src2":
+        m.op("matmul", {"src1": m.input("a", [3, 4, k]), "src2": t}, transB=trans)
+    else:
+        k = 5 if trans else 7
+        m.op("matmul", {"src1": t, "src2": m.input("b", [3, k, 4])}, transA=trans)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert "transpose_cpu" not in [op.optype for op in ctx.ops]
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    (sig,) = [op for op in ctx.ops if op.optype == "sigmoid_dnnl"]
+    assert mm.tensors_in[operand] == sig.tensors_out["dst"]
+    assert mm.values["transB" if operand == "src2" else "transA"] == (not trans)
+    plain = compiled(m.to_dict(), "dnnl", combine=False)
+    assert "transpose_cpu" in [op.optype for op in plain.ops]
+
+
+def test_a_transpose_read_by_another_op_is_kept():
+    m = ModelBuilder()
+    t = m.op("transpose", {"src": m.input("x", [2, 7, 5])}, axes=[0, 2, 1])
+    m.op("matmul", {"src1": m.input("a", [2, 3, 5]), "src2": t})
+    m.op("relu", {"src": t})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_cpu"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert not mm.values["transB"]
+
+
 def test_matmul_with_beta_zero_leaves_the_bias_out():
     m = ModelBuilder()
     m.op("matmul", {"src1": m.input("a", [2, 5, 6]), "src2": m.input("b", [6, 3]),

@@ -6,16 +6,17 @@ pooling, normalizations, element-wise and binary ops and concat. Every other
 op, and one oneDNN would compute otherwise than the cpu kernel, runs as on the
 cpu (the fallback). The combiners fuse a batchnorm (folded into the weights), a
 residual add (a sum post-op) and an activation (an eltwise post-op) into a
-convolution; the cpu's combiners then join the cpu ops. After them the layout
-pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
-others. In a bfloat16 model, a softmax and a layernorm (float32_ops), and the
-dnnl op making what each reads, compute in float32: softmax exponentiates its
-source, so a score rounded to bfloat16 (2^-9 of its size) moves its probability
-by as many percent; a layernorm's statistics are float32 in oneDNN whatever it
-reads, but its source is a transformer's residual stream, made by the residual
-add: held in float32 it does not gather a rounding per block (ViT-S/16 in
-bfloat16: worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the
-layernorms in bfloat16, beyond the 2e-2 contract).
+convolution, and a transpose of the last two axes into the matmul reading it;
+the cpu's combiners then join the cpu ops. After them the layout pass
+(lightnet/layouts.py) inserts the reorders between dnnl ops and the others. In
+a bfloat16 model, a softmax and a layernorm (float32_ops), and the dnnl op
+making what each reads, compute in float32: softmax exponentiates its source,
+so a score rounded to bfloat16 (2^-9 of its size) moves its probability by as
+many percent; a layernorm's statistics are float32 in oneDNN whatever it reads,
+but its source is a transformer's residual stream, made by the residual add:
+held in float32 it does not gather a rounding per block (ViT-S/16 in bfloat16:
+worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the layernorms in
+bfloat16, beyond the 2e-2 contract).
 """
 
 from __future__ import annotations
@@ -291,6 +292,50 @@ def combine_conv_sum(ctx, window):
     ]
 
 
+def combine_matmul_transpose(ctx, window):
+    """Read a transpose of the last two axes that only a matmul reads as the
+    matmul's transA or transB: oneDNN reads the untransposed operand by
+    strides, and the copy (attention's K^T) is not made."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype == "transpose_cpu"
+        and ops[0].consumers("dst") == 1
+        and ops[0].outs.dst.name in (ops[1].ins.src1.name, ops[1].ins.src2.name)
+        and ops[0].ins.src.ndim >= 2
+        and list(ops[0].params.axes)
+        == [
+            *range(ops[0].ins.src.ndim - 2),
+            ops[0].ins.src.ndim - 1,
+            ops[0].ins.src.ndim - 2,
+        ]
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[1],
+            ins={
+                "src1": (
+                    ops[0].ins.src
+                    if ops[1].ins.src1.name == ops[0].outs.dst.name
+                    else ops[1].ins.src1
+                ),
+                "src2": (
+                    ops[0].ins.src
+                    if ops[1].ins.src2.name == ops[0].outs.dst.name
+                    else ops[1].ins.src2
+                ),
+            },
+            params={
+                "transA": ops[1].params.transA
+                != (ops[1].ins.src1.name == ops[0].outs.dst.name),
+                "transB": ops[1].params.transB
+                != (ops[1].ins.src2.name == ops[0].outs.dst.name),
+            },
+        )
+    ]
+
+
 def combine_fuse_relu(ctx, window):
     """Apply a relu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
@@ -417,6 +462,7 @@ COMBINERS = (
         combine_conv_batchnorm_fold,
     ),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
+    Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_dnnl"), combine_fuse_lrelu),
     Combiner("fuse_sigmoid", ("*", "sigmoid_dnnl"), combine_fuse_sigmoid),
