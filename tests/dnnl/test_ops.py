@@ -319,6 +319,46 @@ def test_a_transpose_read_by_another_op_is_kept():
     assert not mm.values["transB"]
 
 
+@pytest.mark.parametrize("operand,scalar_first", [("src1", False), ("src2", True),
+                                                  ("src2", False)])
+def test_a_multiply_by_a_known_scalar_becomes_the_matmuls_alpha(operand, scalar_first):
+    m = ModelBuilder()
+    x = m.input("x", [2, 3, 6, 5] if operand == "src1" else [2, 3, 5, 4])
+    c = m.weight("c", [1], 0.2, 0.6)
+    scaled = m.op("elew", {"src1": c, "src2": x} if scalar_first else {"src1": x, "src2": c},
+                  elew_op="TL_MUL")
+    other = m.input("y", [3, 5, 4] if operand == "src1" else [3, 6, 5])
+    ins = {"src1": scaled, "src2": other} if operand == "src1" else {"src1": other,
+                                                                      "src2": scaled}
+    m.op("matmul", ins, alpha=1.5)
+    doc = m.to_dict()
+    # Compiled with the weights, so the scalar is known.
+    ctx = check_against_cpu(doc, optypes=["matmul_dnnl"], weights={})
+    assert not any(op.optype.startswith("elew") for op in ctx.ops)
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert mm.tensors_in[operand] == "x"
+    assert 1.5 * 0.2 <= mm.values["alpha"] <= 1.5 * 0.6
+    # Without them it is not: the multiply runs.
+    assert "elew_cpu" in [op.optype for op in compiled(doc, "dnnl").ops]
+
+
+def test_a_multiply_the_matmul_cannot_take_is_kept():
+    """With a bias (alpha would scale it too), by a tensor, or read by another op."""
+    m = ModelBuilder()
+    x = m.input("x", [4, 5])
+    c = m.weight("c", [1], 0.2, 0.6)
+    a = m.op("elew", {"src1": x, "src2": c}, elew_op="TL_MUL")
+    m.op("matmul", {"src1": a, "src2": m.input("y", [5, 3]), "bias": m.weight("b", [3])})
+    b = m.op("elew", {"src1": x, "src2": m.weight("d", [5])}, elew_op="TL_MUL")
+    m.op("matmul", {"src1": b, "src2": m.input("z", [5, 2])})
+    e = m.op("elew", {"src1": x, "src2": c}, elew_op="TL_MUL")
+    m.op("matmul", {"src1": e, "src2": m.input("w", [5, 2])})
+    m.op("relu", {"src": e})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"], weights={})
+    assert [op.values["alpha"] for op in ctx.ops if op.optype == "matmul_dnnl"] == [1.0] * 3
+    assert len([op for op in ctx.ops if op.optype.startswith("elew")]) == 3
+
+
 def test_matmul_with_beta_zero_leaves_the_bias_out():
     m = ModelBuilder()
     m.op("matmul", {"src1": m.input("a", [2, 5, 6]), "src2": m.input("b", [6, 3]),

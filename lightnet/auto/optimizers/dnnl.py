@@ -6,8 +6,9 @@ pooling, normalizations, element-wise and binary ops and concat. Every other
 op, and one oneDNN would compute otherwise than the cpu kernel, runs as on the
 cpu (the fallback). The combiners fuse a batchnorm (folded into the weights), a
 residual add (a sum post-op) and an activation (an eltwise post-op) into a
-convolution, and a transpose of the last two axes into the matmul reading it;
-the cpu's combiners then join the cpu ops. After them the layout pass
+convolution, and a transpose of the last two axes (transA / transB) and a
+multiply by a known scalar (alpha) into the matmul reading it; the cpu's
+combiners then join the cpu ops. After them the layout pass
 (lightnet/layouts.py) inserts the reorders between dnnl ops and the others. In
 a bfloat16 model, a softmax and a layernorm (float32_ops), and the dnnl op
 making what each reads, compute in float32: softmax exponentiates its source,
@@ -336,6 +337,69 @@ def combine_matmul_transpose(ctx, window):
     ]
 
 
+def combine_matmul_scale(ctx, window):
+    """Scale the product of a matmul without a bias instead of its operand, when
+    the operand is a multiply by a known scalar that only the matmul reads
+    (attention's q * D^-0.5): alpha (a linear post-op), the multiply not made."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].optype in ("elew_cpu", "elew_dnnl")
+        and ops[0].params.elew_op == "TL_MUL"
+        and ops[0].consumers("dst") == 1
+        and ops[0].outs.dst.name in (ops[1].ins.src1.name, ops[1].ins.src2.name)
+        and ops[1].ins.src1.name != ops[1].ins.src2.name
+        and (not ops[1].given("bias") or ops[1].params.beta == 0)
+        and any(
+            s.len == 1
+            and ops[0].value(arg) is not None
+            and t.shape == ops[0].outs.dst.shape
+            for arg, s, t in (
+                ("src2", ops[0].ins.src2, ops[0].ins.src1),
+                ("src1", ops[0].ins.src1, ops[0].ins.src2),
+            )
+        )
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[1],
+            ins={
+                "src1": (
+                    (
+                        ops[0].ins.src1
+                        if ops[0].ins.src2.len == 1 and ops[0].value("src2") is not None
+                        else ops[0].ins.src2
+                    )
+                    if ops[1].ins.src1.name == ops[0].outs.dst.name
+                    else ops[1].ins.src1
+                ),
+                "src2": (
+                    (
+                        ops[0].ins.src1
+                        if ops[0].ins.src2.len == 1 and ops[0].value("src2") is not None
+                        else ops[0].ins.src2
+                    )
+                    if ops[1].ins.src2.name == ops[0].outs.dst.name
+                    else ops[1].ins.src2
+                ),
+            },
+            params={
+                "alpha": ops[1].params.alpha
+                * float(
+                    ops[0]
+                    .value(
+                        "src2"
+                        if ops[0].ins.src2.len == 1 and ops[0].value("src2") is not None
+                        else "src1"
+                    )
+                    .reshape(-1)[0]
+                )
+            },
+        )
+    ]
+
+
 def combine_fuse_relu(ctx, window):
     """Apply a relu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
@@ -463,6 +527,7 @@ COMBINERS = (
     ),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
+    Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_dnnl"), combine_fuse_lrelu),
     Combiner("fuse_sigmoid", ("*", "sigmoid_dnnl"), combine_fuse_sigmoid),
