@@ -117,6 +117,7 @@ dnnl_reduction_mean = 0x2FFF6
 dnnl_softmax_accurate = 0x30000
 
 # dnnl_normalization_flags_t
+dnnl_normalization_flags_none = 0x0
 dnnl_use_global_stats = 0x1
 dnnl_use_scale = 0x2
 dnnl_use_shift = 0x4
@@ -236,6 +237,8 @@ FUNCTIONS = {
         c_int, [_OUT, _H, _H, c_int, c_int, POINTER(c_void_p), _H]),
     "dnnl_batch_normalization_forward_primitive_desc_create": (
         c_int, [_OUT, _H, c_int, _H, _H, c_float, c_uint, _H]),
+    "dnnl_layer_normalization_forward_primitive_desc_create": (
+        c_int, [_OUT, _H, c_int, _H, _H, _H, c_float, c_uint, _H]),
     "dnnl_lrn_forward_primitive_desc_create": (
         c_int, [_OUT, _H, c_int, c_int, _H, _H, c_int64, c_float, c_float, c_float, _H]),
     "dnnl_softmax_forward_primitive_desc_create": (

@@ -18,6 +18,8 @@ any other value is the oneDNN format a producer chose, its descriptor in
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from lightnet.dnnl import primitives
@@ -26,8 +28,8 @@ from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
 PENDING = "any"
 
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
-           "batchnorm", "lrn", "softmax", "eltwise", "binary", "concat", "shuffle", "reduce",
-           "unary", "reorder",
+           "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
+           "shuffle", "reduce", "unary", "reorder",
            "describe_kernels"]
 
 
@@ -72,22 +74,26 @@ def record(entry, desc, source=None) -> None:
 
 class Call:
     """A primitive and the op args its tensors are: `args` maps the kernel's tensor
-    names to the op's arg names; `entries` are the op's tensor entries by arg name."""
+    names to the op's arg names; `entries` are the op's tensor entries by arg name.
+    `before`: reorders run first, each of a source (by the kernel's tensor name, or one
+    Kernel for "src") into the op's scratch, in the layout the kernel reads it in."""
 
     def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
-                 before: primitives.Kernel | None = None, reordered: str = "src"):
+                 before: primitives.Kernel | dict | None = None):
         self.kernel = kernel
         self.args = args
         self.impl_info = kernel.impl_info
-        # A reorder of the kernel's tensor `reordered` (a source) into the op's scratch
-        # (after the scratchpad), when the kernel reads it in a layout other than its
-        # producer's.
-        self.before = before
-        self.reordered = reordered
+        # A reorder of a source into the op's scratch (after the scratchpad), when the
+        # kernel reads it in a layout other than its producer's.
+        if isinstance(before, primitives.Kernel):
+            before = {"src": before}
+        self.before = dict(before or {})
         self.scratch = kernel.scratchpad
-        if before is not None:
-            self.source_at = -(-kernel.scratchpad // 64) * 64
-            self.scratch = self.source_at + kernel.nbytes(reordered)
+        self.places = {}
+        for name in self.before:
+            at = -(-self.scratch // 64) * 64
+            self.places[name] = at
+            self.scratch = at + kernel.nbytes(name)
         for name, arg in args.items():
             entry = entries.get(arg)
             if entry is None:
@@ -100,8 +106,7 @@ class Call:
         # layout pass has not reordered) cannot be bound: refused at load, never
         # computed wrongly.
         self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
-                        and entries[arg].layout is None
-                        and not (before is not None and name == reordered)
+                        and entries[arg].layout is None and name not in self.before
                         and kernel.descs[name] != kernel.plain[name]]
 
     def bind(self, scratch, arrays: dict):
@@ -112,19 +117,28 @@ class Call:
                              "(its layout pass reorders them)")
         buffers = {name: _bytes(arrays[arg]) for name, arg in self.args.items()
                    if arrays.get(arg) is not None}
-        if self.before is None:
-            return self.kernel.bind(buffers, scratch if self.kernel.scratchpad else None)
-        name = self.reordered
-        source = scratch[self.source_at:self.source_at + self.kernel.nbytes(name)]
-        reorder = self.before.bind({"src": buffers[name], "dst": source})
-        execute = self.kernel.bind({**buffers, name: source},
-                                   scratch[:self.kernel.scratchpad] if self.kernel.scratchpad
-                                   else None)
+        pad = self.kernel.scratchpad
+        if not self.before:
+            return self.kernel.bind(buffers, scratch if pad else None)
+        steps = []
+        for name, reorder in self.before.items():
+            at = self.places[name]
+            place = scratch[at:at + self.kernel.nbytes(name)]
+            steps.append(reorder.bind({"src": buffers[name], "dst": place}))
+            buffers[name] = place
+        steps.append(self.kernel.bind(buffers, scratch[:pad] if pad else None))
+        if len(steps) == 2:
+            reorder, execute = steps
 
-        def run():
-            reorder()
-            execute()
-        return run
+            def run():
+                reorder()
+                execute()
+            return run
+
+        def run_all():
+            for step in steps:
+                step()
+        return run_all
 
 
 def _bytes(array):
@@ -232,17 +246,47 @@ def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
 
 
-def matmul(op, src1, src2, bias, dst, *, transA, transB, activation="none", **act) -> int:
-    """dst = A' @ B' + bias (alpha = beta = 1) with a fused activation; A and the output
-    plain, B (a weight) in the layout the matmul chose, else plain."""
+def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
+    """Have a primitive read `entry` (computed per run) in LightNet's plain layout, in
+    `dtype`: a copy the layout pass left to it is made plain; one a producer holds in
+    a layout of its own is reordered first (`before`, by the kernel's tensor `name`)."""
+    plain = primitives.plain_desc(entry.shape, dtype)
+    if entry.layout == PENDING:
+        record(entry, plain)
+    elif entry.desc is not None and entry.desc != plain:
+        before[name] = _create(primitives.reorder, entry.desc, plain)
+
+
+def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
+           activation="none", **act) -> int:
+    """dst = alpha * A' @ B' + beta * bias with a fused activation, over stacks of
+    matrices (batch dims broadcasting); alpha is an eltwise linear post-op, so a bias
+    goes with alpha = beta = 1 only (beta = 0 leaves it out). A, a B computed per run
+    and the output plain (transposes are strides; a source a producer holds in a
+    layout of its own is reordered first, into the scratch); a static B (a weight) in
+    the layout the matmul chose."""
+    dtype = _computes_in(src1, src2)
+    if bias is not None and beta == 0:
+        bias = None
+    if bias is not None and (alpha != 1 or beta != 1):
+        raise ValueError("oneDNN matmul: alpha * A' @ B' + bias needs alpha = beta = 1 (the "
+                         "dnnl expanders keep such an op on the cpu)")
+    before = {}
+    if not src1.static:
+        _read_plain(src1, dtype, "src", before)
+    if not src2.static:
+        _read_plain(src2, dtype, "weights", before)
     weights = "any" if src2.static and src2.layout == PENDING else "plain"
+    post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
+    post += _post_ops(None, activation, **act)
     kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
-                     bias_shape=None if bias is None else bias.shape, dtype=_dtype(src1),
-                     b_layout=weights,
-                     post_ops=_post_ops(None, activation, **act))
-    return _settle(op, Call(kernel, {"src": "src1", "weights": "src2", "bias": "bias",
-                                     "dst": "dst"},
-                            {"src1": src1, "src2": src2, "bias": bias, "dst": dst}))
+                     bias_shape=None if bias is None else bias.shape, dtype=dtype,
+                     b_layout=weights, post_ops=post)
+    args = {"src": "src1", "weights": "src2", "dst": "dst"}
+    if bias is not None:
+        args["bias"] = "bias"
+    return _settle(op, Call(kernel, args,
+                            {"src1": src1, "src2": src2, "bias": bias, "dst": dst}, before))
 
 
 def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_padding,
@@ -273,6 +317,27 @@ def lrn(op, src, dst, *, size, alpha, beta, bias) -> int:
     kernel = _create(primitives.lrn, src.shape, size=size, alpha=alpha, beta=beta, bias=bias,
                      dtype=_dtype(src), src=_layout(src))
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
+    """Layer normalization over the axes `axis`.. of `src`, described as one (the
+    tensor is read and written plain, each row of them dense); scale and bias (None:
+    none) hold one float32 value per normalized element, read plain."""
+    dtype = _dtype(src)
+    rows, width = math.prod(src.shape[:axis]), math.prod(src.shape[axis:])
+    if scale.len != width or (bias is not None and bias.len != width):
+        raise ValueError(f"oneDNN layernorm: scale and bias of {width} values")
+    before = {}
+    _read_plain(src, dtype, "src", before)
+    kernel = _create(primitives.layernorm, (rows, width), epsilon, scale=True,
+                     shift=bias is not None, dtype=dtype, src="plain", dst="plain")
+    record(dst, primitives.plain_desc(dst.shape, dtype))
+    args = {"src": "src", "scale": "scale", "dst": "dst"}
+    if bias is not None:
+        args["shift"] = "bias"
+    # dst is left out of the entries: its layout, recorded here, is of its own shape.
+    return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "bias": bias},
+                            before))
 
 
 def softmax(op, src, dst, *, axis) -> int:
@@ -351,7 +416,8 @@ def binary(op, src1, src2, dst, name: str) -> int:
                     before = _create(primitives.reorder, _desc(src2), like)
                 kernel = again
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
-                            {"src1": src1, "src2": src2, "dst": dst}, before, "src1"))
+                            {"src1": src1, "src2": src2, "dst": dst},
+                            {"src1": before} if before is not None else None))
 
 
 def _like(desc, shape, dtype: str):

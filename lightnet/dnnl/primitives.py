@@ -1,7 +1,7 @@
 """oneDNN primitives for fixed shapes: what a dnnl op creates at load and calls per run.
 
 Each constructor (conv2d, deconv2d, matmul, pool2d, eltwise, binary, concat,
-batchnorm, lrn, softmax, resample, reorder) takes logical shapes in LightNet's
+batchnorm, layernorm, lrn, softmax, resample, reorder) takes logical shapes in LightNet's
 conventions (NCHW, weights as the cpu kernels take them, padding as (top, left,
 bottom, right), dilation 1 for none), the data type it computes in and a layout
 for each activation, and returns a Kernel: the primitive, created once, with the layout
@@ -53,8 +53,8 @@ from lightnet.kernels.pool import pool2d_output_hw
 
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
            "binary_post_op", "conv2d", "deconv2d", "matmul", "pool2d", "eltwise", "binary",
-           "concat", "batchnorm", "lrn", "softmax", "resample", "reorder", "plain_desc",
-           "REDUCTION", "reduction", "shuffle"]
+           "concat", "batchnorm", "layernorm", "lrn", "softmax", "resample", "reorder",
+           "plain_desc", "REDUCTION", "reduction", "shuffle"]
 
 
 class Unsupported(Exception):
@@ -368,14 +368,22 @@ def deconv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 
 
 def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bias_shape=None,
            dtype: str = "float32", b_layout="any", post_ops=()) -> Kernel:
-    """dst = op(A) @ op(B) (+ bias, broadcast) (the cpu matmul with alpha = beta = 1),
-    over the last two axes, leading axes broadcasting; A and B in their plain
-    layouts (op transposes them by strides, no copy). B (`weights`) is "any" when
-    static (load_weights reorders it), "plain" when it is computed per run.
-    Tensors src, weights, bias, dst."""
+    """dst = op(A) @ op(B) (+ bias, broadcast) (the cpu matmul with alpha = beta = 1;
+    an alpha is an eltwise linear post-op), over the last two axes, leading (batch)
+    axes broadcasting like numpy's: an operand of fewer dimensions is described with
+    leading dims of 1 (oneDNN takes operands and dst of one rank, broadcasting batch
+    dims of 1). A and B in their plain layouts (op transposes them by strides, no
+    copy). B (`weights`) is "any" when static (load_weights reorders it), "plain"
+    when it is computed per run. Tensors src, weights, bias, dst."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    if len(a_shape) < 2 or len(a_shape) != len(b_shape):
-        raise Unsupported("oneDNN matmul: operands of the same rank >= 2 only")
+    if min(len(a_shape), len(b_shape)) < 2:
+        raise ValueError(f"oneDNN matmul: operands of 2 or more dimensions, found "
+                         f"{list(a_shape)} and {list(b_shape)}")
+    rank = max(len(a_shape), len(b_shape))
+    if rank > capi.DNNL_MAX_NDIMS:
+        raise Unsupported(f"oneDNN matmul: at most {capi.DNNL_MAX_NDIMS} dimensions")
+    a_shape = (1,) * (rank - len(a_shape)) + a_shape
+    b_shape = (1,) * (rank - len(b_shape)) + b_shape
 
     def operand(shape, trans):
         """The logical shape, and the layout of the operand in dtype and as held."""
@@ -533,6 +541,24 @@ def batchnorm(shape, epsilon: float, *, dtype: str = "float32", src="plain", dst
     flags = capi.dnnl_use_global_stats | capi.dnnl_use_scale | capi.dnnl_use_shift
     return _unary("batchnorm", "dnnl_batch_normalization_forward_primitive_desc_create", shape,
                   dtype, src, dst, (), (float(epsilon), flags), stats=stats)
+
+
+def layernorm(shape, epsilon: float, *, scale: bool = True, shift: bool = True,
+              dtype: str = "float32", src="plain", dst="any") -> Kernel:
+    """Layer normalization over the last axis, its statistics (the mean and the biased
+    variance) computed in float32 (the cpu layernorm over one axis: normalize the
+    trailing axes of a plain tensor by describing them as one); tensors src, scale,
+    shift ([C] float32 each, when `scale` / `shift`), dst."""
+    stats = {}
+    flags = capi.dnnl_normalization_flags_none
+    if scale:
+        stats["scale"] = (capi.DNNL_ARG_SCALE, plain_desc((shape[-1],), "float32"))
+        flags |= capi.dnnl_use_scale
+    if shift:
+        stats["shift"] = (capi.DNNL_ARG_SHIFT, plain_desc((shape[-1],), "float32"))
+        flags |= capi.dnnl_use_shift
+    return _unary("layernorm", "dnnl_layer_normalization_forward_primitive_desc_create",
+                  shape, dtype, src, dst, (), (None, float(epsilon), flags), stats=stats)
 
 
 def lrn(shape, *, size: int, alpha: float, beta: float, bias: float, dtype: str = "float32",

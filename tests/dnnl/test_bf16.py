@@ -137,6 +137,26 @@ def test_matmul_static_and_runtime_weights(trans_b):
     compare(runtime, {"src": a, "weights": b})
 
 
+def test_batched_matmul_of_two_activations():
+    """Q @ K^T per head (both computed per run, B read plain and transposed by strides,
+    alpha a linear post-op), the batch dims of A broadcasting."""
+    rng = np.random.default_rng(33)
+    q, k = rand(rng, 1, 6, 37, 64), rand(rng, 2, 6, 37, 64)
+
+    def make(dtype):
+        return P.matmul(q.shape, k.shape, trans_b=True, dtype=dtype, b_layout="plain",
+                        post_ops=[P.eltwise_post_op("linear", 0.125)])
+    compare(make, {"src": q, "weights": k})
+
+
+def test_layernorm_keeps_float32_scale_and_shift():
+    rng = np.random.default_rng(34)
+    x = rand(rng, 197, 384) * 3 + 1
+    scale, shift = rand(rng, 384) + 1, rand(rng, 384)
+    compare(lambda dtype: P.layernorm(x.shape, 1e-6, dtype=dtype),
+            {"src": x, "scale": scale, "shift": shift})
+
+
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_pooling(kind):
     x = rand(np.random.default_rng(27), 2, 17, 9, 10)

@@ -323,7 +323,7 @@ def test_broadcast_operand_in_any_layout_matches_cpu(big, small, shape):
         src2 = ctx.tensors[op.tensors_in["src2"]]
         # A blocked operand beside a plain one is reordered per run into the scratch; a
         # plain input or weight beside a blocked one is copied once into its layout.
-        assert (call.before is not None) == ((big, small) == ("input", "conv"))
+        assert bool(call.before) == ((big, small) == ("input", "conv"))
         assert (src2.layout is not None) == (small == "conv" or big == "conv")
         assert (src1.layout is not None) == (big == "conv")
 
@@ -496,12 +496,178 @@ def test_matmul_matches_cpu(transB, bias, static):
 
 
 def test_matmul_oneDNN_computes_otherwise_stays_on_cpu():
+    """alpha or beta with a bias (oneDNN scales the sum, not the product alone), and
+    TL_DOUBLE, run as on the cpu."""
     m = ModelBuilder()
     a, b = m.input("a", [3, 4]), m.weight("b", [4, 2])
-    m.op("matmul", {"src1": a, "src2": b}, alpha=0.5)
-    m.op("matmul", {"src1": m.input("t", [4, 3]), "src2": b}, transA=True)
+    m.op("matmul", {"src1": a, "src2": b, "bias": m.weight("c", [2])}, alpha=0.5)
+    m.op("matmul", {"src1": m.input("t", [2, 4, 3]), "src2": b, "bias": m.weight("d", [3, 2])},
+         transA=True, beta=2.0)
     ctx = check_against_cpu(m.to_dict())
     assert [op.optype for op in ctx.ops if op.optype.startswith("matmul")] == ["matmul_cpu"] * 2
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [2, 3, 4], dtype="TL_DOUBLE"),
+                    "src2": m.input("b", [2, 4, 5], dtype="TL_DOUBLE")})
+    ctx = compiled(m.to_dict(), "dnnl")
+    assert [op.optype for op in ctx.ops] == ["input_cpu", "input_cpu", "matmul_cpu"]
+
+
+def batched_matmul_cases(count, seed):
+    """(A shape, B shape, transA, transB, B static, alpha, bias shape, activation):
+    3-D and 4-D stacks (and 2-D against them), batch dims of 1 broadcasting, every
+    transpose combination."""
+    rng = np.random.default_rng(seed)
+    ranks = [(3, 3), (4, 4), (2, 4), (4, 3), (3, 2), (4, 2), (2, 3), (4, 4)]
+    for i in range(count):
+        m, k, n = (int(v) for v in rng.integers(1, 24, 3))
+        batch = [int(v) for v in rng.integers(2, 5, 2)]
+        rank_a, rank_b = ranks[i % len(ranks)]
+
+        def stack(rank):
+            return [1 if rng.random() < 0.3 else d for d in batch[len(batch) - (rank - 2):]]
+        trans_a, trans_b = bool(i % 2), bool(i // 2 % 2)
+        a = stack(rank_a) + ([k, m] if trans_a else [m, k])
+        b = stack(rank_b) + ([n, k] if trans_b else [k, n])
+        static = i % 3 == 0
+        alpha = 1.0 if i % 4 == 1 else float(np.round(rng.uniform(0.1, 2), 3))
+        bias = [[n], [m, 1], [1, n]][i % 3] if alpha == 1.0 else None
+        yield a, b, trans_a, trans_b, static, alpha, bias, ("relu" if i % 5 == 0 else None)
+
+
+@pytest.mark.parametrize("case", list(batched_matmul_cases(24, 17)), ids=str)
+def test_batched_matmul_matches_cpu(case):
+    a_shape, b_shape, trans_a, trans_b, static, alpha, bias, activation = case
+    m = ModelBuilder()
+    ins = {"src1": m.input("a", a_shape),
+           "src2": m.weight("b", b_shape) if static else m.input("b", b_shape)}
+    if bias is not None:
+        ins["bias"] = m.weight("c", bias)
+    y = m.op("matmul", ins, transA=trans_a, transB=trans_b, alpha=alpha)
+    if activation:
+        m.relu(y)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert "matmul_cpu" not in [op.optype for op in ctx.ops]
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert mm.values["activation"] == (activation or "none")
+    # Both operands computed per run are read plain, where they are: no reorder, and no
+    # weights reorder of what is not a weight.
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+    reordered = [op.tensors_in["src"] for op in ctx.ops if op.optype == "weights_dnnl"]
+    assert (ins["src2"] in reordered) == static
+
+
+def test_attention_products_of_two_activations_match_cpu():
+    """softmax(Q @ K^T * alpha) @ V per head, Q, K and V made per run by cpu ops (a
+    transpose, a gather): both products on dnnl, B read plain, transB as strides."""
+    m = ModelBuilder()
+    qkv = m.op("transpose", {"src": m.input("x", [1, 9, 3, 2, 8])}, axes=[2, 0, 3, 1, 4])
+    q, k, v = (m.op("slice", {"src": qkv}, axis=0, start=i, len=1) for i in range(3))
+    s = m.op("matmul", {"src1": q, "src2": k}, transB=True, alpha=8 ** -0.5)
+    p = m.op("softmax", {"src": s}, axis=4)
+    m.op("matmul", {"src1": p, "src2": v})
+    ctx = check_against_cpu(m.to_dict())
+    mms = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert len(mms) == 2 and all(not ctx.tensors[op.tensors_in["src2"]].static for op in mms)
+    assert "weights_dnnl" not in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("operand,trans", [("src2", False), ("src2", True), ("src1", False),
+                                           ("src1", True)])
+def test_a_transpose_of_the_last_two_axes_becomes_the_matmuls_trans(operand, trans):
+    """transpose(x) read only by a matmul: the matmul reads x, its flag toggled."""
+    m = ModelBuilder()
+    x = m.op("sigmoid", {"src": m.input("x", [2, 3, 7, 5])})
+    t = m.op("transpose", {"src": x}, axes=[0, 1, 3, 2])  # [2, 3, 5, 7]
+    k = 7 if trans else 5  # the inner dim: t's last unless the matmul transposes it back
+    if operand == "src2":
+        m.op("matmul", {"src1": m.input("a", [3, 4, k]), "src2": t}, transB=trans)
+    else:
+        k = 5 if trans else 7
+        m.op("matmul", {"src1": t, "src2": m.input("b", [3, k, 4])}, transA=trans)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert "transpose_cpu" not in [op.optype for op in ctx.ops]
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    (sig,) = [op for op in ctx.ops if op.optype == "sigmoid_dnnl"]
+    assert mm.tensors_in[operand] == sig.tensors_out["dst"]
+    assert mm.values["transB" if operand == "src2" else "transA"] == (not trans)
+    plain = compiled(m.to_dict(), "dnnl", combine=False)
+    assert "transpose_cpu" in [op.optype for op in plain.ops]
+
+
+def test_a_transpose_read_by_another_op_is_kept():
+    m = ModelBuilder()
+    t = m.op("transpose", {"src": m.input("x", [2, 7, 5])}, axes=[0, 2, 1])
+    m.op("matmul", {"src1": m.input("a", [2, 3, 5]), "src2": t})
+    m.op("relu", {"src": t})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_cpu"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert not mm.values["transB"]
+
+
+@pytest.mark.parametrize("operand,scalar_first", [("src1", False), ("src2", True),
+                                                  ("src2", False)])
+def test_a_multiply_by_a_known_scalar_becomes_the_matmuls_alpha(operand, scalar_first):
+    m = ModelBuilder()
+    x = m.input("x", [2, 3, 6, 5] if operand == "src1" else [2, 3, 5, 4])
+    c = m.weight("c", [1], 0.2, 0.6)
+    scaled = m.op("elew", {"src1": c, "src2": x} if scalar_first else {"src1": x, "src2": c},
+                  elew_op="TL_MUL")
+    other = m.input("y", [3, 5, 4] if operand == "src1" else [3, 6, 5])
+    ins = {"src1": scaled, "src2": other} if operand == "src1" else {"src1": other,
+                                                                      "src2": scaled}
+    m.op("matmul", ins, alpha=1.5)
+    doc = m.to_dict()
+    # Compiled with the weights, so the scalar is known.
+    ctx = check_against_cpu(doc, optypes=["matmul_dnnl"], weights={})
+    assert not any(op.optype.startswith("elew") for op in ctx.ops)
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert mm.tensors_in[operand] == "x"
+    assert 1.5 * 0.2 <= mm.values["alpha"] <= 1.5 * 0.6
+    # Without them it is not: the multiply runs.
+    assert "elew_cpu" in [op.optype for op in compiled(doc, "dnnl").ops]
+
+
+def test_a_multiply_the_matmul_cannot_take_is_kept():
+    """With a bias (alpha would scale it too), by a tensor, or read by another op."""
+    m = ModelBuilder()
+    x = m.input("x", [4, 5])
+    c = m.weight("c", [1], 0.2, 0.6)
+    a = m.op("elew", {"src1": x, "src2": c}, elew_op="TL_MUL")
+    m.op("matmul", {"src1": a, "src2": m.input("y", [5, 3]), "bias": m.weight("b", [3])})
+    b = m.op("elew", {"src1": x, "src2": m.weight("d", [5])}, elew_op="TL_MUL")
+    m.op("matmul", {"src1": b, "src2": m.input("z", [5, 2])})
+    e = m.op("elew", {"src1": x, "src2": c}, elew_op="TL_MUL")
+    m.op("matmul", {"src1": e, "src2": m.input("w", [5, 2])})
+    m.op("relu", {"src": e})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"], weights={})
+    assert [op.values["alpha"] for op in ctx.ops if op.optype == "matmul_dnnl"] == [1.0] * 3
+    assert len([op for op in ctx.ops if op.optype.startswith("elew")]) == 3
+
+
+def test_matmul_with_beta_zero_leaves_the_bias_out():
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [2, 5, 6]), "src2": m.input("b", [6, 3]),
+                    "bias": m.weight("c", [3])}, alpha=0.25, beta=0.0)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert "bias" not in mm.values["call"].kernel.args
+
+
+def test_matmul_of_blocked_sources_reorders_them_into_its_scratch():
+    """Convolution outputs (oneDNN's blocked layouts) multiplied as stacks of matrices:
+    the matmul reorders each operand to plain first, into its scratch."""
+    m = ModelBuilder()
+    x = m.input("data", [1, 3, 6, 6])
+    a, b = m.conv(x, 3, 16, 3, pad=1), m.conv(x, 3, 16, 3, pad=1)
+    m.op("matmul", {"src1": a, "src2": b}, transB=True)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    layouts = [ctx.tensors[mm.tensors_in[arg]].layout for arg in ("src1", "src2")]
+    call = mm.values["call"]
+    assert sorted(call.before) == sorted(n for n, lay in zip(("src", "weights"), layouts)
+                                         if lay is not None)
+    assert call.scratch >= call.kernel.scratchpad + sum(call.kernel.nbytes(n)
+                                                        for n in call.before)
 
 
 def test_a_source_layout_without_a_fast_kernel_is_reordered_inside_the_convolution():
@@ -533,6 +699,65 @@ def test_softmax_matches_cpu(shape, axis):
     m = ModelBuilder()
     m.op("softmax", {"src": m.input("data", shape)}, axis=axis)
     check_against_cpu(m.to_dict(), optypes=["softmax_dnnl"])
+
+
+def layernorm_cases(count, seed):
+    """(shape, axis, bias, epsilon): the last axis, or the trailing axes when those
+    before the last are of size 1 (a 1-D scale then covers them)."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        ndim = int(rng.integers(2, 5))
+        shape = [int(v) for v in rng.integers(1, 9, ndim - 1)] + [int(rng.integers(1, 400))]
+        axis = ndim - 1
+        if i % 4 == 3:
+            axis = int(rng.integers(1, ndim - 1)) if ndim > 2 else 1
+            shape[axis:-1] = [1] * (ndim - 1 - axis)
+        yield shape, axis, bool(i % 2), float([1e-5, 1e-6, 1e-3, 0.5][i % 4])
+
+
+@pytest.mark.parametrize("case", list(layernorm_cases(16, 23)), ids=str)
+def test_layernorm_matches_cpu(case):
+    shape, axis, bias, epsilon = case
+    m = ModelBuilder()
+    ins = {"src": m.input("data", shape), "scale": m.weight("s", [shape[-1]], 0.5, 1.5)}
+    if bias:
+        ins["bias"] = m.weight("b", [shape[-1]], -0.5, 0.5)
+    m.op("layernorm", ins, axis=axis, epsilon=epsilon)
+    ctx = check_against_cpu(m.to_dict(), optypes=["layernorm_dnnl"])
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]  # read and written plain
+
+
+def test_layernorm_of_a_blocked_source_matches_cpu():
+    """After a convolution (a blocked layout): reordered to plain into the scratch; its
+    output plain, read by the relu after it as it is."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [2, 3, 7, 9]), 3, 16, 3, pad=1)
+    y = m.op("layernorm", {"src": x, "scale": m.weight("s", [9], 0.5, 1.5),
+                           "bias": m.weight("b", [9])}, axis=3, epsilon=1e-3)
+    m.op("sigmoid", {"src": y})
+    ctx = check_against_cpu(m.to_dict(), optypes=["layernorm_dnnl", "sigmoid_dnnl"])
+    (ln,) = [op for op in ctx.ops if op.optype == "layernorm_dnnl"]
+    assert ctx.tensors[ln.tensors_out["dst"]].layout is None
+    if ctx.tensors[ln.tensors_in["src"]].layout is not None:
+        assert list(ln.values["call"].before) == ["src"]
+
+
+def test_layernorm_oneDNN_computes_otherwise_stays_on_cpu():
+    """A scale that broadcasts or spans several axes, one computed per run, TL_DOUBLE:
+    as on the cpu."""
+    m = ModelBuilder()
+    x = m.input("data", [2, 3, 4, 5])
+    y = m.op("layernorm", {"src": x, "scale": m.weight("s", [1])}, axis=3)
+    y = m.op("layernorm", {"src": y, "scale": m.weight("s", [4, 5]),
+                           "bias": m.weight("b", [5])}, axis=2)
+    y = m.op("layernorm", {"src": y, "scale": m.input("t", [5])}, axis=3)
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops if op.optype.startswith("layernorm")] == [
+        "layernorm_cpu"] * 3
+    m = ModelBuilder()
+    m.op("layernorm", {"src": m.input("data", [2, 5], dtype="TL_DOUBLE"),
+                       "scale": m.input("s", [5], dtype="TL_DOUBLE")}, axis=1)
+    assert "layernorm_cpu" in [op.optype for op in compiled(m.to_dict(), "dnnl").ops]
 
 
 @pytest.mark.parametrize("size", [1, 3, 5])

@@ -259,8 +259,8 @@ def matmul_dnnl_pre_run(op, tensors):
     """matmul's checks, then those matmul_dnnl adds."""
     matmul_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    src1, src2, transA, alpha, beta, clip_min, clip_max = ck.get(
-        "src1", "src2", "transA", "alpha", "beta", "clip_min", "clip_max"
+    src1, src2, bias, alpha, beta, clip_min, clip_max = ck.get(
+        "src1", "src2", "bias", "alpha", "beta", "clip_min", "clip_max"
     )
     ck.satisfy(
         "param 'clip_max'",
@@ -278,16 +278,16 @@ def matmul_dnnl_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        alpha == 1 and beta == 1 and not transA,
-        "alpha == 1 and beta == 1 and not transA",
-        "oneDNN's matmul: A @ B' + bias",
-        lambda: found(transA=transA, alpha=alpha, beta=beta),
+        bias is None or beta == 0 or (alpha == 1 and beta == 1),
+        "bias is None or beta == 0 or (alpha == 1 and beta == 1)",
+        "oneDNN's matmul: alpha * A' @ B' without a bias, A' @ B' + bias with one",
+        lambda: found(bias=bias, alpha=alpha, beta=beta),
     )
     ck.satisfy(
         "op",
-        src1.ndim == 2 and src2.ndim == 2,
-        "src1.ndim == 2 and src2.ndim == 2",
-        "oneDNN's matmul here multiplies matrices",
+        max(src1.ndim, src2.ndim) <= 12,
+        "max(src1.ndim, src2.ndim) <= 12",
+        "oneDNN takes at most 12 dims",
         lambda: found(src1=src1, src2=src2),
     )
 
@@ -302,6 +302,8 @@ def matmul_dnnl_scratch(op, tensors):
         dst,
         transA,
         transB,
+        alpha,
+        beta,
         activation,
         negslope,
         clip_min,
@@ -316,6 +318,8 @@ def matmul_dnnl_scratch(op, tensors):
         "dst",
         "transA",
         "transB",
+        "alpha",
+        "beta",
         "activation",
         "negslope",
         "clip_min",
@@ -333,6 +337,8 @@ def matmul_dnnl_scratch(op, tensors):
             dst,
             transA=transA,
             transB=transB,
+            alpha=alpha,
+            beta=beta,
             activation=activation,
             negslope=negslope,
             clip_min=clip_min,
