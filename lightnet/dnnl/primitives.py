@@ -589,6 +589,8 @@ def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") ->
     alg = _lookup(REDUCTION, name, "reduction")
     shape = tuple(shape)
     dst_shape = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    if dst_shape == shape:
+        raise Unsupported("oneDNN reduction: every reduced axis has one element")
     src_d = _desc(shape, dtype, src, f"reduce {name}", chooses=False)
     dst_d = _desc(dst_shape, dtype, "plain")
     attr, _ = _attr((), dst_shape, dtype)

@@ -418,9 +418,12 @@ def test_reduce_matches_cpu(func, shape, axes):
     check_against_cpu(m.to_dict(), optypes=["reduce_dnnl"])
 
 
-def test_a_reduce_dropping_its_axes_stays_on_cpu():
+@pytest.mark.parametrize("shape,axes,keepdims", [([2, 5, 3], [1], False),  # drops its axes
+                                                ([1, 3], [0], True),  # a copy: one element
+                                                ([2, 1, 1], [1, 2], True)])
+def test_other_reduces_stay_on_cpu(shape, axes, keepdims):
     m = ModelBuilder()
-    m.op("reduce", {"src": m.input("data", [2, 5, 3])}, func="sum", axes=[1], keepdims=False)
+    m.op("reduce", {"src": m.input("data", shape)}, func="max", axes=axes, keepdims=keepdims)
     ctx = check_against_cpu(m.to_dict())
     assert "reduce_cpu" in [op.optype for op in ctx.ops]
 

@@ -195,7 +195,11 @@ def expand_reduce(ctx, target):
     """Lower reduce to reduce_dnnl."""
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and op.params.keepdims:
+    if (
+        op.ins.src.dtype == DType.TL_FLOAT
+        and op.params.keepdims
+        and any(op.ins.src.shape[a] > 1 for a in op.params.axes)
+    ):
         return [b.op("reduce_dnnl", like=op)]
     return None
 
