@@ -361,13 +361,15 @@ def _loaded_gomp():
 
 
 # How long a GNU OpenMP thread spins (busy-waits) after a parallel region before it
-# sleeps, unless the environment says (OMP_WAIT_POLICY or GOMP_SPINCOUNT): long
-# enough to catch the next primitive of a run (they follow each other within a few
-# microseconds), short enough that a thread waiting for a peer the scheduler has
-# parked gives its core up soon. libgomp's own default (300,000 spins) made models
-# 30-60x slower on a machine other processes share; PASSIVE (no spinning) costs a
-# ~50 us wake-up per primitive on a quiet one (docs/performance.md, "The wait policy").
-SPIN_COUNT = "3000"
+# sleeps, unless the environment says (OMP_WAIT_POLICY or GOMP_SPINCOUNT): 20,000
+# spins, about half a millisecond on the bench machine, catch the next primitive of a
+# run and the next run of a busy server, so neither pays a wake-up (~50 us each, far
+# more on a virtual machine whose idle cores sleep: 3,000 spins ran MobileNet v2 3.5x
+# slower after a pause). libgomp's own default (300,000, several milliseconds) wastes
+# 15x longer whenever a thread waits for a peer the scheduler has parked, which made
+# models 30-60x slower on a machine other busy processes share; there PASSIVE (no
+# spinning) is the better choice (docs/performance.md, "The wait policy").
+SPIN_COUNT = "20000"
 
 
 def _with_spin_count(load):
