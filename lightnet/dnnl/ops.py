@@ -398,26 +398,30 @@ def binary(op, src1, src2, dst, name: str) -> int:
     reference implementation for the two layouts (a broadcast operand, such as a
     squeeze-excite gate [N, C, 1, 1], in a layout other than src1's), it reads src2 in
     src1's layout instead: a src2 left to it takes that layout, any other is reordered
-    into it first, into the op's scratch."""
+    into it first, into the op's scratch. A src2 of fewer dims (a bias [C] added to
+    [N, T, C]) is read plain, as of src1's rank with leading dims of 1."""
     dtype = _computes_in(src1, src2)
 
     def create(layout):
         return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
                        src0=_layout(src1), src1=layout)
 
-    kernel = create(_layout(src2))
-    before = None
-    if _reference(kernel):
-        like = _like(kernel.descs["src0"], src2.shape, dtype)
-        if like is not None:
-            again = create(like)
-            if not _reference(again):
-                if src2.layout != PENDING:
-                    before = _create(primitives.reorder, _desc(src2), like)
-                kernel = again
+    before = {}
+    if src2.ndim < src1.ndim:
+        _read_plain(src2, dtype, "src1", before)
+        kernel = create("plain")
+    else:
+        kernel = create(_layout(src2))
+        if _reference(kernel):
+            like = _like(kernel.descs["src0"], src2.shape, dtype)
+            if like is not None:
+                again = create(like)
+                if not _reference(again):
+                    if src2.layout != PENDING:
+                        before["src1"] = _create(primitives.reorder, _desc(src2), like)
+                    kernel = again
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
-                            {"src1": src1, "src2": src2, "dst": dst},
-                            {"src1": before} if before is not None else None))
+                            {"src1": src1, "src2": src2, "dst": dst}, before))
 
 
 def _like(desc, shape, dtype: str):

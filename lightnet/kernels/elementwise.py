@@ -14,6 +14,7 @@ __all__ = [
     "GELU_APPROXIMATIONS",
     "UNARY_FUNCS",
     "broadcast_shape",
+    "broadcasts_to",
     "clip",
     "elew",
     "gelu",
@@ -55,6 +56,14 @@ def broadcast_shape(a, b) -> tuple:
             )
         out.append(y if x == 1 else x)
     return tuple(out)
+
+
+def broadcasts_to(shape, target) -> bool:
+    """Whether `shape` broadcasts to `target` unchanged (numpy's rules: aligned at the
+    last dim, each dim equal or 1, no more dims than target)."""
+    shape, target = tuple(shape), tuple(target)
+    return len(shape) <= len(target) and all(
+        s in (t, 1) for s, t in zip(shape, target[len(target) - len(shape):]))
 
 
 def elew(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, elew_op: str) -> None:

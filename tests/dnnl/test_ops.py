@@ -368,13 +368,33 @@ def test_an_elew_dnnl_op_whose_first_operand_broadcasts_is_refused():
 
 
 def test_elew_of_other_shapes_or_power_stays_on_cpu():
+    """Shapes that broadcast each other (neither is the result's) and a power stay on
+    the cpu; a lower-ranked operand broadcasting to the other runs on dnnl."""
     m = ModelBuilder()
-    x = m.op("sigmoid", {"src": m.input("data", [1, 4, 3, 3])})
-    y = m.op("elew", {"src1": x, "src2": m.weight("s", [4, 1, 1], 0.5, 1)}, elew_op="TL_MUL")
-    m.op("elew", {"src1": y, "src2": y}, elew_op="TL_POW")
+    x = m.op("sigmoid", {"src": m.input("data", [1, 4, 3, 1])})
+    y = m.op("elew", {"src1": x, "src2": m.weight("s", [1, 1, 1, 5], 0.5, 1)},
+             elew_op="TL_MUL")
+    y = m.op("elew", {"src1": y, "src2": y}, elew_op="TL_POW")
+    m.op("elew", {"src1": y, "src2": m.weight("t", [3, 1], 0.5, 1)}, elew_op="TL_SUB")
     ctx = check_against_cpu(m.to_dict())
-    assert [op.optype for op in ctx.ops if op.optype.startswith("elew")] == ["elew_cpu"] * 2
+    assert [op.optype for op in ctx.ops if op.optype.startswith("elew")] == [
+        "elew_cpu", "elew_cpu", "elew_dnnl"]
     assert "sigmoid_dnnl" in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("bias_shape", [[384], [1, 384], [197, 1]])
+@pytest.mark.parametrize("order", ["sum", "swapped", "sub"])
+def test_a_lower_ranked_operand_broadcasts_on_dnnl(bias_shape, order):
+    """A transformer's bias [C] added to a [N, T, C] activation (either order), or
+    subtracted from it."""
+    m = ModelBuilder()
+    x = m.op("gelu", {"src": m.input("data", [1, 197, 384])})
+    b = m.weight("b", bias_shape, -1, 1)
+    ins = {"src1": b, "src2": x} if order == "swapped" else {"src1": x, "src2": b}
+    m.op("elew", ins, elew_op="TL_SUB" if order == "sub" else "TL_SUM")
+    ctx = check_against_cpu(m.to_dict(), optypes=["elew_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "elew_dnnl"]
+    assert ctx.tensors[op.tensors_in["src2"]].shape == tuple(bias_shape)
 
 
 def test_concat_of_blocked_tensors_matches_cpu():
@@ -627,7 +647,7 @@ def test_a_multiply_by_a_known_scalar_becomes_the_matmuls_alpha(operand, scalar_
     assert mm.tensors_in[operand] == "x"
     assert 1.5 * 0.2 <= mm.values["alpha"] <= 1.5 * 0.6
     # Without them it is not: the multiply runs.
-    assert "elew_cpu" in [op.optype for op in compiled(doc, "dnnl").ops]
+    assert "elew_dnnl" in [op.optype for op in compiled(doc, "dnnl").ops]
 
 
 def test_a_multiply_the_matmul_cannot_take_is_kept():

@@ -119,10 +119,9 @@ def elew_dnnl_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        src1.ndim == src2.ndim
-        and all(b in (a, 1) for a, b in zip(src1.shape, src2.shape)),
-        "src1.ndim == src2.ndim and all(b in (a, 1) for a, b in zip(src1.shape, src2.shape))",
-        "src2 broadcasts to src1's shape, as many dims each equal or 1",
+        kernels.broadcasts_to(src2.shape, src1.shape),
+        "kernels.broadcasts_to(src2.shape, src1.shape)",
+        "src2 broadcasts to src1's shape",
         lambda: found(src1=src1, src2=src2),
     )
 

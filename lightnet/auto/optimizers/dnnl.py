@@ -157,15 +157,13 @@ def expand_elew(ctx, target):
     if (
         op.ins.src1.dtype == DType.TL_FLOAT
         and op.params.elew_op != "TL_POW"
-        and op.ins.src1.ndim == op.ins.src2.ndim
-        and all(b in (a, 1) for a, b in zip(op.ins.src1.shape, op.ins.src2.shape))
+        and kernels.broadcasts_to(op.ins.src2.shape, op.ins.src1.shape)
     ):
         return [b.op("elew_dnnl", like=op)]
     if (
         op.ins.src1.dtype == DType.TL_FLOAT
         and op.params.elew_op in ("TL_SUM", "TL_MUL", "TL_MAX", "TL_MIN")
-        and op.ins.src1.ndim == op.ins.src2.ndim
-        and all(a in (b, 1) for a, b in zip(op.ins.src1.shape, op.ins.src2.shape))
+        and kernels.broadcasts_to(op.ins.src1.shape, op.ins.src2.shape)
     ):
         return [
             b.op("elew_dnnl", like=op, ins={"src1": op.ins.src2, "src2": op.ins.src1})
