@@ -470,6 +470,7 @@ def test_a_concat_of_whole_channel_blocks_is_written_in_place(channels):
         assert (part.owner, part.owner_offset) == (dst.name, offset)
         offset += part.stored_nbytes
     assert offset == dst.stored_nbytes
+    assert op.values["call"].impl_info == "concat in place"  # no primitive runs
 
 
 def test_a_concat_with_a_part_of_a_partial_block_copies():
