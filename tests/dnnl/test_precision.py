@@ -296,3 +296,48 @@ def test_bench_classifier_top1_agrees_on_99_of_100_inputs(name):
         same += int(want.argmax() == got.argmax())
         worst = max(worst, error(got, want))
     assert same >= 99 and worst <= CONTRACT, (same, worst)
+
+
+# The onnx package's small networks (tests/frontends/test_onnx.py) fill their weights with
+# constants, which drives activations to ~1e10 and sums the same rounding in every channel:
+# three of them exceed the contract in bfloat16 as OpenVINO's CPU plugin does (measured on
+# the same input: light_resnet50 5.8e-2, light_inception_v1 2.3e-2, light_vgg19 1.7e-2).
+# Their bounds are what they measure here, with a margin; the rest keep the contract.
+LIGHT_BOUNDS = {"light_resnet50": 1e-1, "light_inception_v1": 3e-2, "light_vgg19": 3e-2}
+LIGHT_SLOW = {"light_bvlc_alexnet", "light_vgg19", "light_zfnet512", "light_densenet121"}
+
+
+def light_models():
+    import onnx
+
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    return [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in LIGHT_SLOW else [])
+            for p in sorted(root.glob("light_*.onnx"))]
+
+
+@needs_bf16
+@pytest.mark.parametrize("path", light_models())
+def test_the_onnx_packages_networks_run_in_bf16(path, tmp_path):
+    """End to end in bfloat16 through Session, against float32: their logits (a final
+    softmax of logits ~1e10 apart is left out, as in tests/frontends/test_onnx.py)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from lightnet.frontends.onnx import convert, save_weights
+
+    m = onnx.load(str(path))
+    if m.graph.node[-1].op_type == "Softmax":
+        logits = m.graph.node.pop().input[0]
+        del m.graph.output[:]
+        m.graph.output.append(helper.make_tensor_value_info(logits, TensorProto.FLOAT, None))
+    inits = {t.name for t in m.graph.initializer}
+    (x,) = [i for i in m.graph.input if i.name not in inits]
+    shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    feeds = {x.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    ir, weights = convert(m)
+    save_weights(tmp_path / "w.npz", weights)
+    f32 = Session(ir, datafile=tmp_path / "w.npz").run(feeds)
+    bf16 = Session(ir, datafile=tmp_path / "w.npz", precision="bf16").run(feeds)
+    for name, want in f32.items():
+        assert 0 < error(bf16[name].astype(np.float64), want.astype(np.float64)) <= \
+            LIGHT_BOUNDS.get(path.stem, CONTRACT), name
