@@ -1108,3 +1108,51 @@ def test_an_ir_with_a_plain_weight_read_by_a_dnnl_op_is_refused_at_load():
     with pytest.raises(LightNetError, match=r"conv2d_dnnl.*reads \['weight'\] in a layout of "
                                             "its own, but they are plain"):
         ctx.load()
+
+
+def linear_layer(m, x, rows, cin, cout, bias_shape=(None,), activation=None, reshape_to=None):
+    """A linear layer as exporters write it for [1, rows, cin]: a 2-D matmul of the
+    flattened rows, a reshape back, a bias add, an activation."""
+    flat = m.op("reshape", {"src": x}, dims=[rows, cin])
+    y = m.op("matmul", {"src1": flat, "src2": m.weight("w", [cin, cout], -0.3, 0.3)})
+    y = m.op("reshape", {"src": y}, dims=reshape_to or [1, rows, cout])
+    if bias_shape is not None:
+        shape = [cout] if bias_shape == (None,) else list(bias_shape)
+        y = m.op("elew", {"src1": y, "src2": m.weight("b", shape, -1, 1)}, elew_op="TL_SUM")
+    if activation is not None:
+        y = m.op(activation, {"src": y})
+    return y
+
+
+@pytest.mark.parametrize("activation", [None, "gelu", "relu"])
+def test_a_linear_layers_bias_and_activation_fuse_into_the_matmul(activation):
+    m = ModelBuilder()
+    linear_layer(m, m.input("x", [1, 7, 12]), 7, 12, 20, activation=activation)
+    doc = m.to_dict()
+    ctx = check_against_cpu(doc, optypes=["matmul_dnnl"])
+    optypes = [op.optype for op in ctx.ops]
+    assert "elew_dnnl" not in optypes and f"{activation}_dnnl" not in optypes, optypes
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert mm.tensors_in.get("bias") == "b1" and mm.values["activation"] == (activation or "none")
+    # The last op is the reshape back, writing the model's output.
+    assert ctx.ops[-1].optype == "reshape_cpu"
+    unfused = compiled(doc, "dnnl", combine=False)
+    assert "elew_dnnl" in [op.optype for op in unfused.ops]
+
+
+@pytest.mark.parametrize("case", ["last axis changes", "bias of two dims", "read twice"])
+def test_a_bias_the_matmul_cannot_take_stays_an_add(case):
+    m = ModelBuilder()
+    x = m.input("x", [1, 6, 12])
+    if case == "last axis changes":
+        y = linear_layer(m, x, 6, 12, 20, bias_shape=(10,), reshape_to=[1, 12, 10])
+    elif case == "bias of two dims":
+        y = linear_layer(m, x, 6, 12, 20, bias_shape=(6, 20))
+    else:
+        flat = m.op("reshape", {"src": x}, dims=[6, 12])
+        y = m.op("matmul", {"src1": flat, "src2": m.weight("w", [12, 20], -0.3, 0.3)})
+        m.op("relu", {"src": y})  # the matmul's output is read twice
+        y = m.op("elew", {"src1": y, "src2": m.weight("b", [20], -1, 1)}, elew_op="TL_SUM")
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert "elew_dnnl" in [op.optype for op in ctx.ops]
+    assert not any("bias" in op.tensors_in for op in ctx.ops if op.optype == "matmul_dnnl")

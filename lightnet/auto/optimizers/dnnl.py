@@ -453,6 +453,75 @@ def combine_matmul_transpose(ctx, window):
     ]
 
 
+def combine_sink_reshape(ctx, window):
+    """Run an element-wise op (an activation, or a bias [C] added along the last
+    axis) that follows a reshape of a matmul's output before the reshape, which
+    keeps the same elements in the same order (and the last axis): exporters
+    write a linear layer of [N, T, C] as a matmul of [N * T, C], a reshape back
+    and the bias add and activation after it, which then meet the matmul
+    (matmul_bias, fuse_*)."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].producer("src") == "matmul_dnnl"
+        and ops[0].consumers("dst") == 1
+        and ops[0].outs.dst.shape[-1] == ops[0].ins.src.shape[-1]
+        and (
+            ops[1].optype
+            in (
+                "relu_dnnl",
+                "lrelu_dnnl",
+                "sigmoid_dnnl",
+                "tanh_dnnl",
+                "clip_dnnl",
+                "hard_swish_dnnl",
+                "hard_sigmoid_dnnl",
+                "gelu_dnnl",
+                "swish_dnnl",
+            )
+            and ops[1].ins.src.name == ops[0].outs.dst.name
+            or ops[1].optype == "elew_dnnl"
+            and ops[1].params.elew_op == "TL_SUM"
+            and ops[1].ins.src1.name == ops[0].outs.dst.name
+            and ops[1].ins.src2.ndim == 1
+        )
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    moved = b.tensor("moved")
+    return [
+        b.op(
+            like=ops[1], outs={"dst": moved}, rename=[(ops[0].outs.dst, ops[0].ins.src)]
+        ),
+        b.op(like=ops[0], ins={"src": moved}, outs={"dst": ops[1].outs.dst}),
+    ]
+
+
+def combine_matmul_bias(ctx, window):
+    """Add a bias [C] to a matmul's output inside the matmul (oneDNN's bias), when
+    the matmul has none and nothing else reads its output."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].params.elew_op == "TL_SUM"
+        and ops[1].ins.src1.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and not ops[0].given("bias")
+        and ops[0].params.alpha == 1
+        and ops[0].params.activation == "none"
+        and ops[1].ins.src2.ndim == 1
+        and ops[1].ins.src2.len == ops[0].outs.dst.shape[-1]
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            ins={"bias": ops[1].ins.src2},
+            outs={"dst": ops[1].outs.dst},
+            params={"beta": 1.0},
+        )
+    ]
+
+
 def combine_matmul_scale(ctx, window):
     """Scale the product of a matmul without a bias instead of its operand, when
     the operand is a multiply by a known scalar that only the matmul reads
@@ -747,6 +816,8 @@ COMBINERS = (
     ),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
+    Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
+    Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_dnnl"), combine_fuse_lrelu),
