@@ -203,11 +203,11 @@ def relative_position_index(window: int) -> np.ndarray:
     return (rel[..., 0] * (2 * window - 1) + rel[..., 1]).astype(np.int64)
 
 
-def swin_window_attention(seed=5, windows=4, window=4, dim=32, heads=2):
-    """Swin's WindowAttention on [windows, tokens, dim] with a shifted-window mask: the
-    relative-position bias is Gather(table, constant index) -> [N, N, heads] ->
-    [heads, N, N], added to every window's logits with the mask."""
-    b = Block(seed)
+def window_bias(b, windows, window, heads):
+    """Swin's attention bias: the relative-position bias, Gather(table, constant index)
+    -> [N, N, heads] -> [heads, N, N], added to every window's logits [B * windows,
+    heads, N, N] with a shifted-window mask [windows, N, N]; returns a function of the
+    logits for Block.attention."""
     n = window * window
     table = b.weight((2 * window - 1) ** 2, heads, scale=0.5)
     index = b.const(relative_position_index(window).reshape(-1), "index")
@@ -222,30 +222,25 @@ def swin_window_attention(seed=5, windows=4, window=4, dim=32, heads=2):
         attn = b.node("Add", attn, mask_name)
         return b.node("Reshape", attn, b.ints(-1, heads, n, n))
 
+    return bias
+
+
+def swin_window_attention(seed=5, windows=4, window=4, dim=32, heads=2):
+    """Swin's WindowAttention on [windows, tokens, dim] with window_bias."""
+    b = Block(seed)
+    n = window * window
+    bias = window_bias(b, windows, window, heads)
     return b.model((windows, n, dim), b.attention("x", n, dim, heads, bias=bias))
 
 
 def swin_block(seed=7, size=8, window=4, dim=32, heads=2):
     """A Swin Transformer block on [B, size * size, dim] tokens: layernorm, window
     partition (Reshape to 6-D, Transpose, Reshape: B * windows rows), window attention
-    with the relative-position bias and a shifted-window mask, window reverse, residual,
-    layernorm, GELU MLP, residual. B is the only dim a batch changes."""
+    with window_bias, window reverse, residual, layernorm, GELU MLP, residual. B is the
+    only dim a batch changes."""
     b = Block(seed)
     n, side = window * window, size // window
-    windows = side * side
-    table = b.weight((2 * window - 1) ** 2, heads, scale=0.5)
-    index = b.const(relative_position_index(window).reshape(-1), "index")
-    mask = np.where(b.rng.random((windows, n, n)) < 0.2, -100.0, 0.0).astype(np.float32)
-    mask_name = b.const(mask.reshape(1, windows, 1, n, n), "mask")
-
-    def bias(attn):
-        rel = b.node("Gather", table, index, axis=0)
-        rel = b.node("Transpose", b.node("Reshape", rel, b.ints(n, n, heads)), perm=[2, 0, 1])
-        attn = b.node("Add", attn, b.node("Unsqueeze", rel, b.ints(0)))
-        attn = b.node("Reshape", attn, b.ints(-1, windows, heads, n, n))
-        attn = b.node("Add", attn, mask_name)
-        return b.node("Reshape", attn, b.ints(-1, heads, n, n))
-
+    bias = window_bias(b, side * side, window, heads)
     y = b.node("Reshape", b.layernorm("x", dim), b.ints(-1, side, window, side, window, dim))
     y = b.node("Reshape", b.node("Transpose", y, perm=[0, 1, 3, 2, 4, 5]), b.ints(-1, n, dim))
     y = b.node("Reshape", b.attention(y, n, dim, heads, bias=bias),
