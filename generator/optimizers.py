@@ -101,6 +101,14 @@ def _rule(f: Fields, arch: str, ops, subject: str, likes, fallback) -> Rule:
     return Rule(when, tensors, constants, new_ops)
 
 
+def _op_list(f: Fields, key: str, arch: str, ops: dict[str, OpDesc]) -> tuple[str, ...]:
+    """An optional list of this arch's ops (float32_ops, elementwise_ops)."""
+    names = f.get(key, list, [])
+    if any(not isinstance(o, str) or o not in ops or ops[o].arch != arch for o in names):
+        raise f.error(key, f"expected a list of ops of arch '{arch}', found {names}")
+    return tuple(names)
+
+
 def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
     doc = load_yaml(path, label)
     f = Fields(doc, label, "", 1)
@@ -148,11 +156,8 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
         combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
                                   _rule(r, arch, ops, "ops", likes, fallback)))
         r.done()
-    float32_ops = f.get("float32_ops", list, [])
-    if any(not isinstance(o, str) or o not in ops or ops[o].arch != arch for o in float32_ops):
-        raise f.error("float32_ops", f"expected a list of ops of arch '{arch}', "
-                                     f"found {float32_ops}")
     opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners),
-                    fallback, tuple(float32_ops))
+                    fallback, _op_list(f, "float32_ops", arch, ops),
+                    _op_list(f, "elementwise_ops", arch, ops))
     f.done()
     return opt

@@ -223,6 +223,8 @@ class Optimizer:
     combiners: tuple[Combiner, ...]
     fallback: str | None  # the arch that lowers what this one does not take
     float32_ops: tuple[str, ...] = ()  # its ops that compute in float32 in any precision
+    # Its element-wise ops: in a reduced precision they compute in what they read.
+    elementwise_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

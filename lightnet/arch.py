@@ -33,8 +33,10 @@ class Arch:
     expanders: dict[str, Callable] = field(default_factory=dict)
     combiners: tuple[Combiner, ...] = ()
     fallback: str | None = None
-    # Ops that compute in float32 in a model of a reduced precision (lightnet.layouts).
+    # Ops that compute in float32 in a model of a reduced precision, and element-wise
+    # ops, which compute in what they read (lightnet.layouts).
     float32_ops: frozenset[str] = frozenset()
+    elementwise_ops: frozenset[str] = frozenset()
 
 
 @cache
@@ -50,7 +52,8 @@ def archs() -> dict[str, Arch]:
         else:
             result[name] = Arch(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
                                 fallback=optimizers.FALLBACK,
-                                float32_ops=optimizers.FLOAT32_OPS)
+                                float32_ops=optimizers.FLOAT32_OPS,
+                                elementwise_ops=optimizers.ELEMENTWISE_OPS)
     return result
 
 

@@ -26,8 +26,11 @@ hold their copy in bfloat16 (their `dtype` param, recorded in the IR) and the
 type of the tensors it reads (lightnet.dnnl.ops), so its output is bfloat16 too,
 and model inputs, outputs and cpu ops stay float32. The ops the dnnl optimizer
 description lists as `float32_ops` (a softmax), and the dnnl ops making what they
-read, compute in float32 inside such a region; an element-wise dnnl op (FOLLOWERS)
-computes in what it reads (float32 from a cpu op or a model input): a reorder
+read, compute in float32 inside such a region; an element-wise dnnl op (its
+`elementwise_ops`) computes in what it reads: in the data type of the dnnl op making
+it, in float32 where a cpu op or the model's input makes it (converting such a tensor
+for one element-wise op would cost two conversions and a rounding, and gain
+nothing). A reorder
 converts where a dnnl op reads a tensor held in the other data type.
 """
 
@@ -44,13 +47,6 @@ WEIGHTS = "weights_dnnl"
 CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
 
 FLOAT32 = "float32"
-
-# The element-wise dnnl ops: in a reduced-precision model they compute in the data type
-# of what they read, that of the dnnl op making it, and float32 where a cpu op or the
-# model's input makes it (converting such a tensor for one element-wise op would cost
-# two conversions and a rounding, and gain nothing).
-FOLLOWERS = frozenset({"relu_dnnl", "lrelu_dnnl", "sigmoid_dnnl", "tanh_dnnl", "clip_dnnl",
-                       "hard_swish_dnnl", "hard_sigmoid_dnnl", "gelu_dnnl", "swish_dnnl"})
 
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.
@@ -120,7 +116,7 @@ def lay_out(ctx, precision: str = FLOAT32) -> None:
 
     if precision != FLOAT32:
         for op in ops:  # in run order: a producer's data type is settled first
-            if _is_dnnl(op) and op.optype in FOLLOWERS:
+            if _is_dnnl(op) and op.optype in get_arch(DNNL).elementwise_ops:
                 made_by = producer.get(op.tensors_in["src"])
                 held = holds(made_by) if made_by is not None and _makes_dnnl(made_by) else None
                 follows[op.name] = held or FLOAT32

@@ -230,12 +230,13 @@ def test_fallback_names_another_runnable_arch(tmp_path):
         _load(tmp_path, BASE_OPS, {"cpu.yaml": "arch: cpu\nfallback: cpu\n"})
 
 
-def test_float32_ops_are_ops_of_the_arch(tmp_path):
-    d = _load(tmp_path, BASE_OPS, {"cpu.yaml": "arch: cpu\nfloat32_ops: [scale_cpu]\n"})
-    assert d.optimizers[0].float32_ops == ("scale_cpu",)
-    with pytest.raises(DescriptionError, match=r"cpu\.yaml:2: float32_ops: expected a list of "
+@pytest.mark.parametrize("key", ["float32_ops", "elementwise_ops"])
+def test_op_lists_are_ops_of_the_arch(tmp_path, key):
+    d = _load(tmp_path, BASE_OPS, {"cpu.yaml": f"arch: cpu\n{key}: [scale_cpu]\n"})
+    assert getattr(d.optimizers[0], key) == ("scale_cpu",)
+    with pytest.raises(DescriptionError, match=rf"cpu\.yaml:2: {key}: expected a list of "
                                                r"ops of arch 'cpu', found \['scale'\]"):
-        _load(tmp_path / "bad", BASE_OPS, {"cpu.yaml": "arch: cpu\nfloat32_ops: [scale]\n"})
+        _load(tmp_path / "bad", BASE_OPS, {"cpu.yaml": f"arch: cpu\n{key}: [scale]\n"})
 
 
 def test_no_optimizer_when_nothing_is_runnable(tmp_path):

@@ -432,6 +432,9 @@ FALLBACK = None
 # Ops that compute in float32 whatever the model's precision (lightnet.layouts).
 FLOAT32_OPS = frozenset()
 
+# Element-wise ops: in a reduced precision they compute in what they read (lightnet.layouts).
+ELEMENTWISE_OPS = frozenset()
+
 EXPANDERS = {
     "conv2d": expand_conv2d,
 }

@@ -18,7 +18,8 @@ many percent; a layernorm's statistics are float32 in oneDNN whatever it reads,
 but its source is a transformer's residual stream, made by the residual add:
 held in float32 it does not gather a rounding per block (ViT-S/16 in bfloat16:
 worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the layernorms in
-bfloat16, beyond the 2e-2 contract).
+bfloat16, beyond the 2e-2 contract). An element-wise op (elementwise_ops)
+computes in the data type of what it reads.
 """
 
 from __future__ import annotations
@@ -775,6 +776,21 @@ FALLBACK = "cpu"
 
 # Ops that compute in float32 whatever the model's precision (lightnet.layouts).
 FLOAT32_OPS = frozenset(["softmax_dnnl", "layernorm_dnnl"])
+
+# Element-wise ops: in a reduced precision they compute in what they read (lightnet.layouts).
+ELEMENTWISE_OPS = frozenset(
+    [
+        "relu_dnnl",
+        "lrelu_dnnl",
+        "sigmoid_dnnl",
+        "tanh_dnnl",
+        "clip_dnnl",
+        "hard_swish_dnnl",
+        "hard_sigmoid_dnnl",
+        "gelu_dnnl",
+        "swish_dnnl",
+    ]
+)
 
 EXPANDERS = {
     "conv2d": expand_conv2d,
