@@ -1,10 +1,11 @@
 """oneDNN primitives for fixed shapes: what a dnnl op creates at load and calls per run.
 
 Each constructor (conv2d, deconv2d, matmul, pool2d, eltwise, binary, concat,
-batchnorm, layernorm, lrn, softmax, resample, reorder) takes logical shapes in LightNet's
-conventions (NCHW, weights as the cpu kernels take them, padding as (top, left,
-bottom, right), dilation 1 for none), the data type it computes in and a layout
-for each activation, and returns a Kernel: the primitive, created once, with the layout
+batchnorm, layernorm, lrn, softmax, reduction, shuffle, resample, reorder) takes
+logical shapes in LightNet's conventions (NCHW, weights as the cpu kernels take
+them, padding as (top, left, bottom, right), dilation 1 for none), the data type it
+computes in and a layout for each activation, and returns a Kernel: the primitive,
+created once, with the layout
 oneDNN chose for every tensor (`descs`), the bytes each takes there, blocked
 padding included (`nbytes`), its scratchpad size, and its implementation name.
 
