@@ -75,18 +75,16 @@ def record(entry, desc, source=None) -> None:
 class Call:
     """A primitive and the op args its tensors are: `args` maps the kernel's tensor
     names to the op's arg names; `entries` are the op's tensor entries by arg name.
-    `before`: reorders run first, each of a source (by the kernel's tensor name, or one
-    Kernel for "src") into the op's scratch, in the layout the kernel reads it in."""
+    `before`: reorders run first, each of a source (by the kernel's tensor name) into
+    the op's scratch, in the layout the kernel reads it in."""
 
     def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
-                 before: primitives.Kernel | dict | None = None):
+                 before: dict[str, primitives.Kernel] | None = None):
         self.kernel = kernel
         self.args = args
         self.impl_info = kernel.impl_info
         # A reorder of a source into the op's scratch (after the scratchpad), when the
         # kernel reads it in a layout other than its producer's.
-        if isinstance(before, primitives.Kernel):
-            before = {"src": before}
         self.before = dict(before or {})
         self.scratch = kernel.scratchpad
         self.places = {}
@@ -166,8 +164,9 @@ def bind(op, scratch, **arrays):
 
 
 # Fused activations: the eltwise post-op of each, with oneDNN's alpha and beta from the
-# op's params (hard_swish, hard_sigmoid: d = s * max(0, min(1, alpha * s + beta)) and
-# max(0, min(1, alpha * s + beta)); swish: d = s / (1 + exp(-alpha * s))).
+# op's activation params, which its description passes (negslope, clip_min, clip_max,
+# hard_alpha, hard_beta, swish_alpha). hard_swish: d = s * max(0, min(1, alpha * s +
+# beta)); hard_sigmoid: max(0, min(1, alpha * s + beta)); swish: s / (1 + exp(-alpha * s)).
 _ACTIVATIONS = {
     "relu": lambda a: ("relu",),
     "lrelu": lambda a: ("lrelu", a["negslope"]),
@@ -181,21 +180,13 @@ _ACTIVATIONS = {
     "swish": lambda a: ("swish", a["swish_alpha"]),
 }
 
-_ACTIVATION_DEFAULTS = {"negslope": 0.01, "clip_min": 0.0, "clip_max": 0.0,
-                        "hard_alpha": 1 / 6, "hard_beta": 0.5, "swish_alpha": 1.0}
-
 
 def _post_ops(residual, activation: str, **params):
     """The post-ops of a fused residual (a sum) and activation; `params` are the op's
-    activation params (negslope, clip_min, clip_max, hard_alpha, hard_beta,
-    swish_alpha)."""
+    activation params (see _ACTIVATIONS)."""
     post = [sum_post_op()] if residual is not None else []
-    unknown = set(params) - set(_ACTIVATION_DEFAULTS)
-    if unknown:
-        raise ValueError(f"oneDNN: unknown activation params {sorted(unknown)}")
     if activation in _ACTIVATIONS:
-        post.append(eltwise_post_op(*_ACTIVATIONS[activation]({**_ACTIVATION_DEFAULTS,
-                                                                **params})))
+        post.append(eltwise_post_op(*_ACTIVATIONS[activation](params)))
     elif activation != "none":
         raise ValueError(f"oneDNN: no fused activation {activation!r}")
     return post
@@ -224,14 +215,14 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     src_layout = _layout(src, chooses=True)
     dst_layout = _layout(residual) if fixed_dst else "any"
     kernel = create(src_layout, dst_layout)
-    before = None
+    before = {}
     if _reference(kernel) and src_layout != "any":
         if not fixed_dst and src.layout in primitives.TAGS_4D:
             kernel = create(src_layout, src.layout)
         if _reference(kernel):
             preferred = create("any", dst_layout)
             if not _reference(preferred):
-                before = _create(primitives.reorder, src.desc, preferred.descs["src"])
+                before["src"] = _create(primitives.reorder, src.desc, preferred.descs["src"])
                 kernel = preferred
     if pending:
         record(residual, kernel.descs["dst"])
