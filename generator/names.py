@@ -33,7 +33,10 @@ RESERVED = GLOBALS | NN_NAMES | frozenset({
 # must be named otherwise.
 RULE_RESERVED = GLOBALS | frozenset({
     "ctx", "window", "target", "op", "ops", "b", "Builder", "OpView", "Combiner",
+    "FLOAT32_OPS", "ELEMENTWISE_OPS",
 })
+# The optimizer description's own op lists, which its rules' conditions may read.
+RULE_OP_LISTS = ("FLOAT32_OPS", "ELEMENTWISE_OPS")
 # Builtins hidden in the op being validated: its own arguments and pre_run
 # names are locals of the generated functions, so e.g. a param `max` makes
 # `max(...)` in an earlier param's check an unbound local, not the builtin.

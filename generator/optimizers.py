@@ -7,7 +7,7 @@ import keyword
 from pathlib import Path
 
 from generator.fields import Fields
-from generator.names import RULE_RESERVED, check_names, expression, parse
+from generator.names import RULE_OP_LISTS, RULE_RESERVED, check_names, expression, parse
 from generator.ops import plain
 from generator.schema import (ARCHS, Combiner, Constant, Expander, NewOp, OpDesc, Optimizer,
                               Rule)
@@ -89,7 +89,7 @@ def _rule(f: Fields, arch: str, ops, subject: str, likes, fallback) -> Rule:
             raise f.error("tensors", f"'{t}' is reserved: the generated code uses that name")
     constants = _constants(f, arch, ops, [subject, *tensors], fallback)
     known = [subject, *tensors, *(n for c in constants for n in c.names)]
-    when = expression(f, "when", [subject], None)
+    when = expression(f, "when", [subject, *RULE_OP_LISTS], None)
     replace = f.get("replace", (str, list))
     if isinstance(replace, str):  # shorthand: the op under another optype
         if replace not in ops or ops[replace].arch != arch:

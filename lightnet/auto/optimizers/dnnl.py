@@ -467,18 +467,7 @@ def combine_sink_reshape(ctx, window):
         and ops[0].consumers("dst") == 1
         and ops[0].outs.dst.shape[-1] == ops[0].ins.src.shape[-1]
         and (
-            ops[1].optype
-            in (
-                "relu_dnnl",
-                "lrelu_dnnl",
-                "sigmoid_dnnl",
-                "tanh_dnnl",
-                "clip_dnnl",
-                "hard_swish_dnnl",
-                "hard_sigmoid_dnnl",
-                "gelu_dnnl",
-                "swish_dnnl",
-            )
+            ops[1].optype in ELEMENTWISE_OPS
             and ops[1].ins.src.name == ops[0].outs.dst.name
             or ops[1].optype == "elew_dnnl"
             and ops[1].params.elew_op == "TL_SUM"
