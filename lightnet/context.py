@@ -34,6 +34,13 @@ from lightnet.tensor import MemType, TensorTable
 _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 
 
+def _reference_kernel(op) -> bool:
+    """Whether `op` runs its library's reference implementation (oneDNN reports
+    one as `ref:...`): correct, but written for clarity, not speed."""
+    info = getattr(op.values.get("call"), "impl_info", None)
+    return info is not None and info.startswith("ref")
+
+
 def _locked(method):
     """`method` run holding the context's lock (see Context)."""
     @functools.wraps(method)
@@ -241,9 +248,21 @@ class Context:
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
-        self._values = {}
+        # An op a library would run with its reference kernel (oneDNN's `ref:`, many
+        # times slower than its own kernels) is compiled again on the fallback
+        # architecture (docs/runtime.md, "Never a reference kernel").
+        originals = [op.copy_as(op.proto) for op in self.ops]
+        lowered = {op.name for op in originals if op.arch == "none"}
+        on_fallback: frozenset[str] = frozenset()
         try:
-            pipeline.compile(self, target, combine, dtype)
+            while True:
+                self._values = {}
+                pipeline.compile(self, target, combine, dtype, on_fallback)
+                slow = {op.name for op in self.ops if _reference_kernel(op)} & lowered
+                if slow <= on_fallback:
+                    break
+                on_fallback |= slow
+                self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
         finally:
             self._values = {}
 

@@ -15,9 +15,10 @@ from lightnet.errors import LightNetError
 MAX_COMBINE_ROUNDS = 100
 
 
-def expand(ctx, arch: Arch) -> None:
+def expand(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> None:
     """Replace every op not of `arch` (or of its fallback) by what the arch
-    lowers it to."""
+    lowers it to; the ops named in `on_fallback` by what its fallback lowers
+    them to (ops the arch's library would run with a slow reference kernel)."""
     runs = {arch.name, arch.fallback}
     i = 0
     while i < len(ctx.ops):
@@ -25,7 +26,7 @@ def expand(ctx, arch: Arch) -> None:
         if op.arch in runs:
             i += 1
             continue
-        new_ops = lower(ctx, arch, op)
+        new_ops = None if op.name in on_fallback else lower(ctx, arch, op)
         if new_ops is None and arch.fallback is not None:
             new_ops = lower(ctx, get_arch(arch.fallback), op)
         if new_ops is None:

@@ -30,7 +30,7 @@ PENDING = "any"
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
            "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
            "shuffle", "reduce", "unary", "reorder",
-           "describe_kernels"]
+           "kernel_counts", "describe_kernels"]
 
 
 def _dtype(entry) -> str:
@@ -222,7 +222,7 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
         if _reference(kernel):
             preferred = create("any", dst_layout)
             if not _reference(preferred):
-                before["src"] = _create(primitives.reorder, src.desc, preferred.descs["src"])
+                before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
                 kernel = preferred
     if pending:
         record(residual, kernel.descs["dst"])
@@ -389,22 +389,25 @@ def binary(op, src1, src2, dst, name: str) -> int:
     reference implementation for the two layouts (a broadcast operand, such as a
     squeeze-excite gate [N, C, 1, 1], in a layout other than src1's), it reads src2 in
     src1's layout instead: a src2 left to it takes that layout, any other is reordered
-    into it first, into the op's scratch. A src2 of fewer dims (a bias [C] added to
-    [N, T, C]) is read plain, as of src1's rank with leading dims of 1."""
+    into it first, into the op's scratch. A src2 of fewer dims is read as of src1's
+    rank with leading dims of 1: one left to it (a weight, such as a per-channel
+    scale [C, 1, 1]) like one of src1's rank, any other (a bias [C] added to
+    [N, T, C]) plain."""
     dtype = _computes_in(src1, src2)
+    shape2 = (1,) * (src1.ndim - src2.ndim) + tuple(src2.shape)
 
     def create(layout):
         return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
                        src0=_layout(src1), src1=layout)
 
     before = {}
-    if src2.ndim < src1.ndim:
+    if src2.ndim < src1.ndim and src2.layout != PENDING:
         _read_plain(src2, dtype, "src1", before)
         kernel = create("plain")
     else:
         kernel = create(_layout(src2))
         if _reference(kernel):
-            like = _like(kernel.descs["src0"], src2.shape, dtype)
+            like = _like(kernel.descs["src0"], shape2, dtype)
             if like is not None:
                 again = create(like)
                 if not _reference(again):
@@ -498,15 +501,21 @@ def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
     return 0
 
 
-def describe_kernels(ops) -> str:
-    """oneDNN's implementations (impl_info) the loaded dnnl ops run, with counts, in
-    order of first use: what `lightnet bench` and bench/run.py print."""
+def kernel_counts(ops) -> dict[str, int]:
+    """How many of the dnnl ops `ops` run each of oneDNN's implementations (impl_info),
+    in order of first use; a reorder's is known once the model is loaded."""
     counts: dict[str, int] = {}
     for op in ops:
-        call = op.values.get("call")
-        info = getattr(call, "impl_info", None)
+        info = getattr(op.values.get("call"), "impl_info", None)
         if info is not None:
             counts[info] = counts.get(info, 0) + 1
+    return counts
+
+
+def describe_kernels(ops) -> str:
+    """The kernel_counts of the loaded dnnl ops in one line: what `lightnet bench` and
+    bench/run.py print."""
+    counts = kernel_counts(ops)
     if not counts:
         return "oneDNN: none (no op runs on dnnl)"
     return "oneDNN: " + ", ".join(f"{k} x{n}" for k, n in counts.items())

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError
+from lightnet import Context, LightNetError, pipeline
 from lightnet.dnnl import capi
 from tests.irbuild import ModelBuilder
 
@@ -347,6 +347,39 @@ def test_squeeze_excite_stays_in_one_dnnl_region():
         "dnnl", "plain"]
     assert [op.values["activation"] for op in ctx.ops if op.optype == "conv2d_dnnl"] == [
         "none", "hard_swish", "relu", "hard_sigmoid", "none"]
+
+
+@pytest.mark.parametrize("shape", [[13, 1, 1], [1, 13, 1, 1]], ids=str)
+@pytest.mark.parametrize("elew_op", ["TL_MUL", "TL_SUM"])
+def test_a_per_channel_constant_after_a_convolution_runs_on_onednn(shape, elew_op):
+    """A constant of one value per channel ([C, 1, 1], as Caffe2-converted models scale
+    and shift) is reordered once into the layout of the convolution's output (13
+    channels: a partial last block), where oneDNN's jit binary reads it."""
+    m = ModelBuilder()
+    y = m.conv(m.input("data", [1, 3, 9, 9]), 3, 13, 3, pad=1)
+    m.op("elew", {"src1": y, "src2": m.weight("s", shape)}, elew_op=elew_op)
+    ctx = check_against_cpu(m.to_dict(), combine=False, optypes=["elew_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "elew_dnnl"]
+    assert not op.values["call"].impl_info.startswith("ref"), op.values["call"].impl_info
+
+
+def test_an_op_onednn_runs_only_by_its_reference_kernel_is_compiled_for_the_cpu():
+    """A multiply by an operand broadcasting along the width only ([1, C, H, 1]) beside a
+    blocked convolution output: oneDNN has only its reference binary for it, so the
+    compile lowers that op with the fallback (cpu) instead; the model has no `ref:`."""
+    m = ModelBuilder()
+    y = m.conv(m.input("data", [1, 3, 7, 7]), 3, 24, 3, pad=1)
+    m.op("elew", {"src1": y, "src2": m.input("gate", [1, 24, 7, 1])}, elew_op="TL_MUL")
+    doc = m.to_dict()
+    ctx = check_against_cpu(doc)
+    assert not any(op.values.get("call") is not None
+                   and str(op.values["call"].impl_info).startswith("ref") for op in ctx.ops)
+    first = Context()
+    first.init(doc)
+    pipeline.compile(first, "dnnl")  # one pass, no second compile
+    if any(op.optype == "elew_dnnl" and op.values["call"].impl_info.startswith("ref")
+           for op in first.ops):
+        assert "elew_cpu" in [op.optype for op in ctx.ops]
 
 
 def test_elew_whose_operands_broadcast_each_other_stays_on_cpu():
