@@ -104,6 +104,9 @@ class Context:
         # is given none.
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
+        # The ops compile() lowered for the fallback architecture because the target's
+        # library had only its reference kernel for them: name -> (optype, kernel).
+        self.refused: dict[str, tuple[str, str]] = {}
         self._runs: tuple = ()
         self._run_ops: tuple = ()
         self._blas_threads: int | None = None  # numpy's BLAS threads while running
@@ -251,17 +254,19 @@ class Context:
         # An op a library would run with its reference kernel (oneDNN's `ref:`, many
         # times slower than its own kernels) is compiled again on the fallback
         # architecture (docs/runtime.md, "Never a reference kernel").
+        # `refused` keeps what each such op would have been: (optype, kernel).
         originals = [op.copy_as(op.proto) for op in self.ops]
         lowered = {op.name for op in originals if op.arch == "none"}
-        on_fallback: frozenset[str] = frozenset()
+        self.refused = {}
         try:
             while True:
                 self._values = {}
-                pipeline.compile(self, target, combine, dtype, on_fallback)
-                slow = {op.name for op in self.ops if _reference_kernel(op)} & lowered
-                if slow <= on_fallback:
+                pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
+                slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
+                        if op.name in lowered and _reference_kernel(op)}
+                if slow.keys() <= self.refused.keys():
                     break
-                on_fallback |= slow
+                self.refused.update(slow)
                 self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
         finally:
             self._values = {}

@@ -188,7 +188,7 @@ def _hoist_constants(ctx, job):
 @register("combine", requires=["lowered", "sources-first"], provides=["fused", "ops-final"])
 def _combine(ctx, job):
     """Apply the target's combiners over windows of adjacent ops until none matches."""
-    passes.combine(ctx, job.arch)
+    passes.combine(ctx, job.arch, job.on_fallback)
 
 
 @register("remove-dead-constants", requires=["fused"],
