@@ -237,6 +237,30 @@ def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
 
 
+def _tagged(shape, dtype: str, tags) -> list:
+    """`shape` in `dtype` laid out as each of the 4-D tags `tags` (none unless 4-D)."""
+    if len(shape) != 4:
+        return []
+    return [primitives.MemoryDesc.with_tag(tuple(shape), dtype, primitives.TAGS_4D[t])
+            for t in tags]
+
+
+def _avoid_reference(kernel, create, entry, name: str, layouts, before: dict):
+    """`kernel`, or, where it is oneDNN's reference one, the first kernel `create(desc)`
+    makes that is not, reading `entry` (the kernel's tensor `name`) in the layout `desc`
+    of `layouts`: an entry left to the op takes that layout, any other is reordered into
+    it first (`before`, into the op's scratch). `kernel` when none is."""
+    if not _reference(kernel):
+        return kernel
+    for desc in layouts:
+        again = create(desc)
+        if not _reference(again):
+            if entry.layout != PENDING:
+                before[name] = _create(primitives.reorder, _desc(entry), desc)
+            return again
+    return kernel
+
+
 def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
     """Have a primitive read `entry` (computed per run) in LightNet's plain layout, in
     `dtype`: a copy the layout pass left to it is made plain; one a producer holds in
@@ -339,10 +363,19 @@ def softmax(op, src, dst, *, axis) -> int:
 
 def shuffle(op, src, dst, *, group) -> int:
     """A channel shuffle in the source's layout (oneDNN's group_size is the channels of
-    one of LightNet's groups)."""
-    kernel = _create(primitives.shuffle, src.shape, 1, src.shape[1] // group,
-                     dtype=_dtype(src), src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    one of LightNet's groups), else in channel blocks: oneDNN shuffles plain and
+    channels-last tensors with its reference kernel only."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.shuffle, src.shape, 1, src.shape[1] // group, dtype=dtype,
+                       src=layout)
+
+    before = {}
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              _tagged(src.shape, dtype, ("aBcd16b", "aBcd8b")), before)
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
 
 
 def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
@@ -406,14 +439,8 @@ def binary(op, src1, src2, dst, name: str) -> int:
         kernel = create("plain")
     else:
         kernel = create(_layout(src2))
-        if _reference(kernel):
-            like = _like(kernel.descs["src0"], shape2, dtype)
-            if like is not None:
-                again = create(like)
-                if not _reference(again):
-                    if src2.layout != PENDING:
-                        before["src1"] = _create(primitives.reorder, _desc(src2), like)
-                    kernel = again
+        like = _like(kernel.descs["src0"], shape2, dtype)
+        kernel = _avoid_reference(kernel, create, src2, "src1", [like] if like else [], before)
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
                             {"src1": src1, "src2": src2, "dst": dst}, before))
 
@@ -455,13 +482,30 @@ class _Concat(Call):
 
 
 def concat(op, srcs, dst, axis: int) -> int:
-    """The sources (src1, src2, ...) joined along `axis`."""
-    kernel = _create(primitives.concat, [s.shape for s in srcs], axis,
-                     dtype=_computes_in(*srcs), srcs=[_layout(s) for s in srcs])
+    """The sources (src1, src2, ...) joined along `axis`, each read in its own layout,
+    else all channels-last: oneDNN joins sources of different layouts, or channel blocks
+    cut by the joint (58 + 58 channels in blocks of 8), with its reference kernel only.
+    A source held otherwise is then reordered first, into the op's scratch."""
+    dtype = _computes_in(*srcs)
+
+    def create(layouts):
+        return _create(primitives.concat, [s.shape for s in srcs], axis, dtype=dtype,
+                       srcs=layouts)
+
+    kernel = create([_layout(s) for s in srcs])
+    before = {}
+    if _reference(kernel) and all(s.ndim == 4 for s in srcs):
+        layouts = [_tagged(s.shape, dtype, ("acdb",))[0] for s in srcs]
+        again = create(layouts)
+        if not _reference(again):
+            kernel = again
+            for i, (s, desc) in enumerate(zip(srcs, layouts)):
+                if s.layout != PENDING and _desc(s) != desc:
+                    before[f"src{i}"] = _create(primitives.reorder, _desc(s), desc)
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
     entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
-    return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}))
+    return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}, before))
 
 
 class Reorder:
