@@ -216,12 +216,12 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     dst_layout = _layout(residual) if fixed_dst else "any"
     kernel = create(src_layout, dst_layout)
     before = {}
-    if _reference(kernel) and src_layout != "any":
+    if _slow_convolution(kernel) and src_layout != "any":
         if not fixed_dst and src.layout in primitives.TAGS_4D:
             kernel = create(src_layout, src.layout)
-        if _reference(kernel):
+        if _slow_convolution(kernel):
             preferred = create("any", dst_layout)
-            if not _reference(preferred):
+            if not _slow_convolution(preferred):
                 before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
                 kernel = preferred
     if pending:
@@ -235,6 +235,12 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
 
 def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
+
+
+def _slow_convolution(kernel) -> bool:
+    """A reference convolution, or oneDNN's GEMM-based one (im2col and a GEMM, `gemm:jit`:
+    what it runs on a plain source; a depthwise 7x7 takes many times its direct kernel)."""
+    return _reference(kernel) or "gemm" in kernel.impl_info
 
 
 def _tagged(shape, dtype: str, tags) -> list:

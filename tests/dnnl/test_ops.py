@@ -785,6 +785,21 @@ def test_a_source_layout_without_a_fast_kernel_is_reordered_inside_the_convoluti
     assert not any(c.impl_info.startswith("ref") for c in calls), [c.impl_info for c in calls]
 
 
+@pytest.mark.parametrize("k,group", [(7, 16), (3, 16), (3, 1)])
+def test_a_plain_source_is_reordered_rather_than_convolved_by_gemm(k, group):
+    """A max pool of the (plain) input writes plain; oneDNN convolves a plain source by
+    im2col and a GEMM (`gemm:jit`, a depthwise 7x7 several times slower than its direct
+    kernel), so the convolution reorders it into the layout it prefers first."""
+    m = ModelBuilder()
+    x = m.op("maxpool2d", {"src": m.input("data", [1, 16, 17, 17])}, size=[2, 2],
+             stride=[1, 1], padding=[0, 0, 0, 0])
+    m.conv(x, 16, 16, k, pad=k // 2, group=group)
+    ctx = check_against_cpu(m.to_dict())
+    (conv,) = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
+    assert ctx.tensors[conv.tensors_in["src"]].layout is None
+    assert "gemm" not in conv.values["call"].impl_info, conv.values["call"].impl_info
+
+
 def test_a_weight_two_convolutions_read_is_reordered_for_each():
     m = ModelBuilder()
     x = m.input("data", [1, 8, 6, 6])
