@@ -785,6 +785,29 @@ def test_a_source_layout_without_a_fast_kernel_is_reordered_inside_the_convoluti
     assert not any(c.impl_info.startswith("ref") for c in calls), [c.impl_info for c in calls]
 
 
+@pytest.mark.parametrize("shape", [[1, 1, 1, 1], [1, 2, 1, 1], [2, 1, 3, 1]], ids=str)
+def test_a_plain_source_whose_kernel_is_the_reference_one_is_reordered(shape):
+    """oneDNN convolves a 1-pixel plain source only with its reference kernel; the
+    convolution reorders the (plain) source into its preferred layout first (this once
+    failed with an internal error: the plain source has no oneDNN descriptor)."""
+    m = ModelBuilder()
+    m.conv(m.op("relu", {"src": m.input("data", shape)}), shape[1], 3, 3, pad=1)
+    check_against_cpu(m.to_dict(), optypes=["conv2d_dnnl"])
+
+
+@pytest.mark.parametrize("c,group,k", [(136, 4, 1), (21, 3, 3), (240, 3, 1), (58, 2, 3)])
+def test_grouped_convolutions_of_odd_group_widths_run_fast_kernels(c, group, k):
+    """ShuffleNet v1's 1x1 convolutions of 4 groups of 34 channels (and groups of 7 and
+    29): neither oneDNN's reference kernel nor its GEMM-based one."""
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 3, 14, 14]), 3, c, 3, pad=1))
+    m.conv(x, c, c, k, pad=k // 2, group=group)
+    ctx = check_against_cpu(m.to_dict(), optypes=["conv2d_dnnl"])
+    for op in ctx.ops:
+        if op.optype == "conv2d_dnnl":
+            assert "gemm" not in op.values["call"].impl_info, op.values["call"].impl_info
+
+
 @pytest.mark.parametrize("k,group", [(7, 16), (3, 16), (3, 1)])
 def test_a_plain_source_is_reordered_rather_than_convolved_by_gemm(k, group):
     """A max pool of the (plain) input writes plain; oneDNN convolves a plain source by
