@@ -121,6 +121,7 @@ dnnl_normalization_flags_none = 0x0
 dnnl_use_global_stats = 0x1
 dnnl_use_scale = 0x2
 dnnl_use_shift = 0x4
+dnnl_fuse_norm_relu = 0x8
 
 # dnnl_scratchpad_mode_t
 dnnl_scratchpad_mode_user = 1

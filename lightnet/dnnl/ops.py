@@ -323,10 +323,11 @@ def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_paddi
                             {"src": src, "weight": weight, "bias": bias, "dst": dst}))
 
 
-def batchnorm(op, src, scale, offset, mean, var, dst, *, epsilon) -> int:
-    """Inference batch normalization in the source's layout; the [C] tensors plain."""
-    kernel = _create(primitives.batchnorm, src.shape, epsilon, dtype=_dtype(src),
-                     src=_layout(src))
+def batchnorm(op, src, scale, offset, mean, var, dst, *, epsilon, activation="none") -> int:
+    """Inference batch normalization in the source's layout, with a fused relu (oneDNN's
+    fuse_norm_relu) when `activation` says so; the [C] tensors plain."""
+    kernel = _create(primitives.batchnorm, src.shape, epsilon, relu=activation == "relu",
+                     dtype=_dtype(src), src=_layout(src))
     args = {"src": "src", "mean": "mean", "variance": "var", "scale": "scale",
             "shift": "offset", "dst": "dst"}
     return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "offset": offset,

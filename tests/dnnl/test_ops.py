@@ -922,7 +922,11 @@ def test_batchnorm_not_folded_matches_cpu():
     parts = [m.conv(x, 3, c, 3, pad=1) for c in (5, 12)]
     y = m.op("concat", {"src1": parts[0], "src2": parts[1]}, axis=1)
     m.relu(m.batchnorm(y, 17))
-    check_against_cpu(m.to_dict(), optypes=["batchnorm_dnnl", "concat_dnnl"])
+    ctx = check_against_cpu(m.to_dict(), optypes=["batchnorm_dnnl", "concat_dnnl"])
+    (bn,) = [op for op in ctx.ops if op.optype == "batchnorm_dnnl"]
+    assert bn.values["activation"] == "relu"  # the relu fused (fuse_norm_relu)
+    assert "relu_dnnl" not in [op.optype for op in ctx.ops]
+    check_against_cpu(m.to_dict(), combine=False, optypes=["batchnorm_dnnl", "relu_dnnl"])
 
 
 @pytest.mark.parametrize("group,stride,padding,output_padding,dilation", [

@@ -591,6 +591,22 @@ def combine_fuse_relu(ctx, window):
     ]
 
 
+def combine_batchnorm_relu(ctx, window):
+    """Apply a relu inside the batchnorm that feeds it (one not folded into a
+    convolution)."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "relu"})
+    ]
+
+
 def combine_fuse_lrelu(ctx, window):
     """Apply an lrelu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
@@ -825,6 +841,7 @@ COMBINERS = (
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
+    Combiner("batchnorm_relu", ("batchnorm_dnnl", "relu_dnnl"), combine_batchnorm_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_dnnl"), combine_fuse_lrelu),
     Combiner("fuse_sigmoid", ("*", "sigmoid_dnnl"), combine_fuse_sigmoid),
     Combiner("fuse_tanh", ("*", "tanh_dnnl"), combine_fuse_tanh),
