@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, pipeline
+from lightnet import kernels as K
 from lightnet.dnnl import capi
 from tests.irbuild import ModelBuilder
 
@@ -381,6 +382,40 @@ def test_a_per_channel_constant_after_a_convolution_runs_on_onednn(shape, elew_o
     ctx = check_against_cpu(m.to_dict(), combine=False, optypes=["elew_dnnl"])
     (op,) = [op for op in ctx.ops if op.optype == "elew_dnnl"]
     assert not op.values["call"].impl_info.startswith("ref"), op.values["call"].impl_info
+
+
+@pytest.mark.parametrize("elew_op", ["TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB"])
+def test_a_per_channel_constant_folds_into_the_convolution(elew_op):
+    """Compiled with its weights, a scale and a shift of one value per channel after a
+    convolution become its weights and bias (conv_channel_fold); the relu then fuses."""
+    m = ModelBuilder()
+    y = m.conv(m.input("data", [1, 3, 9, 9]), 3, 13, 3, pad=1)
+    y = m.op("elew", {"src1": y, "src2": m.weight("s", [13, 1, 1], 0.5, 2)}, elew_op=elew_op)
+    y = m.op("elew", {"src1": y, "src2": m.weight("t", [1, 13, 1, 1])}, elew_op="TL_SUM")
+    m.relu(y)
+    ctx = check_against_cpu(m.to_dict(), weights={})
+    assert [op.optype for op in ctx.ops if op.arch == "dnnl" and "weights" not in op.optype
+            and "reorder" not in op.optype] == ["conv2d_dnnl"]
+    (conv,) = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
+    assert conv.values["activation"] == "relu"
+
+
+def test_folding_a_per_channel_operand_is_the_operation_after_the_convolution():
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s) for s in ((2, 5, 6, 7), (4, 5, 3, 3), (4,)))
+    v = rng.uniform(0.5, 2, (4, 1, 1))
+    conv = np.zeros((2, 4, 4, 5))
+    K.conv2d(x, w, b, conv, group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
+    for elew_op, want in (("TL_MUL", conv * v), ("TL_DIV", conv / v), ("TL_SUM", conv + v),
+                          ("TL_SUB", conv - v)):
+        w2, b2 = K.fold_channel_operand_conv(w, b, v, elew_op, np.float64)
+        got = np.zeros_like(conv)
+        K.conv2d(x, w2, b2, got, group=1, stride=(1, 1), padding=(0, 0, 0, 0),
+                 dilation=(1, 1))
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert K.channel_operand((4, 1, 1), (2, 4, 6, 7)) and K.channel_operand((1,), (2, 4, 6, 7))
+    assert not K.channel_operand((4, 1, 7), (2, 4, 6, 7))
+    assert not K.channel_operand((2, 4, 1, 1), (2, 4, 6, 7))  # one value per image
 
 
 def test_an_op_onednn_runs_only_by_its_reference_kernel_is_compiled_for_the_cpu():

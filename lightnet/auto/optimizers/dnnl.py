@@ -374,6 +374,45 @@ def combine_conv_batchnorm_fold(ctx, window):
     ]
 
 
+def combine_conv_channel_fold(ctx, window):
+    """Fold a multiply, divide, add or subtract by a known constant of one value
+    per output channel ([C, 1, 1], as Caffe2-converted models scale and shift)
+    into the convolution that feeds it at compile time, when the model is
+    compiled with its weights."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].params.elew_op in ("TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB")
+        and ops[1].ins.src1.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+        and not ops[0].given("residual")
+        and ops[0].known("weight", "bias")
+        and ops[1].known("src2")
+        and kernels.channel_operand(ops[1].ins.src2.shape, ops[0].outs.dst.shape)
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    weight, bias = b.constants(
+        ops[0].name,
+        ("weight", "bias"),
+        kernels.fold_channel_operand_conv(
+            ops[0].value("weight"),
+            ops[0].value("bias"),
+            ops[1].value("src2"),
+            ops[1].params.elew_op,
+            ops[0].outs.dst.dtype.np,
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(
+            like=ops[0],
+            ins={"weight": weight, "bias": bias},
+            outs={"dst": ops[1].outs.dst},
+        ),
+    ]
+
+
 def combine_conv_sum(ctx, window):
     """Add a residual inside the convolution that runs last of the add's two
     producers: a sum post-op writing into the residual's memory, so every other
@@ -834,6 +873,9 @@ COMBINERS = (
         "conv_batchnorm_fold",
         ("conv2d_dnnl", "batchnorm_dnnl"),
         combine_conv_batchnorm_fold,
+    ),
+    Combiner(
+        "conv_channel_fold", ("conv2d_dnnl", "elew_dnnl"), combine_conv_channel_fold
     ),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
