@@ -255,12 +255,15 @@ class Context:
         # times slower than its own kernels) is compiled again on the fallback
         # architecture (docs/runtime.md, "Never a reference kernel").
         # `refused` keeps what each such op would have been: (optype, kernel).
+        # Each compile starts from the model's own ops and weights (passes fold and drop).
         originals = [op.copy_as(op.proto) for op in self.ops]
         lowered = {op.name for op in originals if op.arch == "none"}
+        given = None if self.weights is None else dict(self.weights)
         self.refused = {}
         try:
             while True:
                 self._values = {}
+                self.weights = None if given is None else dict(given)
                 pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
                 slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
                         if op.name in lowered and _reference_kernel(op)}

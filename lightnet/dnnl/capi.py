@@ -208,6 +208,7 @@ FUNCTIONS = {
     "dnnl_stream_create": (c_int, [_OUT, _H, c_uint]),
     "dnnl_memory_desc_create_with_tag": (c_int, [_OUT, c_int, _DIMS, c_int, c_int]),
     "dnnl_memory_desc_create_with_strides": (c_int, [_OUT, c_int, _DIMS, c_int, _DIMS]),
+    "dnnl_memory_desc_create_submemory": (c_int, [_OUT, _H, _DIMS, _DIMS]),
     "dnnl_memory_desc_clone": (c_int, [_OUT, _H]),
     "dnnl_memory_desc_get_size": (c_size_t, [_H]),
     "dnnl_memory_desc_query": (c_int, [_H, c_int, c_void_p]),
@@ -483,6 +484,14 @@ class MemoryDesc(_Owner):
         lib.dnnl_memory_desc_create_with_strides(ctypes.byref(handle), len(shape), dims(shape),
                                                  data_type(dtype), dims(strides))
         return cls(handle, lib)
+
+    def submemory(self, shape, offsets) -> MemoryDesc:
+        """The part of this layout of `shape` at `offsets` (elements per dim): a memory
+        made with it reads or writes that part of the whole tensor's buffer."""
+        handle = c_void_p()
+        self._lib.dnnl_memory_desc_create_submemory(ctypes.byref(handle), self.handle,
+                                                    dims(shape), dims(offsets))
+        return MemoryDesc(handle, self._lib)
 
     @classmethod
     def clone(cls, borrowed: int | c_void_p) -> MemoryDesc:

@@ -24,12 +24,13 @@ import numpy as np
 
 from lightnet.dnnl import primitives
 from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
+from lightnet.errors import LightNetError
 
 PENDING = "any"
 
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
            "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
-           "shuffle", "reduce", "unary", "reorder",
+           "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
 
 
@@ -198,10 +199,11 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
     bias may be None.
 
-    It reads its source in the layout the producer chose. Where oneDNN has no fast
+    It reads its source in the layout the producer chose. Where oneDNN has no direct
     implementation for that layout with its own choice of output (it would run its
-    reference one), the output takes the source's layout; failing that, the source
-    is reordered first, into the op's scratch, to the layout the convolution prefers."""
+    GEMM-based or reference one), the output takes the source's layout; failing that,
+    the source is reordered first, into the op's scratch, to the layout the convolution
+    prefers, if that runs a faster kernel (_slowness)."""
     pending = residual is not None and residual.layout == PENDING
     fixed_dst = residual is not None and not pending
 
@@ -216,12 +218,12 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     dst_layout = _layout(residual) if fixed_dst else "any"
     kernel = create(src_layout, dst_layout)
     before = {}
-    if _slow_convolution(kernel) and src_layout != "any":
+    if _slowness(kernel) and src_layout != "any":
         if not fixed_dst and src.layout in primitives.TAGS_4D:
-            kernel = create(src_layout, src.layout)
-        if _slow_convolution(kernel):
+            kernel = min(kernel, create(src_layout, src.layout), key=_slowness)
+        if _slowness(kernel):
             preferred = create("any", dst_layout)
-            if not _slow_convolution(preferred):
+            if _slowness(preferred) < _slowness(kernel):
                 before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
                 kernel = preferred
     if pending:
@@ -237,10 +239,11 @@ def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
 
 
-def _slow_convolution(kernel) -> bool:
-    """A reference convolution, or oneDNN's GEMM-based one (im2col and a GEMM, `gemm:jit`:
-    what it runs on a plain source; a depthwise 7x7 takes many times its direct kernel)."""
-    return _reference(kernel) or "gemm" in kernel.impl_info
+def _slowness(kernel) -> int:
+    """0 for a direct jit convolution, 1 for oneDNN's GEMM-based one (im2col and a GEMM,
+    `gemm:jit`: what it runs on a plain source; a depthwise 7x7 takes many times the
+    direct kernel's time), 2 for its reference one."""
+    return 2 if _reference(kernel) else int("gemm" in kernel.impl_info)
 
 
 def _tagged(shape, dtype: str, tags) -> list:
@@ -513,6 +516,54 @@ def concat(op, srcs, dst, axis: int) -> int:
     args["dst"] = "dst"
     entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
     return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}, before))
+
+
+class _Slice:
+    """A slice op's call: oneDNN's reorder of the part of the source (a sub-memory of
+    its layout) into the output; `first`, where the part cuts the source's channel
+    blocks, reorders the whole source channels-last into the op's scratch before."""
+
+    def __init__(self, kernel: primitives.Kernel, first: primitives.Kernel | None):
+        self.kernel, self.first = kernel, first
+        self.impl_info = kernel.impl_info
+        self.scratch = 0 if first is None else first.nbytes("dst")
+
+    def bind(self, scratch, arrays: dict):
+        src, dst = _bytes(arrays["src"]), _bytes(arrays["dst"])
+        if self.first is None:
+            return self.kernel.bind({"src": src, "dst": dst})
+        place = scratch[:self.scratch]
+        whole = self.first.bind({"src": src, "dst": place})
+        part = self.kernel.bind({"src": place, "dst": dst})
+
+        def run():
+            whole()
+            part()
+        return run
+
+
+def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A002
+    """dst = the `len` entries of src from `start` along `axis`, src read in its
+    producer's layout (plain where the layout pass left it to this op); dst in that
+    layout (see _Slice)."""
+    dtype = _dtype(src)
+    if src.layout == PENDING:
+        record(src, primitives.plain_desc(src.shape, dtype))
+    whole = _desc(src)
+    shape, offsets = list(src.shape), [0] * src.ndim
+    shape[axis], offsets[axis] = len, start
+    first = None
+    try:
+        part = whole.submemory(shape, offsets)
+    except LightNetError:  # oneDNN's sub-memories of a blocked layout are whole blocks
+        channels_last = _tagged(src.shape, dtype, ("acdb",))[0]
+        first = _create(primitives.reorder, whole, channels_last)
+        whole, part = channels_last, channels_last.submemory(shape, offsets)
+    out = _like(whole, shape, dtype) or primitives.plain_desc(shape, dtype)
+    kernel = _create(primitives.reorder, part, out)
+    record(dst, kernel.descs["dst"])
+    op.values["call"] = _Slice(kernel, first)
+    return op.values["call"].scratch
 
 
 class Reorder:
