@@ -36,8 +36,15 @@ FUZZ_MEMORY_LIMIT = 16 * 2**20
 # Seconds one example may take before it counts as a hang.
 EXAMPLE_SECONDS = 20
 
+
+def slow_examples(default: int) -> int:
+    """The example count of a fuzz test run with -m slow: `default`, unless the
+    environment sets LIGHTNET_FUZZ_EXAMPLES (a longer or a shorter run)."""
+    return int(os.environ.get("LIGHTNET_FUZZ_EXAMPLES", default))
+
+
 CI_EXAMPLES = 300  # per fuzz test in the default suite
-SLOW_EXAMPLES = 5000  # per fuzz test with -m slow
+SLOW_EXAMPLES = slow_examples(5000)  # per fuzz test with -m slow
 
 # Hypothesis profiles. `ci` (the default) is derandomized: every run draws the
 # same examples, so the suite is deterministic. `explore` draws new examples
