@@ -61,10 +61,12 @@ def _layout(entry, chooses: bool = False):
 
 
 def record(entry, desc, source=None) -> None:
-    """Give `entry` the layout `desc` (oneDNN's descriptor); `source` is the plain
-    layout a weight is reordered from, when that is not its C order. A desc that is
-    LightNet's own plain layout leaves the entry plain (any op may read it)."""
-    if desc == primitives.plain_desc(entry.shape, entry.dtype.np.name):
+    """Give `entry` the layout `desc` (oneDNN's descriptor); `source` is how the
+    kernel reads LightNet's plain tensor (a transposed weight's strides, a lower-ranked
+    operand with leading dims of 1), what a weight is reordered from. A desc that is
+    that (by default the C order of the entry's shape) leaves the entry plain (any op
+    may read it): a square weight's transpose is not."""
+    if desc == (source or primitives.plain_desc(entry.shape, entry.dtype.np.name)):
         entry.layout = entry.storage = entry.desc = entry.source = None
         return
     entry.layout = desc.format

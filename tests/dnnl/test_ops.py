@@ -664,6 +664,17 @@ def test_matmul_matches_cpu(transB, bias, static):
                 if op.optype == "matmul_dnnl"] == ["relu"]
 
 
+@pytest.mark.parametrize("transB", [True, False])
+def test_a_square_weight_read_transposed_is_reordered(transB):
+    """A Gemm's weight [7, 7] with transB: the matmul's weights layout is the
+    transpose's, of the same shape as the plain weight, so it is a layout of its own
+    (reordered at load), not LightNet's plain one (once refused at load)."""
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [1, 7]), "src2": m.weight("b", [7, 7]),
+                    "bias": m.weight("c", [7])}, transB=transB)
+    check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+
+
 def test_matmul_oneDNN_computes_otherwise_stays_on_cpu():
     """alpha or beta with a bias (oneDNN scales the sum, not the product alone), and
     TL_DOUBLE, run as on the cpu."""
