@@ -53,11 +53,13 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 import zlib
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 DEFAULT_CACHE = os.environ.get("LIGHTNET_ZOO", os.path.expanduser("~/.cache/lightnet-zoo"))
 TOLERANCE = 1e-4
 OPSET = 17
@@ -81,12 +83,17 @@ MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS)
 
 
 def one_line(e: BaseException) -> str:
-    """An exception as one line: a LightNetError's message, anything else with its type
-    (by name: export runs without lightnet)."""
+    """An exception as one line: a LightNetError's message; anything else (known by
+    name: export runs without lightnet) with its type and the innermost line of this
+    repository its traceback passes through."""
     text = " ".join(str(e).split())
     if not any(c.__name__ == "LightNetError" for c in type(e).__mro__):
+        ours = [f for f in traceback.extract_tb(e.__traceback__)
+                if f.filename.startswith(ROOT + os.sep)]
+        if ours:
+            text += f" (at {os.path.relpath(ours[-1].filename, ROOT)}:{ours[-1].lineno})"
         text = f"{type(e).__name__}: {text}"
-    return text[:400]
+    return text[:500]
 
 
 def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
@@ -451,7 +458,7 @@ def main(argv=None) -> int:
         return 0
     if a.command == "export":
         return export(_names(a.models, MODELS), a.cache)
-    sys.path.insert(0, os.path.dirname(HERE))  # the lightnet next to this bench/
+    sys.path.insert(0, ROOT)  # the lightnet next to this bench/
     if a.command == "check-one":
         name, target = a.args
         print(json.dumps(check_one(a.cache, read_manifest(a.cache)[name], target)))
