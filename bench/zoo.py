@@ -36,7 +36,8 @@ tokens padding), both int64.
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
 weights, runs it and is compared output by output: the error is max|ours - ort| /
-max|ort|, the worst output's, and must be <= 1e-4. Every exception is one line (its
+max|ort|, the worst output's, and must be <= 1e-4, or twice the model's float32 noise
+where that is larger (tolerance). Every exception is one line (its
 stage; a LightNetError's message, anything else with its type), and each model and
 target runs in a child process (`check-one`) so that a crash is one row too. On dnnl,
 any oneDNN implementation whose name starts with "ref" (a reference, unoptimized
@@ -324,6 +325,14 @@ def ref_kernels(ctx) -> list[str]:
     return [f"{k} x{n}" for k, n in counts.items()]
 
 
+def tolerance(entry: dict) -> float:
+    """What a model's outputs must agree with ONNX Runtime's to: TOLERANCE, or twice the
+    model's own float32 noise where that is larger (fcn_resnet50: torch's float32
+    against its float64 1.0e-4; ONNX Runtime against itself, graph optimizations on
+    and off, 1.07e-4)."""
+    return max(TOLERANCE, 2 * entry["float32_noise"])
+
+
 def check_one(cache: str, entry: dict, target: str) -> dict:
     """Model `entry` on `target` against ONNX Runtime: {"status": ok | wrong | refused |
     error, "err", "message", "ref", "seconds"}; every exception caught, with its stage."""
@@ -363,7 +372,7 @@ def check_one(cache: str, entry: dict, target: str) -> dict:
                                  f"{list(want.shape)}")
             errs.append(rel_error(have, want))
         result["err"] = max(errs)
-        result["status"] = "ok" if result["err"] <= TOLERANCE else "wrong"
+        result["status"] = "ok" if result["err"] <= tolerance(entry) else "wrong"
     except Exception as e:  # noqa: BLE001 - every failure is a row of the table
         result["status"] = "refused" if stage == "import" else "error"
         result["message"] = f"{stage}: {one_line(e)}"
@@ -422,7 +431,8 @@ def check(names, cache: str, targets) -> int:
     for cells in [head, ["-" * w for w in widths], *rows]:
         print("| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |")
     print(f"\n{len(rows) - bad} of {len(rows)} models pass on {', '.join(targets)}: error "
-          f"(max|ours - ort| / max|ort|, the worst output's) <= {TOLERANCE:g}, no ref kernel. "
+          f"(max|ours - ort| / max|ort|, the worst output's) <= {TOLERANCE:g} (or twice the "
+          "model's f32 noise where larger), no ref kernel. "
           "f32 noise: torch's float32 outputs against its float64 ones, what two correct "
           "float32 engines may differ by.")
     if notes:
