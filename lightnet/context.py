@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, pipeline, symbolic, targets, weights, wts
+from lightnet import blas, ir, limits, mem, pipeline, symbolic, targets, weights, wts
 from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
@@ -62,9 +62,14 @@ class Context:
     holds it around the three (`with ctx.lock:`), as Session.run does.
 
     `seed`: the seed of the random values ops make (a `create` with a range),
-    with each tensor's name, so that runs are reproducible."""
+    with each tensor's name, so that runs are reproducible.
 
-    def __init__(self, memory_limit=None, threads=None, seed=0):
+    `fold_limit`: the elements computing static data while compiling with weights
+    (value(), which rules fold constants with) may touch in one compile (an int, or
+    a string like `64M`); None is lightnet.limits.DEFAULT_FOLD_LIMIT. What is past
+    it is not folded: its ops stay in the model and compute when it runs."""
+
+    def __init__(self, memory_limit=None, threads=None, seed=0, fold_limit=None):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
@@ -77,6 +82,8 @@ class Context:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
+        self.fold_limit: int | None = limits.parse_fold_limit(fold_limit)
+        self._fold_budget = limits.FoldBudget(self.fold_limit)
         self.threads: int | None = threads
         self.seed: int = seed
         self.lock = threading.RLock()
@@ -242,6 +249,7 @@ class Context:
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
         self._values = {}
+        self._fold_budget = limits.FoldBudget(self.fold_limit)
         try:
             pipeline.compile(self, target, combine, dtype)
         finally:
@@ -250,7 +258,8 @@ class Context:
     def value(self, name: str) -> np.ndarray | None:
         """The data of static tensor `name` while compiling with weights: a
         weight, or what the ops making it compute from weights and params.
-        None when it is not known before the run (or compiling without weights)."""
+        None when it is not known before the run (compiling without weights, or
+        past the fold limit)."""
         if not self.compiled_with_weights:
             return None
         if name in self.weights:
@@ -266,6 +275,9 @@ class Context:
         if any(a is None for a in arrays.values()):
             return None
         outs = [self.tensors[n] for n in op.tensors_out.values()]
+        if not self._fold_budget.take(sum(a.size for a in arrays.values())
+                                      + sum(e.len for e in outs)):
+            return None
         limit = mem.memory_limit(self.memory_limit)
         needed = sum(a.nbytes for a in self._values.values()) + sum(e.nbytes for e in outs)
         if limit is not None and needed > limit:

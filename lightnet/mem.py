@@ -243,16 +243,16 @@ _SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*\Z", re.I)
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def parse_size(text) -> int:
-    """A number of bytes: an int, or a string like `4096`, `512K`, `64M`, `2G`
-    (binary units: K = 1024). ValueError saying why not."""
+def parse_size(text, unit: str = "bytes") -> int:
+    """A number of bytes (or other `unit`s): an int, or a string like `4096`,
+    `512K`, `64M`, `2G` (binary units: K = 1024). ValueError saying why not."""
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
-            raise ValueError(f"expected a number of bytes >= 0, found {text}")
+            raise ValueError(f"expected a number of {unit} >= 0, found {text}")
         return text
     m = _SIZE.match(text) if isinstance(text, str) else None
     if m is None:
-        raise ValueError(f"expected a number of bytes, optionally with a suffix K, M or G "
+        raise ValueError(f"expected a number of {unit}, optionally with a suffix K, M or G "
                          f"(e.g. 512M), found {text!r}")
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lightnet import model_file, symbolic, targets
+from lightnet import limits, model_file, symbolic, targets
 from lightnet.borders import Borders, signature
 from lightnet.context import Context
 from lightnet.errors import LightNetError
@@ -39,9 +39,11 @@ class Session:
     tensor's otherwise); a symbolic dim of a shape is its name ("N").
     `run({name: array})` checks every input's shape and dtype (the declared
     ones, converted, or the tensor's own), runs the model and returns a copy of
-    every output by name, as declared. `memory_limit` and `threads` are the
-    Context's: bytes (or `512M`), None for the machine's available memory; BLAS
-    and oneDNN threads while running, None to leave them be. `seed` seeds the
+    every output by name, as declared. `memory_limit`, `fold_limit` and `threads`
+    are the Context's: bytes (or `512M`), None for the machine's available memory;
+    elements evaluating constants before the run may touch (an ONNX model's
+    import too), None for lightnet.limits.DEFAULT_FOLD_LIMIT; BLAS and oneDNN
+    threads while running, None to leave them be. `seed` seeds the
     random values of `create` ops (Context's seed). `target`: auto (the
     default), dnnl or cpu; `precision`: f32 (the default), bf16 or auto, the data
     type the dnnl ops compute in (see lightnet.targets, Context.compile).
@@ -55,15 +57,17 @@ class Session:
     """
 
     def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
-                 threads=None, plans: int = 4, seed: int = 0, precision: str = "f32"):
+                 threads=None, plans: int = 4, seed: int = 0, precision: str = "f32",
+                 fold_limit=None):
         if isinstance(plans, bool) or not isinstance(plans, int) or plans < 1:
             raise LightNetError(f"plans: expected a whole number >= 1, found {plans!r}")
         self.target, self.memory_limit, self.threads = target, memory_limit, threads
+        self.fold_limit = limits.parse_fold_limit(fold_limit)
         self.precision = precision
         targets.resolve_precision(precision, targets.resolve(target))  # refused here
         self.seed = seed
         self.max_plans = plans
-        self.doc, self.label, weights = model_file.read(model, datafile)
+        self.doc, self.label, weights = model_file.read(model, datafile, self.fold_limit)
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
         self.weights = weights if weights is not None else {}
         self.symbols = symbolic.names(self.doc)
@@ -91,7 +95,8 @@ class Session:
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
-        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed)
+        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed,
+                      fold_limit=self.fold_limit)
         ctx.init(self.doc, dims=dims, label=self.label)
         ctx.compile(self.target, weights=self.weights, precision=self.precision)
         if len(self._plans) >= self.max_plans:

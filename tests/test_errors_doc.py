@@ -910,6 +910,7 @@ TRIGGERS = {
     # Memory
     "memory.limit": lambda tmp: run_model(EXAMPLES / "example.json", memory_limit=100),
     "memory.limit-value": lambda tmp: message(Context, memory_limit="lots"),
+    "memory.fold-limit-value": lambda tmp: message(Context, fold_limit="lots"),
     "memory.allocate": lambda tmp: message(
         Context(memory_limit=2**70)._alloc_arena,
         __import__("lightnet.mem", fromlist=["MemReport"]).MemReport(

@@ -13,12 +13,13 @@ import math
 import numpy as np
 
 from lightnet.errors import LightNetError
+from lightnet.limits import FoldBudget
 
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
 from .dtypes import FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
-from .folding import FOLD_LIMIT, FOLDERS, fold_shape
+from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
 from .graph import Node, Val, attribute_value, lnshape, onnx_package, pyval
 
@@ -37,8 +38,11 @@ class Converter:
     """One conversion of one model: `run()` gives (IR, weights). Handlers read tensors
     (`val`, `const`) and append ops (`emit` and the helpers built on it)."""
 
-    def __init__(self, model, dims: dict | None, shapes: dict | None = None):
+    def __init__(self, model, dims: dict | None, shapes: dict | None = None,
+                 fold_limit: int | None = None):
         self.onnx = onnx_package()
+        # What folding and the shape inference between its rounds may still touch.
+        self.fold_budget = FoldBudget(fold_limit)
         self.model = model
         self.dims = dict(dims or {})
         self.shapes = dict(shapes or {})  # whole input shapes, checked by api.dims_of_shapes
@@ -159,7 +163,8 @@ class Converter:
 
     def _infer(self, nodes):
         """ONNX shape inference over the unfolded nodes, constants given as initializers
-        (small ones, which shape computations read) or typed inputs (weights)."""
+        (small ones, which shape computations read, while the fold limit lasts) or
+        typed inputs (weights)."""
         onnx = self.onnx
         helper = onnx.helper
         inputs = [helper.make_tensor_value_info(i.name, i.type.tensor_type.elem_type,
@@ -168,7 +173,8 @@ class Converter:
         needed = {x for n in nodes for x in n.inputs if x in self.consts}
         for name in sorted(needed):
             value = self.consts[name]
-            if value.size <= 4096 or value.dtype.kind in "iub":
+            if ((value.size <= 4096 or value.dtype.kind in "iub")
+                    and self.fold_budget.take(value.size)):
                 try:
                     inits.append(onnx.numpy_helper.from_array(value, name))
                     continue
@@ -255,12 +261,13 @@ class Converter:
         if not all(x in self.consts for x in n.inputs if x):
             return False
         ins = [self.consts[x] if x else None for x in n.inputs]
+        touched, result = fold_elements(n, ins)
+        if result > FOLD_LIMIT or not self.fold_budget.take(touched):
+            return False  # left to the runtime
         try:
             with np.errstate(all="ignore"):
                 outs = folder(n, ins, **attribute_arguments(folder, n))
         except Exception:  # noqa: BLE001 - not folded: the handler reports what is wrong
-            return False
-        if any(np.asarray(o).size > FOLD_LIMIT and any(np.asarray(o).strides) for o in outs):
             return False
         for name, value in zip(n.outputs, outs):
             if name:
@@ -412,13 +419,21 @@ class Converter:
         params = self._create_params(array, dtype, name)
         return self.emit("create", {}, params, dtype, array.shape, out=name, hint=hint, bind=False)
 
+    def zeros(self, shape, dtype: str, hint: str) -> Val:
+        """A constant of zeros made by the importer (a missing bias, say): a create
+        op with no data, however large the shape."""
+        return self.tensor_const(np.broadcast_to(np.zeros((), NP_OF_TL[dtype]), tuple(shape)),
+                                 dtype, hint)
+
     def _create_params(self, array: np.ndarray, dtype: str, name: str, from_file=False) -> dict:
         """Params of the create op of constant `array`: from the weight file (always for
         initializers), or with its `data` (small ones), or a uniform value as ran
         [v, v] (zeros need nothing)."""
         params = {"dtype": dtype, "dims": list(lnshape(array.shape))}
-        finite = array.dtype.kind != "f" or bool(np.isfinite(array).all())
         uniform = None if from_file or array.dtype == np.bool_ else uniform_value(array)
+        # A uniform array may be a broadcast view of any size: its one value is checked.
+        finite = array.dtype.kind != "f" or bool(np.isfinite(
+            array if uniform is None else uniform).all())
         if from_file or not finite:
             pass
         elif uniform is not None and array.size > 1:

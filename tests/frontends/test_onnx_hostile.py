@@ -1,0 +1,178 @@
+"""Hostile ONNX models: a few bytes asking for terabytes of constant folding.
+
+Evaluating constants before the run is bounded by the fold limit
+(lightnet.limits.FoldBudget): a node past it is not folded but mapped to an op
+computed when the model runs, which the memory limit then accepts or refuses
+with its one-line error. Each case is a model of a few hundred bytes that an
+unbounded fold would hang on (a reduction of 10**12 elements) or run out of
+memory with; values that do fold are checked against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from lightnet import Context, LightNetError, Session, limits  # noqa: E402
+from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402
+
+HUGE = [100_000, 100_000, 100]  # 10**12 elements: 4 TB of float32
+LIMIT = "1G"
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def ones_of_shape(shape_name, out, dtype=np.float32):
+    return helper.make_node("ConstantOfShape", [shape_name], [out],
+                            value=numpy_helper.from_array(np.ones(1, dtype)))
+
+
+def model(nodes, inits, inputs=(), opset=13):
+    graph = helper.make_graph(
+        nodes, "hostile", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                           for n, s in inputs],
+        [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def session(m, **kwargs) -> Session:
+    """A Session of `m` (saved as hostile.onnx) on the cpu, with a memory limit of 1G."""
+    onnx.save(m, "hostile.onnx")
+    return Session("hostile.onnx", memory_limit=LIMIT, target="cpu", **kwargs)
+
+
+def refusal(m) -> str:
+    """The one line a Session of `m` is refused with."""
+    with pytest.raises(LightNetError) as e:
+        session(m)
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def assert_over_memory_limit(m):
+    assert refusal(m).endswith(f"more than the limit of {2**30} bytes (--memory-limit)")
+
+
+def test_a_reduction_of_a_huge_constant_is_left_to_the_run_and_refused():
+    """Issue #26's model: ConstantOfShape [1e5, 1e5, 100] into a ReduceSum hung
+    folding a 10**12-element sum; the sum is now a reduce op, refused at once."""
+    m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
+              [const("s", np.array(HUGE, np.int64))])
+    ir, _ = onnx2ln.convert(m)
+    assert [op["optype"] for op in ir["ops"]] == ["create", "reduce", "reshape"]
+    assert_over_memory_limit(m)
+
+
+@pytest.mark.parametrize("case", ["expand", "tile", "range", "gather", "outer-add",
+                                  "reshape-of-view"])
+def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
+    s = const("s", np.array(HUGE, np.int64))
+    if case == "expand":
+        nodes = [helper.make_node("Expand", ["one", "s"], ["y"])]
+        inits = [s, const("one", np.ones(1, np.float32))]
+    elif case == "tile":
+        nodes = [helper.make_node("Tile", ["one", "r"], ["y"])]
+        inits = [const("one", np.ones((1, 1), np.float32)),
+                 const("r", np.array([10**6, 10**6], np.int64))]
+    elif case == "range":
+        nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"])]
+        inits = [const("a", np.array(0, np.int64)), const("b", np.array(10**12, np.int64)),
+                 const("d", np.array(1, np.int64))]
+    elif case == "gather":  # 10**12 indices of a ConstantOfShape
+        nodes = [ones_of_shape("s2", "i", np.int64),
+                 helper.make_node("Gather", ["data", "i"], ["y"])]
+        inits = [const("s2", np.array([10**6, 10**6], np.int64)),
+                 const("data", np.arange(4, dtype=np.float32))]
+    elif case == "outer-add":  # [1e6, 1] + [1, 1e6]
+        nodes = [ones_of_shape("sa", "a"), ones_of_shape("sb", "b"),
+                 helper.make_node("Add", ["a", "b"], ["y"])]
+        inits = [const("sa", np.array([10**6, 1], np.int64)),
+                 const("sb", np.array([1, 10**6], np.int64))]
+    else:  # a reshape of a broadcast view would copy it
+        nodes = [ones_of_shape("s", "c"), helper.make_node("Reshape", ["c", "t"], ["y"])]
+        inits = [s, const("t", np.array([10**6, 10**6], np.int64))]
+    m = model(nodes, inits)
+    if case == "range":  # LightNet has no runtime Range: refused, not folded
+        assert "Range" in refusal(m)
+    else:
+        assert_over_memory_limit(m)
+
+
+def test_the_fold_limit_is_spent_across_the_whole_import():
+    """Forty sums of 4M-element constants: each is small enough to fold, all of
+    them are not; past the limit they are reduce ops, and the values agree."""
+    nodes, inits = [], [const("s", np.array([2048, 2048], np.int64))]
+    for k in range(40):
+        nodes += [ones_of_shape("s", f"c{k}"),
+                  helper.make_node("ReduceSum", [f"c{k}"], [f"r{k}"], keepdims=0)]
+    nodes.append(helper.make_node("Sum", [f"r{k}" for k in range(40)], ["y"]))
+    m = model(nodes, inits)
+    ir, _ = onnx2ln.convert(m)
+    reduces = sum(op["optype"] == "reduce" for op in ir["ops"])
+    folded = 40 - reduces  # each reads 4M elements and may write as many
+    assert 0 < folded <= limits.DEFAULT_FOLD_LIMIT // (2 * 2048 * 2048) < 40
+    (y,) = session(m).run({}).values()
+    assert y == 40 * 2048 * 2048
+
+
+def test_the_fold_limit_is_settable():
+    m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
+              [const("s", np.array([4, 5], np.int64))])
+    for fold_limit, optypes in ((None, ["create"]), (16, ["create", "reduce", "reshape"]),
+                                ("1K", ["create"])):
+        ir, _ = onnx2ln.convert(m, fold_limit=fold_limit)
+        assert [op["optype"] for op in ir["ops"]] == optypes
+        (y,) = session(m, fold_limit=fold_limit).run({}).values()
+        assert y == 20
+    with pytest.raises(LightNetError, match=r"^fold limit: expected a number of elements"):
+        onnx2ln.convert(m, fold_limit="lots")
+
+
+def test_compile_time_folding_of_weights_stops_at_the_fold_limit():
+    """A batchnorm is folded into the conv's weights while the fold limit lasts;
+    past it, the conv reads the batchnorm's statistics and applies them when it
+    runs, with the same results."""
+    model_doc, feeds, _ = conv_bn_relu()
+    folded, ctx = outputs(model_doc, feeds, weights={})
+    (conv,) = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
+    assert "bn_scale" not in conv.tensors_in
+    unfolded = Context(fold_limit=0)
+    unfolded.init(model_doc)
+    unfolded.compile("cpu", weights={})
+    (conv,) = [op for op in unfolded.ops if op.optype == "conv2d_cpu"]
+    assert "bn_scale" in conv.tensors_in
+    unfolded.load()
+    for name, value in feeds.items():
+        unfolded.set_data(name, value)
+    unfolded.run()
+    assert_same({n: unfolded.get_data(n) for n in unfolded.outputs}, folded)
+
+
+def test_cli_fold_limit(capsys):
+    from lightnet.cli import main
+
+    m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
+              [const("s", np.array(HUGE, np.int64))])
+    path = "hostile.onnx"
+    onnx.save(m, path)
+    assert main([str(path), "-t", "cpu", "--memory-limit", LIMIT]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("more than the limit of 1073741824 bytes "
+                                             "(--memory-limit)")
+    assert main(["info", str(path), "--fold-limit", "2K", "--memory-limit", LIMIT]) == 1
+    with pytest.raises(SystemExit) as e:
+        main([str(path), "--fold-limit", "lots"])
+    assert e.value.code == 2
+    assert "expected a number of elements" in capsys.readouterr().err
