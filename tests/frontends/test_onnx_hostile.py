@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import Context, LightNetError, Session, limits  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.fuzz.onnx_mutation import CATCH_ALL  # noqa: E402
 from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402
 
 HUGE = [100_000, 100_000, 100]  # 10**12 elements: 4 TB of float32
@@ -176,3 +177,97 @@ def test_cli_fold_limit(capsys):
         main([str(path), "--fold-limit", "lots"])
     assert e.value.code == 2
     assert "expected a number of elements" in capsys.readouterr().err
+
+
+# What the mutation fuzzer found (tests/fuzz/onnx_mutation.py) ---------------------------
+
+
+def conv_model(**changes):
+    """x [1, 1, 4, 4] -> Conv with a 1x1 weight W: a model to break."""
+    w = const("W", np.ones((1, 1, 1, 1), np.float32))
+    node = helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=[1, 1])
+    m = model([node], [w], inputs=[("x", [1, 1, 4, 4])])
+    for change in changes.values():
+        change(m)
+    return m
+
+
+def import_error(m) -> str:
+    with pytest.raises(LightNetError) as e:
+        onnx2ln.convert(m)
+    message = str(e.value)
+    assert "\n" not in message and not CATCH_ALL.search(message)
+    return message
+
+
+def test_an_initializer_whose_data_does_not_fit_its_dims():
+    """numpy_helper.to_array's ValueError escaped (raw data cut, dims grown)."""
+    m = conv_model(dims=lambda m: m.graph.initializer[0].dims.extend([2]))
+    assert import_error(m) == ("initializer 'W': its data is not float [1, 1, 1, 1, 2]: cannot "
+                               "reshape array of size 1 into shape (1,1,1,1,2) (an invalid "
+                               "ONNX model)")
+    m = conv_model(raw=lambda m: setattr(m.graph.initializer[0], "raw_data", b"\0\0"))
+    assert import_error(m).startswith("initializer 'W': its data is not float [1, 1, 1, 1]:")
+
+
+@pytest.mark.parametrize("data_type", [0, -1, 100])
+def test_an_initializer_of_no_tensor_type(data_type):
+    """TypeError (UNDEFINED) and KeyError (-1) escaped from to_array."""
+    m = conv_model(t=lambda m: setattr(m.graph.initializer[0], "data_type", data_type))
+    assert import_error(m) == (f"initializer 'W': data type {data_type} is not an ONNX "
+                               "tensor type (an invalid ONNX model)")
+
+
+def test_an_initializer_with_negative_dims():
+    m = conv_model(t=lambda m: m.graph.initializer[0].dims.__setitem__(0, -1))
+    assert import_error(m) == ("initializer 'W': dims [-1, 1, 1, 1]: expected dims >= 0 (an "
+                               "invalid ONNX model)")
+
+
+def test_an_attribute_of_the_wrong_type():
+    """A Conv's kernel_shape as an INT: TypeError 'int' object is not iterable."""
+    def kernel_shape_int(m):
+        del m.graph.node[0].attribute[:]
+        m.graph.node[0].attribute.append(helper.make_attribute("kernel_shape", 1))
+    assert import_error(conv_model(k=kernel_shape_int)) == (
+        "node #0 (output 'y') (Conv-11): attribute 'kernel_shape' must be INTS, found INT "
+        "(an invalid ONNX model)")
+
+
+def test_a_node_without_its_inputs():
+    """A ReduceMean without an input: IndexError in the layer-norm fusion's matcher."""
+    m = model([helper.make_node("ReduceMean", [], ["y"])], [])
+    assert import_error(m) == ("node #0 (output 'y') (ReduceMean-13): expected 1 inputs, "
+                               "found 0 (an invalid ONNX model)")
+
+
+@pytest.mark.parametrize("node, message", [
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5]),
+     "axis 5 is out of range for rank 2"),
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[1, 1]),
+     "perm [1, 1] of a rank-2 input (not a permutation)"),
+    (helper.make_node("Split", ["x"], ["y", "z"], axis=3), "axis 3 is out of range for rank 2"),
+])
+def test_axes_out_of_range(node, message):
+    """IndexError: tuple index out of range (Transpose, Split)."""
+    m = model([node], [], inputs=[("x", [2, 4])])
+    assert message in import_error(m)
+
+
+def test_a_required_attribute_missing():
+    """A Slice-1 without its starts: TypeError int(None) in the handler."""
+    m = model([helper.make_node("Slice", ["x"], ["y"], ends=[1])], [], inputs=[("x", [2, 4])],
+              opset=9)
+    assert import_error(m) == ("node #0 (output 'y') (Slice-1): required attribute 'starts' is "
+                               "missing (an invalid ONNX model)")
+
+
+def test_no_unbounded_data_propagation_in_onnx_shape_inference():
+    """ONNX's shape inference with data propagation computed an Expand to the
+    shape of a [2**31 - 1] input in C++: 20 GB, then std::bad_alloc. The folding
+    computes shape values instead, within the fold limit."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Expand", ["one", "s"], ["e"]),
+             helper.make_node("Concat", ["e", "e"], ["y"], axis=0)]
+    m = model(nodes, [const("one", np.ones(1, np.int64))], inputs=[("x", [2**31 - 1])])
+    assert_over_memory_limit(m)

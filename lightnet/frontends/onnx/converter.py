@@ -21,7 +21,8 @@ from .dtypes import FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
-from .graph import Node, Val, attribute_value, lnshape, onnx_package, pyval
+from .graph import (Node, Val, attribute_value, lnshape, node_problem, onnx_package, pyval,
+                    tensor_array)
 
 
 def uniform_value(array: np.ndarray):
@@ -90,7 +91,7 @@ class Converter:
         onnx = self.onnx
         g = self.graph
         for t in g.initializer:
-            self.consts[t.name] = onnx.numpy_helper.to_array(t)
+            self.consts[t.name] = tensor_array(onnx, t, f"initializer '{t.name}'")
             self.initializers.add(t.name)
         for t in getattr(g, "sparse_initializer", []):
             raise LightNetError(f"sparse initializer '{t.values.name}' is not supported")
@@ -112,15 +113,21 @@ class Converter:
 
     def _node(self, index, n) -> Node:
         domain = n.domain if n.domain not in ("ai.onnx",) else ""
-        version = 0
+        version, schema = 0, None
         if domain == "":
             try:
-                version = self.onnx.defs.get_schema(n.op_type, self.opset, "").since_version
+                schema = self.onnx.defs.get_schema(n.op_type, self.opset, "")
+                version = schema.since_version
             except Exception:
                 version = 0
-        attrs = {a.name: attribute_value(self.onnx, a) for a in n.attribute}
         op_type = n.op_type if domain == "" else f"{domain}.{n.op_type}"
-        return Node(index, n.name, op_type, version, list(n.input), list(n.output), attrs)
+        node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
+        what = f"node {node.label} ({op_type}-{version})"
+        problem = None if schema is None else node_problem(self.onnx, schema, n)
+        if problem is not None:
+            raise LightNetError(f"{what}: {problem}")
+        node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in n.attribute}
+        return node
 
     def _fix_inputs(self):
         errors = []
@@ -189,8 +196,11 @@ class Converter:
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         model.ir_version = max(self.model.ir_version, 4)
         try:
+            # No data propagation: it computes the values of shape tensors in C++ with
+            # no bound (an Expand to the shape of a [2**31 - 1] input took 20 GB);
+            # the folding between rounds computes them, within the fold limit.
             inferred = onnx.shape_inference.infer_shapes(model, check_type=False,
-                                                         strict_mode=False, data_prop=True)
+                                                         strict_mode=False)
         except Exception:
             inferred = model
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -345,6 +355,9 @@ class Converter:
                 if any(x in self.poisoned for x in n.inputs):
                     self._poison(n)
                     return
+                if isinstance(e, ValueError):  # a shape rule's check: its message says
+                    raise LightNetError(f"node {n.label} ({n.op_type}): {e} (an invalid "
+                                        "ONNX model)") from e
                 raise LightNetError(f"node {n.label} ({n.op_type}): cannot be "
                                     f"imported: {type(e).__name__}: {e}") from e
         if problem is not None:

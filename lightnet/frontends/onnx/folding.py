@@ -30,7 +30,14 @@ FOLD_LIMIT = 1 << 22  # elements: larger results are left to the runtime
 # -----------------------------------------------------------------------------
 
 def normalize_axes(axes, rank) -> list[int]:
-    return [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    """`axes` in [0, rank) (negative ones count from the end); ValueError for one
+    outside [-rank, rank)."""
+    out = []
+    for a in axes:
+        if not -rank <= int(a) < rank:
+            raise ValueError(f"axis {int(a)} is out of range for rank {rank}")
+        out.append(int(a) + rank if int(a) < 0 else int(a))
+    return out
 
 
 def legacy_b_shape(version: int, rank_a: int, b_shape, broadcast, axis) -> tuple[int, ...]:
@@ -82,7 +89,8 @@ def reshape_target(shape, in_shape, allowzero) -> tuple[int, ...]:
 
 
 def flatten_shape(shape, axis) -> tuple[int, int]:
-    axis = normalize_axes([axis], len(shape))[0]
+    """Flatten's axis may be the rank itself: [prod(shape), 1]."""
+    axis = len(shape) if axis == len(shape) else normalize_axes([axis], len(shape))[0]
     return (math.prod(shape[:axis]), math.prod(shape[axis:]))
 
 

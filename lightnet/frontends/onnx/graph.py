@@ -70,7 +70,7 @@ class Node:
         return f"#{self.index} (output '{self.outputs[0] if self.outputs else ''}')"
 
 
-def attribute_value(onnx, attr):
+def attribute_value(onnx, attr, what: str):
     """An ONNX AttributeProto as a Python value (strings decoded, tensors as arrays)."""
     value = onnx.helper.get_attribute_value(attr)
     if isinstance(value, bytes):
@@ -78,8 +78,52 @@ def attribute_value(onnx, attr):
     if isinstance(value, list) and value and isinstance(value[0], bytes):
         return [v.decode("utf-8", "replace") for v in value]
     if isinstance(value, onnx.TensorProto):
-        return onnx.numpy_helper.to_array(value)
+        return tensor_array(onnx, value, f"{what}: attribute '{attr.name}'")
     return value
+
+
+def tensor_array(onnx, t, what: str) -> np.ndarray:
+    """The data of an ONNX TensorProto (an initializer, a Constant's value) as an
+    array, once its data type and size are known to fit its dims."""
+    if t.data_type == onnx.TensorProto.UNDEFINED or t.data_type not in (
+            onnx.TensorProto.DataType.values()):
+        raise LightNetError(f"{what}: data type {t.data_type} is not an ONNX tensor type "
+                            "(an invalid ONNX model)")
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise LightNetError(f"{what}: its data is in an external file, which was not read")
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        raise LightNetError(f"{what}: dims {dims}: expected dims >= 0 (an invalid ONNX model)")
+    try:
+        return onnx.numpy_helper.to_array(t)
+    except (ValueError, TypeError) as e:  # the data does not fit the dims and type
+        name = onnx.TensorProto.DataType.Name(t.data_type).lower()
+        raise LightNetError(f"{what}: its data is not {name} {dims}: {e} (an invalid ONNX "
+                            "model)") from None
+
+
+def node_problem(onnx, schema, n) -> str | None:
+    """What makes ONNX NodeProto `n` break its op's schema (too few or too many
+    inputs or outputs, an attribute missing or of another type), if anything."""
+    for kind, given, least, most in (
+            ("inputs", len(n.input), schema.min_input, schema.max_input),
+            ("outputs", len(n.output), schema.min_output, schema.max_output)):
+        if not least <= given <= most:
+            expected = f"{least}" if least == most else (
+                f"at least {least}" if most >= 2**31 - 1 else f"{least} to {most}")
+            return f"expected {expected} {kind}, found {given} (an invalid ONNX model)"
+    given = {a.name for a in n.attribute}
+    for name, declared in schema.attributes.items():
+        if declared.required and name not in given:
+            return f"required attribute '{name}' is missing (an invalid ONNX model)"
+    for a in n.attribute:
+        declared = schema.attributes.get(a.name)
+        if declared is not None and a.type != int(declared.type):
+            names = onnx.AttributeProto.AttributeType
+            found = names.Name(a.type) if a.type in names.values() else str(a.type)
+            return (f"attribute '{a.name}' must be {names.Name(int(declared.type))}, found "
+                    f"{found} (an invalid ONNX model)")
+    return None
 
 
 def lnshape(shape) -> tuple[int, ...]:

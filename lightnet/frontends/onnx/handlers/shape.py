@@ -73,6 +73,8 @@ def unsqueeze(c: Converter, n: Node, *, axes=None):
 def transpose(c: Converter, n: Node, *, perm=None):
     x = c.val(n.input(0))
     perm = list(range(x.rank))[::-1] if perm is None else normalize_axes(perm, x.rank)
+    if sorted(perm) != list(range(x.rank)):
+        raise Unsupported(f"perm {perm} of a rank-{x.rank} input (not a permutation)")
     shape = tuple(x.shape[p] for p in perm)
     if perm == sorted(perm) or x.rank <= 1:
         c.reshape_output(n, x, shape)
