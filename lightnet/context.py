@@ -22,6 +22,7 @@ from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError, LightNetWarning
+from lightnet.gc_pause import while_building
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.builder import Model
@@ -111,6 +112,7 @@ class Context:
     # Building and checking ------------------------------------------------------
 
     @_locked
+    @while_building
     def init(self, source, dims: dict | None = None, label: str | None = None) -> None:
         """Create and check the ops of a model: a path, `-` for stdin, a dict, or
         a lightnet.nn Model, whose constants compile() then takes as the weights.
@@ -225,6 +227,7 @@ class Context:
     # Compiling --------------------------------------------------------------------
 
     @_locked
+    @while_building
     def compile(self, target: str = "auto", combine: bool = True, weights=None,
                 precision: str = "f32") -> None:
         """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
@@ -338,6 +341,7 @@ class Context:
     # Loading and running -------------------------------------------------------------
 
     @_locked
+    @while_building
     def load(self, datafile=None) -> None:
         """Allocate the arenas, bind every tensor (weights to the arrays read
         from `datafile`), run static_run. A model compiled with its weights

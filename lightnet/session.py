@@ -12,6 +12,7 @@ from lightnet import limits, model_file, symbolic, targets
 from lightnet.borders import Borders, signature
 from lightnet.context import Context
 from lightnet.errors import LightNetError
+from lightnet.gc_pause import while_building
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Session:
     ran last (None until the first run of a symbolic model).
     """
 
+    @while_building
     def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
                  threads=None, plans: int = 4, seed: int = 0, precision: str = "f32",
                  fold_limit=None):
@@ -73,13 +75,15 @@ class Session:
         self.symbols = symbolic.names(self.doc)
         self.lock = threading.RLock()  # one run (and plan switch) at a time
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
-        inputs, outputs = signature(self.doc, self.label, memory_limit)
+        # A static model is checked once: its plan's context gives the signature.
+        checked = None if self.symbols else self._context({})
+        inputs, outputs = signature(self.doc, self.label, memory_limit, checked)
         # What a feed may be: the declared shape, or the tensor's own ([1] for a scalar).
         self._shapes = {n: (declared, own) for n, (_, declared, own) in inputs.items()}
         self.inputs = [TensorInfo(n, dtype, declared) for n, (dtype, declared, _) in inputs.items()]
         self.outputs = [TensorInfo(n, dtype, declared)
                         for n, (dtype, declared, _) in outputs.items()]
-        self.ctx: Context | None = None if self.symbols else self._plan({}).ctx
+        self.ctx: Context | None = None if self.symbols else self._plan({}, checked).ctx
 
     @property
     def planned(self) -> list[dict[str, int]]:
@@ -87,17 +91,23 @@ class Session:
         with self.lock:
             return [dict(p.dims) for p in self._plans.values()]
 
-    def _plan(self, dims: dict[str, int]) -> Plan:
+    def _context(self, dims: dict[str, int]) -> Context:
+        """A new context of the model, initialized with `dims`."""
+        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed,
+                      fold_limit=self.fold_limit)
+        ctx.init(self.doc, dims=dims, label=self.label)
+        return ctx
+
+    def _plan(self, dims: dict[str, int], checked: Context | None = None) -> Plan:
         """The plan for `dims`: the one kept, or a new one (dropping the least
-        recently used when `plans` are kept)."""
+        recently used when `plans` are kept), made in `checked` when given (a
+        context initialized with `dims`)."""
         key = tuple(sorted(dims.items()))
         plan = self._plans.get(key)
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
-        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed,
-                      fold_limit=self.fold_limit)
-        ctx.init(self.doc, dims=dims, label=self.label)
+        ctx = checked if checked is not None else self._context(dims)
         ctx.compile(self.target, weights=self.weights, precision=self.precision)
         if len(self._plans) >= self.max_plans:
             _, old = self._plans.popitem(last=False)

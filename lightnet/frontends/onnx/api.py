@@ -9,6 +9,7 @@ import numpy as np
 
 from lightnet import symbolic
 from lightnet.errors import LightNetError
+from lightnet.gc_pause import while_building
 from lightnet.limits import parse_fold_limit
 from lightnet.weights import write_npz
 
@@ -29,6 +30,7 @@ def _load(model):
         raise LightNetError(f"{path}: not a valid ONNX model: {type(e).__name__}: {e}") from None
 
 
+@while_building
 def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | None = None,
             fold_limit=None):
     """Convert an ONNX model (a path or a ModelProto) to (IR dict, weights dict).
