@@ -271,3 +271,47 @@ def test_no_unbounded_data_propagation_in_onnx_shape_inference():
              helper.make_node("Concat", ["e", "e"], ["y"], axis=0)]
     m = model(nodes, [const("one", np.ones(1, np.int64))], inputs=[("x", [2**31 - 1])])
     assert_over_memory_limit(m)
+
+
+def test_a_required_input_left_empty():
+    """A Flatten reading '': numpy folded None into an object array, then
+    AttributeError in uniform_value."""
+    m = model([helper.make_node("Flatten", [""], ["y"])], [])
+    assert import_error(m) == ("node #0 (output 'y') (Flatten-13): input 0 ('input') is "
+                               "required, and empty (an invalid ONNX model)")
+
+
+def test_a_constant_of_strings():
+    m = model([helper.make_node("Identity", ["s"], ["y"])],
+              [helper.make_tensor("s", TensorProto.STRING, [2], [b"a", b"b"])])
+    assert import_error(m).endswith("graph output (opset 13): constant 'y' of strings")
+
+
+def test_split_num_outputs_must_be_the_outputs():
+    """num_outputs 10**12 for 2 outputs: a list of 10**12 sizes, MemoryError."""
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=10**12)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info(
+            n, TensorProto.FLOAT, None) for n in "ab"])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    assert import_error(m) == ("node #0 (output 'a') (Split): num_outputs 1000000000000 for "
+                               "2 outputs (an invalid ONNX model)")
+
+
+def test_pad_pads_must_match_its_axes():
+    """Pad-18 with 2 axes and 2 pads: IndexError."""
+    node = helper.make_node("Pad", ["x", "p", "", "a"], ["y"])
+    m = model([node], [const("p", np.array([1, 1], np.int64)),
+                       const("a", np.array([0, 1], np.int64))], inputs=[("x", [2, 4])],
+              opset=18)
+    assert "Pad-18): 2 pads for 2 axes (expected 4)" in import_error(m)
+
+
+@pytest.mark.parametrize("axes", [None, [2, 3]])
+def test_resize_sizes_must_match_the_axes(axes):
+    """Resize with 3 sizes for 2 axes (or a rank-4 input): IndexError."""
+    node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest",
+                            **({} if axes is None else {"axes": axes}))
+    m = model([node], [const("s", np.array([4, 4, 4], np.int64))],
+              inputs=[("x", [1, 1, 2, 2])], opset=19)
+    assert f"Resize-19): 3 sizes for {4 if axes is None else 2} axes" in import_error(m)

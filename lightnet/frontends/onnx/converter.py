@@ -401,6 +401,8 @@ class Converter:
         value = self.consts[name]
         if value.size == 0:
             raise Unsupported(f"constant '{name}' is empty (shape {list(value.shape)})")
+        if value.dtype == object:  # a string tensor (numpy_helper gives its bytes objects)
+            raise Unsupported(f"constant '{name}' of strings")
         what = f"{'initializer' if name in self.initializers else 'constant'} '{name}'"
         uniform = uniform_value(value) if name not in self.initializers else None
         array = (to_tl_array(np.asarray(uniform, value.dtype).reshape(1), what)

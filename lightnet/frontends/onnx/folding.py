@@ -127,6 +127,8 @@ def split_sizes(version, ins, shape, n_out, axis, split, num_outputs) -> tuple[i
     if split is None:
         dim = shape[axis]
         if version >= 18 and num_outputs is not None:
+            if num_outputs != n_out:
+                raise ValueError(f"num_outputs {num_outputs} for {n_out} outputs")
             size = -(-dim // num_outputs)
             split = [size] * (num_outputs - 1) + [dim - size * (num_outputs - 1)]
         else:

@@ -112,6 +112,12 @@ def node_problem(onnx, schema, n) -> str | None:
             expected = f"{least}" if least == most else (
                 f"at least {least}" if most >= 2**31 - 1 else f"{least} to {most}")
             return f"expected {expected} {kind}, found {given} (an invalid ONNX model)"
+    # The first input is the data (exporters leave a later required one empty, as
+    # Resize-11's roi, which ONNX Runtime takes).
+    first = schema.inputs[0] if schema.inputs else None
+    if first is not None and n.input and not n.input[0] and (
+            first.option == type(first.option).Single):
+        return f"input 0 ('{first.name}') is required, and empty (an invalid ONNX model)"
     given = {a.name for a in n.attribute}
     for name, declared in schema.attributes.items():
         if declared.required and name not in given:

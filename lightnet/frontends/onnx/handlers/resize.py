@@ -156,6 +156,10 @@ def resize(c: Converter, n: Node, *, mode="nearest", coordinate_transformation_m
         raise Unsupported("neither scales nor sizes")
     if axes is not None:
         axes = normalize_axes(axes, x.rank)
+    given, expected = scales or sizes, x.rank if axes is None else len(axes)
+    if len(given) != expected:
+        raise Unsupported(f"{len(given)} {'scales' if scales else 'sizes'} for {expected} axes")
+    if axes is not None:
         full = [1.0] * x.rank if scales is not None else list(x.shape)
         for k, a in enumerate(axes):
             full[a] = (scales or sizes)[k]

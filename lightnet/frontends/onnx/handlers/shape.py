@@ -129,6 +129,8 @@ def pad(c: Converter, n: Node, *, mode="constant"):
         value = float(c.const(n.input(2), "constant_value").reshape(-1)[0])
     if n.has_input(3):
         axes = normalize_axes(c.const(n.input(3), "axes").reshape(-1), x.rank)
+        if len(pads) != 2 * len(axes):
+            raise Unsupported(f"{len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})")
         full = [0] * (2 * x.rank)
         for k, a in enumerate(axes):
             full[a] = pads[k]
