@@ -42,7 +42,8 @@ def read(model, datafile=None, fold_limit=None):
                             "pip install 'lightnet[onnx]'") from None
     from lightnet.frontends.onnx import convert
 
-    doc, weights = convert(Path(model), fold_limit=fold_limit)
+    # Checked once, as the caller initializes it (convert's check would do it twice).
+    doc, weights = convert(Path(model), check=False, fold_limit=fold_limit)
     return doc, str(model), weights
 
 
