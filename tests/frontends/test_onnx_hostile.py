@@ -315,3 +315,12 @@ def test_resize_sizes_must_match_the_axes(axes):
     m = model([node], [const("s", np.array([4, 4, 4], np.int64))],
               inputs=[("x", [1, 1, 2, 2])], opset=19)
     assert f"Resize-19): 3 sizes for {4 if axes is None else 2} axes" in import_error(m)
+
+
+def test_a_resize_too_large_to_compare_with_lightnets_ops():
+    """The importer resamples a row of each axis to choose upsample or resize: a
+    Resize to 2**31 rows made a 2**31-element row (16 GB)."""
+    node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest")
+    m = model([node], [const("s", np.array([1, 1, 2**31, 2], np.int64))],
+              inputs=[("x", [1, 1, 2, 2])], opset=19)
+    assert "would touch 2147483650 elements, past the fold limit" in import_error(m)
