@@ -152,17 +152,28 @@ class Context:
         self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
-        """Insert `ops` at `position`, checking each (pre_run) in order."""
-        for k, op in enumerate(ops):
-            op.seed = self.seed
-            try:
-                op.pre_run(self.tensors)
-                self.dfg.add(op)
-            except LightNetError as e:
-                self._forget_outputs(op)
-                raise LightNetError(f"{self.label}: {e}") from e
-            self.ops.insert(position + k, op)
-        self.mem = None
+        """Insert `ops` at `position`, checking each (pre_run) in order; those
+        checked before one fails are inserted."""
+        self._put(position, 0, ops)
+
+    def _put(self, position: int, count: int, ops: list[Op]) -> None:
+        """Check `ops` in order and put those checked in place of the `count` ops
+        (already taken out of the graph) at `position`: one slice assignment, so
+        that replacing one op by one moves no other (expand replaces every op)."""
+        checked = []
+        try:
+            for op in ops:
+                op.seed = self.seed
+                try:
+                    op.pre_run(self.tensors)
+                    self.dfg.add(op)
+                except LightNetError as e:
+                    self._forget_outputs(op)
+                    raise LightNetError(f"{self.label}: {e}") from e
+                checked.append(op)
+        finally:
+            self.ops[position : position + count] = checked
+            self.mem = None
 
     def _forget_outputs(self, op: Op) -> None:
         for name in op.tensors_out.values():
@@ -172,12 +183,18 @@ class Context:
 
     def remove_ops(self, position: int, count: int) -> list[Op]:
         """Take `count` ops out at `position` (post_run each, last first)."""
+        removed = self._take_out(position, count)
+        del self.ops[position : position + count]
+        self.mem = None
+        return removed
+
+    def _take_out(self, position: int, count: int) -> list[Op]:
+        """post_run the `count` ops at `position`, last first, and take them out of
+        the graph (not out of the op list)."""
         removed = self.ops[position : position + count]
         for op in reversed(removed):
             op.post_run(self.tensors)
             self.dfg.remove(op)
-        del self.ops[position : position + count]
-        self.mem = None
         return removed
 
     def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
@@ -185,8 +202,8 @@ class Context:
         produced and later ops still read must keep its dtype and shape."""
         old = {n: self.tensors[n] for op in self.ops[position : position + count]
                for n in op.tensors_out.values()}
-        self.remove_ops(position, count)
-        self.add_ops(position, new_ops)
+        self._take_out(position, count)
+        self._put(position, count, new_ops)
         for name, entry in old.items():
             if self.dfg.num_consumers(name) == 0:
                 continue

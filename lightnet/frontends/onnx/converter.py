@@ -21,8 +21,8 @@ from .dtypes import FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
-from .graph import (Node, Val, attribute_value, lnshape, node_problem, onnx_package, pyval,
-                    tensor_array)
+from .graph import (Node, Schema, Val, attribute_value, lnshape, node_problem, onnx_package,
+                    pyval, tensor_array)
 
 
 def uniform_value(array: np.ndarray):
@@ -64,6 +64,7 @@ class Converter:
         self.problems: list[tuple[str, int, str]] = []
         self.poisoned: set[str] = set()
         self.graph_output_names = {o.name for o in model.graph.output}
+        self.schemas: dict[str, Schema | None] = {}  # op type -> its schema at the opset
 
     # Names ---------------------------------------------------------------------
 
@@ -111,15 +112,20 @@ class Converter:
         self._finish()
         return {"ops": self.ops, "interface": self._interface()}, self.weights
 
+    def _schema(self, op_type: str) -> Schema | None:
+        """The schema of `op_type` at the model's opset (None: ONNX has none)."""
+        if op_type not in self.schemas:
+            try:
+                self.schemas[op_type] = Schema.of(
+                    self.onnx.defs.get_schema(op_type, self.opset, ""))
+            except Exception:  # noqa: BLE001 - onnx raises SchemaError, or TypeError
+                self.schemas[op_type] = None
+        return self.schemas[op_type]
+
     def _node(self, index, n) -> Node:
         domain = n.domain if n.domain not in ("ai.onnx",) else ""
-        version, schema = 0, None
-        if domain == "":
-            try:
-                schema = self.onnx.defs.get_schema(n.op_type, self.opset, "")
-                version = schema.since_version
-            except Exception:
-                version = 0
+        schema = self._schema(n.op_type) if domain == "" else None
+        version = 0 if schema is None else schema.version
         op_type = n.op_type if domain == "" else f"{domain}.{n.op_type}"
         node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
         what = f"node {node.label} ({op_type}-{version})"
