@@ -1,0 +1,165 @@
+"""How long LightNet takes to import, compile and load a model, against ONNX Runtime's
+session creation on the same ONNX file (not part of the unit tests).
+
+    python bench/compile_time.py                          # chains of 2,000 and 10,000 ops
+    python bench/compile_time.py --ops 2000,10000,50000 --targets cpu,dnnl
+    python bench/compile_time.py --models resnet50,vit_s16
+    python bench/compile_time.py --profile 10000          # cProfile of LightNet's setup
+
+A chain is N unary ONNX nodes (Relu, Sigmoid, Tanh, Neg in turn) on a [1, 64] input,
+each mapping to one LightNet op: its cost is what the import, the compiler and the
+loader spend per op. `--models` takes the bench networks of bench/models.py (seeded
+random weights). Each engine sets the model up in a fresh process (this script run
+with --worker), after its modules are imported: LightNet from the ONNX file to a
+loaded Session (lightnet.Session(path): import, compile, plan, load), ONNX Runtime
+to an InferenceSession. Both then run the model once. Each row gives the setup's wall
+and CPU seconds (CPU time is less disturbed by other processes on a shared machine),
+and the process's peak RSS growth over the setup and the run (VmHWM, reset once the
+modules are imported) and its whole peak RSS. Results: docs/performance.md,
+"Compile time".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MB = 1 << 20
+UNARY = ("Relu", "Sigmoid", "Tanh", "Neg")
+
+
+def chain(n: int):
+    """N unary nodes in a row on a [1, 64] float input."""
+    from onnx import TensorProto, helper
+
+    nodes, prev = [], "x"
+    for i in range(n):
+        out = "y" if i == n - 1 else f"t{i}"
+        nodes.append(helper.make_node(UNARY[i % len(UNARY)], [prev], [out], name=f"n{i}"))
+        prev = out
+    graph = helper.make_graph(nodes, f"chain{n}",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def worker(engine: str, path: str) -> None:
+    """Set up `engine` (ort, or ours:TARGET) on the ONNX file `path`, run it once,
+    and print the measurements as one JSON line."""
+    import time
+
+    import numpy as np
+    import onnx
+
+    if engine == "ort":
+        import onnxruntime as ort
+    else:
+        sys.path.insert(0, ROOT)
+        import lightnet
+        import lightnet.frontends.onnx  # noqa: F401 - imported before the clock starts
+    rss_before = _status("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    wall, cpu = time.perf_counter(), time.process_time()
+    if engine == "ort":
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        x = session.get_inputs()[0]
+        setup = time.perf_counter() - wall, time.process_time() - cpu
+        session.run(None, {x.name: np.zeros([d if isinstance(d, int) else 1 for d in x.shape],
+                                            np.float32)})
+    else:
+        session = lightnet.Session(path, target=engine.split(":")[1])
+        setup = time.perf_counter() - wall, time.process_time() - cpu
+        (x,) = session.inputs
+        session.run({x.name: np.zeros(x.shape, np.float32)})
+    del onnx
+    print(json.dumps({"wall": setup[0], "cpu": setup[1], "growth": _status("VmHWM") - rss_before,
+                      "peak": _status("VmHWM")}))
+
+
+def measure(engine: str, path: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", engine, path],
+                         capture_output=True, text=True, check=False)
+    if out.returncode:
+        return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def profile(n: int, target: str) -> None:
+    import cProfile
+    import pstats
+
+    import onnx
+
+    sys.path.insert(0, ROOT)
+    import lightnet
+    import lightnet.frontends.onnx  # noqa: F401
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "chain.onnx")
+        onnx.save(chain(n), path)
+        profiler = cProfile.Profile()
+        profiler.runcall(lightnet.Session, path, target=target)
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ops", default="2000,10000",
+                   help="comma-separated chain lengths (default 2000,10000)")
+    p.add_argument("--models", default="",
+                   help="comma-separated bench networks of bench/models.py (default: none)")
+    p.add_argument("--targets", default="cpu,dnnl", help="LightNet's targets (default cpu,dnnl)")
+    p.add_argument("--profile", type=int, metavar="N",
+                   help="print a cProfile of LightNet's setup of a chain of N ops and exit")
+    p.add_argument("--worker", nargs=2, metavar=("ENGINE", "PATH"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return
+    if args.profile:
+        profile(args.profile, args.targets.split(",")[0])
+        return
+
+    import numpy as np
+    import onnx
+
+    sys.path.insert(0, HERE)
+    import models
+
+    cases = [(f"chain {int(n):,}", lambda n=int(n): chain(n)) for n in args.ops.split(",") if n]
+    for name in filter(None, args.models.split(",")):
+        cases.append((name, lambda name=name: models.MODELS[name](np.random.default_rng(0))))
+    engines = [f"ours:{t}" for t in args.targets.split(",")] + ["ort"]
+    print(f"{'model':<16} {'engine':<10} {'setup s':>8} {'cpu s':>7} {'growth MB':>10} "
+          f"{'peak MB':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, build in cases:
+            path = os.path.join(tmp, "model.onnx")
+            onnx.save(build(), path)
+            for engine in engines:
+                r = measure(engine, path)
+                label = engine.replace("ours:", "")
+                if "error" in r:
+                    print(f"{name:<16} {label:<10} error: {r['error']}")
+                    continue
+                print(f"{name:<16} {label:<10} {r['wall']:8.2f} {r['cpu']:7.2f} "
+                      f"{r['growth'] / MB:10.1f} {r['peak'] / MB:8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
