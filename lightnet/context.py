@@ -34,6 +34,13 @@ from lightnet.tensor import MemType, TensorTable
 _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 
 
+def _reference_kernel(op) -> bool:
+    """Whether `op` runs its library's reference implementation (oneDNN reports
+    one as `ref:...`): correct, but written for clarity, not speed."""
+    info = getattr(op.values.get("call"), "impl_info", None)
+    return info is not None and info.startswith("ref")
+
+
 def _locked(method):
     """`method` run holding the context's lock (see Context)."""
     @functools.wraps(method)
@@ -97,6 +104,9 @@ class Context:
         # is given none.
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
+        # The ops compile() lowered for the fallback architecture because the target's
+        # library had only its reference kernel for them: name -> (optype, kernel).
+        self.refused: dict[str, tuple[str, str]] = {}
         self._runs: tuple = ()
         self._run_ops: tuple = ()
         self._blas_threads: int | None = None  # numpy's BLAS threads while running
@@ -241,9 +251,26 @@ class Context:
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
-        self._values = {}
+        # An op a library would run with its reference kernel (oneDNN's `ref:`, many
+        # times slower than its own kernels) is compiled again on the fallback
+        # architecture (docs/runtime.md, "Never a reference kernel").
+        # `refused` keeps what each such op would have been: (optype, kernel).
+        # Each compile starts from the model's own ops and weights (passes fold and drop).
+        originals = [op.copy_as(op.proto) for op in self.ops]
+        lowered = {op.name for op in originals if op.arch == "none"}
+        given = None if self.weights is None else dict(self.weights)
+        self.refused = {}
         try:
-            pipeline.compile(self, target, combine, dtype)
+            while True:
+                self._values = {}
+                self.weights = None if given is None else dict(given)
+                pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
+                slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
+                        if op.name in lowered and _reference_kernel(op)}
+                if slow.keys() <= self.refused.keys():
+                    break
+                self.refused.update(slow)
+                self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
         finally:
             self._values = {}
 

@@ -56,11 +56,12 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     variadic inputs laid end to end along an axis. When everything before that
     axis has size 1, each input is a contiguous block of the output: an input
     that owns its memory, is not static, not a model input or output, not given
-    twice, and (like the output) in the plain layout, becomes that block (owner +
-    owner_offset), so no copy is made. Inputs in a oneDNN layout are placed the
-    same way when every input is a whole block of the output's layout
+    twice, becomes that block (owner + owner_offset), so no copy is made. That
+    holds only when every input is in the output's layout: all plain, or, in a
+    oneDNN layout, every input a whole block of the output's
     (`MemoryDesc.is_block_of`: channels in blocks of 16 with a batch of 1, each
-    input a multiple of 16 channels).
+    input a multiple of 16 channels); otherwise none is placed (a plain part of a
+    blocked output, or a part of a partial block, needs the op's primitive).
     Returns how many inputs were placed.
     """
     placed = 0
@@ -75,14 +76,17 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
         names = [op.tensors_in[a] for a in op.variadic_in(in_arg)]
         entries = [tensors[n] for n in names]
         if dst.layout is None:
-            laid_out = [e.layout is None for e in entries]
+            fits = all(e.layout is None for e in entries)
         else:
-            blocks = dst.desc is not None and all(
+            fits = dst.desc is not None and all(
                 e.desc is not None and e.desc.is_block_of(dst.desc, axis) for e in entries)
-            laid_out = [blocks] * len(entries)
+        if not fits:
+            # The op copies the parts it was not given as bytes, which is right only
+            # for parts in the output's own layout.
+            continue
         offset = 0
-        for name, entry, fits in zip(names, entries, laid_out):
-            if (fits and entry.owner is None and not entry.static and not entry.input
+        for name, entry in zip(names, entries):
+            if (entry.owner is None and not entry.static and not entry.input
                     and name not in keep and names.count(name) == 1
                     and entry.mtype is dst.mtype and tensors.root(dst.name) is not entry):
                 entry.owner, entry.owner_offset = dst.name, offset

@@ -15,9 +15,10 @@ from lightnet.errors import LightNetError
 MAX_COMBINE_ROUNDS = 100
 
 
-def expand(ctx, arch: Arch) -> None:
+def expand(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> None:
     """Replace every op not of `arch` (or of its fallback) by what the arch
-    lowers it to."""
+    lowers it to; the ops named in `on_fallback` by what its fallback lowers
+    them to (ops the arch's library would run with a slow reference kernel)."""
     runs = {arch.name, arch.fallback}
     i = 0
     while i < len(ctx.ops):
@@ -25,7 +26,7 @@ def expand(ctx, arch: Arch) -> None:
         if op.arch in runs:
             i += 1
             continue
-        new_ops = lower(ctx, arch, op)
+        new_ops = None if op.name in on_fallback else lower(ctx, arch, op)
         if new_ops is None and arch.fallback is not None:
             new_ops = lower(ctx, get_arch(arch.fallback), op)
         if new_ops is None:
@@ -48,8 +49,9 @@ def lower(ctx, arch: Arch, op):
     return None if variant is None else [op.copy_as(variant)]
 
 
-def combine(ctx, arch: Arch) -> int:
-    """Apply combiners over windows of adjacent ops until none matches.
+def combine(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> int:
+    """Apply combiners over windows of adjacent ops until none matches; a match
+    that would make an op of `arch` named in `on_fallback` (see expand) is none.
 
     Returns the number of rounds; gives up with an error after
     MAX_COMBINE_ROUNDS, which means two rules undo each other.
@@ -68,6 +70,9 @@ def combine(ctx, arch: Arch) -> int:
                 window = ctx.ops[i : i + size]
                 if all(w in ("*", op.optype) for w, op in zip(combiner.window, window)):
                     new_ops = combiner.func(ctx, window)
+                    if new_ops is not None and any(op.arch == arch.name and op.name in
+                                                   on_fallback for op in new_ops):
+                        new_ops = None
                     if new_ops is not None:
                         ctx.replace_ops(i, size, new_ops)
                         i += _hoist_sources(ctx, i, len(new_ops))

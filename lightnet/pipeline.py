@@ -31,11 +31,13 @@ FUSION_PASSES = ("combine", "remove-dead-constants")
 class Job:
     """What a pass is given besides the context: the architecture compiled
     for, the model's outputs before compiling (tensors no op read), and the data
-    type the dnnl ops compute in (float32 or bfloat16; lightnet.layouts)."""
+    type the dnnl ops compute in (float32 or bfloat16; lightnet.layouts), and the
+    ops the expand pass lowers with the architecture's fallback (Context.compile)."""
 
     arch: Arch
     outputs: tuple[str, ...]
     precision: str = "float32"
+    on_fallback: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,13 @@ def _circle(pending: list[Pass], after: dict[str, set[str]], target: str) -> str
     return f"passes of target '{target}' require each other in a circle: {steps}"
 
 
-def compile(ctx, target: str, combine: bool = True, precision: str = "float32") -> None:
+def compile(ctx, target: str, combine: bool = True, precision: str = "float32",
+            on_fallback: frozenset[str] = frozenset()) -> None:
     """Run the pipeline of architecture `target` on `ctx`; `combine=False`
     leaves out FUSION_PASSES (to compare an optimized model with its plain
-    lowering); `precision`: the data type of the dnnl ops (float32, bfloat16)."""
-    job = Job(get_arch(target), tuple(ctx.outputs), precision)
+    lowering); `precision`: the data type of the dnnl ops (float32, bfloat16);
+    `on_fallback`: the ops to lower with the architecture's fallback."""
+    job = Job(get_arch(target), tuple(ctx.outputs), precision, on_fallback)
     for p in pipeline(target):
         if combine or p.name not in FUSION_PASSES:
             p.run(ctx, job)
@@ -172,7 +176,7 @@ def describe(target: str) -> list[str]:
 @register("expand", provides=["lowered", "ops-final"])
 def _expand(ctx, job):
     """Replace every op not of the target by what the target's expanders make of it."""
-    passes.expand(ctx, job.arch)
+    passes.expand(ctx, job.arch, job.on_fallback)
 
 
 @register("hoist-constants", requires=["lowered"], provides=["sources-first", "ops-final"])
@@ -184,7 +188,7 @@ def _hoist_constants(ctx, job):
 @register("combine", requires=["lowered", "sources-first"], provides=["fused", "ops-final"])
 def _combine(ctx, job):
     """Apply the target's combiners over windows of adjacent ops until none matches."""
-    passes.combine(ctx, job.arch)
+    passes.combine(ctx, job.arch, job.on_fallback)
 
 
 @register("remove-dead-constants", requires=["fused"],

@@ -6,7 +6,10 @@ Parameters are the elements of the tensors the model creates with `create`
 ops (its weights and constants), as written. MACs (multiply-accumulates) are
 those of the compiled model's convolutions, transposed convolutions and
 matrix and dot products, the arithmetic that dominates a network; elementwise
-ops, pools and normalizations are not counted.
+ops, pools and normalizations are not counted. The oneDNN kernels are the
+implementations the compiled dnnl ops run (a reorder's is chosen at load, so
+`lightnet bench` lists those too); the ops for which oneDNN has only its
+reference kernel run on the cpu instead, and are counted too.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections import Counter
 
 from lightnet import model_file, targets
 from lightnet.context import Context
+from lightnet.dnnl import ops as dnnl_ops
 from lightnet.mem import MemReport
 from lightnet.tensor import MemType
 
@@ -87,6 +91,8 @@ def collect(model, target: str = "cpu", datafile=None, memory_limit=None,
     compiled = Counter(op.optype for op in ctx.ops)
     doc["ops"] = {"given": _by_count(given), "compiled": _by_count(compiled)}
     doc["macs"] = sum(op_macs(op, ctx.tensors) for op in ctx.ops)
+    doc["kernels"] = dnnl_ops.kernel_counts(ctx.ops)
+    doc["refused"] = dict(Counter(optype for optype, _ in ctx.refused.values()))
     doc["memory"] = {str(r.mtype): {"arena": r.arena, "lower_bound": r.lower_bound,
                                     "all_tensors": r.total, "weights": r.weights}
                      for r in ctx.mem.values()}
@@ -112,6 +118,12 @@ def format_text(doc: dict) -> str:
     lines.append(f"parameters: {p['count']}{_si(p['count'])}, "
                  f"{p['bytes']} bytes{_si(p['bytes'])}")
     lines.append(f"MACs: {doc['macs']}{_si(doc['macs'])}")
+    if doc["kernels"]:
+        lines.append("oneDNN kernels: " + ", ".join(f"{k} x{n}"
+                                                     for k, n in doc["kernels"].items()))
+    if doc["refused"]:
+        lines.append("on the cpu, oneDNN having only its reference kernel: " + ", ".join(
+            f"{k} x{n}" for k, n in doc["refused"].items()))
     lines += [MemReport(MemType(mtype), m["arena"], m["all_tensors"], m["lower_bound"],
                         m["weights"]).describe() for mtype, m in doc["memory"].items()]
     return "\n".join(lines)

@@ -108,10 +108,15 @@ def test_other_reshape_transpose_reshapes_are_left_alone(kwargs):
 @pytest.mark.parametrize("c,group,conv", [(12, 3, False), (240, 3, True), (18, 2, True),
                                           (20, 5, True), (48, 3, True)])
 def test_dnnl_shuffle_matches_cpu(c, group, conv):
+    """oneDNN's shuffle, never its reference kernel: a source held plain or
+    channels-last (the input; this machine's AVX2 convolutions' choice), which oneDNN
+    shuffles only with that, is read in channel blocks (a reorder inside the op)."""
     doc = shuffle_model(c, group, conv=conv)
     ctx, ours = run(doc, "dnnl")
-    assert "channel_shuffle_dnnl" in optypes(ctx)
+    assert "channel_shuffle_dnnl" in optypes(ctx) and not ctx.refused
     assert "transpose_cpu" not in optypes(ctx)
+    (shuffle,) = [op for op in ctx.ops if op.optype == "channel_shuffle_dnnl"]
+    assert not shuffle.values["call"].impl_info.startswith("ref")
     if conv:  # one region: only the model input and output are reordered
         assert optypes(ctx).count("reorder_dnnl") <= 2
     _, ref = run(doc, "cpu")

@@ -257,6 +257,7 @@ def test_info_of_an_ir_and_of_its_compiled_form(ir_model, tmp_path):
     assert doc["macs"] == conv_macs(1, OI, oh, ow, CI, 1, KI, KI)
     assert doc["ops"]["given"] == {"create": 2, "conv2d": 1, "input": 1, "relu": 1}
     assert doc["ops"]["compiled"] == {"create_cpu": 2, "conv2d_cpu": 1, "input_cpu": 1}
+    assert doc["kernels"] == {}  # no oneDNN kernel on the cpu target
 
     ok(lightnet(model, "-f", weights, "-t", "cpu", "-c", "-o", "c.json", cwd=tmp_path))
     compiled = json.loads(ok(lightnet("info", "c.json", "-f", "c.npz", "--json",
@@ -280,6 +281,9 @@ def test_info_of_an_ir_compiled_for_dnnl(ir_model, tmp_path):
     assert 1 <= doc["ops"]["compiled"]["reorder_dnnl"] <= 2
     assert {t: n for t, n in doc["ops"]["compiled"].items() if t != "reorder_dnnl"} == {
         "create_cpu": 2, "input_cpu": 1, "weights_dnnl": 1, "conv2d_dnnl": 1}
+    # The convolution's kernel (the reorders' are chosen at load), never a reference one.
+    assert sum(doc["kernels"].values()) == 1
+    assert not any(k.startswith("ref") for k in doc["kernels"]), doc["kernels"]
     ok(lightnet(model, "-f", weights, "-t", "dnnl", "-c", "-o", "d.json", cwd=tmp_path))
     compiled = json.loads(ok(lightnet("info", "d.json", "-f", "d.npz", "--json",
                                       cwd=tmp_path)))

@@ -121,6 +121,7 @@ dnnl_normalization_flags_none = 0x0
 dnnl_use_global_stats = 0x1
 dnnl_use_scale = 0x2
 dnnl_use_shift = 0x4
+dnnl_fuse_norm_relu = 0x8
 
 # dnnl_scratchpad_mode_t
 dnnl_scratchpad_mode_user = 1
@@ -207,6 +208,7 @@ FUNCTIONS = {
     "dnnl_stream_create": (c_int, [_OUT, _H, c_uint]),
     "dnnl_memory_desc_create_with_tag": (c_int, [_OUT, c_int, _DIMS, c_int, c_int]),
     "dnnl_memory_desc_create_with_strides": (c_int, [_OUT, c_int, _DIMS, c_int, _DIMS]),
+    "dnnl_memory_desc_create_submemory": (c_int, [_OUT, _H, _DIMS, _DIMS]),
     "dnnl_memory_desc_clone": (c_int, [_OUT, _H]),
     "dnnl_memory_desc_get_size": (c_size_t, [_H]),
     "dnnl_memory_desc_query": (c_int, [_H, c_int, c_void_p]),
@@ -482,6 +484,14 @@ class MemoryDesc(_Owner):
         lib.dnnl_memory_desc_create_with_strides(ctypes.byref(handle), len(shape), dims(shape),
                                                  data_type(dtype), dims(strides))
         return cls(handle, lib)
+
+    def submemory(self, shape, offsets) -> MemoryDesc:
+        """The part of this layout of `shape` at `offsets` (elements per dim): a memory
+        made with it reads or writes that part of the whole tensor's buffer."""
+        handle = c_void_p()
+        self._lib.dnnl_memory_desc_create_submemory(ctypes.byref(handle), self.handle,
+                                                    dims(shape), dims(offsets))
+        return MemoryDesc(handle, self._lib)
 
     @classmethod
     def clone(cls, borrowed: int | c_void_p) -> MemoryDesc:

@@ -24,13 +24,14 @@ import numpy as np
 
 from lightnet.dnnl import primitives
 from lightnet.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
+from lightnet.errors import LightNetError
 
 PENDING = "any"
 
 __all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
            "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
-           "shuffle", "reduce", "unary", "reorder",
-           "describe_kernels"]
+           "shuffle", "reduce", "unary", "slice", "reorder",
+           "kernel_counts", "describe_kernels"]
 
 
 def _dtype(entry) -> str:
@@ -60,10 +61,12 @@ def _layout(entry, chooses: bool = False):
 
 
 def record(entry, desc, source=None) -> None:
-    """Give `entry` the layout `desc` (oneDNN's descriptor); `source` is the plain
-    layout a weight is reordered from, when that is not its C order. A desc that is
-    LightNet's own plain layout leaves the entry plain (any op may read it)."""
-    if desc == primitives.plain_desc(entry.shape, entry.dtype.np.name):
+    """Give `entry` the layout `desc` (oneDNN's descriptor); `source` is how the
+    kernel reads LightNet's plain tensor (a transposed weight's strides, a lower-ranked
+    operand with leading dims of 1), what a weight is reordered from. A desc that is
+    that (by default the C order of the entry's shape) leaves the entry plain (any op
+    may read it): a square weight's transpose is not."""
+    if desc == (source or primitives.plain_desc(entry.shape, entry.dtype.np.name)):
         entry.layout = entry.storage = entry.desc = entry.source = None
         return
     entry.layout = desc.format
@@ -198,10 +201,11 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
     bias may be None.
 
-    It reads its source in the layout the producer chose. Where oneDNN has no fast
+    It reads its source in the layout the producer chose. Where oneDNN has no direct
     implementation for that layout with its own choice of output (it would run its
-    reference one), the output takes the source's layout; failing that, the source
-    is reordered first, into the op's scratch, to the layout the convolution prefers."""
+    GEMM-based or reference one), the output takes the source's layout; failing that,
+    the source is reordered first, into the op's scratch, to the layout the convolution
+    prefers, if that runs a faster kernel (_slowness)."""
     pending = residual is not None and residual.layout == PENDING
     fixed_dst = residual is not None and not pending
 
@@ -216,13 +220,13 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     dst_layout = _layout(residual) if fixed_dst else "any"
     kernel = create(src_layout, dst_layout)
     before = {}
-    if _reference(kernel) and src_layout != "any":
+    if _slowness(kernel) and src_layout != "any":
         if not fixed_dst and src.layout in primitives.TAGS_4D:
-            kernel = create(src_layout, src.layout)
-        if _reference(kernel):
+            kernel = min(kernel, create(src_layout, src.layout), key=_slowness)
+        if _slowness(kernel):
             preferred = create("any", dst_layout)
-            if not _reference(preferred):
-                before["src"] = _create(primitives.reorder, src.desc, preferred.descs["src"])
+            if _slowness(preferred) < _slowness(kernel):
+                before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
                 kernel = preferred
     if pending:
         record(residual, kernel.descs["dst"])
@@ -235,6 +239,37 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
 
 def _reference(kernel) -> bool:
     return kernel.impl_info.startswith("ref")
+
+
+def _slowness(kernel) -> int:
+    """0 for a direct jit convolution, 1 for oneDNN's GEMM-based one (im2col and a GEMM,
+    `gemm:jit`: what it runs on a plain source; a depthwise 7x7 takes many times the
+    direct kernel's time), 2 for its reference one."""
+    return 2 if _reference(kernel) else int("gemm" in kernel.impl_info)
+
+
+def _tagged(shape, dtype: str, tags) -> list:
+    """`shape` in `dtype` laid out as each of the 4-D tags `tags` (none unless 4-D)."""
+    if len(shape) != 4:
+        return []
+    return [primitives.MemoryDesc.with_tag(tuple(shape), dtype, primitives.TAGS_4D[t])
+            for t in tags]
+
+
+def _avoid_reference(kernel, create, entry, name: str, layouts, before: dict):
+    """`kernel`, or, where it is oneDNN's reference one, the first kernel `create(desc)`
+    makes that is not, reading `entry` (the kernel's tensor `name`) in the layout `desc`
+    of `layouts`: an entry left to the op takes that layout, any other is reordered into
+    it first (`before`, into the op's scratch). `kernel` when none is."""
+    if not _reference(kernel):
+        return kernel
+    for desc in layouts:
+        again = create(desc)
+        if not _reference(again):
+            if entry.layout != PENDING:
+                before[name] = _create(primitives.reorder, _desc(entry), desc)
+            return again
+    return kernel
 
 
 def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
@@ -293,10 +328,11 @@ def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_paddi
                             {"src": src, "weight": weight, "bias": bias, "dst": dst}))
 
 
-def batchnorm(op, src, scale, offset, mean, var, dst, *, epsilon) -> int:
-    """Inference batch normalization in the source's layout; the [C] tensors plain."""
-    kernel = _create(primitives.batchnorm, src.shape, epsilon, dtype=_dtype(src),
-                     src=_layout(src))
+def batchnorm(op, src, scale, offset, mean, var, dst, *, epsilon, activation="none") -> int:
+    """Inference batch normalization in the source's layout, with a fused relu (oneDNN's
+    fuse_norm_relu) when `activation` says so; the [C] tensors plain."""
+    kernel = _create(primitives.batchnorm, src.shape, epsilon, relu=activation == "relu",
+                     dtype=_dtype(src), src=_layout(src))
     args = {"src": "src", "mean": "mean", "variance": "var", "scale": "scale",
             "shift": "offset", "dst": "dst"}
     return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "offset": offset,
@@ -339,10 +375,19 @@ def softmax(op, src, dst, *, axis) -> int:
 
 def shuffle(op, src, dst, *, group) -> int:
     """A channel shuffle in the source's layout (oneDNN's group_size is the channels of
-    one of LightNet's groups)."""
-    kernel = _create(primitives.shuffle, src.shape, 1, src.shape[1] // group,
-                     dtype=_dtype(src), src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    one of LightNet's groups), else in channel blocks: oneDNN shuffles plain and
+    channels-last tensors with its reference kernel only."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.shuffle, src.shape, 1, src.shape[1] // group, dtype=dtype,
+                       src=layout)
+
+    before = {}
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              _tagged(src.shape, dtype, ("aBcd16b", "aBcd8b")), before)
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
 
 
 def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
@@ -389,28 +434,25 @@ def binary(op, src1, src2, dst, name: str) -> int:
     reference implementation for the two layouts (a broadcast operand, such as a
     squeeze-excite gate [N, C, 1, 1], in a layout other than src1's), it reads src2 in
     src1's layout instead: a src2 left to it takes that layout, any other is reordered
-    into it first, into the op's scratch. A src2 of fewer dims (a bias [C] added to
-    [N, T, C]) is read plain, as of src1's rank with leading dims of 1."""
+    into it first, into the op's scratch. A src2 of fewer dims is read as of src1's
+    rank with leading dims of 1: one left to it (a weight, such as a per-channel
+    scale [C, 1, 1]) like one of src1's rank, any other (a bias [C] added to
+    [N, T, C]) plain."""
     dtype = _computes_in(src1, src2)
+    shape2 = (1,) * (src1.ndim - src2.ndim) + tuple(src2.shape)
 
     def create(layout):
         return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
                        src0=_layout(src1), src1=layout)
 
     before = {}
-    if src2.ndim < src1.ndim:
+    if src2.ndim < src1.ndim and src2.layout != PENDING:
         _read_plain(src2, dtype, "src1", before)
         kernel = create("plain")
     else:
         kernel = create(_layout(src2))
-        if _reference(kernel):
-            like = _like(kernel.descs["src0"], src2.shape, dtype)
-            if like is not None:
-                again = create(like)
-                if not _reference(again):
-                    if src2.layout != PENDING:
-                        before["src1"] = _create(primitives.reorder, _desc(src2), like)
-                    kernel = again
+        like = _like(kernel.descs["src0"], shape2, dtype)
+        kernel = _avoid_reference(kernel, create, src2, "src1", [like] if like else [], before)
     return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
                             {"src1": src1, "src2": src2, "dst": dst}, before))
 
@@ -452,13 +494,78 @@ class _Concat(Call):
 
 
 def concat(op, srcs, dst, axis: int) -> int:
-    """The sources (src1, src2, ...) joined along `axis`."""
-    kernel = _create(primitives.concat, [s.shape for s in srcs], axis,
-                     dtype=_computes_in(*srcs), srcs=[_layout(s) for s in srcs])
+    """The sources (src1, src2, ...) joined along `axis`, each read in its own layout,
+    else all channels-last: oneDNN joins sources of different layouts, or channel blocks
+    cut by the joint (58 + 58 channels in blocks of 8), with its reference kernel only.
+    A source held otherwise is then reordered first, into the op's scratch."""
+    dtype = _computes_in(*srcs)
+
+    def create(layouts):
+        return _create(primitives.concat, [s.shape for s in srcs], axis, dtype=dtype,
+                       srcs=layouts)
+
+    kernel = create([_layout(s) for s in srcs])
+    before = {}
+    if _reference(kernel) and all(s.ndim == 4 for s in srcs):
+        layouts = [_tagged(s.shape, dtype, ("acdb",))[0] for s in srcs]
+        again = create(layouts)
+        if not _reference(again):
+            kernel = again
+            for i, (s, desc) in enumerate(zip(srcs, layouts)):
+                if s.layout != PENDING and _desc(s) != desc:
+                    before[f"src{i}"] = _create(primitives.reorder, _desc(s), desc)
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
     entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
-    return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}))
+    return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}, before))
+
+
+class _Slice:
+    """A slice op's call: oneDNN's reorder of the part of the source (a sub-memory of
+    its layout) into the output; `first`, where the part cuts the source's channel
+    blocks, reorders the whole source channels-last into the op's scratch before."""
+
+    def __init__(self, kernel: primitives.Kernel, first: primitives.Kernel | None):
+        self.kernel, self.first = kernel, first
+        self.impl_info = kernel.impl_info
+        self.scratch = 0 if first is None else first.nbytes("dst")
+
+    def bind(self, scratch, arrays: dict):
+        src, dst = _bytes(arrays["src"]), _bytes(arrays["dst"])
+        if self.first is None:
+            return self.kernel.bind({"src": src, "dst": dst})
+        place = scratch[:self.scratch]
+        whole = self.first.bind({"src": src, "dst": place})
+        part = self.kernel.bind({"src": place, "dst": dst})
+
+        def run():
+            whole()
+            part()
+        return run
+
+
+def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A002
+    """dst = the `len` entries of src from `start` along `axis`, src read in its
+    producer's layout (plain where the layout pass left it to this op); dst in that
+    layout (see _Slice)."""
+    dtype = _dtype(src)
+    if src.layout == PENDING:
+        record(src, primitives.plain_desc(src.shape, dtype))
+    whole = _desc(src)
+    shape, offsets = list(src.shape), [0] * src.ndim
+    shape[axis], offsets[axis] = len, start
+    first = None
+    try:
+        part = whole.submemory(shape, offsets)
+    except LightNetError:  # oneDNN's sub-memories of a blocked layout are whole blocks
+        channels_last = _tagged(src.shape, dtype, ("acdb",))[0]
+        first = _create(primitives.reorder, whole, channels_last)
+        whole, part = channels_last, channels_last.submemory(shape, offsets)
+    out = _like(whole, shape, dtype) or primitives.plain_desc(shape, dtype)
+    kernel = _create(primitives.reorder, part, out)
+    record(dst, kernel.descs["dst"])
+    op.values["call"] = _Slice(kernel, first)
+    return op.values["call"].scratch
 
 
 class Reorder:
@@ -498,15 +605,21 @@ def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
     return 0
 
 
-def describe_kernels(ops) -> str:
-    """oneDNN's implementations (impl_info) the loaded dnnl ops run, with counts, in
-    order of first use: what `lightnet bench` and bench/run.py print."""
+def kernel_counts(ops) -> dict[str, int]:
+    """How many of the dnnl ops `ops` run each of oneDNN's implementations (impl_info),
+    in order of first use; a reorder's is known once the model is loaded."""
     counts: dict[str, int] = {}
     for op in ops:
-        call = op.values.get("call")
-        info = getattr(call, "impl_info", None)
+        info = getattr(op.values.get("call"), "impl_info", None)
         if info is not None:
             counts[info] = counts.get(info, 0) + 1
+    return counts
+
+
+def describe_kernels(ops) -> str:
+    """The kernel_counts of the loaded dnnl ops in one line: what `lightnet bench` and
+    bench/run.py print."""
+    counts = kernel_counts(ops)
     if not counts:
         return "oneDNN: none (no op runs on dnnl)"
     return "oneDNN: " + ", ".join(f"{k} x{n}" for k, n in counts.items())

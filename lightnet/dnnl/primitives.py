@@ -533,13 +533,16 @@ def concat(shapes, axis: int, *, dtype: str = "float32", srcs=None, dst="any") -
     return Kernel("concat", pd, args, plain)
 
 
-def batchnorm(shape, epsilon: float, *, dtype: str = "float32", src="plain", dst="any") -> Kernel:
-    """Inference batch normalization over axis 1 (the cpu batchnorm); tensors src,
-    mean, variance, scale, shift ([C] float32 each), dst."""
+def batchnorm(shape, epsilon: float, *, relu: bool = False, dtype: str = "float32",
+              src="plain", dst="any") -> Kernel:
+    """Inference batch normalization over axis 1 (the cpu batchnorm), then a relu if
+    `relu`; tensors src, mean, variance, scale, shift ([C] float32 each), dst."""
     args = {"mean": capi.DNNL_ARG_MEAN, "variance": capi.DNNL_ARG_VARIANCE,
             "scale": capi.DNNL_ARG_SCALE, "shift": capi.DNNL_ARG_SHIFT}
     stats = {name: (arg, plain_desc((shape[1],), "float32")) for name, arg in args.items()}
     flags = capi.dnnl_use_global_stats | capi.dnnl_use_scale | capi.dnnl_use_shift
+    if relu:
+        flags |= capi.dnnl_fuse_norm_relu
     return _unary("batchnorm", "dnnl_batch_normalization_forward_primitive_desc_create", shape,
                   dtype, src, dst, (), (float(epsilon), flags), stats=stats)
 

@@ -1,6 +1,7 @@
 """What the optimizer fuses into a producing op (conv2d, matmul).
 
-A batchnorm that follows is folded into the weights once, at load; a residual
+A batchnorm that follows is folded into the weights once, at load (so is a
+multiply or add by a constant of one value per channel); a residual
 add and an activation are applied to the destination in place, so the fused
 op makes no intermediate tensor and no extra pass over memory per fused op.
 """
@@ -16,8 +17,10 @@ __all__ = [
     "activate",
     "activate_scratch",
     "activate_workspace",
+    "channel_operand",
     "fold_batchnorm_conv",
     "fold_batchnorm_gemm",
+    "fold_channel_operand_conv",
 ]
 
 ACTIVATIONS = ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
@@ -35,6 +38,27 @@ def fold_batchnorm_conv(weight, bias, scale, offset, mean, var, epsilon, dtype):
     folded_weight = (np.asarray(weight, np.float64) * s[:, None, None, None]).astype(dtype)
     b = 0.0 if bias is None else np.asarray(bias, np.float64)
     return folded_weight, (b * s + t).astype(dtype)
+
+
+def channel_operand(shape, dst_shape) -> bool:
+    """Whether an operand of `shape` holds one value per channel (axis 1) of `dst_shape`,
+    or one value: [C, 1, 1] or [1, C, 1, 1] beside [N, C, H, W], as Caffe2-converted
+    models scale and shift a convolution's output."""
+    shape = (1,) * (len(dst_shape) - len(shape)) + tuple(shape)
+    return len(shape) == len(dst_shape) >= 2 and shape[0] == 1 and shape[1] in (
+        1, dst_shape[1]) and all(d == 1 for d in shape[2:])
+
+
+def fold_channel_operand_conv(weight, bias, operand, elew_op, dtype):
+    """(weight', bias') such that conv(x, weight', bias') == conv(x, weight, bias) <elew_op>
+    operand (TL_MUL, TL_DIV, TL_SUM or TL_SUB), the operand one value per output channel
+    (channel_operand)."""
+    w, b = np.asarray(weight, np.float64), np.asarray(bias, np.float64)
+    v = np.broadcast_to(np.asarray(operand, np.float64).reshape(-1), b.shape)
+    if elew_op in ("TL_MUL", "TL_DIV"):
+        s = v if elew_op == "TL_MUL" else 1.0 / v
+        return (w * s[:, None, None, None]).astype(dtype), (b * s).astype(dtype)
+    return w.astype(dtype), (b + (v if elew_op == "TL_SUM" else -v)).astype(dtype)
 
 
 def fold_batchnorm_gemm(src2, bias, scale, offset, mean, var, epsilon, *, transB, beta, dtype):

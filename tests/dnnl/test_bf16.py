@@ -11,6 +11,9 @@ from lightnet.dnnl import capi
 
 if capi.unavailable_reason():
     pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}", allow_module_level=True)
+if capi.library().bf16 is None:
+    pytest.skip(f"oneDNN has no bfloat16 on this CPU (ISA {capi.library().cpu_isa})",
+                allow_module_level=True)
 
 from lightnet import kernels as K  # noqa: E402
 from lightnet.dnnl import primitives as P  # noqa: E402

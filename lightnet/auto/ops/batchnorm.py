@@ -108,10 +108,22 @@ def batchnorm_dnnl_pre_run(op, tensors):
 def batchnorm_dnnl_scratch(op, tensors):
     """The bytes of scratch memory a batchnorm_dnnl op needs while it runs."""
     ck = Checker(op, tensors)
-    src, scale, offset, mean, var, dst, epsilon = ck.get(
-        "src", "scale", "offset", "mean", "var", "dst", "epsilon"
+    src, scale, offset, mean, var, dst, epsilon, activation = ck.get(
+        "src", "scale", "offset", "mean", "var", "dst", "epsilon", "activation"
     )
-    ck.scratch(dnnl.batchnorm(op, src, scale, offset, mean, var, dst, epsilon=epsilon))
+    ck.scratch(
+        dnnl.batchnorm(
+            op,
+            src,
+            scale,
+            offset,
+            mean,
+            var,
+            dst,
+            epsilon=epsilon,
+            activation=activation,
+        )
+    )
 
 
 def batchnorm_dnnl_load(op, arrays):
@@ -149,6 +161,7 @@ BATCHNORM_DNNL = OpProto(
         ParamArg(
             "epsilon", ParamType.NUMBER, 1e-05, realtype="float", bounds=(("gt", 0),)
         ),
+        ParamArg("activation", ParamType.STRING, "none", choices=("none", "relu")),
     ),
     pre_run=batchnorm_dnnl_pre_run,
     source="descriptions/ops/batchnorm.yaml",

@@ -3,23 +3,23 @@
 
 oneDNN's ops, for what it runs best: TL_FLOAT convolutions, matrix products,
 pooling, normalizations, element-wise ops (hard_swish, hard_sigmoid, gelu and
-swish too), binary ops (the second operand broadcasting) and concat. Every
-other op, and one oneDNN would compute otherwise than the cpu kernel, runs as
-on the cpu (the fallback). The combiners fuse a batchnorm (folded into the
-weights), a residual add (a sum post-op) and an activation (an eltwise post-op)
-into a convolution, and a transpose of the last two axes (transA / transB) and
-a multiply by a known scalar (alpha) into the matmul reading it; the cpu's
-combiners then join the cpu ops. After them the layout pass
-(lightnet/layouts.py) inserts the reorders between dnnl ops and the others. In
-a bfloat16 model, a softmax and a layernorm (float32_ops), and the dnnl op
-making what each reads, compute in float32: softmax exponentiates its source,
-so a score rounded to bfloat16 (2^-9 of its size) moves its probability by as
-many percent; a layernorm's statistics are float32 in oneDNN whatever it reads,
-but its source is a transformer's residual stream, made by the residual add:
-held in float32 it does not gather a rounding per block (ViT-S/16 in bfloat16:
-worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the layernorms in
-bfloat16, beyond the 2e-2 contract). An element-wise op (elementwise_ops)
-computes in the data type of what it reads.
+swish too), binary ops (the second operand broadcasting), concat and 4-D
+slices. Every other op, and one oneDNN would compute otherwise than the cpu
+kernel, runs as on the cpu (the fallback). The combiners fuse a batchnorm
+(folded into the weights), a residual add (a sum post-op) and an activation (an
+eltwise post-op) into a convolution, and a transpose of the last two axes
+(transA / transB) and a multiply by a known scalar (alpha) into the matmul
+reading it; the cpu's combiners then join the cpu ops. After them the layout
+pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
+others. In a bfloat16 model, a softmax and a layernorm (float32_ops), and the
+dnnl op making what each reads, compute in float32: softmax exponentiates its
+source, so a score rounded to bfloat16 (2^-9 of its size) moves its probability
+by as many percent; a layernorm's statistics are float32 in oneDNN whatever it
+reads, but its source is a transformer's residual stream, made by the residual
+add: held in float32 it does not gather a rounding per block (ViT-S/16 in
+bfloat16: worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the
+layernorms in bfloat16, beyond the 2e-2 contract). An element-wise op
+(elementwise_ops) computes in the data type of what it reads.
 """
 
 from __future__ import annotations
@@ -212,6 +212,15 @@ def expand_concat(ctx, target):
     return None
 
 
+def expand_slice(ctx, target):
+    """Lower slice to slice_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.ins.src.dtype == DType.TL_FLOAT and op.ins.src.ndim == 4:
+        return [b.op("slice_dnnl", like=op)]
+    return None
+
+
 def expand_deconv2d(ctx, target):
     """Lower deconv2d to deconv2d_dnnl."""
     op = OpView(ctx, target)
@@ -361,6 +370,45 @@ def combine_conv_batchnorm_fold(ctx, window):
             ops[1].value("mean"),
             ops[1].value("var"),
             ops[1].params.epsilon,
+            ops[0].outs.dst.dtype.np,
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(
+            like=ops[0],
+            ins={"weight": weight, "bias": bias},
+            outs={"dst": ops[1].outs.dst},
+        ),
+    ]
+
+
+def combine_conv_channel_fold(ctx, window):
+    """Fold a multiply, divide, add or subtract by a known constant of one value
+    per output channel ([C, 1, 1], as Caffe2-converted models scale and shift)
+    into the convolution that feeds it at compile time, when the model is
+    compiled with its weights."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].params.elew_op in ("TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB")
+        and ops[1].ins.src1.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+        and not ops[0].given("residual")
+        and ops[0].known("weight", "bias")
+        and ops[1].known("src2")
+        and kernels.channel_operand(ops[1].ins.src2.shape, ops[0].outs.dst.shape)
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    weight, bias = b.constants(
+        ops[0].name,
+        ("weight", "bias"),
+        kernels.fold_channel_operand_conv(
+            ops[0].value("weight"),
+            ops[0].value("bias"),
+            ops[1].value("src2"),
+            ops[1].params.elew_op,
             ops[0].outs.dst.dtype.np,
         ),
     )
@@ -591,6 +639,22 @@ def combine_fuse_relu(ctx, window):
     ]
 
 
+def combine_batchnorm_relu(ctx, window):
+    """Apply a relu inside the batchnorm that feeds it (one not folded into a
+    convolution)."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(like=ops[0], outs={"dst": ops[1].outs.dst}, params={"activation": "relu"})
+    ]
+
+
 def combine_fuse_lrelu(ctx, window):
     """Apply an lrelu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
@@ -778,6 +842,7 @@ ELEMENTWISE_OPS = frozenset(
         "hard_sigmoid_dnnl",
         "gelu_dnnl",
         "swish_dnnl",
+        "slice_dnnl",
     ]
 )
 
@@ -800,6 +865,7 @@ EXPANDERS = {
     "unary": expand_unary,
     "reduce": expand_reduce,
     "concat": expand_concat,
+    "slice": expand_slice,
     "deconv2d": expand_deconv2d,
     "batchnorm": expand_batchnorm,
     "lrn": expand_lrn,
@@ -819,12 +885,16 @@ COMBINERS = (
         ("conv2d_dnnl", "batchnorm_dnnl"),
         combine_conv_batchnorm_fold,
     ),
+    Combiner(
+        "conv_channel_fold", ("conv2d_dnnl", "elew_dnnl"), combine_conv_channel_fold
+    ),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
+    Combiner("batchnorm_relu", ("batchnorm_dnnl", "relu_dnnl"), combine_batchnorm_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_dnnl"), combine_fuse_lrelu),
     Combiner("fuse_sigmoid", ("*", "sigmoid_dnnl"), combine_fuse_sigmoid),
     Combiner("fuse_tanh", ("*", "tanh_dnnl"), combine_fuse_tanh),
