@@ -8,6 +8,8 @@
     python bench/run.py --threads 1
     python bench/run.py --quiet-wait 120        # on a shared machine: wait for quiet
     python bench/run.py --openvino off          # leave OpenVINO out even where installed
+    python bench/run.py --zoo                   # the zoo's models instead (bench/zoo.py)
+    python bench/run.py --zoo --target both --models resnet18,yolov8n
 
 Each model is built once as an ONNX graph with seeded random weights (bench/models.py);
 ONNX Runtime runs it directly, LightNet through its ONNX importer, compiled for each
@@ -32,6 +34,13 @@ worker processes, which inherit them); ONNX Runtime gets intra_op_num_threads =
 --threads. The header names the BLAS kernels numpy's OpenBLAS runs (OPENBLAS_CORETYPE,
 or --openblas-coretype, chooses them), and each row's "GEMM ms" is the floor that BLAS
 puts under LightNet's latency (gemm_floor). Results and what they mean: docs/performance.md.
+
+--zoo times the models bench/zoo.py exported to its cache (--cache, default
+~/.cache/lightnet-zoo) instead, each on the inputs it was exported with, on the dnnl
+target (--target both adds cpu): the same workers and blocks, the error of the first
+output only (bench/zoo.py check compares every output, to 1e-4), no dispatch table.
+A model LightNet cannot import, or whose worker fails, is listed below the table with
+its error's line, and makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -50,9 +59,15 @@ def _args(argv=None):
                    help="BLAS threads and ONNX Runtime intra-op threads (default: all cores)")
     p.add_argument("--models", default=None,
                    help="comma-separated subset of: vgg11, resnet50, squeezenet1.1, "
-                        "mobilenetv2, shufflenet, mobilenetv3, vit_s16 (default: all)")
-    p.add_argument("--target", choices=("dnnl", "cpu", "both"), default="both",
-                   help="LightNet's target(s), each timed against ONNX Runtime (default both)")
+                        "mobilenetv2, shufflenet, mobilenetv3, vit_s16, or with --zoo of "
+                        "the zoo's models (default: all)")
+    p.add_argument("--target", choices=("dnnl", "cpu", "both"), default=None,
+                   help="LightNet's target(s), each timed against ONNX Runtime (default both; "
+                        "dnnl with --zoo)")
+    p.add_argument("--zoo", action="store_true",
+                   help="time the models bench/zoo.py exported (see --cache) instead")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="--zoo: the zoo's cache (default: bench/zoo.py's, ~/.cache/lightnet-zoo)")
     p.add_argument("--precision", choices=("f32", "bf16"), default="f32",
                    help="bf16: also time the dnnl target in bfloat16 (dnnl-bf16), beside "
                         "float32 and ONNX Runtime (float32)")
@@ -75,7 +90,8 @@ def _args(argv=None):
     p.add_argument("--openvino", choices=("auto", "off"), default="auto",
                    help="auto (default): also time OpenVINO's CPU plugin (ov; ov-bf16 with "
                         "--precision bf16) where the openvino package is installed")
-    p.add_argument("--no-dispatch", action="store_true", help="skip the dispatch table")
+    p.add_argument("--no-dispatch", action="store_true",
+                   help="skip the dispatch table (--zoo always does)")
     p.add_argument("--dispatch-ops", type=int, default=1000,
                    help="length of the relu chain of the dispatch table (default 1000)")
     return p.parse_args(argv)
@@ -86,7 +102,8 @@ if ARGS.threads < 1:
     sys.exit("run.py: --threads must be >= 1")
 if ARGS.blocks < 1 or ARGS.runs < 1 or ARGS.pause < 0:
     sys.exit("run.py: --blocks and --runs must be >= 1, --pause >= 0")
-TARGETS = ("dnnl", "cpu") if ARGS.target == "both" else (ARGS.target,)
+TARGET = ARGS.target or ("dnnl" if ARGS.zoo else "both")
+TARGETS = ("dnnl", "cpu") if TARGET == "both" else (TARGET,)
 if ARGS.precision == "bf16":
     if "dnnl" not in TARGETS:
         sys.exit("run.py: --precision bf16 times the dnnl target (drop --target cpu)")
@@ -126,11 +143,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import models  # noqa: E402
+import zoo  # noqa: E402
 
 from lightnet import blas  # noqa: E402
 
 SEED = 20240611
 MB = 1 << 20
+ZOO_CACHE = ARGS.cache or zoo.DEFAULT_CACHE
 
 
 class CpuShare:
@@ -205,19 +224,28 @@ def gemm_rate(n: int = 1024, repeat: int = 20) -> float:
 
 
 def prepare(name: str, d: str) -> list:
-    """Build model `name` as ONNX, import it, write everything the workers read to `d`;
-    returns its matrix products (models.gemms)."""
+    """Write everything the workers read to `d`: model `name` as ONNX (from the zoo's
+    cache with --zoo, else built by bench/models.py), LightNet's import of it and its
+    inputs; returns its matrix products (models.gemms)."""
+    import onnx
+
     from lightnet.frontends.onnx import convert, save_weights
 
-    model = models.MODELS[name](np.random.default_rng(SEED))
+    if ARGS.zoo:
+        entry = zoo.read_manifest(ZOO_CACHE)[name]
+        model = onnx.load(os.path.join(ZOO_CACHE, entry["file"]))
+        feed = zoo.inputs_of(ZOO_CACHE, entry)
+    else:
+        model = models.MODELS[name](np.random.default_rng(SEED))
+        x = np.random.default_rng(SEED + 1).standard_normal((1, 3, 224, 224))
+        feed = {"data": x.astype(np.float32)}
     with open(os.path.join(d, "model.onnx"), "wb") as f:
         f.write(model.SerializeToString())
     ir, weights = convert(model)
     with open(os.path.join(d, "model.json"), "w") as f:
         json.dump(ir, f)
     save_weights(os.path.join(d, "model.npz"), weights)
-    x = np.random.default_rng(SEED + 1).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    np.save(os.path.join(d, "input.npy"), x)
+    np.savez(os.path.join(d, "inputs.npz"), **feed)
     return models.gemms(model)
 
 
@@ -257,7 +285,10 @@ class Worker:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
-            raise RuntimeError(f"the {self.engine} worker failed:\n{self.proc.stderr.read()[-3000:]}")
+            tail = self.proc.stderr.read()[-3000:]
+            print(tail, file=sys.stderr, flush=True)
+            last = (tail.strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"the {self.engine} worker failed: {last}")
         return json.loads(line)
 
     def ask(self, command: str):
@@ -308,16 +339,23 @@ def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(ours - ref)) / max(np.max(np.abs(ref)), 1e-30))
 
 
-def bench_models(names) -> list[dict]:
-    rows = []
+def bench_models(names) -> tuple[list[dict], list[str]]:
+    """The rows of the models measured, and a line for each model that could not be
+    (LightNet refused it, or a worker failed)."""
+    rows, failed = [], []
     for name in names:
         with tempfile.TemporaryDirectory(prefix=f"lnbench-{name}-") as d:
             t = time.perf_counter()
-            products = prepare(name, d)
-            if ARGS.quiet_wait > 0:
-                wait_quiet(ARGS.quiet_wait)
-            share = CpuShare()
-            results = measure(d)
+            try:
+                products = prepare(name, d)
+                if ARGS.quiet_wait > 0:
+                    wait_quiet(ARGS.quiet_wait)
+                share = CpuShare()
+                results = measure(d)
+            except Exception as e:  # noqa: BLE001 - a line below the table, then the next model
+                failed.append(f"{name}: {zoo.one_line(e)}")
+                print(f"  {failed[-1]}", file=sys.stderr, flush=True)
+                continue
             floor = gemm_floor(products)
             others = share.stop()
             ref = np.load(os.path.join(d, "out_ort.npy"))
@@ -336,7 +374,7 @@ def bench_models(names) -> list[dict]:
         theirs = "".join(f", {e} {row['others'][e]['latency'] * 1e3:.1f} ms" for e in OTHERS)
         print(f"  {name}: {mine}, ort {row['ort']['latency'] * 1e3:.1f} ms{theirs} "
               f"({row['wall']:.0f} s)", file=sys.stderr, flush=True)
-    return rows
+    return rows, failed
 
 
 def print_model_table(rows, gemm: float, gemm_end: float) -> None:
@@ -521,7 +559,16 @@ def conv_kind(ctx, op) -> str:
 
 
 def main() -> None:
-    names = list(models.MODELS)
+    if ARGS.zoo:
+        if ARGS.profile:
+            sys.exit("run.py: --profile takes a built-in model (leave out --zoo)")
+        try:
+            known = list(zoo.read_manifest(ZOO_CACHE))
+        except FileNotFoundError as e:
+            sys.exit(f"run.py: {e}")
+    else:
+        known = list(models.MODELS)
+    names = known
     if ARGS.profile:
         if ARGS.profile not in models.MODELS:
             sys.exit(f"run.py: unknown model {ARGS.profile!r} (known: {', '.join(names)})")
@@ -529,9 +576,9 @@ def main() -> None:
         return
     if ARGS.models:
         names = [n.strip() for n in ARGS.models.split(",") if n.strip()]
-        unknown = [n for n in names if n not in models.MODELS]
+        unknown = [n for n in names if n not in known]
         if unknown:
-            sys.exit(f"run.py: unknown models {unknown} (known: {', '.join(models.MODELS)})")
+            sys.exit(f"run.py: unknown models {unknown} (known: {', '.join(known)})")
     import onnxruntime
 
     start = time.perf_counter()
@@ -557,14 +604,18 @@ def main() -> None:
           f"{os.environ['OPENBLAS_NUM_THREADS']}; ORT intra_op_num_threads={ARGS.threads}, "
           f"oneDNN's OpenMP threads {ARGS.threads}); targets {', '.join(TARGETS)}; median of "
           f"{ARGS.blocks} blocks of {ARGS.runs} runs, {ARGS.pause} s apart\n")
-    rows = bench_models(names)
+    if ARGS.zoo:
+        print(f"zoo: {ZOO_CACHE}, {len(names)} models\n")
+    rows, failed = bench_models(names)
     kernels = {f"{r['model']} ({tg})": r["ours"][tg].get("kernels") for r in rows
                for tg in ("dnnl", "dnnl-bf16") if tg in r["ours"]}
     gemm_end = gemm_rate()
     print_model_table(rows, gemm, gemm_end)
     for model, line in kernels.items():
         print(f"{model}: {line}")
-    if not ARGS.no_dispatch:
+    if failed:
+        print("\nnot timed:\n" + "\n".join(failed))
+    if not ARGS.no_dispatch and not ARGS.zoo:
         if ARGS.quiet_wait > 0:
             wait_quiet(ARGS.quiet_wait)
         bench_dispatch(ARGS.dispatch_ops)
@@ -572,7 +623,7 @@ def main() -> None:
     print(f"\ntotal bench time: {time.perf_counter() - start:.0f} s; other processes used "
           f"{'?' if others is None else f'{100 * others:.0f}%'} of the machine meanwhile; "
           f"load average now {os.getloadavg()[0]:.2f}")
-    if not all(r["ok"] for r in rows):
+    if failed or not all(r["ok"] for r in rows):
         sys.exit(1)
 
 

@@ -7,8 +7,8 @@ TARGET is dnnl, cpu, or dnnl-bf16 (dnnl computing in bfloat16); ov is OpenVINO's
 plugin in float32, ov-bf16 the same asked for bfloat16 (an optional comparison: the
 `openvino` package).
 
-DIR holds model.onnx, input.npy and, for ours, model.json + model.npz (the ONNX
-importer's output). The worker sets its engine up, prints what that took as one
+DIR holds model.onnx, inputs.npz (the model's inputs by name) and, for ours,
+model.json + model.npz (the ONNX importer's output). The worker sets its engine up, prints what that took as one
 JSON line, then runs the model when told to (see `main`), so that bench/run.py
 can interleave the two engines' timed runs.
 
@@ -102,9 +102,8 @@ class Ours:
                     precision=precision or "f32")
         ctx.load()
         self.setup = time.perf_counter() - t0
-        (self.input,) = ctx.inputs
         self.ctx = ctx
-        self.x = _load_input(d)
+        self.feed = _load_inputs(d)
         self.run()
         self.info = {
             "setup": self.setup, "peak_growth": _status("VmHWM") - base,
@@ -118,7 +117,8 @@ class Ours:
         }
 
     def run(self):
-        self.ctx.set_data(self.input, self.x)
+        for name, x in self.feed.items():
+            self.ctx.set_data(name, x)
         self.ctx.run()
 
     def output(self):
@@ -140,23 +140,23 @@ class Ort:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         self.setup = time.perf_counter() - t0
-        self.input = self.sess.get_inputs()[0].name
-        self.x = _load_input(d)
+        self.feed = _load_inputs(d)
         self.run()
         self.info = {"setup": self.setup, "peak_growth": _status("VmHWM") - base,
                      "rss_growth": _status("VmRSS") - base, "version": ort.__version__}
 
     def run(self):
-        self.out = self.sess.run(None, {self.input: self.x})[0]
+        self.out = self.sess.run(None, self.feed)[0]
 
     def output(self):
         return self.out
 
 
-def _load_input(d):
+def _load_inputs(d) -> dict:
     import numpy as np
 
-    return np.load(os.path.join(d, "input.npy"))
+    with np.load(os.path.join(d, "inputs.npz")) as data:
+        return dict(data)
 
 
 class OpenVino:
@@ -177,14 +177,14 @@ class OpenVino:
         self.compiled = core.compile_model(model, "CPU", config)
         self.request = self.compiled.create_infer_request()
         self.setup = time.perf_counter() - t0
-        self.x = _load_input(d)
+        self.feed = _load_inputs(d)
         self.run()
         self.info = {"setup": self.setup, "peak_growth": _status("VmHWM") - base,
                      "rss_growth": _status("VmRSS") - base, "version": ov.__version__,
                      "precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))}
 
     def run(self):
-        self.request.infer({0: self.x})
+        self.request.infer(self.feed)
 
     def output(self):
         return self.request.get_output_tensor(0).data.copy()

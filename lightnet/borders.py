@@ -71,11 +71,13 @@ class Borders:
         return array.astype(port.dtype, copy=False).reshape(port.shape)
 
 
-def signature(doc, label: str, memory_limit=None):
+def signature(doc, label: str, memory_limit=None, checked: Context | None = None):
     """(inputs, outputs) of a model with or without symbolic dims: {name: (dtype,
     declared shape, the tensor's own shape)} in the model's order, shapes with
     the names of the dims they follow (see symbolic.shapes). The declared shape is the
-    interface's (a scalar's [], say), else the tensor's."""
+    interface's (a scalar's [], say), else the tensor's. `checked`: a Context the
+    model (without symbolic dims) is initialized in already, read instead of
+    checking the model once more."""
     def check(dims):
         ctx = Context(memory_limit=memory_limit)
         try:
@@ -90,7 +92,10 @@ def signature(doc, label: str, memory_limit=None):
 
     symbols = symbolic.names(doc)
     own = symbolic.shapes(check, symbols) if symbols else None
-    ctx = check({s: symbolic.PROBES[i] for i, s in enumerate(symbols)})
+    if checked is not None and not symbols:
+        ctx = checked
+    else:
+        ctx = check({s: symbolic.PROBES[i] for i, s in enumerate(symbols)})
     if own is None:
         own = {n: e.shape for n, e in ctx.tensors.items()}
     borders = Borders(ctx)  # checks the interface against the tensors
@@ -101,5 +106,6 @@ def signature(doc, label: str, memory_limit=None):
             declared[port["name"]] = tuple(port["shape"])
     result = tuple({n: (borders.declared(n)[0], declared.get(n, own[n]), own[n]) for n in names_}
                    for names_ in (ctx.inputs, ctx.outputs))
-    ctx.cleanup()
+    if ctx is not checked:
+        ctx.cleanup()
     return result

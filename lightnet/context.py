@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import blas, ir, mem, pipeline, symbolic, targets, weights, wts
+from lightnet import blas, ir, limits, mem, pipeline, symbolic, targets, weights, wts
 from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError, LightNetWarning
+from lightnet.gc_pause import while_building
 from lightnet.op import Op, unique_name
 from lightnet.param import Param
 from lightnet.builder import Model
@@ -69,9 +70,14 @@ class Context:
     holds it around the three (`with ctx.lock:`), as Session.run does.
 
     `seed`: the seed of the random values ops make (a `create` with a range),
-    with each tensor's name, so that runs are reproducible."""
+    with each tensor's name, so that runs are reproducible.
 
-    def __init__(self, memory_limit=None, threads=None, seed=0):
+    `fold_limit`: the elements computing static data while compiling with weights
+    (value(), which rules fold constants with) may touch in one compile (an int, or
+    a string like `64M`); None is lightnet.limits.DEFAULT_FOLD_LIMIT. What is past
+    it is not folded: its ops stay in the model and compute when it runs."""
+
+    def __init__(self, memory_limit=None, threads=None, seed=0, fold_limit=None):
         if memory_limit is not None:
             try:
                 memory_limit = mem.parse_size(memory_limit)
@@ -84,6 +90,8 @@ class Context:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
+        self.fold_limit: int | None = limits.parse_fold_limit(fold_limit)
+        self._fold_budget = limits.FoldBudget(self.fold_limit)
         self.threads: int | None = threads
         self.seed: int = seed
         self.lock = threading.RLock()
@@ -114,6 +122,7 @@ class Context:
     # Building and checking ------------------------------------------------------
 
     @_locked
+    @while_building
     def init(self, source, dims: dict | None = None, label: str | None = None) -> None:
         """Create and check the ops of a model: a path, `-` for stdin, a dict, or
         a lightnet.nn Model, whose constants compile() then takes as the weights.
@@ -153,17 +162,28 @@ class Context:
         self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
-        """Insert `ops` at `position`, checking each (pre_run) in order."""
-        for k, op in enumerate(ops):
-            op.seed = self.seed
-            try:
-                op.pre_run(self.tensors)
-                self.dfg.add(op)
-            except LightNetError as e:
-                self._forget_outputs(op)
-                raise LightNetError(f"{self.label}: {e}") from e
-            self.ops.insert(position + k, op)
-        self.mem = None
+        """Insert `ops` at `position`, checking each (pre_run) in order; those
+        checked before one fails are inserted."""
+        self._put(position, 0, ops)
+
+    def _put(self, position: int, count: int, ops: list[Op]) -> None:
+        """Check `ops` in order and put those checked in place of the `count` ops
+        (already taken out of the graph) at `position`: one slice assignment, so
+        that replacing one op by one moves no other (expand replaces every op)."""
+        checked = []
+        try:
+            for op in ops:
+                op.seed = self.seed
+                try:
+                    op.pre_run(self.tensors)
+                    self.dfg.add(op)
+                except LightNetError as e:
+                    self._forget_outputs(op)
+                    raise LightNetError(f"{self.label}: {e}") from e
+                checked.append(op)
+        finally:
+            self.ops[position : position + count] = checked
+            self.mem = None
 
     def _forget_outputs(self, op: Op) -> None:
         for name in op.tensors_out.values():
@@ -173,12 +193,18 @@ class Context:
 
     def remove_ops(self, position: int, count: int) -> list[Op]:
         """Take `count` ops out at `position` (post_run each, last first)."""
+        removed = self._take_out(position, count)
+        del self.ops[position : position + count]
+        self.mem = None
+        return removed
+
+    def _take_out(self, position: int, count: int) -> list[Op]:
+        """post_run the `count` ops at `position`, last first, and take them out of
+        the graph (not out of the op list)."""
         removed = self.ops[position : position + count]
         for op in reversed(removed):
             op.post_run(self.tensors)
             self.dfg.remove(op)
-        del self.ops[position : position + count]
-        self.mem = None
         return removed
 
     def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
@@ -186,8 +212,8 @@ class Context:
         produced and later ops still read must keep its dtype and shape."""
         old = {n: self.tensors[n] for op in self.ops[position : position + count]
                for n in op.tensors_out.values()}
-        self.remove_ops(position, count)
-        self.add_ops(position, new_ops)
+        self._take_out(position, count)
+        self._put(position, count, new_ops)
         for name, entry in old.items():
             if self.dfg.num_consumers(name) == 0:
                 continue
@@ -228,6 +254,7 @@ class Context:
     # Compiling --------------------------------------------------------------------
 
     @_locked
+    @while_building
     def compile(self, target: str = "auto", combine: bool = True, weights=None,
                 precision: str = "f32") -> None:
         """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
@@ -263,6 +290,7 @@ class Context:
         try:
             while True:
                 self._values = {}
+                self._fold_budget = limits.FoldBudget(self.fold_limit)
                 self.weights = None if given is None else dict(given)
                 pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
                 slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
@@ -277,7 +305,8 @@ class Context:
     def value(self, name: str) -> np.ndarray | None:
         """The data of static tensor `name` while compiling with weights: a
         weight, or what the ops making it compute from weights and params.
-        None when it is not known before the run (or compiling without weights)."""
+        None when it is not known before the run (compiling without weights, or
+        past the fold limit)."""
         if not self.compiled_with_weights:
             return None
         if name in self.weights:
@@ -293,6 +322,9 @@ class Context:
         if any(a is None for a in arrays.values()):
             return None
         outs = [self.tensors[n] for n in op.tensors_out.values()]
+        if not self._fold_budget.take(sum(a.size for a in arrays.values())
+                                      + sum(e.len for e in outs)):
+            return None
         limit = mem.memory_limit(self.memory_limit)
         needed = sum(a.nbytes for a in self._values.values()) + sum(e.nbytes for e in outs)
         if limit is not None and needed > limit:
@@ -353,6 +385,7 @@ class Context:
     # Loading and running -------------------------------------------------------------
 
     @_locked
+    @while_building
     def load(self, datafile=None) -> None:
         """Allocate the arenas, bind every tensor (weights to the arrays read
         from `datafile`), run static_run. A model compiled with its weights

@@ -161,25 +161,26 @@ def _parse_list(op, field: str, value_key: str, where: str) -> dict:
     if not isinstance(items, list):
         raise LightNetError(f"{where}: field '{field}': expected an array, found {_type_name(items)}")
     result = {}
+    known = {"arg_name", value_key, "offset"}
     for i, item in enumerate(items):
-        at = f"{where}: {field}[{i}]"
+        def at():  # where messages say the item is (built only for one)
+            return f"{where}: {field}[{i}]"
         if not isinstance(item, dict):
-            raise LightNetError(f"{at}: expected an object, found {_type_name(item)}")
-        extra = sorted(set(item) - {"arg_name", value_key, "offset"})
-        if extra:
-            raise LightNetError(f"{at}: unknown field '{extra[0]}'")
+            raise LightNetError(f"{at()}: expected an object, found {_type_name(item)}")
+        if not known.issuperset(item):
+            raise LightNetError(f"{at()}: unknown field '{sorted(set(item) - known)[0]}'")
         arg = item.get("arg_name")
         problem = name_problem(arg, "arg_name" in item)
         if problem:
-            raise LightNetError(f"{at}: field 'arg_name': {problem}")
+            raise LightNetError(f"{at()}: field 'arg_name': {problem}")
         if arg in result:
-            raise LightNetError(f"{at}: arg_name '{arg}' is given twice")
+            raise LightNetError(f"{at()}: arg_name '{arg}' is given twice")
         if value_key not in item:
-            raise LightNetError(f"{at} ('{arg}'): field '{value_key}' is missing")
+            raise LightNetError(f"{at()} ('{arg}'): field '{value_key}' is missing")
         value = item[value_key]
         problem = name_problem(value) if value_key == "name" else None
         if problem:
-            raise LightNetError(f"{at} ('{arg}'): field 'name': {problem}")
+            raise LightNetError(f"{at()} ('{arg}'): field 'name': {problem}")
         result[arg] = value
     return result
 

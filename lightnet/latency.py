@@ -52,7 +52,8 @@ def statistics(times: list[float]) -> dict[str, float]:
 
 
 def bench(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit, threads=args.threads)
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads,
+                  fold_limit=args.fold_limit)
     weights = model_file.init(ctx, args.model, args.datafile, batch=args.batch)
     ctx.compile(args.target, weights=weights if weights is not None else {},
                 precision=args.precision)

@@ -9,6 +9,8 @@ context binds them to the arrays it read, so they are never copied.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import os
 import re
@@ -108,25 +110,66 @@ class _Block:
     offset: int = 0
 
 
+# The placed blocks are found by lifetime in buckets of this many ops, so that
+# placing one looks only at those live near it (a chain of 50,000 ops has 50,000
+# blocks, each live with two others).
+_BUCKET_OPS = 32
+
+
 def _place_in_order(blocks: list[_Block], align: int) -> int:
     """Put each block, in order, at the tightest aligned gap left by the blocks
     already placed that are live at the same time, else above them; returns
-    the arena size."""
-    placed: list[_Block] = []
+    the arena size.
+
+    The blocks live through the whole plan (weights' neighbours: constants,
+    inputs) overlap every other: their spans are kept merged, in one sorted
+    list. The others are indexed by the buckets of ops their lifetime covers."""
+    if not blocks:
+        return 0
+    lo, hi = min(b.first for b in blocks), max(b.last for b in blocks)
+    always: list[list[int]] = []  # merged [start, stop) spans of the blocks always live
+    buckets: dict[int, list[tuple[_Block, int]]] = {}  # bucket -> (block, its stop)
     end = 0
     for block in blocks:
         size = align_up(max(block.nbytes, 1), align)
+        spans = [tuple(s) for s in always]
+        seen = set()
+        for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
+            for other, stop in buckets.get(k, ()):
+                if (other.first <= block.last and block.first <= other.last
+                        and id(other) not in seen):
+                    seen.add(id(other))
+                    spans.append((other.offset, stop))
+        spans.sort()
         best, gap_start = None, 0  # best: (gap size, offset) of the tightest gap that fits
-        for other in sorted((o for o in placed if o.first <= block.last and block.first <= o.last),
-                            key=lambda o: o.offset):
-            gap = other.offset - gap_start
+        for start, stop in spans:
+            gap = start - gap_start
             if gap >= size and (best is None or gap < best[0]):
                 best = (gap, gap_start)
-            gap_start = max(gap_start, align_up(other.offset + max(other.nbytes, 1), align))
+            gap_start = max(gap_start, stop)
         block.offset = gap_start if best is None else best[1]
-        placed.append(block)
-        end = max(end, block.offset + size)
+        stop = block.offset + size
+        if block.first <= lo and block.last >= hi:
+            _merge_span(always, block.offset, stop)
+        else:
+            for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
+                buckets.setdefault(k, []).append((block, stop))
+        end = max(end, stop)
     return end
+
+
+def _merge_span(spans: list[list[int]], start: int, stop: int) -> None:
+    """Add [start, stop) to the sorted, merged `spans` (touching spans merge: no
+    block fits in a gap of 0 bytes)."""
+    i = bisect.bisect_left(spans, [start, stop])
+    if i > 0 and spans[i - 1][1] >= start:
+        i -= 1
+        start = spans[i][0]
+    j = i
+    while j < len(spans) and spans[j][0] <= stop:
+        stop = max(stop, spans[j][1])
+        j += 1
+    spans[i:j] = [[start, stop]]
 
 
 # Placing offline is NP-hard, and greedy by size can be unlucky: ResNet-50's
@@ -220,11 +263,11 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     reports = {}
     for mtype in dict.fromkeys([*(b.mtype for b in blocks.values()), *weights]):
         mine = [b for b in blocks.values() if b.mtype is mtype]
-        live = [0] * (len(ops) + 1)
+        change = [0] * (len(ops) + 2)  # bytes becoming live at each op (negative: freed)
         for b in mine:
-            for i in range(b.first, b.last + 1):
-                live[i] += b.nbytes
-        lower_bound = max(live, default=0)
+            change[b.first] += b.nbytes
+            change[b.last + 1] -= b.nbytes
+        lower_bound = max(itertools.accumulate(change), default=0)
         arena = _place(mine, mtype.align, lower_bound)
         reports[mtype] = MemReport(mtype, arena, sum(b.nbytes for b in mine), lower_bound,
                                    weights.get(mtype, 0))
@@ -247,16 +290,16 @@ _SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*\Z", re.I)
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def parse_size(text) -> int:
-    """A number of bytes: an int, or a string like `4096`, `512K`, `64M`, `2G`
-    (binary units: K = 1024). ValueError saying why not."""
+def parse_size(text, unit: str = "bytes") -> int:
+    """A number of bytes (or other `unit`s): an int, or a string like `4096`,
+    `512K`, `64M`, `2G` (binary units: K = 1024). ValueError saying why not."""
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
-            raise ValueError(f"expected a number of bytes >= 0, found {text}")
+            raise ValueError(f"expected a number of {unit} >= 0, found {text}")
         return text
     m = _SIZE.match(text) if isinstance(text, str) else None
     if m is None:
-        raise ValueError(f"expected a number of bytes, optionally with a suffix K, M or G "
+        raise ValueError(f"expected a number of {unit}, optionally with a suffix K, M or G "
                          f"(e.g. 512M), found {text!r}")
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 

@@ -22,11 +22,11 @@ def is_onnx(model) -> bool:
     return isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() == ".onnx"
 
 
-def read(model, datafile=None):
+def read(model, datafile=None, fold_limit=None):
     """(IR document, label, weights) of a model: `datafile` for a JSON IR,
     `datafile` or else its constants for a lightnet.nn Model, the imported
     initializers (a name -> array dict) for an ONNX model, which takes no weight
-    file."""
+    file (and whose constant folding `fold_limit` bounds)."""
     if isinstance(model, Model):
         return model.to_dict(), "<model>", datafile if datafile is not None else model.weights
     if not is_onnx(model):
@@ -42,14 +42,15 @@ def read(model, datafile=None):
                             "pip install 'lightnet[onnx]'") from None
     from lightnet.frontends.onnx import convert
 
-    doc, weights = convert(Path(model))
+    # Checked once, as the caller initializes it (convert's check would do it twice).
+    doc, weights = convert(Path(model), check=False, fold_limit=fold_limit)
     return doc, str(model), weights
 
 
 def init(ctx, model, datafile=None, batch: int | None = None, shapes: dict | None = None):
     """ctx.init(model) with the dims the command line gives (command_dims), and
     the weights to compile it with (see read)."""
-    doc, label, weights = read(model, datafile)
+    doc, label, weights = read(model, datafile, ctx.fold_limit)
     ctx.init(doc, dims=command_dims(doc, label, batch, shapes), label=label)
     return weights
 

@@ -62,11 +62,16 @@ def combine(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> int:
         changed = False
         for combiner in combiners:
             size = len(combiner.window)
+            # The window's first optype that is not "*": most positions fail on it.
+            key = next((k for k, w in enumerate(combiner.window) if w != "*"), 0)
             # A rule is tried again where it replaced ops (the new ops may
             # match again); one that always matches would never move on.
             budget = MAX_COMBINE_ROUNDS * (len(ctx.ops) + 1)
             i = 0
             while i + size <= len(ctx.ops):
+                if combiner.window[key] not in ("*", ctx.ops[i + key].optype):
+                    i += 1
+                    continue
                 window = ctx.ops[i : i + size]
                 if all(w in ("*", op.optype) for w, op in zip(combiner.window, window)):
                     new_ops = combiner.func(ctx, window)

@@ -14,14 +14,15 @@ from lightnet.errors import LightNetError
 
 
 def run(args, out) -> None:
-    ctx = Context(memory_limit=args.memory_limit, threads=args.threads, seed=args.seed)
+    ctx = Context(memory_limit=args.memory_limit, threads=args.threads, seed=args.seed,
+                  fold_limit=args.fold_limit)
     if args.run and model_file.is_onnx(args.model):
         raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
                             "compiled as it is read (drop -r)")
     if args.run and args.precision != "f32":
         raise LightNetError(f"{args.model}: -r runs the IR as compiled, in the precision "
                             "given to -c (drop --precision)")
-    doc, label, weights = model_file.read(args.model, args.datafile)
+    doc, label, weights = model_file.read(args.model, args.datafile, args.fold_limit)
     shapes = model_io.input_shapes(args.inputs)
     ctx.init(doc, dims=model_file.command_dims(doc, label, shapes=shapes), label=label)
     feeds = model_io.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
@@ -82,7 +83,7 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
     """`-c` of a model with symbolic dims: the compiled IR keeps them (compiled
     at several values of the dims, see symbolic.generalize), and its weights."""
     def build(dims):
-        ctx = Context(memory_limit=args.memory_limit, seed=args.seed)
+        ctx = Context(memory_limit=args.memory_limit, seed=args.seed, fold_limit=args.fold_limit)
         ctx.init(doc, dims=dims, label=label)
         if not args.run:  # -r: the IR is compiled already
             ctx.compile(args.target, combine=not args.no_combine, weights=weights,

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lightnet import model_file, symbolic, targets
+from lightnet import limits, model_file, symbolic, targets
 from lightnet.borders import Borders, signature
 from lightnet.context import Context
 from lightnet.errors import LightNetError
+from lightnet.gc_pause import while_building
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,11 @@ class Session:
     tensor's otherwise); a symbolic dim of a shape is its name ("N").
     `run({name: array})` checks every input's shape and dtype (the declared
     ones, converted, or the tensor's own), runs the model and returns a copy of
-    every output by name, as declared. `memory_limit` and `threads` are the
-    Context's: bytes (or `512M`), None for the machine's available memory; BLAS
-    and oneDNN threads while running, None to leave them be. `seed` seeds the
+    every output by name, as declared. `memory_limit`, `fold_limit` and `threads`
+    are the Context's: bytes (or `512M`), None for the machine's available memory;
+    elements evaluating constants before the run may touch (an ONNX model's
+    import too), None for lightnet.limits.DEFAULT_FOLD_LIMIT; BLAS and oneDNN
+    threads while running, None to leave them be. `seed` seeds the
     random values of `create` ops (Context's seed). `target`: auto (the
     default), dnnl or cpu; `precision`: f32 (the default), bf16 or auto, the data
     type the dnnl ops compute in (see lightnet.targets, Context.compile).
@@ -54,28 +57,33 @@ class Session:
     ran last (None until the first run of a symbolic model).
     """
 
+    @while_building
     def __init__(self, model, target: str = "auto", datafile=None, memory_limit=None,
-                 threads=None, plans: int = 4, seed: int = 0, precision: str = "f32"):
+                 threads=None, plans: int = 4, seed: int = 0, precision: str = "f32",
+                 fold_limit=None):
         if isinstance(plans, bool) or not isinstance(plans, int) or plans < 1:
             raise LightNetError(f"plans: expected a whole number >= 1, found {plans!r}")
         self.target, self.memory_limit, self.threads = target, memory_limit, threads
+        self.fold_limit = limits.parse_fold_limit(fold_limit)
         self.precision = precision
         targets.resolve_precision(precision, targets.resolve(target))  # refused here
         self.seed = seed
         self.max_plans = plans
-        self.doc, self.label, weights = model_file.read(model, datafile)
+        self.doc, self.label, weights = model_file.read(model, datafile, self.fold_limit)
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
         self.weights = weights if weights is not None else {}
         self.symbols = symbolic.names(self.doc)
         self.lock = threading.RLock()  # one run (and plan switch) at a time
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
-        inputs, outputs = signature(self.doc, self.label, memory_limit)
+        # A static model is checked once: its plan's context gives the signature.
+        checked = None if self.symbols else self._context({})
+        inputs, outputs = signature(self.doc, self.label, memory_limit, checked)
         # What a feed may be: the declared shape, or the tensor's own ([1] for a scalar).
         self._shapes = {n: (declared, own) for n, (_, declared, own) in inputs.items()}
         self.inputs = [TensorInfo(n, dtype, declared) for n, (dtype, declared, _) in inputs.items()]
         self.outputs = [TensorInfo(n, dtype, declared)
                         for n, (dtype, declared, _) in outputs.items()]
-        self.ctx: Context | None = None if self.symbols else self._plan({}).ctx
+        self.ctx: Context | None = None if self.symbols else self._plan({}, checked).ctx
 
     @property
     def planned(self) -> list[dict[str, int]]:
@@ -83,16 +91,23 @@ class Session:
         with self.lock:
             return [dict(p.dims) for p in self._plans.values()]
 
-    def _plan(self, dims: dict[str, int]) -> Plan:
+    def _context(self, dims: dict[str, int]) -> Context:
+        """A new context of the model, initialized with `dims`."""
+        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed,
+                      fold_limit=self.fold_limit)
+        ctx.init(self.doc, dims=dims, label=self.label)
+        return ctx
+
+    def _plan(self, dims: dict[str, int], checked: Context | None = None) -> Plan:
         """The plan for `dims`: the one kept, or a new one (dropping the least
-        recently used when `plans` are kept)."""
+        recently used when `plans` are kept), made in `checked` when given (a
+        context initialized with `dims`)."""
         key = tuple(sorted(dims.items()))
         plan = self._plans.get(key)
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
-        ctx = Context(memory_limit=self.memory_limit, threads=self.threads, seed=self.seed)
-        ctx.init(self.doc, dims=dims, label=self.label)
+        ctx = checked if checked is not None else self._context(dims)
         ctx.compile(self.target, weights=self.weights, precision=self.precision)
         if len(self._plans) >= self.max_plans:
             _, old = self._plans.popitem(last=False)

@@ -69,10 +69,10 @@ def _tensor(entry) -> dict:
 
 
 def collect(model, target: str = "cpu", datafile=None, memory_limit=None,
-            precision: str = "f32") -> dict:
+            precision: str = "f32", fold_limit=None) -> dict:
     """The summary of `model` (a JSON IR, compiled or not, or an ONNX model) as
     a dict, the document `lightnet info --json` prints; compiled in `precision`."""
-    ctx = Context(memory_limit=memory_limit)
+    ctx = Context(memory_limit=memory_limit, fold_limit=fold_limit)
     weights = model_file.init(ctx, model, datafile)
     params = [ctx.tensors[n] for op in ctx.ops if _family(op) == "create"
               for n in op.tensors_out.values()]
@@ -138,5 +138,6 @@ def _si(n: int) -> str:
 
 
 def info(args, out) -> None:
-    doc = collect(args.model, args.target, args.datafile, args.memory_limit, args.precision)
+    doc = collect(args.model, args.target, args.datafile, args.memory_limit, args.precision,
+                  args.fold_limit)
     print(json.dumps(doc, indent=1) if args.json else format_text(doc), file=out)

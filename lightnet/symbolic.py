@@ -14,6 +14,7 @@ symbolic dim symbolic).
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import re
 
@@ -59,16 +60,17 @@ def _follows(value, changed: dict, base: dict, others: dict) -> str | None:
     return expression(factor, changed)
 
 
-def _number_params(optype) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _number_params(optype) -> frozenset[str]:
     """The number and number-array params of `optype` (none when it is unknown)."""
     from lightnet.arch import abstract_proto, get_proto
     from lightnet.param import ParamType
 
     proto = (get_proto(optype) or abstract_proto(optype)) if isinstance(optype, str) else None
     if proto is None:
-        return set()
-    return {p.arg_name for p in proto.params
-            if p.ptype in (ParamType.NUMBER, ParamType.ARRAY_NUMBER)}
+        return frozenset()
+    return frozenset(p.arg_name for p in proto.params
+                     if p.ptype in (ParamType.NUMBER, ParamType.ARRAY_NUMBER))
 
 
 def _places(doc):
@@ -80,7 +82,8 @@ def _places(doc):
     for index, op in enumerate(ops if isinstance(ops, list) else []):
         if not isinstance(op, dict) or not isinstance(op.get("params"), list):
             continue
-        numbers = _number_params(op.get("optype"))
+        optype = op.get("optype")
+        numbers = _number_params(optype) if isinstance(optype, str) else frozenset()
         for item in op["params"]:
             if not isinstance(item, dict) or not isinstance(item.get("arg_name"), str) \
                     or item["arg_name"] not in numbers:

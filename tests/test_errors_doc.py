@@ -505,6 +505,42 @@ def onnx_file(tmp, batch="N"):
     return path
 
 
+def onnx_invalid(case):
+    """The error importing an ONNX model that breaks the spec (see docs/errors.md)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from lightnet.frontends.onnx import convert
+
+    w = numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "W")
+    node = helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=[1, 1])
+    if case == "tensor-dims":
+        w.dims.append(2)
+    elif case == "tensor-type":
+        w.data_type = 0
+    elif case == "tensor-negative":
+        w.dims[0] = -1
+    elif case == "node-inputs":
+        node = helper.make_node("ReduceMean", [], ["y"])
+    elif case == "attribute-type":
+        node = helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=1)
+    elif case == "attribute-missing":
+        node = helper.make_node("Slice", ["x"], ["y"], ends=[1])
+    elif case == "axis":
+        node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5])
+    elif case == "external":
+        value = numpy_helper.from_array(np.ones(1, np.float32))
+        value.data_location = TensorProto.EXTERNAL
+        value.ClearField("raw_data")
+        node = helper.make_node("Constant", [], ["y"], value=value)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    graph = helper.make_graph([node], "g", inputs, outputs, [w])
+    opset = 9 if case == "attribute-missing" else 13
+    return message(convert, helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(
+        "", opset)]))
+
+
 def onnx_missing(tmp):
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
@@ -910,6 +946,10 @@ TRIGGERS = {
     # Memory
     "memory.limit": lambda tmp: run_model(EXAMPLES / "example.json", memory_limit=100),
     "memory.limit-value": lambda tmp: message(Context, memory_limit="lots"),
+    "memory.fold-limit-value": lambda tmp: message(Context, fold_limit="lots"),
+    # ONNX import
+    "onnx.tensor": lambda tmp: onnx_invalid("tensor-dims"),
+    "onnx.node": lambda tmp: onnx_invalid("node-inputs"),
     "memory.allocate": lambda tmp: message(
         Context(memory_limit=2**70)._alloc_arena,
         __import__("lightnet.mem", fromlist=["MemReport"]).MemReport(
@@ -1086,6 +1126,11 @@ ALSO = {
     "compile.pass": [pass_changed],
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],
+    "onnx.tensor": [lambda tmp: onnx_invalid("tensor-type"),
+                    lambda tmp: onnx_invalid("tensor-negative"),
+                    lambda tmp: onnx_invalid("external")],
+    "onnx.node": [lambda tmp, case=case: onnx_invalid(case) for case in (
+        "attribute-type", "attribute-missing", "axis")],
     "weights.missing": [compiled_with_weights("set_param")],
     "cli.write": [compiled_with_weights("write"), lambda tmp: message(
         __import__("lightnet.model_io", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
@@ -1266,5 +1311,5 @@ def test_every_error_in_the_code_is_documented():
 
 def test_doc_groups():
     groups = {e.group for e in ENTRIES.values()}
-    assert {"IR", "Op checks", "Compile", "Weights", "Memory", "CLI", "IL",
+    assert {"IR", "Op checks", "Compile", "Weights", "Memory", "ONNX import", "CLI", "IL",
             "Generator"} <= groups

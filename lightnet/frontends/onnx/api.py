@@ -9,6 +9,8 @@ import numpy as np
 
 from lightnet import symbolic
 from lightnet.errors import LightNetError
+from lightnet.gc_pause import while_building
+from lightnet.limits import parse_fold_limit
 from lightnet.weights import write_npz
 
 from .converter import Converter
@@ -28,7 +30,9 @@ def _load(model):
         raise LightNetError(f"{path}: not a valid ONNX model: {type(e).__name__}: {e}") from None
 
 
-def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | None = None):
+@while_building
+def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | None = None,
+            fold_limit=None):
     """Convert an ONNX model (a path or a ModelProto) to (IR dict, weights dict).
 
     A symbolic input dim (a `dim_param`) stays symbolic in the IR, under its
@@ -36,7 +40,11 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
     shape}) fixes the whole shape of an input. The weights map the name of
     every `create` op with `from_file: true` to its array. Raises
     UnsupportedModelError listing every operator that cannot be mapped.
+    `fold_limit` bounds the elements constant folding touches (an int or a
+    string like `64M`; lightnet.limits.DEFAULT_FOLD_LIMIT): nodes past it are
+    mapped to ops computed when the model runs.
     """
+    fold_limit = parse_fold_limit(fold_limit)
     proto = _load(model)
     dims = {**dims_of_shapes(proto, shapes or {}, dims or {}), **(dims or {})}
     free = sorted({d.dim_param for i in proto.graph.input if i.type.HasField("tensor_type")
@@ -45,7 +53,7 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
                   - {t.name for t in proto.graph.initializer})
 
     def build(values):
-        c = Converter(proto, values, shapes)
+        c = Converter(proto, values, shapes, fold_limit)
         ir, weights = c.run()
         if check:
             c.check(ir)
@@ -90,10 +98,11 @@ def save_weights(path, weights: dict[str, np.ndarray]) -> None:
     write_npz(path, weights)
 
 
-def import_model(path, out_json, dims: dict | None = None, shapes: dict | None = None):
+def import_model(path, out_json, dims: dict | None = None, shapes: dict | None = None,
+                 fold_limit=None):
     """Convert the ONNX model at `path`; write the IR to `out_json` and the weights to
     the .npz beside it with the same stem. Returns (IR path, weights path)."""
-    ir, weights = convert(path, dims, shapes=shapes)
+    ir, weights = convert(path, dims, shapes=shapes, fold_limit=fold_limit)
     out_json = Path(out_json)
     out_npz = out_json.with_suffix(".npz")
     try:

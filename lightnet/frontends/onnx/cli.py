@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lightnet.cli import fold_limit_option
 from lightnet.command import report_errors
 
 from .api import import_model
@@ -43,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", metavar="INPUT=D1,D2,...", action="append", type=_parse_shape,
                    default=[], help="the whole shape of input INPUT (repeatable): fixes its "
                                     "symbolic dims, for a model with static shapes")
+    fold_limit_option(p)
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return p
 
@@ -52,7 +54,8 @@ def main(argv=None) -> int:
     out = Path(args.outfile) if args.outfile else Path(args.model).with_suffix(".json")
 
     def convert():
-        ir_path, npz_path = import_model(args.model, out, dict(args.dim), dict(args.shape))
+        ir_path, npz_path = import_model(args.model, out, dict(args.dim), dict(args.shape),
+                                         args.fold_limit)
         doc = json.loads(ir_path.read_text(encoding="utf-8"))
         with np.load(npz_path) as npz:
             count = len(npz.files)

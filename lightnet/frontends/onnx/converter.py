@@ -13,14 +13,16 @@ import math
 import numpy as np
 
 from lightnet.errors import LightNetError
+from lightnet.limits import FoldBudget
 
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
 from .dtypes import FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
-from .folding import FOLD_LIMIT, FOLDERS, fold_shape
+from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
-from .graph import Node, Val, attribute_value, lnshape, onnx_package, pyval
+from .graph import (Node, Schema, Val, attribute_value, lnshape, node_problem, onnx_package,
+                    pyval, tensor_array)
 
 
 def uniform_value(array: np.ndarray):
@@ -37,8 +39,11 @@ class Converter:
     """One conversion of one model: `run()` gives (IR, weights). Handlers read tensors
     (`val`, `const`) and append ops (`emit` and the helpers built on it)."""
 
-    def __init__(self, model, dims: dict | None, shapes: dict | None = None):
+    def __init__(self, model, dims: dict | None, shapes: dict | None = None,
+                 fold_limit: int | None = None):
         self.onnx = onnx_package()
+        # What folding and the shape inference between its rounds may still touch.
+        self.fold_budget = FoldBudget(fold_limit)
         self.model = model
         self.dims = dict(dims or {})
         self.shapes = dict(shapes or {})  # whole input shapes, checked by api.dims_of_shapes
@@ -59,6 +64,7 @@ class Converter:
         self.problems: list[tuple[str, int, str]] = []
         self.poisoned: set[str] = set()
         self.graph_output_names = {o.name for o in model.graph.output}
+        self.schemas: dict[str, Schema | None] = {}  # op type -> its schema at the opset
 
     # Names ---------------------------------------------------------------------
 
@@ -86,7 +92,7 @@ class Converter:
         onnx = self.onnx
         g = self.graph
         for t in g.initializer:
-            self.consts[t.name] = onnx.numpy_helper.to_array(t)
+            self.consts[t.name] = tensor_array(onnx, t, f"initializer '{t.name}'")
             self.initializers.add(t.name)
         for t in getattr(g, "sparse_initializer", []):
             raise LightNetError(f"sparse initializer '{t.values.name}' is not supported")
@@ -106,17 +112,28 @@ class Converter:
         self._finish()
         return {"ops": self.ops, "interface": self._interface()}, self.weights
 
+    def _schema(self, op_type: str) -> Schema | None:
+        """The schema of `op_type` at the model's opset (None: ONNX has none)."""
+        if op_type not in self.schemas:
+            try:
+                self.schemas[op_type] = Schema.of(
+                    self.onnx.defs.get_schema(op_type, self.opset, ""))
+            except Exception:  # noqa: BLE001 - onnx raises SchemaError, or TypeError
+                self.schemas[op_type] = None
+        return self.schemas[op_type]
+
     def _node(self, index, n) -> Node:
         domain = n.domain if n.domain not in ("ai.onnx",) else ""
-        version = 0
-        if domain == "":
-            try:
-                version = self.onnx.defs.get_schema(n.op_type, self.opset, "").since_version
-            except Exception:
-                version = 0
-        attrs = {a.name: attribute_value(self.onnx, a) for a in n.attribute}
+        schema = self._schema(n.op_type) if domain == "" else None
+        version = 0 if schema is None else schema.version
         op_type = n.op_type if domain == "" else f"{domain}.{n.op_type}"
-        return Node(index, n.name, op_type, version, list(n.input), list(n.output), attrs)
+        node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
+        what = f"node {node.label} ({op_type}-{version})"
+        problem = None if schema is None else node_problem(self.onnx, schema, n)
+        if problem is not None:
+            raise LightNetError(f"{what}: {problem}")
+        node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in n.attribute}
+        return node
 
     def _fix_inputs(self):
         errors = []
@@ -159,7 +176,8 @@ class Converter:
 
     def _infer(self, nodes):
         """ONNX shape inference over the unfolded nodes, constants given as initializers
-        (small ones, which shape computations read) or typed inputs (weights)."""
+        (small ones, which shape computations read, while the fold limit lasts) or
+        typed inputs (weights)."""
         onnx = self.onnx
         helper = onnx.helper
         inputs = [helper.make_tensor_value_info(i.name, i.type.tensor_type.elem_type,
@@ -168,7 +186,8 @@ class Converter:
         needed = {x for n in nodes for x in n.inputs if x in self.consts}
         for name in sorted(needed):
             value = self.consts[name]
-            if value.size <= 4096 or value.dtype.kind in "iub":
+            if ((value.size <= 4096 or value.dtype.kind in "iub")
+                    and self.fold_budget.take(value.size)):
                 try:
                     inits.append(onnx.numpy_helper.from_array(value, name))
                     continue
@@ -183,8 +202,11 @@ class Converter:
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         model.ir_version = max(self.model.ir_version, 4)
         try:
+            # No data propagation: it computes the values of shape tensors in C++ with
+            # no bound (an Expand to the shape of a [2**31 - 1] input took 20 GB);
+            # the folding between rounds computes them, within the fold limit.
             inferred = onnx.shape_inference.infer_shapes(model, check_type=False,
-                                                         strict_mode=False, data_prop=True)
+                                                         strict_mode=False)
         except Exception:
             inferred = model
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -255,12 +277,13 @@ class Converter:
         if not all(x in self.consts for x in n.inputs if x):
             return False
         ins = [self.consts[x] if x else None for x in n.inputs]
+        touched, result = fold_elements(n, ins)
+        if result > FOLD_LIMIT or not self.fold_budget.take(touched):
+            return False  # left to the runtime
         try:
             with np.errstate(all="ignore"):
                 outs = folder(n, ins, **attribute_arguments(folder, n))
         except Exception:  # noqa: BLE001 - not folded: the handler reports what is wrong
-            return False
-        if any(np.asarray(o).size > FOLD_LIMIT and any(np.asarray(o).strides) for o in outs):
             return False
         for name, value in zip(n.outputs, outs):
             if name:
@@ -338,6 +361,9 @@ class Converter:
                 if any(x in self.poisoned for x in n.inputs):
                     self._poison(n)
                     return
+                if isinstance(e, ValueError):  # a shape rule's check: its message says
+                    raise LightNetError(f"node {n.label} ({n.op_type}): {e} (an invalid "
+                                        "ONNX model)") from e
                 raise LightNetError(f"node {n.label} ({n.op_type}): cannot be "
                                     f"imported: {type(e).__name__}: {e}") from e
         if problem is not None:
@@ -381,6 +407,8 @@ class Converter:
         value = self.consts[name]
         if value.size == 0:
             raise Unsupported(f"constant '{name}' is empty (shape {list(value.shape)})")
+        if value.dtype == object:  # a string tensor (numpy_helper gives its bytes objects)
+            raise Unsupported(f"constant '{name}' of strings")
         what = f"{'initializer' if name in self.initializers else 'constant'} '{name}'"
         uniform = uniform_value(value) if name not in self.initializers else None
         array = (to_tl_array(np.asarray(uniform, value.dtype).reshape(1), what)
@@ -412,13 +440,21 @@ class Converter:
         params = self._create_params(array, dtype, name)
         return self.emit("create", {}, params, dtype, array.shape, out=name, hint=hint, bind=False)
 
+    def zeros(self, shape, dtype: str, hint: str) -> Val:
+        """A constant of zeros made by the importer (a missing bias, say): a create
+        op with no data, however large the shape."""
+        return self.tensor_const(np.broadcast_to(np.zeros((), NP_OF_TL[dtype]), tuple(shape)),
+                                 dtype, hint)
+
     def _create_params(self, array: np.ndarray, dtype: str, name: str, from_file=False) -> dict:
         """Params of the create op of constant `array`: from the weight file (always for
         initializers), or with its `data` (small ones), or a uniform value as ran
         [v, v] (zeros need nothing)."""
         params = {"dtype": dtype, "dims": list(lnshape(array.shape))}
-        finite = array.dtype.kind != "f" or bool(np.isfinite(array).all())
         uniform = None if from_file or array.dtype == np.bool_ else uniform_value(array)
+        # A uniform array may be a broadcast view of any size: its one value is checked.
+        finite = array.dtype.kind != "f" or bool(np.isfinite(
+            array if uniform is None else uniform).all())
         if from_file or not finite:
             pass
         elif uniform is not None and array.size > 1:

@@ -5,6 +5,12 @@ A folder takes the node and its constant inputs (None for an omitted optional
 one) and returns its outputs; its keyword-only parameters are the attributes
 it accepts (see dispatch.py). A node with an attribute its folder does not
 name is not folded, and left to its handler.
+
+`fold_elements` tells, before a folder runs, how many elements its result will
+have: the converter folds a node only when that result is small (FOLD_LIMIT)
+and the elements read and written fit in what is left of the import's fold
+limit (lightnet.limits.FoldBudget), so a few nodes cannot ask for a reduction
+of 10**12 elements or an Expand to terabytes.
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ FOLD_LIMIT = 1 << 22  # elements: larger results are left to the runtime
 # -----------------------------------------------------------------------------
 
 def normalize_axes(axes, rank) -> list[int]:
-    return [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    """`axes` in [0, rank) (negative ones count from the end); ValueError for one
+    outside [-rank, rank)."""
+    out = []
+    for a in axes:
+        if not -rank <= int(a) < rank:
+            raise ValueError(f"axis {int(a)} is out of range for rank {rank}")
+        out.append(int(a) + rank if int(a) < 0 else int(a))
+    return out
 
 
 def legacy_b_shape(version: int, rank_a: int, b_shape, broadcast, axis) -> tuple[int, ...]:
@@ -76,7 +89,8 @@ def reshape_target(shape, in_shape, allowzero) -> tuple[int, ...]:
 
 
 def flatten_shape(shape, axis) -> tuple[int, int]:
-    axis = normalize_axes([axis], len(shape))[0]
+    """Flatten's axis may be the rank itself: [prod(shape), 1]."""
+    axis = len(shape) if axis == len(shape) else normalize_axes([axis], len(shape))[0]
     return (math.prod(shape[:axis]), math.prod(shape[axis:]))
 
 
@@ -113,6 +127,8 @@ def split_sizes(version, ins, shape, n_out, axis, split, num_outputs) -> tuple[i
     if split is None:
         dim = shape[axis]
         if version >= 18 and num_outputs is not None:
+            if num_outputs != n_out:
+                raise ValueError(f"num_outputs {num_outputs} for {n_out} outputs")
             size = -(-dim // num_outputs)
             split = [size] * (num_outputs - 1) + [dim - size * (num_outputs - 1)]
         else:
@@ -125,6 +141,80 @@ def split_sizes(version, ins, shape, n_out, axis, split, num_outputs) -> tuple[i
 def fold_shape(shape, *, start=0, end=None) -> np.ndarray:
     """The value of Shape of a tensor of `shape` (from version 15: dims [start, end))."""
     return np.array(shape[slice(start, len(shape) if end is None else end)], np.int64)
+
+
+# -----------------------------------------------------------------------------
+# The size of a folder's result, before it runs
+# -----------------------------------------------------------------------------
+
+def _broadcast_elements(*shapes) -> int:
+    try:
+        return math.prod(np.broadcast_shapes(*shapes))
+    except ValueError:  # the folder fails on them too
+        return 0
+
+
+def _elementwise_elements(n, ins) -> int:
+    shapes = [np.shape(x) for x in ins if x is not None]
+    if n.version < 7 and len(shapes) == 2:  # legacy broadcast: B fits within A
+        return math.prod(shapes[0])
+    return _broadcast_elements(*shapes)
+
+
+def _expand_elements(n, ins) -> int:
+    return _broadcast_elements(np.shape(ins[0]), tuple(_ints(ins[1])))
+
+
+def _tile_elements(n, ins) -> int:
+    return np.size(ins[0]) * math.prod(_ints(ins[1]))
+
+
+def _range_elements(n, ins) -> int:
+    start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in ins)
+    count = (limit - start) / delta if delta else 0.0
+    return int(min(max(math.ceil(count), 0), 2.0**62)) if math.isfinite(count) else 2**62
+
+
+def _gather_elements(n, ins, axis=0) -> int:
+    data = np.shape(ins[0])
+    if not data:
+        return 0
+    axis = normalize_axes([axis], len(data))[0]
+    return math.prod(data[:axis]) * np.size(ins[1]) * math.prod(data[axis + 1:])
+
+
+def _ints(values) -> list[int]:
+    return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+# Folders whose result may be larger than what they read; any other gives at most
+# as many elements as it reads (ConstantOfShape gives a broadcast view: none).
+_RESULT_ELEMENTS = {
+    "Expand": _expand_elements, "Tile": _tile_elements, "Range": _range_elements,
+    "Gather": _gather_elements, "Where": _elementwise_elements,
+    **{op: _elementwise_elements for op in (
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater", "LessOrEqual",
+        "GreaterOrEqual", "And", "Or", "Max", "Min", "Sum")},
+}
+
+
+def fold_elements(n, ins) -> tuple[int, int]:
+    """(the elements folding `n` on `ins` reads and writes, those of its result),
+    without running it. Inputs count as many elements as they stand for (a
+    broadcast view of a ConstantOfShape too); a node whose constant inputs do not
+    say (a bad Range, say) counts as too large."""
+    read = sum(int(np.size(x)) for x in ins if x is not None)
+    if n.op_type == "ConstantOfShape":
+        return read, 0
+    predict = _RESULT_ELEMENTS.get(n.op_type)
+    if predict is None:
+        return 2 * read, read
+    axis = n.attrs.get("axis", 0) if n.op_type == "Gather" else None
+    try:
+        result = predict(n, ins) if axis is None else predict(n, ins, axis)
+    except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError):
+        return 2**62, 2**62
+    return read + result, result
 
 
 # -----------------------------------------------------------------------------

@@ -70,7 +70,7 @@ class Node:
         return f"#{self.index} (output '{self.outputs[0] if self.outputs else ''}')"
 
 
-def attribute_value(onnx, attr):
+def attribute_value(onnx, attr, what: str):
     """An ONNX AttributeProto as a Python value (strings decoded, tensors as arrays)."""
     value = onnx.helper.get_attribute_value(attr)
     if isinstance(value, bytes):
@@ -78,8 +78,78 @@ def attribute_value(onnx, attr):
     if isinstance(value, list) and value and isinstance(value[0], bytes):
         return [v.decode("utf-8", "replace") for v in value]
     if isinstance(value, onnx.TensorProto):
-        return onnx.numpy_helper.to_array(value)
+        return tensor_array(onnx, value, f"{what}: attribute '{attr.name}'")
     return value
+
+
+def tensor_array(onnx, t, what: str) -> np.ndarray:
+    """The data of an ONNX TensorProto (an initializer, a Constant's value) as an
+    array, once its data type and size are known to fit its dims."""
+    if t.data_type == onnx.TensorProto.UNDEFINED or t.data_type not in (
+            onnx.TensorProto.DataType.values()):
+        raise LightNetError(f"{what}: data type {t.data_type} is not an ONNX tensor type "
+                            "(an invalid ONNX model)")
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise LightNetError(f"{what}: its data is in an external file, which was not read")
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        raise LightNetError(f"{what}: dims {dims}: expected dims >= 0 (an invalid ONNX model)")
+    try:
+        return onnx.numpy_helper.to_array(t)
+    except (ValueError, TypeError) as e:  # the data does not fit the dims and type
+        name = onnx.TensorProto.DataType.Name(t.data_type).lower()
+        raise LightNetError(f"{what}: its data is not {name} {dims}: {e} (an invalid ONNX "
+                            "model)") from None
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What node_problem checks of an op's ONNX schema, read once per op type (the
+    onnx package builds its schema's Python objects anew at every access)."""
+
+    version: int
+    inputs: tuple[int, int]  # the fewest and most inputs
+    outputs: tuple[int, int]
+    first_input: tuple[str, bool] | None  # the name of the first, whether required
+    attributes: dict[str, tuple[int, bool]]  # name -> (AttributeProto type, required)
+
+    @classmethod
+    def of(cls, schema) -> "Schema":
+        first = schema.inputs[0] if schema.inputs else None
+        return cls(schema.since_version, (schema.min_input, schema.max_input),
+                   (schema.min_output, schema.max_output),
+                   None if first is None else (
+                       first.name, first.option == type(first.option).Single),
+                   {name: (int(a.type), a.required) for name, a in schema.attributes.items()})
+
+
+def node_problem(onnx, schema: Schema, n) -> str | None:
+    """What makes ONNX NodeProto `n` break its op's schema (too few or too many
+    inputs or outputs, an attribute missing or of another type), if anything."""
+    for kind, given, (least, most) in (("inputs", len(n.input), schema.inputs),
+                                       ("outputs", len(n.output), schema.outputs)):
+        if not least <= given <= most:
+            expected = f"{least}" if least == most else (
+                f"at least {least}" if most >= 2**31 - 1 else f"{least} to {most}")
+            return f"expected {expected} {kind}, found {given} (an invalid ONNX model)"
+    # The first input is the data (exporters leave a later required one empty, as
+    # Resize-11's roi, which ONNX Runtime takes).
+    if schema.first_input is not None and n.input and not n.input[0] and (
+            schema.first_input[1]):
+        return (f"input 0 ('{schema.first_input[0]}') is required, and empty (an invalid "
+                "ONNX model)")
+    given = {a.name for a in n.attribute}
+    for name, (_, required) in schema.attributes.items():
+        if required and name not in given:
+            return f"required attribute '{name}' is missing (an invalid ONNX model)"
+    for a in n.attribute:
+        declared = schema.attributes.get(a.name)
+        if declared is not None and a.type != declared[0]:
+            names = onnx.AttributeProto.AttributeType
+            found = names.Name(a.type) if a.type in names.values() else str(a.type)
+            return (f"attribute '{a.name}' must be {names.Name(declared[0])}, found "
+                    f"{found} (an invalid ONNX model)")
+    return None
 
 
 def lnshape(shape) -> tuple[int, ...]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..graph import Node, Val
@@ -53,7 +51,7 @@ def conv(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
     if n.has_input(2):
         b = c.val(n.input(2))
     else:
-        b = c.tensor_const(np.zeros(w.shape[0]), w.dtype, f"{n.outputs[0]}_bias")
+        b = c.zeros([w.shape[0]], w.dtype, f"{n.outputs[0]}_bias")
     if k == 1:
         x, w = _lift(c, x), _lift(c, w)
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
@@ -110,7 +108,7 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
     if n.has_input(2):
         b = c.val(n.input(2))
     else:
-        b = c.tensor_const(np.zeros(w.shape[1] * group), w.dtype, f"{n.outputs[0]}_bias")
+        b = c.zeros([w.shape[1] * group], w.dtype, f"{n.outputs[0]}_bias")
     if k == 1:
         x, w = _lift(c, x), _lift(c, w)
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,

@@ -136,5 +136,5 @@ def expand(c: Converter, n: Node):
     if tuple(shape) == x.shape:
         c.reshape_output(n, x, shape)
         return
-    zeros = c.tensor_const(np.zeros(shape), x.dtype, f"{n.outputs[0]}_zeros")
+    zeros = c.zeros(shape, x.dtype, f"{n.outputs[0]}_zeros")
     elew(c, n, x, zeros, "TL_SUM")

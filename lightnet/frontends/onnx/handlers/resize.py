@@ -79,6 +79,10 @@ def _resample(c: Converter, n: Node, x: Val, scales, sizes, mode, ctm, nearest_m
     if x.dtype not in FLOAT_TL and mode == "linear":
         raise Unsupported(f"linear mode on {x.dtype}")
     tl_mode = "TL_NEAREST" if mode == "nearest" else "TL_LINEAR"
+    rows = sum(n_in + n_out for n_in, n_out in zip(x.shape, out) if n_in != n_out)
+    if not c.fold_budget.take(rows):  # a row of each axis is resampled below
+        raise Unsupported(f"output {out}: comparing its coordinates with LightNet's ops' "
+                          f"would touch {rows} elements, past the fold limit")
     # upsample's scales are float32 params: match with the rounded values.
     scales32 = [float(np.float32(s)) for s in scales]
     rng = np.random.default_rng(0)
@@ -156,6 +160,10 @@ def resize(c: Converter, n: Node, *, mode="nearest", coordinate_transformation_m
         raise Unsupported("neither scales nor sizes")
     if axes is not None:
         axes = normalize_axes(axes, x.rank)
+    given, expected = scales or sizes, x.rank if axes is None else len(axes)
+    if len(given) != expected:
+        raise Unsupported(f"{len(given)} {'scales' if scales else 'sizes'} for {expected} axes")
+    if axes is not None:
         full = [1.0] * x.rank if scales is not None else list(x.shape)
         for k, a in enumerate(axes):
             full[a] = (scales or sizes)[k]

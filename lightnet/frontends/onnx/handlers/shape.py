@@ -73,6 +73,8 @@ def unsqueeze(c: Converter, n: Node, *, axes=None):
 def transpose(c: Converter, n: Node, *, perm=None):
     x = c.val(n.input(0))
     perm = list(range(x.rank))[::-1] if perm is None else normalize_axes(perm, x.rank)
+    if sorted(perm) != list(range(x.rank)):
+        raise Unsupported(f"perm {perm} of a rank-{x.rank} input (not a permutation)")
     shape = tuple(x.shape[p] for p in perm)
     if perm == sorted(perm) or x.rank <= 1:
         c.reshape_output(n, x, shape)
@@ -127,6 +129,8 @@ def pad(c: Converter, n: Node, *, mode="constant"):
         value = float(c.const(n.input(2), "constant_value").reshape(-1)[0])
     if n.has_input(3):
         axes = normalize_axes(c.const(n.input(3), "axes").reshape(-1), x.rank)
+        if len(pads) != 2 * len(axes):
+            raise Unsupported(f"{len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})")
         full = [0] * (2 * x.rank)
         for k, a in enumerate(axes):
             full[a] = pads[k]
@@ -198,8 +202,10 @@ def gather(c: Converter, n: Node, *, axis=0):
     from lightnet.kernels import gather_indices, gather_shape
 
     idx = np.asarray(c.const(n.input(1)))
+    # Indices of one value (a ConstantOfShape's view, of any size): that value is checked.
+    one_value = idx.size > 1 and not any(idx.strides)
     try:
-        gather_indices(idx, x.shape[axis])
+        gather_indices(idx.reshape(-1)[:1] if one_value else idx, x.shape[axis])
     except ValueError as e:
         raise Unsupported(str(e)) from None
     y = c.emit("gather", {"src": x, "indices": c.val(n.input(1))}, {"axis": axis}, x.dtype,
@@ -224,6 +230,11 @@ def _gather_pick(c: Converter, n: Node, x: Val, axis: int):
     c.reshape_output(n, y, c.out_shape(n))
 
 
+# Repeats a Tile makes with one concat; more are an add of zeros broadcasting, so that
+# the IR of a Tile by 10**6 does not list 10**6 inputs.
+TILE_CONCAT = 64
+
+
 @handler("Tile", 6, 13)
 def tile(c: Converter, n: Node):
     x = c.val(n.input(0))
@@ -232,10 +243,18 @@ def tile(c: Converter, n: Node):
         raise Unsupported(f"repeats {repeats} of a rank-{x.rank} input")
     y = x
     for axis, r in enumerate(repeats):
-        if r > 1:
-            shape = y.shape[:axis] + (y.shape[axis] * r,) + y.shape[axis + 1:]
-            y = c.emit("concat", {"src": [y] * r}, {"axis": axis}, x.dtype, shape,
-                       hint=f"{n.outputs[0]}_axis{axis}")
+        shape = y.shape[:axis] + (y.shape[axis] * r,) + y.shape[axis + 1:]
+        hint = f"{n.outputs[0]}_axis{axis}"
+        if 1 < r <= TILE_CONCAT:
+            y = c.emit("concat", {"src": [y] * r}, {"axis": axis}, x.dtype, shape, hint=hint)
+        elif r > TILE_CONCAT:
+            if x.dtype == "TL_BOOL":
+                raise Unsupported(f"{r} repeats of a bool tensor (at most {TILE_CONCAT})")
+            copies = y.shape[:axis] + (r,) + y.shape[axis:]
+            one = c.reshape(y, y.shape[:axis] + (1,) + y.shape[axis:])
+            y = c.emit("elew", {"src1": one, "src2": c.zeros(copies, x.dtype, hint)},
+                       {"elew_op": "TL_SUM"}, x.dtype, copies, hint=hint)
+            y = c.reshape(y, shape)
     c.reshape_output(n, y, y.shape)
 
 

@@ -1,0 +1,485 @@
+"""The model zoo: public architectures with seeded random weights, exported to ONNX
+once, then run by LightNet on each target and compared with ONNX Runtime.
+
+    pip install -e ".[zoo]"                  # torch, torchvision, ultralytics, transformers
+    python bench/zoo.py export               # every model not yet in the cache
+    python bench/zoo.py export --models resnet18,yolov8n --cache /tmp/zoo
+    python bench/zoo.py check                # needs lightnet, onnx, onnxruntime (no torch)
+    python bench/zoo.py check --models yolov8n --target dnnl
+    python bench/zoo.py list                 # the models, and the families of those exported
+    python bench/run.py --zoo                # time them (see bench/run.py)
+
+export (in an environment with the `zoo` extra) builds each model with its framework's
+own default initialization, seeded by the model's name; every parameter the framework
+sets to one constant (zero heads and biases, unit norm scales, 1e-6 layer scales) gets
+U(-0.1, 0.1) added, and every batchnorm's running mean and variance are those of the
+model's own input (one pass over the image and its mirror image): no batchnorm is an
+identity, and every layer's activations are near unit scale and depend on the input,
+whatever the init (inception_v3's would grow to 1e12 under unit statistics, and
+MobileNets' or YOLO's outputs would hardly depend on the image).
+
+The model is exported in eval mode, batch 1 and static shapes, with torch.onnx's
+TorchScript exporter at opset 17, to the cache (default ~/.cache/lightnet-zoo, or
+$LIGHTNET_ZOO; --cache DIR) as NAME.onnx, its inputs as NAME.npz, and an entry in
+manifest.json: name, family, file, inputs (names, shapes, dtypes), outputs, the largest
+output magnitude, and the model's float32 noise, the error of torch's float32 outputs
+against its float64 ones, which two correct float32 engines may differ by too. A model
+whose outputs are not finite is not exported; models already in the manifest are
+skipped. torchvision's models take 224x224 images (inception_v3 299x299; the
+segmentation models 224x224 rather than their 520x520 training crop), standard normal.
+ultralytics' YOLO models are built from their yaml (no weights, no network:
+YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
+keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
+The transformers encoders take input_ids and an attention_mask (the last 16 of 128
+tokens padding), both int64.
+
+check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
+for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
+weights, runs it and is compared output by output: the error is max|ours - ort| /
+max|ort|, the worst output's, and must be <= 1e-4, or twice the model's float32 noise
+where that is larger (tolerance). Every exception is one line (its
+stage; a LightNetError's message, anything else with its type), and each model and
+target runs in a child process (`check-one`) so that a crash is one row too. On dnnl,
+any oneDNN implementation whose name starts with "ref" (a reference, unoptimized
+kernel) is listed. The exit status is 1 when any model fails to import, errors, is
+wrong or runs a ref kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_CACHE = os.environ.get("LIGHTNET_ZOO", os.path.expanduser("~/.cache/lightnet-zoo"))
+TOLERANCE = 1e-4
+OPSET = 17
+CHECK_TIMEOUT = 1800  # seconds one model may take on one target
+
+CLASSIFIERS = (
+    "alexnet", "vgg11", "vgg16_bn", "resnet18", "resnet50", "resnext50_32x4d",
+    "wide_resnet50_2", "densenet121", "squeezenet1_1", "inception_v3", "googlenet",
+    "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "shufflenet_v2_x1_0",
+    "mnasnet1_0", "efficientnet_b0", "efficientnet_v2_s", "regnet_x_400mf",
+    "regnet_y_400mf", "convnext_tiny", "vit_b_16", "swin_t", "maxvit_t",
+)
+SEGMENTERS = ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
+YOLOS = (
+    "yolov5n", "yolov8n", "yolov8n-seg", "yolov8n-pose", "yolov8n-obb", "yolov8n-cls",
+    "yolov9t", "yolov10n", "yolo11n", "yolo11n-seg", "yolo11n-pose", "yolo11n-obb",
+    "yolo11n-cls", "yolo12n", "yolo26n",
+)
+TRANSFORMERS = ("bert", "distilbert", "gpt2")
+MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS)
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line: a LightNetError's message; anything else (known by
+    name: export runs without lightnet) with its type and the innermost line of this
+    repository its traceback passes through."""
+    text = " ".join(str(e).split())
+    if not any(c.__name__ == "LightNetError" for c in type(e).__mro__):
+        ours = [f for f in traceback.extract_tb(e.__traceback__)
+                if f.filename.startswith(ROOT + os.sep)]
+        if ours:
+            text += f" (at {os.path.relpath(ours[-1].filename, ROOT)}:{ours[-1].lineno})"
+        text = f"{type(e).__name__}: {text}"
+    return text[:500]
+
+
+def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
+    """max |ours - ref| / max |ref| (inf when either is not finite)."""
+    ours, ref = ours.astype(np.float64), ref.astype(np.float64)
+    if not (np.all(np.isfinite(ours)) and np.all(np.isfinite(ref))):
+        return math.inf
+    return float(np.max(np.abs(ours - ref), initial=0) / max(np.max(np.abs(ref), initial=0), 1e-30))
+
+
+# export (torch) --------------------------------------------------------------------------
+
+def _image(name: str, size: int, low=None) -> np.ndarray:
+    """A seeded [1, 3, size, size] image: standard normal, or uniform in [low, 1)."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    if low is None:
+        return rng.standard_normal((1, 3, size, size), dtype=np.float32)
+    return rng.uniform(low, 1.0, (1, 3, size, size)).astype(np.float32)
+
+
+def _torchvision(name: str):
+    import torchvision
+
+    if name in SEGMENTERS:
+        model = torchvision.models.get_model(name, weights=None, weights_backbone=None)
+        return model, {"image": _image(name, 224)}, "torchvision segmentation"
+    extra = {"init_weights": True} if name in ("googlenet", "inception_v3") else {}
+    model = torchvision.models.get_model(name, weights=None, **extra)
+    size = 299 if name == "inception_v3" else 224
+    return model, {"image": _image(name, size)}, "torchvision classification"
+
+
+def _yolo(name: str):
+    from ultralytics import YOLO
+
+    model = YOLO(f"{name}.yaml", verbose=False).model
+    size = 224 if model.task == "classify" else 320
+    return model, {"images": _image(name, size, low=0.0)}, f"ultralytics {model.task}"
+
+
+def _transformer(name: str):
+    import transformers
+
+    config, cls = {"bert": ("BertConfig", "BertModel"),
+                   "distilbert": ("DistilBertConfig", "DistilBertModel"),
+                   "gpt2": ("GPT2Config", "GPT2Model")}[name]
+    config = getattr(transformers, config)(attn_implementation="eager", use_cache=False)
+    model = getattr(transformers, cls)(config)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    mask = np.ones((1, 128), np.int64)
+    mask[:, -16:] = 0
+    inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64),
+              "attention_mask": mask}
+    return model, inputs, "transformers"
+
+
+def _build(name: str):
+    """(model, {input name: array}, family) with the framework's initialization."""
+    if name in YOLOS:
+        return _yolo(name)
+    if name in TRANSFORMERS:
+        return _transformer(name)
+    return _torchvision(name)
+
+
+def _randomize(torch, model, inputs: dict, seed: int) -> None:
+    """Every parameter that holds one constant value gets U(-0.1, 0.1) added; every
+    batchnorm's running statistics become those of one pass over the image and its
+    mirror image (the batchnorms alone in training mode)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and bool((p == p.flatten()[0]).all()):
+                p.add_(torch.rand(p.shape, generator=gen) * 0.2 - 0.1)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    model.eval()
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # the running statistics become the batch's
+        m.train()
+    (x,) = (torch.from_numpy(a) for a in inputs.values())
+    with torch.no_grad():
+        model(torch.cat([x, x.flip(-1)]))
+    for m, momentum in zip(norms, momenta):
+        m.momentum = momentum
+    model.eval()
+
+
+def _export_mode(model) -> None:
+    """Ultralytics' heads in export mode, as its own ONNX export sets them: decoded
+    boxes (+ masks or keypoints) in one tensor, softmax scores for -cls; C2f's split
+    form. yolov10 and yolo26 keep their one-to-many head: the end-to-end one's top 300
+    of near-tied random scores would change with float32 rounding."""
+    from ultralytics.nn.modules import C2f, Classify, Detect
+
+    for m in model.modules():
+        if isinstance(m, (Classify, Detect)):
+            m.export, m.format, m.dynamic, m.shape = True, "onnx", False, None
+        elif isinstance(m, C2f):
+            m.forward = m.forward_split
+
+
+def _flat(y) -> list:
+    """A model's outputs as a flat list of tensors (tuples, lists, dicts unpacked)."""
+    if isinstance(y, dict):
+        y = list(y.values())
+    if isinstance(y, (tuple, list)):
+        return [t for v in y for t in _flat(v)]
+    return [y]
+
+
+def export_one(name: str, cache: str) -> dict:
+    """Build, randomize and export model `name` to `cache`; its manifest entry."""
+    import torch
+
+    torch.manual_seed(zlib.crc32(name.encode()))
+    model, inputs, family = _build(name)
+    _randomize(torch, model, inputs, zlib.crc32(name.encode()) + 1)
+    model.eval()
+    if family.startswith("ultralytics"):
+        _export_mode(model)
+    names = list(inputs)
+
+    class Flat(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *xs):
+            return tuple(_flat(self.model(**dict(zip(names, xs)))
+                               if family == "transformers" else self.model(*xs)))
+
+    flat = Flat().eval()
+    args = tuple(torch.from_numpy(a) for a in inputs.values())
+    with torch.no_grad():
+        ys = flat(*args)
+    outputs = ["output"] if len(ys) == 1 else [f"output{i}" for i in range(len(ys))]
+    largest = [float(y.abs().max()) for y in ys]
+    if not all(math.isfinite(v) for v in largest):
+        raise ValueError(f"outputs not finite: max |y| {largest}")
+    path = os.path.join(cache, f"{name}.onnx")
+    torch.onnx.export(flat, args, path + ".part", input_names=names, output_names=outputs,
+                      opset_version=OPSET, dynamo=False, do_constant_folding=True)
+    os.replace(path + ".part", path)
+    np.savez(os.path.join(cache, f"{name}.npz"), **inputs)
+    with torch.no_grad():
+        exact = flat.double()(*(a.double() if a.is_floating_point() else a for a in args))
+    noise = max(rel_error(y.numpy(), y64.numpy()) for y, y64 in zip(ys, exact))
+    return {"name": name, "family": family, "file": f"{name}.onnx", "data": f"{name}.npz",
+            "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype)}
+                       for n, a in inputs.items()],
+            "outputs": outputs, "max_abs_output": largest, "float32_noise": noise}
+
+
+def export(names, cache: str) -> int:
+    os.makedirs(cache, exist_ok=True)
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    os.environ.setdefault("YOLO_VERBOSE", "False")
+    os.environ.setdefault("YOLO_CONFIG_DIR", os.path.join(cache, "ultralytics"))
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    manifest = read_manifest(cache, missing_ok=True)
+    failed = []
+    for name in names:
+        if name in manifest and os.path.exists(os.path.join(cache, manifest[name]["file"])):
+            print(f"{name}: already exported", flush=True)
+            continue
+        t = time.perf_counter()
+        try:
+            entry = export_one(name, cache)
+        except Exception as e:  # noqa: BLE001 - one line per model, then the next one
+            failed.append(name)
+            print(f"{name}: export failed: {one_line(e)}", flush=True)
+            continue
+        entry["export_seconds"] = round(time.perf_counter() - t, 1)
+        manifest[name] = entry
+        write_manifest(cache, manifest)
+        print(f"{name}: {entry['family']}, outputs {entry['outputs']} max |y| "
+              f"{', '.join(f'{v:.3g}' for v in entry['max_abs_output'])}, float32 noise "
+              f"{entry['float32_noise']:.1e} ({entry['export_seconds']} s)", flush=True)
+    if failed:
+        print(f"export failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+# the manifest ---------------------------------------------------------------------------
+
+def read_manifest(cache: str, missing_ok: bool = False) -> dict:
+    """{name: entry} of the models exported to `cache`, in MODELS' order."""
+    path = os.path.join(cache, "manifest.json")
+    if not os.path.exists(path):
+        if missing_ok:
+            return {}
+        raise FileNotFoundError(f"{path}: no zoo here (run: bench/zoo.py export)")
+    with open(path) as f:
+        return {e["name"]: e for e in json.load(f)["models"]}
+
+
+def write_manifest(cache: str, manifest: dict) -> None:
+    order = {n: i for i, n in enumerate(MODELS)}
+    entries = sorted(manifest.values(), key=lambda e: order.get(e["name"], len(order)))
+    with open(os.path.join(cache, "manifest.json.part"), "w") as f:
+        json.dump({"opset": OPSET, "models": entries}, f, indent=1)
+    os.replace(os.path.join(cache, "manifest.json.part"), os.path.join(cache, "manifest.json"))
+
+
+def inputs_of(cache: str, entry: dict) -> dict:
+    """{input name: array} the model was exported with."""
+    with np.load(os.path.join(cache, entry["data"])) as data:
+        return {i["name"]: data[i["name"]] for i in entry["inputs"]}
+
+
+# check (lightnet, onnxruntime) ------------------------------------------------------------
+
+def ref_kernels(ctx) -> list[str]:
+    """The ref (unoptimized) oneDNN implementations ctx's loaded ops run: "impl (optype)"
+    with counts (the impl_info lightnet.dnnl.ops.describe_kernels lists)."""
+    counts: dict[str, int] = {}
+    for op in ctx.ops:
+        info = getattr(op.values.get("call"), "impl_info", None)
+        if info is not None and info.startswith("ref"):
+            key = f"{info} ({op.optype})"
+            counts[key] = counts.get(key, 0) + 1
+    return [f"{k} x{n}" for k, n in counts.items()]
+
+
+def tolerance(entry: dict) -> float:
+    """What a model's outputs must agree with ONNX Runtime's to: TOLERANCE, or twice the
+    model's own float32 noise where that is larger (fcn_resnet50: torch's float32
+    against its float64 1.0e-4; ONNX Runtime against itself, graph optimizations on
+    and off, 1.07e-4)."""
+    return max(TOLERANCE, 2 * entry["float32_noise"])
+
+
+def check_one(cache: str, entry: dict, target: str) -> dict:
+    """Model `entry` on `target` against ONNX Runtime: {"status": ok | wrong | refused |
+    error, "err", "message", "ref", "seconds"}; every exception caught, with its stage."""
+    import onnxruntime as ort
+
+    import lightnet
+    from lightnet.frontends.onnx import convert
+
+    t = time.perf_counter()
+    result = {"status": "error", "err": None, "message": "", "ref": []}
+    path = os.path.join(cache, entry["file"])
+    feed = inputs_of(cache, entry)
+    stage = "import"
+    try:
+        ir, weights = convert(path)
+        stage = "ort"
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        stage = "compile"
+        ctx = lightnet.Context()
+        ctx.init(ir)
+        ctx.compile(target, weights=weights)
+        stage = "load"
+        ctx.load()
+        if target == "dnnl":
+            result["ref"] = ref_kernels(ctx)
+        stage = "run"
+        for name, array in feed.items():
+            ctx.set_data(name, array)
+        ctx.run()
+        stage = "compare"
+        errs = []
+        for name, want in ref.items():
+            have = ctx.get_data(name)
+            if have.shape != want.shape:
+                raise ValueError(f"output {name}: shape {list(have.shape)}, ONNX Runtime's "
+                                 f"{list(want.shape)}")
+            errs.append(rel_error(have, want))
+        result["err"] = max(errs)
+        result["status"] = "ok" if result["err"] <= tolerance(entry) else "wrong"
+    except Exception as e:  # noqa: BLE001 - every failure is a row of the table
+        result["status"] = "refused" if stage == "import" else "error"
+        result["message"] = f"{stage}: {one_line(e)}"
+    result["seconds"] = round(time.perf_counter() - t, 1)
+    return result
+
+
+def check_child(cache: str, name: str, target: str) -> dict:
+    """check_one in a child process (a crash or a hang is a result too)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "check-one", name, target,
+           "--cache", cache]
+    t = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "err": None, "ref": [], "seconds": CHECK_TIMEOUT,
+                "message": f"timeout: more than {CHECK_TIMEOUT} s"}
+    lines = p.stdout.strip().splitlines()
+    if p.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    why = f"signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}"
+    tail = (p.stderr.strip().splitlines() or [""])[-1]
+    return {"status": "error", "err": None, "ref": [], "message": f"crash: {why} {tail}".strip(),
+            "seconds": round(time.perf_counter() - t, 1)}
+
+
+def _cell(r: dict) -> str:
+    if r["status"] in ("ok", "wrong"):
+        return f"{'ok' if r['status'] == 'ok' else 'WRONG'} {r['err']:.1e}"
+    return "refused" if r["status"] == "refused" else f"ERROR ({r['message'].split(':')[0]})"
+
+
+def check(names, cache: str, targets) -> int:
+    """Check every model of `names`, print the table and the error lines; 0 if all pass."""
+    manifest = read_manifest(cache)
+    rows, notes, bad = [], [], 0
+    for name in names:
+        entry = manifest[name]
+        results = {tg: check_child(cache, name, tg) for tg in targets}
+        first = next(iter(results.values()))
+        crashed = all(r["message"].startswith(("crash", "timeout")) for r in results.values())
+        imported = "no" if first["status"] == "refused" else "?" if crashed else "yes"
+        refs = results.get("dnnl", {}).get("ref", [])
+        rows.append([name, entry["family"], f"{entry['float32_noise']:.0e}", imported,
+                     *(_cell(r) for r in results.values()), "; ".join(refs) or "-",
+                     f"{sum(r['seconds'] for r in results.values()):.0f}"])
+        if first["status"] == "refused":
+            notes.append(f"{name}: refused at {first['message']}")
+        else:
+            notes += [f"{name} ({tg}): {r['message']}" for tg, r in results.items()
+                      if r["message"]]
+        bad += any(r["status"] != "ok" for r in results.values()) or bool(refs)
+        print(f"  {' | '.join(rows[-1])}", file=sys.stderr, flush=True)
+    head = ["model", "family", "f32 noise", "import", *targets, "ref kernels (dnnl)", "s"]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for cells in [head, ["-" * w for w in widths], *rows]:
+        print("| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |")
+    print(f"\n{len(rows) - bad} of {len(rows)} models pass on {', '.join(targets)}: error "
+          f"(max|ours - ort| / max|ort|, the worst output's) <= {TOLERANCE:g} (or twice the "
+          "model's f32 noise where larger), no ref kernel. "
+          "f32 noise: torch's float32 outputs against its float64 ones, what two correct "
+          "float32 engines may differ by.")
+    if notes:
+        print("\n" + "\n".join(notes))
+    return 1 if bad else 0
+
+
+def _names(arg, known) -> list[str]:
+    if not arg:
+        return list(known)
+    names = [n.strip() for n in arg.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"zoo.py: unknown models {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("command", choices=("export", "check", "list", "check-one"))
+    p.add_argument("args", nargs="*", help="check-one: MODEL TARGET")
+    p.add_argument("--models", help="comma-separated subset (default: all)")
+    p.add_argument("--target", default="dnnl,cpu", help="check: LightNet's targets (dnnl,cpu)")
+    p.add_argument("--cache", default=DEFAULT_CACHE,
+                   help=f"where the models are exported (default {DEFAULT_CACHE})")
+    a = p.parse_args(argv)
+    if len(a.args) != (2 if a.command == "check-one" else 0):
+        p.error("check-one takes MODEL TARGET, the other commands no positional arguments")
+    if a.command == "list":
+        manifest = read_manifest(a.cache, missing_ok=True)
+        for name in MODELS:
+            print(f"{name:30} {manifest[name]['family'] if name in manifest else '(not exported)'}")
+        return 0
+    if a.command == "export":
+        return export(_names(a.models, MODELS), a.cache)
+    sys.path.insert(0, ROOT)  # the lightnet next to this bench/
+    if a.command == "check-one":
+        name, target = a.args
+        print(json.dumps(check_one(a.cache, read_manifest(a.cache)[name], target)))
+        return 0
+    try:
+        manifest = read_manifest(a.cache)
+    except FileNotFoundError as e:
+        sys.exit(f"zoo.py: {e}")
+    targets = [t.strip() for t in a.target.split(",") if t.strip()]
+    return check(_names(a.models, list(manifest)), a.cache, targets)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Hostile ONNX models: a few bytes asking for terabytes of constant folding.
+
+Evaluating constants before the run is bounded by the fold limit
+(lightnet.limits.FoldBudget): a node past it is not folded but mapped to an op
+computed when the model runs, which the memory limit then accepts or refuses
+with its one-line error. Each case is a model of a few hundred bytes that an
+unbounded fold would hang on (a reduction of 10**12 elements) or run out of
+memory with; values that do fold are checked against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from lightnet import Context, LightNetError, Session, limits  # noqa: E402
+from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.fuzz.onnx_mutation import CATCH_ALL  # noqa: E402
+from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402
+
+HUGE = [100_000, 100_000, 100]  # 10**12 elements: 4 TB of float32
+LIMIT = "1G"
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def ones_of_shape(shape_name, out, dtype=np.float32):
+    return helper.make_node("ConstantOfShape", [shape_name], [out],
+                            value=numpy_helper.from_array(np.ones(1, dtype)))
+
+
+def model(nodes, inits, inputs=(), opset=13):
+    graph = helper.make_graph(
+        nodes, "hostile", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                           for n, s in inputs],
+        [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def session(m, **kwargs) -> Session:
+    """A Session of `m` (saved as hostile.onnx) on the cpu, with a memory limit of 1G."""
+    onnx.save(m, "hostile.onnx")
+    return Session("hostile.onnx", memory_limit=LIMIT, target="cpu", **kwargs)
+
+
+def refusal(m) -> str:
+    """The one line a Session of `m` is refused with."""
+    with pytest.raises(LightNetError) as e:
+        session(m)
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def assert_over_memory_limit(m):
+    assert refusal(m).endswith(f"more than the limit of {2**30} bytes (--memory-limit)")
+
+
+def test_a_reduction_of_a_huge_constant_is_left_to_the_run_and_refused():
+    """Issue #26's model: ConstantOfShape [1e5, 1e5, 100] into a ReduceSum hung
+    folding a 10**12-element sum; the sum is now a reduce op, refused at once."""
+    m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
+              [const("s", np.array(HUGE, np.int64))])
+    ir, _ = onnx2ln.convert(m)
+    assert [op["optype"] for op in ir["ops"]] == ["create", "reduce", "reshape"]
+    assert_over_memory_limit(m)
+
+
+@pytest.mark.parametrize("case", ["expand", "tile", "range", "gather", "outer-add",
+                                  "reshape-of-view"])
+def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
+    s = const("s", np.array(HUGE, np.int64))
+    if case == "expand":
+        nodes = [helper.make_node("Expand", ["one", "s"], ["y"])]
+        inits = [s, const("one", np.ones(1, np.float32))]
+    elif case == "tile":
+        nodes = [helper.make_node("Tile", ["one", "r"], ["y"])]
+        inits = [const("one", np.ones((1, 1), np.float32)),
+                 const("r", np.array([10**6, 10**6], np.int64))]
+    elif case == "range":
+        nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"])]
+        inits = [const("a", np.array(0, np.int64)), const("b", np.array(10**12, np.int64)),
+                 const("d", np.array(1, np.int64))]
+    elif case == "gather":  # 10**12 indices of a ConstantOfShape
+        nodes = [ones_of_shape("s2", "i", np.int64),
+                 helper.make_node("Gather", ["data", "i"], ["y"])]
+        inits = [const("s2", np.array([10**6, 10**6], np.int64)),
+                 const("data", np.arange(4, dtype=np.float32))]
+    elif case == "outer-add":  # [1e6, 1] + [1, 1e6]
+        nodes = [ones_of_shape("sa", "a"), ones_of_shape("sb", "b"),
+                 helper.make_node("Add", ["a", "b"], ["y"])]
+        inits = [const("sa", np.array([10**6, 1], np.int64)),
+                 const("sb", np.array([1, 10**6], np.int64))]
+    else:  # a reshape of a broadcast view would copy it
+        nodes = [ones_of_shape("s", "c"), helper.make_node("Reshape", ["c", "t"], ["y"])]
+        inits = [s, const("t", np.array([10**6, 10**6], np.int64))]
+    m = model(nodes, inits)
+    if case == "range":  # LightNet has no runtime Range: refused, not folded
+        assert "Range" in refusal(m)
+    else:
+        assert_over_memory_limit(m)
+
+
+def test_the_fold_limit_is_spent_across_the_whole_import():
+    """Forty sums of 4M-element constants: each is small enough to fold, all of
+    them are not; past the limit they are reduce ops, and the values agree."""
+    nodes, inits = [], [const("s", np.array([2048, 2048], np.int64))]
+    for k in range(40):
+        nodes += [ones_of_shape("s", f"c{k}"),
+                  helper.make_node("ReduceSum", [f"c{k}"], [f"r{k}"], keepdims=0)]
+    nodes.append(helper.make_node("Sum", [f"r{k}" for k in range(40)], ["y"]))
+    m = model(nodes, inits)
+    ir, _ = onnx2ln.convert(m)
+    reduces = sum(op["optype"] == "reduce" for op in ir["ops"])
+    folded = 40 - reduces  # each reads 4M elements and may write as many
+    assert 0 < folded <= limits.DEFAULT_FOLD_LIMIT // (2 * 2048 * 2048) < 40
+    (y,) = session(m).run({}).values()
+    assert y == 40 * 2048 * 2048
+
+
+def test_the_fold_limit_is_settable():
+    m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
+              [const("s", np.array([4, 5], np.int64))])
+    for fold_limit, optypes in ((None, ["create"]), (16, ["create", "reduce", "reshape"]),
+                                ("1K", ["create"])):
+        ir, _ = onnx2ln.convert(m, fold_limit=fold_limit)
+        assert [op["optype"] for op in ir["ops"]] == optypes
+        (y,) = session(m, fold_limit=fold_limit).run({}).values()
+        assert y == 20
+    with pytest.raises(LightNetError, match=r"^fold limit: expected a number of elements"):
+        onnx2ln.convert(m, fold_limit="lots")
+
+
+def test_compile_time_folding_of_weights_stops_at_the_fold_limit():
+    """A batchnorm is folded into the conv's weights while the fold limit lasts;
+    past it, the conv reads the batchnorm's statistics and applies them when it
+    runs, with the same results."""
+    model_doc, feeds, _ = conv_bn_relu()
+    folded, ctx = outputs(model_doc, feeds, weights={})
+    (conv,) = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
+    assert "bn_scale" not in conv.tensors_in
+    unfolded = Context(fold_limit=0)
+    unfolded.init(model_doc)
+    unfolded.compile("cpu", weights={})
+    (conv,) = [op for op in unfolded.ops if op.optype == "conv2d_cpu"]
+    assert "bn_scale" in conv.tensors_in
+    unfolded.load()
+    for name, value in feeds.items():
+        unfolded.set_data(name, value)
+    unfolded.run()
+    assert_same({n: unfolded.get_data(n) for n in unfolded.outputs}, folded)
+
+
+def test_cli_fold_limit(capsys):
+    from lightnet.cli import main
+
+    m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
+              [const("s", np.array(HUGE, np.int64))])
+    path = "hostile.onnx"
+    onnx.save(m, path)
+    assert main([str(path), "-t", "cpu", "--memory-limit", LIMIT]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("more than the limit of 1073741824 bytes "
+                                             "(--memory-limit)")
+    assert main(["info", str(path), "--fold-limit", "2K", "--memory-limit", LIMIT]) == 1
+    with pytest.raises(SystemExit) as e:
+        main([str(path), "--fold-limit", "lots"])
+    assert e.value.code == 2
+    assert "expected a number of elements" in capsys.readouterr().err
+
+
+# What the mutation fuzzer found (tests/fuzz/onnx_mutation.py) ---------------------------
+
+
+def conv_model(**changes):
+    """x [1, 1, 4, 4] -> Conv with a 1x1 weight W: a model to break."""
+    w = const("W", np.ones((1, 1, 1, 1), np.float32))
+    node = helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=[1, 1])
+    m = model([node], [w], inputs=[("x", [1, 1, 4, 4])])
+    for change in changes.values():
+        change(m)
+    return m
+
+
+def import_error(m) -> str:
+    with pytest.raises(LightNetError) as e:
+        onnx2ln.convert(m)
+    message = str(e.value)
+    assert "\n" not in message and not CATCH_ALL.search(message)
+    return message
+
+
+def test_an_initializer_whose_data_does_not_fit_its_dims():
+    """numpy_helper.to_array's ValueError escaped (raw data cut, dims grown)."""
+    m = conv_model(dims=lambda m: m.graph.initializer[0].dims.extend([2]))
+    assert import_error(m) == ("initializer 'W': its data is not float [1, 1, 1, 1, 2]: cannot "
+                               "reshape array of size 1 into shape (1,1,1,1,2) (an invalid "
+                               "ONNX model)")
+    m = conv_model(raw=lambda m: setattr(m.graph.initializer[0], "raw_data", b"\0\0"))
+    assert import_error(m).startswith("initializer 'W': its data is not float [1, 1, 1, 1]:")
+
+
+@pytest.mark.parametrize("data_type", [0, -1, 100])
+def test_an_initializer_of_no_tensor_type(data_type):
+    """TypeError (UNDEFINED) and KeyError (-1) escaped from to_array."""
+    m = conv_model(t=lambda m: setattr(m.graph.initializer[0], "data_type", data_type))
+    assert import_error(m) == (f"initializer 'W': data type {data_type} is not an ONNX "
+                               "tensor type (an invalid ONNX model)")
+
+
+def test_an_initializer_with_negative_dims():
+    m = conv_model(t=lambda m: m.graph.initializer[0].dims.__setitem__(0, -1))
+    assert import_error(m) == ("initializer 'W': dims [-1, 1, 1, 1]: expected dims >= 0 (an "
+                               "invalid ONNX model)")
+
+
+def test_an_attribute_of_the_wrong_type():
+    """A Conv's kernel_shape as an INT: TypeError 'int' object is not iterable."""
+    def kernel_shape_int(m):
+        del m.graph.node[0].attribute[:]
+        m.graph.node[0].attribute.append(helper.make_attribute("kernel_shape", 1))
+    assert import_error(conv_model(k=kernel_shape_int)) == (
+        "node #0 (output 'y') (Conv-11): attribute 'kernel_shape' must be INTS, found INT "
+        "(an invalid ONNX model)")
+
+
+def test_a_node_without_its_inputs():
+    """A ReduceMean without an input: IndexError in the layer-norm fusion's matcher."""
+    m = model([helper.make_node("ReduceMean", [], ["y"])], [])
+    assert import_error(m) == ("node #0 (output 'y') (ReduceMean-13): expected 1 inputs, "
+                               "found 0 (an invalid ONNX model)")
+
+
+@pytest.mark.parametrize("node, message", [
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5]),
+     "axis 5 is out of range for rank 2"),
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[1, 1]),
+     "perm [1, 1] of a rank-2 input (not a permutation)"),
+    (helper.make_node("Split", ["x"], ["y", "z"], axis=3), "axis 3 is out of range for rank 2"),
+])
+def test_axes_out_of_range(node, message):
+    """IndexError: tuple index out of range (Transpose, Split)."""
+    m = model([node], [], inputs=[("x", [2, 4])])
+    assert message in import_error(m)
+
+
+def test_a_required_attribute_missing():
+    """A Slice-1 without its starts: TypeError int(None) in the handler."""
+    m = model([helper.make_node("Slice", ["x"], ["y"], ends=[1])], [], inputs=[("x", [2, 4])],
+              opset=9)
+    assert import_error(m) == ("node #0 (output 'y') (Slice-1): required attribute 'starts' is "
+                               "missing (an invalid ONNX model)")
+
+
+def test_no_unbounded_data_propagation_in_onnx_shape_inference():
+    """ONNX's shape inference with data propagation computed an Expand to the
+    shape of a [2**31 - 1] input in C++: 20 GB, then std::bad_alloc. The folding
+    computes shape values instead, within the fold limit."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Expand", ["one", "s"], ["e"]),
+             helper.make_node("Concat", ["e", "e"], ["y"], axis=0)]
+    m = model(nodes, [const("one", np.ones(1, np.int64))], inputs=[("x", [2**31 - 1])])
+    assert_over_memory_limit(m)
+
+
+def test_a_required_input_left_empty():
+    """A Flatten reading '': numpy folded None into an object array, then
+    AttributeError in uniform_value."""
+    m = model([helper.make_node("Flatten", [""], ["y"])], [])
+    assert import_error(m) == ("node #0 (output 'y') (Flatten-13): input 0 ('input') is "
+                               "required, and empty (an invalid ONNX model)")
+
+
+def test_a_constant_of_strings():
+    m = model([helper.make_node("Identity", ["s"], ["y"])],
+              [helper.make_tensor("s", TensorProto.STRING, [2], [b"a", b"b"])])
+    assert import_error(m).endswith("graph output (opset 13): constant 'y' of strings")
+
+
+def test_split_num_outputs_must_be_the_outputs():
+    """num_outputs 10**12 for 2 outputs: a list of 10**12 sizes, MemoryError."""
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=10**12)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info(
+            n, TensorProto.FLOAT, None) for n in "ab"])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    assert import_error(m) == ("node #0 (output 'a') (Split): num_outputs 1000000000000 for "
+                               "2 outputs (an invalid ONNX model)")
+
+
+def test_pad_pads_must_match_its_axes():
+    """Pad-18 with 2 axes and 2 pads: IndexError."""
+    node = helper.make_node("Pad", ["x", "p", "", "a"], ["y"])
+    m = model([node], [const("p", np.array([1, 1], np.int64)),
+                       const("a", np.array([0, 1], np.int64))], inputs=[("x", [2, 4])],
+              opset=18)
+    assert "Pad-18): 2 pads for 2 axes (expected 4)" in import_error(m)
+
+
+@pytest.mark.parametrize("axes", [None, [2, 3]])
+def test_resize_sizes_must_match_the_axes(axes):
+    """Resize with 3 sizes for 2 axes (or a rank-4 input): IndexError."""
+    node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest",
+                            **({} if axes is None else {"axes": axes}))
+    m = model([node], [const("s", np.array([4, 4, 4], np.int64))],
+              inputs=[("x", [1, 1, 2, 2])], opset=19)
+    assert f"Resize-19): 3 sizes for {4 if axes is None else 2} axes" in import_error(m)
+
+
+def test_a_resize_too_large_to_compare_with_lightnets_ops():
+    """The importer resamples a row of each axis to choose upsample or resize: a
+    Resize to 2**31 rows made a 2**31-element row (16 GB)."""
+    node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest")
+    m = model([node], [const("s", np.array([1, 1, 2**31, 2], np.int64))],
+              inputs=[("x", [1, 1, 2, 2])], opset=19)
+    assert "would touch 2147483650 elements, past the fold limit" in import_error(m)
