@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lightnet import latency, limits, mem, model_io, runner, summary
-from lightnet.command import report_errors, show_warnings
+from lightnet import latency, mem, model_io, runner, summary
+from lightnet.command import fold_limit_option, report_errors, show_warnings
 
 USAGE = """lightnet [options] MODEL
        lightnet info [options] MODEL
@@ -190,15 +190,6 @@ def _memory_limit(p) -> None:
     fold_limit_option(p)
 
 
-def fold_limit_option(p) -> None:
-    """--fold-limit, of lightnet's commands and onnx2ln."""
-    p.add_argument("--fold-limit", type=_elements, metavar="ELEMENTS",
-                   help="elements evaluating constants before the run (an ONNX model's "
-                        "constant folding, a weight folded into another) may touch; past "
-                        "it, ops compute when the model runs (suffixes K, M, G; default: "
-                        f"{limits.DEFAULT_FOLD_LIMIT // 2**20}M)")
-
-
 def _threads_option(p) -> None:
     p.add_argument("--threads", type=_count(1), metavar="N",
                    help="threads of numpy's BLAS and oneDNN while the model runs (default: "
@@ -213,13 +204,6 @@ def _debug(p) -> None:
 def _size(text: str) -> int:
     try:
         return mem.parse_size(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _elements(text: str) -> int:
-    try:
-        return mem.parse_size(text, unit="elements")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

@@ -9,12 +9,14 @@ hands its work to report_errors, so the contract is kept in one place.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
 import traceback
 import warnings
 
+from lightnet import limits, mem
 from lightnet.errors import LightNetError, LightNetWarning, one_line
 
 
@@ -65,3 +67,19 @@ def show_warnings(prog: str):
 
         warnings.showwarning = show
         yield
+
+
+def fold_limit_option(p) -> None:
+    """--fold-limit, of lightnet's commands and onnx2ln."""
+    p.add_argument("--fold-limit", type=_elements, metavar="ELEMENTS",
+                   help="elements evaluating constants before the run (an ONNX model's "
+                        "constant folding, a weight folded into another) may touch; past "
+                        "it, ops compute when the model runs (suffixes K, M, G; default: "
+                        f"{limits.DEFAULT_FOLD_LIMIT // 2**20}M)")
+
+
+def _elements(text: str) -> int:
+    try:
+        return mem.parse_size(text, unit="elements")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.cli import fold_limit_option
-from lightnet.command import report_errors
+from lightnet.command import fold_limit_option, report_errors
 
 from .api import import_model
 
