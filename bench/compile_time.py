@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 
+from worker import status  # bench/worker.py, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MB = 1 << 20
@@ -49,14 +51,6 @@ def chain(n: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
 def worker(engine: str, path: str) -> None:
     """Set up `engine` (ort, or ours:TARGET) on the ONNX file `path`, run it once,
     and print the measurements as one JSON line."""
@@ -71,7 +65,7 @@ def worker(engine: str, path: str) -> None:
         sys.path.insert(0, ROOT)
         import lightnet
         import lightnet.frontends.onnx  # noqa: F401 - imported before the clock starts
-    rss_before = _status("VmRSS")
+    rss_before = status("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM := VmRSS
     wall, cpu = time.perf_counter(), time.process_time()
@@ -87,8 +81,8 @@ def worker(engine: str, path: str) -> None:
         (x,) = session.inputs
         session.run({x.name: np.zeros(x.shape, np.float32)})
     del onnx
-    print(json.dumps({"wall": setup[0], "cpu": setup[1], "growth": _status("VmHWM") - rss_before,
-                      "peak": _status("VmHWM")}))
+    print(json.dumps({"wall": setup[0], "cpu": setup[1], "growth": status("VmHWM") - rss_before,
+                      "peak": status("VmHWM")}))
 
 
 def measure(engine: str, path: str) -> dict:

@@ -29,7 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _status(field: str) -> int:
+def status(field: str) -> int:
+    """A /proc/self/status field of this process in bytes (VmRSS, VmHWM: the peak)."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -92,7 +93,7 @@ class Ours:
 
         with open(os.path.join(d, "model.json")) as f:
             ir = json.load(f)
-        base = _status("VmRSS")
+        base = status("VmRSS")
         _reset_peak()
         t0 = time.perf_counter()
         ctx = lightnet.Context(threads=threads)
@@ -106,8 +107,8 @@ class Ours:
         self.feed = _load_inputs(d)
         self.run()
         self.info = {
-            "setup": self.setup, "peak_growth": _status("VmHWM") - base,
-            "rss_growth": _status("VmRSS") - base,
+            "setup": self.setup, "peak_growth": status("VmHWM") - base,
+            "rss_growth": status("VmRSS") - base,
             "arena": sum(r.needed for r in ctx.mem.values()),  # arena + weights
             "lower_bound": sum(r.lower_bound for r in ctx.mem.values()),
             "tensor_total": sum(r.total for r in ctx.mem.values()),
@@ -130,7 +131,7 @@ class Ort:
         import onnxruntime as ort
 
         path = os.path.join(d, "model.onnx")
-        base = _status("VmRSS")
+        base = status("VmRSS")
         _reset_peak()
         t0 = time.perf_counter()
         so = ort.SessionOptions()
@@ -142,8 +143,8 @@ class Ort:
         self.setup = time.perf_counter() - t0
         self.feed = _load_inputs(d)
         self.run()
-        self.info = {"setup": self.setup, "peak_growth": _status("VmHWM") - base,
-                     "rss_growth": _status("VmRSS") - base, "version": ort.__version__}
+        self.info = {"setup": self.setup, "peak_growth": status("VmHWM") - base,
+                     "rss_growth": status("VmRSS") - base, "version": ort.__version__}
 
     def run(self):
         self.out = self.sess.run(None, self.feed)[0]
@@ -166,7 +167,7 @@ class OpenVino:
     def __init__(self, d: str, threads: int, precision: str):
         import openvino as ov
 
-        base = _status("VmRSS")
+        base = status("VmRSS")
         _reset_peak()
         t0 = time.perf_counter()
         core = ov.Core()
@@ -179,8 +180,8 @@ class OpenVino:
         self.setup = time.perf_counter() - t0
         self.feed = _load_inputs(d)
         self.run()
-        self.info = {"setup": self.setup, "peak_growth": _status("VmHWM") - base,
-                     "rss_growth": _status("VmRSS") - base, "version": ov.__version__,
+        self.info = {"setup": self.setup, "peak_growth": status("VmHWM") - base,
+                     "rss_growth": status("VmRSS") - base, "version": ov.__version__,
                      "precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))}
 
     def run(self):
