@@ -270,6 +270,12 @@ class Context:
         weights), weights nothing reads any more are dropped, and load() takes
         no weight file. `save_weights` writes the compiled model's weights.
         A lightnet.nn Model compiles with its constants unless `weights` is given.
+
+        An op the target's library would run with its reference kernel (oneDNN's
+        `ref:`, written for clarity, many times slower) makes the model compile
+        again with that op lowered for the fallback architecture (docs/runtime.md,
+        "Never a reference kernel"); `refused` names those ops, with the optype and
+        kernel each would have had.
         """
         target = targets.resolve(target)
         dtype = targets.resolve_precision(precision, target)
@@ -278,10 +284,6 @@ class Context:
         self.unload()
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
-        # An op a library would run with its reference kernel (oneDNN's `ref:`, many
-        # times slower than its own kernels) is compiled again on the fallback
-        # architecture (docs/runtime.md, "Never a reference kernel").
-        # `refused` keeps what each such op would have been: (optype, kernel).
         # Each compile starts from the model's own ops and weights (passes fold and drop).
         originals = [op.copy_as(op.proto) for op in self.ops]
         lowered = {op.name for op in originals if op.arch == "none"}
