@@ -118,12 +118,11 @@ def format_text(doc: dict) -> str:
     lines.append(f"parameters: {p['count']}{_si(p['count'])}, "
                  f"{p['bytes']} bytes{_si(p['bytes'])}")
     lines.append(f"MACs: {doc['macs']}{_si(doc['macs'])}")
-    if doc["kernels"]:
-        lines.append("oneDNN kernels: " + ", ".join(f"{k} x{n}"
-                                                     for k, n in doc["kernels"].items()))
-    if doc["refused"]:
-        lines.append("on the cpu, oneDNN having only its reference kernel: " + ", ".join(
-            f"{k} x{n}" for k, n in doc["refused"].items()))
+    for label, counts in (("oneDNN kernels", doc["kernels"]),
+                          ("on the cpu, oneDNN having only its reference kernel",
+                           doc["refused"])):
+        if counts:
+            lines.append(f"{label}: " + ", ".join(f"{k} x{n}" for k, n in counts.items()))
     lines += [MemReport(MemType(mtype), m["arena"], m["all_tensors"], m["lower_bound"],
                         m["weights"]).describe() for mtype, m in doc["memory"].items()]
     return "\n".join(lines)
