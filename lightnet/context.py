@@ -20,10 +20,11 @@ import numpy as np
 from lightnet import blas, ir, limits, mem, pipeline, symbolic, targets, weights, wts
 from lightnet.arch import abstract_proto, get_proto
 from lightnet.dnnl.capi import threads as dnnl_threads
+from lightnet.dnnl.ops import kernel_cache as dnnl_kernel_cache
 from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.gc_pause import while_building
-from lightnet.op import Op, unique_name
+from lightnet.op import CheckMemo, Op, unique_name
 from lightnet.param import Param
 from lightnet.builder import Model
 from lightnet.tensor import MemType, TensorTable
@@ -112,6 +113,7 @@ class Context:
         # is given none.
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
+        self._checks: CheckMemo | None = None  # the checks of ops while compiling
         # The ops compile() lowered for the fallback architecture because the target's
         # library had only its reference kernel for them: name -> (optype, kernel).
         self.refused: dict[str, tuple[str, str]] = {}
@@ -175,7 +177,10 @@ class Context:
             for op in ops:
                 op.seed = self.seed
                 try:
-                    op.pre_run(self.tensors)
+                    if self._checks is None:
+                        op.pre_run(self.tensors)
+                    else:
+                        self._checks.pre_run(op, self.tensors)
                     self.dfg.add(op)
                 except LightNetError as e:
                     self._forget_outputs(op)
@@ -193,6 +198,9 @@ class Context:
 
     def remove_ops(self, position: int, count: int) -> list[Op]:
         """Take `count` ops out at `position` (post_run each, last first)."""
+        if self._checks is not None:
+            for op in self.ops[position : position + count]:
+                self._checks.take_out(op, self.tensors)
         removed = self._take_out(position, count)
         del self.ops[position : position + count]
         self.mem = None
@@ -202,9 +210,13 @@ class Context:
         """post_run the `count` ops at `position`, last first, and take them out of
         the graph (not out of the op list)."""
         removed = self.ops[position : position + count]
+        every = len(removed) == len(self.ops) == len(self.dfg.ops)  # a pass rewriting all
         for op in reversed(removed):
             op.post_run(self.tensors)
-            self.dfg.remove(op)
+            if not every:
+                self.dfg.remove(op)
+        if every:
+            self.dfg.clear()
         return removed
 
     def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
@@ -289,20 +301,23 @@ class Context:
         lowered = {op.name for op in originals if op.arch == "none"}
         given = None if self.weights is None else dict(self.weights)
         self.refused = {}
-        try:
-            while True:
+        with dnnl_kernel_cache():  # each primitive made once (lightnet.dnnl.ops)
+            try:
+                while True:
+                    self._values = {}
+                    self._checks = CheckMemo()
+                    self._fold_budget = limits.FoldBudget(self.fold_limit)
+                    self.weights = None if given is None else dict(given)
+                    pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
+                    slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
+                            if op.name in lowered and _reference_kernel(op)}
+                    if slow.keys() <= self.refused.keys():
+                        break
+                    self.refused.update(slow)
+                    self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
+            finally:
                 self._values = {}
-                self._fold_budget = limits.FoldBudget(self.fold_limit)
-                self.weights = None if given is None else dict(given)
-                pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
-                slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
-                        if op.name in lowered and _reference_kernel(op)}
-                if slow.keys() <= self.refused.keys():
-                    break
-                self.refused.update(slow)
-                self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
-        finally:
-            self._values = {}
+                self._checks = None
 
     def value(self, name: str) -> np.ndarray | None:
         """The data of static tensor `name` while compiling with weights: a

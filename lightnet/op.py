@@ -17,7 +17,7 @@ import numpy as np
 from lightnet.errors import CheckError
 from lightnet.opck import check_declared
 from lightnet.param import REQUIRED, Param, ParamType
-from lightnet.tensor import DType, MemType, TensorTable
+from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
 
 
 
@@ -179,6 +179,74 @@ class Op:
             "tensors_out": [{"arg_name": a, "name": n} for a, n in self.tensors_out.items()],
             "params": [{"arg_name": a, "value": p.to_json()} for a, p in self.params.items()],
         }
+
+
+def _state(entry: TensorEntry) -> tuple:
+    """Everything `entry` says (its fields, in order), to compare with what it said."""
+    return tuple(entry.__dict__.values())
+
+
+class CheckMemo:
+    """What the ops of a model made when they were checked (pre_run), while it
+    compiles: an op a pass takes out (Context.remove_ops) and puts back with nothing
+    it reads changed is not checked anew (the dnnl layout pass takes every op out and
+    puts them back, twice, to insert a few reorders).
+
+    An op's check depends on its optype, name, params, tensor names and seed and on
+    the entries of the tensors it reads. When all of them are what they were when it
+    was taken out, checking it would define the same outputs again: pre_run puts back
+    the entries it had (and the values and scratch it had made). Checked anew every
+    time are an op whose check changed an entry it read (a dnnl op choosing the
+    layout of a tensor the layout pass left to it), the op that made that entry (its
+    entry, as taken out, is no longer what the op made), and an op keeping a value
+    marked `keeps_entries` (one that reads entries again at load). Context.compile
+    holds one while it runs."""
+
+    def __init__(self):
+        self._taken: dict[str, tuple] = {}  # op name -> what it read and made
+        self._never: set[str] = set()  # the ops checked anew every time
+
+    def take_out(self, op: Op, tensors: TensorTable) -> None:
+        """Remember what `op`, about to be taken out of the model, read and made."""
+        if op.name in self._never:
+            return
+        try:
+            read = tuple(_state(tensors[n]) for n in op.tensors_in.values())
+            made = tuple(tensors[n] for n in op.tensors_out.values())
+        except KeyError:
+            return
+        if any(e.creator != op.name for e in made):
+            return
+        self._taken[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
+                                tuple(op.tensors_out.items()), tuple(op.params),
+                                tuple(op.params.values()), read, made, op.values, op.scratch)
+
+    def pre_run(self, op: Op, tensors: TensorTable) -> None:
+        """`op.pre_run(tensors)`, or what it would do again (see the class)."""
+        taken = self._taken.pop(op.name, None)
+        try:
+            ins = [tensors[n] for n in op.tensors_in.values()]
+        except KeyError:  # the check fails
+            op.pre_run(tensors)
+            return
+        if taken is not None and taken[0] is op and op.name not in self._never and (
+                taken[1] is op.proto and taken[2] == op.seed
+                and taken[3] == tuple(op.tensors_in.items())
+                and taken[4] == tuple(op.tensors_out.items()) and taken[5] == tuple(op.params)
+                and all(a is b for a, b in zip(taken[6], op.params.values()))
+                and taken[7] == tuple(map(_state, ins))
+                and not any(n in tensors for n in op.tensors_out.values())):
+            for entry in taken[8]:
+                tensors[entry.name] = entry
+            op.values, op.scratch = taken[9], taken[10]
+            return
+        read = [_state(e) for e in ins]
+        op.pre_run(tensors)
+        if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
+            self._never.add(op.name)
+        for was, entry in zip(read, ins):
+            if was != _state(entry):  # it changed what it read
+                self._never.update((op.name, entry.creator))
 
 
 def unique_name(prefix: str, taken) -> str:
