@@ -327,6 +327,24 @@ class Context:
         past the fold limit)."""
         if not self.compiled_with_weights:
             return None
+        # _value_of, each value it needs computed in turn on a stack of its own, not
+        # on Python's (a chain of thousands of static ops would exceed its limit).
+        stack = [self._value_of(name)]
+        result = None
+        while stack:
+            try:
+                needed = stack[-1].send(result)
+            except StopIteration as done:
+                stack.pop()
+                result = done.value
+                continue
+            stack.append(self._value_of(needed))
+            result = None
+        return result
+
+    def _value_of(self, name: str):
+        """value(name), as a generator: it yields the name of each tensor whose value it
+        needs, is sent that value, and returns its own."""
         if name in self.weights:
             return self.weights[name]
         if name in self._values:
@@ -336,7 +354,9 @@ class Context:
         if op is None or op.proto.load is None or not all(
                 self.tensors[n].static for n in op.tensors_out.values()):
             return None
-        arrays = {n: self.value(n) for n in op.tensors_in.values()}
+        arrays = {}
+        for n in op.tensors_in.values():
+            arrays[n] = yield n
         if any(a is None for a in arrays.values()):
             return None
         outs = [self.tensors[n] for n in op.tensors_out.values()]
