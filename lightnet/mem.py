@@ -121,55 +121,93 @@ def _place_in_order(blocks: list[_Block], align: int) -> int:
     already placed that are live at the same time, else above them; returns
     the arena size.
 
-    The blocks live through the whole plan (weights' neighbours: constants,
-    inputs) overlap every other: their spans are kept merged, in one sorted
-    list. The others are indexed by the buckets of ops their lifetime covers."""
+    The blocks live through the whole plan (constants, inputs, weights reordered
+    into the arena) overlap every other: one goes above all placed before it, and
+    what is kept of them is the free intervals between them (and below the first),
+    by start and by (size, start), and where the last one stops (`top`). The others
+    are indexed by the buckets of ops their lifetime covers. A block's gaps are the
+    free intervals the blocks live with it do not reach (the tightest by size, then
+    the lowest), and what is left of those they cut, and of the space between `top`
+    and the highest of them: found without going over every block live through the
+    plan (thousands, in a model of thousands of reordered weights)."""
     if not blocks:
         return 0
     lo, hi = min(b.first for b in blocks), max(b.last for b in blocks)
-    always: list[list[int]] = []  # merged [start, stop) spans of the blocks always live
+    free: list[tuple[int, int]] = []  # [start, stop) between the blocks always live
+    fitting: list[tuple[int, int]] = []  # the same as (size, start)
+    top = 0
     buckets: dict[int, list[tuple[_Block, int]]] = {}  # bucket -> (block, its stop)
     end = 0
     for block in blocks:
         size = align_up(max(block.nbytes, 1), align)
-        spans = [tuple(s) for s in always]
-        seen = set()
-        for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
-            for other, stop in buckets.get(k, ()):
-                if (other.first <= block.last and block.first <= other.last
-                        and id(other) not in seen):
-                    seen.add(id(other))
-                    spans.append((other.offset, stop))
-        spans.sort()
-        best, gap_start = None, 0  # best: (gap size, offset) of the tightest gap that fits
-        for start, stop in spans:
-            gap = start - gap_start
-            if gap >= size and (best is None or gap < best[0]):
-                best = (gap, gap_start)
-            gap_start = max(gap_start, stop)
-        block.offset = gap_start if best is None else best[1]
-        stop = block.offset + size
         if block.first <= lo and block.last >= hi:
-            _merge_span(always, block.offset, stop)
+            # Live with every block placed, whose memory is one run from 0 to `end`:
+            # each starts at 0 or where one placed before stops, so no gap is left
+            # below `end` that no block covers. The block goes at `end`.
+            block.offset = end
+            _cover(free, fitting, top, end, end + size)
+            top = end + size
         else:
+            block.offset = _tightest(block, size, buckets, free, fitting, top)
             for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
-                buckets.setdefault(k, []).append((block, stop))
-        end = max(end, stop)
+                buckets.setdefault(k, []).append((block, block.offset + size))
+        end = max(end, block.offset + size)
     return end
 
 
-def _merge_span(spans: list[list[int]], start: int, stop: int) -> None:
-    """Add [start, stop) to the sorted, merged `spans` (touching spans merge: no
-    block fits in a gap of 0 bytes)."""
-    i = bisect.bisect_left(spans, [start, stop])
-    if i > 0 and spans[i - 1][1] >= start:
-        i -= 1
-        start = spans[i][0]
-    j = i
-    while j < len(spans) and spans[j][0] <= stop:
-        stop = max(stop, spans[j][1])
-        j += 1
-    spans[i:j] = [[start, stop]]
+def _tightest(block: _Block, size: int, buckets, free, fitting, top: int) -> int:
+    """The offset of `block` (not always live; see _place_in_order)."""
+    live = []  # (start, stop) of the placed blocks live with this one
+    seen = set()
+    for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
+        for other, stop in buckets.get(k, ()):
+            if (other.first <= block.last and block.first <= other.last
+                    and id(other) not in seen):
+                seen.add(id(other))
+                live.append((other.offset, stop))
+    live.sort()
+    highest = max(top, max((stop for _, stop in live), default=0))
+    cut = set()  # the starts of the free intervals the live blocks reach
+    parts = [(top, highest)]
+    for start, stop in live:
+        i = bisect.bisect_right(free, (start, math.inf)) - 1
+        if i < 0 or free[i][1] <= start:
+            i += 1
+        while i < len(free) and free[i][0] < stop:
+            if free[i][0] not in cut:
+                cut.add(free[i][0])
+                parts.append(free[i])
+            i += 1
+    best = None  # (size, start) of the tightest gap that fits
+    for a, b in parts:  # what the live blocks leave of each
+        at = a
+        for start, stop in live:
+            if start >= b:
+                break
+            if stop <= at:
+                continue
+            if start - at >= size and (best is None or (start - at, at) < best):
+                best = (start - at, at)
+            at = max(at, stop)
+            if at >= b:
+                break
+        if b - at >= size and (best is None or (b - at, at) < best):
+            best = (b - at, at)
+    i = bisect.bisect_left(fitting, (size, -1))
+    while i < len(fitting) and fitting[i][1] in cut:
+        i += 1
+    if i < len(fitting) and (best is None or fitting[i] < best):
+        best = fitting[i]
+    return highest if best is None else best[1]
+
+
+def _cover(free: list[tuple[int, int]], fitting: list[tuple[int, int]], top: int,
+           start: int, stop: int) -> None:
+    """One more block always live, at [start, stop) (at or above `top`, where the
+    last one stops): the space from `top` up to it becomes a free interval."""
+    if start > top:
+        free.append((top, start))
+        bisect.insort(fitting, (start - top, top))
 
 
 # Placing offline is NP-hard, and greedy by size can be unlucky: ResNet-50's
