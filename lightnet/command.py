@@ -16,7 +16,8 @@ import sys
 import traceback
 import warnings
 
-from lightnet import limits, mem
+from lightnet.ir import limits
+from lightnet.compiler import memory_plan as mem
 from lightnet.errors import LightNetError, LightNetWarning, one_line
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session, nn
-from lightnet.arch import archs
-from lightnet.op import REQUIRED
-from lightnet.param import Param
-from lightnet.tensor import DType
+from lightnet.archs.registry import archs
+from lightnet.ir.op import REQUIRED
+from lightnet.ir.param import Param
+from lightnet.ir.tensor import DType
 from tests.opexamples import op_examples
 
 ABSTRACT = archs()["none"].ops

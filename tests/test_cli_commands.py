@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from lightnet import Session
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -156,7 +156,7 @@ def test_summary_without_save_and_zeros_without_input(onnx_model, tmp_path):
 
 
 def test_summary_of_a_4d_classifier_and_other_shapes():
-    from lightnet.model_io import summary
+    from lightnet.cli.arrays import summary
 
     scores = np.float32([3, 1, 4, 1, 5, 9, 2, 6]).reshape(1, 8, 1, 1)
     assert summary("s", scores) == ("s: float32[1, 8, 1, 1]  min 1  max 9  mean 3.875\n"
@@ -398,7 +398,7 @@ def test_info_macs_agree_with_the_benchmark_models(tmp_path):
     """MACs of real networks (grouped, depthwise and 1x1 convolutions, Gemm, batched
     MatMul) against bench/models.py's count of their matrix products, made from
     the ONNX graph with ONNX shape inference."""
-    from lightnet.summary import collect
+    from lightnet.cli.info import collect
 
     sys.path.insert(0, str(ROOT / "bench"))
     try:

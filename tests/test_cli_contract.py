@@ -101,7 +101,7 @@ TOOLS = [
                 ["bench", "--runs", "0", "m.json"],
                 ["bench", "--runs", "2", "--duration", "1", "m.json"],
                 ["--input", "x", "m.json"], ["-c", "--save", "o.npz", "m.json"]],
-         internal=("lightnet.context.Context.init", lambda t: [EXAMPLES / "example.json"])),
+         internal=("lightnet.runtime.context.Context.init", lambda t: [EXAMPLES / "example.json"])),
     Tool("il2json", "lightnet.frontends.il", "il2json", "il2json: error: ",
          "il2json: internal error: ",
          ok=lambda t: [EXAMPLES / "fire.net", "-o", t / "fire.json"],

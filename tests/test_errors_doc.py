@@ -111,7 +111,7 @@ def example():
 
 def threads_of_another_blas(tmp) -> str:
     """Context(threads=...) when numpy's BLAS has no OpenBLAS thread functions."""
-    from lightnet import blas
+    from lightnet.archs.cpu import blas
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(blas, "_openblas_function", lambda name: None)
@@ -268,7 +268,7 @@ def fold_over_limit(tmp):
 def bad_fold(kind):
     """A rule's constants expression giving something other than arrays."""
     def trigger(tmp):
-        from lightnet.rules import Builder
+        from lightnet.compiler.rules import Builder
         ctx = Context()
         ctx.init(example())
         ctx.compile("cpu", weights={})
@@ -293,8 +293,8 @@ def two_ops(first, second):
 
 
 def pass_removed(tmp):
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
     ctx = Context()
     ctx.init(example())
     other = Op(get_proto("create"), "create1", {}, {"dst": "elsewhere"},
@@ -303,9 +303,9 @@ def pass_removed(tmp):
 
 
 def pass_changed(tmp):
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
-    from lightnet.param import Param
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
+    from lightnet.ir.param import Param
     ctx = Context()
     ctx.init(example())
     params = {**ctx.ops[0].params, "dims": Param.from_value("dims", [4, 4]),
@@ -323,9 +323,9 @@ def read_before_create(tmp):
 
 def dfg_error(kind):
     def trigger(tmp):
-        from lightnet.arch import get_proto
-        from lightnet.dfg import DataFlowGraph
-        from lightnet.op import Op
+        from lightnet.archs.registry import get_proto
+        from lightnet.ir.dataflow import DataFlowGraph
+        from lightnet.ir.op import Op
         relu = get_proto("relu")
         a = Op(relu, "a", {"src": "t2"}, {"dst": "t1"}, {})
         b = Op(relu, "b", {"src": "t1"}, {"dst": "t2"}, {})
@@ -346,17 +346,17 @@ def dfg_error(kind):
 
 
 def no_expander(tmp):
-    from lightnet import passes
-    from lightnet.arch import Arch
+    from lightnet.compiler import rewrites as passes
+    from lightnet.archs.registry import Arch
     ctx = Context()
     ctx.init(example())
     return message(passes.expand, ctx, Arch("cpu", {}))
 
 
 def unsettled(tmp):
-    from lightnet import passes
-    from lightnet.arch import Arch, archs
-    from lightnet.rules import Combiner
+    from lightnet.compiler import rewrites as passes
+    from lightnet.archs.registry import Arch, archs
+    from lightnet.compiler.rules import Combiner
     ctx = Context()
     ctx.init(example())
     ctx.compile("cpu", combine=False)
@@ -367,7 +367,7 @@ def unsettled(tmp):
 def wrong_view(tmp):
     import dataclasses
 
-    from lightnet.arch import get_proto
+    from lightnet.archs.registry import get_proto
     ctx = Context()
     ctx.init(op_model("reshape", {"src": [[1, 2], [3, 4]]}, dims=[4]))
     ctx.compile("cpu")
@@ -397,10 +397,10 @@ def op_error(optype, inputs, outs=("dst",), **params):
 
 def checker_define(kind):
     def trigger(tmp):
-        from lightnet.arch import get_proto
-        from lightnet.op import Op
-        from lightnet.opck import Checker
-        from lightnet.tensor import TensorTable
+        from lightnet.archs.registry import get_proto
+        from lightnet.ir.op import Op
+        from lightnet.ir.checks import Checker
+        from lightnet.ir.tensor import TensorTable
         ck = Checker(Op(get_proto("relu"), "relu1", {}, {"dst": "t"}, {}), TensorTable())
         if kind == "scratch":
             return message(ck.scratch, -1)
@@ -460,7 +460,7 @@ def input_model():
 def cli_input(kind):
     """Errors of `lightnet --input`: arrays read for input_model()."""
     def trigger(tmp):
-        from lightnet import model_io
+        from lightnet.cli import arrays as model_io
         ctx = Context()
         ctx.init(input_model())
         inputs = {n: ctx.tensors[n] for n in ctx.inputs}
@@ -549,7 +549,7 @@ def onnx_missing(tmp):
 
 def batch_error(kind):
     def trigger(tmp):
-        from lightnet import model_file
+        from lightnet.files import model_source as model_file
         if kind == "fixed":
             return message(model_file.init, Context(), onnx_file(tmp, batch=1), batch=4)
         return message(model_file.init, Context(), example(), batch=4)
@@ -570,7 +570,8 @@ def symbolic_model(batch=("N", "N"), add=False):
 
 def symbolic_error(kind):
     def trigger(tmp):
-        from lightnet import model_file, symbolic
+        from lightnet.files import model_source as model_file
+        from lightnet.ir import symbolic
         if kind == "unbound":
             return message(Context().init, symbolic_model())
         if kind in ("name", "value"):
@@ -622,7 +623,7 @@ def interface_error(kind):
 
 def dtype_error(kind):
     def trigger(tmp):
-        from lightnet.tensor import DType
+        from lightnet.ir.tensor import DType
         if kind == "name":
             return message(DType.from_name, "TL_HALF")
         return message(DType.from_numpy, np.float16)
@@ -747,9 +748,9 @@ def infer_error(tmp):
     """A shape helper refusing what the checks let through (a gap in a description)."""
     import dataclasses
 
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
-    from lightnet.tensor import TensorTable
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
+    from lightnet.ir.tensor import TensorTable
 
     def pre_run(op, tensors):
         raise ValueError("shapes [2] and [3] do not broadcast: dimension -1 is 2 in one "
@@ -761,11 +762,11 @@ def infer_error(tmp):
 
 def onednn_refuses():
     """A convolution whose weights do not fit its source, created through oneDNN."""
-    from lightnet.dnnl import capi
+    from lightnet.archs.dnnl import capi
 
     if capi.unavailable_reason():
         pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
-    from lightnet.dnnl import primitives
+    from lightnet.archs.dnnl import primitives
 
     return message(primitives._conv, "conv2d", "dnnl_convolution_forward_primitive_desc_create",
                    (1, 3, 5, 5), (4, 2, 3, 3), (1, 4, 3, 3), False, 1, (1, 1), (0, 0, 0, 0),
@@ -778,7 +779,7 @@ def pass_registry(kind):
                 "circle": [("a", ["fused", "y"], ["x"]), ("b", ["x"], ["y"])]}
 
     def trigger(tmp):
-        from lightnet import pipeline
+        from lightnet.compiler import pipeline
 
         if kind == "duplicate":
             return message(pipeline.register("expand"), lambda ctx, job: None)
@@ -804,7 +805,7 @@ def without_onednn(fn) -> str:
     """The message of `fn` where the onednn-cpu-gomp wheel is not installed."""
     from unittest import mock
 
-    from lightnet.dnnl import capi
+    from lightnet.archs.dnnl import capi
 
     reason = "the onednn-cpu-gomp package is not installed (pip install onednn-cpu-gomp==2023.2.0)"
     with mock.patch.object(capi, "unavailable_reason", lambda: reason):
@@ -813,7 +814,7 @@ def without_onednn(fn) -> str:
 
 def dnnl_reads_plain_weight() -> str:
     """An IR written by hand: a dnnl convolution reading a weight no reorder made."""
-    from lightnet.dnnl import capi
+    from lightnet.archs.dnnl import capi
 
     if capi.unavailable_reason():
         pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
@@ -952,8 +953,8 @@ TRIGGERS = {
     "onnx.node": lambda tmp: onnx_invalid("node-inputs"),
     "memory.allocate": lambda tmp: message(
         Context(memory_limit=2**70)._alloc_arena,
-        __import__("lightnet.mem", fromlist=["MemReport"]).MemReport(
-            __import__("lightnet.tensor", fromlist=["MemType"]).MemType.CPU, 2**62, 0, 0)),
+        __import__("lightnet.compiler.memory_plan", fromlist=["MemReport"]).MemReport(
+            __import__("lightnet.ir.tensor", fromlist=["MemType"]).MemType.CPU, 2**62, 0, 0)),
     # Weights
     "weights.no-file": load_weights(lambda tmp: tmp / "nope.npz"),
     "weights.not-weights": load_weights(lambda tmp: model_file(tmp, b"\x93NUMPY\xff", "w.bin")),
@@ -965,7 +966,7 @@ TRIGGERS = {
     "weights.wts-twice": text_weights("2" + "\ntensor1 0 8" + " 0" * 8 + "\ntensor1 0 8" + " 0" * 8),
     "weights.wts-hex": text_weights("1\ntensor1 0 8 3f800000 zz 0 0 0 0 0 0\n"),
     "weights.wts-write": lambda tmp: message(
-        __import__("lightnet.wts", fromlist=["write"]).write, tmp / "w.wts",
+        __import__("lightnet.files.wts_text", fromlist=["write"]).write, tmp / "w.wts",
         {"w": np.zeros(2)}),
     "weights.unknown": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((2, 4), np.float32), "extra": np.zeros(1, np.float32)})),
@@ -1007,7 +1008,7 @@ TRIGGERS = {
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
     "cli.input-file": lambda tmp: message(
-        __import__("lightnet.model_io", fromlist=["read_inputs"]).read_inputs,
+        __import__("lightnet.cli.arrays", fromlist=["read_inputs"]).read_inputs,
         [("x", tmp / "nope.npy")], {}),
     "cli.input-name": cli_input("npz-name"),
     "cli.input-feed": cli_input("npy-dtype"),
@@ -1133,7 +1134,7 @@ ALSO = {
         "attribute-type", "attribute-missing", "axis")],
     "weights.missing": [compiled_with_weights("set_param")],
     "cli.write": [compiled_with_weights("write"), lambda tmp: message(
-        __import__("lightnet.model_io", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
+        __import__("lightnet.cli.arrays", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
     "cli.input-file": [cli_input("npy-truncated"), cli_input("npy-garbage"),
                        cli_input("npy-pickle"), cli_input("npz-garbage"),
                        cli_input("npz-member")],
@@ -1284,7 +1285,7 @@ def error_sites():
                 messages = [args[MESSAGE_ARG[name]]]
             elif name == "error" and (path.name == "il.py" or path.parent.name == "generator") and args:
                 messages = [args[0] if path.name == "il.py" else args[-1]]
-            elif name == "fail" and path.name == "opck.py" and len(args) > 2:
+            elif name == "fail" and path.name == "checks.py" and len(args) > 2:
                 messages = [args[1], args[2]]  # the rule and what was expected
             else:
                 continue
@@ -1295,7 +1296,7 @@ def error_sites():
 def test_the_scan_sees_the_errors():
     sites = list(error_sites())
     assert len(sites) > 150
-    assert any(w.startswith("lightnet/opck.py") for w, _ in sites)
+    assert any(w.startswith("lightnet/ir/checks.py") for w, _ in sites)
     assert any(w.startswith("generator/ops.py") for w, _ in sites)
 
 

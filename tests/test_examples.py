@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lightnet import targets
+from lightnet.compiler import targets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def test_squeezenet_runs_with_random_weights():
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_profile_names_the_blas_and_its_threads(threads):
-    from lightnet import blas
+    from lightnet.archs.cpu import blas
 
     run = lightnet("--threads", threads, "--profile", "examples/squeezenet.json")
     assert run.returncode == 0, run.stderr

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, LightNetWarning, wts
+from lightnet import Context, LightNetError, LightNetWarning
+from lightnet.files import wts_text as wts
 
 ROOT = Path(__file__).resolve().parent.parent
 

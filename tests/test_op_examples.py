@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError
-from lightnet.arch import get_proto
-from lightnet.tensor import DType
+from lightnet.archs.registry import get_proto
+from lightnet.ir.tensor import DType
 from tests.opexamples import op_examples
 
 
@@ -74,7 +74,7 @@ def test_example(proto, example):
 
 
 def test_every_abstract_op_has_examples_and_a_cpu_variant():
-    from lightnet.arch import archs
+    from lightnet.archs.registry import archs
 
     cpu = archs()["cpu"]
     for optype in archs()["none"].ops:

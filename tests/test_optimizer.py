@@ -204,7 +204,7 @@ def test_depthwise_convolution_gets_its_kernel_and_fusions():
     general.compile("cpu", combine=False)
     for op in general.ops:
         if op.optype == "depthwise_conv2d_cpu":
-            from lightnet.arch import get_proto
+            from lightnet.archs.registry import get_proto
             general.replace_ops(general.ops.index(op), 1,
                                 [op.copy_as(get_proto("conv2d_cpu"))])
     general.plan()

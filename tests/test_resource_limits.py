@@ -24,10 +24,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, limits, mem
+from lightnet import Context, LightNetError, Session
+from lightnet.ir import limits
+from lightnet.compiler import memory_plan as mem
 from lightnet.cli import main as lightnet_main
 from tests.irbuild import ModelBuilder
-from lightnet.tensor import MemType
+from lightnet.ir.tensor import MemType
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "example.json"
@@ -190,10 +192,10 @@ def test_absurd_shapes_are_refused_by_shape_inference(dims, elements, no_allocat
 
 
 def test_a_huge_dimension_is_refused_even_with_no_elements():
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
-    from lightnet.opck import Checker
-    from lightnet.tensor import TensorTable
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
+    from lightnet.ir.checks import Checker
+    from lightnet.ir.tensor import TensorTable
 
     ck = Checker(Op(get_proto("relu"), "r", {}, {"dst": "t"}, {}), TensorTable())
     with pytest.raises(LightNetError, match=r"size: expected at most 2\*\*40 elements"):

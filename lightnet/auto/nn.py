@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from lightnet.builder import Action, Tensor, apply
+from lightnet.ir.builder import Action, Tensor, apply
 
 __all__ = [
     "arange",

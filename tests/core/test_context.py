@@ -227,8 +227,8 @@ def test_arena_too_large_is_a_user_error(dims, size):
 def test_arena_allocation_failure_is_a_user_error():
     # Far beyond any address space (only reachable with a memory limit above it):
     # numpy fails at once, nothing is touched.
-    from lightnet.mem import MemReport
-    from lightnet.tensor import MemType
+    from lightnet.compiler.memory_plan import MemReport
+    from lightnet.ir.tensor import MemType
 
     ctx = Context(memory_limit=2**70)
     arena = 4 * 10**15 * 2**10
@@ -385,7 +385,7 @@ def test_weights_from_npz(tmp_path):
 
 
 def test_weights_from_wts(tmp_path):
-    from lightnet import wts
+    from lightnet.files import wts_text as wts
     w = np.float32([[0.1, -2, 3e10, 4], [5, 6, 7, -0.0]])
     path = tmp_path / "w.wts"
     wts.write(path, {"tensor1": w})

@@ -2,10 +2,10 @@
 
 import pytest
 
-from lightnet.dfg import DataFlowGraph
+from lightnet.ir.dataflow import DataFlowGraph
 from lightnet.errors import LightNetError
-from lightnet.op import Op, OpProto
-from lightnet.tensor import MemType
+from lightnet.ir.op import Op, OpProto
+from lightnet.ir.tensor import MemType
 
 PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, tensors_in=(),
                 tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")

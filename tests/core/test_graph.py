@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from lightnet.graph import CycleError, Graph
+from lightnet.ir.digraph import CycleError, Graph
 
 
 def graph(*edges, nodes=()):

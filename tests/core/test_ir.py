@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lightnet import Context, ir
+from lightnet import Context
+from lightnet.ir import json_ir as ir
 from lightnet.errors import LightNetError
-from lightnet.param import Param, ParamType
+from lightnet.ir.param import Param, ParamType
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example.json"
 
@@ -221,7 +222,7 @@ def test_dump_round_trips_every_param_type():
     class Proto:
         optype = "x"
 
-    from lightnet.op import Op
+    from lightnet.ir.op import Op
     ops = [Op(Proto, s.name, s.tensors_in, s.tensors_out, s.params) for s in specs]
     text = ir.dump(ops)
     assert json.loads(text) == doc

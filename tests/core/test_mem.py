@@ -11,9 +11,9 @@ import pytest
 
 from lightnet import Context
 from lightnet.errors import LightNetError
-from lightnet.mem import MemReport, align_up, plan
-from lightnet.op import Op, OpProto
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.compiler.memory_plan import MemReport, align_up, plan
+from lightnet.ir.op import Op, OpProto
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 
 def test_align_up():
     assert [align_up(n, 64) for n in (0, 1, 63, 64, 65, 128, 129)] == [0, 64, 64, 64, 128, 128, 192]

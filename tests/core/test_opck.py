@@ -4,11 +4,11 @@ import pytest
 
 from lightnet import Context
 from lightnet.errors import CheckError, LightNetError
-from lightnet.op import Op, OpProto, ParamArg, TensorArg
-from lightnet.param import REQUIRED
-from lightnet.opck import Checker, found
-from lightnet.param import Param, ParamType
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.ir.op import Op, OpProto, ParamArg, TensorArg
+from lightnet.ir.param import REQUIRED
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.param import Param, ParamType
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 
 # Through real models -----------------------------------------------------------
 

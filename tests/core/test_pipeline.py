@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, passes, pipeline
-from lightnet.arch import get_arch
+from lightnet import Context, LightNetError
+from lightnet.compiler import rewrites as passes, pipeline
+from lightnet.archs.registry import get_arch
 from lightnet.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

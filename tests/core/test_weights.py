@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from lightnet import weights, wts
+from lightnet.files import weight_file as weights, wts_text as wts
 from lightnet.errors import LightNetError
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cheaders  # noqa: E402

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.dnnl import capi
-from lightnet.mem import align_up, assemble_in_place, plan
-from lightnet.op import Op, OpProto
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.archs.dnnl import capi
+from lightnet.compiler.memory_plan import align_up, assemble_in_place, plan
+from lightnet.ir.op import Op, OpProto
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 
 PROTO = OpProto(optype="t", arch="dnnl", mtype=MemType.CPU, tensors_in=(),
                 tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
@@ -143,7 +143,7 @@ def test_blocked_tensors_are_never_parts_of_an_assembled_output():
 
 @pytest.mark.skipif(capi.unavailable_reason() is not None, reason="oneDNN is unavailable")
 def test_sizes_come_from_onednn_and_bind_as_bytes():
-    from lightnet.dnnl import primitives as P
+    from lightnet.archs.dnnl import primitives as P
 
     k = P.conv2d((1, 17, 3, 3), (33, 17, 3, 3), bias=False, padding=(1, 1, 1, 1))
     for name in ("src", "weights", "dst"):

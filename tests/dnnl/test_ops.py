@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, pipeline
-from lightnet import kernels as K
-from lightnet.dnnl import capi
+from lightnet import Context, LightNetError
+from lightnet.compiler import pipeline
+from lightnet.archs.cpu import kernels as K
+from lightnet.archs.dnnl import capi
 from tests.irbuild import ModelBuilder
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,

@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, arch, targets
+from lightnet import Context, LightNetError, Session
+from lightnet.archs import registry as arch
+from lightnet.compiler import targets
 from lightnet.auto.optimizers import dnnl as dnnl_optimizers
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 from tests.irbuild import ModelBuilder, squeezenet
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,

@@ -6,13 +6,13 @@ picks (`any`: data reordered in and out), with and without post-ops."""
 import numpy as np
 import pytest
 
-from lightnet import kernels as K
-from lightnet.dnnl import capi
+from lightnet.archs.cpu import kernels as K
+from lightnet.archs.dnnl import capi
 
 if capi.unavailable_reason():
     pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}", allow_module_level=True)
 
-from lightnet.dnnl import primitives as P  # noqa: E402
+from lightnet.archs.dnnl import primitives as P  # noqa: E402
 from lightnet.errors import LightNetError  # noqa: E402
 
 RTOL = 1e-4

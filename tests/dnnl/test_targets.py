@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lightnet import Context, Session, targets
-from lightnet.dnnl import capi
+from lightnet import Context, Session
+from lightnet.compiler import targets
+from lightnet.archs.dnnl import capi
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "example.json"
@@ -140,7 +141,7 @@ def test_onednn_spins_briefly_unless_the_environment_chooses(environment, spin_c
            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     env.update(environment, OMP_DISPLAY_ENV="VERBOSE")
     result = subprocess.run(
-        [sys.executable, "-c", "import os; from lightnet.dnnl import capi; capi.library(); "
+        [sys.executable, "-c", "import os; from lightnet.archs.dnnl import capi; capi.library(); "
                                "print(os.environ.get('GOMP_SPINCOUNT'))"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -151,7 +152,7 @@ def test_onednn_spins_briefly_unless_the_environment_chooses(environment, spin_c
 @NEEDS_ONEDNN
 @pytest.mark.parametrize("target,blas_threads", [("dnnl", 1), ("cpu", 2)])
 def test_numpy_blas_runs_one_thread_in_a_model_with_dnnl_ops(target, blas_threads):
-    from lightnet import blas
+    from lightnet.archs.cpu import blas
 
     if not blas.controllable():
         pytest.skip("numpy's BLAS threads cannot be set here")

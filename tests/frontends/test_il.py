@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lightnet import ir
+from lightnet.ir import json_ir as ir
 from lightnet.errors import LightNetError
 from lightnet.frontends import il
 from lightnet.frontends.il import ILError, format_ir, main, to_ir

@@ -16,7 +16,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from lightnet import Context, LightNetError, Session, limits  # noqa: E402
+from lightnet import Context, LightNetError, Session  # noqa: E402
+from lightnet.ir import limits
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
 from tests.fuzz.onnx_mutation import CATCH_ALL  # noqa: E402
 from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402

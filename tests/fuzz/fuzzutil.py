@@ -22,7 +22,7 @@ import os
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from lightnet.arch import op_protos
+from lightnet.archs.registry import op_protos
 from tests.irbuild import ModelBuilder
 from tests.opexamples import op_examples
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.array import (
+from lightnet.archs.cpu.kernels.array import (
     arange_len,
     concat,
     fill_arange,

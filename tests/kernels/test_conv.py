@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels import conv
-from lightnet.kernels.scratch import scratch_bytes
-from lightnet.kernels.conv import (
+from lightnet.archs.cpu.kernels import conv
+from lightnet.archs.cpu.kernels.scratch import scratch_bytes
+from lightnet.archs.cpu.kernels.conv import (
     autopad_padding,
     depthwise_conv2d,
     depthwise_conv2d_workspace,

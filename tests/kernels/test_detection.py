@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.detection import (
+from lightnet.archs.cpu.kernels.detection import (
     detect_yolov3,
     detect_yolov3_shapes,
     transform_bboxSQD,

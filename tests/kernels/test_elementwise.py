@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from lightnet.kernels.elementwise import (
+from lightnet.archs.cpu.kernels.elementwise import (
     broadcast_shape,
     clip,
     elew,
@@ -353,7 +353,7 @@ def test_gelu_tanh_and_its_distance_from_exact():
 
 
 def test_gelu_with_carved_scratch_and_bad_approximation():
-    from lightnet.kernels import carve, gelu_scratch, scratch_bytes
+    from lightnet.archs.cpu.kernels import carve, gelu_scratch, scratch_bytes
 
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     layout = gelu_scratch(x.shape, np.float32, "none")

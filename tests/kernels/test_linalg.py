@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from lightnet.kernels.linalg import dot_product, matmul, matmul_shape
+from lightnet.archs.cpu.kernels.linalg import dot_product, matmul, matmul_shape
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.norm import (
+from lightnet.archs.cpu.kernels.norm import (
     batchnorm,
     bn2scale_wts,
     layernorm,
@@ -13,7 +13,7 @@ from lightnet.kernels.norm import (
     lrn,
     lrn_scratch,
 )
-from lightnet.kernels.scratch import carve, scratch_bytes
+from lightnet.archs.cpu.kernels.scratch import carve, scratch_bytes
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 

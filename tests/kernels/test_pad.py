@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels.pad import pad, pad_output_shape
+from lightnet.archs.cpu.kernels.pad import pad, pad_output_shape
 
 
 def source_index(i, n, mode):

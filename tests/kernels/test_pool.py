@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels.pool import (
+from lightnet.archs.cpu.kernels.pool import (
     avgpool2d,
     avgpool2d_workspace,
     global_avgpool2d,
@@ -184,8 +184,8 @@ def test_global_pooling_other_ranks():
 def test_separable_pooling_with_clobbered_scratch_rows():
     """The rows buffer is scratch, shared by all ops: garbage left in it by another
     op must not matter."""
-    from lightnet.kernels.pool import pool2d_scratch
-    from lightnet.kernels.scratch import scratch_bytes
+    from lightnet.archs.cpu.kernels.pool import pool2d_scratch
+    from lightnet.archs.cpu.kernels.scratch import scratch_bytes
 
     rng = np.random.default_rng(9)
     x = rand(rng, 1, 3, 11, 11)

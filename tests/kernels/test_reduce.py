@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.reduce import (
+from lightnet.archs.cpu.kernels.reduce import (
     reduce,
     reduce_axes_shape,
     maxreduce,

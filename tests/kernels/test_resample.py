@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.resample import (
+from lightnet.archs.cpu.kernels.resample import (
     resize,
     resize_workspace,
     upsample,
@@ -196,7 +196,7 @@ def test_bad_arguments():
 def test_scratch_layout_without_tables_matches_the_tables(mode):
     """The scratch layouts, found at check time without building index tables,
     are the ones the workspaces (built from the tables) carve."""
-    from lightnet.kernels import resample
+    from lightnet.archs.cpu.kernels import resample
 
     rng = np.random.default_rng(7)
     for _ in range(300):
@@ -218,7 +218,7 @@ def test_scratch_layout_without_tables_matches_the_tables(mode):
 def test_scratch_of_a_huge_upsample_is_found_without_tables():
     """Scratch is computed at check time, before the memory limit: it must not
     build per-output tables (a fuzzed scale of 1e9 once hung here)."""
-    from lightnet.kernels import resample
+    from lightnet.archs.cpu.kernels import resample
 
     layout = resample.upsample_scratch((1, 2, 4, 4), np.float32, mode="TL_NEAREST",
                                        scales=[1, 1, 1e9, 1e9])

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.sort import sort1d, sort1d_by_key
+from lightnet.archs.cpu.kernels.sort import sort1d, sort1d_by_key
 
 ASC, DESC = "TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"
 

@@ -11,7 +11,7 @@ import pytest
 
 from lightnet import Context, LightNetError
 from lightnet.errors import CheckError
-from lightnet.tensor import DType
+from lightnet.ir.tensor import DType
 
 # ---------------------------------------------------------------- model helpers
 

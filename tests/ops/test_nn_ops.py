@@ -11,7 +11,7 @@ import pytest
 
 from lightnet import Context, LightNetError
 from lightnet.errors import CheckError
-from lightnet.tensor import DType
+from lightnet.ir.tensor import DType
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 AUTOPADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -728,7 +728,7 @@ def test_pad_matches_onnxruntime(mode):
 
 def test_workspaces_are_made_once_at_load(monkeypatch):
     """run passes the workspaces static_run made; no kernel builds its own per run."""
-    from lightnet.kernels import conv, norm, pool
+    from lightnet.archs.cpu.kernels import conv, norm, pool
 
     rng = np.random.default_rng(25)
     x = rand(rng, 1, 2, 5, 5)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from lightnet.dnnl import ops as dnnl
-from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker, found
-from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.archs.dnnl import ops as dnnl
+from lightnet.ir.op import OpProto, ParamArg, TensorArg
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.param import ParamType
+from lightnet.ir.tensor import DType, MemType
 
 
 def concat_pre_run(op, tensors):

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from lightnet import kernels
+from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import NUMERIC
-from lightnet.op import OpProto, TensorArg
-from lightnet.opck import Checker
-from lightnet.tensor import MemType
+from lightnet.ir.op import OpProto, TensorArg
+from lightnet.ir.checks import Checker
+from lightnet.ir.tensor import MemType
 
 
 def dot_product_pre_run(op, tensors):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from lightnet import kernels
+from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import FLOAT
-from lightnet.op import OpProto, TensorArg
-from lightnet.opck import Checker
-from lightnet.tensor import MemType
+from lightnet.ir.op import OpProto, TensorArg
+from lightnet.ir.checks import Checker
+from lightnet.ir.tensor import MemType
 
 
 def erf_pre_run(op, tensors):

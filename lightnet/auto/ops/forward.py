@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from lightnet.op import OpProto, TensorArg
-from lightnet.opck import Checker
-from lightnet.tensor import MemType
+from lightnet.ir.op import OpProto, TensorArg
+from lightnet.ir.checks import Checker
+from lightnet.ir.tensor import MemType
 
 
 def forward_pre_run(op, tensors):

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from lightnet import kernels
+from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import INTEGER
-from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker, found
-from lightnet.param import ParamType
-from lightnet.tensor import MemType
+from lightnet.ir.op import OpProto, ParamArg, TensorArg
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.param import ParamType
+from lightnet.ir.tensor import MemType
 
 
 def gather_pre_run(op, tensors):

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from lightnet import kernels
-from lightnet.dnnl import ops as dnnl
+from lightnet.archs.cpu import kernels
+from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
-from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker, found
-from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.ir.op import OpProto, ParamArg, TensorArg
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.param import ParamType
+from lightnet.ir.tensor import DType, MemType
 
 
 def hard_sigmoid_pre_run(op, tensors):

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker, found
-from lightnet.param import ParamType
-from lightnet.tensor import MemType
+from lightnet.ir.op import OpProto, ParamArg, TensorArg
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.param import ParamType
+from lightnet.ir.tensor import MemType
 
 
 def input_pre_run(op, tensors):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from lightnet import kernels
-from lightnet.dnnl import ops as dnnl
+from lightnet.archs.cpu import kernels
+from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
-from lightnet.op import OpProto, ParamArg, TensorArg
-from lightnet.opck import Checker, found
-from lightnet.param import ParamType
-from lightnet.tensor import DType, MemType
+from lightnet.ir.op import OpProto, ParamArg, TensorArg
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.param import ParamType
+from lightnet.ir.tensor import DType, MemType
 
 
 def layernorm_pre_run(op, tensors):

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from lightnet import kernels
-from lightnet.dnnl import ops as dnnl
+from lightnet.archs.cpu import kernels
+from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
-from lightnet.op import OpProto, TensorArg
-from lightnet.opck import Checker, found
-from lightnet.tensor import DType, MemType
+from lightnet.ir.op import OpProto, TensorArg
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.tensor import DType, MemType
 
 
 def relu_pre_run(op, tensors):

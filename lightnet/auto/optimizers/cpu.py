@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lightnet import kernels
-from lightnet.rules import Builder, Combiner, OpView
+from lightnet.archs.cpu import kernels
+from lightnet.compiler.rules import Builder, Combiner, OpView
 
 
 def expand_conv2d(ctx, target):

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from lightnet import kernels
-from lightnet.rules import Builder, Combiner, OpView
-from lightnet.tensor import DType
+from lightnet.archs.cpu import kernels
+from lightnet.compiler.rules import Builder, Combiner, OpView
+from lightnet.ir.tensor import DType
 
 
 def expand_conv2d(ctx, target):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import symbolic
+from lightnet.ir import symbolic
 from lightnet.errors import LightNetError
-from lightnet.gc_pause import while_building
-from lightnet.limits import parse_fold_limit
-from lightnet.weights import write_npz
+from lightnet.runtime.gc_pause import while_building
+from lightnet.ir.limits import parse_fold_limit
+from lightnet.files.weight_file import write_npz
 
 from .converter import Converter
 from .graph import onnx_package
