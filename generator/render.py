@@ -303,7 +303,7 @@ def _variants(family: Family, op: OpDesc) -> list[tuple[OpDesc, list, list]]:
 
 # The builder functions of lightnet.nn (templates/nn.py.j2) -------------------------------
 
-# Abstract ops whose builder lightnet.builder writes by hand: an input is named by the
+# Abstract ops whose builder lightnet.ir.builder writes by hand: an input is named by the
 # user, nn.input(name, shape, dtype).
 HAND_WRITTEN_BUILDERS = ("input",)
 _HINTS = {"int": "int", "float": "float", "double": "float", "string": "str", "bool": "bool",

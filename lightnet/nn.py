@@ -8,7 +8,7 @@
 
 One function per abstract op, generated from its description (lightnet/auto/nn.py:
 its inputs positional, its params keyword-only with the description's defaults),
-plus `input`, `constant` and `Model` (lightnet/builder.py).
+plus `input`, `constant` and `Model` (lightnet/ir/builder.py).
 """
 
 from lightnet.auto.nn import *  # noqa: F403 - the ops' builder functions

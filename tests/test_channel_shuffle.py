@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.archs.dnnl import capi
 from lightnet.archs.cpu.kernels import channel_shuffle, channel_shuffle_groups
+from lightnet.archs.dnnl import capi
 from tests.irbuild import ModelBuilder
 
 needs_dnnl = pytest.mark.skipif(capi.unavailable_reason() is not None,

@@ -346,22 +346,22 @@ def dfg_error(kind):
 
 
 def no_expander(tmp):
-    from lightnet.compiler import rewrites as passes
+    from lightnet.compiler import rewrites
     from lightnet.archs.registry import Arch
     ctx = Context()
     ctx.init(example())
-    return message(passes.expand, ctx, Arch("cpu", {}))
+    return message(rewrites.expand, ctx, Arch("cpu", {}))
 
 
 def unsettled(tmp):
-    from lightnet.compiler import rewrites as passes
+    from lightnet.compiler import rewrites
     from lightnet.archs.registry import Arch, archs
     from lightnet.compiler.rules import Combiner
     ctx = Context()
     ctx.init(example())
     ctx.compile("cpu", combine=False)
     flip = Combiner("flip", ("*",), lambda c, window: [window[0].copy_as(window[0].proto)])
-    return message(passes.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
+    return message(rewrites.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
 
 
 def wrong_view(tmp):
@@ -460,7 +460,7 @@ def input_model():
 def cli_input(kind):
     """Errors of `lightnet --input`: arrays read for input_model()."""
     def trigger(tmp):
-        from lightnet.cli import arrays as model_io
+        from lightnet.cli import arrays
         ctx = Context()
         ctx.init(input_model())
         inputs = {n: ctx.tensors[n] for n in ctx.inputs}
@@ -487,7 +487,7 @@ def cli_input(kind):
             np.savez(path, x=good)
             specs = [(None, path), ("x", tmp / "x.npy")]
             np.save(tmp / "x.npy", good)
-        return message(model_io.read_inputs, specs, inputs)
+        return message(arrays.read_inputs, specs, inputs)
     return trigger
 
 
@@ -549,10 +549,10 @@ def onnx_missing(tmp):
 
 def batch_error(kind):
     def trigger(tmp):
-        from lightnet.files import model_source as model_file
+        from lightnet.files import model_source
         if kind == "fixed":
-            return message(model_file.init, Context(), onnx_file(tmp, batch=1), batch=4)
-        return message(model_file.init, Context(), example(), batch=4)
+            return message(model_source.init, Context(), onnx_file(tmp, batch=1), batch=4)
+        return message(model_source.init, Context(), example(), batch=4)
     return trigger
 
 
@@ -570,7 +570,7 @@ def symbolic_model(batch=("N", "N"), add=False):
 
 def symbolic_error(kind):
     def trigger(tmp):
-        from lightnet.files import model_source as model_file
+        from lightnet.files import model_source
         from lightnet.ir import symbolic
         if kind == "unbound":
             return message(Context().init, symbolic_model())
@@ -578,7 +578,7 @@ def symbolic_error(kind):
             dims = {"M": 1} if kind == "name" else {"N": 0}
             return message(Context().init, symbolic_model(), dims=dims)
         if kind == "two-batches":
-            return message(model_file.init, Context(), symbolic_model(("N", "M")), batch=4)
+            return message(model_source.init, Context(), symbolic_model(("N", "M")), batch=4)
         if kind == "weights":
             return message(symbolic.generalize, lambda d: ({"ops": []}, {
                 "w": np.zeros(d["N"])}), ["N"], {}, "<model>")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, LightNetWarning
-from lightnet.files import wts_text as wts
+from lightnet.files import wts_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -323,7 +323,7 @@ def test_squeezedet_style_detector_end_to_end(tmp_path, preprocessor):
     anchors[..., 2:] = [[[[[3, 5], [6, 4]]]]]
     weights["anchors"] = anchors
     weights["unused_tensor"] = np.ones(3, np.float32)  # skipped with a warning
-    wts.write(tmp_path / "weights.wts", weights)
+    wts_text.write(tmp_path / "weights.wts", weights)
     (tmp_path / "detector.net").write_text(DETECTOR)
 
     il2json = subprocess.run(

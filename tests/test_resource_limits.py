@@ -2,7 +2,7 @@
 it is planned, before anything is allocated; absurd shapes are refused by
 shape inference; weight files are checked before their data is read; inputs
 beyond the structural limits (nesting, op count, string lengths, IL macro
-expansion: lightnet/limits.py, lightnet/frontends/il_limits.py) are refused
+expansion: lightnet/ir/limits.py, lightnet/frontends/il_limits.py) are refused
 with one line naming the limit.
 
 The limit defaults to the memory the machine has available (MemAvailable of
@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from lightnet.ir import limits
-from lightnet.compiler import memory_plan as mem
 from lightnet.cli import main as lightnet_main
+from lightnet.compiler import memory_plan
+from lightnet.ir import limits
 from tests.irbuild import ModelBuilder
 from lightnet.ir.tensor import MemType
 
@@ -58,38 +58,38 @@ def no_allocation(monkeypatch):
     (" 8k ", 8192), (123, 123),
 ])
 def test_parse_size(text, size):
-    assert mem.parse_size(text) == size
+    assert memory_plan.parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "lots", "-1", "1.5G", "1e9", "G", "12Q", -1, True, None,
                                   1.0])
 def test_parse_size_refuses(text):
     with pytest.raises(ValueError, match="expected a number of bytes"):
-        mem.parse_size(text)
+        memory_plan.parse_size(text)
 
 
 def test_available_memory_reads_meminfo(monkeypatch):
     meminfo = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    2048 kB\n"
-    monkeypatch.setattr(mem, "open", lambda *a, **k: io.StringIO(meminfo), raising=False)
-    assert mem.available_memory() == 2048 * 1024
+    monkeypatch.setattr(memory_plan, "open", lambda *a, **k: io.StringIO(meminfo), raising=False)
+    assert memory_plan.available_memory() == 2048 * 1024
 
 
 def test_available_memory_falls_back_to_sysconf(monkeypatch):
     def no_proc(*args, **kwargs):
         raise OSError("no /proc")
-    monkeypatch.setattr(mem, "open", no_proc, raising=False)
+    monkeypatch.setattr(memory_plan, "open", no_proc, raising=False)
     values = {"SC_AVPHYS_PAGES": 1000, "SC_PAGE_SIZE": 4096}
-    monkeypatch.setattr(mem.os, "sysconf", lambda name: values[name])
-    assert mem.available_memory() == 4096000
+    monkeypatch.setattr(memory_plan.os, "sysconf", lambda name: values[name])
+    assert memory_plan.available_memory() == 4096000
 
     def no_sysconf(name):
         raise ValueError(name)
-    monkeypatch.setattr(mem.os, "sysconf", no_sysconf)
-    assert mem.available_memory() is None  # unknown: no limit
+    monkeypatch.setattr(memory_plan.os, "sysconf", no_sysconf)
+    assert memory_plan.available_memory() is None  # unknown: no limit
 
 
 def test_real_available_memory_is_plausible():
-    available = mem.available_memory()
+    available = memory_plan.available_memory()
     assert available is None or 2**20 < available < 2**60
 
 
@@ -97,13 +97,13 @@ def test_real_available_memory_is_plausible():
 
 
 def test_default_limit_is_the_available_memory(monkeypatch, no_allocation):
-    monkeypatch.setattr(mem, "available_memory", lambda: 100)
+    monkeypatch.setattr(memory_plan, "available_memory", lambda: 100)
     ctx = Context()
     ctx.init(str(EXAMPLE))
     with pytest.raises(LightNetError) as e:
         ctx.compile("cpu")
     assert str(e.value) == refusal(128, 100, str(EXAMPLE))
-    monkeypatch.setattr(mem, "available_memory", lambda: None)  # unknown: no limit
+    monkeypatch.setattr(memory_plan, "available_memory", lambda: None)  # unknown: no limit
     ctx.compile("cpu")
 
 

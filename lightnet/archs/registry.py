@@ -14,16 +14,16 @@ from typing import Callable
 
 from lightnet.auto.optimizers import OPTIMIZERS
 from lightnet.auto.registry import OP_PROTOS
+from lightnet.compiler.rules import Combiner
 from lightnet.errors import LightNetError
 from lightnet.ir.op import OpProto
-from lightnet.compiler.rules import Combiner
 
 
 @dataclass(frozen=True)
 class Arch:
     """An architecture: its ops, its expanders (abstract optype -> function
     `(ctx, op) -> list of ops | None`) and combiners, which the expand and
-    combine passes apply (lightnet.pipeline: passes of its own register
+    combine passes apply (lightnet.compiler.pipeline: passes of its own register
     there, with `targets=[name]`). An abstract op `X` that no expander lowers
     becomes `X_<name>` when the arch has that op; failing that, what the
     `fallback` arch makes of it."""
@@ -34,7 +34,7 @@ class Arch:
     combiners: tuple[Combiner, ...] = ()
     fallback: str | None = None
     # Ops that compute in float32 in a model of a reduced precision, and element-wise
-    # ops, which compute in what they read (lightnet.layouts).
+    # ops, which compute in what they read (lightnet.archs.dnnl.layout_pass).
     float32_ops: frozenset[str] = frozenset()
     elementwise_ops: frozenset[str] = frozenset()
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lightnet.cli import bench as latency, arrays as model_io, run as runner, info as summary
-from lightnet.compiler import memory_plan as mem
+from lightnet.cli import arrays, bench, info, run
 from lightnet.command import fold_limit_option, report_errors, show_warnings
+from lightnet.compiler import memory_plan
 
 USAGE = """lightnet [options] MODEL
        lightnet info [options] MODEL
@@ -132,7 +132,7 @@ def bench_parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = {"info": (info_parser, summary.info), "bench": (bench_parser, latency.bench)}
+COMMANDS = {"info": (info_parser, info.info), "bench": (bench_parser, bench.bench)}
 
 
 def _target(p) -> None:
@@ -165,7 +165,7 @@ def _targets_listing() -> list[str]:
 
 
 def _passes_listing() -> list[str]:
-    """Each target's compile pipeline, as lightnet.pipeline derives it."""
+    """Each target's compile pipeline, as lightnet.compiler.pipeline derives it."""
     from lightnet.compiler import pipeline, targets
 
     lines = []
@@ -204,7 +204,7 @@ def _debug(p) -> None:
 
 def _size(text: str) -> int:
     try:
-        return mem.parse_size(text)
+        return memory_plan.parse_size(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -230,7 +230,7 @@ def _seconds(text: str) -> float:
 
 def _input(text: str):
     try:
-        return model_io.parse_input(text)
+        return arrays.parse_input(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -243,7 +243,7 @@ def main(argv=None) -> int:
         args = p.parse_args(argv)
         if args.compile and (args.inputs or args.save):
             p.error("--input and --save need a run: not with -c")
-        work = runner.run
+        work = run.run
     else:
         args = COMMANDS[command][0]().parse_args(argv[1:])
         work = COMMANDS[command][1]

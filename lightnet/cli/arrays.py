@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.files import weight_file as weights
 from lightnet.errors import LightNetError
+from lightnet.files import weight_file
 
 TOP = 5  # how many of a classifier's best scores a summary lists
 
@@ -132,7 +132,7 @@ def _checked_read(path: Path, entry, opener) -> np.ndarray:
 def save(path, outputs: dict[str, np.ndarray]) -> None:
     """Write every output to an .npz, by name (np.load reads it back)."""
     try:
-        weights.write_npz(path, outputs)
+        weight_file.write_npz(path, outputs)
     except OSError as e:
         raise LightNetError(f"{path}: cannot write the outputs: {e.strerror}") from None
 

@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from lightnet.archs.cpu import blas
-from lightnet.files import model_source as model_file
-from lightnet.compiler import targets
 from lightnet.archs.dnnl import ops as dnnl_ops
+from lightnet.compiler import targets
+from lightnet.files import model_source
 from lightnet.runtime.context import Context
 
 
@@ -56,7 +56,7 @@ def statistics(times: list[float]) -> dict[str, float]:
 def bench(args, out) -> None:
     ctx = Context(memory_limit=args.memory_limit, threads=args.threads,
                   fold_limit=args.fold_limit)
-    weights = model_file.init(ctx, args.model, args.datafile, batch=args.batch)
+    weights = model_source.init(ctx, args.model, args.datafile, batch=args.batch)
     ctx.compile(args.target, weights=weights if weights is not None else {},
                 precision=args.precision)
     ctx.load()

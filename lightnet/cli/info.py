@@ -18,12 +18,12 @@ import json
 import math
 from collections import Counter
 
-from lightnet.files import model_source as model_file
-from lightnet.compiler import targets
-from lightnet.runtime.context import Context
 from lightnet.archs.dnnl import ops as dnnl_ops
+from lightnet.compiler import targets
 from lightnet.compiler.memory_plan import MemReport
+from lightnet.files import model_source
 from lightnet.ir.tensor import MemType
+from lightnet.runtime.context import Context
 
 
 def _family(op) -> str:
@@ -74,7 +74,7 @@ def collect(model, target: str = "cpu", datafile=None, memory_limit=None,
     """The summary of `model` (a JSON IR, compiled or not, or an ONNX model) as
     a dict, the document `lightnet info --json` prints; compiled in `precision`."""
     ctx = Context(memory_limit=memory_limit, fold_limit=fold_limit)
-    weights = model_file.init(ctx, model, datafile)
+    weights = model_source.init(ctx, model, datafile)
     params = [ctx.tensors[n] for op in ctx.ops if _family(op) == "create"
               for n in op.tensors_out.values()]
     given = Counter(op.optype for op in ctx.ops)

@@ -8,27 +8,27 @@ import time
 from pathlib import Path
 
 from lightnet.archs.cpu import blas
-from lightnet.files import model_source as model_file
-from lightnet.cli import arrays as model_io
-from lightnet.ir import symbolic
-from lightnet.files import weight_file as lightnet_weights
-from lightnet.runtime.context import Context
+from lightnet.cli import arrays
 from lightnet.errors import LightNetError
+from lightnet.files import model_source
+from lightnet.files import weight_file
+from lightnet.ir import symbolic
+from lightnet.runtime.context import Context
 
 
 def run(args, out) -> None:
     ctx = Context(memory_limit=args.memory_limit, threads=args.threads, seed=args.seed,
                   fold_limit=args.fold_limit)
-    if args.run and model_file.is_onnx(args.model):
+    if args.run and model_source.is_onnx(args.model):
         raise LightNetError(f"{args.model}: -r runs a compiled LightNet IR; an ONNX model is "
                             "compiled as it is read (drop -r)")
     if args.run and args.precision != "f32":
         raise LightNetError(f"{args.model}: -r runs the IR as compiled, in the precision "
                             "given to -c (drop --precision)")
-    doc, label, weights = model_file.read(args.model, args.datafile, args.fold_limit)
-    shapes = model_io.input_shapes(args.inputs)
-    ctx.init(doc, dims=model_file.command_dims(doc, label, shapes=shapes), label=label)
-    feeds = model_io.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
+    doc, label, weights = model_source.read(args.model, args.datafile, args.fold_limit)
+    shapes = arrays.input_shapes(args.inputs)
+    ctx.init(doc, dims=model_source.command_dims(doc, label, shapes=shapes), label=label)
+    feeds = arrays.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
     if args.dot_before:
         write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
     known = None
@@ -70,12 +70,12 @@ def run(args, out) -> None:
     print(f"info: run time: {elapsed:.6f}s", file=out)
     outputs = {n: ctx.get_data(n) for n in ctx.outputs}
     if args.save:
-        model_io.save(args.save, outputs)
+        arrays.save(args.save, outputs)
         print(f"info: outputs {', '.join(outputs) or '(none)'} written to {args.save}",
               file=out)
     else:
         for name, array in outputs.items():
-            print(model_io.summary(name, array), file=out)
+            print(arrays.summary(name, array), file=out)
     if args.profile:
         with blas.threads(args.threads):  # what the timed runs use
             print(f"info: {blas.describe()}", file=out)
@@ -100,7 +100,7 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
     write_text(args.outfile, json.dumps(compiled_doc, indent=4) + "\n")
     if compiled_weights is not None:
         try:
-            lightnet_weights.write_npz(weights_out, compiled_weights)
+            weight_file.write_npz(weights_out, compiled_weights)
         except OSError as e:
             raise LightNetError(f"{weights_out}: cannot write the weights: "
                                 f"{e.strerror}") from None

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from lightnet.archs.dnnl import layout_pass as layouts
-from lightnet.compiler import rewrites as passes
+from lightnet.archs.dnnl import layout_pass
 from lightnet.archs.registry import Arch, get_arch
+from lightnet.compiler import rewrites
 from lightnet.errors import LightNetError
 
 # The passes `Context.compile(combine=False)` (`--no-combine`) leaves out.
@@ -32,7 +32,7 @@ FUSION_PASSES = ("combine", "remove-dead-constants")
 class Job:
     """What a pass is given besides the context: the architecture compiled
     for, the model's outputs before compiling (tensors no op read), and the data
-    type the dnnl ops compute in (float32 or bfloat16; lightnet.layouts), and the
+    type the dnnl ops compute in (float32 or bfloat16; lightnet.archs.dnnl.layout_pass), and the
     ops the expand pass lowers with the architecture's fallback (Context.compile)."""
 
     arch: Arch
@@ -177,19 +177,19 @@ def describe(target: str) -> list[str]:
 @register("expand", provides=["lowered", "ops-final"])
 def _expand(ctx, job):
     """Replace every op not of the target by what the target's expanders make of it."""
-    passes.expand(ctx, job.arch, job.on_fallback)
+    rewrites.expand(ctx, job.arch, job.on_fallback)
 
 
 @register("hoist-constants", requires=["lowered"], provides=["sources-first", "ops-final"])
 def _hoist_constants(ctx, job):
     """Move ops that read nothing and make only constants or inputs to the front."""
-    passes.hoist_constants(ctx)
+    rewrites.hoist_constants(ctx)
 
 
 @register("combine", requires=["lowered", "sources-first"], provides=["fused", "ops-final"])
 def _combine(ctx, job):
     """Apply the target's combiners over windows of adjacent ops until none matches."""
-    passes.combine(ctx, job.arch, job.on_fallback)
+    rewrites.combine(ctx, job.arch, job.on_fallback)
 
 
 @register("remove-dead-constants", requires=["fused"],
@@ -197,15 +197,15 @@ def _combine(ctx, job):
 def _remove_dead_constants(ctx, job):
     """Remove ops making only static tensors nothing reads any more (weights a
     rule folded), unless they were model outputs before compiling."""
-    passes.remove_dead_constants(ctx, job.outputs)
+    rewrites.remove_dead_constants(ctx, job.outputs)
 
 
 @register("layouts", requires=["fused", "no-dead-constants"], provides=["laid-out", "ops-final"],
           targets=["dnnl"])
 def _layouts(ctx, job):
     """Insert the reorders where tensors cross between dnnl ops and the others
-    (lightnet.layouts)."""
-    layouts.lay_out(ctx, job.precision)
+    (lightnet.archs.dnnl.layout_pass)."""
+    layout_pass.lay_out(ctx, job.precision)
 
 
 @register("check", requires=["ops-final"], provides=["checked"])

@@ -1,5 +1,5 @@
 """The passes that rewrite the op list: expand, hoist constants, combine
-until stable, remove dead constants. lightnet.pipeline registers them and
+until stable, remove dead constants. lightnet.compiler.pipeline registers them and
 orders them into a target's pipeline.
 
 Expanders and combiners work on the linear op list (a peephole optimizer);

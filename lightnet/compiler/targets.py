@@ -2,14 +2,14 @@
 
 `cpu` is the numpy architecture, which runs everywhere. `dnnl` is oneDNN's (with
 the cpu ops for what oneDNN does not run): it needs the library
-(lightnet.dnnl.capi says why it cannot load where it cannot). `auto`, the default,
+(lightnet.archs.dnnl.capi says why it cannot load where it cannot). `auto`, the default,
 is dnnl where the library loads, else cpu. Any other name is an architecture of the
 registry.
 """
 
 from __future__ import annotations
 
-from lightnet.archs import registry as arch
+from lightnet.archs import registry
 from lightnet.archs.dnnl import capi
 from lightnet.errors import LightNetError
 
@@ -27,7 +27,7 @@ def _dnnl_problem() -> str | None:
 
 def names() -> list[str]:
     """Every target name: auto, dnnl, cpu and any other architecture of the registry."""
-    return [AUTO, DNNL, *(a for a in arch.archs() if a not in ("none", DNNL))]
+    return [AUTO, DNNL, *(a for a in registry.archs() if a not in ("none", DNNL))]
 
 
 def resolve(target: str) -> str:
@@ -40,7 +40,7 @@ def resolve(target: str) -> str:
         if problem is not None:
             raise LightNetError(f"target 'dnnl': {problem}; use -t cpu (or auto)")
         return DNNL
-    if target not in arch.archs() or target == "none":
+    if target not in registry.archs() or target == "none":
         raise LightNetError(f"unknown target '{target}' (known: {', '.join(names())})")
     return target
 
@@ -82,6 +82,6 @@ def describe() -> list[str]:
         lines.append(f"dnnl: available (oneDNN {lib.version}, ISA {lib.cpu_isa}, "
                      f"{bf16}, {lib.threads()} threads)")
     lines.append(f"auto: {resolve(AUTO)} (dnnl where it can be used, else cpu)")
-    others = [a for a in arch.archs() if a not in ("none", "cpu", DNNL)]
+    others = [a for a in registry.archs() if a not in ("none", "cpu", DNNL)]
     lines += [f"{a}: available" for a in others]
     return lines

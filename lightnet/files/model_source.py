@@ -4,7 +4,7 @@ an ONNX model (a path ending in `.onnx`), which is imported in memory by the
 ONNX front-end, so `lightnet model.onnx` and `Session("model.onnx")` need no
 `onnx2ln` step. The `onnx` package is needed only for ONNX models. A symbolic
 dim of a JSON IR or an ONNX model stays symbolic until the model is
-initialized with its value (lightnet/symbolic.py).
+initialized with its value (lightnet/ir/symbolic.py).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lightnet.ir import json_ir as ir, symbolic
-from lightnet.runtime.borders import signature
-from lightnet.ir.builder import Model
 from lightnet.errors import LightNetError
+from lightnet.ir import json_ir, symbolic
+from lightnet.ir.builder import Model
+from lightnet.runtime.borders import signature
 
 
 def is_onnx(model) -> bool:
@@ -30,7 +30,7 @@ def read(model, datafile=None, fold_limit=None):
     if isinstance(model, Model):
         return model.to_dict(), "<model>", datafile if datafile is not None else model.weights
     if not is_onnx(model):
-        doc, label = ir.load(model)
+        doc, label = json_ir.load(model)
         return doc, label, datafile
     if datafile is not None:
         raise LightNetError(f"{model}: an ONNX model brings its own weights; a weight file "

@@ -1,5 +1,5 @@
 """Weight files: numpy .npz (never unpickled) and LightNet's .wts text format
-(lightnet.wts), told apart by their content: an .npz is a zip archive.
+(lightnet.files.wts_text), told apart by their content: an .npz is a zip archive.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.files import wts_text as wts
 from lightnet.errors import LightNetError
+from lightnet.files import wts_text
 
 
 def read(path, expect_names=None, expect=None, known=None, warn=None) -> dict[str, np.ndarray]:
@@ -28,7 +28,7 @@ def read(path, expect_names=None, expect=None, known=None, warn=None) -> dict[st
         raise LightNetError(f"{path}: no such weight file")
     if zipfile.is_zipfile(path):
         return _read_npz(path, expect_names, expect)
-    tensors = wts.read(path, known, expect, warn)
+    tensors = wts_text.read(path, known, expect, warn)
     if expect_names is not None:
         expect_names(list(tensors))
     return tensors

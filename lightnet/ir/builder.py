@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.ir import json_ir as ir
-from lightnet.files import weight_file as weight_files
 from lightnet.archs.registry import get_proto
 from lightnet.errors import LightNetError
+from lightnet.files import weight_file
+from lightnet.ir import json_ir
 from lightnet.ir.op import Op, TensorArg
 from lightnet.ir.param import Param
 from lightnet.ir.tensor import DType, TensorEntry, TensorTable
@@ -132,7 +132,7 @@ def apply(optype: str, inputs: dict, params: dict, name: str | None = None,
     where = _caller()
     proto = get_proto(optype)
     if name is not None:
-        problem = ir.name_problem(name)
+        problem = json_ir.name_problem(name)
         if problem:
             raise LightNetError(f"{where}: op name: {problem}")
     with _naming:
@@ -301,14 +301,14 @@ class Model:
         Returns the weight file's path, None without constants."""
         path = Path(path)
         try:
-            path.write_text(ir.dump([n.op for n in self._nodes]), encoding="utf-8")
+            path.write_text(json_ir.dump([n.op for n in self._nodes]), encoding="utf-8")
         except OSError as e:
             raise LightNetError(f"{path}: cannot write the IR: {e.strerror}") from None
         if not self.weights:
             return None
         npz = path.with_suffix(".npz")
         try:
-            weight_files.write_npz(npz, self.weights)
+            weight_file.write_npz(npz, self.weights)
         except OSError as e:
             raise LightNetError(f"{npz}: cannot write the weights: {e.strerror}") from None
         return npz

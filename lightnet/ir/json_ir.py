@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lightnet.ir import limits
 from lightnet.errors import LightNetError
+from lightnet.ir import limits
 from lightnet.ir.param import Param
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from lightnet.errors import LightNetError
 from lightnet.compiler.memory_plan import parse_size
+from lightnet.errors import LightNetError
 
 # Brackets ([ and {) open at once in a JSON IR document. A model needs 5:
 # {"ops": [{"params": [{"value": [...]}]}]}.

@@ -24,7 +24,7 @@ from lightnet.ir.tensor import DType, MemType, TensorTable
 @dataclass(frozen=True)
 class TensorArg:
     """A tensor argument an optype takes or gives, with the constraints its
-    description declares (checked by lightnet.opck.check_declared).
+    description declares (checked by lightnet.ir.checks.check_declared).
 
     A variadic input `src` is given as `src1`, `src2`, ... (at least `min`).
     `dtype` is the accepted dtypes (empty: any); `len` a number of elements;

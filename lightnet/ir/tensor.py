@@ -99,11 +99,11 @@ class TensorEntry:
     layout: str | None = None
     storage: int | None = None
     # The library's descriptor of `layout`, and for a weight the plain layout it is
-    # reordered from (lightnet.dnnl.ops): run-time objects, never in the IR.
+    # reordered from (lightnet.archs.dnnl.ops): run-time objects, never in the IR.
     desc: object = field(default=None, repr=False, compare=False)
     source: object = field(default=None, repr=False, compare=False)
     # The data type oneDNN is to hold a tensor whose layout its first reader chooses
-    # in ("bfloat16" in a bfloat16 model; the layout pass's choice, lightnet.layouts);
+    # in ("bfloat16" in a bfloat16 model; the layout pass's choice, lightnet.archs.dnnl.layout_pass);
     # None: its own.
     precision: str | None = field(default=None, repr=False, compare=False)
 

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
+from lightnet.errors import LightNetError
 from lightnet.ir import symbolic
 from lightnet.runtime.context import Context
-from lightnet.errors import LightNetError
 
 
 class Borders:

@@ -18,18 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from lightnet.archs.cpu import blas
-from lightnet.ir import json_ir as ir, limits, symbolic
-from lightnet.compiler import memory_plan as mem, pipeline, targets
-from lightnet.files import weight_file as weights, wts_text as wts
-from lightnet.archs.registry import abstract_proto, get_proto
 from lightnet.archs.dnnl.capi import threads as dnnl_threads
-from lightnet.ir.dataflow import DataFlowGraph
+from lightnet.archs.registry import abstract_proto, get_proto
+from lightnet.compiler import memory_plan, pipeline, targets
 from lightnet.errors import LightNetError, LightNetWarning
-from lightnet.runtime.gc_pause import while_building
+from lightnet.files import weight_file, wts_text
+from lightnet.ir import json_ir, limits, symbolic
+from lightnet.ir.builder import Model
+from lightnet.ir.dataflow import DataFlowGraph
 from lightnet.ir.op import Op, unique_name
 from lightnet.ir.param import Param
-from lightnet.ir.builder import Model
 from lightnet.ir.tensor import MemType, TensorTable
+from lightnet.runtime.gc_pause import while_building
 
 
 # Errors a kernel raises because of the data it is given (static_run at load,
@@ -77,13 +77,13 @@ class Context:
 
     `fold_limit`: the elements computing static data while compiling with weights
     (value(), which rules fold constants with) may touch in one compile (an int, or
-    a string like `64M`); None is lightnet.limits.DEFAULT_FOLD_LIMIT. What is past
+    a string like `64M`); None is lightnet.ir.limits.DEFAULT_FOLD_LIMIT. What is past
     it is not folded: its ops stay in the model and compute when it runs."""
 
     def __init__(self, memory_limit=None, threads=None, seed=0, fold_limit=None):
         if memory_limit is not None:
             try:
-                memory_limit = mem.parse_size(memory_limit)
+                memory_limit = memory_plan.parse_size(memory_limit)
             except ValueError as e:
                 raise LightNetError(f"memory limit: {e}") from None
         if threads is not None:
@@ -100,11 +100,11 @@ class Context:
         self.lock = threading.RLock()
         self.label = "<model>"
         self.dims: dict[str, int] = {}  # the values init gave the symbolic dims
-        self.interface: ir.Interface | None = None  # dtypes and shapes the producer declares
+        self.interface: json_ir.Interface | None = None  # dtypes and shapes the producer declares
         self.tensors = TensorTable()
         self.ops: list[Op] = []
         self.dfg = DataFlowGraph()
-        self.mem: dict[MemType, mem.MemReport] | None = None
+        self.mem: dict[MemType, memory_plan.MemReport] | None = None
         self.arenas: dict[MemType, np.ndarray] = {}
         self.arrays: dict[str, np.ndarray] = {}
         # The data of the tensors created from the weight file, by name: read by
@@ -138,13 +138,13 @@ class Context:
         if isinstance(source, Model):
             self.model_weights = source.weights
             source = source.to_dict()
-        doc, self.label = ir.load(source)
+        doc, self.label = json_ir.load(source)
         if label is not None:
             self.label = label
         doc = symbolic.bind(doc, dims, self.label)
         self.dims = dict(dims or {})
-        specs = ir.parse(doc, self.label)
-        self.interface = ir.parse_interface(doc, self.label)
+        specs = json_ir.parse(doc, self.label)
+        self.interface = json_ir.parse_interface(doc, self.label)
         ops, foreign = [], []
         for index, spec in enumerate(specs):
             proto = get_proto(spec.optype)
@@ -260,10 +260,10 @@ class Context:
     @while_building
     def compile(self, target: str = "auto", combine: bool = True, weights=None,
                 precision: str = "f32") -> None:
-        """Lower to `target`'s ops (see lightnet.targets: auto, dnnl, cpu), optimize
+        """Lower to `target`'s ops (see lightnet.compiler.targets: auto, dnnl, cpu), optimize
         (combine=False: no fusions), and plan memory.
 
-        `precision` (lightnet.targets: f32, bf16, auto) is the data type the dnnl
+        `precision` (lightnet.compiler.targets: f32, bf16, auto) is the data type the dnnl
         ops compute in: bf16 holds the tensors between them and their weights in
         bfloat16; model inputs, outputs and cpu ops stay float32.
 
@@ -330,7 +330,7 @@ class Context:
         if not self._fold_budget.take(sum(a.size for a in arrays.values())
                                       + sum(e.len for e in outs)):
             return None
-        limit = mem.memory_limit(self.memory_limit)
+        limit = memory_plan.memory_limit(self.memory_limit)
         needed = sum(a.nbytes for a in self._values.values()) + sum(e.nbytes for e in outs)
         if limit is not None and needed > limit:
             raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): computing its "
@@ -360,7 +360,7 @@ class Context:
         if missing:
             raise LightNetError(f"{self.label}: the weights of {missing} are not known: "
                                 "compile or load the model with its weight file first")
-        write = wts.write if str(path).endswith(".wts") else weights.write_npz
+        write = wts_text.write if str(path).endswith(".wts") else weight_file.write_npz
         try:
             write(path, {n: self.weights[n] for n in names})
         except OSError as e:
@@ -372,14 +372,14 @@ class Context:
         `memory_limit` is refused here, before anything is allocated."""
         keep = self.outputs + self.inputs
         self.mem = None  # until the new plan is within the limit
-        mem.assemble_in_place(self.ops, self.tensors, keep)
-        reports = mem.plan(self.ops, self.tensors, keep)
-        mem.check_limit(reports, self.memory_limit, self.label)
+        memory_plan.assemble_in_place(self.ops, self.tensors, keep)
+        reports = memory_plan.plan(self.ops, self.tensors, keep)
+        memory_plan.check_limit(reports, self.memory_limit, self.label)
         self.mem = reports
 
     def print(self, outfile=None) -> str:
         """The IR of the current op list; written to `outfile` when given."""
-        text = ir.dump(self.ops, self.interface)
+        text = json_ir.dump(self.ops, self.interface)
         if outfile is not None:
             try:
                 Path(outfile).write_text(text, encoding="utf-8")
@@ -399,7 +399,7 @@ class Context:
         if self.mem is None:
             self.plan()
         else:  # the limit may have changed since the plan
-            mem.check_limit(self.mem, self.memory_limit, self.label)
+            memory_plan.check_limit(self.mem, self.memory_limit, self.label)
         if datafile is not None and self.compiled_with_weights:
             raise LightNetError(f"{self.label}: the model was compiled with its weights; "
                                 f"load() takes no weight file (given {datafile})")
@@ -455,7 +455,7 @@ class Context:
         runs_onednn = any(op.arch == "dnnl" for op in self.ops)
         self._blas_threads = 1 if runs_onednn and blas.controllable() else self.threads
 
-    def _alloc_arena(self, report: mem.MemReport) -> np.ndarray:
+    def _alloc_arena(self, report: memory_plan.MemReport) -> np.ndarray:
         try:
             return np.zeros(report.arena, dtype=np.uint8)
         except (MemoryError, ValueError):  # ValueError: beyond numpy's largest array
@@ -514,7 +514,7 @@ class Context:
             def warn(message):
                 warnings.warn(message, LightNetWarning, stacklevel=2)
 
-            given = weights.read(datafile, expect_names, expect, known, warn)
+            given = weight_file.read(datafile, expect_names, expect, known, warn)
         arrays = {}
         for name, array in given.items():
             array = np.ascontiguousarray(array).reshape(self.tensors[name].shape)

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lightnet.ir import limits, symbolic
-from lightnet.files import model_source as model_file
 from lightnet.compiler import targets
+from lightnet.errors import LightNetError
+from lightnet.files import model_source
+from lightnet.ir import limits, symbolic
 from lightnet.runtime.borders import Borders, signature
 from lightnet.runtime.context import Context
-from lightnet.errors import LightNetError
 from lightnet.runtime.gc_pause import while_building
 
 
@@ -45,11 +45,11 @@ class Session:
     every output by name, as declared. `memory_limit`, `fold_limit` and `threads`
     are the Context's: bytes (or `512M`), None for the machine's available memory;
     elements evaluating constants before the run may touch (an ONNX model's
-    import too), None for lightnet.limits.DEFAULT_FOLD_LIMIT; BLAS and oneDNN
+    import too), None for lightnet.ir.limits.DEFAULT_FOLD_LIMIT; BLAS and oneDNN
     threads while running, None to leave them be. `seed` seeds the
     random values of `create` ops (Context's seed). `target`: auto (the
     default), dnnl or cpu; `precision`: f32 (the default), bf16 or auto, the data
-    type the dnnl ops compute in (see lightnet.targets, Context.compile).
+    type the dnnl ops compute in (see lightnet.compiler.targets, Context.compile).
 
     A model with symbolic dims is compiled and loaded (planned) for the values
     the first run's inputs give them, and planned again when a run's inputs give
@@ -71,7 +71,7 @@ class Session:
         targets.resolve_precision(precision, targets.resolve(target))  # refused here
         self.seed = seed
         self.max_plans = plans
-        self.doc, self.label, weights = model_file.read(model, datafile, self.fold_limit)
+        self.doc, self.label, weights = model_source.read(model, datafile, self.fold_limit)
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
         self.weights = weights if weights is not None else {}
         self.symbols = symbolic.names(self.doc)

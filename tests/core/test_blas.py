@@ -1,4 +1,4 @@
-"""lightnet.blas reports what numpy's BLAS is: checked against what we make it be."""
+"""lightnet.archs.cpu.blas reports what numpy's BLAS is: checked against what we make it be."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""lightnet.context: building, compiling, loading and running a model."""
+"""lightnet.runtime.context: building, compiling, loading and running a model."""
 
 import copy
 import io
@@ -385,10 +385,10 @@ def test_weights_from_npz(tmp_path):
 
 
 def test_weights_from_wts(tmp_path):
-    from lightnet.files import wts_text as wts
+    from lightnet.files import wts_text
     w = np.float32([[0.1, -2, 3e10, 4], [5, 6, 7, -0.0]])
     path = tmp_path / "w.wts"
-    wts.write(path, {"tensor1": w})
+    wts_text.write(path, {"tensor1": w})
     ctx = run_model(weight_model(), path)
     np.testing.assert_array_equal(ctx.get_data("tensor2"), w[:, 1:4])
 

@@ -1,9 +1,9 @@
-"""lightnet.dfg: the data-flow graph of ops linked by tensor names."""
+"""lightnet.ir.dataflow: the data-flow graph of ops linked by tensor names."""
 
 import pytest
 
-from lightnet.ir.dataflow import DataFlowGraph
 from lightnet.errors import LightNetError
+from lightnet.ir.dataflow import DataFlowGraph
 from lightnet.ir.op import Op, OpProto
 from lightnet.ir.tensor import MemType
 

@@ -1,4 +1,4 @@
-"""lightnet.graph: edges with data, layered topological sort, cycles, reachability."""
+"""lightnet.ir.digraph: edges with data, layered topological sort, cycles, reachability."""
 
 import random
 

@@ -1,4 +1,4 @@
-"""lightnet.mem: the memory plan.
+"""lightnet.compiler.memory_plan: the memory plan.
 
 The plan is checked against liveness computed independently here, on a few
 hundred random op DAGs, and by simulating the arena byte by byte.
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.errors import LightNetError
 from lightnet.compiler.memory_plan import MemReport, align_up, plan
+from lightnet.errors import LightNetError
 from lightnet.ir.op import Op, OpProto
 from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 

@@ -1,12 +1,12 @@
-"""lightnet.opck: every check's message, through real models and a hand-made op."""
+"""lightnet.ir.checks: every check's message, through real models and a hand-made op."""
 
 import pytest
 
 from lightnet import Context
 from lightnet.errors import CheckError, LightNetError
+from lightnet.ir.checks import Checker, found
 from lightnet.ir.op import Op, OpProto, ParamArg, TensorArg
 from lightnet.ir.param import REQUIRED
-from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import Param, ParamType
 from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 

@@ -1,4 +1,4 @@
-"""lightnet.param: type inference from JSON values and saturating number views."""
+"""lightnet.ir.param: type inference from JSON values and saturating number views."""
 
 import json
 import math

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError
-from lightnet.compiler import rewrites as passes, pipeline
 from lightnet.archs.registry import get_arch
 from lightnet.cli import main
+from lightnet.compiler import pipeline, rewrites
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT_IN = ["expand", "hoist-constants", "combine", "remove-dead-constants", "check",
@@ -87,10 +87,10 @@ def by_hand(model, steps, weights=None):
         ctx.compiled_with_weights = True
     arch, outputs = get_arch("cpu"), ctx.outputs
     for step in steps:
-        {"expand": lambda: passes.expand(ctx, arch),
-         "hoist-constants": lambda: passes.hoist_constants(ctx),
-         "combine": lambda: passes.combine(ctx, arch),
-         "remove-dead-constants": lambda: passes.remove_dead_constants(ctx, outputs),
+        {"expand": lambda: rewrites.expand(ctx, arch),
+         "hoist-constants": lambda: rewrites.hoist_constants(ctx),
+         "combine": lambda: rewrites.combine(ctx, arch),
+         "remove-dead-constants": lambda: rewrites.remove_dead_constants(ctx, outputs),
          "check": ctx.check,
          "plan-memory": ctx.plan}[step]()
     return ctx

@@ -1,4 +1,4 @@
-"""lightnet.tensor: dtypes, memory types, tensor entries and the tensor table."""
+"""lightnet.ir.tensor: dtypes, memory types, tensor entries and the tensor table."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""What lightnet.dnnl.capi declares against oneDNN's installed headers (the test
+"""What lightnet.archs.dnnl.capi declares against oneDNN's installed headers (the test
 extra's onednn-devel-cpu-gomp): every enum value and #define, the structures' fields,
 and every function's return and parameter types."""
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError
-from lightnet.compiler import pipeline
 from lightnet.archs.cpu import kernels as K
 from lightnet.archs.dnnl import capi
+from lightnet.compiler import pipeline
 from tests.irbuild import ModelBuilder
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from lightnet.archs import registry as arch
-from lightnet.compiler import targets
-from lightnet.auto.optimizers import dnnl as dnnl_optimizers
+from lightnet.archs import registry
 from lightnet.archs.dnnl import capi
+from lightnet.auto.optimizers import dnnl as dnnl_optimizers
+from lightnet.compiler import targets
 from tests.irbuild import ModelBuilder, squeezenet
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
@@ -176,12 +176,12 @@ def test_softmax_and_its_source_compute_in_float32(monkeypatch):
                     ("softmax_dnnl", None)]
     kept = max(error(run(bf16, x), w) for x, w in zip(inputs, want))
     monkeypatch.setattr(dnnl_optimizers, "FLOAT32_OPS", frozenset())
-    arch.archs.cache_clear()
+    registry.archs.cache_clear()
     try:
         rounded = compiled(doc, "bf16")
     finally:
         monkeypatch.undo()
-        arch.archs.cache_clear()
+        registry.archs.cache_clear()
     assert reorder_dtypes(rounded) == ["bfloat16"]
     without = max(error(run(rounded, x), w) for x, w in zip(inputs, want))
     assert kept <= CONTRACT and kept < 0.7 * without

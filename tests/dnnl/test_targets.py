@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lightnet import Context, Session
-from lightnet.compiler import targets
 from lightnet.archs.dnnl import capi
+from lightnet.compiler import targets
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "example.json"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lightnet.ir import json_ir as ir
 from lightnet.errors import LightNetError
 from lightnet.frontends import il
 from lightnet.frontends.il import ILError, format_ir, main, to_ir
+from lightnet.ir import json_ir
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = """\
@@ -69,7 +69,7 @@ def test_example_is_examples_example_json():
     doc = to_ir(EXAMPLE)
     assert doc == json.loads((ROOT / "examples/example.json").read_text())
     assert json.loads(format_ir(doc)) == doc
-    ir.parse(doc, "<il>")  # valid IR
+    json_ir.parse(doc, "<il>")  # valid IR
 
 
 def test_example_runs_end_to_end():
@@ -466,7 +466,7 @@ def test_fire_example_converts_and_runs(classes):
     converted = run("-m", "lightnet.frontends.il", *defines, "examples/fire.net")
     assert converted.returncode == 0, converted.stderr
     doc = json.loads(converted.stdout)
-    ir.parse(doc, "fire.json")
+    json_ir.parse(doc, "fire.json")
     names = {t["name"] for op in doc["ops"] for t in op["tensors_out"]}
     assert {"fire2_squeeze_w", "fire3_expand3_relu", "fire4", "scores"} <= names
     concats = [op for op in doc["ops"] if op["optype"] == "concat"]

@@ -1,7 +1,7 @@
 """Hostile ONNX models: a few bytes asking for terabytes of constant folding.
 
 Evaluating constants before the run is bounded by the fold limit
-(lightnet.limits.FoldBudget): a node past it is not folded but mapped to an op
+(lightnet.ir.limits.FoldBudget): a node past it is not folded but mapped to an op
 computed when the model runs, which the memory limit then accepts or refuses
 with its one-line error. Each case is a model of a few hundred bytes that an
 unbounded fold would hang on (a reduction of 10**12 elements) or run out of
@@ -17,8 +17,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import Context, LightNetError, Session  # noqa: E402
-from lightnet.ir import limits
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from lightnet.ir import limits
 from tests.fuzz.onnx_mutation import CATCH_ALL  # noqa: E402
 from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402
 

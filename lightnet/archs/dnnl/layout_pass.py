@@ -23,7 +23,7 @@ The data type of a dnnl tensor is decided here too. In float32 (the default)
 every tensor is float32. In bfloat16, the `reorder_dnnl` ops into dnnl's layout
 hold their copy in bfloat16 (their `dtype` param, recorded in the IR) and the
 `weights_dnnl` ops convert weights once, at load; a dnnl op computes in the data
-type of the tensors it reads (lightnet.dnnl.ops), so its output is bfloat16 too,
+type of the tensors it reads (lightnet.archs.dnnl.ops), so its output is bfloat16 too,
 and model inputs, outputs and cpu ops stay float32. The ops the dnnl optimizer
 description lists as `float32_ops` (a softmax), and the dnnl ops making what they
 read, compute in float32 inside such a region; an element-wise dnnl op (its

@@ -471,8 +471,8 @@ def _like(desc, shape, dtype: str):
 
 class _Concat(Call):
     """A concat's call: oneDNN's concat primitive, or, where the memory plan placed
-    sources inside the output (lightnet.mem.assemble_in_place: their producers write
-    there), a byte copy of each source it did not place."""
+    sources inside the output (lightnet.compiler.memory_plan.assemble_in_place: their
+    producers write there), a byte copy of each source it did not place."""
 
     def bind(self, scratch, arrays: dict):
         dst = _bytes(arrays["dst"])

@@ -10,16 +10,16 @@ kernel, runs as on the cpu (the fallback). The combiners fuse a batchnorm
 eltwise post-op) into a convolution, and a transpose of the last two axes
 (transA / transB) and a multiply by a known scalar (alpha) into the matmul
 reading it; the cpu's combiners then join the cpu ops. After them the layout
-pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
-others. In a bfloat16 model, a softmax and a layernorm (float32_ops), and the
-dnnl op making what each reads, compute in float32: softmax exponentiates its
-source, so a score rounded to bfloat16 (2^-9 of its size) moves its probability
-by as many percent; a layernorm's statistics are float32 in oneDNN whatever it
-reads, but its source is a transformer's residual stream, made by the residual
-add: held in float32 it does not gather a rounding per block (ViT-S/16 in
-bfloat16: worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the
-layernorms in bfloat16, beyond the 2e-2 contract). An element-wise op
-(elementwise_ops) computes in the data type of what it reads.
+pass (lightnet/archs/dnnl/layout_pass.py) inserts the reorders between dnnl ops
+and the others. In a bfloat16 model, a softmax and a layernorm (float32_ops),
+and the dnnl op making what each reads, compute in float32: softmax
+exponentiates its source, so a score rounded to bfloat16 (2^-9 of its size)
+moves its probability by as many percent; a layernorm's statistics are float32
+in oneDNN whatever it reads, but its source is a transformer's residual stream,
+made by the residual add: held in float32 it does not gather a rounding per
+block (ViT-S/16 in bfloat16: worst error over 100 inputs 1.5e-2 of float32's,
+2.01e-2 with the layernorms in bfloat16, beyond the 2e-2 contract). An element-
+wise op (elementwise_ops) computes in the data type of what it reads.
 """
 
 from __future__ import annotations
@@ -827,10 +827,11 @@ def combine_fuse_swish(ctx, window):
 
 FALLBACK = "cpu"
 
-# Ops that compute in float32 whatever the model's precision (lightnet.layouts).
+# Ops that compute in float32 whatever the model's precision (lightnet.archs.dnnl.layout_pass).
 FLOAT32_OPS = frozenset(["softmax_dnnl", "layernorm_dnnl"])
 
-# Element-wise ops: in a reduced precision they compute in what they read (lightnet.layouts).
+# Element-wise ops: in a reduced precision they compute in what they read
+# (lightnet.archs.dnnl.layout_pass).
 ELEMENTWISE_OPS = frozenset(
     [
         "relu_dnnl",
