@@ -1,16 +1,20 @@
-"""Architectures: the ops each one can run and the optimizer functions it owns.
+"""Architectures as the core knows them, and every op prototype by optype.
 
-`none` holds the abstract ops that only describe semantics; `cpu` holds the
-runnable numpy ops. Op prototypes come from the generated registry
-(lightnet/auto/registry.py), optimizer functions from the generated
-lightnet/auto/optimizers/ modules.
+An architecture is what its descriptions say, generated into lightnet/auto (its ops,
+its expanders, combiners and fallback, the op lists its passes read), and what its
+package says: lightnet/archs/<name>/arch.py names, as ARCH, a subclass of Arch that
+overrides the defaults below where the architecture has something to say (`none`,
+which only describes, has no package). The core reads an architecture only through
+Arch, never by name: a new one is a package and its descriptions.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Callable
+from typing import Callable, ClassVar
 
 from lightnet.auto.optimizers import OPTIMIZERS
 from lightnet.auto.registry import OP_PROTOS
@@ -18,15 +22,25 @@ from lightnet.compiler.rules import Combiner
 from lightnet.errors import LightNetError
 from lightnet.ir.op import OpProto
 
+_UNCHANGED = contextlib.nullcontext()
+
 
 @dataclass(frozen=True)
 class Arch:
     """An architecture: its ops, its expanders (abstract optype -> function
     `(ctx, op) -> list of ops | None`) and combiners, which the expand and
-    combine passes apply (lightnet.compiler.pipeline: passes of its own register
-    there, with `targets=[name]`). An abstract op `X` that no expander lowers
-    becomes `X_<name>` when the arch has that op; failing that, what the
-    `fallback` arch makes of it."""
+    combine passes apply (lightnet.compiler.pipeline). An abstract op `X` that no
+    expander lowers becomes `X_<name>` when the arch has that op; failing that, what
+    the `fallback` arch makes of it.
+
+    What its package overrides, by when the core asks:
+    - choosing a target (lightnet.compiler.targets): unavailable(), describe(),
+      auto_rank;
+    - compiling (Context.compile): passes, precisions and precision(), slow_kernel();
+    - running (Context.run): owns_cores, check_threads(), threads();
+    - reporting (`lightnet info`, `bench`, `--profile`): library, kernel_counts(),
+      describe_kernels(), thread_count().
+    """
 
     name: str
     ops: dict[str, OpProto]
@@ -38,23 +52,116 @@ class Arch:
     float32_ops: frozenset[str] = frozenset()
     elementwise_ops: frozenset[str] = frozenset()
 
+    # Where target auto tries it: the available architecture of the lowest rank is
+    # chosen; None: never.
+    auto_rank: ClassVar[int | None] = None
+    # Passes of its own (lightnet.compiler.pipeline.new_pass), in its pipeline only.
+    passes: ClassVar[tuple] = ()
+    # The precisions its ops can compute in (lightnet.compiler.targets.PRECISIONS)
+    # where the machine lets them.
+    precisions: ClassVar[tuple[str, ...]] = ("f32",)
+    # Whether its library's threads own the cores while a model with its ops runs
+    # (OpenMP's, waiting for the next op): the other architectures' kernels then run
+    # one thread beside them.
+    owns_cores: ClassVar[bool] = False
+    # The library whose kernels kernel_counts() names (`lightnet info`).
+    library: ClassVar[str | None] = None
+
+    def unavailable(self) -> str | None:
+        """Why it cannot be used on this machine, in one line; None when it can."""
+        return None
+
+    def describe(self) -> str:
+        """What `lightnet --targets` says of it where it can be used."""
+        return "available"
+
+    def precision(self, precision: str) -> str:
+        """The precision its ops compute in when asked for `precision` (auto, or one of
+        `precisions`); LightNetError where this machine cannot give it, saying why."""
+        return self.precisions[0] if precision == "auto" else precision
+
+    def slow_kernel(self, op) -> str | None:
+        """The name of the slow reference kernel its checked op `op` would run (which
+        Context.compile avoids by lowering the op for the fallback instead); None."""
+        return None
+
+    def check_threads(self) -> None:
+        """Raise LightNetError when its threads cannot be set from here:
+        Context(threads=N) asks at once, so that run() does not fail."""
+
+    def threads(self, count: int | None, beside: bool = False):
+        """A context in which its kernels run `count` threads (None: as the environment
+        set them), and as before after it; `beside`: the model runs another
+        architecture's ops, whose threads own the cores. Context.run asks on every run:
+        where it changes nothing, a contextlib.nullcontext, which costs nothing."""
+        return _UNCHANGED
+
+    def thread_count(self) -> int | str | None:
+        """How many threads its kernels run now (`lightnet bench`); None: no say."""
+        return None
+
+    def kernel_counts(self, ops) -> dict[str, int]:
+        """How many of `ops` (compiled, checked) run each of its library's kernels."""
+        return {}
+
+    def describe_kernels(self, ops) -> str | None:
+        """One line on the kernels it runs `ops` with (`lightnet bench`,
+        `--profile`); None when it has nothing to say."""
+        return None
+
+
+def _arch_class(name: str) -> type[Arch]:
+    """The Arch subclass of architecture `name`'s package; Arch for one without."""
+    try:
+        module = importlib.import_module(f"lightnet.archs.{name}.arch")
+    except ModuleNotFoundError as e:
+        if e.name not in (f"lightnet.archs.{name}", f"lightnet.archs.{name}.arch"):
+            raise
+        return Arch
+    return module.ARCH
+
 
 @cache
 def archs() -> dict[str, Arch]:
+    """Every architecture by name, in order of name."""
     by_arch: dict[str, dict[str, OpProto]] = {}
     for proto in OP_PROTOS.values():
         by_arch.setdefault(proto.arch, {})[proto.optype] = proto
     result = {}
     for name, ops in sorted(by_arch.items()):
+        cls = _arch_class(name)
         optimizers = OPTIMIZERS.get(name)
         if optimizers is None:
-            result[name] = Arch(name, ops)
+            result[name] = cls(name, ops)
         else:
-            result[name] = Arch(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
-                                fallback=optimizers.FALLBACK,
-                                float32_ops=optimizers.FLOAT32_OPS,
-                                elementwise_ops=optimizers.ELEMENTWISE_OPS)
+            result[name] = cls(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
+                               fallback=optimizers.FALLBACK,
+                               float32_ops=optimizers.FLOAT32_OPS,
+                               elementwise_ops=optimizers.ELEMENTWISE_OPS)
     return result
+
+
+def threads_set(count: int | None, beside: frozenset[str] = frozenset()):
+    """A context in which every architecture's kernels run `count` threads
+    (Arch.threads), those named in `beside` beside another's that own the cores, and
+    as before after it. Context.run enters it on every run: where no architecture
+    changes anything it is a shared no-op."""
+    setters = []
+    for arch in archs().values():
+        setter = arch.threads(count, arch.name in beside)
+        if not isinstance(setter, contextlib.nullcontext):
+            setters.append(setter)
+    if len(setters) < 2:
+        return setters[0] if setters else _UNCHANGED
+    return _all_set(setters)
+
+
+@contextlib.contextmanager
+def _all_set(setters):
+    with contextlib.ExitStack() as stack:
+        for setter in setters:
+            stack.enter_context(setter)
+        yield
 
 
 def op_protos() -> dict[str, OpProto]:

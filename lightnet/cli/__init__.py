@@ -13,7 +13,7 @@ import sys
 
 from lightnet.cli import arrays, bench, info, run
 from lightnet.command import fold_limit_option, report_errors, show_warnings
-from lightnet.compiler import memory_plan
+from lightnet.compiler import memory_plan, pipeline, targets
 
 USAGE = """lightnet [options] MODEL
        lightnet info [options] MODEL
@@ -139,7 +139,7 @@ def _target(p) -> None:
     p.add_argument("-t", "--target", default="auto",
                    help="the target: auto (the default: dnnl where oneDNN can be used, else "
                         "cpu), dnnl or cpu; lightnet --targets lists them")
-    p.add_argument("--precision", default="f32", choices=["f32", "bf16", "auto"],
+    p.add_argument("--precision", default="f32", choices=[*targets.PRECISIONS, targets.AUTO],
                    help="the data type the dnnl ops compute in: f32 (the default), bf16 "
                         "(tensors between dnnl ops and their weights in bfloat16; inputs, "
                         "outputs and cpu ops stay float32) or auto (bf16 where oneDNN "
@@ -159,15 +159,11 @@ class _Listing(argparse.Action):
 
 
 def _targets_listing() -> list[str]:
-    from lightnet.compiler import targets
-
     return targets.describe()
 
 
 def _passes_listing() -> list[str]:
     """Each target's compile pipeline, as lightnet.compiler.pipeline derives it."""
-    from lightnet.compiler import pipeline, targets
-
     lines = []
     for target in targets.names():
         if target != targets.AUTO:

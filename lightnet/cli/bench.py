@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from lightnet.archs.cpu import blas
-from lightnet.archs.dnnl import ops as dnnl_ops
+from lightnet.archs.registry import archs, threads_set
+from lightnet.cli.run import kernel_lines
 from lightnet.compiler import targets
 from lightnet.files import model_source
 from lightnet.runtime.context import Context
@@ -64,10 +64,9 @@ def bench(args, out) -> None:
     entries = [ctx.tensors[n] for n in ctx.inputs]
     for entry in entries:
         ctx.set_data(entry.name, random_input(entry, rng))
-    with blas.threads(args.threads):  # what the runs see
-        threads, kernels = blas.info()["threads"], [blas.describe()]
-    if any(op.arch == "dnnl" for op in ctx.ops):
-        kernels.append(dnnl_ops.describe_kernels(ctx.ops))
+    with threads_set(args.threads):  # what the runs see
+        threads = next(n for a in archs().values() if (n := a.thread_count()) is not None)
+        kernels = kernel_lines(ctx.ops)
     print(f"model: {ctx.label}", file=out)
     print(f"target: {targets.resolve(args.target)}", file=out)
     inputs = ", ".join(f"{e.name} {e.describe()}" for e in entries)

@@ -6,10 +6,11 @@ Parameters are the elements of the tensors the model creates with `create`
 ops (its weights and constants), as written. MACs (multiply-accumulates) are
 those of the compiled model's convolutions, transposed convolutions and
 matrix and dot products, the arithmetic that dominates a network; elementwise
-ops, pools and normalizations are not counted. The oneDNN kernels are the
-implementations the compiled dnnl ops run (a reorder's is chosen at load, so
-`lightnet bench` lists those too); the ops for which oneDNN has only its
-reference kernel run on the cpu instead, and are counted too.
+ops, pools and normalizations are not counted. The kernels are those of the
+target's library (Arch.kernel_counts: the oneDNN implementations the compiled dnnl
+ops run; a reorder's is chosen at load, so `lightnet bench` lists those too); the
+ops for which it has only its reference kernel run on its fallback (the cpu)
+instead, and are counted too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import math
 from collections import Counter
 
-from lightnet.archs.dnnl import ops as dnnl_ops
+from lightnet.archs.registry import archs, get_arch
 from lightnet.compiler import targets
 from lightnet.compiler.memory_plan import MemReport
 from lightnet.files import model_source
@@ -92,7 +93,8 @@ def collect(model, target: str = "cpu", datafile=None, memory_limit=None,
     compiled = Counter(op.optype for op in ctx.ops)
     doc["ops"] = {"given": _by_count(given), "compiled": _by_count(compiled)}
     doc["macs"] = sum(op_macs(op, ctx.tensors) for op in ctx.ops)
-    doc["kernels"] = dnnl_ops.kernel_counts(ctx.ops)
+    doc["kernels"] = {k: n for arch in archs().values()
+                      for k, n in arch.kernel_counts(ctx.ops).items()}
     doc["refused"] = dict(Counter(optype for optype, _ in ctx.refused.values()))
     doc["memory"] = {str(r.mtype): {"arena": r.arena, "lower_bound": r.lower_bound,
                                     "all_tensors": r.total, "weights": r.weights}
@@ -119,9 +121,10 @@ def format_text(doc: dict) -> str:
     lines.append(f"parameters: {p['count']}{_si(p['count'])}, "
                  f"{p['bytes']} bytes{_si(p['bytes'])}")
     lines.append(f"MACs: {doc['macs']}{_si(doc['macs'])}")
-    for label, counts in (("oneDNN kernels", doc["kernels"]),
-                          ("on the cpu, oneDNN having only its reference kernel",
-                           doc["refused"])):
+    arch = get_arch(doc["target"])
+    for label, counts in ((f"{arch.library} kernels", doc["kernels"]),
+                          (f"on the {arch.fallback}, {arch.library} having only its "
+                           "reference kernel", doc["refused"])):
         if counts:
             lines.append(f"{label}: " + ", ".join(f"{k} x{n}" for k, n in counts.items()))
     lines += [MemReport(MemType(mtype), m["arena"], m["all_tensors"], m["lower_bound"],

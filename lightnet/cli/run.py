@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from lightnet.archs.cpu import blas
+from lightnet.archs.registry import archs, threads_set
 from lightnet.cli import arrays
 from lightnet.errors import LightNetError
 from lightnet.files import model_source
@@ -30,7 +30,7 @@ def run(args, out) -> None:
     ctx.init(doc, dims=model_source.command_dims(doc, label, shapes=shapes), label=label)
     feeds = arrays.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
     if args.dot_before:
-        write_text(args.dot_before, ctx.dfg.to_dot(ctx.tensors))
+        write_text(args.dot_before, dot(ctx))
     known = None
     if args.run:
         ctx.plan()
@@ -43,7 +43,7 @@ def run(args, out) -> None:
         ctx.compile(args.target, combine=not args.no_combine, weights=known,
                     precision=args.precision)
     if args.dot:
-        write_text(args.dot, ctx.dfg.to_dot(ctx.tensors))
+        write_text(args.dot, dot(ctx))
     if args.mem_report:
         for report in ctx.mem.values():
             print(report.describe(), file=out)
@@ -77,8 +77,9 @@ def run(args, out) -> None:
         for name, array in outputs.items():
             print(arrays.summary(name, array), file=out)
     if args.profile:
-        with blas.threads(args.threads):  # what the timed runs use
-            print(f"info: {blas.describe()}", file=out)
+        with threads_set(args.threads):  # what the timed runs use
+            for line in kernel_lines(ctx.ops):
+                print(f"info: {line}", file=out)
         print(format_profile(ctx.profile()), file=out)
 
 
@@ -106,12 +107,24 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
                                 f"{e.strerror}") from None
 
 
+def dot(ctx: Context) -> str:
+    """The model as Graphviz DOT (`--dot`), the ops of every architecture that runs
+    beside its fallback (dnnl's) filled."""
+    return ctx.dfg.to_dot(ctx.tensors, {a.name for a in archs().values() if a.fallback})
+
+
 def write_text(path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
         raise LightNetError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def kernel_lines(ops) -> list[str]:
+    """What each architecture says of the kernels it runs `ops` with (Arch.describe_kernels:
+    numpy's BLAS, oneDNN's implementations)."""
+    return [line for arch in archs().values() if (line := arch.describe_kernels(ops))]
 
 
 def format_profile(times) -> str:

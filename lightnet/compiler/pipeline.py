@@ -5,7 +5,8 @@ of the model it requires and the properties it provides (NNVM's pass
 registry: the graph attributes a pass depends on and those it makes). No
 pipeline is written down: a target's pipeline is the order those
 declarations force, ties broken by registration order (the built-in passes
-first), so a pass a user registers runs where its declarations put it.
+first, then each architecture's own, Arch.passes), so a pass a user registers runs
+where its declarations put it.
 
 A property holds once every pass of the pipeline that provides it has run,
 and a pass runs once everything it requires holds. Several passes may
@@ -19,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from lightnet.archs.dnnl import layout_pass
-from lightnet.archs.registry import Arch, get_arch
+from lightnet.archs.registry import Arch, archs, get_arch
 from lightnet.compiler import rewrites
 from lightnet.errors import LightNetError
 
@@ -31,13 +31,14 @@ FUSION_PASSES = ("combine", "remove-dead-constants")
 @dataclass(frozen=True)
 class Job:
     """What a pass is given besides the context: the architecture compiled
-    for, the model's outputs before compiling (tensors no op read), and the data
-    type the dnnl ops compute in (float32 or bfloat16; lightnet.archs.dnnl.layout_pass), and the
-    ops the expand pass lowers with the architecture's fallback (Context.compile)."""
+    for, the model's outputs before compiling (tensors no op read), the data type
+    its ops compute in (float32 or bfloat16: the precision asked for, resolved by
+    lightnet.compiler.targets), and the ops the expand pass lowers with the
+    architecture's fallback (Context.compile)."""
 
     arch: Arch
     outputs: tuple[str, ...]
-    precision: str = "float32"
+    dtype: str = "float32"
     on_fallback: frozenset[str] = frozenset()
 
 
@@ -60,6 +61,8 @@ class Pass:
 
 
 _registry: dict[str, Pass] = {}
+# How many of the registered passes are the built-in ones (set below them).
+_built_in: int | None = None
 
 
 def register(name: str, requires=(), provides=(), targets=None):
@@ -70,24 +73,47 @@ def register(name: str, requires=(), provides=(), targets=None):
 
     Returns the function unchanged. `targets` (architecture names) limits the
     pass to their pipelines."""
+    declared = _declared(name, requires, provides, targets)
+
+    def add(run):
+        new = _pass(declared, run)
+        if name in _registry or (_built_in is not None and name in _own_passes()):
+            raise LightNetError(f"a pass named '{name}' is already registered")
+        _registry[name] = new
+        return run
+
+    return add
+
+
+def new_pass(name: str, run, requires=(), provides=(), targets=None) -> Pass:
+    """Pass `name` running `run(ctx, job)`, checked but not registered: what an
+    architecture lists as its own (Arch.passes)."""
+    return _pass(_declared(name, requires, provides, targets), run)
+
+
+def _declared(name, requires, provides, targets) -> tuple:
+    """A pass's name and declarations, checked: (name, requires, provides, targets)."""
     if not isinstance(name, str) or not name:
         raise LightNetError(f"a pass name must be a non-empty string, found {name!r}")
     requires = _names(name, "requires", requires)
     provides = _names(name, "provides", provides)
     if targets is not None:
         targets = _names(name, "targets", targets)
+    return name, requires, provides, targets
 
-    def add(run):
-        if not callable(run):
-            raise LightNetError(f"pass '{name}': expected a function run(ctx, job), "
-                                f"found {type(run).__name__}")
-        if name in _registry:
-            raise LightNetError(f"a pass named '{name}' is already registered")
-        doc = (run.__doc__ or "").strip().split("\n\n")[0]
-        _registry[name] = Pass(name, run, requires, provides, targets, " ".join(doc.split()))
-        return run
 
-    return add
+def _pass(declared: tuple, run) -> Pass:
+    name, requires, provides, targets = declared
+    if not callable(run):
+        raise LightNetError(f"pass '{name}': expected a function run(ctx, job), "
+                            f"found {type(run).__name__}")
+    doc = (run.__doc__ or "").strip().split("\n\n")[0]
+    return Pass(name, run, requires, provides, targets, " ".join(doc.split()))
+
+
+def _own_passes() -> dict[str, Pass]:
+    """The architectures' own passes (Arch.passes) by name."""
+    return {p.name: p for arch in archs().values() for p in arch.passes}
 
 
 def _names(pass_name: str, field: str, value) -> tuple[str, ...]:
@@ -104,8 +130,10 @@ def unregister(name: str) -> None:
 
 
 def registered() -> list[Pass]:
-    """Every registered pass, in registration order."""
-    return list(_registry.values())
+    """Every pass, in registration order: the built-in ones, the architectures' own
+    (Arch.passes), then those registered since."""
+    passes = list(_registry.values())
+    return [*passes[:_built_in], *_own_passes().values(), *passes[_built_in:]]
 
 
 def pipeline(target: str) -> list[Pass]:
@@ -113,7 +141,7 @@ def pipeline(target: str) -> list[Pass]:
 
     LightNetError when a pass requires a property no pass of the target
     provides, or when passes require each other in a circle."""
-    members = [p for p in _registry.values() if p.targets is None or target in p.targets]
+    members = [p for p in registered() if p.targets is None or target in p.targets]
     providers: dict[str, list[Pass]] = {}
     for p in members:
         for prop in p.provides:
@@ -154,13 +182,13 @@ def _circle(pending: list[Pass], after: dict[str, set[str]], target: str) -> str
     return f"passes of target '{target}' require each other in a circle: {steps}"
 
 
-def compile(ctx, target: str, combine: bool = True, precision: str = "float32",
+def compile(ctx, target: str, combine: bool = True, dtype: str = "float32",
             on_fallback: frozenset[str] = frozenset()) -> None:
     """Run the pipeline of architecture `target` on `ctx`; `combine=False`
     leaves out FUSION_PASSES (to compare an optimized model with its plain
-    lowering); `precision`: the data type of the dnnl ops (float32, bfloat16);
+    lowering); `dtype`: the data type its ops compute in (float32, bfloat16);
     `on_fallback`: the ops to lower with the architecture's fallback."""
-    job = Job(get_arch(target), tuple(ctx.outputs), precision, on_fallback)
+    job = Job(get_arch(target), tuple(ctx.outputs), dtype, on_fallback)
     for p in pipeline(target):
         if combine or p.name not in FUSION_PASSES:
             p.run(ctx, job)
@@ -200,14 +228,6 @@ def _remove_dead_constants(ctx, job):
     rewrites.remove_dead_constants(ctx, job.outputs)
 
 
-@register("layouts", requires=["fused", "no-dead-constants"], provides=["laid-out", "ops-final"],
-          targets=["dnnl"])
-def _layouts(ctx, job):
-    """Insert the reorders where tensors cross between dnnl ops and the others
-    (lightnet.archs.dnnl.layout_pass)."""
-    layout_pass.lay_out(ctx, job.precision)
-
-
 @register("check", requires=["ops-final"], provides=["checked"])
 def _check(ctx, job):
     """Every op reads only tensors an earlier op creates; the data-flow graph is acyclic."""
@@ -218,3 +238,6 @@ def _check(ctx, job):
 def _plan_memory(ctx, job):
     """Place every tensor in one arena per memory type."""
     ctx.plan()
+
+
+_built_in = len(_registry)

@@ -97,15 +97,15 @@ class DataFlowGraph:
         except CycleError as e:
             raise LightNetError(f"the model has a cycle among ops {e.nodes}") from None
 
-    def to_dot(self, tensors) -> str:
-        """Graphviz DOT: ops as boxes (filled for ops of an arch of their own, such
-        as dnnl's, whose reorders then show where tensors cross), tensors as labelled
-        edges (with a layout of their own when they have one); model outputs as edges
-        to plain `output` nodes."""
+    def to_dot(self, tensors, filled=()) -> str:
+        """Graphviz DOT: ops as boxes (filled for ops of the architectures `filled`,
+        such as dnnl's, whose reorders then show where tensors cross), tensors as
+        labelled edges (with a layout of their own when they have one); model outputs
+        as edges to plain `output` nodes."""
         lines = ["digraph lightnet {", "  node [shape=box, fontname=monospace];"]
         for name, op in self.ops.items():
             label = _dot_id(name + "\n" + op.optype)
-            style = _ARCH_STYLES.get(op.arch, "")
+            style = ", style=filled, fillcolor=lightblue" if op.arch in filled else ""
             lines.append(f"  {_dot_id(name)} [label={label}{style}];")
         for name in self.graph.nodes:
             for succ, tname in self.graph.successors(name):
@@ -118,10 +118,6 @@ class DataFlowGraph:
                          f"[label={_dot_id(_tensor_label(tensors, tname))}];")
         lines.append("}")
         return "\n".join(lines) + "\n"
-
-
-# How --dot marks the ops of an arch other than the cpu's.
-_ARCH_STYLES = {"dnnl": ", style=filled, fillcolor=lightblue"}
 
 
 def _tensor_label(tensors, tname: str) -> str:

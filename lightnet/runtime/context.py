@@ -17,9 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.archs.cpu import blas
-from lightnet.archs.dnnl.capi import threads as dnnl_threads
-from lightnet.archs.registry import abstract_proto, get_proto
+from lightnet.archs.registry import abstract_proto, archs, get_arch, get_proto, threads_set
 from lightnet.compiler import memory_plan, pipeline, targets
 from lightnet.errors import LightNetError, LightNetWarning
 from lightnet.files import weight_file, wts_text
@@ -38,13 +36,6 @@ from lightnet.runtime.gc_pause import while_building
 _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 
 
-def _reference_kernel(op) -> bool:
-    """Whether `op` runs its library's reference implementation (oneDNN reports
-    one as `ref:...`): correct, but written for clarity, not speed."""
-    info = getattr(op.values.get("call"), "impl_info", None)
-    return info is not None and info.startswith("ref")
-
-
 def _locked(method):
     """`method` run holding the context's lock (see Context)."""
     @functools.wraps(method)
@@ -60,12 +51,13 @@ class Context:
     machine has available when the model is planned. A model needing more is
     refused by plan(), before anything is allocated.
 
-    `threads`: how many threads numpy's BLAS and oneDNN run while this context runs (set
-    at the start of run() and profile(), put back at their end: the count is the
-    process's); None (the default) leaves it as the environment set it. A model with
-    dnnl ops runs numpy's BLAS on one thread whatever `threads` says: oneDNN's OpenMP
-    threads own the cores, and OpenBLAS threads waiting beside them for the next
-    product took those cores from them (docs/performance.md, "One thread pool").
+    `threads`: how many threads every architecture's kernels run while this context
+    runs (Arch.threads: numpy's BLAS, oneDNN's OpenMP; set at the start of run() and
+    profile(), put back at their end: the count is the process's); None (the default)
+    leaves them as the environment set them. A model with ops of an architecture whose
+    threads own the cores (Arch.owns_cores: oneDNN's) runs the others' kernels on one
+    thread whatever `threads` says: OpenBLAS threads waiting beside oneDNN's for the
+    next product took the cores from them (docs/performance.md, "One thread pool").
 
     `lock`: the context's tensors are one set of buffers, so one run at a time:
     run, profile, set_data, get_data, load and unload each hold this
@@ -89,7 +81,8 @@ class Context:
         if threads is not None:
             if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
                 raise LightNetError(f"threads: expected a whole number >= 1, found {threads!r}")
-            blas.thread_control()  # a BLAS whose threads cannot be set fails here, not in run()
+            for arch in archs().values():  # threads that cannot be set fail here, not in run()
+                arch.check_threads()
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise LightNetError(f"seed: expected a whole number >= 0, found {seed!r}")
         self.memory_limit: int | None = memory_limit
@@ -120,7 +113,9 @@ class Context:
         self.refused: dict[str, tuple[str, str]] = {}
         self._runs: tuple = ()
         self._run_ops: tuple = ()
-        self._blas_threads: int | None = None  # numpy's BLAS threads while running
+        # The architectures whose kernels run beside another's threads that own the
+        # cores (see threads), by name.
+        self._beside: frozenset[str] = frozenset()
 
     # Building and checking ------------------------------------------------------
 
@@ -260,12 +255,12 @@ class Context:
     @while_building
     def compile(self, target: str = "auto", combine: bool = True, weights=None,
                 precision: str = "f32") -> None:
-        """Lower to `target`'s ops (see lightnet.compiler.targets: auto, dnnl, cpu), optimize
-        (combine=False: no fusions), and plan memory.
+        """Lower to `target`'s ops (lightnet.compiler.targets: auto, dnnl, cpu),
+        optimize (combine=False: no fusions), and plan memory.
 
-        `precision` (lightnet.compiler.targets: f32, bf16, auto) is the data type the dnnl
-        ops compute in: bf16 holds the tensors between them and their weights in
-        bfloat16; model inputs, outputs and cpu ops stay float32.
+        `precision` (f32, bf16, auto; resolved by lightnet.compiler.targets) is what the
+        target's ops compute in: bf16 on dnnl holds the tensors between dnnl ops and
+        their weights in bfloat16; model inputs, outputs and cpu ops stay float32.
 
         `weights` (a weight file, or a mapping of tensor name to array) loads
         the weights before optimizing: rules may then compute new static data
@@ -274,8 +269,8 @@ class Context:
         no weight file. `save_weights` writes the compiled model's weights.
         A lightnet.nn Model compiles with its constants unless `weights` is given.
 
-        An op the target's library would run with its reference kernel (oneDNN's
-        `ref:`, written for clarity, many times slower) makes the model compile
+        An op the target's library would run with its reference kernel (Arch.slow_kernel:
+        oneDNN's `ref:`, written for clarity, many times slower) makes the model compile
         again with that op lowered for the fallback architecture (docs/runtime.md,
         "Never a reference kernel"); `refused` names those ops, with the optype and
         kernel each would have had.
@@ -298,8 +293,8 @@ class Context:
                 self._fold_budget = limits.FoldBudget(self.fold_limit)
                 self.weights = None if given is None else dict(given)
                 pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
-                slow = {op.name: (op.optype, op.values["call"].impl_info) for op in self.ops
-                        if op.name in lowered and _reference_kernel(op)}
+                slow = {op.name: (op.optype, kernel) for op in self.ops if op.name in lowered
+                        and (kernel := get_arch(op.arch).slow_kernel(op)) is not None}
                 if slow.keys() <= self.refused.keys():
                     break
                 self.refused.update(slow)
@@ -452,8 +447,9 @@ class Context:
                     runs.append((op, run))
         self._run_ops = tuple(runs)
         self._runs = tuple(run for _, run in runs)
-        runs_onednn = any(op.arch == "dnnl" for op in self.ops)
-        self._blas_threads = 1 if runs_onednn and blas.controllable() else self.threads
+        owned = any(get_arch(name).owns_cores for name in {op.arch for op in self.ops})
+        self._beside = frozenset(name for name, arch in archs().items()
+                                 if owned and not arch.owns_cores)
 
     def _alloc_arena(self, report: memory_plan.MemReport) -> np.ndarray:
         try:
@@ -526,7 +522,7 @@ class Context:
     def run(self) -> None:
         i = 0
         try:
-            with blas.threads(self._blas_threads), dnnl_threads(self.threads):
+            with threads_set(self.threads, self._beside):
                 for i, run in enumerate(self._runs):
                     run()
         except _DATA_ERRORS as e:
@@ -543,7 +539,7 @@ class Context:
         """Run `repeat` times, timing each op: (op, seconds per run), run order."""
         times = [0.0] * len(self._run_ops)
         clock = time.perf_counter
-        with blas.threads(self._blas_threads), dnnl_threads(self.threads):
+        with threads_set(self.threads, self._beside):
             for _ in range(repeat):
                 for i, (_, run) in enumerate(self._run_ops):
                     start = clock()

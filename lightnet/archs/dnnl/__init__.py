@@ -1,2 +1,3 @@
-"""The dnnl architecture's runtime: oneDNN (capi: the C API through ctypes) and the
-primitives its ops create at load and call per run (primitives)."""
+"""The dnnl architecture: oneDNN (capi: the C API through ctypes), the primitives its
+ops create at load and call per run (primitives), what the dnnl ops' descriptions call
+(ops), the layout pass (layout_pass), and what the core knows of it (arch)."""
