@@ -60,8 +60,8 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     that owns its memory, is not static, not a model input or output, not given
     twice, becomes that block (owner + owner_offset), so no copy is made. That
     holds only when every input is in the output's layout: all plain, or, in a
-    oneDNN layout, every input a whole block of the output's
-    (`MemoryDesc.is_block_of`: channels in blocks of 16 with a batch of 1, each
+    layout of its own, every input a whole block of the output's
+    (Layout.is_block_of; oneDNN's: channels in blocks of 16 with a batch of 1, each
     input a multiple of 16 channels); otherwise none is placed (a plain part of a
     blocked output, or a part of a partial block, needs the op's primitive).
     Returns how many inputs were placed.
@@ -80,8 +80,8 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
         if dst.layout is None:
             fits = all(e.layout is None for e in entries)
         else:
-            fits = dst.desc is not None and all(
-                e.desc is not None and e.desc.is_block_of(dst.desc, axis) for e in entries)
+            fits = all(e.layout is not None and e.layout.is_block_of(dst.layout, axis)
+                       for e in entries)
         if not fits:
             # The op copies the parts it was not given as bytes, which is right only
             # for parts in the output's own layout.
@@ -225,7 +225,7 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     alive while they are read. Weights from the weight file get no offset (see
     the module docstring). An op's scratch (`op.scratch` bytes) is live while
     the op runs; its offset goes to `op.scratch_offset`. A tensor in a layout of
-    its own (a oneDNN blocked one) takes its `storage` bytes, padding included.
+    its own (a oneDNN blocked one) takes its layout's bytes, padding included.
     """
     roots, first, last = {}, {}, {}
     for i, op in enumerate(ops):

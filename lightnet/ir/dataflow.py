@@ -124,7 +124,7 @@ def _tensor_label(tensors, tname: str) -> str:
     entry = tensors.get(tname)
     if entry is None:
         return tname
-    layout = f" {entry.layout}" if entry.layout else ""
+    layout = f" {entry.layout.format}" if entry.layout is not None else ""
     return f"{tname} {entry.describe()}{layout}"
 
 

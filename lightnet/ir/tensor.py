@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -78,6 +79,25 @@ class MemType(enum.Enum):
         return self.value
 
 
+class Layout(Protocol):
+    """What an architecture records of a tensor it holds in a layout of its own
+    (TensorEntry.layout; lightnet.archs.dnnl.ops.Layout: a oneDNN format, its
+    descriptor): the core reads only these. Run-time objects, never in the IR."""
+
+    # How the layout is shown (`--dot`): "aBcd16b", channels in blocks of 16.
+    format: str
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes the tensor takes in this layout (blocked padding included); None: the
+        bytes of its elements."""
+
+    def is_block_of(self, whole: Layout, axis: int) -> bool:
+        """Whether a tensor in this layout is one contiguous block of a tensor in
+        layout `whole` joined along `axis` (a concat's output it could be written
+        into in place)."""
+
+
 @dataclass
 class TensorEntry:
     """One tensor of a model, as registered by its creator op's pre_run."""
@@ -93,19 +113,9 @@ class TensorEntry:
     from_file: bool = False
     input: bool = False
     offset: int | None = None
-    # A layout other than numpy's C order (a oneDNN format such as "aBcd16b": channels
-    # in blocks of 16), and the bytes the tensor then takes (the library's figure,
-    # blocked padding included). None: plain, `nbytes`.
-    layout: str | None = None
-    storage: int | None = None
-    # The library's descriptor of `layout`, and for a weight the plain layout it is
-    # reordered from (lightnet.archs.dnnl.ops): run-time objects, never in the IR.
-    desc: object = field(default=None, repr=False, compare=False)
-    source: object = field(default=None, repr=False, compare=False)
-    # The data type oneDNN is to hold a tensor whose layout its first reader chooses
-    # in ("bfloat16" in a bfloat16 model; the layout pass's choice, lightnet.archs.dnnl.layout_pass);
-    # None: its own.
-    precision: str | None = field(default=None, repr=False, compare=False)
+    # A layout other than numpy's C order, as the architecture holding the tensor so
+    # records it (Layout); None: plain, `nbytes`.
+    layout: Layout | None = None
 
     @property
     def ndim(self) -> int:
@@ -122,8 +132,9 @@ class TensorEntry:
 
     @property
     def stored_nbytes(self) -> int:
-        """Bytes the tensor takes in memory: its storage in a layout of its own, else nbytes."""
-        return self.nbytes if self.storage is None else self.storage
+        """Bytes the tensor takes in memory: its layout's, else nbytes."""
+        stored = None if self.layout is None else self.layout.nbytes
+        return self.nbytes if stored is None else stored
 
     def describe(self) -> str:
         """``float32[2, 4]``: how messages show a tensor's type."""

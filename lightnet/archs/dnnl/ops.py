@@ -9,16 +9,17 @@ scratchpad, and a reordered source where it has one), which the memory plan give
 the op. Its `static_run` is `execute = dnnl.bind(op, scratch,
 src=src, ...)` over the arena arrays; its `run`, `execute()`.
 
-An entry's `layout` says how the op finds a tensor: None is LightNet's plain C
-order; PENDING is a tensor the layout pass made for dnnl ops whose layout the first
-dnnl op reading it chooses (a convolution's preferred source or weights layout);
-any other value is the oneDNN format a producer chose, its descriptor in
-`entry.desc`.
+An entry's `layout` (a Layout, dnnl's record of the tensor) says how the op finds a
+tensor: None is LightNet's plain C order; a layout of format PENDING is a tensor the
+layout pass made for dnnl ops whose layout the first dnnl op reading it chooses (a
+convolution's preferred source or weights layout); any other format is the oneDNN
+format a producer chose, its descriptor in `layout.desc`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,20 +29,54 @@ from lightnet.errors import LightNetError
 
 PENDING = "any"
 
-__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
-           "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
+__all__ = ["PENDING", "Layout", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul",
+           "pool2d", "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
+
+
+@dataclass(eq=False)
+class Layout:
+    """dnnl's record of a tensor it holds in a layout of its own (TensorEntry.layout,
+    lightnet.ir.tensor.Layout): oneDNN's `format` (PENDING: its first dnnl reader
+    chooses) and descriptor `desc`; for a weight the plain layout `source` it is
+    reordered from; for a pending tensor the data type oneDNN is to hold it in
+    (`dtype`, bfloat16 in a bfloat16 model: the layout pass's choice; None: its
+    own)."""
+
+    format: str
+    desc: object = None
+    source: object = None
+    dtype: str | None = None
+
+    @property
+    def nbytes(self) -> int | None:
+        """The library's figure, blocked padding included; None while pending."""
+        return None if self.desc is None else self.desc.nbytes
+
+    def is_block_of(self, whole: Layout, axis: int) -> bool:
+        return (self.desc is not None and getattr(whole, "desc", None) is not None
+                and self.desc.is_block_of(whole.desc, axis))
+
+
+def _pending(entry) -> bool:
+    """Whether `entry`'s layout is left to its first dnnl reader."""
+    return entry.layout is not None and entry.layout.format == PENDING
+
+
+def _format(entry) -> str | None:
+    return None if entry.layout is None else entry.layout.format
 
 
 def _dtype(entry) -> str:
     """The data type oneDNN holds `entry` in, which the ops reading it compute in:
     its layout's, the layout pass's choice for a tensor whose layout is pending,
     else its own (float32)."""
-    if entry.desc is not None:
-        return entry.desc.dtype
-    if entry.layout == PENDING and entry.precision is not None:
-        return entry.precision
+    layout = entry.layout
+    if layout is not None and layout.desc is not None:
+        return layout.desc.dtype
+    if layout is not None and layout.dtype is not None:
+        return layout.dtype
     return entry.dtype.np.name
 
 
@@ -55,9 +90,9 @@ def _layout(entry, chooses: bool = False):
     """How a primitive is to read `entry`: "plain", "any" (it chooses) or a descriptor."""
     if entry.layout is None:
         return "plain"
-    if entry.layout == PENDING:
+    if _pending(entry):
         return "any" if chooses else "plain"
-    return entry.desc
+    return entry.layout.desc
 
 
 def record(entry, desc, source=None) -> None:
@@ -67,12 +102,9 @@ def record(entry, desc, source=None) -> None:
     that (by default the C order of the entry's shape) leaves the entry plain (any op
     may read it): a square weight's transpose is not."""
     if desc == (source or primitives.plain_desc(entry.shape, entry.dtype.np.name)):
-        entry.layout = entry.storage = entry.desc = entry.source = None
+        entry.layout = None
         return
-    entry.layout = desc.format
-    entry.storage = desc.nbytes
-    entry.desc = desc
-    entry.source = source
+    entry.layout = Layout(desc.format, desc, source)
 
 
 class Call:
@@ -99,7 +131,7 @@ class Call:
             entry = entries.get(arg)
             if entry is None:
                 continue
-            if entry.layout == PENDING:  # left to this reader by the layout pass
+            if _pending(entry):  # left to this reader by the layout pass
                 record(entry, kernel.descs[name], kernel.plain[name])
             elif name == "dst":
                 record(entry, kernel.descs[name])
@@ -206,7 +238,7 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     GEMM-based or reference one), the output takes the source's layout; failing that,
     the source is reordered first, into the op's scratch, to the layout the convolution
     prefers, if that runs a faster kernel (_slowness)."""
-    pending = residual is not None and residual.layout == PENDING
+    pending = residual is not None and _pending(residual)
     fixed_dst = residual is not None and not pending
 
     def create(src_layout, dst_layout):
@@ -221,8 +253,8 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     kernel = create(src_layout, dst_layout)
     before = {}
     if _slowness(kernel) and src_layout != "any":
-        if not fixed_dst and src.layout in primitives.TAGS_4D:
-            kernel = min(kernel, create(src_layout, src.layout), key=_slowness)
+        if not fixed_dst and _format(src) in primitives.TAGS_4D:
+            kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
         if _slowness(kernel):
             preferred = create("any", dst_layout)
             if _slowness(preferred) < _slowness(kernel):
@@ -266,7 +298,7 @@ def _avoid_reference(kernel, create, entry, name: str, layouts, before: dict):
     for desc in layouts:
         again = create(desc)
         if not _reference(again):
-            if entry.layout != PENDING:
+            if not _pending(entry):
                 before[name] = _create(primitives.reorder, _desc(entry), desc)
             return again
     return kernel
@@ -277,10 +309,10 @@ def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
     `dtype`: a copy the layout pass left to it is made plain; one a producer holds in
     a layout of its own is reordered first (`before`, by the kernel's tensor `name`)."""
     plain = primitives.plain_desc(entry.shape, dtype)
-    if entry.layout == PENDING:
+    if _pending(entry):
         record(entry, plain)
-    elif entry.desc is not None and entry.desc != plain:
-        before[name] = _create(primitives.reorder, entry.desc, plain)
+    elif entry.layout is not None and entry.layout.desc != plain:
+        before[name] = _create(primitives.reorder, entry.layout.desc, plain)
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
@@ -302,7 +334,7 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         _read_plain(src1, dtype, "src", before)
     if not src2.static:
         _read_plain(src2, dtype, "weights", before)
-    weights = "any" if src2.static and src2.layout == PENDING else "plain"
+    weights = "any" if src2.static and _pending(src2) else "plain"
     post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
     post += _post_ops(None, activation, **act)
     kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
@@ -446,7 +478,7 @@ def binary(op, src1, src2, dst, name: str) -> int:
                        src0=_layout(src1), src1=layout)
 
     before = {}
-    if src2.ndim < src1.ndim and src2.layout != PENDING:
+    if src2.ndim < src1.ndim and not _pending(src2):
         _read_plain(src2, dtype, "src1", before)
         kernel = create("plain")
     else:
@@ -512,7 +544,7 @@ def concat(op, srcs, dst, axis: int) -> int:
         if not _reference(again):
             kernel = again
             for i, (s, desc) in enumerate(zip(srcs, layouts)):
-                if s.layout != PENDING and _desc(s) != desc:
+                if not _pending(s) and _desc(s) != desc:
                     before[f"src{i}"] = _create(primitives.reorder, _desc(s), desc)
     args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
     args["dst"] = "dst"
@@ -549,7 +581,7 @@ def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A00
     producer's layout (plain where the layout pass left it to this op); dst in that
     layout (see _Slice)."""
     dtype = _dtype(src)
-    if src.layout == PENDING:
+    if _pending(src):
         record(src, primitives.plain_desc(src.shape, dtype))
     whole = _desc(src)
     shape, offsets = list(src.shape), [0] * src.ndim
@@ -578,15 +610,16 @@ class Reorder:
     def __init__(self, src, dst, to: str, dtype: str):
         self.src, self.dst, self.to = src, dst, to
         if to == "dnnl":
-            dst.layout, dst.storage, dst.desc, dst.source = PENDING, None, None, None
-            dst.precision = dtype
+            dst.layout = Layout(PENDING, dtype=dtype)
 
     def bind(self, scratch, arrays: dict):
-        if self.dst.layout == PENDING:
+        if _pending(self.dst):
             raise ValueError("no dnnl op reads the reordered tensor")
         # A plain source is read as the reader's kernel holds it (a weight's own
         # strides); a dnnl tensor (converted to another data type) in its layout.
-        source = self.dst.source if self.to == "dnnl" and self.src.layout is None else None
+        made = self.dst.layout
+        plain = self.to == "dnnl" and self.src.layout is None
+        source = made.source if plain and made is not None else None
         kernel = primitives.reorder(source or _desc(self.src), _desc(self.dst))
         self.impl_info = kernel.impl_info
         return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
@@ -595,7 +628,7 @@ class Reorder:
 def _desc(entry):
     if entry.layout is None:
         return primitives.plain_desc(entry.shape, _dtype(entry))
-    return entry.desc
+    return entry.layout.desc
 
 
 def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
