@@ -65,9 +65,9 @@ def _makes_dnnl(op) -> bool:
         op.optype == REORDER and op.values.get("to") == "dnnl")
 
 
-def lay_out(ctx, precision: str = FLOAT32) -> None:
+def lay_out(ctx, dtype: str = FLOAT32) -> None:
     """Insert the reorders the dnnl ops of `ctx` need at their borders, their copies
-    held in `precision` (float32 or bfloat16; see the module docstring); the model is
+    held in `dtype` (float32 or bfloat16; see the module docstring); the model is
     checked again, so every dnnl op is created with the layouts its inputs then have."""
     ops = list(ctx.ops)
     if not any(_is_dnnl(op) for op in ops):
@@ -93,7 +93,7 @@ def lay_out(ctx, precision: str = FLOAT32) -> None:
                   {k: Param.from_value(k, v) for k, v in params.items()})
 
     float32_ops = set()
-    if precision != FLOAT32:
+    if dtype != FLOAT32:
         for op in ops:
             if _is_dnnl(op) and op.optype in get_arch(DNNL).float32_ops:
                 float32_ops.add(op.name)
@@ -106,7 +106,7 @@ def lay_out(ctx, precision: str = FLOAT32) -> None:
         """The data type dnnl op `op` computes in (and holds its output in)."""
         if op.name in float32_ops:
             return FLOAT32
-        return follows.get(op.name, precision)
+        return follows.get(op.name, dtype)
 
     def holds(op) -> str | None:
         """The data type of what `op` makes in dnnl's layout (None: a weight)."""
@@ -114,7 +114,7 @@ def lay_out(ctx, precision: str = FLOAT32) -> None:
             return computes_in(op)
         return op.values.get("dtype", FLOAT32) if op.optype == REORDER else None
 
-    if precision != FLOAT32:
+    if dtype != FLOAT32:
         for op in ops:  # in run order: a producer's data type is settled first
             if _is_dnnl(op) and op.optype in get_arch(DNNL).elementwise_ops:
                 made_by = producer.get(op.tensors_in["src"])
