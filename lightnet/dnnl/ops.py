@@ -400,6 +400,16 @@ def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_m
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 
+def resample(op, src, dst, *, mode: str) -> int:
+    """Resample the spatial axes (2 onwards) of src, read in its producer's layout, to
+    dst's shape: mode "linear" (half-pixel centres, clamped: the cpu resize's and
+    upsample's TL_LINEAR) or "nearest" (which the expanders use for integer upscales
+    only, where every nearest rule picks floor(i / factor))."""
+    kernel = _create(primitives.resample, src.shape, dst.shape, mode, dtype=_dtype(src),
+                     src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
 def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> int:
     """dst = f(src) in src's layout (relu, lrelu, clip, sigmoid, tanh, ...)."""
     kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
@@ -419,11 +429,14 @@ def unary(op, src, dst, func: str) -> int:
 
 
 def reduce(op, src, dst, *, func: str, axes) -> int:
-    """The mean, sum, max or min over `axes` (kept with size 1) of the source in its
-    producer's layout; the output plain."""
+    """The mean, sum, max or min over `axes` of the source in its producer's layout;
+    the output plain. oneDNN keeps the reduced axes with size 1: a dst without them
+    (no keepdims) holds the same bytes in the same order."""
     kernel = _create(primitives.reduction, src.shape, axes, func, dtype=_dtype(src),
                      src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    call = Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst})
+    record(dst, primitives.plain_desc(dst.shape, _dtype(dst)))
+    return _settle(op, call)
 
 
 def binary(op, src1, src2, dst, name: str) -> int:

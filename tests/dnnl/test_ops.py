@@ -527,23 +527,87 @@ def test_unary_matches_numpy(func):
 @pytest.mark.parametrize("func", ["mean", "sum", "max", "min"])
 @pytest.mark.parametrize("shape,axes", [((1, 19, 6, 7), [2, 3]), ((2, 19, 6, 7), [1]),
                                         ((3, 10, 33), [2]), ((3, 10, 33), [0, 2])])
-def test_reduce_matches_cpu(func, shape, axes):
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_reduce_matches_cpu(func, shape, axes, keepdims):
     m = ModelBuilder()
     x = m.input("data", list(shape))
     if len(shape) == 4:
         x = m.conv(x, shape[1], shape[1], 3, pad=1)
-    m.op("reduce", {"src": x}, func=func, axes=axes, keepdims=True)
+    m.op("reduce", {"src": x}, func=func, axes=axes, keepdims=keepdims)
     check_against_cpu(m.to_dict(), optypes=["reduce_dnnl"])
 
 
-@pytest.mark.parametrize("shape,axes,keepdims", [([2, 5, 3], [1], False),  # drops its axes
-                                                ([1, 3], [0], True),  # a copy: one element
-                                                ([2, 1, 1], [1, 2], True)])
-def test_other_reduces_stay_on_cpu(shape, axes, keepdims):
+def test_a_mean_without_keepdims_feeds_a_matmul_on_dnnl():
+    """ShuffleNet's and MnasNet's head: x.mean([2, 3]) (keepdims 0) into the classifier."""
     m = ModelBuilder()
-    m.op("reduce", {"src": m.input("data", shape)}, func="max", axes=axes, keepdims=keepdims)
+    x = m.conv(m.input("data", [1, 19, 6, 7]), 19, 24, 3, pad=1)
+    pooled = m.op("reduce", {"src": x}, func="mean", axes=[2, 3], keepdims=False)
+    m.op("matmul", {"src1": pooled, "src2": m.weight("fc", [24, 10])})
+    ctx = check_against_cpu(m.to_dict(), optypes=["reduce_dnnl", "matmul_dnnl"])
+    assert ctx.tensors[pooled].shape == (1, 24)
+
+
+@pytest.mark.parametrize("shape,axes", [([1, 3], [0]),  # a copy: one element
+                                        ([2, 1, 1], [1, 2])])
+def test_other_reduces_stay_on_cpu(shape, axes):
+    m = ModelBuilder()
+    m.op("reduce", {"src": m.input("data", shape)}, func="max", axes=axes, keepdims=True)
     ctx = check_against_cpu(m.to_dict())
     assert "reduce_cpu" in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("mode", ["TL_LINEAR", "TL_NEAREST"])
+@pytest.mark.parametrize("src,dims", [((1, 16, 5, 7), (1, 16, 10, 21)),
+                                      ((2, 13, 7, 9), (2, 13, 28, 18)),
+                                      ((1, 3, 20, 20), (1, 3, 20, 20))])
+def test_resize_of_integer_upscales_matches_cpu(mode, src, dims):
+    """Both modes: nearest for integer upscales, where every nearest rule agrees."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", list(src)), src[1], src[1], 3, pad=1)
+    m.op("resize", {"src": x}, mode=mode, dims=list(dims))
+    check_against_cpu(m.to_dict(), optypes=["resize_dnnl"])
+
+
+@pytest.mark.parametrize("src,dims", [((1, 16, 5, 7), (1, 16, 8, 13)),
+                                      ((2, 5, 10, 6), (2, 5, 7, 4)), ((1, 8, 9), (1, 8, 31))])
+def test_linear_resize_of_any_size_matches_cpu(src, dims):
+    m = ModelBuilder()
+    m.op("resize", {"src": m.input("data", list(src))}, mode="TL_LINEAR", dims=list(dims))
+    check_against_cpu(m.to_dict(), optypes=["resize_dnnl"])
+
+
+@pytest.mark.parametrize("mode,src,dims", [
+    ("TL_NEAREST", (1, 16, 5, 7), (1, 16, 8, 13)),  # floor(i * in / out): not oneDNN's rule
+    ("TL_NEAREST", (2, 5, 10, 6), (2, 5, 5, 3)),  # a downscale
+    ("TL_LINEAR", (2, 4, 6), (4, 4, 12)),  # the batch axis changes
+    ("TL_LINEAR", (12,), (30,))])  # no spatial axis
+def test_other_resizes_stay_on_cpu(mode, src, dims):
+    m = ModelBuilder()
+    m.op("resize", {"src": m.input("data", list(src))}, mode=mode, dims=list(dims))
+    ctx = check_against_cpu(m.to_dict())
+    assert "resize_cpu" in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("mode,scales", [("TL_NEAREST", [1, 1, 2, 2]),
+                                         ("TL_NEAREST", [1, 1, 3, 1]),
+                                         ("TL_LINEAR", [1, 1, 2, 2]),
+                                         ("TL_LINEAR", [1, 1, 0.5, 1.5])])
+def test_upsample_matches_cpu(mode, scales):
+    """YOLO's nearest x2 and a segmentation head's bilinear, in a blocked layout."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 19, 6, 8]), 19, 20, 3, pad=1)
+    m.op("upsample", {"src": x}, mode=mode, scales=scales)
+    check_against_cpu(m.to_dict(), optypes=["upsample_dnnl"])
+
+
+@pytest.mark.parametrize("mode,scales", [("TL_NEAREST", [1, 1, 1.5, 2]),  # not integer
+                                         ("TL_LINEAR", [1, 1, 1.3, 1]),  # 6 * 1.3 not whole
+                                         ("TL_NEAREST", [2, 1, 2, 2])])  # the batch axis
+def test_other_upsamples_stay_on_cpu(mode, scales):
+    m = ModelBuilder()
+    m.op("upsample", {"src": m.input("data", [1, 19, 6, 8])}, mode=mode, scales=scales)
+    ctx = check_against_cpu(m.to_dict())
+    assert "upsample_cpu" in [op.optype for op in ctx.ops]
 
 
 @pytest.mark.parametrize("n,c,parts", [(1, 116, (58, 58)), (2, 64, (32, 32)),

@@ -92,20 +92,13 @@ def reduce_dnnl_pre_run(op, tensors):
     """reduce's checks, then those reduce_dnnl adds."""
     reduce_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    src, keepdims = ck.get("src", "keepdims")
+    (src,) = ck.get("src")
     ck.satisfy(
         "op",
         src.dtype == DType.TL_FLOAT,
         "src.dtype == DType.TL_FLOAT",
         "oneDNN runs TL_FLOAT",
         lambda: found(src=src),
-    )
-    ck.satisfy(
-        "op",
-        keepdims,
-        "keepdims",
-        "oneDNN keeps the reduced axes",
-        lambda: found(keepdims=keepdims),
     )
 
 

@@ -194,12 +194,45 @@ def expand_reduce(ctx, target):
     """Lower reduce to reduce_dnnl."""
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and op.params.keepdims
-        and any(op.ins.src.shape[a] > 1 for a in op.params.axes)
+    if op.ins.src.dtype == DType.TL_FLOAT and any(
+        op.ins.src.shape[a] > 1 for a in op.params.axes
     ):
         return [b.op("reduce_dnnl", like=op)]
+    return None
+
+
+def expand_resize(ctx, target):
+    """Lower resize to resize_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.ins.src.dtype == DType.TL_FLOAT
+        and 3 <= op.ins.src.ndim <= 5
+        and tuple(op.params.dims[:2]) == tuple(op.ins.src.shape[:2])
+        and (
+            op.params.mode == "TL_LINEAR"
+            or all(d % s == 0 for d, s in zip(op.params.dims[2:], op.ins.src.shape[2:]))
+        )
+    ):
+        return [b.op("resize_dnnl", like=op)]
+    return None
+
+
+def expand_upsample(ctx, target):
+    """Lower upsample to upsample_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.ins.src.dtype == DType.TL_FLOAT
+        and 3 <= op.ins.src.ndim <= 5
+        and op.params.scales[0] == 1
+        and op.params.scales[1] == 1
+        and all(s * f == int(s * f) for s, f in zip(op.ins.src.shape, op.params.scales))
+        and (
+            op.params.mode == "TL_LINEAR" or all(f == int(f) for f in op.params.scales)
+        )
+    ):
+        return [b.op("upsample_dnnl", like=op)]
     return None
 
 
@@ -864,6 +897,8 @@ EXPANDERS = {
     "channel_shuffle": expand_channel_shuffle,
     "unary": expand_unary,
     "reduce": expand_reduce,
+    "resize": expand_resize,
+    "upsample": expand_upsample,
     "concat": expand_concat,
     "slice": expand_slice,
     "deconv2d": expand_deconv2d,
