@@ -18,6 +18,7 @@ any other value is the oneDNN format a producer chose, its descriptor in
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -28,7 +29,7 @@ from lightnet.errors import LightNetError
 
 PENDING = "any"
 
-__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "pool2d",
+__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "merged_groups", "pool2d",
            "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
@@ -246,6 +247,40 @@ def _slowness(kernel) -> int:
     `gemm:jit`: what it runs on a plain source; a depthwise 7x7 takes many times the
     direct kernel's time), 2 for its reference one."""
     return 2 if _reference(kernel) else int("gemm" in kernel.impl_info)
+
+
+def merged_groups(src_shape, weight_shape, *, group: int, stride, padding, dilation) -> int:
+    """How many groups of a grouped convolution to run as one (block-diagonal weights:
+    kernels.merge_conv_groups) so that oneDNN runs a direct kernel, not its GEMM-based
+    one: ResNeXt's 32 groups of 4 channels fit no channel block of a direct kernel, and
+    im2col and a GEMM per group took 4x the time of 16 groups of 8 channels with twice
+    the products. 1 where the convolution is direct already, depthwise, or no merge of
+    at most 4 groups (4x the products) is."""
+    return _merged_groups(tuple(src_shape), tuple(weight_shape), group, tuple(stride),
+                          tuple(padding), tuple(dilation))
+
+
+@functools.lru_cache(maxsize=256)
+def _merged_groups(src_shape, weight_shape, group, stride, padding, dilation) -> int:
+    per_group = weight_shape[1]
+    if group == 1 or per_group == 1:
+        return 1
+
+    def slowness(groups: int) -> int:
+        weight = (weight_shape[0], per_group * (group // groups)) + tuple(weight_shape[2:])
+        try:
+            return _slowness(primitives.conv2d(src_shape, weight, bias=True, group=groups,
+                                               stride=stride, padding=padding,
+                                               dilation=dilation))
+        except (Unsupported, LightNetError):
+            return 2
+
+    if not slowness(group):
+        return 1
+    for merge in (2, 3, 4):
+        if group % merge == 0 and not slowness(group // merge):
+            return merge
+    return 1
 
 
 def _tagged(shape, dtype: str, tags) -> list:

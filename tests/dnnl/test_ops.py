@@ -400,6 +400,48 @@ def test_a_per_channel_constant_folds_into_the_convolution(elew_op):
     assert conv.values["activation"] == "relu"
 
 
+@pytest.mark.parametrize("cin,cout,group,stride", [(128, 128, 32, 1),  # ResNeXt's 4 per group
+                                                   (24, 36, 6, 2), (40, 40, 10, 1)])
+def test_groups_too_narrow_for_a_direct_kernel_run_merged(cin, cout, group, stride):
+    """Compiled with its weights, a grouped convolution whose groups oneDNN would run
+    by im2col and a GEMM runs as fewer groups of block-diagonal weights, directly."""
+    m = ModelBuilder()
+    y = m.conv(m.input("data", [1, cin, 12, 10]), cin, cin, 1)
+    m.relu(m.conv(y, cin, cout, 3, stride=stride, pad=1, group=group))
+    ctx = check_against_cpu(m.to_dict(), weights={})
+    (grouped,) = [op for op in ctx.ops if op.optype == "conv2d_dnnl" and op.values["group"] > 1]
+    assert grouped.values["group"] < group
+    assert "gemm" not in grouped.values["call"].impl_info
+
+
+def test_groups_merged_only_up_to_four_times_the_products():
+    """5 groups of 4 channels merge into no fewer groups (a dense convolution would do 5x
+    the products): they stay as they are, on whichever kernel oneDNN has."""
+    m = ModelBuilder()
+    m.conv(m.input("data", [1, 20, 12, 10]), 20, 10, 3, pad=1, group=5)
+    ctx = check_against_cpu(m.to_dict(), weights={})
+    assert [op.values["group"] for op in ctx.ops if op.optype.startswith("conv2d")] == [5]
+
+
+def test_merged_groups_are_block_diagonal():
+    """merge_conv_groups against a naive grouped convolution: same outputs."""
+    rng = np.random.default_rng(3)
+    group, per_group, out_per_group = 6, 3, 2
+    x = rng.standard_normal((group * per_group, 5, 4))
+    w = rng.standard_normal((group * out_per_group, per_group, 1, 1))
+
+    def naive(weight, groups):
+        cin, cout = weight.shape[1], weight.shape[0] // groups
+        return np.concatenate([
+            np.einsum("oc,chw->ohw", weight[g * cout:(g + 1) * cout, :, 0, 0],
+                      x[g * cin:(g + 1) * cin]) for g in range(groups)])
+
+    for merge in (2, 3, 6):
+        merged = K.merge_conv_groups(w, group, merge)
+        assert merged.shape == (group * out_per_group, per_group * merge, 1, 1)
+        np.testing.assert_allclose(naive(merged, group // merge), naive(w, group), rtol=1e-12)
+
+
 def test_folding_a_per_channel_operand_is_the_operation_after_the_convolution():
     rng = np.random.default_rng(3)
     x, w, b = (rng.standard_normal(s) for s in ((2, 5, 6, 7), (4, 5, 3, 3), (4,)))

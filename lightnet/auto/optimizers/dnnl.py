@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from lightnet import kernels
+from lightnet.dnnl import ops as dnnl
 from lightnet.rules import Builder, Combiner, OpView
 from lightnet.tensor import DType
 
@@ -451,6 +452,64 @@ def combine_conv_channel_fold(ctx, window):
             like=ops[0],
             ins={"weight": weight, "bias": bias},
             outs={"dst": ops[1].outs.dst},
+        ),
+    ]
+
+
+def combine_conv_group_merge(ctx, window):
+    """Run k groups of a grouped convolution as one, with block-diagonal weights,
+    where its groups' channels fit no channel block of oneDNN's direct kernels
+    and k groups do (dnnl.merged_groups): ResNeXt's 32 groups of 4 channels ran
+    im2col and a GEMM per group, 4x the time of 16 groups of 8 with twice the
+    products. At most 4 groups merge."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].params.group > 1
+        and ops[0].ins.weight.shape[1] > 1
+        and ops[0].known("weight")
+        and dnnl.merged_groups(
+            ops[0].ins.src.shape,
+            ops[0].ins.weight.shape,
+            group=ops[0].params.group,
+            stride=ops[0].params.stride,
+            padding=ops[0].params.padding,
+            dilation=ops[0].params.dilation,
+        )
+        > 1
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    weight = b.constant(
+        ops[0].name + "_weight",
+        kernels.merge_conv_groups(
+            ops[0].value("weight"),
+            ops[0].params.group,
+            dnnl.merged_groups(
+                ops[0].ins.src.shape,
+                ops[0].ins.weight.shape,
+                group=ops[0].params.group,
+                stride=ops[0].params.stride,
+                padding=ops[0].params.padding,
+                dilation=ops[0].params.dilation,
+            ),
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(
+            like=ops[0],
+            ins={"weight": weight},
+            params={
+                "group": ops[0].params.group
+                // dnnl.merged_groups(
+                    ops[0].ins.src.shape,
+                    ops[0].ins.weight.shape,
+                    group=ops[0].params.group,
+                    stride=ops[0].params.stride,
+                    padding=ops[0].params.padding,
+                    dilation=ops[0].params.dilation,
+                )
+            },
         ),
     ]
 
@@ -923,6 +982,7 @@ COMBINERS = (
     Combiner(
         "conv_channel_fold", ("conv2d_dnnl", "elew_dnnl"), combine_conv_channel_fold
     ),
+    Combiner("conv_group_merge", ("conv2d_dnnl",), combine_conv_group_merge),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
