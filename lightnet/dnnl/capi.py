@@ -538,6 +538,11 @@ class MemoryDesc(_Owner):
         return self._query_int(dnnl_query_format_kind) == dnnl_format_kind_any
 
     @property
+    def strides(self) -> tuple[int, ...]:
+        """The stride of each logical dim, in elements (a blocked layout's outer ones)."""
+        return self._blocking()[0]
+
+    @property
     def format(self) -> str:
         """The layout in oneDNN's notation: dimensions a, b, c, ... outermost first,
         upper case when blocked, then the inner blocks: `abcd` is plain NCHW, `acdb`

@@ -408,11 +408,47 @@ def softmax(op, src, dst, *, axis) -> int:
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 
+def _shuffle_views(desc, group: int):
+    """A channel shuffle of a plain or channels-last 4-D layout `desc` as a reorder:
+    the source seen as [N, group, C / group, H, W] by its strides, the output the same
+    elements with channel j * group + i where the source has i * C / group + j."""
+    n, c, h, w = desc.shape
+    per = c // group
+    stride_n, stride_c, stride_h, stride_w = desc.strides
+    src = (stride_n, per * stride_c, stride_c, stride_h, stride_w)
+    dst = (stride_n, stride_c, group * stride_c, stride_h, stride_w)
+    shape = (n, group, per, h, w)
+    return (primitives.MemoryDesc.with_strides(shape, desc.dtype, src),
+            primitives.MemoryDesc.with_strides(shape, desc.dtype, dst))
+
+
+class _Reordered:
+    """An op's call that is one reorder of its source's bytes into its output's (views of
+    other shapes than the op's tensors, as a channel shuffle's)."""
+
+    def __init__(self, kernel: primitives.Kernel):
+        self.kernel = kernel
+        self.impl_info = kernel.impl_info
+
+    def bind(self, scratch, arrays: dict):
+        return self.kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
+
+
 def shuffle(op, src, dst, *, group) -> int:
-    """A channel shuffle in the source's layout (oneDNN's group_size is the channels of
-    one of LightNet's groups), else in channel blocks: oneDNN shuffles plain and
-    channels-last tensors with its reference kernel only."""
+    """A channel shuffle. Of a plain or channels-last source (or one left to the op,
+    which takes plain): a reorder between two views of it (_shuffle_views), in its layout
+    (oneDNN's shuffle primitive runs its reference kernel on those); of a blocked one,
+    oneDNN's shuffle in that layout (its group_size is the channels of one of LightNet's
+    groups), else in channel blocks."""
     dtype = _dtype(src)
+    if src.layout == PENDING and src.ndim == 4:
+        record(src, primitives.plain_desc(src.shape, dtype))
+    if src.ndim == 4 and (src.layout is None or src.layout == "acdb"):
+        desc = _desc(src)
+        kernel = _create(primitives.reorder, *_shuffle_views(desc, group))
+        record(dst, desc)
+        op.values["call"] = _Reordered(kernel)
+        return 0
 
     def create(layout):
         return _create(primitives.shuffle, src.shape, 1, src.shape[1] // group, dtype=dtype,
@@ -464,12 +500,19 @@ def unary(op, src, dst, func: str) -> int:
 
 
 def reduce(op, src, dst, *, func: str, axes) -> int:
-    """The mean, sum, max or min over `axes` of the source in its producer's layout;
-    the output plain. oneDNN keeps the reduced axes with size 1: a dst without them
-    (no keepdims) holds the same bytes in the same order."""
-    kernel = _create(primitives.reduction, src.shape, axes, func, dtype=_dtype(src),
-                     src=_layout(src))
-    call = Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst})
+    """The mean, sum, max or min over `axes` of the source in its producer's layout,
+    else (oneDNN reduces blocked and channels-last sources by its reference kernel only)
+    reordered plain first; the output plain. oneDNN keeps the reduced axes with size 1:
+    a dst without them (no keepdims) holds the same bytes in the same order."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.reduction, src.shape, axes, func, dtype=dtype, src=layout)
+
+    before = {}
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              [primitives.plain_desc(src.shape, dtype)], before)
+    call = Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}, before)
     record(dst, primitives.plain_desc(dst.shape, _dtype(dst)))
     return _settle(op, call)
 

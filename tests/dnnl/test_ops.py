@@ -579,6 +579,38 @@ def test_reduce_matches_cpu(func, shape, axes, keepdims):
     check_against_cpu(m.to_dict(), optypes=["reduce_dnnl"])
 
 
+@pytest.mark.parametrize("func", ["mean", "max"])
+def test_a_spatial_reduce_of_a_blocked_tensor_runs_on_onednn(func):
+    """oneDNN reduces a blocked source by its reference kernel only: the op reads it
+    reordered plain instead, and is not sent to the cpu."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 19, 6, 7]), 19, 24, 3, pad=1)
+    m.op("reduce", {"src": x}, func=func, axes=[2, 3], keepdims=True)
+    ctx = check_against_cpu(m.to_dict())
+    assert not ctx.refused
+    (reduce,) = [op for op in ctx.ops if op.optype == "reduce_dnnl"]
+    assert ctx.tensors[reduce.tensors_in["src"]].layout is not None  # blocked, read plain
+
+
+@pytest.mark.parametrize("group", [2, 4])
+@pytest.mark.parametrize("source", ["input", "concat"])
+def test_a_shuffle_of_a_plain_or_channels_last_tensor_is_one_reorder(source, group):
+    """ShuffleNet v2's unit: a concat of two 58-channel halves (written channels-last)
+    shuffled; a model's input (plain) too. Each is one reorder between two strided views
+    in the source's layout, not oneDNN's shuffle (its reference kernel on those)."""
+    m = ModelBuilder()
+    x = m.input("data", [1, 116, 9, 7])
+    if source == "concat":
+        x = m.concat([m.conv(x, 116, 58, 1), m.conv(x, 116, 58, 1)])
+    y = m.op("channel_shuffle", {"src": x}, group=group)
+    m.conv(y, 116, 16, 1)
+    ctx = check_against_cpu(m.to_dict(), optypes=["channel_shuffle_dnnl"])
+    (shuffle,) = [op for op in ctx.ops if op.optype == "channel_shuffle_dnnl"]
+    assert not shuffle.values["call"].impl_info.startswith("ref")
+    layout = ctx.tensors[shuffle.tensors_in["src"]].layout
+    assert layout in (None, "acdb") and ctx.tensors[shuffle.tensors_out["dst"]].layout == layout
+
+
 def test_a_mean_without_keepdims_feeds_a_matmul_on_dnnl():
     """ShuffleNet's and MnasNet's head: x.mean([2, 3]) (keepdims 0) into the classifier."""
     m = ModelBuilder()
