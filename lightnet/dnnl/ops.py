@@ -29,7 +29,7 @@ from lightnet.errors import LightNetError
 
 PENDING = "any"
 
-__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "merged_groups", "pool2d",
+__all__ = ["PENDING", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul", "merged_groups", "pool2d", "transpose",
            "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
@@ -432,6 +432,24 @@ class _Reordered:
 
     def bind(self, scratch, arrays: dict):
         return self.kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
+
+
+def transpose(op, src, dst, *, axes) -> int:
+    """dst = src with its axes permuted (numpy's transpose): one reorder reading src in
+    its producer's layout seen with permuted axes (a blocked one too, so no reorder to
+    plain comes first). dst is plain, or channels-last where that is the order src's
+    bytes are in already ([N, H, W, C] to [N, C, H, W]: a copy, and the convolution
+    reading it runs a direct kernel on it where a plain source would take im2col)."""
+    if src.layout == PENDING:
+        record(src, primitives.plain_desc(src.shape, _dtype(src)))
+    desc = _desc(src).transposed(axes)
+    out = primitives.plain_desc(dst.shape, desc.dtype)
+    if desc.ndim == 4 and desc.format == "acdb":
+        out = _tagged(dst.shape, desc.dtype, ("acdb",))[0]
+    kernel = _create(primitives.reorder, desc, out)
+    record(dst, kernel.descs["dst"])
+    op.values["call"] = _Reordered(kernel)
+    return 0
 
 
 def shuffle(op, src, dst, *, group) -> int:

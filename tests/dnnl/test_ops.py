@@ -611,6 +611,57 @@ def test_a_shuffle_of_a_plain_or_channels_last_tensor_is_one_reorder(source, gro
     assert layout in (None, "acdb") and ctx.tensors[shuffle.tensors_out["dst"]].layout == layout
 
 
+@pytest.mark.parametrize("axes", [(0, 2, 3, 1), (0, 3, 1, 2), (1, 0, 2, 3), (3, 2, 1, 0)])
+def test_a_transpose_reads_a_blocked_tensor_where_it_is(axes):
+    """ConvNeXt's permutes: the convolution's output, blocked, is read by the transpose
+    with its axes permuted: no reorder to plain before it."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [2, 19, 6, 7]), 19, 21, 3, pad=1)
+    m.op("transpose", {"src": x}, axes=list(axes))
+    ctx = check_against_cpu(m.to_dict(), optypes=["transpose_dnnl"])
+    assert [op.optype for op in ctx.ops if op.optype.startswith("reorder")] == ["reorder_dnnl"]
+
+
+@pytest.mark.parametrize("shape,axes", [((5, 3), (1, 0)), ((2, 5, 3), (0, 2, 1)),
+                                        ((2, 5, 3), (2, 0, 1)), ((2, 3, 4, 5, 6), (0, 4, 2, 1, 3))])
+def test_a_transpose_of_a_plain_tensor_matches_cpu(shape, axes):
+    m = ModelBuilder()
+    m.op("transpose", {"src": m.input("data", list(shape))}, axes=list(axes))
+    check_against_cpu(m.to_dict(), optypes=["transpose_dnnl"])
+
+
+def test_a_channels_last_transpose_feeds_a_direct_convolution():
+    """YOLO12's area attention: [N, H, W, C] transposed to [N, C, H, W] is written
+    channels-last (its bytes' order), so the 7x7 depthwise convolution adding into it
+    runs a direct kernel, not im2col on a plain tensor."""
+    m = ModelBuilder()
+    x = m.op("transpose", {"src": m.input("data", [1, 20, 20, 64])}, axes=[0, 3, 1, 2])
+    y = m.conv(x, 64, 64, 7, pad=3, group=64)
+    m.op("elew", {"src1": x, "src2": y}, elew_op="TL_SUM")
+    ctx = check_against_cpu(m.to_dict())
+    (transpose,) = [op for op in ctx.ops if op.optype == "transpose_dnnl"]
+    assert ctx.tensors[transpose.tensors_out["dst"]].layout == "acdb"
+    (conv,) = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
+    assert "gemm" not in conv.values["call"].impl_info
+
+
+@pytest.mark.parametrize("dtype", ["TL_INT32", "TL_DOUBLE"])
+def test_a_transpose_of_other_dtypes_stays_on_cpu(dtype):
+    m = ModelBuilder()
+    m.op("transpose", {"src": m.input("data", [2, 3, 4], dtype=dtype)}, axes=[2, 0, 1])
+    ctx = compiled(m.to_dict(), "dnnl")
+    assert [op.optype for op in ctx.ops if op.optype.startswith("transpose")] == ["transpose_cpu"]
+
+
+def test_two_transposes_in_a_row_are_one_on_dnnl():
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 8, 5, 6]), 8, 8, 1)
+    y = m.op("transpose", {"src": x}, axes=[0, 2, 3, 1])
+    m.op("transpose", {"src": y}, axes=[0, 3, 1, 2])
+    ctx = check_against_cpu(m.to_dict())
+    assert [op.optype for op in ctx.ops].count("transpose_dnnl") <= 1
+
+
 def test_a_mean_without_keepdims_feeds_a_matmul_on_dnnl():
     """ShuffleNet's and MnasNet's head: x.mean([2, 3]) (keepdims 0) into the classifier."""
     m = ModelBuilder()
@@ -911,7 +962,7 @@ def test_a_transpose_of_the_last_two_axes_becomes_the_matmuls_trans(operand, tra
     assert mm.tensors_in[operand] == sig.tensors_out["dst"]
     assert mm.values["transB" if operand == "src2" else "transA"] == (not trans)
     plain = compiled(m.to_dict(), "dnnl", combine=False)
-    assert "transpose_cpu" in [op.optype for op in plain.ops]
+    assert "transpose_dnnl" in [op.optype for op in plain.ops]
 
 
 def test_a_transpose_read_by_another_op_is_kept():
@@ -919,7 +970,7 @@ def test_a_transpose_read_by_another_op_is_kept():
     t = m.op("transpose", {"src": m.input("x", [2, 7, 5])}, axes=[0, 2, 1])
     m.op("matmul", {"src1": m.input("a", [2, 3, 5]), "src2": t})
     m.op("relu", {"src": t})
-    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_cpu"])
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
     (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
     assert not mm.values["transB"]
 
@@ -1359,16 +1410,16 @@ def test_batchnorm_folds_into_the_convolution_with_the_weights():
 def test_a_model_mixing_dnnl_and_cpu_ops_reorders_at_the_borders():
     m = ModelBuilder()
     x = m.relu(m.conv(m.input("data", [1, 3, 8, 8]), 3, 17, 3, pad=1))
-    s = m.op("transpose", {"src": x}, axes=[0, 1, 3, 2])  # a cpu op
+    s = m.op("erf", {"src": x})  # a cpu op
     y = m.conv(s, 17, 6, 1)
     m.add(y, m.conv(x, 17, 6, 1))
     ctx = check_against_cpu(m.to_dict(), combine=False)
     kinds = [(op.optype, op.params["to"].value if "to" in op.params else None)
-             for op in ctx.ops if op.optype in ("reorder_dnnl", "transpose_cpu")]
+             for op in ctx.ops if op.optype in ("reorder_dnnl", "erf_cpu")]
     assert kinds == [("reorder_dnnl", "dnnl"), ("reorder_dnnl", "plain"),
-                     ("transpose_cpu", None), ("reorder_dnnl", "dnnl"),
+                     ("erf_cpu", None), ("reorder_dnnl", "dnnl"),
                      ("reorder_dnnl", "plain")]
-    # x is read by transpose (cpu) and a conv (dnnl): the conv reads the dnnl tensor.
+    # x is read by erf (cpu) and a conv (dnnl): the conv reads the dnnl tensor.
     relu = next(op for op in ctx.ops if op.optype == "relu_dnnl")
     produced = relu.tensors_out["dst"]
     assert produced.endswith("_dnnl")

@@ -237,6 +237,19 @@ def expand_upsample(ctx, target):
     return None
 
 
+def expand_transpose(ctx, target):
+    """Lower transpose to transpose_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.ins.src.dtype == DType.TL_FLOAT
+        and 2 <= op.ins.src.ndim <= 6
+        and list(op.params.axes) != list(range(op.ins.src.ndim))
+    ):
+        return [b.op("transpose_dnnl", like=op)]
+    return None
+
+
 def expand_concat(ctx, target):
     """Lower concat to concat_dnnl."""
     op = OpView(ctx, target)
@@ -337,7 +350,8 @@ def combine_channel_shuffle(ctx, window):
     what it reads."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].ins.src.dtype == DType.TL_FLOAT
+        ops[1].optype in ("transpose_cpu", "transpose_dnnl")
+        and ops[0].ins.src.dtype == DType.TL_FLOAT
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[2].ins.src.name == ops[1].outs.dst.name
         and ops[0].consumers("dst") == 1
@@ -556,7 +570,7 @@ def combine_matmul_transpose(ctx, window):
     strides, and the copy (attention's K^T) is not made."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype == "transpose_cpu"
+        ops[0].optype in ("transpose_cpu", "transpose_dnnl")
         and ops[0].consumers("dst") == 1
         and ops[0].outs.dst.name in (ops[1].ins.src1.name, ops[1].ins.src2.name)
         and ops[0].ins.src.ndim >= 2
@@ -590,6 +604,23 @@ def combine_matmul_transpose(ctx, window):
                 "transB": ops[1].params.transB
                 != (ops[1].ins.src2.name == ops[0].outs.dst.name),
             },
+        )
+    ]
+
+
+def combine_transpose_dnnl_transpose(ctx, window):
+    """Two transposes in a row are one, with the composed permutation."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name and ops[0].consumers("dst") == 1
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[1],
+            ins={"src": ops[0].ins.src},
+            params={"axes": [ops[0].params.axes[a] for a in ops[1].params.axes]},
         )
     ]
 
@@ -958,6 +989,7 @@ EXPANDERS = {
     "reduce": expand_reduce,
     "resize": expand_resize,
     "upsample": expand_upsample,
+    "transpose": expand_transpose,
     "concat": expand_concat,
     "slice": expand_slice,
     "deconv2d": expand_deconv2d,
@@ -970,9 +1002,7 @@ EXPANDERS = {
 
 COMBINERS = (
     Combiner(
-        "channel_shuffle",
-        ("reshape_cpu", "transpose_cpu", "reshape_cpu"),
-        combine_channel_shuffle,
+        "channel_shuffle", ("reshape_cpu", "*", "reshape_cpu"), combine_channel_shuffle
     ),
     Combiner(
         "conv_batchnorm_fold",
@@ -985,6 +1015,11 @@ COMBINERS = (
     Combiner("conv_group_merge", ("conv2d_dnnl",), combine_conv_group_merge),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
+    Combiner(
+        "transpose_dnnl_transpose",
+        ("transpose_dnnl", "transpose_dnnl"),
+        combine_transpose_dnnl_transpose,
+    ),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
