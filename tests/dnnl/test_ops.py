@@ -662,6 +662,31 @@ def test_two_transposes_in_a_row_are_one_on_dnnl():
     assert [op.optype for op in ctx.ops].count("transpose_dnnl") <= 1
 
 
+@pytest.mark.parametrize("equation,a,b", [
+    ("B G H I D, B G H J D -> B G H I J", (1, 4, 3, 7, 5), (1, 4, 3, 9, 5)),  # MaxViT's
+    ("B G H I J, B G H J D -> B G H I D", (1, 4, 3, 7, 9), (1, 4, 3, 9, 5)),
+    ("bij,bjk->bki", (2, 3, 4), (2, 4, 5)),  # the product's transpose: operands swapped
+    ("ji,jk->ik", (3, 2), (3, 4)), ("bij,bjk->bik", (2, 3, 4), (1, 4, 5))])
+def test_an_einsum_that_is_a_matmul_runs_on_onednn(equation, a, b):
+    m = ModelBuilder()
+    m.op("einsum", {"src1": m.input("a", list(a)), "src2": m.input("b", list(b))},
+         equation=equation)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    assert "einsum_cpu" not in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("equation,a,b", [
+    ("bhqd,hkd->bhqk", (2, 3, 4, 5), (3, 6, 5)),  # b's batch axis is missing
+    ("bij,bjk->ikb", (2, 3, 4), (2, 4, 5)),  # the output transposed
+    ("bixj,bjk->bixk", (2, 3, 2, 4), (2, 4, 5))])  # rows of two axes: a reshape
+def test_other_einsums_stay_on_cpu(equation, a, b):
+    m = ModelBuilder()
+    m.op("einsum", {"src1": m.input("a", list(a)), "src2": m.input("b", list(b))},
+         equation=equation)
+    ctx = check_against_cpu(m.to_dict())
+    assert "einsum_cpu" in [op.optype for op in ctx.ops]
+
+
 def test_a_mean_without_keepdims_feeds_a_matmul_on_dnnl():
     """ShuffleNet's and MnasNet's head: x.mean([2, 3]) (keepdims 0) into the classifier."""
     m = ModelBuilder()

@@ -250,6 +250,53 @@ def expand_transpose(ctx, target):
     return None
 
 
+def expand_einsum(ctx, target):
+    """Lower einsum to matmul_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.ins.src1.dtype == DType.TL_FLOAT
+        and op.given("src2")
+        and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
+        and kernels.einsum_matmul(
+            op.params.equation, op.ins.src1.shape, op.ins.src2.shape
+        )
+        is not None
+    ):
+        return [
+            b.op(
+                "matmul_dnnl",
+                name=op.name,
+                ins={
+                    "src1": (
+                        op.ins.src2
+                        if kernels.einsum_matmul(
+                            op.params.equation, op.ins.src1.shape, op.ins.src2.shape
+                        )[0]
+                        else op.ins.src1
+                    ),
+                    "src2": (
+                        op.ins.src1
+                        if kernels.einsum_matmul(
+                            op.params.equation, op.ins.src1.shape, op.ins.src2.shape
+                        )[0]
+                        else op.ins.src2
+                    ),
+                },
+                outs={"dst": op.outs.dst},
+                params={
+                    "transA": kernels.einsum_matmul(
+                        op.params.equation, op.ins.src1.shape, op.ins.src2.shape
+                    )[1],
+                    "transB": kernels.einsum_matmul(
+                        op.params.equation, op.ins.src1.shape, op.ins.src2.shape
+                    )[2],
+                },
+            )
+        ]
+    return None
+
+
 def expand_concat(ctx, target):
     """Lower concat to concat_dnnl."""
     op = OpView(ctx, target)
@@ -990,6 +1037,7 @@ EXPANDERS = {
     "resize": expand_resize,
     "upsample": expand_upsample,
     "transpose": expand_transpose,
+    "einsum": expand_einsum,
     "concat": expand_concat,
     "slice": expand_slice,
     "deconv2d": expand_deconv2d,
