@@ -403,9 +403,20 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
 
 
 def softmax(op, src, dst, *, axis) -> int:
-    """Softmax along `axis` in the source's layout."""
-    kernel = _create(primitives.softmax, src.shape, axis, dtype=_dtype(src), src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    """Softmax along `axis` in the source's layout; where oneDNN has only its reference
+    kernel for that (a plain source and an axis not the last: YOLO's box head over 16
+    bins of axis 1), in a layout with `axis` innermost, the source reordered into it."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout)
+
+    before = {}
+    inner = [a for a in range(src.ndim) if a != axis] + [axis]
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              [primitives.strided_desc(src.shape, dtype, inner)], before)
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
 
 
 def _shuffle_views(desc, group: int):
@@ -632,7 +643,8 @@ def concat(op, srcs, dst, axis: int) -> int:
 class _Slice:
     """A slice op's call: oneDNN's reorder of the part of the source (a sub-memory of
     its layout) into the output; `first`, where the part cuts the source's channel
-    blocks, reorders the whole source channels-last into the op's scratch before."""
+    blocks, reorders the whole source channels-last (plain, unless 4-D) into the op's
+    scratch before."""
 
     def __init__(self, kernel: primitives.Kernel, first: primitives.Kernel | None):
         self.kernel, self.first = kernel, first
@@ -667,9 +679,10 @@ def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A00
     try:
         part = whole.submemory(shape, offsets)
     except LightNetError:  # oneDNN's sub-memories of a blocked layout are whole blocks
-        channels_last = _tagged(src.shape, dtype, ("acdb",))[0]
-        first = _create(primitives.reorder, whole, channels_last)
-        whole, part = channels_last, channels_last.submemory(shape, offsets)
+        dense = (_tagged(src.shape, dtype, ("acdb",)) or [primitives.plain_desc(src.shape,
+                                                                                dtype)])[0]
+        first = _create(primitives.reorder, whole, dense)
+        whole, part = dense, dense.submemory(shape, offsets)
     out = _like(whole, shape, dtype) or primitives.plain_desc(shape, dtype)
     kernel = _create(primitives.reorder, part, out)
     record(dst, kernel.descs["dst"])

@@ -687,6 +687,18 @@ def test_other_einsums_stay_on_cpu(equation, a, b):
     assert "einsum_cpu" in [op.optype for op in ctx.ops]
 
 
+@pytest.mark.parametrize("shape,axis", [((1, 16, 4, 35), 1), ((2, 6, 5), 0), ((2, 6, 5), 1),
+                                        ((3, 7), 1)])
+def test_a_softmax_over_any_axis_of_a_plain_tensor_runs_on_onednn(shape, axis):
+    """YOLO's box head takes the softmax over 16 bins of axis 1 of a plain tensor, which
+    oneDNN computes by its reference kernel: read with that axis innermost it does not."""
+    m = ModelBuilder()
+    m.op("softmax", {"src": m.input("data", list(shape))}, axis=axis)
+    ctx = check_against_cpu(m.to_dict())
+    assert not ctx.refused
+    assert "softmax_dnnl" in [op.optype for op in ctx.ops]
+
+
 def test_a_mean_without_keepdims_feeds_a_matmul_on_dnnl():
     """ShuffleNet's and MnasNet's head: x.mean([2, 3]) (keepdims 0) into the classifier."""
     m = ModelBuilder()
@@ -776,6 +788,25 @@ def test_channel_splits_of_a_convolution_output_run_on_dnnl(n, c, parts):
     m.op("concat", {f"src{i + 1}": p for i, p in enumerate(outs)}, axis=1)
     ctx = check_against_cpu(m.to_dict(), optypes=["slice_dnnl"])
     assert "slice_cpu" not in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("shape,axis,start,length", [((1, 84, 35), 1, 4, 80),  # YOLO's head
+                                                     ((6, 9), 0, 1, 3), ((2, 3, 4, 5, 6), 3, 2, 2)])
+def test_slices_of_any_rank_run_on_dnnl(shape, axis, start, length):
+    m = ModelBuilder()
+    x = m.op("sigmoid", {"src": m.input("data", list(shape))})
+    m.op("slice", {"src": x}, axis=axis, start=start, len=length)
+    ctx = check_against_cpu(m.to_dict(), optypes=["slice_dnnl"])
+    assert "slice_cpu" not in [op.optype for op in ctx.ops]
+
+
+def test_a_slice_cutting_the_blocks_of_a_3d_tensor_reads_it_plain_first():
+    """A 3-D tensor a dnnl op holds in channel blocks, split inside a block."""
+    m = ModelBuilder()
+    x = m.op("reshape", {"src": m.input("data", [1, 21, 35])}, dims=[1, 21, 5, 7])
+    y = m.op("reshape", {"src": m.conv(x, 21, 19, 1)}, dims=[1, 19, 35])
+    m.op("slice", {"src": y}, axis=1, start=3, len=10)
+    check_against_cpu(m.to_dict(), optypes=["slice_dnnl"])
 
 
 def test_a_slice_of_the_models_input_reads_it_plain():

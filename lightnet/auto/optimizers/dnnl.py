@@ -3,23 +3,23 @@
 
 oneDNN's ops, for what it runs best: TL_FLOAT convolutions, matrix products,
 pooling, normalizations, element-wise ops (hard_swish, hard_sigmoid, gelu and
-swish too), binary ops (the second operand broadcasting), concat and 4-D
-slices. Every other op, and one oneDNN would compute otherwise than the cpu
-kernel, runs as on the cpu (the fallback). The combiners fuse a batchnorm
-(folded into the weights), a residual add (a sum post-op) and an activation (an
-eltwise post-op) into a convolution, and a transpose of the last two axes
-(transA / transB) and a multiply by a known scalar (alpha) into the matmul
-reading it; the cpu's combiners then join the cpu ops. After them the layout
-pass (lightnet/layouts.py) inserts the reorders between dnnl ops and the
-others. In a bfloat16 model, a softmax and a layernorm (float32_ops), and the
-dnnl op making what each reads, compute in float32: softmax exponentiates its
-source, so a score rounded to bfloat16 (2^-9 of its size) moves its probability
-by as many percent; a layernorm's statistics are float32 in oneDNN whatever it
-reads, but its source is a transformer's residual stream, made by the residual
-add: held in float32 it does not gather a rounding per block (ViT-S/16 in
-bfloat16: worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the
-layernorms in bfloat16, beyond the 2e-2 contract). An element-wise op
-(elementwise_ops) computes in the data type of what it reads.
+swish too), binary ops (the second operand broadcasting), concat and slices.
+Every other op, and one oneDNN would compute otherwise than the cpu kernel,
+runs as on the cpu (the fallback). The combiners fuse a batchnorm (folded into
+the weights), a residual add (a sum post-op) and an activation (an eltwise
+post-op) into a convolution, and a transpose of the last two axes (transA /
+transB) and a multiply by a known scalar (alpha) into the matmul reading it;
+the cpu's combiners then join the cpu ops. After them the layout pass
+(lightnet/layouts.py) inserts the reorders between dnnl ops and the others. In
+a bfloat16 model, a softmax and a layernorm (float32_ops), and the dnnl op
+making what each reads, compute in float32: softmax exponentiates its source,
+so a score rounded to bfloat16 (2^-9 of its size) moves its probability by as
+many percent; a layernorm's statistics are float32 in oneDNN whatever it reads,
+but its source is a transformer's residual stream, made by the residual add:
+held in float32 it does not gather a rounding per block (ViT-S/16 in bfloat16:
+worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the layernorms in
+bfloat16, beyond the 2e-2 contract). An element-wise op (elementwise_ops)
+computes in the data type of what it reads.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def expand_slice(ctx, target):
     """Lower slice to slice_dnnl."""
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and op.ins.src.ndim == 4:
+    if op.ins.src.dtype == DType.TL_FLOAT and op.ins.src.ndim <= 12:
         return [b.op("slice_dnnl", like=op)]
     return None
 
