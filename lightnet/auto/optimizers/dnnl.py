@@ -310,7 +310,11 @@ def expand_slice(ctx, target):
     """Lower slice to slice_dnnl."""
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and op.ins.src.ndim <= 12:
+    if (
+        op.ins.src.dtype == DType.TL_FLOAT
+        and op.ins.src.ndim <= 12
+        and not op.ins.src.static
+    ):
         return [b.op("slice_dnnl", like=op)]
     return None
 
