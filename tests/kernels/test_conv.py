@@ -17,24 +17,14 @@ from lightnet.kernels.conv import (
     deconv2d_output_hw,
     deconv2d_workspace,
 )
+from tests.helpers import arena_view, assert_guards, rand
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape, dtype=np.float32):
-    """A C-contiguous view in the middle of a NaN-filled arena, like the runtime hands out."""
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, dtype)
-    return arena, arena[8:8 + size].reshape(shape)
-
-
 def check_arena(arena, dst, expected):
     np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 # ---------------------------------------------------------------- references
@@ -197,7 +187,7 @@ def test_deconv2d_autopad_same_gives_in_times_stride():
 def run_conv(x, w, b, *, group, stride, padding, dilation, use_ws):
     n = x.shape[0]
     oh, ow = conv2d_output_hw(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    arena, dst = arena_view((n, w.shape[0], oh, ow))
+    arena, dst = arena_view((n, w.shape[0], oh, ow), fill=np.nan)
     params = dict(group=group, stride=stride, padding=padding, dilation=dilation)
     ws = conv2d_workspace(x.shape, w.shape, dst.shape, **params) if use_ws else None
     expected = ref_conv2d(x, w, b, group, stride, padding, dilation)
@@ -330,7 +320,7 @@ def test_conv2d_with_clobbered_scratch():
 
 def run_deconv(x, w, b, *, group, stride, padding, output_padding, dilation, use_ws):
     oh, ow = deconv2d_output_hw(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
-    arena, dst = arena_view((x.shape[0], w.shape[1] * group, oh, ow))
+    arena, dst = arena_view((x.shape[0], w.shape[1] * group, oh, ow), fill=np.nan)
     params = dict(group=group, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation)
     ws = deconv2d_workspace(x.shape, w.shape, dst.shape, **params) if use_ws else None
     expected = ref_deconv2d(x, w, b, group, stride, padding, output_padding, dilation)

@@ -14,18 +14,9 @@ from lightnet.kernels.norm import (
     lrn_scratch,
 )
 from lightnet.kernels.scratch import carve, scratch_bytes
+from tests.helpers import arena_view, assert_guards, rand
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape):
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    return arena, arena[8:8 + size].reshape(shape)
 
 
 def bn_params(rng, c):
@@ -46,10 +37,10 @@ def test_batchnorm(shape):
     for index in np.ndindex(*shape):
         ch = index[1]
         expected[index] = (x[index] - mean[ch]) / math.sqrt(var[ch] + eps) * scale[ch] + offset[ch]
-    arena, dst = arena_view(shape)
+    arena, dst = arena_view(shape, fill=np.nan)
     assert batchnorm(x, scale, offset, mean, var, dst, epsilon=eps) is None
     np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_batchnorm_hand_computed():
@@ -131,7 +122,7 @@ def ref_lrn(x, size, alpha, beta, bias):
 )
 def test_lrn(shape, size, alpha, beta, bias, use_ws):
     x = rand(np.random.default_rng(3), *shape)
-    arena, dst = arena_view(shape)
+    arena, dst = arena_view(shape, fill=np.nan)
     params = dict(size=size, alpha=alpha, beta=beta, bias=bias)
     layout = lrn_scratch(x.shape, size, dst.dtype)
     garbage = np.full(scratch_bytes(layout), 0xFF, np.uint8)  # NaNs: nothing is kept
@@ -140,7 +131,7 @@ def test_lrn(shape, size, alpha, beta, bias, use_ws):
     for _ in range(2):
         assert lrn(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_lrn_even_size_window_hand_computed():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from lightnet.kernels.pad import pad, pad_output_shape
+from tests.helpers import arena_view, assert_guards
 
 
 def source_index(i, n, mode):
@@ -55,12 +56,10 @@ CASES = [
 def test_pad(shape, pads, mode):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     out_shape = pad_output_shape(shape, pads)
-    size = int(np.prod(out_shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    dst = arena[8:8 + size].reshape(out_shape)
+    arena, dst = arena_view(out_shape, fill=np.nan)
     assert pad(x, dst, pads=pads, mode=mode, value=2.5) is None
     np.testing.assert_allclose(dst, ref_pad(x, pads, mode, 2.5), rtol=1e-5, atol=1e-5)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_pad_hand_computed():

@@ -12,18 +12,9 @@ from lightnet.kernels.pool import (
     maxpool2d_workspace,
     pool2d_output_hw,
 )
+from tests.helpers import arena_view, assert_guards, rand
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape):
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    return arena, arena[8:8 + size].reshape(shape)
 
 
 def ref_pool(x, out_hw, size, stride, padding, kind, count_include_pad=False):
@@ -85,14 +76,14 @@ def test_maxpool2d(case, use_ws):
     shape, size, stride, padding, ceil_mode = case
     x = rand(np.random.default_rng(0), *shape)
     out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
-    arena, dst = arena_view(shape[:2] + out_hw)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
     params = dict(size=size, stride=stride, padding=padding)
     ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
     expected = ref_pool(x, out_hw, size, stride, padding, "max")
     for _ in range(2):
         assert maxpool2d(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 @pytest.mark.parametrize("count_include_pad", [False, True])
@@ -102,14 +93,14 @@ def test_avgpool2d(case, use_ws, count_include_pad):
     shape, size, stride, padding, ceil_mode = case
     x = rand(np.random.default_rng(1), *shape)
     out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
-    arena, dst = arena_view(shape[:2] + out_hw)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
     params = dict(size=size, stride=stride, padding=padding, count_include_pad=count_include_pad)
     ws = avgpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
     expected = ref_pool(x, out_hw, size, stride, padding, "avg", count_include_pad)
     for _ in range(2):
         assert avgpool2d(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_avgpool2d_default_excludes_padding():
@@ -162,12 +153,12 @@ def test_global_pooling():
             cells = [float(x[n, c, i, j]) for i in range(4) for j in range(5)]
             expected_avg[n, c, 0, 0] = sum(cells) / len(cells)
             expected_max[n, c, 0, 0] = max(cells)
-    arena, dst = arena_view((2, 3, 1, 1))
+    arena, dst = arena_view((2, 3, 1, 1), fill=np.nan)
     assert global_avgpool2d(x, dst) is None
     np.testing.assert_allclose(dst, expected_avg, **TOL)
     assert global_maxpool2d(x, dst) is None
     np.testing.assert_allclose(dst, expected_max, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_global_pooling_other_ranks():
