@@ -14,6 +14,7 @@ if capi.unavailable_reason():
 
 from lightnet.dnnl import primitives as P  # noqa: E402
 from lightnet.errors import LightNetError  # noqa: E402
+from tests.helpers import rand  # noqa: E402
 
 RTOL = 1e-4
 # The layouts a source of a primitive that cannot choose its own may come in.
@@ -49,10 +50,6 @@ def execute(kernel, inputs, out="dst", weights=(), prefill=None):
     result = np.empty(kernel.plain[out].shape, np.float32)
     P.reorder(kernel.descs[out], kernel.plain[out]).bind({"src": buffers[out], "dst": result})()
     return result
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def odd_channels(rng):

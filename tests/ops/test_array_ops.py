@@ -12,6 +12,7 @@ import pytest
 from lightnet import Context, LightNetError
 from lightnet.errors import CheckError
 from lightnet.tensor import DType
+from tests.helpers import rand
 
 # ---------------------------------------------------------------- model helpers
 
@@ -93,10 +94,6 @@ def assert_error(err: CheckError, optype, arg, rule, *parts):
     assert text.startswith(f"op 'op' ({optype}): {arg}: {rule}: expected "), text
     for part in parts:
         assert part in text, text
-
-
-def rand(rng, *shape, dtype=np.float32):
-    return rng.standard_normal(shape).astype(dtype)
 
 
 def each_index(shape):

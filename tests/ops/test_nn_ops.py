@@ -12,6 +12,7 @@ import pytest
 from lightnet import Context, LightNetError
 from lightnet.errors import CheckError
 from lightnet.tensor import DType
+from tests.helpers import rand
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 AUTOPADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -71,10 +72,6 @@ def op_error(optype, inputs, params=None, outs=("dst",)) -> LightNetError:
     with pytest.raises(LightNetError) as info:
         load(optype, inputs, params, outs)
     return info.value
-
-
-def rand(rng, *shape, dtype=np.float32):
-    return rng.standard_normal(shape).astype(dtype)
 
 
 # ---------------------------------------------------------------- references
