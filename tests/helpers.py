@@ -1,6 +1,6 @@
 """Helpers the test files share, each written once here instead of once per file.
 
-    from tests.helpers import arena_view, assert_guards, rand
+    from tests.helpers import arena_view, assert_guards, compiled, lightnet, rand, run
 
 Builders of IR documents live in tests/irbuild.py, the op descriptions' examples
 in tests/opexamples.py, numpy references of the ops in tests/references.py.
@@ -8,7 +8,35 @@ in tests/opexamples.py, numpy references of the ops in tests/references.py.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
+
+from lightnet import Context
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "example.json"
+
+
+def example_doc() -> dict:
+    """A fresh copy of examples/example.json (create -> slice -> print), to change."""
+    import json
+
+    return json.loads(EXAMPLE.read_text())
+
+
+def bench_models():
+    """bench/models.py, the benchmark's networks (bench/ is not a package)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import models
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return models
+
 
 # Kernel outputs ---------------------------------------------------------------------------
 
@@ -38,3 +66,60 @@ def assert_guards(arena, fill=SENTINEL):
 def rand(rng, *shape, dtype=np.float32):
     """Standard-normal values of `shape` from `rng`, as `dtype` (the kernels' float32)."""
     return rng.standard_normal(shape).astype(dtype)
+
+
+# Models through a Context -----------------------------------------------------------------
+
+
+def compiled(doc, target="cpu", *, load=False, memory_limit=None, **compile_args) -> Context:
+    """A Context that read `doc` (an IR document or a path) and compiled it for `target`
+    with `compile_args` (combine, weights, precision, ...). `load`: also load it, from
+    the weight file `load` names when it is not simply True."""
+    ctx = Context(memory_limit=memory_limit)
+    ctx.init(doc)
+    ctx.compile(target, **compile_args)
+    if load is not False:
+        ctx.load(None if load is True else load)
+    return ctx
+
+
+def run(ctx, feeds=None) -> dict[str, np.ndarray]:
+    """Set `feeds` (input name -> array) on the loaded `ctx`, run it, and return a copy
+    of each of its outputs by name (the next run overwrites the arena)."""
+    for name, value in (feeds or {}).items():
+        ctx.set_data(name, value)
+    ctx.run()
+    return {name: ctx.get_data(name).copy() for name in ctx.outputs}
+
+
+def run_model(doc, feeds=None, target="cpu", *, load=True, **compile_args):
+    """(outputs, ctx): `doc` compiled, loaded (`load`: True, or the weight file) and run
+    on `feeds`, as compiled() and run() do it."""
+    ctx = compiled(doc, target, load=load, **compile_args)
+    return run(ctx, feeds), ctx
+
+
+def random_inputs(doc, seed=0) -> dict[str, np.ndarray]:
+    """Standard-normal float32 data for every input of `doc`, from a generator seeded
+    with `seed`."""
+    rng = np.random.default_rng(seed)
+    ctx = Context()
+    ctx.init(doc)
+    return {name: rand(rng, *ctx.tensors[name].shape) for name in ctx.inputs}
+
+
+# Commands ---------------------------------------------------------------------------------
+
+
+def python(*argv, cwd=ROOT, stdin=None, env=None, timeout=120) -> subprocess.CompletedProcess:
+    """`python ARGV...` in a new process, text in and out. PYTHONPATH names this checkout
+    whatever `cwd` is, so the process runs the lightnet under test and not one installed
+    elsewhere (another worktree's); `env` is added to the environment, last."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, *map(str, argv)], input=stdin, capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+def lightnet(*args, **kwargs) -> subprocess.CompletedProcess:
+    """The lightnet command, `python -m lightnet ARGS...`, run as python() runs it."""
+    return python("-m", "lightnet", *args, **kwargs)

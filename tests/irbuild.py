@@ -6,12 +6,44 @@
     m.to_dict()          # the IR document
 
 Weights are `create` ops with uniform random values (seeded by tensor name),
-or `from_file` ones to be filled from a weight file.
+or `from_file` ones to be filled from a weight file. The ops of a document
+written by hand:
+
+    {"ops": [create(), slice_(), op("print1", "print", {"src": "tensor2"}, msg="y")]}
 """
 
 from __future__ import annotations
 
 import math
+
+
+def op(name: str, optype: str, ins=(), outs=(), **params) -> dict:
+    """One op of an IR document. `ins` and `outs` map arg names to tensor names (a
+    dict or pairs); `params` are its params, as written."""
+    return {
+        "name": name,
+        "optype": optype,
+        "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
+        "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
+        "params": [{"arg_name": k, "value": v} for k, v in params.items()],
+    }
+
+
+def create(name="create1", out="tensor1", **params) -> dict:
+    """examples/example.json's first op: a create of TL_FLOAT [2, 4] (`params` change
+    or add to that)."""
+    return op(name, "create", outs={"dst": out}, **{"dtype": "TL_FLOAT", "dims": [2, 4], **params})
+
+
+def slice_(name="slice1", src="tensor1", dst="tensor2", tensors_in=None, **params) -> dict:
+    """examples/example.json's second op: columns 1 to 3 of tensor1. A param given as
+    `...` is left out; `tensors_in` replaces the op's list of inputs as written."""
+    params = {"axis": 1, "start": 1, "len": 3, **params}
+    doc = op(name, "slice", {"src": src}, {"dst": dst},
+             **{k: v for k, v in params.items() if v is not ...})
+    if tensors_in is not None:
+        doc["tensors_in"] = tensors_in
+    return doc
 
 
 class ModelBuilder:
@@ -28,13 +60,7 @@ class ModelBuilder:
         """Add an op; returns its output tensor name (or a tuple of them)."""
         name = name or self._name(optype)
         out_names = [f"{name}_{arg}" if len(outs) > 1 else name for arg in outs]
-        self.ops.append({
-            "name": name,
-            "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in ins.items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in zip(outs, out_names)],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()],
-        })
+        self.ops.append(op(name, optype, ins, zip(outs, out_names), **params))
         return out_names[0] if len(outs) == 1 else tuple(out_names)
 
     def input(self, name: str, dims, dtype: str = "TL_FLOAT") -> str:

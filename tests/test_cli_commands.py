@@ -22,6 +22,7 @@ import pytest
 
 from lightnet import Session
 from lightnet.dnnl import capi
+from tests.irbuild import op
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -73,13 +74,6 @@ def onnx_model(tmp_path) -> Path:
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     return path
-
-
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
 
 
 @pytest.fixture

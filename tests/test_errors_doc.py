@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import json
 import re
 import sys
 import zipfile
@@ -32,6 +31,8 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
+from tests.helpers import example_doc
+from tests.irbuild import create, op
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "errors.md"
@@ -94,21 +95,6 @@ ENTRIES = parse_doc(DOC.read_text(encoding="utf-8"))
 # Triggers --------------------------------------------------------------------------------
 
 
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
-
-
-def create(name="create1", out="tensor1", **params):
-    return op(name, "create", outs={"dst": out}, **{"dtype": "TL_FLOAT", "dims": [2, 4], **params})
-
-
-def example():
-    return json.loads((EXAMPLES / "example.json").read_text())
-
-
 def threads_of_another_blas(tmp) -> str:
     """Context(threads=...) when numpy's BLAS has no OpenBLAS thread functions."""
     from lightnet import blas
@@ -146,7 +132,7 @@ def model_file(tmp, text, name="m.json"):
 
 
 def with_example(change):
-    doc = example()
+    doc = example_doc()
     change(doc)
     return doc
 
@@ -219,7 +205,7 @@ def weights_npz(tmp, arrays=None, members=None, name="w.npz"):
 
 
 def from_file_model():
-    doc = example()
+    doc = example_doc()
     doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
                                {"arg_name": "dims", "value": [2, 4]},
                                {"arg_name": "from_file", "value": True}]
@@ -238,7 +224,7 @@ def compiled_with_weights(kind):
     def trigger(tmp):
         ctx = Context()
         if kind == "set_param":
-            ctx.init(example())
+            ctx.init(example_doc())
             ctx.compile("cpu", weights={})
             ctx.set_param(ctx.ops[0].name, "from_file", True)
             return message(ctx.load)
@@ -270,7 +256,7 @@ def bad_fold(kind):
     def trigger(tmp):
         from lightnet.rules import Builder
         ctx = Context()
-        ctx.init(example())
+        ctx.init(example_doc())
         ctx.compile("cpu", weights={})
         b = Builder(ctx, "cpu")
         if kind == "one":
@@ -296,7 +282,7 @@ def pass_removed(tmp):
     from lightnet.arch import get_proto
     from lightnet.op import Op
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     other = Op(get_proto("create"), "create1", {}, {"dst": "elsewhere"},
                ctx.ops[0].params)
     return message(ctx.replace_ops, 0, 1, [other])
@@ -307,7 +293,7 @@ def pass_changed(tmp):
     from lightnet.op import Op
     from lightnet.param import Param
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     params = {**ctx.ops[0].params, "dims": Param.from_value("dims", [4, 4]),
               "data": Param.from_value("data", [])}
     return message(ctx.replace_ops, 0, 1, [Op(get_proto("create"), "create1", {},
@@ -316,7 +302,7 @@ def pass_changed(tmp):
 
 def read_before_create(tmp):
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     ctx.ops.reverse()
     return message(ctx.check)
 
@@ -349,7 +335,7 @@ def no_expander(tmp):
     from lightnet import passes
     from lightnet.arch import Arch
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     return message(passes.expand, ctx, Arch("cpu", {}))
 
 
@@ -358,7 +344,7 @@ def unsettled(tmp):
     from lightnet.arch import Arch, archs
     from lightnet.rules import Combiner
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     ctx.compile("cpu", combine=False)
     flip = Combiner("flip", ("*",), lambda c, window: [window[0].copy_as(window[0].proto)])
     return message(passes.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
@@ -552,7 +538,7 @@ def batch_error(kind):
         from lightnet import model_file
         if kind == "fixed":
             return message(model_file.init, Context(), onnx_file(tmp, batch=1), batch=4)
-        return message(model_file.init, Context(), example(), batch=4)
+        return message(model_file.init, Context(), example_doc(), batch=4)
     return trigger
 
 
@@ -928,11 +914,11 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
-    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example()),
+    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example_doc()),
                                                         c.compile("dnnl"))),
-    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example_doc()),
                                                       c.compile("cpu", precision="bf16"))),
-    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example_doc()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
     "compile.unsettled": unsettled,

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import Context, LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.irbuild import op  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,13 +177,6 @@ def test_shape_option_errors(cnn):
     with pytest.raises(LightNetError, match=r"^--shape x=2,3,32,32: dim 0 of input 'x' is 'N', "
                                             r"which is 4 elsewhere$"):
         onnx2ln.convert(cnn, {"N": 4}, shapes={"x": (2, 3, 32, 32)})
-
-
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
 
 
 def test_a_shape_that_breaks_an_op_check_is_refused():

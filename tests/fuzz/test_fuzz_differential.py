@@ -159,7 +159,8 @@ def _fusible() -> list[dict]:
         y = m.op("batchnorm", {"src": y, "scale": m.weight("s", [4], 0.5, 1.5),
                                "offset": m.weight("o", [4]), "mean": m.weight("mu", [4]),
                                "var": m.weight("v", [4], 0.5, 1.5)}, epsilon=1e-3)
-        models.append({"ops": m.to_dict()["ops"] + [_op(act, y, "out", **params)]})
+        m.op(act, {"src": y}, name="out", **params)
+        models.append(m.to_dict())
     m = ModelBuilder()
     x = m.input("x", [2, 3, 4, 5])
     y = m.op("transpose", {"src": x}, axes=[0, 2, 3, 1])
@@ -170,12 +171,6 @@ def _fusible() -> list[dict]:
     m.op("softmax", {"src": y}, axis=1)
     models.append(m.to_dict())
     return models
-
-
-def _op(optype, src, dst, **params):
-    return {"name": dst, "optype": optype, "tensors_in": [{"arg_name": "src", "name": src}],
-            "tensors_out": [{"arg_name": "dst", "name": dst}],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
 
 
 FUSIBLE = _fusible()
