@@ -99,6 +99,14 @@ def run_model(doc, feeds=None, target="cpu", *, load=True, **compile_args):
     return run(ctx, feeds), ctx
 
 
+def assert_outputs_close(got, want, rtol=1e-5, atol=1e-5):
+    """`got` and `want` (output name -> array) name the same outputs, each equal to
+    within the tolerances."""
+    assert got.keys() == want.keys()
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
+
+
 def random_inputs(doc, seed=0) -> dict[str, np.ndarray]:
     """Standard-normal float32 data for every input of `doc`, from a generator seeded
     with `seed`."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 def op(name: str, optype: str, ins=(), outs=(), **params) -> dict:
     """One op of an IR document. `ins` and `outs` map arg names to tensor names (a
@@ -133,3 +135,31 @@ def squeezenet(m: ModelBuilder, x: str, classes: int = 1000, width: float = 1.0)
             y = m.maxpool(y, 3, 2)
     y = m.relu(m.conv(y, c, classes, 1))
     return m.op("global_avgpool2d", {"src": y})
+
+
+def conv_bn_relu(rng, from_file=False, shared_weight=False):
+    """x -> conv(w1, b1) -> batchnorm -> relu, a model whose batchnorm folds into the
+    conv when compiled with its weights; with `shared_weight` a second conv reads w1
+    too. Returns the model, feeds and (from_file) the weights, drawn from `rng`."""
+    m = ModelBuilder()
+    x = m.input("x", (1, 3, 7, 7))
+    names = {}
+
+    def weight(prefix, dims, low, high):
+        name = m.weight(prefix, dims, low, high, from_file=from_file)
+        names[name] = rng.uniform(low, high, dims).astype(np.float32)
+        return name
+
+    w = weight("w", [4, 3, 3, 3], -0.5, 0.5)
+    y = m.op("conv2d", {"src": x, "weight": w, "bias": weight("b", [4], -0.1, 0.1)},
+             size=[3, 3], padding=[1, 1, 1, 1])
+    y = m.op("batchnorm", {"src": y, "scale": weight("s", [4], 0.5, 1.5),
+                           "offset": weight("o", [4], -0.2, 0.2),
+                           "mean": weight("mu", [4], -0.2, 0.2),
+                           "var": weight("var", [4], 0.5, 1.5)}, epsilon=1e-3)
+    m.relu(y)
+    if shared_weight:
+        m.op("conv2d", {"src": x, "weight": w, "bias": weight("b", [4], -0.1, 0.1)},
+             size=[3, 3])
+    feeds = {"x": rng.standard_normal((1, 3, 7, 7)).astype(np.float32)}
+    return m.to_dict(), feeds, (names if from_file else {})

@@ -12,6 +12,7 @@ import pytest
 from lightnet import Context, LightNetError, passes, pipeline
 from lightnet.arch import get_arch
 from lightnet.cli import main
+from tests.helpers import compiled
 from tests.irbuild import op
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,13 +63,6 @@ def model_weights():
          "scale": rng.uniform(0.5, 1.5, 3), "offset": rng.uniform(-1, 1, 3),
          "mean": rng.uniform(-1, 1, 3), "var": rng.uniform(0.5, 1.5, 3)}
     return {n: a.astype(np.float32) for n, a in w.items()}
-
-
-def compiled(model, **compile_args):
-    ctx = Context()
-    ctx.init(model)
-    ctx.compile("cpu", **compile_args)
-    return ctx
 
 
 def by_hand(model, steps, weights=None):

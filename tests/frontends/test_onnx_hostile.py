@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from lightnet import Context, LightNetError, Session, limits  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
 from tests.fuzz.onnx_mutation import CATCH_ALL  # noqa: E402
-from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402
+from tests.helpers import assert_outputs_close, run_model  # noqa: E402
+from tests.irbuild import conv_bn_relu  # noqa: E402
 
 HUGE = [100_000, 100_000, 100]  # 10**12 elements: 4 TB of float32
 LIMIT = "1G"
@@ -145,8 +146,8 @@ def test_compile_time_folding_of_weights_stops_at_the_fold_limit():
     """A batchnorm is folded into the conv's weights while the fold limit lasts;
     past it, the conv reads the batchnorm's statistics and applies them when it
     runs, with the same results."""
-    model_doc, feeds, _ = conv_bn_relu()
-    folded, ctx = outputs(model_doc, feeds, weights={})
+    model_doc, feeds, _ = conv_bn_relu(np.random.default_rng(11))
+    folded, ctx = run_model(model_doc, feeds, weights={})
     (conv,) = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
     assert "bn_scale" not in conv.tensors_in
     unfolded = Context(fold_limit=0)
@@ -158,7 +159,7 @@ def test_compile_time_folding_of_weights_stops_at_the_fold_limit():
     for name, value in feeds.items():
         unfolded.set_data(name, value)
     unfolded.run()
-    assert_same({n: unfolded.get_data(n) for n in unfolded.outputs}, folded)
+    assert_outputs_close({n: unfolded.get_data(n) for n in unfolded.outputs}, folded)
 
 
 def test_cli_fold_limit(capsys):
