@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from lightnet import Session
 from lightnet.dnnl import capi
+from tests.helpers import lightnet
 from tests.irbuild import op
 
 onnx = pytest.importorskip("onnx")
@@ -35,12 +35,6 @@ C, H, W, O, G, KH, KW, K = 4, 9, 9, 6, 2, 3, 3, 10
 OH, OW = (H + 2 - KH) // 2 + 1, (W + 2 - KW) // 2 + 1
 # The IR model: x[1, CI, HI, WI] -> conv2d (weights from the file, no padding) -> relu -> y
 CI, HI, WI, OI, KI = 2, 5, 5, 3, 3
-
-
-def lightnet(*args, cwd, env=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=env, timeout=120)
 
 
 def ok(result) -> str:

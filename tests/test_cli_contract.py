@@ -15,10 +15,8 @@ import importlib.metadata
 import importlib.util
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +24,11 @@ from typing import Callable
 
 import pytest
 
+from tests.generator.genutil import BASE_OPS, BASE_OPTIMIZERS, make_root
+from tests.helpers import python
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-sys.path.insert(0, str(ROOT / "tests" / "generator"))
-from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root  # noqa: E402
 
 HAS_ONNX = importlib.util.find_spec("onnx") is not None
 
@@ -130,9 +129,7 @@ if HAS_ONNX:
 
 
 def run(tool: Tool, argv, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the generator is not installed
-    return subprocess.run([sys.executable, "-m", tool.module, *map(str, argv)],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return python("-m", tool.module, *argv, cwd=cwd)  # the generator is not installed
 
 
 def ids(tools):

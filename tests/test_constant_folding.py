@@ -8,14 +8,12 @@ combiners (to 1e-5), and the folded weights with a float64 numpy fold.
 """
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from tests.helpers import assert_outputs_close, run_model
+from tests.helpers import assert_outputs_close, lightnet, run_model
 from tests.irbuild import ModelBuilder, conv_bn_relu
 
 RNG = np.random.default_rng(11)
@@ -185,11 +183,6 @@ def test_session_folds_with_its_weight_file(tmp_path):
     plain, _ = run_model(model, feeds, combine=False, load=tmp_path / "w.npz")
     assert_outputs_close(session.run(feeds), plain)
     assert not any("bn_scale" in op.tensors_in for op in session.ctx.ops)
-
-
-def lightnet(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
 
 
 def test_cli_compile_with_weights_writes_the_folded_weights(tmp_path):

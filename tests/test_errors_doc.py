@@ -149,8 +149,7 @@ def il(text, **kw):
 
 def bad_types(tmp):
     """A types file whose set lists a dtype that does not exist."""
-    sys.path.insert(0, str(ROOT / "tests" / "generator"))
-    from genutil import make_root
+    from tests.generator.genutil import make_root
 
     from generator import model
     from generator.source import DescriptionError
@@ -169,8 +168,7 @@ def gen(ops=None, optimizers=None, render=False):
     from generator.source import DescriptionError
 
     def trigger(tmp):
-        sys.path.insert(0, str(ROOT / "tests" / "generator"))
-        from genutil import BASE_OPS, make_root
+        from tests.generator.genutil import BASE_OPS, make_root
         root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {})
         with pytest.raises((DescriptionError, rendering.RenderError)) as e:
             descriptions = model.load(root)
@@ -701,8 +699,7 @@ def gen_cli(kind):
         from generator import output
         if kind == "root":
             return cli("generator.__main__", ["--root", tmp])
-        sys.path.insert(0, str(ROOT / "tests" / "generator"))
-        from genutil import BASE_OPS, make_root
+        from tests.generator.genutil import BASE_OPS, make_root
         root = make_root(tmp / "root", BASE_OPS)
 
         def disk_full(src, dst):

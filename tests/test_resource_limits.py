@@ -26,11 +26,11 @@ import pytest
 
 from lightnet import Context, LightNetError, Session, limits, mem
 from lightnet.cli import main as lightnet_main
+from tests.helpers import EXAMPLE, lightnet
 from tests.irbuild import ModelBuilder
 from lightnet.tensor import MemType
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "example.json"
 SQUEEZENET = ROOT / "examples" / "squeezenet.json"
 
 
@@ -338,8 +338,7 @@ def relu_op(name="r", src="x", dst="y", **fields):
 
 def lightnet_cli(*args, stdin=None):
     """(exit status, stderr lines) of the lightnet command, in a new process."""
-    result = subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], input=stdin,
-                            capture_output=True, text=True)
+    result = lightnet(*args, stdin=stdin)
     return result.returncode, result.stderr.splitlines()
 
 

@@ -7,8 +7,6 @@ run is refused."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import Context, LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.helpers import lightnet, python  # noqa: E402
 from tests.irbuild import op  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,18 +215,8 @@ def test_inputs_that_must_agree_need_one_name():
         session.run({"x": x, "y": np.ones((3, 4), np.float32)})
 
 
-def lightnet(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
-
-
-def onnx2ln_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "lightnet.frontends.onnx", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
-
-
 def test_an_ir_with_a_symbolic_batch_through_the_cli(cnn, tmp_path):
-    run = onnx2ln_cli(cnn, "-o", tmp_path / "cnn.json", cwd=tmp_path)
+    run = python("-m", "lightnet.frontends.onnx", cnn, "-o", tmp_path / "cnn.json", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     x3 = batch(3)
     np.save(tmp_path / "x3.npy", x3)
@@ -263,7 +252,8 @@ def test_an_ir_with_a_symbolic_batch_through_the_cli(cnn, tmp_path):
 
 
 def test_shape_option_makes_a_static_ir(cnn, tmp_path):
-    run = onnx2ln_cli(cnn, "-o", tmp_path / "s.json", "--shape", "x=2,3,32,32", cwd=tmp_path)
+    run = python("-m", "lightnet.frontends.onnx", cnn, "-o", tmp_path / "s.json",
+                 "--shape", "x=2,3,32,32", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["ops"][0]["params"][1]["value"] == [2, 3, 32, 32]
@@ -276,5 +266,5 @@ def test_shape_option_makes_a_static_ir(cnn, tmp_path):
     assert run.stderr == ("lightnet: error: s.json: batch 4: input 'x' has shape [2, 3, 32, 32], "
                           "its batch fixed at 2; only a model whose inputs have a symbolic first "
                           "dim (\"N\") takes another batch\n")
-    run = onnx2ln_cli(cnn, "--shape", "x=2,3,0,32", cwd=tmp_path)
+    run = python("-m", "lightnet.frontends.onnx", cnn, "--shape", "x=2,3,0,32", cwd=tmp_path)
     assert run.returncode == 2 and "expected NAME=D1,D2,... with every D >= 1" in run.stderr

@@ -2,22 +2,14 @@
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "example.json"
+from tests.helpers import EXAMPLE, lightnet
+
 EXAMPLE_OUTPUT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
 RUN_TIME = re.compile(r"info: run time: \d+\.\d{6}s\n")
-
-
-def lightnet(*args, stdin=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], input=stdin,
-                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=60)
 
 
 def assert_ran(result, output=EXAMPLE_OUTPUT):

@@ -15,6 +15,7 @@ from lightnet import ir
 from lightnet.errors import LightNetError
 from lightnet.frontends import il
 from lightnet.frontends.il import ILError, format_ir, main, to_ir
+from tests.helpers import python
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = """\
@@ -57,11 +58,6 @@ def cli(argv, capsys, stdin=None, monkeypatch=None):
     return status, out, err
 
 
-def run(*args, stdin=None, cwd=ROOT):
-    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True,
-                          text=True, cwd=cwd, timeout=60)
-
-
 # -- the example model
 
 
@@ -73,9 +69,9 @@ def test_example_is_examples_example_json():
 
 
 def test_example_runs_end_to_end():
-    converted = run("-m", "lightnet.frontends.il", "-", stdin=EXAMPLE)
+    converted = python("-m", "lightnet.frontends.il", "-", stdin=EXAMPLE)
     assert converted.returncode == 0, converted.stderr
-    result = run("-m", "lightnet", "-", stdin=converted.stdout)
+    result = python("-m", "lightnet", "-", stdin=converted.stdout)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(EXPECTED_PRINT)
     assert "info: run time:" in result.stdout
@@ -463,7 +459,7 @@ def test_console_script_pipes_into_lightnet():
 @pytest.mark.parametrize("classes", [None, 10])
 def test_fire_example_converts_and_runs(classes):
     defines = [] if classes is None else ["-D", f"CLASSES={classes}"]
-    converted = run("-m", "lightnet.frontends.il", *defines, "examples/fire.net")
+    converted = python("-m", "lightnet.frontends.il", *defines, "examples/fire.net")
     assert converted.returncode == 0, converted.stderr
     doc = json.loads(converted.stdout)
     ir.parse(doc, "fire.json")
@@ -473,7 +469,7 @@ def test_fire_example_converts_and_runs(classes):
     assert [op["name"] for op in concats] == ["concat1", "concat2", "concat3"]
     assert concats[1]["tensors_in"] == [{"arg_name": "src1", "name": "fire3_expand1_relu"},
                                         {"arg_name": "src2", "name": "fire3_expand3_relu"}]
-    result = run("-m", "lightnet", "-", stdin=converted.stdout)
+    result = python("-m", "lightnet", "-", stdin=converted.stdout)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "scores:"
