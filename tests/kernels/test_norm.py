@@ -15,6 +15,7 @@ from lightnet.kernels.norm import (
 )
 from lightnet.kernels.scratch import carve, scratch_bytes
 from tests.helpers import arena_view, assert_guards, rand
+from tests.references import ref_lrn
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -92,20 +93,6 @@ def test_bn2scale_wts_hand_computed():
 
 
 # ---------------------------------------------------------------- lrn
-
-
-def ref_lrn(x, size, alpha, beta, bias):
-    """ONNX LRN spelled out element by element."""
-    c_ = x.shape[1]
-    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
-    out = np.empty(x.shape)
-    for index in np.ndindex(*x.shape):
-        c = index[1]
-        square_sum = 0.0
-        for cc in range(max(0, c - lo), min(c_ - 1, c + hi) + 1):
-            square_sum += float(x[(index[0], cc) + index[2:]]) ** 2
-        out[index] = x[index] / (bias + alpha / size * square_sum) ** beta
-    return out
 
 
 @pytest.mark.parametrize("use_ws", [True, False])

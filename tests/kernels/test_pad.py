@@ -5,32 +5,7 @@ import pytest
 
 from lightnet.kernels.pad import pad, pad_output_shape
 from tests.helpers import arena_view, assert_guards
-
-
-def source_index(i, n, mode):
-    """Where padded coordinate i (relative to the first source element) reads from, or None."""
-    if 0 <= i < n:
-        return i
-    if mode == "constant":
-        return None
-    if mode == "edge":
-        return min(max(i, 0), n - 1)
-    if mode == "wrap":
-        return i % n
-    while not 0 <= i < n:  # reflect about the first and last elements
-        i = -i if i < 0 else 2 * (n - 1) - i
-    return i
-
-
-def ref_pad(x, pads, mode, value):
-    ndim = x.ndim
-    begins, ends = pads[:ndim], pads[ndim:]
-    out_shape = [d + b + e for d, b, e in zip(x.shape, begins, ends)]
-    out = np.empty(out_shape)
-    for idx in np.ndindex(*out_shape):
-        src = [source_index(i - b, n, mode) for i, b, n in zip(idx, begins, x.shape)]
-        out[idx] = value if None in src else x[tuple(src)]
-    return out
+from tests.references import ref_pad
 
 
 def test_pad_output_shape():

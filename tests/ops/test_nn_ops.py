@@ -13,6 +13,7 @@ from lightnet import Context, LightNetError
 from lightnet.errors import CheckError
 from lightnet.tensor import DType
 from tests.helpers import rand
+from tests.references import ref_conv2d, ref_deconv2d, ref_lrn, ref_pad, ref_pool
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 AUTOPADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -92,34 +93,6 @@ def ref_same_pads(in_hw, size, stride, dilation, autopad):
     return (begin[0], begin[1], end[0], end[1])
 
 
-def ref_conv2d(x, w, b, group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)):
-    """Direct definition, one output cell and one kernel tap at a time."""
-    x = x.astype(np.float64)
-    w = w.astype(np.float64)
-    n_, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    top, left, bottom, right = padding
-    oh = (h + top + bottom - ((kh - 1) * dilation[0] + 1)) // stride[0] + 1
-    ow = (wd + left + right - ((kw - 1) * dilation[1] + 1)) // stride[1] + 1
-    og = o // group
-    out = np.zeros((n_, o, oh, ow))
-    for n in range(n_):
-        for oc in range(o):
-            g = oc // og
-            for y in range(oh):
-                for xx in range(ow):
-                    acc = b[oc] if b is not None else 0.0
-                    for ci in range(cg):
-                        for i in range(kh):
-                            for j in range(kw):
-                                iy = y * stride[0] - top + i * dilation[0]
-                                ix = xx * stride[1] - left + j * dilation[1]
-                                if 0 <= iy < h and 0 <= ix < wd:
-                                    acc += w[oc, ci, i, j] * x[n, g * cg + ci, iy, ix]
-                    out[n, oc, y, xx] = acc
-    return out
-
-
 def ref_deconv_pads(in_hw, size, stride, output_padding, dilation, output_dims, autopad):
     """ONNX ConvTranspose padding, from the spec text: output_shape first, then
     auto_pad SAME_* (output = in * stride), VALID zeros; None: explicit pads."""
@@ -136,75 +109,6 @@ def ref_deconv_pads(in_hw, size, stride, output_padding, dilation, output_dims, 
         begin.append(b)
         end.append(total - b)
     return (begin[0], begin[1], end[0], end[1])
-
-
-def ref_deconv2d(x, w, b, group=1, stride=(1, 1), padding=(0, 0, 0, 0),
-                 output_padding=(0, 0), dilation=(1, 1)):
-    """Scatter definition: each input cell adds value * kernel at stride spacing."""
-    x = x.astype(np.float64)
-    w = w.astype(np.float64)
-    n_, c, h, wd = x.shape
-    _, og, kh, kw = w.shape
-    top, left, bottom, right = padding
-    oh = stride[0] * (h - 1) + output_padding[0] + (kh - 1) * dilation[0] + 1 - top - bottom
-    ow = stride[1] * (wd - 1) + output_padding[1] + (kw - 1) * dilation[1] + 1 - left - right
-    cg = c // group
-    out = np.zeros((n_, og * group, oh, ow))
-    for n in range(n_):
-        for ci in range(c):
-            g = ci // cg
-            for iy in range(h):
-                for ix in range(wd):
-                    for i in range(kh):
-                        for j in range(kw):
-                            y = iy * stride[0] + i * dilation[0] - top
-                            xx = ix * stride[1] + j * dilation[1] - left
-                            if 0 <= y < oh and 0 <= xx < ow:
-                                for k in range(og):
-                                    out[n, g * og + k, y, xx] += x[n, ci, iy, ix] * w[ci, k, i, j]
-    if b is not None:
-        out += b.reshape(1, -1, 1, 1)
-    return out
-
-
-def ref_pool(x, kind, size, stride=(1, 1), padding=(0, 0, 0, 0)):
-    """Max / average (padding not counted) over each window's input cells."""
-    n_, c, h, w = x.shape
-    top, left, bottom, right = padding
-    oh = (h + top + bottom - size[0]) // stride[0] + 1
-    ow = (w + left + right - size[1]) // stride[1] + 1
-    out = np.zeros((n_, c, oh, ow), x.dtype if kind == "max" else np.float64)
-    for y in range(oh):
-        for xx in range(ow):
-            y0, x0 = y * stride[0] - top, xx * stride[1] - left
-            win = x[:, :, max(y0, 0):min(y0 + size[0], h), max(x0, 0):min(x0 + size[1], w)]
-            if kind == "max":
-                out[:, :, y, xx] = win.max(axis=(2, 3))
-            else:
-                out[:, :, y, xx] = win.astype(np.float64).mean(axis=(2, 3))
-    return out
-
-
-def ref_lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0):
-    x = x.astype(np.float64)
-    c = x.shape[1]
-    out = np.empty_like(x)
-    for ch in range(c):
-        lo = max(0, ch - (size - 1) // 2)
-        hi = min(c - 1, ch + math.ceil((size - 1) / 2))
-        sq = (x[:, lo:hi + 1] ** 2).sum(axis=1)
-        out[:, ch] = x[:, ch] / (bias + alpha / size * sq) ** beta
-    return out
-
-
-def ref_pad(x, pads, mode="constant", value=0.0):
-    nd = x.ndim
-    begins, ends = pads[:nd], pads[nd:]
-    x = x[tuple(slice(max(0, -b), d - max(0, -e)) for d, b, e in zip(x.shape, begins, ends))]
-    widths = [(max(0, b), max(0, e)) for b, e in zip(begins, ends)]
-    if mode == "constant":
-        return np.pad(x, widths, mode="constant", constant_values=value)
-    return np.pad(x, widths, mode=mode)
 
 
 def f32(x):
