@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from lightnet import Context
+from lightnet import CheckError, Context, LightNetError
+from tests.irbuild import op_model
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "example.json"
@@ -114,6 +116,48 @@ def random_inputs(doc, seed=0) -> dict[str, np.ndarray]:
     ctx = Context()
     ctx.init(doc)
     return {name: rand(rng, *ctx.tensors[name].shape) for name in ctx.inputs}
+
+
+# One op through the runtime ---------------------------------------------------------------
+
+
+def op_context(optype, inputs, params=None, outs=("dst",), static=False, extra=()) -> Context:
+    """op_model(...) compiled for cpu without fusions (every op and tensor keeps the name
+    written) and loaded; its input ops are fed `inputs`."""
+    inputs = {arg: np.asarray(a) for arg, a in inputs.items()}
+    ctx = compiled(op_model(optype, inputs, params, outs, static, extra=extra), combine=False,
+                   load=True)
+    if not static:
+        for arg, a in inputs.items():
+            ctx.set_data(arg, a)
+    return ctx
+
+
+def run_op(optype, inputs, params=None, outs=("dst",), static=False):
+    """The outputs of a run of op_context(...): one array, or a tuple for several."""
+    ctx = op_context(optype, inputs, params, outs, static)
+    ctx.run()
+    got = tuple(ctx.get_data(f"out_{o}") for o in outs)
+    return got[0] if len(got) == 1 else got
+
+
+def op_error(optype, inputs, params=None, outs=("dst",), static=False, dtypes=None) -> CheckError:
+    """The CheckError op_model(...) is refused with when read, the cause of the
+    LightNetError a user sees."""
+    with pytest.raises(LightNetError) as info:
+        Context().init(op_model(optype, inputs, params, outs, static, dtypes))
+    assert isinstance(info.value.__cause__, CheckError), info.value
+    return info.value.__cause__
+
+
+def assert_check_error(err: CheckError, optype, arg, rule, *parts):
+    """`err` is the op `op` of `optype` failing `rule` on `arg`, its message says so
+    first, then what was expected, and it holds each of `parts`."""
+    text = str(err)
+    assert text.startswith(f"op 'op' ({optype}): {arg}: {rule}: expected "), text
+    assert (err.op_name, err.optype, err.arg, err.rule) == ("op", optype, arg, rule)
+    for part in parts:
+        assert part in text, text
 
 
 # Commands ---------------------------------------------------------------------------------

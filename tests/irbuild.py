@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from lightnet import DType
+
 
 def op(name: str, optype: str, ins=(), outs=(), **params) -> dict:
     """One op of an IR document. `ins` and `outs` map arg names to tensor names (a
@@ -46,6 +48,43 @@ def slice_(name="slice1", src="tensor1", dst="tensor2", tensors_in=None, **param
     if tensors_in is not None:
         doc["tensors_in"] = tensors_in
     return doc
+
+
+def json_value(v):
+    """`v` as a JSON document holds it: tuples as lists, numpy scalars as numbers."""
+    if isinstance(v, (tuple, list)):
+        return [json_value(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def input_op(name: str, array, dtype: str | None = None) -> dict:
+    """An input op `input_NAME` of tensor NAME, with `array`'s shape and dtype (or the
+    dtype named `dtype`)."""
+    return op(f"input_{name}", "input", outs={"dst": name},
+              dtype=dtype or DType.from_numpy(array.dtype).name, dims=list(array.shape))
+
+
+def create_op(name: str, array, dtype: str | None = None) -> dict:
+    """A create op `create_NAME` of tensor NAME holding `array`."""
+    return op(f"create_{name}", "create", outs={"dst": name},
+              dtype=dtype or DType.from_numpy(array.dtype).name, dims=list(array.shape),
+              data=array.reshape(-1).tolist())
+
+
+def op_model(optype: str, inputs: dict, params=None, outs=("dst",), static=False, dtypes=None,
+             extra=()) -> dict:
+    """A model of one op `op` of `optype`: it reads `inputs` (arg name -> array, each
+    tensor named like its arg) and writes tensors out_ARG for its `outs`; then come the
+    `extra` ops. The inputs are input ops, or create ops holding the data when `static`;
+    `dtypes` (arg -> dtype name) overrides an input's dtype, so that a check of shapes
+    and dtypes needs no data of that dtype."""
+    make = create_op if static else input_op
+    ops = [make(arg, np.asarray(a), (dtypes or {}).get(arg)) for arg, a in inputs.items()]
+    ops.append(op("op", optype, {arg: arg for arg in inputs}, {o: f"out_{o}" for o in outs},
+                  **{k: json_value(v) for k, v in (params or {}).items()}))
+    return {"ops": [*ops, *extra]}
 
 
 class ModelBuilder:
