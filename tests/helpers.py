@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from lightnet import CheckError, Context, LightNetError
+from lightnet.op import Op, OpProto
+from lightnet.tensor import MemType
 from tests.irbuild import op_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +40,16 @@ def bench_models():
     finally:
         sys.path.remove(str(ROOT / "bench"))
     return models
+
+
+def bare_op(name, ins=(), outs=(), arch="cpu") -> Op:
+    """An op that checks and runs nothing, reading tensors `ins` and writing `outs` (as
+    in0, in1, ... and out0, ...): what the memory planner and the data-flow graph read
+    of an op is its tensor names."""
+    proto = OpProto(optype="t", arch=arch, mtype=MemType.CPU, tensors_in=(), tensors_out=(),
+                    params=(), pre_run=lambda op, tensors: None, source="test")
+    return Op(proto, name, {f"in{i}": t for i, t in enumerate(ins)},
+              {f"out{i}": t for i, t in enumerate(outs)}, {})
 
 
 # Kernel outputs ---------------------------------------------------------------------------
