@@ -15,14 +15,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.frontends.onnxutil import init, run_lightnet, run_ort  # noqa: E402
 from tests.helpers import rand  # noqa: E402
 
 RNG = np.random.default_rng(1234)
 F = TensorProto.FLOAT
-
-
-def init(name, array):
-    return numpy_helper.from_array(np.asarray(array), name)
 
 
 def model(nodes, inputs, outputs, inits=(), opset=13):
@@ -37,21 +34,6 @@ def model(nodes, inputs, outputs, inits=(), opset=13):
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 7 if opset < 15 else 8
     return m
-
-
-def run_lightnet(m, feeds, tmp_path, dims=None):
-    ir, weights = onnx2ln.convert(m, dims)
-    npz = tmp_path / "weights.npz"
-    onnx2ln.save_weights(npz, weights)
-    session = Session(ir, datafile=npz)
-    return session.run(feeds), ir
-
-
-def run_ort(m, feeds):
-    ort = pytest.importorskip("onnxruntime")
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
 
 
 def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5):
