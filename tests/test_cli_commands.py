@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import pytest
 
 from lightnet import Session
 from lightnet.dnnl import capi
-from tests.helpers import lightnet
+from tests.helpers import bench_models, lightnet
 from tests.irbuild import op
 
 onnx = pytest.importorskip("onnx")
@@ -388,11 +387,7 @@ def test_info_macs_agree_with_the_benchmark_models(tmp_path):
     the ONNX graph with ONNX shape inference."""
     from lightnet.summary import collect
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    models = bench_models()
     builds = {"squeezenet11": models.squeezenet11, "mobilenetv2": models.mobilenetv2,
               "shufflenet": models.shufflenet, "mobilenetv3": models.mobilenetv3,
               "vit_one_block": lambda rng: models.vit_s16(rng, depth=1)}

@@ -3,31 +3,17 @@ each compiled with its weights (batchnorms folded, activations and residual adds
 reorders at the borders), the output within 1e-4 of ORT's (relative to its largest).
 SqueezeNet runs with the fast tests; the others are slow."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from lightnet import Context
 from lightnet.dnnl import capi
+from tests.helpers import bench_models
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                 reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def bench_models():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(BENCH))
-    return models
-
 
 @pytest.mark.parametrize("name", [
     "squeezenet1.1",

@@ -15,6 +15,7 @@ import pytest
 from lightnet import Context, LightNetError, Session, arch, targets
 from lightnet.auto.optimizers import dnnl as dnnl_optimizers
 from lightnet.dnnl import capi
+from tests.helpers import bench_models
 from tests.irbuild import ModelBuilder, squeezenet
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
@@ -25,15 +26,6 @@ needs_bf16 = pytest.mark.skipif(capi.unavailable_reason() is not None
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = 2e-2
-
-
-def bench_models():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return models
 
 
 def compiled(doc, precision, weights=None):
