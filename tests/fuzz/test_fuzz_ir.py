@@ -28,30 +28,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzzutil import (CI_EXAMPLES, FUZZ_MEMORY_LIMIT, SLOW_EXAMPLES, deadline, fuzz_settings,
-                      mutated_docs, refusal_problem)
+                      mutated_docs, run_model)
 from lightnet import Context, LightNetError
-
-OUTCOMES: dict[str, int] = {}
-
-
-def run_model(source) -> str | None:
-    """Run a model end to end: None if it ran, else the refusal's message."""
-    ctx = Context(memory_limit=FUZZ_MEMORY_LIMIT)
-    try:
-        with deadline():
-            ctx.init(source)
-            ctx.compile("cpu", weights={})  # as the lightnet command does: rules may fold
-            ctx.load()
-            ctx.run()
-    except LightNetError as e:
-        message = str(e)
-        problem = refusal_problem(message)
-        assert problem is None, f"{problem}: {message}"
-        OUTCOMES["refused"] = OUTCOMES.get("refused", 0) + 1
-        return message
-    OUTCOMES["ran"] = OUTCOMES.get("ran", 0) + 1
-    return None
-
 
 def check_doc(case):
     doc, kinds = case
