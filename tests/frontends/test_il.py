@@ -14,7 +14,8 @@ import pytest
 from lightnet import ir
 from lightnet.errors import LightNetError
 from lightnet.frontends import il
-from lightnet.frontends.il import ILError, format_ir, main, to_ir
+from lightnet.frontends.il import format_ir, main, to_ir
+from tests.frontends.ilutil import HAS_CPP, PREPROCESSORS, error, ops, params
 from tests.helpers import python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,26 +25,6 @@ slice(src=tensor1 | dst=tensor2 | axis=1, start=1, len=3);
 print(src=tensor2 | | msg="tensor2:");
 """
 EXPECTED_PRINT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
-HAS_CPP = shutil.which("cpp") is not None
-PREPROCESSORS = ["pcpp", pytest.param("cpp", marks=pytest.mark.skipif(
-    not HAS_CPP, reason="no system cpp"))]
-
-
-def ops(text, **kw):
-    return to_ir(text, filename="m.net", **kw)["ops"]
-
-
-def params(text, **kw):
-    """The params of the only op of `text`, as a dict."""
-    (op,) = ops(text, **kw)
-    return {p["arg_name"]: p["value"] for p in op["params"]}
-
-
-def error(text, **kw) -> str:
-    kw.setdefault("filename", "m.net")
-    with pytest.raises(ILError) as e:
-        to_ir(text, **kw)
-    return str(e.value)
 
 
 def cli(argv, capsys, stdin=None, monkeypatch=None):
