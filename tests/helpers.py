@@ -121,6 +121,13 @@ def assert_outputs_close(got, want, rtol=1e-5, atol=1e-5):
         np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
 
 
+def rel_error(got, want) -> float:
+    """The largest difference of `got` from the reference `want`, relative to the largest
+    magnitude of `want` (in float64)."""
+    scale = max(float(np.max(np.abs(want))), 1e-30)
+    return float(np.max(np.abs(got.astype(np.float64) - want))) / scale
+
+
 def random_inputs(doc, seed=0) -> dict[str, np.ndarray]:
     """Standard-normal float32 data for every input of `doc`, from a generator seeded
     with `seed`."""

@@ -12,18 +12,13 @@ import pytest
 from lightnet import Context, LightNetError, pipeline
 from lightnet import kernels as K
 from lightnet.dnnl import capi
-from tests.helpers import compiled, random_inputs, run
+from tests.helpers import compiled, random_inputs, rel_error, run
 from tests.irbuild import ModelBuilder
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                 reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
 
 RTOL = 1e-4
-
-
-def rel_error(ours, ref) -> float:
-    scale = max(float(np.max(np.abs(ref))), 1e-30)
-    return float(np.max(np.abs(ours.astype(np.float64) - ref))) / scale
 
 
 def uses_reference(ctx) -> bool:
