@@ -32,6 +32,15 @@ def example_doc() -> dict:
     return json.loads(EXAMPLE.read_text())
 
 
+def from_file_example() -> dict:
+    """examples/example.json with its create reading tensor1 [2, 4] from a weight file."""
+    doc = example_doc()
+    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
+                               {"arg_name": "dims", "value": [2, 4]},
+                               {"arg_name": "from_file", "value": True}]
+    return doc
+
+
 def bench_models():
     """bench/models.py, the benchmark's networks (bench/ is not a package)."""
     sys.path.insert(0, str(ROOT / "bench"))
@@ -50,6 +59,12 @@ def bare_op(name, ins=(), outs=(), arch="cpu") -> Op:
                     params=(), pre_run=lambda op, tensors: None, source="test")
     return Op(proto, name, {f"in{i}": t for i, t in enumerate(ins)},
               {f"out{i}": t for i, t in enumerate(outs)}, {})
+
+
+# The benchmark's networks (bench/models.py) as test parameters: SqueezeNet 1.1 with the
+# fast tests, the others with -m slow.
+BENCH_NETWORKS = ["squeezenet1.1", *(pytest.param(name, marks=pytest.mark.slow) for name in (
+    "resnet50", "mobilenetv2", "shufflenet", "vgg11", "mobilenetv3", "vit_s16"))]
 
 
 # Kernel outputs ---------------------------------------------------------------------------
@@ -194,3 +209,18 @@ def python(*argv, cwd=ROOT, stdin=None, env=None, timeout=120) -> subprocess.Com
 def lightnet(*args, **kwargs) -> subprocess.CompletedProcess:
     """The lightnet command, `python -m lightnet ARGS...`, run as python() runs it."""
     return python("-m", "lightnet", *args, **kwargs)
+
+
+def assert_one_error_line(result, message=None) -> str:
+    """`result` (of lightnet()) failed with exit status 1 and one line on stderr, the
+    lightnet command's `lightnet: error: ...` (the whole line when `message` is given),
+    no traceback and nothing on stdout; returns the line."""
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("lightnet: error: ")
+    assert "Traceback" not in result.stderr
+    if message is not None:
+        assert lines[0] == "lightnet: error: " + message
+    return lines[0]

@@ -31,7 +31,8 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from tests.helpers import example_doc
+from tests.frontends.onnxutil import relu_model_file
+from tests.helpers import example_doc, from_file_example
 from tests.irbuild import create, op
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,18 +203,10 @@ def weights_npz(tmp, arrays=None, members=None, name="w.npz"):
     return path
 
 
-def from_file_model():
-    doc = example_doc()
-    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
-                               {"arg_name": "dims", "value": [2, 4]},
-                               {"arg_name": "from_file", "value": True}]
-    return doc
-
-
 def load_weights(path_or_fn):
     def trigger(tmp):
         path = path_or_fn(tmp) if callable(path_or_fn) else path_or_fn
-        return run_model(from_file_model(), datafile=path)
+        return run_model(from_file_example(), datafile=path)
     return trigger
 
 
@@ -226,7 +219,7 @@ def compiled_with_weights(kind):
             ctx.compile("cpu", weights={})
             ctx.set_param(ctx.ops[0].name, "from_file", True)
             return message(ctx.load)
-        ctx.init(from_file_model())
+        ctx.init(from_file_example())
         if kind == "unknown":
             ctx.compile("cpu")
             return message(ctx.save_weights, tmp / "w.npz")
@@ -477,16 +470,7 @@ def cli_input(kind):
 
 def onnx_file(tmp, batch="N"):
     """A one-Relu ONNX model, x float32[batch, 3, 8, 8]."""
-    from onnx import TensorProto, helper
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 8, 8])
-    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
-                                                "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    path = tmp / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    return path
+    return relu_model_file(tmp, [batch, 3, 8, 8])
 
 
 def onnx_invalid(case):
@@ -956,7 +940,7 @@ TRIGGERS = {
         tmp, {"tensor1": np.zeros((2, 4), np.float64)})),
     "weights.shape": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((4, 2), np.float32)})),
-    "weights.missing": lambda tmp: run_model(from_file_model()),
+    "weights.missing": lambda tmp: run_model(from_file_example()),
     "weights.compiled": compiled_with_weights("load_file"),
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run

@@ -15,7 +15,7 @@ import pytest
 from lightnet import Context, LightNetError, Session, arch, targets
 from lightnet.auto.optimizers import dnnl as dnnl_optimizers
 from lightnet.dnnl import capi
-from tests.helpers import bench_models, rel_error
+from tests.helpers import BENCH_NETWORKS, bench_models, rel_error
 from tests.irbuild import ModelBuilder, squeezenet
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
@@ -248,15 +248,7 @@ def test_precision_follows_onednns_bf16_support(monkeypatch, bf16, auto, refused
 
 
 @needs_bf16
-@pytest.mark.parametrize("name", [
-    "squeezenet1.1",
-    pytest.param("resnet50", marks=pytest.mark.slow),
-    pytest.param("mobilenetv2", marks=pytest.mark.slow),
-    pytest.param("shufflenet", marks=pytest.mark.slow),
-    pytest.param("vgg11", marks=pytest.mark.slow),
-    pytest.param("mobilenetv3", marks=pytest.mark.slow),
-    pytest.param("vit_s16", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize("name", BENCH_NETWORKS)
 def test_bench_model_in_bf16_keeps_the_contract(name):
     from lightnet.frontends.onnx import convert
 

@@ -1,5 +1,6 @@
-"""Shared pieces of the ONNX tests: an initializer, and a model run by ONNX Runtime
-and by LightNet (imported, its weights saved and read back), to compare."""
+"""Shared pieces of the ONNX tests: an initializer, a one-Relu model file, and a model
+run by ONNX Runtime and by LightNet (imported, its weights saved and read back), to
+compare."""
 
 from __future__ import annotations
 
@@ -15,6 +16,20 @@ def init(name, array):
     from onnx import numpy_helper
 
     return numpy_helper.from_array(np.asarray(array), name)
+
+
+def relu_model_file(tmp, shape):
+    """tmp/m.onnx: x -> Relu -> y, both float32 of `shape` (opset 13)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    path = tmp / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
 
 
 def run_ort(m, feeds) -> dict[str, np.ndarray]:
