@@ -1,5 +1,5 @@
 """Shared pieces of the fuzz tests: base documents, JSON mutations, a deadline
-per example, the contract every refusal must keep (run_model holds a model to
+per example, the contract every refusal must keep (run_fuzzed holds a model to
 it), and the differential oracle (check: every configuration agrees).
 
 Each fuzz test starts from valid inputs, applies a few drawn mutations and
@@ -423,7 +423,7 @@ def refusal_problem(message: str) -> str | None:
 RUN_OUTCOMES: dict[str, int] = {}
 
 
-def run_model(source) -> str | None:
+def run_fuzzed(source) -> str | None:
     """Run a model end to end under the contract of a refusal (refusal_problem):
     None if it ran, else the refusal's message."""
     ctx = Context(memory_limit=FUZZ_MEMORY_LIMIT)
