@@ -23,6 +23,15 @@ def op_examples() -> tuple[tuple[str, dict], ...]:
                  for op in descriptions.ops() for example in op.examples)
 
 
+def numbered_examples():
+    """(optype, i, example) of each of op_examples(), i counting the examples of each
+    optype from 0 (a test's id: optype-i)."""
+    counts: dict[str, int] = {}
+    for optype, example in op_examples():
+        counts[optype] = counts.get(optype, -1) + 1
+        yield optype, counts[optype], example
+
+
 def example_array(value) -> tuple[str, np.ndarray]:
     """(dtype name, array) of an example's input or output, written as a nested list
     (TL_FLOAT) or as {dtype, data}."""

@@ -15,16 +15,14 @@ from lightnet.arch import archs
 from lightnet.op import REQUIRED
 from lightnet.param import Param
 from tests.irbuild import op
-from tests.opexamples import create_params, example_array, op_examples
+from tests.opexamples import create_params, example_array, numbered_examples
 
 ABSTRACT = archs()["none"].ops
 
 
 def _cases():
-    counts = {}
-    for optype, example in op_examples():
+    for optype, i, example in numbered_examples():
         if optype in ABSTRACT:
-            i = counts[optype] = counts.get(optype, -1) + 1
             yield pytest.param(ABSTRACT[optype], example, id=f"{optype}-{i}")
 
 

@@ -11,13 +11,11 @@ import pytest
 from lightnet import Context, LightNetError
 from lightnet.arch import get_proto
 from tests.irbuild import op
-from tests.opexamples import create_params, example_array, op_examples
+from tests.opexamples import create_params, example_array, numbered_examples, op_examples
 
 
 def _cases():
-    counts = {}
-    for optype, example in op_examples():
-        i = counts[optype] = counts.get(optype, -1) + 1
+    for optype, i, example in numbered_examples():
         yield pytest.param(get_proto(optype), example, id=f"{optype}-{i}")
 
 
