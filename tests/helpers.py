@@ -3,11 +3,14 @@
     from tests.helpers import arena_view, assert_guards, compiled, lightnet, rand, run
 
 Builders of IR documents live in tests/irbuild.py, the op descriptions' examples
-in tests/opexamples.py, numpy references of the ops in tests/references.py.
+in tests/opexamples.py, numpy references of the ops in tests/references.py; the
+helpers of one family of tests beside them: tests/frontends/onnxutil.py and
+ilutil.py, tests/dnnl/dnnlutil.py, tests/fuzz/fuzzutil.py, tests/generator/genutil.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,14 +24,14 @@ from lightnet.op import Op, OpProto
 from lightnet.tensor import MemType
 from tests.irbuild import op_model
 
+# Files of the checkout --------------------------------------------------------------------
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "example.json"
 
 
 def example_doc() -> dict:
     """A fresh copy of examples/example.json (create -> slice -> print), to change."""
-    import json
-
     return json.loads(EXAMPLE.read_text())
 
 
@@ -49,16 +52,6 @@ def bench_models():
     finally:
         sys.path.remove(str(ROOT / "bench"))
     return models
-
-
-def bare_op(name, ins=(), outs=(), arch="cpu") -> Op:
-    """An op that checks and runs nothing, reading tensors `ins` and writing `outs` (as
-    in0, in1, ... and out0, ...): what the memory planner and the data-flow graph read
-    of an op is its tensor names."""
-    proto = OpProto(optype="t", arch=arch, mtype=MemType.CPU, tensors_in=(), tensors_out=(),
-                    params=(), pre_run=lambda op, tensors: None, source="test")
-    return Op(proto, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
 
 
 # The benchmark's networks (bench/models.py) as test parameters: SqueezeNet 1.1 with the
@@ -97,7 +90,17 @@ def rand(rng, *shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-# Models through a Context -----------------------------------------------------------------
+# Ops and models through a Context ---------------------------------------------------------
+
+
+def bare_op(name, ins=(), outs=(), arch="cpu") -> Op:
+    """An op that checks and runs nothing, reading tensors `ins` and writing `outs` (as
+    in0, in1, ... and out0, ...): what the memory planner and the data-flow graph read
+    of an op is its tensor names."""
+    proto = OpProto(optype="t", arch=arch, mtype=MemType.CPU, tensors_in=(), tensors_out=(),
+                    params=(), pre_run=lambda op, tensors: None, source="test")
+    return Op(proto, name, {f"in{i}": t for i, t in enumerate(ins)},
+              {f"out{i}": t for i, t in enumerate(outs)}, {})
 
 
 def compiled(doc, target="cpu", *, load=False, memory_limit=None, **compile_args) -> Context:
@@ -175,7 +178,8 @@ def run_op(optype, inputs, params=None, outs=("dst",), static=False):
     return got[0] if len(got) == 1 else got
 
 
-def op_error(optype, inputs, params=None, outs=("dst",), static=False, dtypes=None) -> CheckError:
+def op_error(optype, inputs, params=None, outs=("dst",), static=False,
+             dtypes=None) -> CheckError:
     """The CheckError op_model(...) is refused with when read, the cause of the
     LightNetError a user sees."""
     with pytest.raises(LightNetError) as info:
