@@ -5,6 +5,7 @@ a byte, checked by simulating the arena byte by byte; the sizes come from oneDNN
 import dataclasses
 import random
 import re
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +14,11 @@ import pytest
 from lightnet import Context
 from lightnet.dnnl import capi
 from lightnet.mem import align_up, assemble_in_place, plan
-from lightnet.op import Op, OpProto
+from lightnet.op import Op
 from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from tests.helpers import bare_op
 
-PROTO = OpProto(optype="t", arch="dnnl", mtype=MemType.CPU, tensors_in=(),
-                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
-
-
-def op(name, ins=(), outs=()):
-    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
+op = partial(bare_op, arch="dnnl")  # the ops of these plans are dnnl's
 
 
 def blocked(channels: int, block: int) -> int:
@@ -121,7 +117,7 @@ def test_check_catches_a_plan_sized_by_logical_bytes():
 
 
 def test_blocked_tensors_are_never_parts_of_an_assembled_output():
-    concat = dataclasses.replace(PROTO, optype="concat", assemble=("dst", "src", "axis"))
+    concat = dataclasses.replace(op("c").proto, optype="concat", assemble=("dst", "src", "axis"))
 
     def model(layouts):
         tensors = TensorTable({n: TensorEntry(n, DType.TL_FLOAT, (1, 16), "o") for n in "xyz"})

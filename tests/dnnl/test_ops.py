@@ -12,40 +12,13 @@ import pytest
 from lightnet import Context, LightNetError, pipeline
 from lightnet import kernels as K
 from lightnet.dnnl import capi
+from tests.helpers import compiled, random_inputs, rel_error, run
 from tests.irbuild import ModelBuilder
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                 reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
 
 RTOL = 1e-4
-
-
-def compiled(doc, target, combine=True, weights=None, **kwargs):
-    ctx = Context(**kwargs)
-    ctx.init(doc)
-    ctx.compile(target, combine=combine, weights=weights)
-    return ctx
-
-
-def run(ctx, inputs):
-    ctx.load()
-    for name, value in inputs.items():
-        ctx.set_data(name, value)
-    ctx.run()
-    return {n: ctx.get_data(n) for n in ctx.outputs}
-
-
-def rel_error(ours, ref) -> float:
-    scale = max(float(np.max(np.abs(ref))), 1e-30)
-    return float(np.max(np.abs(ours.astype(np.float64) - ref))) / scale
-
-
-def random_inputs(doc, seed=0):
-    rng = np.random.default_rng(seed)
-    ctx = Context()
-    ctx.init(doc)
-    return {n: rng.standard_normal(ctx.tensors[n].shape).astype(np.float32)
-            for n in ctx.inputs}
 
 
 def uses_reference(ctx) -> bool:
@@ -65,8 +38,8 @@ def check_against_cpu(doc, combine=True, optypes=(), weights=None):
     kernel for one on this machine: then it must have that op's cpu variant. No op
     runs a reference kernel."""
     inputs = random_inputs(doc)
-    ref = run(compiled(doc, "cpu", combine, weights), inputs)
-    ctx = compiled(doc, "dnnl", combine, weights)
+    ref = run(compiled(doc, load=True, combine=combine, weights=weights), inputs)
+    ctx = compiled(doc, "dnnl", combine=combine, weights=weights)
     have = [op.optype for op in ctx.ops]
     slow = {optype for optype, _ in ctx.refused.values()}
     for optype in optypes:
@@ -78,6 +51,7 @@ def check_against_cpu(doc, combine=True, optypes=(), weights=None):
     for op in ctx.ops:  # the layout pass's invariant: other ops read plain tensors only
         if op.arch != "dnnl":
             assert all(ctx.tensors[n].layout is None for n in op.tensors_in.values()), op.name
+    ctx.load()
     ours = run(ctx, inputs)
     assert ours.keys() == ref.keys()
     for name in ref:
@@ -238,6 +212,7 @@ def test_activation_values_are_the_formulas():
         m.op(optype, {"src": m.input("data", [1, 97])}, **params[form])
         ctx = compiled(m.to_dict(), "dnnl")
         assert f"{optype}_dnnl" in [op.optype for op in ctx.ops]
+        ctx.load()
         (out,) = run(ctx, {"data": x}).values()
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=form)
 
@@ -557,6 +532,7 @@ def test_unary_matches_numpy(func):
     doc = m.to_dict()
     ctx = compiled(doc, "dnnl")
     assert "unary_dnnl" in [op.optype for op in ctx.ops]
+    ctx.load()
     ours = run(ctx, random_inputs(doc))
     conv = next(v for k, v in ours.items() if k != y)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -1394,8 +1370,9 @@ def test_a_fused_gelu_computes_its_own_form():
         ctx = compiled(doc, "dnnl")
         assert [op.values["activation"] for op in ctx.ops if op.optype == "conv2d_dnnl"] == [
             "gelu" if approximate == "none" else "gelu_tanh"]
+        ctx.load()
         (ours,) = run(ctx, inputs).values()
-        (ref,) = run(compiled(doc, "cpu"), inputs).values()
+        (ref,) = run(compiled(doc, load=True), inputs).values()
         assert np.abs(ref).max() < 4
         assert rel_error(ours, ref) <= 1e-5
         outs[approximate] = ref
@@ -1497,7 +1474,7 @@ def test_a_reorder_that_would_copy_a_plain_tensor_is_left_out():
 def test_the_compiled_ir_round_trips_and_records_no_layouts(tmp_path):
     doc = residual_block(bn=True)
     inputs = random_inputs(doc)
-    ctx = compiled(doc, "dnnl")
+    ctx = compiled(doc, "dnnl", load=True)
     ours = run(ctx, inputs)
     text = ctx.print()
     for fmt in ("acdb", "aBcd", "Acdb", "abcd"):
@@ -1505,6 +1482,7 @@ def test_the_compiled_ir_round_trips_and_records_no_layouts(tmp_path):
     again = Context()
     again.init(json.loads(text))
     assert [op.optype for op in again.ops] == [op.optype for op in ctx.ops]
+    again.load()
     out = run(again, inputs)
     for name in ours:
         np.testing.assert_array_equal(out[name], ours[name])

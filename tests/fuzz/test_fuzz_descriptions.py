@@ -20,7 +20,6 @@ import functools
 import os
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -30,12 +29,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzutil import CI_EXAMPLES, ROOT, SLOW_EXAMPLES, deadline, fuzz_settings
-
-sys.path.insert(0, str(ROOT / "tests" / "generator"))
-from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, run, snapshot  # noqa: E402
-
-from generator import render  # noqa: E402
+from fuzzutil import CI_EXAMPLES, ROOT, SLOW_EXAMPLES, deadline, fuzz_settings, get, paths
+from generator import render
+from tests.generator.genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, run, snapshot
 
 FAMILIES = ["slice.yaml", "create.yaml", "concat.yaml", "conv2d.yaml", "softmax.yaml"]
 CASES = [("ops", name, {name: (ROOT / "descriptions" / "ops" / name).read_text()}, {})
@@ -88,24 +84,12 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
                       | st.dictionaries(st.sampled_from(KEYS), inner, max_size=3), max_leaves=5)
 
 
-def _paths(node, path=()):
-    yield path
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _paths(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _paths(value, (*path, i))
-
-
 def _mutate_data(draw, doc):
-    paths = [p for p in _paths(doc) if p]
-    if not paths:
+    inside = [p for p in paths(doc) if p]
+    if not inside:
         return doc
-    path = draw(st.sampled_from(paths))
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
+    path = draw(st.sampled_from(inside))
+    parent = get(doc, path[:-1])
     how = draw(st.sampled_from(["drop", "rename", "retype", "code", "duplicate"]))
     if how == "drop":
         del parent[path[-1]]
