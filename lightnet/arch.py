@@ -3,15 +3,17 @@
 `none` holds the abstract ops that only describe semantics; `cpu` holds the
 runnable numpy ops. Op prototypes come from the generated registry
 (lightnet/auto/registry.py), optimizer functions from the generated
-lightnet/auto/optimizers/ modules.
+lightnet/auto/optimizers/ modules, and what an arch's description says of it
+(its fallback, its op lists) from lightnet/auto/archs.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Callable
 
+from lightnet.auto.archs import ARCHS
 from lightnet.auto.optimizers import OPTIMIZERS
 from lightnet.auto.registry import OP_PROTOS
 from lightnet.errors import LightNetError
@@ -46,14 +48,16 @@ def archs() -> dict[str, Arch]:
         by_arch.setdefault(proto.arch, {})[proto.optype] = proto
     result = {}
     for name, ops in sorted(by_arch.items()):
+        arch = Arch(name, ops)
+        described = ARCHS.get(name)  # none, the abstract ops' arch, is not described
+        if described is not None:
+            arch = replace(arch, fallback=described.fallback,
+                           float32_ops=described.float32_ops,
+                           elementwise_ops=described.elementwise_ops)
         optimizers = OPTIMIZERS.get(name)
-        if optimizers is None:
-            result[name] = Arch(name, ops)
-        else:
-            result[name] = Arch(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
-                                fallback=optimizers.FALLBACK,
-                                float32_ops=optimizers.FLOAT32_OPS,
-                                elementwise_ops=optimizers.ELEMENTWISE_OPS)
+        if optimizers is not None:
+            arch = replace(arch, expanders=optimizers.EXPANDERS, combiners=optimizers.COMBINERS)
+        result[name] = arch
     return result
 
 

@@ -162,15 +162,19 @@ def bad_types(tmp):
     return str(e.value)
 
 
-def gen(ops=None, optimizers=None, render=False):
-    """The generator's error on a tree holding these description files."""
+def gen(ops=None, optimizers=None, render=False, archs=None, params=None):
+    """The generator's error on a tree holding these description files (and
+    this descriptions/params.yaml)."""
     from generator import model
     from generator import render as rendering
     from generator.source import DescriptionError
 
     def trigger(tmp):
-        from tests.generator.genutil import BASE_OPS, make_root
-        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {})
+        from tests.generator.genutil import BASE_ARCHS, BASE_OPS, make_root
+        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {},
+                         {**BASE_ARCHS, **(archs or {})})
+        if params is not None:
+            (root / "descriptions" / "params.yaml").write_text(params, encoding="utf-8")
         with pytest.raises((DescriptionError, rendering.RenderError)) as e:
             descriptions = model.load(root)
             if render:
@@ -1029,6 +1033,8 @@ TRIGGERS = {
     "gen.unknown-key": gen({"bad.yaml": "bad:\n  arch: none\n  colour: blue\n"}),
     "gen.optype": gen({"bad.yaml": "scale:\n  arch: none\n"}),
     "gen.arch": gen({"bad.yaml": "bad:\n  arch: gpu\n"}),
+    "gen.arch-description": gen(archs={"gpu.yaml": "arch: gpu\nmtype: gpu\n"}),
+    "gen.param-group": gen({"bad.yaml": "bad:\n  arch: none\n  param_groups: [window3d]\n"}),
     "gen.run-code": gen({"bad.yaml": "bad:\n  arch: none\n  run: pass\n"}),
     "gen.inherits": gen({"bad.yaml": "bad:\n  arch: cpu\n  inherits: worse\n"}),
     "gen.identifier": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
@@ -1090,6 +1096,14 @@ ALSO = {
                        ir(lambda d: d["ops"][0]["params"][1].update(value=[1, True]))],
     "check.output": [checker_define("seq"), checker_define("neg"), checker_define("scratch")],
     "gen.run-code": [gen({"bad.yaml": "bad:\n  arch: none\n  scratch: 64\n"})],
+    "gen.arch-description": [
+        gen(archs={"cpu.yaml": "arch: cpu\nmtype: cpu\ndtypes: any\nfallback: dnnl\n"}),
+        gen(archs={"gpu.yaml": "arch: gpu\nmtype: cpu\ndtypes: []\n"}),
+        gen({"bad.yaml": "bad:\n  arch: cpu\n  template: nope\n"})],
+    "gen.param-group": [
+        gen({"bad.yaml": "bad:\n  arch: none\n  param_groups: [window2d, dilated_window2d]\n"}),
+        gen(params="a:\n  extends: b\n  params: {x: {type: int}}\n"),
+        gen(params="a:\n  params: {}\n")],
     "compile.pass": [pass_changed],
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],

@@ -4,6 +4,7 @@ on seeded inputs: max |bf16 - f32| <= 2e-2 x max |f32|, and the classifiers' top
 class the same on at least 99 of 100 random inputs; float32 unchanged bit for bit;
 the layout pass's conversions only at region borders; the refusals."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session, arch, targets
-from lightnet.auto.optimizers import dnnl as dnnl_optimizers
+from lightnet.auto.archs import ARCHS
 from lightnet.dnnl import capi
 from tests.helpers import BENCH_NETWORKS, bench_models, rel_error
 from tests.irbuild import ModelBuilder, squeezenet
@@ -161,7 +162,8 @@ def test_softmax_and_its_source_compute_in_float32(monkeypatch):
                     ("reorder_dnnl", "float32"), ("conv2d_dnnl", None),
                     ("softmax_dnnl", None)]
     kept = max(rel_error(run(bf16, x), w) for x, w in zip(inputs, want))
-    monkeypatch.setattr(dnnl_optimizers, "FLOAT32_OPS", frozenset())
+    monkeypatch.setitem(ARCHS, "dnnl",
+                        dataclasses.replace(ARCHS["dnnl"], float32_ops=frozenset()))
     arch.archs.cache_clear()
     try:
         rounded = compiled(doc, "bf16")

@@ -724,7 +724,7 @@ CASES = [
          file="descriptions/optimizers/gpu.yaml"),
     Case("optimizer-arch-none", """\
         arch: none   # <-
-        """, "arch", "expected a runnable arch",
+        """, "arch", "expected an arch of descriptions/archs (cpu, dnnl), found 'none'",
          file="descriptions/optimizers/none.yaml"),
 ]
 

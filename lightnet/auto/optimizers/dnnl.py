@@ -3,23 +3,17 @@
 
 oneDNN's ops, for what it runs best: TL_FLOAT convolutions, matrix products,
 pooling, normalizations, element-wise ops (hard_swish, hard_sigmoid, gelu and
-swish too), binary ops (the second operand broadcasting), concat and slices.
-Every other op, and one oneDNN would compute otherwise than the cpu kernel,
-runs as on the cpu (the fallback). The combiners fuse a batchnorm (folded into
-the weights), a residual add (a sum post-op) and an activation (an eltwise
-post-op) into a convolution, and a transpose of the last two axes (transA /
-transB) and a multiply by a known scalar (alpha) into the matmul reading it;
-the cpu's combiners then join the cpu ops. After them the layout pass
-(lightnet/layouts.py) inserts the reorders between dnnl ops and the others. In
-a bfloat16 model, a softmax and a layernorm (float32_ops), and the dnnl op
-making what each reads, compute in float32: softmax exponentiates its source,
-so a score rounded to bfloat16 (2^-9 of its size) moves its probability by as
-many percent; a layernorm's statistics are float32 in oneDNN whatever it reads,
-but its source is a transformer's residual stream, made by the residual add:
-held in float32 it does not gather a rounding per block (ViT-S/16 in bfloat16:
-worst error over 100 inputs 1.5e-2 of float32's, 2.01e-2 with the layernorms in
-bfloat16, beyond the 2e-2 contract). An element-wise op (elementwise_ops)
-computes in the data type of what it reads.
+swish too), binary ops (the second operand broadcasting), concat and slices. An
+abstract op with a `_dnnl` variant lowers to it when its first input is
+TL_FLOAT (the dtypes of descriptions/archs/dnnl.yaml, which every expander here
+requires too); the rules below say where oneDNN takes less, or would compute
+otherwise than the cpu kernel. Every other op runs as on the cpu (the
+fallback). The combiners fuse a batchnorm (folded into the weights), a residual
+add (a sum post-op) and an activation (an eltwise post-op) into a convolution,
+and a transpose of the last two axes (transA / transB) and a multiply by a
+known scalar (alpha) into the matmul reading it; the cpu's combiners then join
+the cpu ops. After them the layout pass (lightnet/layouts.py) inserts the
+reorders between dnnl ops and the others.
 """
 
 from __future__ import annotations
@@ -29,175 +23,51 @@ import numpy as np
 
 from lightnet import kernels
 from lightnet.dnnl import ops as dnnl
+from lightnet.auto.archs import ARCHS
 from lightnet.rules import Builder, Combiner, OpView
 from lightnet.tensor import DType
-
-
-def expand_conv2d(ctx, target):
-    """Lower conv2d to conv2d_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("conv2d_dnnl", like=op)]
-    return None
-
-
-def expand_maxpool2d(ctx, target):
-    """Lower maxpool2d to maxpool2d_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("maxpool2d_dnnl", like=op)]
-    return None
 
 
 def expand_avgpool2d(ctx, target):
     """Lower avgpool2d to avgpool2d_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and not (
-        op.params.ceil_mode and op.params.count_include_pad
-    ):
+    if not (op.params.ceil_mode and op.params.count_include_pad):
         return [b.op("avgpool2d_dnnl", like=op)]
-    return None
-
-
-def expand_global_avgpool2d(ctx, target):
-    """Lower global_avgpool2d to global_avgpool2d_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("global_avgpool2d_dnnl", like=op)]
-    return None
-
-
-def expand_relu(ctx, target):
-    """Lower relu to relu_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("relu_dnnl", like=op)]
-    return None
-
-
-def expand_lrelu(ctx, target):
-    """Lower lrelu to lrelu_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("lrelu_dnnl", like=op)]
-    return None
-
-
-def expand_sigmoid(ctx, target):
-    """Lower sigmoid to sigmoid_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("sigmoid_dnnl", like=op)]
-    return None
-
-
-def expand_tanh(ctx, target):
-    """Lower tanh to tanh_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("tanh_dnnl", like=op)]
-    return None
-
-
-def expand_clip(ctx, target):
-    """Lower clip to clip_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("clip_dnnl", like=op)]
-    return None
-
-
-def expand_hard_swish(ctx, target):
-    """Lower hard_swish to hard_swish_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("hard_swish_dnnl", like=op)]
-    return None
-
-
-def expand_hard_sigmoid(ctx, target):
-    """Lower hard_sigmoid to hard_sigmoid_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("hard_sigmoid_dnnl", like=op)]
-    return None
-
-
-def expand_gelu(ctx, target):
-    """Lower gelu to gelu_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("gelu_dnnl", like=op)]
-    return None
-
-
-def expand_swish(ctx, target):
-    """Lower swish to swish_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("swish_dnnl", like=op)]
     return None
 
 
 def expand_elew(ctx, target):
     """Lower elew to elew_dnnl or elew_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src1.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if (
-        op.ins.src1.dtype == DType.TL_FLOAT
-        and op.params.elew_op != "TL_POW"
-        and kernels.broadcasts_to(op.ins.src2.shape, op.ins.src1.shape)
+    if op.params.elew_op != "TL_POW" and kernels.broadcasts_to(
+        op.ins.src2.shape, op.ins.src1.shape
     ):
         return [b.op("elew_dnnl", like=op)]
-    if (
-        op.ins.src1.dtype == DType.TL_FLOAT
-        and op.params.elew_op in ("TL_SUM", "TL_MUL", "TL_MAX", "TL_MIN")
-        and kernels.broadcasts_to(op.ins.src1.shape, op.ins.src2.shape)
-    ):
+    if op.params.elew_op in (
+        "TL_SUM",
+        "TL_MUL",
+        "TL_MAX",
+        "TL_MIN",
+    ) and kernels.broadcasts_to(op.ins.src1.shape, op.ins.src2.shape):
         return [
             b.op("elew_dnnl", like=op, ins={"src1": op.ins.src2, "src2": op.ins.src1})
         ]
     return None
 
 
-def expand_channel_shuffle(ctx, target):
-    """Lower channel_shuffle to channel_shuffle_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("channel_shuffle_dnnl", like=op)]
-    return None
-
-
-def expand_unary(ctx, target):
-    """Lower unary to unary_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("unary_dnnl", like=op)]
-    return None
-
-
 def expand_reduce(ctx, target):
     """Lower reduce to reduce_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and any(
-        op.ins.src.shape[a] > 1 for a in op.params.axes
-    ):
+    if any(op.ins.src.shape[a] > 1 for a in op.params.axes):
         return [b.op("reduce_dnnl", like=op)]
     return None
 
@@ -205,10 +75,11 @@ def expand_reduce(ctx, target):
 def expand_resize(ctx, target):
     """Lower resize to resize_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and 3 <= op.ins.src.ndim <= 5
+        3 <= op.ins.src.ndim <= 5
         and tuple(op.params.dims[:2]) == tuple(op.ins.src.shape[:2])
         and (
             op.params.mode == "TL_LINEAR"
@@ -222,10 +93,11 @@ def expand_resize(ctx, target):
 def expand_upsample(ctx, target):
     """Lower upsample to upsample_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and 3 <= op.ins.src.ndim <= 5
+        3 <= op.ins.src.ndim <= 5
         and op.params.scales[0] == 1
         and op.params.scales[1] == 1
         and all(s * f == int(s * f) for s, f in zip(op.ins.src.shape, op.params.scales))
@@ -240,11 +112,11 @@ def expand_upsample(ctx, target):
 def expand_transpose(ctx, target):
     """Lower transpose to transpose_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and 2 <= op.ins.src.ndim <= 6
-        and list(op.params.axes) != list(range(op.ins.src.ndim))
+    if 2 <= op.ins.src.ndim <= 6 and list(op.params.axes) != list(
+        range(op.ins.src.ndim)
     ):
         return [b.op("transpose_dnnl", like=op)]
     return None
@@ -253,10 +125,11 @@ def expand_transpose(ctx, target):
 def expand_einsum(ctx, target):
     """Lower einsum to matmul_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src1.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        op.ins.src1.dtype == DType.TL_FLOAT
-        and op.given("src2")
+        op.given("src2")
         and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
         and kernels.einsum_matmul(
             op.params.equation, op.ins.src1.shape, op.ins.src2.shape
@@ -297,24 +170,13 @@ def expand_einsum(ctx, target):
     return None
 
 
-def expand_concat(ctx, target):
-    """Lower concat to concat_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src1.dtype == DType.TL_FLOAT:
-        return [b.op("concat_dnnl", like=op)]
-    return None
-
-
 def expand_slice(ctx, target):
     """Lower slice to slice_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and op.ins.src.ndim <= 12
-        and not op.ins.src.static
-    ):
+    if op.ins.src.ndim <= 12 and not op.ins.src.static:
         return [b.op("slice_dnnl", like=op)]
     return None
 
@@ -322,10 +184,11 @@ def expand_slice(ctx, target):
 def expand_deconv2d(ctx, target):
     """Lower deconv2d to deconv2d_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and op.params.output_padding[0] <= op.params.padding[2]
+        op.params.output_padding[0] <= op.params.padding[2]
         and op.params.output_padding[1] <= op.params.padding[3]
     ):
         return [b.op("deconv2d_dnnl", like=op)]
@@ -335,8 +198,10 @@ def expand_deconv2d(ctx, target):
 def expand_batchnorm(ctx, target):
     """Lower batchnorm to batchnorm_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and op.ins.src.ndim == 4:
+    if op.ins.src.ndim == 4:
         return [b.op("batchnorm_dnnl", like=op)]
     return None
 
@@ -344,37 +209,24 @@ def expand_batchnorm(ctx, target):
 def expand_lrn(ctx, target):
     """Lower lrn to lrn_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if (
-        op.ins.src.dtype == DType.TL_FLOAT
-        and op.params.size % 2 == 1
-        and op.ins.src.ndim == 4
-    ):
+    if op.params.size % 2 == 1 and op.ins.src.ndim == 4:
         return [b.op("lrn_dnnl", like=op)]
-    return None
-
-
-def expand_softmax(ctx, target):
-    """Lower softmax to softmax_dnnl."""
-    op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT:
-        return [b.op("softmax_dnnl", like=op)]
     return None
 
 
 def expand_matmul(ctx, target):
     """Lower matmul to matmul_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src1.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if (
-        op.ins.src1.dtype == DType.TL_FLOAT
-        and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
-        and (
-            not op.given("bias")
-            or op.params.beta == 0
-            or (op.params.alpha == 1 and op.params.beta == 1)
-        )
+    if max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12 and (
+        not op.given("bias")
+        or op.params.beta == 0
+        or (op.params.alpha == 1 and op.params.beta == 1)
     ):
         return [b.op("matmul_dnnl", like=op)]
     return None
@@ -383,8 +235,10 @@ def expand_matmul(ctx, target):
 def expand_layernorm(ctx, target):
     """Lower layernorm to layernorm_dnnl."""
     op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.ins.src.dtype == DType.TL_FLOAT and all(
+    if all(
         t.static
         and t.ndim == 1
         and t.len == math.prod(op.ins.src.shape[op.params.axis :])
@@ -392,6 +246,150 @@ def expand_layernorm(ctx, target):
     ):
         return [b.op("layernorm_dnnl", like=op)]
     return None
+
+
+def expand_channel_shuffle(ctx, target):
+    """Lower channel_shuffle to channel_shuffle_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("channel_shuffle_dnnl", like=op)]
+
+
+def expand_clip(ctx, target):
+    """Lower clip to clip_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("clip_dnnl", like=op)]
+
+
+def expand_concat(ctx, target):
+    """Lower concat to concat_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src1.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("concat_dnnl", like=op)]
+
+
+def expand_conv2d(ctx, target):
+    """Lower conv2d to conv2d_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("conv2d_dnnl", like=op)]
+
+
+def expand_gelu(ctx, target):
+    """Lower gelu to gelu_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("gelu_dnnl", like=op)]
+
+
+def expand_global_avgpool2d(ctx, target):
+    """Lower global_avgpool2d to global_avgpool2d_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("global_avgpool2d_dnnl", like=op)]
+
+
+def expand_hard_sigmoid(ctx, target):
+    """Lower hard_sigmoid to hard_sigmoid_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("hard_sigmoid_dnnl", like=op)]
+
+
+def expand_hard_swish(ctx, target):
+    """Lower hard_swish to hard_swish_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("hard_swish_dnnl", like=op)]
+
+
+def expand_lrelu(ctx, target):
+    """Lower lrelu to lrelu_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("lrelu_dnnl", like=op)]
+
+
+def expand_maxpool2d(ctx, target):
+    """Lower maxpool2d to maxpool2d_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("maxpool2d_dnnl", like=op)]
+
+
+def expand_relu(ctx, target):
+    """Lower relu to relu_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("relu_dnnl", like=op)]
+
+
+def expand_sigmoid(ctx, target):
+    """Lower sigmoid to sigmoid_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("sigmoid_dnnl", like=op)]
+
+
+def expand_softmax(ctx, target):
+    """Lower softmax to softmax_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("softmax_dnnl", like=op)]
+
+
+def expand_swish(ctx, target):
+    """Lower swish to swish_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("swish_dnnl", like=op)]
+
+
+def expand_tanh(ctx, target):
+    """Lower tanh to tanh_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("tanh_dnnl", like=op)]
+
+
+def expand_unary(ctx, target):
+    """Lower unary to unary_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("unary_dnnl", like=op)]
 
 
 def combine_channel_shuffle(ctx, window):
@@ -999,57 +997,39 @@ def combine_fuse_swish(ctx, window):
     ]
 
 
-FALLBACK = "cpu"
-
-# Ops that compute in float32 whatever the model's precision (lightnet.layouts).
-FLOAT32_OPS = frozenset(["softmax_dnnl", "layernorm_dnnl"])
-
-# Element-wise ops: in a reduced precision they compute in what they read (lightnet.layouts).
-ELEMENTWISE_OPS = frozenset(
-    [
-        "relu_dnnl",
-        "lrelu_dnnl",
-        "sigmoid_dnnl",
-        "tanh_dnnl",
-        "clip_dnnl",
-        "hard_swish_dnnl",
-        "hard_sigmoid_dnnl",
-        "gelu_dnnl",
-        "swish_dnnl",
-        "slice_dnnl",
-    ]
-)
+# Element-wise ops: in a reduced precision they compute in what they read (descriptions/archs).
+ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 
 EXPANDERS = {
-    "conv2d": expand_conv2d,
-    "maxpool2d": expand_maxpool2d,
     "avgpool2d": expand_avgpool2d,
-    "global_avgpool2d": expand_global_avgpool2d,
-    "relu": expand_relu,
-    "lrelu": expand_lrelu,
-    "sigmoid": expand_sigmoid,
-    "tanh": expand_tanh,
-    "clip": expand_clip,
-    "hard_swish": expand_hard_swish,
-    "hard_sigmoid": expand_hard_sigmoid,
-    "gelu": expand_gelu,
-    "swish": expand_swish,
     "elew": expand_elew,
-    "channel_shuffle": expand_channel_shuffle,
-    "unary": expand_unary,
     "reduce": expand_reduce,
     "resize": expand_resize,
     "upsample": expand_upsample,
     "transpose": expand_transpose,
     "einsum": expand_einsum,
-    "concat": expand_concat,
     "slice": expand_slice,
     "deconv2d": expand_deconv2d,
     "batchnorm": expand_batchnorm,
     "lrn": expand_lrn,
-    "softmax": expand_softmax,
     "matmul": expand_matmul,
     "layernorm": expand_layernorm,
+    "channel_shuffle": expand_channel_shuffle,
+    "clip": expand_clip,
+    "concat": expand_concat,
+    "conv2d": expand_conv2d,
+    "gelu": expand_gelu,
+    "global_avgpool2d": expand_global_avgpool2d,
+    "hard_sigmoid": expand_hard_sigmoid,
+    "hard_swish": expand_hard_swish,
+    "lrelu": expand_lrelu,
+    "maxpool2d": expand_maxpool2d,
+    "relu": expand_relu,
+    "sigmoid": expand_sigmoid,
+    "softmax": expand_softmax,
+    "swish": expand_swish,
+    "tanh": expand_tanh,
+    "unary": expand_unary,
 }
 
 COMBINERS = (
