@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import json
 import re
 import sys
 import zipfile
@@ -32,6 +31,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
+from tests.frontends.onnxutil import relu_model_file
+from tests.helpers import example_doc, from_file_example
+from tests.irbuild import create, op
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "errors.md"
@@ -94,21 +96,6 @@ ENTRIES = parse_doc(DOC.read_text(encoding="utf-8"))
 # Triggers --------------------------------------------------------------------------------
 
 
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
-
-
-def create(name="create1", out="tensor1", **params):
-    return op(name, "create", outs={"dst": out}, **{"dtype": "TL_FLOAT", "dims": [2, 4], **params})
-
-
-def example():
-    return json.loads((EXAMPLES / "example.json").read_text())
-
-
 def threads_of_another_blas(tmp) -> str:
     """Context(threads=...) when numpy's BLAS has no OpenBLAS thread functions."""
     from lightnet.archs.cpu import blas
@@ -146,7 +133,7 @@ def model_file(tmp, text, name="m.json"):
 
 
 def with_example(change):
-    doc = example()
+    doc = example_doc()
     change(doc)
     return doc
 
@@ -163,8 +150,7 @@ def il(text, **kw):
 
 def bad_types(tmp):
     """A types file whose set lists a dtype that does not exist."""
-    sys.path.insert(0, str(ROOT / "tests" / "generator"))
-    from genutil import make_root
+    from tests.generator.genutil import make_root
 
     from generator import model
     from generator.source import DescriptionError
@@ -176,16 +162,19 @@ def bad_types(tmp):
     return str(e.value)
 
 
-def gen(ops=None, optimizers=None, render=False):
-    """The generator's error on a tree holding these description files."""
+def gen(ops=None, optimizers=None, render=False, archs=None, params=None):
+    """The generator's error on a tree holding these description files (and
+    this descriptions/params.yaml)."""
     from generator import model
     from generator import render as rendering
     from generator.source import DescriptionError
 
     def trigger(tmp):
-        sys.path.insert(0, str(ROOT / "tests" / "generator"))
-        from genutil import BASE_OPS, make_root
-        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {})
+        from tests.generator.genutil import BASE_ARCHS, BASE_OPS, make_root
+        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {},
+                         {**BASE_ARCHS, **(archs or {})})
+        if params is not None:
+            (root / "descriptions" / "params.yaml").write_text(params, encoding="utf-8")
         with pytest.raises((DescriptionError, rendering.RenderError)) as e:
             descriptions = model.load(root)
             if render:
@@ -218,18 +207,10 @@ def weights_npz(tmp, arrays=None, members=None, name="w.npz"):
     return path
 
 
-def from_file_model():
-    doc = example()
-    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
-                               {"arg_name": "dims", "value": [2, 4]},
-                               {"arg_name": "from_file", "value": True}]
-    return doc
-
-
 def load_weights(path_or_fn):
     def trigger(tmp):
         path = path_or_fn(tmp) if callable(path_or_fn) else path_or_fn
-        return run_model(from_file_model(), datafile=path)
+        return run_model(from_file_example(), datafile=path)
     return trigger
 
 
@@ -238,11 +219,11 @@ def compiled_with_weights(kind):
     def trigger(tmp):
         ctx = Context()
         if kind == "set_param":
-            ctx.init(example())
+            ctx.init(example_doc())
             ctx.compile("cpu", weights={})
             ctx.set_param(ctx.ops[0].name, "from_file", True)
             return message(ctx.load)
-        ctx.init(from_file_model())
+        ctx.init(from_file_example())
         if kind == "unknown":
             ctx.compile("cpu")
             return message(ctx.save_weights, tmp / "w.npz")
@@ -270,7 +251,7 @@ def bad_fold(kind):
     def trigger(tmp):
         from lightnet.compiler.rules import Builder
         ctx = Context()
-        ctx.init(example())
+        ctx.init(example_doc())
         ctx.compile("cpu", weights={})
         b = Builder(ctx, "cpu")
         if kind == "one":
@@ -296,7 +277,7 @@ def pass_removed(tmp):
     from lightnet.archs.registry import get_proto
     from lightnet.ir.op import Op
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     other = Op(get_proto("create"), "create1", {}, {"dst": "elsewhere"},
                ctx.ops[0].params)
     return message(ctx.replace_ops, 0, 1, [other])
@@ -307,7 +288,7 @@ def pass_changed(tmp):
     from lightnet.ir.op import Op
     from lightnet.ir.param import Param
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     params = {**ctx.ops[0].params, "dims": Param.from_value("dims", [4, 4]),
               "data": Param.from_value("data", [])}
     return message(ctx.replace_ops, 0, 1, [Op(get_proto("create"), "create1", {},
@@ -316,7 +297,7 @@ def pass_changed(tmp):
 
 def read_before_create(tmp):
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     ctx.ops.reverse()
     return message(ctx.check)
 
@@ -349,7 +330,7 @@ def no_expander(tmp):
     from lightnet.compiler import rewrites
     from lightnet.archs.registry import Arch
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     return message(rewrites.expand, ctx, Arch("cpu", {}))
 
 
@@ -358,7 +339,7 @@ def unsettled(tmp):
     from lightnet.archs.registry import Arch, archs
     from lightnet.compiler.rules import Combiner
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     ctx.compile("cpu", combine=False)
     flip = Combiner("flip", ("*",), lambda c, window: [window[0].copy_as(window[0].proto)])
     return message(rewrites.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
@@ -493,16 +474,7 @@ def cli_input(kind):
 
 def onnx_file(tmp, batch="N"):
     """A one-Relu ONNX model, x float32[batch, 3, 8, 8]."""
-    from onnx import TensorProto, helper
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 8, 8])
-    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
-                                                "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    path = tmp / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    return path
+    return relu_model_file(tmp, [batch, 3, 8, 8])
 
 
 def onnx_invalid(case):
@@ -552,7 +524,7 @@ def batch_error(kind):
         from lightnet.files import model_source
         if kind == "fixed":
             return message(model_source.init, Context(), onnx_file(tmp, batch=1), batch=4)
-        return message(model_source.init, Context(), example(), batch=4)
+        return message(model_source.init, Context(), example_doc(), batch=4)
     return trigger
 
 
@@ -716,8 +688,7 @@ def gen_cli(kind):
         from generator import output
         if kind == "root":
             return cli("generator.__main__", ["--root", tmp])
-        sys.path.insert(0, str(ROOT / "tests" / "generator"))
-        from genutil import BASE_OPS, make_root
+        from tests.generator.genutil import BASE_OPS, make_root
         root = make_root(tmp / "root", BASE_OPS)
 
         def disk_full(src, dst):
@@ -929,11 +900,11 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
-    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example()),
+    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example_doc()),
                                                         c.compile("dnnl"))),
-    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example_doc()),
                                                       c.compile("cpu", precision="bf16"))),
-    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example_doc()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
     "compile.unsettled": unsettled,
@@ -974,7 +945,7 @@ TRIGGERS = {
         tmp, {"tensor1": np.zeros((2, 4), np.float64)})),
     "weights.shape": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((4, 2), np.float32)})),
-    "weights.missing": lambda tmp: run_model(from_file_model()),
+    "weights.missing": lambda tmp: run_model(from_file_example()),
     "weights.compiled": compiled_with_weights("load_file"),
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
@@ -1063,6 +1034,8 @@ TRIGGERS = {
     "gen.unknown-key": gen({"bad.yaml": "bad:\n  arch: none\n  colour: blue\n"}),
     "gen.optype": gen({"bad.yaml": "scale:\n  arch: none\n"}),
     "gen.arch": gen({"bad.yaml": "bad:\n  arch: gpu\n"}),
+    "gen.arch-description": gen(archs={"gpu.yaml": "arch: gpu\nmtype: gpu\n"}),
+    "gen.param-group": gen({"bad.yaml": "bad:\n  arch: none\n  param_groups: [window3d]\n"}),
     "gen.run-code": gen({"bad.yaml": "bad:\n  arch: none\n  run: pass\n"}),
     "gen.inherits": gen({"bad.yaml": "bad:\n  arch: cpu\n  inherits: worse\n"}),
     "gen.identifier": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
@@ -1124,6 +1097,14 @@ ALSO = {
                        ir(lambda d: d["ops"][0]["params"][1].update(value=[1, True]))],
     "check.output": [checker_define("seq"), checker_define("neg"), checker_define("scratch")],
     "gen.run-code": [gen({"bad.yaml": "bad:\n  arch: none\n  scratch: 64\n"})],
+    "gen.arch-description": [
+        gen(archs={"cpu.yaml": "arch: cpu\nmtype: cpu\ndtypes: any\nfallback: dnnl\n"}),
+        gen(archs={"gpu.yaml": "arch: gpu\nmtype: cpu\ndtypes: []\n"}),
+        gen({"bad.yaml": "bad:\n  arch: cpu\n  template: nope\n"})],
+    "gen.param-group": [
+        gen({"bad.yaml": "bad:\n  arch: none\n  param_groups: [window2d, dilated_window2d]\n"}),
+        gen(params="a:\n  extends: b\n  params: {x: {type: int}}\n"),
+        gen(params="a:\n  params: {}\n")],
     "compile.pass": [pass_changed],
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],

@@ -2,20 +2,14 @@
 compiled (optimized) IR run with -r gives what compiling in one go gives."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lightnet.compiler import targets
+from tests.helpers import lightnet
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def lightnet(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
 
 
 def body(stdout: str) -> str:

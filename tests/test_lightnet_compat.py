@@ -16,15 +16,14 @@ import pytest
 
 from lightnet import Context, LightNetError, LightNetWarning
 from lightnet.files import wts_text
+from tests.irbuild import op
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def create(name, dims, dtype="TL_FLOAT", **params):
-    values = {"dtype": dtype, "dims": dims, **params}
-    return {"name": f"make_{name}", "optype": "create", "tensors_in": [],
-            "tensors_out": [{"arg_name": "dst", "name": name}],
-            "params": [{"arg_name": k, "value": v} for k, v in values.items()]}
+    """A create op `make_NAME` of tensor NAME."""
+    return op(f"make_{name}", "create", outs={"dst": name}, dtype=dtype, dims=dims, **params)
 
 
 def loaded(ops, weights=None, **ctx_kwargs) -> Context:

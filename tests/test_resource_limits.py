@@ -28,11 +28,11 @@ from lightnet import Context, LightNetError, Session
 from lightnet.cli import main as lightnet_main
 from lightnet.compiler import memory_plan
 from lightnet.ir import limits
+from tests.helpers import EXAMPLE, from_file_example, lightnet
 from tests.irbuild import ModelBuilder
 from lightnet.ir.tensor import MemType
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "example.json"
 SQUEEZENET = ROOT / "examples" / "squeezenet.json"
 
 
@@ -206,14 +206,6 @@ def test_a_huge_dimension_is_refused_even_with_no_elements():
 # Weight files --------------------------------------------------------------------------------
 
 
-def from_file_model():
-    doc = json.loads(EXAMPLE.read_text())
-    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
-                               {"arg_name": "dims", "value": [2, 4]},
-                               {"arg_name": "from_file", "value": True}]
-    return doc
-
-
 def test_weight_headers_are_checked_before_the_data_is_read(tmp_path, monkeypatch):
     """An array whose header declares 4 TiB is refused from its header: its
     data (here a few bytes; in a zip bomb, gigabytes) is never read."""
@@ -228,7 +220,7 @@ def test_weight_headers_are_checked_before_the_data_is_read(tmp_path, monkeypatc
         raise AssertionError("the array data was read")
     monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", never)
     ctx = Context()
-    ctx.init(from_file_model())
+    ctx.init(from_file_example())
     ctx.compile("cpu")
     with pytest.raises(LightNetError) as e:
         ctx.load(path)
@@ -340,8 +332,7 @@ def relu_op(name="r", src="x", dst="y", **fields):
 
 def lightnet_cli(*args, stdin=None):
     """(exit status, stderr lines) of the lightnet command, in a new process."""
-    result = subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], input=stdin,
-                            capture_output=True, text=True)
+    result = lightnet(*args, stdin=stdin)
     return result.returncode, result.stderr.splitlines()
 
 

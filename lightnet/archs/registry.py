@@ -1,7 +1,8 @@
 """Architectures as the core knows them, and every op prototype by optype.
 
-An architecture is what its descriptions say, generated into lightnet/auto (its ops,
-its expanders, combiners and fallback, the op lists its passes read), and what its
+An architecture is what its descriptions say, generated into lightnet/auto (its ops
+from descriptions/ops, its expanders and combiners from descriptions/optimizers, its
+fallback and the op lists its passes read from descriptions/archs), and what its
 package says: lightnet/archs/<name>/arch.py names, as ARCH, a subclass of Arch that
 overrides the defaults below where the architecture has something to say (`none`,
 which only describes, has no package). The core reads an architecture only through
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Callable, ClassVar
 
+from lightnet.auto.archs import ARCHS
 from lightnet.auto.optimizers import OPTIMIZERS
 from lightnet.auto.registry import OP_PROTOS
 from lightnet.compiler.rules import Combiner
@@ -129,15 +131,16 @@ def archs() -> dict[str, Arch]:
         by_arch.setdefault(proto.arch, {})[proto.optype] = proto
     result = {}
     for name, ops in sorted(by_arch.items()):
-        cls = _arch_class(name)
+        arch = _arch_class(name)(name, ops)
+        described = ARCHS.get(name)  # none, the abstract ops' arch, is not described
+        if described is not None:
+            arch = replace(arch, fallback=described.fallback,
+                           float32_ops=described.float32_ops,
+                           elementwise_ops=described.elementwise_ops)
         optimizers = OPTIMIZERS.get(name)
-        if optimizers is None:
-            result[name] = cls(name, ops)
-        else:
-            result[name] = cls(name, ops, optimizers.EXPANDERS, optimizers.COMBINERS,
-                               fallback=optimizers.FALLBACK,
-                               float32_ops=optimizers.FLOAT32_OPS,
-                               elementwise_ops=optimizers.ELEMENTWISE_OPS)
+        if optimizers is not None:
+            arch = replace(arch, expanders=optimizers.EXPANDERS, combiners=optimizers.COMBINERS)
+        result[name] = arch
     return result
 
 

@@ -310,12 +310,12 @@ def conv2d(
     weight: Tensor,
     bias: Tensor,
     *,
-    group: int = 1,
     size: Sequence[int],
     stride: Sequence[int] = (1, 1),
-    dilation: Sequence[int] = (1, 1),
     padding: Sequence[int] = (0, 0, 0, 0),
     autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1),
+    group: int = 1,
     name: str | None = None,
 ) -> Tensor:
     """2-D convolution of NCHW `src` (ONNX Conv): dst[n, o, y, x] = bias[o] + sum over c in
@@ -338,16 +338,16 @@ def conv2d(
             channels split evenly into groups; the kernel dims of weight are size)
         bias: The per-output-channel bias [O]. (dtype float; ndim 1; len
             weight.shape[0]; dtype of src)
-        group: Number of channel groups (1 dense, C depthwise). (>= 1)
         size: Kernel size [height, width]; must match weight's last two dims. (length 2;
             each > 0)
         stride: Stride [height, width]. (length 2; each > 0)
-        dilation: Kernel dilation [height, width]. (length 2; each > 0)
         padding: Zero padding [top, left, bottom, right]; used with autopad NOTSET only.
             (length 4; each >= 0)
         autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
             or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
             autopad NOTSET)
+        dilation: Kernel dilation [height, width]. (length 2; each > 0)
+        group: Number of channel groups (1 dense, C depthwise). (>= 1)
         name: The op's name, and its output's; None: `conv2d` and a number not taken.
 
     Returns:
@@ -357,12 +357,12 @@ def conv2d(
         "conv2d",
         {"src": src, "weight": weight, "bias": bias},
         {
-            "group": group,
             "size": size,
             "stride": stride,
-            "dilation": dilation,
             "padding": padding,
             "autopad": autopad,
+            "dilation": dilation,
+            "group": group,
         },
         name,
     )
@@ -427,14 +427,14 @@ def deconv2d(
     weight: Tensor,
     bias: Tensor,
     *,
-    group: int = 1,
     size: Sequence[int],
     stride: Sequence[int] = (1, 1),
-    output_dims: Sequence[int] = (0, 0, 0, 0),
     padding: Sequence[int] = (0, 0, 0, 0),
-    output_padding: Sequence[int] = (0, 0),
-    dilation: Sequence[int] = (1, 1),
     autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1),
+    group: int = 1,
+    output_dims: Sequence[int] = (0, 0, 0, 0),
+    output_padding: Sequence[int] = (0, 0),
     name: str | None = None,
 ) -> Tensor:
     """Transposed 2-D convolution of NCHW `src` (ONNX ConvTranspose), the gradient of
@@ -460,22 +460,22 @@ def deconv2d(
             evenly into groups; the kernel dims of weight are size)
         bias: The per-output-channel bias [O]. (dtype float; ndim 1; len weight.shape[1]
             * group; dtype of src)
-        group: Number of channel groups. (>= 1)
         size: Kernel size [height, width]; must match weight's last two dims. (length 2;
             each > 0)
         stride: Stride [height, width]. (length 2; each > 0)
+        padding: Cells cropped off the uncropped output [top, left, bottom, right]; used
+            with autopad NOTSET and no output_dims only. (length 4; each >= 0)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (output = in * stride). (explicit padding needs autopad
+            NOTSET)
+        dilation: Kernel dilation [height, width]. (length 2; each > 0)
+        group: Number of channel groups. (>= 1)
         output_dims: Output shape [N, C, H, W] (LightNet's; ONNX output_shape); not
             given when an element is 0 ([0, 0, 0, 0], the default). When given without
             explicit padding, the padding is derived from it. (length 4; each >= 0;
             output_dims[:2] are src's batch and the output channels)
-        padding: Cells cropped off the uncropped output [top, left, bottom, right]; used
-            with autopad NOTSET and no output_dims only. (length 4; each >= 0)
         output_padding: Cells added at the bottom / right end of the output [height,
             width]. (length 2; each >= 0)
-        dilation: Kernel dilation [height, width]. (length 2; each > 0)
-        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
-            or SAME_LOWER (output = in * stride). (explicit padding needs autopad
-            NOTSET)
         name: The op's name, and its output's; None: `deconv2d` and a number not taken.
 
     Returns:
@@ -485,14 +485,14 @@ def deconv2d(
         "deconv2d",
         {"src": src, "weight": weight, "bias": bias},
         {
-            "group": group,
             "size": size,
             "stride": stride,
-            "output_dims": output_dims,
             "padding": padding,
-            "output_padding": output_padding,
-            "dilation": dilation,
             "autopad": autopad,
+            "dilation": dilation,
+            "group": group,
+            "output_dims": output_dims,
+            "output_padding": output_padding,
         },
         name,
     )

@@ -148,7 +148,7 @@ def test_context_runs_with_its_threads_and_puts_them_back(threads, monkeypatch):
         assert blas.info()["threads"] == 3
         ctx.profile()
         assert blas.info()["threads"] == 3
-        session = Session(slice_model(), threads=threads)
+        session = Session(slice_model(), target="cpu", threads=threads)
         session.run()
         assert blas.info()["threads"] == 3
     finally:

@@ -4,16 +4,7 @@ import pytest
 
 from lightnet.errors import LightNetError
 from lightnet.ir.dataflow import DataFlowGraph
-from lightnet.ir.op import Op, OpProto
-from lightnet.ir.tensor import MemType
-
-PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, tensors_in=(),
-                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
-
-
-def op(name, ins=(), outs=()):
-    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
+from tests.helpers import bare_op as op
 
 
 def edges(dfg):

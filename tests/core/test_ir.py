@@ -3,7 +3,6 @@
 import copy
 import io
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,13 +10,7 @@ from lightnet import Context
 from lightnet.errors import LightNetError
 from lightnet.ir import json_ir
 from lightnet.ir.param import Param, ParamType
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example.json"
-
-
-def example_doc():
-    return json.loads(EXAMPLE.read_text())
-
+from tests.helpers import EXAMPLE, example_doc
 
 def error(doc, label="m.json") -> str:
     with pytest.raises(LightNetError) as e:

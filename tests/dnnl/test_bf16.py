@@ -17,7 +17,8 @@ if capi.library().bf16 is None:
 
 from lightnet.archs.cpu import kernels as K  # noqa: E402
 from lightnet.archs.dnnl import primitives as P  # noqa: E402
-from tests.dnnl.test_primitives import execute, rand  # noqa: E402
+from tests.dnnl.dnnlutil import execute  # noqa: E402
+from tests.helpers import rand  # noqa: E402
 
 CONTRACT = 2e-2
 BF16 = "bfloat16"

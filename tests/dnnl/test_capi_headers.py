@@ -75,6 +75,8 @@ def _expected(ctype: str):
         return ctypes.POINTER(ctypes.c_int64)
     if ctype == "const float*":
         return ctypes.POINTER(ctypes.c_float)
+    if ctype == "const int*":
+        return ctypes.POINTER(ctypes.c_int)
     if ctype == "const dnnl_exec_arg_t*":
         return ctypes.POINTER(capi.dnnl_exec_arg_t)
     if ctype == "const dnnl_version_t*":

@@ -5,6 +5,7 @@ a byte, checked by simulating the arena byte by byte; the sizes come from oneDNN
 import dataclasses
 import random
 import re
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,12 @@ import pytest
 from lightnet import Context
 from lightnet.archs.dnnl import capi
 from lightnet.compiler.memory_plan import align_up, assemble_in_place, plan
-from lightnet.ir.op import Op, OpProto
+from lightnet.ir.op import Op
 from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
+from tests.helpers import bare_op
+
+op = partial(bare_op, arch="dnnl")  # the ops of these plans are dnnl's
+
 
 @dataclasses.dataclass
 class Blocked:
@@ -26,15 +31,6 @@ class Blocked:
 
     def is_block_of(self, whole, axis: int) -> bool:
         return False
-
-
-PROTO = OpProto(optype="t", arch="dnnl", mtype=MemType.CPU, tensors_in=(),
-                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
-
-
-def op(name, ins=(), outs=()):
-    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
 
 
 def blocked(channels: int, block: int) -> int:
@@ -133,7 +129,7 @@ def test_check_catches_a_plan_sized_by_logical_bytes():
 
 
 def test_blocked_tensors_are_never_parts_of_an_assembled_output():
-    concat = dataclasses.replace(PROTO, optype="concat", assemble=("dst", "src", "axis"))
+    concat = dataclasses.replace(op("c").proto, optype="concat", assemble=("dst", "src", "axis"))
 
     def model(layouts):
         tensors = TensorTable({n: TensorEntry(n, DType.TL_FLOAT, (1, 16), "o") for n in "xyz"})

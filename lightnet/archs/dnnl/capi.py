@@ -209,6 +209,7 @@ FUNCTIONS = {
     "dnnl_memory_desc_create_with_tag": (c_int, [_OUT, c_int, _DIMS, c_int, c_int]),
     "dnnl_memory_desc_create_with_strides": (c_int, [_OUT, c_int, _DIMS, c_int, _DIMS]),
     "dnnl_memory_desc_create_submemory": (c_int, [_OUT, _H, _DIMS, _DIMS]),
+    "dnnl_memory_desc_permute_axes": (c_int, [_OUT, _H, POINTER(c_int)]),
     "dnnl_memory_desc_clone": (c_int, [_OUT, _H]),
     "dnnl_memory_desc_get_size": (c_size_t, [_H]),
     "dnnl_memory_desc_query": (c_int, [_H, c_int, c_void_p]),
@@ -493,6 +494,16 @@ class MemoryDesc(_Owner):
                                                     dims(shape), dims(offsets))
         return MemoryDesc(handle, self._lib)
 
+    def transposed(self, axes) -> MemoryDesc:
+        """This layout seen with its axes permuted like numpy's transpose(axes): dim i of
+        the result is dim axes[i] of this one, the bytes where they are."""
+        permutation = (c_int * len(axes))()
+        for i, axis in enumerate(axes):
+            permutation[axis] = i
+        handle = c_void_p()
+        self._lib.dnnl_memory_desc_permute_axes(ctypes.byref(handle), self.handle, permutation)
+        return MemoryDesc(handle, self._lib)
+
     @classmethod
     def clone(cls, borrowed: int | c_void_p) -> MemoryDesc:
         """An owned copy of a descriptor oneDNN lends (a primitive descriptor's)."""
@@ -536,6 +547,11 @@ class MemoryDesc(_Owner):
     @property
     def is_any(self) -> bool:
         return self._query_int(dnnl_query_format_kind) == dnnl_format_kind_any
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The stride of each logical dim, in elements (a blocked layout's outer ones)."""
+        return self._blocking()[0]
 
     @property
     def format(self) -> str:

@@ -18,6 +18,7 @@ format a producer chose, its descriptor in `layout.desc`.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -30,7 +31,8 @@ from lightnet.errors import LightNetError
 PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul",
-           "pool2d", "batchnorm", "layernorm", "lrn", "softmax", "eltwise", "binary", "concat",
+           "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
+           "eltwise", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
 
@@ -280,6 +282,40 @@ def _slowness(kernel) -> int:
     return 2 if _reference(kernel) else int("gemm" in kernel.impl_info)
 
 
+def merged_groups(src_shape, weight_shape, *, group: int, stride, padding, dilation) -> int:
+    """How many groups of a grouped convolution to run as one (block-diagonal weights:
+    kernels.merge_conv_groups) so that oneDNN runs a direct kernel, not its GEMM-based
+    one: ResNeXt's 32 groups of 4 channels fit no channel block of a direct kernel, and
+    im2col and a GEMM per group took 4x the time of 16 groups of 8 channels with twice
+    the products. 1 where the convolution is direct already, depthwise, or no merge of
+    at most 4 groups (4x the products) is."""
+    return _merged_groups(tuple(src_shape), tuple(weight_shape), group, tuple(stride),
+                          tuple(padding), tuple(dilation))
+
+
+@functools.lru_cache(maxsize=256)
+def _merged_groups(src_shape, weight_shape, group, stride, padding, dilation) -> int:
+    per_group = weight_shape[1]
+    if group == 1 or per_group == 1:
+        return 1
+
+    def slowness(groups: int) -> int:
+        weight = (weight_shape[0], per_group * (group // groups)) + tuple(weight_shape[2:])
+        try:
+            return _slowness(primitives.conv2d(src_shape, weight, bias=True, group=groups,
+                                               stride=stride, padding=padding,
+                                               dilation=dilation))
+        except (Unsupported, LightNetError):
+            return 2
+
+    if not slowness(group):
+        return 1
+    for merge in (2, 3, 4):
+        if group % merge == 0 and not slowness(group // merge):
+            return merge
+    return 1
+
+
 def _tagged(shape, dtype: str, tags) -> list:
     """`shape` in `dtype` laid out as each of the 4-D tags `tags` (none unless 4-D)."""
     if len(shape) != 4:
@@ -400,16 +436,81 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
 
 
 def softmax(op, src, dst, *, axis) -> int:
-    """Softmax along `axis` in the source's layout."""
-    kernel = _create(primitives.softmax, src.shape, axis, dtype=_dtype(src), src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    """Softmax along `axis` in the source's layout; where oneDNN has only its reference
+    kernel for that (a plain source and an axis not the last: YOLO's box head over 16
+    bins of axis 1), in a layout with `axis` innermost, the source reordered into it."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout)
+
+    before = {}
+    inner = [a for a in range(src.ndim) if a != axis] + [axis]
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              [primitives.strided_desc(src.shape, dtype, inner)], before)
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
+
+
+def _shuffle_views(desc, group: int):
+    """A channel shuffle of a plain or channels-last 4-D layout `desc` as a reorder:
+    the source seen as [N, group, C / group, H, W] by its strides, the output the same
+    elements with channel j * group + i where the source has i * C / group + j."""
+    n, c, h, w = desc.shape
+    per = c // group
+    stride_n, stride_c, stride_h, stride_w = desc.strides
+    src = (stride_n, per * stride_c, stride_c, stride_h, stride_w)
+    dst = (stride_n, stride_c, group * stride_c, stride_h, stride_w)
+    shape = (n, group, per, h, w)
+    return (primitives.MemoryDesc.with_strides(shape, desc.dtype, src),
+            primitives.MemoryDesc.with_strides(shape, desc.dtype, dst))
+
+
+class _Reordered:
+    """An op's call that is one reorder of its source's bytes into its output's (views of
+    other shapes than the op's tensors, as a channel shuffle's)."""
+
+    def __init__(self, kernel: primitives.Kernel):
+        self.kernel = kernel
+        self.impl_info = kernel.impl_info
+
+    def bind(self, scratch, arrays: dict):
+        return self.kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
+
+
+def transpose(op, src, dst, *, axes) -> int:
+    """dst = src with its axes permuted (numpy's transpose): one reorder reading src in
+    its producer's layout seen with permuted axes (a blocked one too, so no reorder to
+    plain comes first). dst is plain, or channels-last where that is the order src's
+    bytes are in already ([N, H, W, C] to [N, C, H, W]: a copy, and the convolution
+    reading it runs a direct kernel on it where a plain source would take im2col)."""
+    if _pending(src):
+        record(src, primitives.plain_desc(src.shape, _dtype(src)))
+    desc = _desc(src).transposed(axes)
+    out = primitives.plain_desc(dst.shape, desc.dtype)
+    if desc.ndim == 4 and desc.format == "acdb":
+        out = _tagged(dst.shape, desc.dtype, ("acdb",))[0]
+    kernel = _create(primitives.reorder, desc, out)
+    record(dst, kernel.descs["dst"])
+    op.values["call"] = _Reordered(kernel)
+    return 0
 
 
 def shuffle(op, src, dst, *, group) -> int:
-    """A channel shuffle in the source's layout (oneDNN's group_size is the channels of
-    one of LightNet's groups), else in channel blocks: oneDNN shuffles plain and
-    channels-last tensors with its reference kernel only."""
+    """A channel shuffle. Of a plain or channels-last source (or one left to the op,
+    which takes plain): a reorder between two views of it (_shuffle_views), in its layout
+    (oneDNN's shuffle primitive runs its reference kernel on those); of a blocked one,
+    oneDNN's shuffle in that layout (its group_size is the channels of one of LightNet's
+    groups), else in channel blocks."""
     dtype = _dtype(src)
+    if _pending(src) and src.ndim == 4:
+        record(src, primitives.plain_desc(src.shape, dtype))
+    if src.ndim == 4 and _format(src) in (None, "acdb"):
+        desc = _desc(src)
+        kernel = _create(primitives.reorder, *_shuffle_views(desc, group))
+        record(dst, desc)
+        op.values["call"] = _Reordered(kernel)
+        return 0
 
     def create(layout):
         return _create(primitives.shuffle, src.shape, 1, src.shape[1] // group, dtype=dtype,
@@ -432,6 +533,16 @@ def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_m
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
 
 
+def resample(op, src, dst, *, mode: str) -> int:
+    """Resample the spatial axes (2 onwards) of src, read in its producer's layout, to
+    dst's shape: mode "linear" (half-pixel centres, clamped: the cpu resize's and
+    upsample's TL_LINEAR) or "nearest" (which the expanders use for integer upscales
+    only, where every nearest rule picks floor(i / factor))."""
+    kernel = _create(primitives.resample, src.shape, dst.shape, mode, dtype=_dtype(src),
+                     src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
 def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> int:
     """dst = f(src) in src's layout (relu, lrelu, clip, sigmoid, tanh, ...)."""
     kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
@@ -451,11 +562,21 @@ def unary(op, src, dst, func: str) -> int:
 
 
 def reduce(op, src, dst, *, func: str, axes) -> int:
-    """The mean, sum, max or min over `axes` (kept with size 1) of the source in its
-    producer's layout; the output plain."""
-    kernel = _create(primitives.reduction, src.shape, axes, func, dtype=_dtype(src),
-                     src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    """The mean, sum, max or min over `axes` of the source in its producer's layout,
+    else (oneDNN reduces blocked and channels-last sources by its reference kernel only)
+    reordered plain first; the output plain. oneDNN keeps the reduced axes with size 1:
+    a dst without them (no keepdims) holds the same bytes in the same order."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.reduction, src.shape, axes, func, dtype=dtype, src=layout)
+
+    before = {}
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              [primitives.plain_desc(src.shape, dtype)], before)
+    call = Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}, before)
+    record(dst, primitives.plain_desc(dst.shape, _dtype(dst)))
+    return _settle(op, call)
 
 
 def binary(op, src1, src2, dst, name: str) -> int:
@@ -555,7 +676,8 @@ def concat(op, srcs, dst, axis: int) -> int:
 class _Slice:
     """A slice op's call: oneDNN's reorder of the part of the source (a sub-memory of
     its layout) into the output; `first`, where the part cuts the source's channel
-    blocks, reorders the whole source channels-last into the op's scratch before."""
+    blocks, reorders the whole source channels-last (plain, unless 4-D) into the op's
+    scratch before."""
 
     def __init__(self, kernel: primitives.Kernel, first: primitives.Kernel | None):
         self.kernel, self.first = kernel, first
@@ -590,9 +712,10 @@ def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A00
     try:
         part = whole.submemory(shape, offsets)
     except LightNetError:  # oneDNN's sub-memories of a blocked layout are whole blocks
-        channels_last = _tagged(src.shape, dtype, ("acdb",))[0]
-        first = _create(primitives.reorder, whole, channels_last)
-        whole, part = channels_last, channels_last.submemory(shape, offsets)
+        dense = (_tagged(src.shape, dtype, ("acdb",)) or [primitives.plain_desc(src.shape,
+                                                                                dtype)])[0]
+        first = _create(primitives.reorder, whole, dense)
+        whole, part = dense, dense.submemory(shape, offsets)
     out = _like(whole, shape, dtype) or primitives.plain_desc(shape, dtype)
     kernel = _create(primitives.reorder, part, out)
     record(dst, kernel.descs["dst"])

@@ -55,7 +55,7 @@ from lightnet.archs.dnnl.capi import MemoryDesc
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
            "binary_post_op", "conv2d", "deconv2d", "matmul", "pool2d", "eltwise", "binary",
            "concat", "batchnorm", "layernorm", "lrn", "softmax", "resample", "reorder",
-           "plain_desc", "REDUCTION", "reduction", "shuffle"]
+           "plain_desc", "strided_desc", "REDUCTION", "reduction", "shuffle"]
 
 
 class Unsupported(Exception):
@@ -137,7 +137,7 @@ def _attr(post_ops, dst_shape, dtype) -> tuple[capi.Attr, dict[str, tuple[int, M
 
 # Layouts ------------------------------------------------------------------------------------
 
-def _strided(shape, dtype: str, order) -> MemoryDesc:
+def strided_desc(shape, dtype: str, order) -> MemoryDesc:
     """A dense layout of `shape` whose dimensions, outermost first, are `order`."""
     strides = [0] * len(shape)
     step = 1
@@ -155,7 +155,7 @@ def held(dtype: str) -> str:
 
 def plain_desc(shape, dtype: str = "float32") -> MemoryDesc:
     """LightNet's own layout of `shape`: dense, C order (what a numpy array has)."""
-    return _strided(shape, dtype, range(len(shape)))
+    return strided_desc(shape, dtype, range(len(shape)))
 
 
 # 4-D layouts by oneDNN's tag: channels last, channels in blocks of 8 or 16.
@@ -392,7 +392,7 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
         if trans:
             shape = shape[:-2] + (shape[-1], shape[-2])
             order[-2], order[-1] = order[-1], order[-2]
-        return shape, _strided(shape, dtype, order), _strided(shape, held(dtype), order)
+        return shape, strided_desc(shape, dtype, order), strided_desc(shape, held(dtype), order)
 
     a_log, a_d, a_plain = operand(a_shape, trans_a)
     b_log, b_d, b_plain = operand(b_shape, trans_b)

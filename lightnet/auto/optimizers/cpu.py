@@ -427,15 +427,6 @@ def combine_identity_transpose(ctx, window):
     ]
 
 
-FALLBACK = None
-
-# Ops that compute in float32 whatever the model's precision (lightnet.archs.dnnl.layout_pass).
-FLOAT32_OPS = frozenset()
-
-# Element-wise ops: in a reduced precision they compute in what they read
-# (lightnet.archs.dnnl.layout_pass).
-ELEMENTWISE_OPS = frozenset()
-
 EXPANDERS = {
     "conv2d": expand_conv2d,
 }

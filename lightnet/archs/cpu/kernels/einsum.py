@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EinsumPlan", "einsum", "einsum_plan", "einsum_scratch", "einsum_shape"]
+__all__ = ["EinsumPlan", "einsum", "einsum_matmul", "einsum_plan", "einsum_scratch",
+           "einsum_shape"]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -198,6 +199,27 @@ def einsum_plan(equation: str, *shapes) -> EinsumPlan:
     perm = tuple(expanded_labels.index(x) for x in out)
     out_perm = None if perm == tuple(range(len(perm))) else perm
     return EinsumPlan(first, second, swapped, product, expanded, out_perm)
+
+
+def einsum_matmul(equation: str, shape1, shape2) -> tuple[bool, bool, bool] | None:
+    """(swapped, transA, transB) where einsum `equation` of two operands of these shapes
+    is one matrix product of them as they are, each [batch..., rows, cols] or its last
+    two axes transposed (attention's 'bhid,bhjd->bhij'), the operands swapped when the
+    output is the product's transpose; None where a copy, a reshape or a transpose of the
+    output is needed, or the equation is no product."""
+    try:
+        plan = einsum_plan(equation, shape1, shape2)
+    except ValueError:
+        return None
+    if plan.second is None or plan.out_perm is not None or plan.product != plan.expanded:
+        return None
+    a, b = (shape2, shape1) if plan.swapped else (shape1, shape2)
+    first, second = plan.first, plan.second
+    if first.perm is not None or second.perm is not None:
+        return None
+    if tuple(a) != first.shape or tuple(b) != second.shape:
+        return None
+    return plan.swapped, first.swap, second.swap
 
 
 def einsum_scratch(plan: EinsumPlan, dtype) -> tuple:

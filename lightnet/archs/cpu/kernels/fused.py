@@ -21,6 +21,7 @@ __all__ = [
     "fold_batchnorm_conv",
     "fold_batchnorm_gemm",
     "fold_channel_operand_conv",
+    "merge_conv_groups",
 ]
 
 ACTIVATIONS = ("none", "relu", "lrelu", "sigmoid", "tanh", "clip")
@@ -59,6 +60,22 @@ def fold_channel_operand_conv(weight, bias, operand, elew_op, dtype):
         s = v if elew_op == "TL_MUL" else 1.0 / v
         return (w * s[:, None, None, None]).astype(dtype), (b * s).astype(dtype)
     return w.astype(dtype), (b + (v if elew_op == "TL_SUM" else -v)).astype(dtype)
+
+
+def merge_conv_groups(weight, group: int, merge: int):
+    """The weight [O, k * C/group, kh, kw] of the same convolution in group / k groups (k =
+    `merge`): each merged group's weight is block-diagonal, the k original groups' weights
+    on its diagonal and zeros between, so every output channel still reads only its own
+    group's input channels."""
+    w = np.asarray(weight)
+    out, per_group = w.shape[0], w.shape[1]
+    out_per_group = out // group
+    merged = np.zeros((out, per_group * merge) + w.shape[2:], w.dtype)
+    for g in range(group):
+        at = (g % merge) * per_group
+        rows = slice(g * out_per_group, (g + 1) * out_per_group)
+        merged[rows, at:at + per_group] = w[rows]
+    return merged
 
 
 def fold_batchnorm_gemm(src2, bias, scale, offset, mean, var, epsilon, *, transB, beta, dtype):
