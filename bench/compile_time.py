@@ -4,12 +4,14 @@ session creation on the same ONNX file (not part of the unit tests).
     python bench/compile_time.py                          # chains of 2,000 and 10,000 ops
     python bench/compile_time.py --ops 2000,10000,50000 --targets cpu,dnnl
     python bench/compile_time.py --models resnet50,vit_s16
+    python bench/compile_time.py --ops "" --models ~/.cache/lightnet-zoo/swin_t.onnx
     python bench/compile_time.py --profile 10000          # cProfile of LightNet's setup
 
 A chain is N unary ONNX nodes (Relu, Sigmoid, Tanh, Neg in turn) on a [1, 64] input,
 each mapping to one LightNet op: its cost is what the import, the compiler and the
 loader spend per op. `--models` takes the bench networks of bench/models.py (seeded
-random weights). Each engine sets the model up in a fresh process (this script run
+random weights), or are ONNX files (a path ending in .onnx, such as the zoo's in
+~/.cache/lightnet-zoo/). Each engine sets the model up in a fresh process (this script run
 with --worker), after its modules are imported: LightNet from the ONNX file to a
 loaded Session (lightnet.Session(path): import, compile, plan, load), ONNX Runtime
 to an InferenceSession. Both then run the model once. Each row gives the setup's wall
@@ -137,7 +139,10 @@ def main() -> None:
 
     cases = [(f"chain {int(n):,}", lambda n=int(n): chain(n)) for n in args.ops.split(",") if n]
     for name in filter(None, args.models.split(",")):
-        cases.append((name, lambda name=name: models.MODELS[name](np.random.default_rng(0))))
+        if name.endswith(".onnx"):  # a file (its external data beside it)
+            cases.append((os.path.basename(name)[:-5], lambda name=name: onnx.load(name)))
+        else:
+            cases.append((name, lambda name=name: models.MODELS[name](np.random.default_rng(0))))
     engines = [f"ours:{t}" for t in args.targets.split(",")] + ["ort"]
     print(f"{'model':<16} {'engine':<10} {'setup s':>8} {'cpu s':>7} {'growth MB':>10} "
           f"{'peak MB':>8}")

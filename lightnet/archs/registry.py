@@ -38,7 +38,8 @@ class Arch:
     What its package overrides, by when the core asks:
     - choosing a target (lightnet.compiler.targets): unavailable(), describe(),
       auto_rank;
-    - compiling (Context.compile): passes, precisions and precision(), slow_kernel();
+    - compiling (Context.compile): passes, precisions and precision(), compiling(),
+      slow_kernel();
     - running (Context.run): owns_cores, check_threads(), threads();
     - reporting (`lightnet info`, `bench`, `--profile`): library, kernel_counts(),
       describe_kernels(), thread_count().
@@ -81,6 +82,12 @@ class Arch:
         """The precision its ops compute in when asked for `precision` (auto, or one of
         `precisions`); LightNetError where this machine cannot give it, saying why."""
         return self.precisions[0] if precision == "auto" else precision
+
+    def compiling(self):
+        """A context manager Context.compile holds while it compiles (every pass, every
+        compile again for a refused op): where the architecture keeps what a compile
+        makes more than once (dnnl: each oneDNN primitive)."""
+        return _UNCHANGED
 
     def slow_kernel(self, op) -> str | None:
         """The name of the slow reference kernel its checked op `op` would run (which

@@ -60,27 +60,41 @@ def combine(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> int:
     combiners = arch.combiners + (get_arch(arch.fallback).combiners if arch.fallback else ())
     for rounds in range(MAX_COMBINE_ROUNDS):
         changed = False
+        # The optype of every op, in step with ctx.ops: a rule's window is looked for
+        # with list.index (most positions fail on their optype).
+        optypes = [op.optype for op in ctx.ops]
         for combiner in combiners:
             size = len(combiner.window)
             # The window's first optype that is not "*": most positions fail on it.
             key = next((k for k, w in enumerate(combiner.window) if w != "*"), 0)
+            wanted = combiner.window[key]
             # A rule is tried again where it replaced ops (the new ops may
             # match again); one that always matches would never move on.
             budget = MAX_COMBINE_ROUNDS * (len(ctx.ops) + 1)
             i = 0
             while i + size <= len(ctx.ops):
-                if combiner.window[key] not in ("*", ctx.ops[i + key].optype):
-                    i += 1
-                    continue
-                window = ctx.ops[i : i + size]
-                if all(w in ("*", op.optype) for w, op in zip(combiner.window, window)):
-                    new_ops = combiner.func(ctx, window)
+                if wanted != "*":
+                    try:
+                        i = optypes.index(wanted, i + key) - key
+                    except ValueError:
+                        break
+                    if i + size > len(ctx.ops):
+                        break
+                if all(w in ("*", t) for w, t in zip(combiner.window, optypes[i : i + size])):
+                    new_ops = combiner.func(ctx, ctx.ops[i : i + size])
                     if new_ops is not None and any(op.arch == arch.name and op.name in
                                                    on_fallback for op in new_ops):
                         new_ops = None
                     if new_ops is not None:
                         ctx.replace_ops(i, size, new_ops)
-                        i += _hoist_sources(ctx, i, len(new_ops))
+                        count = len(new_ops)
+                        moved = _hoist_sources(ctx, i, count)
+                        # What replace_ops and _hoist_sources did to ctx.ops: the sources
+                        # among the new ops moved to the front, the others at i + moved.
+                        kept = ctx.ops[i + moved : i + count]
+                        optypes[i : i + size] = [op.optype for op in kept]
+                        optypes[:0] = [op.optype for op in ctx.ops[:moved]]
+                        i += moved
                         changed = True
                         budget -= 1
                         if budget < 0:

@@ -11,6 +11,7 @@ make the replacement ops (and the weights a rule folds) with a Builder.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from types import SimpleNamespace
 from typing import Callable
 
@@ -35,14 +36,28 @@ class Combiner:
 
 
 class OpView:
+    """What a rule's condition sees of op `op`: `params`, `ins` and `outs` are made
+    when first read (most windows fail on an optype)."""
+
     def __init__(self, ctx, op):
         self.name = op.name
         self.optype = op.optype
-        self.params = SimpleNamespace(**op.values)
-        self.ins = SimpleNamespace(**{a: ctx.tensors[n] for a, n in op.tensors_in.items()})
-        self.outs = SimpleNamespace(**{a: ctx.tensors[n] for a, n in op.tensors_out.items()})
         self._ctx = ctx
         self._op = op
+
+    @cached_property
+    def params(self) -> SimpleNamespace:
+        return SimpleNamespace(**self._op.values)
+
+    @cached_property
+    def ins(self) -> SimpleNamespace:
+        tensors = self._ctx.tensors
+        return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_in.items()})
+
+    @cached_property
+    def outs(self) -> SimpleNamespace:
+        tensors = self._ctx.tensors
+        return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_out.items()})
 
     def given(self, arg: str) -> bool:
         """Whether input `arg` (an optional one) is given."""

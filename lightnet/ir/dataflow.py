@@ -57,6 +57,11 @@ class DataFlowGraph:
         for tname in op.tensors_out.values():
             del self.producer[tname]
 
+    def clear(self) -> None:
+        """Remove every op (what removing each one leaves: an empty graph)."""
+        self.graph = Graph()
+        self.ops, self.producer, self.consumers = {}, {}, {}
+
     def link(self, op1: Op, op2: Op, tname: str) -> None:
         self.graph.link(op1.name, op2.name, tname)
 

@@ -17,7 +17,7 @@ import numpy as np
 from lightnet.errors import CheckError
 from lightnet.ir.checks import check_declared
 from lightnet.ir.param import REQUIRED, Param, ParamType
-from lightnet.ir.tensor import DType, MemType, TensorTable
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 
 
 
@@ -179,6 +179,89 @@ class Op:
             "tensors_out": [{"arg_name": a, "name": n} for a, n in self.tensors_out.items()],
             "params": [{"arg_name": a, "value": p.to_json()} for a, p in self.params.items()],
         }
+
+
+def _state(entry: TensorEntry) -> tuple:
+    """Everything `entry` says (its fields, in order), to compare with what it said."""
+    return tuple(entry.__dict__.values())
+
+
+class CheckMemo:
+    """What the ops of a model made when they were checked (pre_run), while it
+    compiles: an op a pass takes out (Context.remove_ops) and puts back with nothing
+    it reads changed is not checked anew (the dnnl layout pass takes every op out and
+    puts them back, twice, to insert a few reorders).
+
+    An op's check depends on its optype, name, params, tensor names and seed and on
+    the entries of the tensors it reads. When all of them are what they were when it
+    was taken out, checking it would define the same outputs again: pre_run puts back
+    the entries it had (and the values and scratch it had made). Checked anew every
+    time are an op whose check changed an entry it read (a dnnl op choosing the
+    layout of a tensor the layout pass left to it), the op that made that entry (its
+    entry, as taken out, is no longer what the op made), an op keeping a value marked
+    `keeps_entries` (one that reads entries again at load) and an op of several
+    outputs (its check defines them in its own order, which the tensor table keeps).
+    Context.compile holds one while it runs."""
+
+    def __init__(self):
+        self._taken: dict[str, tuple] = {}  # op name -> what it read and made
+        self._never: set[str] = set()  # the ops checked anew every time
+
+    def take_out(self, op: Op, tensors: TensorTable) -> None:
+        """Remember what `op`, about to be taken out of the model, read and made."""
+        name = op.name
+        if name in self._never or len(op.tensors_out) > 1:
+            return  # (several outputs: put back in the order their check defines them)
+        read, made = [], []
+        for n in op.tensors_in.values():
+            entry = tensors.get(n)
+            if entry is None:
+                return
+            read.append(tuple(entry.__dict__.values()))
+        for n in op.tensors_out.values():
+            entry = tensors.get(n)
+            if entry is None or entry.creator != name:
+                return
+            made.append(entry)
+        self._taken[name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
+                             tuple(op.tensors_out.items()), dict(op.params), read, made,
+                             op.values, op.scratch)
+
+    def pre_run(self, op: Op, tensors: TensorTable) -> None:
+        """`op.pre_run(tensors)`, or what it would do again (see the class)."""
+        taken = self._taken.pop(op.name, None)
+        if taken is not None and taken[0] is op and self._same(taken, op, tensors):
+            for entry in taken[7]:
+                tensors[entry.name] = entry
+            op.values, op.scratch = taken[8], taken[9]
+            return
+        ins = [tensors.get(n) for n in op.tensors_in.values()]
+        read = [None if e is None else _state(e) for e in ins]
+        op.pre_run(tensors)  # raises when an input is missing
+        if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
+            self._never.add(op.name)
+        for was, entry in zip(read, ins):
+            if was != _state(entry):  # it changed what it read
+                self._never.update((op.name, entry.creator))
+
+    def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
+        """Whether `op` reads now what it read when it was taken out (`taken`), and may
+        define its outputs again: its params the same objects (a param equal to
+        another may still differ: -0.0 and 0.0)."""
+        _, proto, seed, tensors_in, tensors_out, params, read = taken[:7]
+        if (proto is not op.proto or seed != op.seed or op.name in self._never
+                or tensors_in != tuple(op.tensors_in.items())
+                or tensors_out != tuple(op.tensors_out.items())
+                or len(params) != len(op.params)):
+            return False
+        for arg, value in op.params.items():
+            if params.get(arg) is not value:
+                return False
+        for was, (_, n) in zip(read, tensors_in):
+            entry = tensors.get(n)
+            if entry is None or was != tuple(entry.__dict__.values()):
+                return False
+        return not any(n in tensors for _, n in tensors_out)
 
 
 def unique_name(prefix: str, taken) -> str:

@@ -8,6 +8,7 @@ a numpy view into it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import threading
@@ -24,7 +25,7 @@ from lightnet.files import weight_file, wts_text
 from lightnet.ir import json_ir, limits, symbolic
 from lightnet.ir.builder import Model
 from lightnet.ir.dataflow import DataFlowGraph
-from lightnet.ir.op import Op, unique_name
+from lightnet.ir.op import CheckMemo, Op, unique_name
 from lightnet.ir.param import Param
 from lightnet.ir.tensor import MemType, TensorTable
 from lightnet.runtime.gc_pause import while_building
@@ -108,6 +109,7 @@ class Context:
         # is given none.
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
+        self._checks: CheckMemo | None = None  # the checks of ops while compiling
         # The ops compile() lowered for the fallback architecture because the target's
         # library had only its reference kernel for them: name -> (optype, kernel).
         self.refused: dict[str, tuple[str, str]] = {}
@@ -173,7 +175,10 @@ class Context:
             for op in ops:
                 op.seed = self.seed
                 try:
-                    op.pre_run(self.tensors)
+                    if self._checks is None:
+                        op.pre_run(self.tensors)
+                    else:
+                        self._checks.pre_run(op, self.tensors)
                     self.dfg.add(op)
                 except LightNetError as e:
                     self._forget_outputs(op)
@@ -191,6 +196,9 @@ class Context:
 
     def remove_ops(self, position: int, count: int) -> list[Op]:
         """Take `count` ops out at `position` (post_run each, last first)."""
+        if self._checks is not None:
+            for op in self.ops[position : position + count]:
+                self._checks.take_out(op, self.tensors)
         removed = self._take_out(position, count)
         del self.ops[position : position + count]
         self.mem = None
@@ -200,9 +208,13 @@ class Context:
         """post_run the `count` ops at `position`, last first, and take them out of
         the graph (not out of the op list)."""
         removed = self.ops[position : position + count]
+        every = len(removed) == len(self.ops) == len(self.dfg.ops)  # a pass rewriting all
         for op in reversed(removed):
             op.post_run(self.tensors)
-            self.dfg.remove(op)
+            if not every:
+                self.dfg.remove(op)
+        if every:
+            self.dfg.clear()
         return removed
 
     def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
@@ -287,20 +299,26 @@ class Context:
         lowered = {op.name for op in originals if op.arch == "none"}
         given = None if self.weights is None else dict(self.weights)
         self.refused = {}
-        try:
-            while True:
+        with contextlib.ExitStack() as caches:
+            for arch in archs().values():  # e.g. each oneDNN primitive made once
+                caches.enter_context(arch.compiling())
+            try:
+                while True:
+                    self._values = {}
+                    self._checks = CheckMemo()
+                    self._fold_budget = limits.FoldBudget(self.fold_limit)
+                    self.weights = None if given is None else dict(given)
+                    pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
+                    slow = {op.name: (op.optype, kernel) for op in self.ops
+                            if op.name in lowered
+                            and (kernel := get_arch(op.arch).slow_kernel(op)) is not None}
+                    if slow.keys() <= self.refused.keys():
+                        break
+                    self.refused.update(slow)
+                    self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
+            finally:
                 self._values = {}
-                self._fold_budget = limits.FoldBudget(self.fold_limit)
-                self.weights = None if given is None else dict(given)
-                pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
-                slow = {op.name: (op.optype, kernel) for op in self.ops if op.name in lowered
-                        and (kernel := get_arch(op.arch).slow_kernel(op)) is not None}
-                if slow.keys() <= self.refused.keys():
-                    break
-                self.refused.update(slow)
-                self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
-        finally:
-            self._values = {}
+                self._checks = None
 
     def value(self, name: str) -> np.ndarray | None:
         """The data of static tensor `name` while compiling with weights: a

@@ -50,6 +50,10 @@ class Dnnl(Arch):
                                 "(or auto)")
         return precision
 
+    def compiling(self):
+        """Each oneDNN primitive made once per compile (ops.kernel_cache)."""
+        return ops.kernel_cache()
+
     def slow_kernel(self, op) -> str | None:
         """oneDNN's reference implementations (`ref:...`): correct, but written for
         clarity, not speed."""

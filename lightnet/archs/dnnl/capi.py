@@ -132,7 +132,9 @@ dnnl_query_exec_arg_md = 255
 dnnl_query_ndims_s32 = 256
 dnnl_query_dims = 257
 dnnl_query_data_type = 258
+dnnl_query_submemory_offset_s64 = 259
 dnnl_query_padded_dims = 260
+dnnl_query_padded_offsets = 261
 dnnl_query_format_kind = 262
 dnnl_query_inner_nblks_s32 = 263
 dnnl_query_inner_blks = 264
@@ -615,7 +617,31 @@ class MemoryDesc(_Owner):
                 return False
         return self.shape[axis] // block[axis] == 1 or strides[axis] == whole_strides[axis]
 
+    @property
+    def key(self) -> tuple:
+        """What defines this layout, as a hashable value (computed once: a descriptor
+        never changes): the dims, data type and format kind, and for a blocked layout its
+        padded dims and offsets, its offset (a sub-memory's), strides and inner blocks.
+        Two descriptors of equal keys are equal (oneDNN's `extra` flags, which only int8
+        weights of some primitives carry, are not queried: no LightNet op has them)."""
+        key = self.__dict__.get("_key")
+        if key is None:
+            kind = self._query_int(dnnl_query_format_kind)
+            key = (self._query_dims(dnnl_query_dims), self._query_int(dnnl_query_data_type),
+                   kind)
+            if kind == dnnl_blocked:
+                offset0 = c_int64()
+                self._lib.dnnl_memory_desc_query(self.handle, dnnl_query_submemory_offset_s64,
+                                                 ctypes.byref(offset0))
+                key += (self._query_dims(dnnl_query_padded_dims),
+                        self._query_dims(dnnl_query_padded_offsets), offset0.value,
+                        *self._blocking())
+            self.__dict__["_key"] = key
+        return key
+
     def __eq__(self, other) -> bool:
+        if self is other:
+            return True
         return isinstance(other, MemoryDesc) and bool(
             self._lib.dnnl_memory_desc_equal(self.handle, other.handle))
 

@@ -200,7 +200,8 @@ def _drop_copies(ctx) -> None:
             renames[dst] = src  # the dnnl readers read the plain tensor
         else:
             renames[src] = dst  # the dnnl producer writes the plain tensor
-    ops = [op for op in ctx.ops if op not in copies]
+    dropped = {id(op) for op in copies}
+    ops = [op for op in ctx.ops if id(op) not in dropped]
     ctx.remove_ops(0, len(ctx.ops))
     for op in ops:
         op.tensors_in = {a: renames.get(n, n) for a, n in op.tensors_in.items()}

@@ -18,6 +18,8 @@ format a producer chose, its descriptor in `layout.desc`.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from lightnet.errors import LightNetError
 
 PENDING = "any"
 
-__all__ = ["PENDING", "Layout", "Call", "Unsupported", "bind", "conv2d", "deconv2d", "matmul",
+__all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
            "eltwise", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
@@ -79,7 +81,18 @@ def _dtype(entry) -> str:
         return layout.desc.dtype
     if layout is not None and layout.dtype is not None:
         return layout.dtype
-    return entry.dtype.np.name
+    return _np_name(entry.dtype)
+
+
+_NP_NAMES: dict = {}
+
+
+def _np_name(dtype) -> str:
+    """`dtype.np.name` (a LightNet DType's numpy name), looked up once."""
+    name = _NP_NAMES.get(dtype)
+    if name is None:
+        name = _NP_NAMES[dtype] = dtype.np.name
+    return name
 
 
 def _computes_in(*entries) -> str:
@@ -103,7 +116,7 @@ def record(entry, desc, source=None) -> None:
     operand with leading dims of 1), what a weight is reordered from. A desc that is
     that (by default the C order of the entry's shape) leaves the entry plain (any op
     may read it): a square weight's transpose is not."""
-    if desc == (source or primitives.plain_desc(entry.shape, entry.dtype.np.name)):
+    if desc == (source or _plain(entry.shape, _np_name(entry.dtype))):
         entry.layout = None
         return
     entry.layout = Layout(desc.format, desc, source)
@@ -142,7 +155,7 @@ class Call:
         # computed wrongly.
         self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
                         and entries[arg].layout is None and name not in self.before
-                        and kernel.descs[name] != kernel.plain[name]]
+                        and not _reads_plain(kernel, name)]
 
     def bind(self, scratch, arrays: dict):
         """The run call over the op's bound arrays (by arg name) and its scratch."""
@@ -176,18 +189,102 @@ class Call:
         return run_all
 
 
+def _reads_plain(kernel: primitives.Kernel, name: str) -> bool:
+    """Whether `kernel` reads its tensor `name` in LightNet's plain layout (asked of a
+    kernel once per tensor: ops share kernels, see kernel_cache)."""
+    plain = kernel.__dict__.setdefault("_reads_plain", {})
+    if name not in plain:
+        plain[name] = kernel.descs[name] == kernel.plain[name]
+    return plain[name]
+
+
 def _bytes(array):
     """The bytes of an arena array (a blocked tensor is bound as bytes already)."""
     return array.reshape(-1).view(np.uint8)
 
 
-def _create(constructor, *args, **kwargs) -> primitives.Kernel:
-    """The primitive; what oneDNN computes otherwise than the cpu kernel (Unsupported,
-    which the dnnl expanders keep on the cpu) fails the op's check."""
+# The primitives (and plain layouts) made while a model compiles, by what defines each
+# (kernel_cache): None outside a compile.
+_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("dnnl_kernels",
+                                                                      default=None)
+
+
+@contextlib.contextmanager
+def kernel_cache():
+    """Within the block, a primitive is created once for everything that defines it (its
+    constructor, shapes, layouts, data type, params and post-ops) and then shared: the
+    ops of a compile are checked several times (when expand lowers them, by the layout
+    pass and its removal of copies, again when an op refused for its reference kernel
+    makes the model compile again), and many ops of a model take the same primitive. A
+    layout is part of the key by its content (MemoryDesc.key), so an op whose inputs'
+    layouts changed gets the primitive of its new layouts. Context.compile holds one
+    cache; a primitive is immutable once created (a Kernel is bound to each op's
+    memories at load), so ops may share it. The cache is the calling thread's (a
+    context variable); a block inside another shares the outer one's."""
+    if _cache.get() is not None:
+        yield
+        return
+    token = _cache.set({})
     try:
-        return constructor(*args, **kwargs)
+        yield
+    finally:
+        _cache.reset(token)
+
+
+def _key(value):
+    """`value` (an argument of a primitive constructor) as part of a cache key: a
+    layout by its content, a float exactly (-0.0 is not 0.0), sequences as tuples."""
+    kind = type(value)
+    if kind is str or kind is int or value is None:
+        return value
+    if kind is tuple or kind is list:
+        return tuple(v if type(v) is int else _key(v) for v in value)
+    if kind is float:
+        return ("float", value.hex())
+    if isinstance(value, primitives.MemoryDesc):
+        return ("desc", value.key)
+    if isinstance(value, primitives.PostOp):
+        return ("post-op", value.kind, value.name, _key(value.alpha), _key(value.beta),
+                _key(value.shape))
+    if isinstance(value, (float, np.floating)):
+        return ("float", float(value).hex())
+    if isinstance(value, (list, tuple)):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, (np.integer, bool)):
+        return (type(value).__name__, int(value))
+    return value
+
+
+def _create(constructor, *args, **kwargs) -> primitives.Kernel:
+    """The primitive (one made before in this kernel_cache, when there is one); what
+    oneDNN computes otherwise than the cpu kernel (Unsupported, which the dnnl expanders
+    keep on the cpu) fails the op's check."""
+    cache = _cache.get()
+    if cache is not None:
+        key = (constructor, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()))
+        kernel = cache.get(key)
+        if kernel is not None:
+            return kernel
+    try:
+        kernel = constructor(*args, **kwargs)
     except Unsupported as e:
         raise ValueError(f"{e} (the dnnl expanders keep such an op on the cpu)") from None
+    if cache is not None:
+        cache[key] = kernel
+    return kernel
+
+
+def _plain(shape, dtype: str):
+    """primitives.plain_desc(shape, dtype), one per shape and data type in a
+    kernel_cache."""
+    cache = _cache.get()
+    if cache is None:
+        return primitives.plain_desc(shape, dtype)
+    key = ("plain", tuple(shape), dtype)
+    desc = cache.get(key)
+    if desc is None:
+        desc = cache[key] = primitives.plain_desc(shape, dtype)
+    return desc
 
 
 def _settle(op, call) -> int:
@@ -344,7 +441,7 @@ def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
     """Have a primitive read `entry` (computed per run) in LightNet's plain layout, in
     `dtype`: a copy the layout pass left to it is made plain; one a producer holds in
     a layout of its own is reordered first (`before`, by the kernel's tensor `name`)."""
-    plain = primitives.plain_desc(entry.shape, dtype)
+    plain = _plain(entry.shape, dtype)
     if _pending(entry):
         record(entry, plain)
     elif entry.layout is not None and entry.layout.desc != plain:
@@ -426,7 +523,7 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
     _read_plain(src, dtype, "src", before)
     kernel = _create(primitives.layernorm, (rows, width), epsilon, scale=True,
                      shift=bias is not None, dtype=dtype, src="plain", dst="plain")
-    record(dst, primitives.plain_desc(dst.shape, dtype))
+    record(dst, _plain(dst.shape, dtype))
     args = {"src": "src", "scale": "scale", "dst": "dst"}
     if bias is not None:
         args["shift"] = "bias"
@@ -613,8 +710,8 @@ def binary(op, src1, src2, dst, name: str) -> int:
 def _like(desc, shape, dtype: str):
     """A layout of `shape` in `dtype` laid out as `desc` is (plain, or one of the 4-D
     tags), or None when desc is neither."""
-    if desc == primitives.plain_desc(desc.shape, desc.dtype):
-        return primitives.plain_desc(shape, dtype)
+    if desc == _plain(desc.shape, desc.dtype):
+        return _plain(shape, dtype)
     if len(shape) == 4:
         for tag in primitives.TAGS_4D.values():
             if desc == primitives.MemoryDesc.with_tag(desc.shape, desc.dtype, tag):
@@ -704,7 +801,7 @@ def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A00
     layout (see _Slice)."""
     dtype = _dtype(src)
     if _pending(src):
-        record(src, primitives.plain_desc(src.shape, dtype))
+        record(src, _plain(src.shape, dtype))
     whole = _desc(src)
     shape, offsets = list(src.shape), [0] * src.ndim
     shape[axis], offsets[axis] = len, start
@@ -716,7 +813,7 @@ def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A00
                                                                                 dtype)])[0]
         first = _create(primitives.reorder, whole, dense)
         whole, part = dense, dense.submemory(shape, offsets)
-    out = _like(whole, shape, dtype) or primitives.plain_desc(shape, dtype)
+    out = _like(whole, shape, dtype) or _plain(shape, dtype)
     kernel = _create(primitives.reorder, part, out)
     record(dst, kernel.descs["dst"])
     op.values["call"] = _Slice(kernel, first)
@@ -729,6 +826,9 @@ class Reorder:
     both layouts are settled."""
 
     impl_info = None
+    # It reads its entries again at load (the layout its reader chose), so an op
+    # holding it is checked anew every time it is checked (lightnet.ir.op.CheckMemo).
+    keeps_entries = True
 
     def __init__(self, src, dst, to: str, dtype: str):
         self.src, self.dst, self.to = src, dst, to
@@ -750,7 +850,7 @@ class Reorder:
 
 def _desc(entry):
     if entry.layout is None:
-        return primitives.plain_desc(entry.shape, _dtype(entry))
+        return _plain(entry.shape, _dtype(entry))
     return entry.layout.desc
 
 

@@ -1,0 +1,275 @@
+"""What makes compiling linear in the model (issue #26) changes nothing it makes: the
+primitive cache (lightnet.dnnl.ops.kernel_cache: each oneDNN primitive created once per
+compile, shared by the ops it defines) and the memo of op checks (lightnet.op.CheckMemo:
+an op a pass takes out and puts back unchanged is not checked anew). A model compiled
+with them and without them has the same ops, kernels, tensors, layouts, memory plan,
+refused ops and outputs, bit for bit."""
+
+import contextlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lightnet import Context
+from lightnet import context as context_module
+from lightnet.dnnl import capi, primitives
+from lightnet.dnnl import ops as dnnl_ops
+from lightnet.op import CheckMemo, Op
+from lightnet.param import Param
+from tests.irbuild import ModelBuilder
+
+pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+UNARY = ("relu", "sigmoid", "tanh")
+
+
+@contextlib.contextmanager
+def no_caches():
+    """Context.compile as before the caches: every check runs, every primitive is made."""
+    saved = context_module.dnnl_kernel_cache, context_module.CheckMemo
+    context_module.dnnl_kernel_cache = contextlib.nullcontext
+    context_module.CheckMemo = lambda: None
+    try:
+        yield
+    finally:
+        context_module.dnnl_kernel_cache, context_module.CheckMemo = saved
+
+
+def chain(n, shape=(1, 64)):
+    m = ModelBuilder()
+    x = m.input("x", list(shape))
+    for i in range(n):
+        x = m.op(UNARY[i % len(UNARY)], {"src": x})
+    return m.to_dict()
+
+
+def convs():
+    """Convolutions choosing blocked layouts, a residual add, a pool and a shuffle; the
+    same sigmoid of the same shape on a blocked tensor and on a plain one (ops whose
+    primitives differ in their layouts only)."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 3, 12, 12]), 3, 16, 3, pad=1)
+    y = m.op("relu", {"src": x})
+    y = m.conv(y, 16, 16, 3, pad=1)
+    y = m.op("elew", {"src1": y, "src2": x}, elew_op="TL_SUM")
+    y = m.op("maxpool2d", {"src": y}, size=[2, 2], stride=[2, 2])
+    y = m.op("channel_shuffle", {"src": y}, group=4)
+    m.conv(y, 16, 5, 1)
+    m.op("sigmoid", {"src": m.conv(m.input("more", [1, 3, 6, 6]), 3, 16, 1)})
+    m.op("sigmoid", {"src": m.input("plain", [1, 16, 6, 6])})
+    return m.to_dict()
+
+
+def two_outputs():
+    """An op of two outputs the IR lists in the other order than its check defines
+    them (the tensor table keeps the check's), between dnnl ops."""
+    m = ModelBuilder()
+    x = m.op("relu", {"src": m.conv(m.input("data", [1, 3, 6, 6]), 3, 8, 3)})
+    m.op("maxreduce_arg", {"src": x}, outs=("arg", "dst"), axis=1)
+    m.op("sigmoid", {"src": "maxreduce_arg1_dst"})
+    return m.to_dict()
+
+
+def refused(small, elew_op):
+    """An elew oneDNN has only its reference kernel for (on an AVX2 machine): the model
+    compiles again with it on the cpu (Context.refused)."""
+    m = ModelBuilder()
+    a = m.conv(m.input("data", [2, 3, 5, 6]), 3, 19, 3, pad=1)
+    n, c, h, w = small
+    b = m.conv(m.input("gate", [n, 3, h, w]), 3, c, 3, pad=1)
+    if elew_op == "TL_DIV":
+        b = m.op("sigmoid", {"src": b})
+    m.op("elew", {"src1": a, "src2": b}, elew_op=elew_op)
+    return m.to_dict()
+
+
+def bench_model(name, **kwargs):
+    from lightnet.frontends.onnx import convert
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import models
+    finally:
+        sys.path.remove(str(BENCH))
+    return convert(models.MODELS[name](np.random.default_rng(7), **kwargs))
+
+
+def entry_state(entry):
+    """Everything a tensor entry says, a oneDNN layout by its content."""
+    return tuple((v.format, v.key) if isinstance(v, capi.MemoryDesc) else v
+                 for v in entry.__dict__.values())
+
+
+def snapshot(ctx):
+    ops = [(op.name, op.optype, op.tensors_in, op.tensors_out, op.scratch, op.scratch_offset,
+            getattr(op.values.get("call"), "impl_info", None),
+            {k: v for k, v in op.values.items() if k != "call"}) for op in ctx.ops]
+    return {"ops": ops, "tensors": [(n, entry_state(e)) for n, e in ctx.tensors.items()],
+            "memory": repr(ctx.mem), "ir": ctx.print(), "refused": ctx.refused,
+            "outputs": ctx.outputs, "inputs": ctx.inputs}
+
+
+def compile_and_run(doc, target, weights=None, combine=True, datafile=None):
+    ctx = Context()
+    ctx.init(doc)
+    ctx.compile(target, weights=weights, combine=combine)
+    ctx.load(datafile)
+    rng = np.random.default_rng(1)
+    for name in ctx.inputs:
+        entry = ctx.tensors[name]
+        ctx.set_data(name, rng.standard_normal(entry.shape).astype(entry.dtype.np))
+    ctx.run()
+    return snapshot(ctx), [ctx.get_data(n) for n in ctx.outputs]
+
+
+def assert_same_without_caches(doc, target, weights=None, combine=True, datafile=None):
+    cached, outputs = compile_and_run(doc, target, weights, combine, datafile)
+    with no_caches():
+        plain, plain_outputs = compile_and_run(doc, target, weights, combine, datafile)
+    for key in plain:
+        assert cached[key] == plain[key], key
+    for a, b in zip(outputs, plain_outputs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    return cached
+
+
+@pytest.mark.parametrize("model,target", [
+    (model, target) for model in ("chain", "convs", "two_outputs", "squeezenet1.1", "vit_s16")
+    for target in ("dnnl", "cpu")] + [("mobilenetv3", "dnnl")])
+def test_a_model_compiles_the_same_with_and_without_the_caches(model, target):
+    if model == "chain":
+        assert_same_without_caches(chain(40), target)
+    elif model == "two_outputs":
+        assert_same_without_caches(two_outputs(), target)
+    elif model == "convs":
+        assert_same_without_caches(convs(), target)
+        assert_same_without_caches(convs(), target, combine=False)
+    else:
+        doc, weights = bench_model(model, **({"depth": 2} if model == "vit_s16" else {}))
+        assert_same_without_caches(doc, target, weights)  # folded, fused
+        assert_same_without_caches(doc, target, datafile=weights)  # weights read at load
+
+
+@pytest.mark.parametrize("small,elew_op", [([2, 19, 5, 1], "TL_DIV"), ([2, 19, 5, 1], "TL_MUL"),
+                                           ([1, 1, 1, 6], "TL_DIV")])
+def test_a_model_compiled_again_for_a_refused_op_is_the_same_with_the_caches(small, elew_op):
+    """The second compile (an op oneDNN would run with its reference kernel lowered for the
+    cpu) starts from the model's ops anew: no primitive made for the first compile's
+    layouts is given to an op whose inputs' layouts changed."""
+    result = assert_same_without_caches(refused(small, elew_op), "dnnl", combine=False)
+    if not result["refused"]:
+        pytest.skip("oneDNN has a fast kernel for this elew on this machine")
+    assert "elew1" in result["refused"]
+
+
+def counting(monkeypatch):
+    """Count the primitives made, by constructor and arguments (as the cache keys them)."""
+    made = {}
+    for name in ("eltwise", "conv2d", "binary", "pool2d", "shuffle", "reorder", "matmul",
+                 "concat", "softmax", "layernorm", "reduction", "batchnorm"):
+        real = getattr(primitives, name)
+
+        def wrapper(*args, real=real, **kwargs):
+            key = (real.__name__, dnnl_ops._key(args), dnnl_ops._key(tuple(kwargs.items())))
+            made[key] = made.get(key, 0) + 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(primitives, name, wrapper)
+    return made
+
+
+def test_each_primitive_is_made_once_per_compile(monkeypatch):
+    made = counting(monkeypatch)
+    ctx = Context()
+    ctx.init(chain(300))
+    ctx.compile("dnnl")
+    # One eltwise primitive per function of the chain, shared by its 300 ops, each
+    # checked three times (lowered, and twice by the layout pass).
+    assert sorted(k[0] for k in made) == ["eltwise"] * 3
+    assert set(made.values()) == {1}
+    assert len({id(op.values["call"].kernel) for op in ctx.ops if op.optype.endswith("_dnnl")
+                and op.optype != "reorder_dnnl"}) == 3
+    made.clear()
+    ctx = Context()
+    ctx.init(convs())
+    ctx.compile("dnnl")
+    assert made and set(made.values()) == {1}
+    # Without the cache the same compile makes each primitive several times.
+    made.clear()
+    with no_caches():
+        ctx = Context()
+        ctx.init(chain(30))
+        ctx.compile("dnnl")
+    assert sum(made.values()) >= 3 * 30
+
+
+def test_the_cache_lives_while_a_model_compiles():
+    ctx = Context()
+    ctx.init(chain(3))
+    assert dnnl_ops._cache.get() is None
+    ctx.compile("dnnl")
+    assert dnnl_ops._cache.get() is None
+    with dnnl_ops.kernel_cache():
+        outer = dnnl_ops._cache.get()
+        with dnnl_ops.kernel_cache():
+            assert dnnl_ops._cache.get() is outer  # an inner block shares the outer cache
+    assert dnnl_ops._cache.get() is None
+
+
+def test_a_layout_differing_in_content_is_another_key():
+    plain = primitives.plain_desc((1, 8, 4, 4))
+    blocked = primitives.MemoryDesc.with_tag((1, 8, 4, 4), "float32",
+                                             primitives.TAGS_4D["aBcd8b"])
+    assert plain.key == primitives.plain_desc((1, 8, 4, 4)).key
+    assert plain.key != blocked.key
+    assert plain.key != primitives.plain_desc((1, 8, 4, 4), "bfloat16").key
+    whole = primitives.plain_desc((1, 8, 4, 4))
+    assert whole.submemory((1, 4, 4, 4), (0, 0, 0, 0)).key != whole.submemory(
+        (1, 4, 4, 4), (0, 4, 0, 0)).key
+    assert dnnl_ops._key(-0.0) != dnnl_ops._key(0.0)
+    assert dnnl_ops._key(np.float32(0.5)) == dnnl_ops._key(0.5)
+
+
+def test_an_op_put_back_unchanged_is_not_checked_again(monkeypatch):
+    checked = []
+    real = Op.pre_run
+
+    def pre_run(op, tensors):
+        checked.append(op.name)
+        real(op, tensors)
+    monkeypatch.setattr(Op, "pre_run", pre_run)
+    ctx = Context()
+    ctx.init(chain(200))
+    checked.clear()
+    ctx.compile("dnnl")
+    # 201 ops lowered (each checked), then taken out and put back twice by the layout
+    # pass, with a reorder at either end: only the ops next to the reorders (and the
+    # reorders) are checked again.
+    assert 201 <= len(checked) <= 201 + 10
+    # By hand: ops put back as they were are not checked; one whose tensors changed is,
+    # and so is an op reading a tensor whose entry differs.
+    ctx = Context()
+    ctx.init(chain(3))
+    ctx._checks = CheckMemo()
+    ops = list(ctx.ops)
+    ctx.remove_ops(0, len(ops))
+    checked.clear()
+    ctx.add_ops(0, ops)
+    assert checked == []
+    ctx.remove_ops(0, len(ops))
+    ops[2].params = dict(ops[2].params)  # the same params: the same check
+    ctx.add_ops(0, ops)
+    assert checked == []
+    ctx.remove_ops(0, len(ops))
+    ops[0].tensors_out["dst"] = "y"
+    ops[1].tensors_in["src"] = "y"
+    ctx.add_ops(0, ops)
+    assert checked == [ops[0].name, ops[1].name]
+    ctx.remove_ops(0, len(ops))
+    ops[0].params["dims"] = Param.from_value("dims", [1, 32])
+    ctx.add_ops(0, ops)  # x is [1, 32] now: every op reads another entry
+    assert checked[2:] == [op.name for op in ops]
+    assert ctx.tensors[ops[-1].tensors_out["dst"]].shape == (1, 32)
