@@ -57,6 +57,15 @@ def _templates(f: Fields) -> dict[str, dict]:
     return templates
 
 
+def _package(f: Fields) -> str | None:
+    """The `package` field: a dotted module name (the module defining ARCH)."""
+    package = f.get("package", str, None)
+    if package is not None and not all(p.isidentifier() for p in package.split(".")):
+        raise f.error("package", f"expected a dotted module name (the module defining "
+                                 f"ARCH), found '{package}'")
+    return package
+
+
 def read_arch(doc, label: str, stem: str, sets: dict) -> ArchDesc:
     """One arch file, but for its op lists' ops (check_op_lists) and its
     fallback (load_archs: it names another arch)."""
@@ -81,7 +90,7 @@ def read_arch(doc, label: str, stem: str, sets: dict) -> ArchDesc:
         lists[key] = tuple(names)
     arch = ArchDesc(name, f.get("doc", str, ""), label, f.get("library", str, name), mtype,
                     dtypes, dtype_set, f.get("fallback", str, None), lists["float32_ops"],
-                    lists["elementwise_ops"], _templates(f))
+                    lists["elementwise_ops"], _templates(f), _package(f))
     f.done()
     return arch
 

@@ -255,6 +255,8 @@ class ArchDesc:
     elementwise_ops: tuple[str, ...]
     # Named snippets its op variants share (`template: NAME`): key -> YAML value.
     templates: dict[str, dict]
+    # The module defining its Arch (ARCH), when not lightnet.archs.<name>.arch.
+    package: str | None = None
 
     @property
     def restricts(self) -> bool:

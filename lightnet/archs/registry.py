@@ -3,7 +3,8 @@
 An architecture is what its descriptions say, generated into lightnet/auto (its ops
 from descriptions/ops, its expanders and combiners from descriptions/optimizers, its
 fallback and the op lists its passes read from descriptions/archs), and what its
-package says: lightnet/archs/<name>/arch.py names, as ARCH, a subclass of Arch that
+package says: lightnet/archs/<name>/arch.py (or the module its description's
+`package` names) names, as ARCH, a subclass of Arch that
 overrides the defaults below where the architecture has something to say (`none`,
 which only describes, has no package). The core reads an architecture only through
 Arch, never by name: a new one is a package and its descriptions.
@@ -120,7 +121,11 @@ class Arch:
 
 
 def _arch_class(name: str) -> type[Arch]:
-    """The Arch subclass of architecture `name`'s package; Arch for one without."""
+    """The Arch subclass of architecture `name`'s package (its description's
+    `package`, else lightnet.archs.<name>.arch); Arch for one without."""
+    described = ARCHS.get(name)
+    if described is not None and described.package is not None:
+        return importlib.import_module(described.package).ARCH
     try:
         module = importlib.import_module(f"lightnet.archs.{name}.arch")
     except ModuleNotFoundError as e:

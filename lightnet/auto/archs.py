@@ -15,7 +15,8 @@ class ArchDescription:
     """What an architecture's description says of it: the memory type of its
     ops, the dtypes they compute in, the arch that lowers what it does not
     take, its ops that compute in float32 whatever the model's precision, and
-    its element-wise ops (in a reduced precision they compute in what they read)."""
+    its element-wise ops (in a reduced precision they compute in what they read),
+    and the module defining its Arch (ARCH; None: lightnet.archs.<name>.arch)."""
 
     name: str
     mtype: MemType
@@ -23,6 +24,7 @@ class ArchDescription:
     fallback: str | None
     float32_ops: frozenset[str]
     elementwise_ops: frozenset[str]
+    package: str | None
 
 
 ARCHS = {
@@ -33,6 +35,7 @@ ARCHS = {
         fallback=None,
         float32_ops=frozenset(),
         elementwise_ops=frozenset(),
+        package=None,
     ),
     "dnnl": ArchDescription(
         name="dnnl",
@@ -54,6 +57,7 @@ ARCHS = {
                 "slice_dnnl",
             }
         ),
+        package=None,
     ),
 }
 

@@ -137,6 +137,16 @@ def test_the_generated_archs_module(base_tree):
         MemType.CPU, (DType.TL_FLOAT,), "cpu")
     assert archs["cpu"].fallback is None and len(archs["cpu"].dtypes) == len(DType)
     assert archs["cpu"].float32_ops == archs["cpu"].elementwise_ops == frozenset()
+    assert archs["cpu"].package is archs["dnnl"].package is None
+
+
+def test_an_archs_package_is_in_the_generated_archs_module(tmp_path):
+    archs = {**BASE_ARCHS, "toy.yaml": "arch: toy\nmtype: cpu\ndtypes: any\n"
+                                       "fallback: cpu\npackage: tests.toyarch\n"}
+    root = make_root(tmp_path / "root", BASE_OPS, archs=archs)
+    assert run(root).rc == 0
+    generated = load_module(root, "lightnet/auto/archs.py", "gen_archs_toy").ARCHS
+    assert (generated["toy"].package, generated["toy"].fallback) == ("tests.toyarch", "cpu")
 
 
 @pytest.mark.parametrize("key", ["float32_ops", "elementwise_ops"])

@@ -777,6 +777,13 @@ CASES = [
         float32_ops: [1]   # <-
         """, "float32_ops", "expected a list of ops of arch 'gpu', found [1]",
          file="descriptions/archs/gpu.yaml"),
+    Case("arch-package", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        package: my-gpu.arch   # <-
+        """, "package", "expected a dotted module name (the module defining ARCH), "
+                        "found 'my-gpu.arch'", file="descriptions/archs/gpu.yaml"),
     Case("arch-unknown-key", """\
         arch: gpu
         mtype: cpu
