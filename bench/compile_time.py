@@ -3,13 +3,17 @@ session creation on the same ONNX file (not part of the unit tests).
 
     python bench/compile_time.py                          # chains of 2,000 and 10,000 ops
     python bench/compile_time.py --ops 2000,10000,50000 --targets cpu,dnnl
+    python bench/compile_time.py --ops "" --blocks 1000,3000   # conv + batchnorm + relu blocks
     python bench/compile_time.py --models resnet50,vit_s16
     python bench/compile_time.py --ops "" --models ~/.cache/lightnet-zoo/swin_t.onnx
     python bench/compile_time.py --profile 10000          # cProfile of LightNet's setup
 
 A chain is N unary ONNX nodes (Relu, Sigmoid, Tanh, Neg in turn) on a [1, 64] input,
 each mapping to one LightNet op: its cost is what the import, the compiler and the
-loader spend per op. `--models` takes the bench networks of bench/models.py (seeded
+loader spend per op. A block model (`--blocks N`) is N Conv (1x1, 8 channels, 4x4) +
+BatchNormalization + Relu blocks in a row, seeded random weights: 3N nodes and 5N
+initializers, and as many batchnorms the compiler folds into the convolutions' weights
+(what real exports of convolutional networks are made of). `--models` takes the bench networks of bench/models.py (seeded
 random weights), or are ONNX files (a path ending in .onnx, such as the zoo's in
 ~/.cache/lightnet-zoo/). Each engine sets the model up in a fresh process (this script run
 with --worker), after its modules are imported: LightNet from the ONNX file to a
@@ -50,6 +54,33 @@ def chain(n: int):
     graph = helper.make_graph(nodes, f"chain{n}",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def blocks(n: int, channels: int = 8):
+    """N Conv + BatchNormalization + Relu blocks in a row on a [1, C, 4, 4] input."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    c = channels
+    nodes, inits, prev = [], [], "x"
+    for i in range(n):
+        w = (rng.standard_normal((c, c, 1, 1)) * 0.3).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        for name, low, high in (("s", 0.5, 1.5), ("b", -0.1, 0.1), ("m", -0.1, 0.1),
+                                ("v", 0.5, 1.5)):
+            inits.append(numpy_helper.from_array(
+                rng.uniform(low, high, c).astype(np.float32), f"{name}{i}"))
+        out = "y" if i == n - 1 else f"r{i}"
+        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"]),
+                  helper.make_node("BatchNormalization",
+                                   [f"c{i}", f"s{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"]),
+                  helper.make_node("Relu", [f"n{i}"], [out])]
+        prev = out
+    graph = helper.make_graph(
+        nodes, f"blocks{n}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 4, 4])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
@@ -117,6 +148,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ops", default="2000,10000",
                    help="comma-separated chain lengths (default 2000,10000)")
+    p.add_argument("--blocks", default="",
+                   help="comma-separated counts of conv + batchnorm + relu blocks (default: none)")
     p.add_argument("--models", default="",
                    help="comma-separated bench networks of bench/models.py (default: none)")
     p.add_argument("--targets", default="cpu,dnnl", help="LightNet's targets (default cpu,dnnl)")
@@ -138,6 +171,8 @@ def main() -> None:
     import models
 
     cases = [(f"chain {int(n):,}", lambda n=int(n): chain(n)) for n in args.ops.split(",") if n]
+    cases += [(f"blocks {int(n):,}", lambda n=int(n): blocks(n))
+              for n in args.blocks.split(",") if n]
     for name in filter(None, args.models.split(",")):
         if name.endswith(".onnx"):  # a file (its external data beside it)
             cases.append((os.path.basename(name)[:-5], lambda name=name: onnx.load(name)))

@@ -107,6 +107,39 @@ def test_static_data_computed_by_an_op_is_known_at_compile_time():
         np.testing.assert_array_equal(ctx.value(name), ran[name])
 
 
+def test_a_long_chain_of_static_ops_is_folded():
+    """value() computes what a folded weight is made of on a stack of its own: a chain
+    of 1,500 static ops (each bn2scale_wts reading the last one's scale and shift)
+    under a batchnorm the conv folds, deeper than Python's recursion limit."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 4, 3, 3])
+    mean, var = m.weight("mean", [4], -0.1, 0.1), m.weight("var", [4], 1.0, 1.0)
+    scale, offset = m.weight("scale", [4], 0.5, 1.5), m.weight("offset", [4], -0.1, 0.1)
+    ins = {"src_mean": mean, "src_var": var}
+    for _ in range(1500):
+        scale, offset, _power = m.op(
+            "bn2scale_wts", {**ins, "src_scale": scale, "src_offset": offset},
+            outs=("dst_scale", "dst_shift", "dst_power"), epsilon=1e-3)
+    x = m.conv(x, 4, 4, 1)
+    y = m.op("batchnorm", {"src": x, "scale": scale, "offset": offset, "mean": mean,
+                           "var": var})
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("cpu", weights={})
+    optypes = [op.optype for op in ctx.ops]
+    assert "batchnorm_cpu" not in optypes and "conv2d_cpu" in optypes  # folded
+    unfolded = Context()
+    unfolded.init(m.to_dict())
+    unfolded.compile("cpu", combine=False)
+    outputs = []
+    for c in (ctx, unfolded):
+        c.load()
+        c.set_data("x", np.ones((1, 4, 3, 3), np.float32))
+        c.run()
+        outputs.append(c.get_data(y))
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+
+
 def test_weights_are_bound_read_only_outside_the_arena(tmp_path):
     model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     np.savez(tmp_path / "w.npz", **weights)

@@ -121,7 +121,10 @@ class Builder:
         self.create_ops: list[Op] = []
 
     def _taken(self):
-        return self.ctx.tensors.keys() | self.ctx.dfg.producer.keys() | self.tensor_names
+        return _AnyOf(self.ctx.tensors.keys(), self.ctx.dfg.producer.keys(), self.tensor_names)
+
+    def _op_names(self):
+        return _AnyOf(self.ctx.dfg.ops.keys(), self.op_names)
 
     def tensor(self, prefix: str) -> str:
         name = unique_name(prefix, self._taken())
@@ -145,7 +148,7 @@ class Builder:
         data = np.ascontiguousarray(value).reshape(dims)
         data.flags.writeable = False
         self.ctx.add_weight(name, data)
-        op_names = self.ctx.dfg.ops.keys() | self.op_names
+        op_names = self._op_names()
         op_name = name if name not in op_names else unique_name(f"{name}_", op_names)
         self.create_ops.append(self.op(self._creator(), name=op_name, outs={"dst": name},
                                        params={"dtype": dtype.name, "dims": dims,
@@ -188,9 +191,20 @@ class Builder:
             if base is not None and base.name not in self.op_names:
                 name = base.name
             else:
-                name = unique_name(optype, self.ctx.dfg.ops.keys() | self.op_names)
+                name = unique_name(optype, self._op_names())
         self.op_names.add(name)
         return Op(proto, name, tensors_in, tensors_out, op_params)
+
+
+class _AnyOf:
+    """The names in any of several collections (a set, a dict's keys), without joining
+    them into one set: each rule would otherwise copy every name of the model."""
+
+    def __init__(self, *collections):
+        self.collections = collections
+
+    def __contains__(self, name) -> bool:
+        return any(name in c for c in self.collections)
 
 
 def _name(tensor) -> str:

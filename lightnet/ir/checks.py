@@ -244,7 +244,7 @@ class Checker:
             if default is REQUIRED:
                 self.fail(_arg_param(arg), "exists", f"a {ptype} param", "none given")
             # A default gets the same typing (and saturation) as a given value.
-            return Param.from_value(arg, default).typed(realtype)
+            return _typed_default(arg, default, realtype)
         if not param.matches(ptype):
             self.fail(_arg_param(arg), "type", f"a {ptype}", f"a {param.ptype} {param}")
         return param.typed(realtype)
@@ -327,6 +327,23 @@ class Checker:
                             input=input)
         self.tensors[name] = entry
         return entry
+
+
+# The typed value of each param default met, by (arg, realtype, default as JSON text):
+# every op of an optype checks the same defaults.
+_DEFAULTS: dict[tuple, object] = {}
+
+
+def _typed_default(arg: str, default, realtype: str | None):
+    """Param.from_value(arg, default).typed(realtype), computed once per default."""
+    try:
+        key = (arg, realtype, type(default), repr(default))
+    except Exception:  # noqa: BLE001 - a default without a repr: not kept
+        return Param.from_value(arg, default).typed(realtype)
+    value = _DEFAULTS.get(key, _DEFAULTS)
+    if value is _DEFAULTS:
+        value = _DEFAULTS[key] = Param.from_value(arg, default).typed(realtype)
+    return value
 
 
 def _each(arg: str, entry):

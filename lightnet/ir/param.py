@@ -10,6 +10,7 @@ import enum
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -134,16 +135,17 @@ class Param:
     def matches(self, ptype: ParamType) -> bool:
         return self.ptype is ptype or (ptype.is_array and self.value == ())
 
-    # Number views (LightNet's value_double / value_float / value_int).
+    # Number views (LightNet's value_double / value_float / value_int). A param never
+    # changes: the saturated views are computed once (every check of an op reads them).
     @property
     def value_double(self) -> float:
         return self.value
 
-    @property
+    @cached_property
     def value_float(self) -> float:
         return saturate_float(self.value)
 
-    @property
+    @cached_property
     def value_int(self) -> int:
         return saturate_int(self.value)
 
@@ -151,11 +153,11 @@ class Param:
     def array_double(self) -> tuple[float, ...]:
         return tuple(self.value)
 
-    @property
+    @cached_property
     def array_float(self) -> tuple[float, ...]:
         return tuple(saturate_float(v) for v in self.value)
 
-    @property
+    @cached_property
     def array_int(self) -> tuple[int, ...]:
         return tuple(saturate_int(v) for v in self.value)
 

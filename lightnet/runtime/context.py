@@ -109,6 +109,7 @@ class Context:
         # is given none.
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
+        self._values_nbytes = 0  # the bytes of _values' arrays
         self._checks: CheckMemo | None = None  # the checks of ops while compiling
         # The ops compile() lowered for the fallback architecture because the target's
         # library had only its reference kernel for them: name -> (optype, kernel).
@@ -304,7 +305,7 @@ class Context:
                 caches.enter_context(arch.compiling())
             try:
                 while True:
-                    self._values = {}
+                    self._values, self._values_nbytes = {}, 0
                     self._checks = CheckMemo()
                     self._fold_budget = limits.FoldBudget(self.fold_limit)
                     self.weights = None if given is None else dict(given)
@@ -317,7 +318,7 @@ class Context:
                     self.refused.update(slow)
                     self.replace_ops(0, len(self.ops), [op.copy_as(op.proto) for op in originals])
             finally:
-                self._values = {}
+                self._values, self._values_nbytes = {}, 0
                 self._checks = None
 
     def value(self, name: str) -> np.ndarray | None:
@@ -327,6 +328,24 @@ class Context:
         past the fold limit)."""
         if not self.compiled_with_weights:
             return None
+        # _value_of, each value it needs computed in turn on a stack of its own, not
+        # on Python's (a chain of thousands of static ops would exceed its limit).
+        stack = [self._value_of(name)]
+        result = None
+        while stack:
+            try:
+                needed = stack[-1].send(result)
+            except StopIteration as done:
+                stack.pop()
+                result = done.value
+                continue
+            stack.append(self._value_of(needed))
+            result = None
+        return result
+
+    def _value_of(self, name: str):
+        """value(name), as a generator: it yields the name of each tensor whose value it
+        needs, is sent that value, and returns its own."""
         if name in self.weights:
             return self.weights[name]
         if name in self._values:
@@ -336,7 +355,9 @@ class Context:
         if op is None or op.proto.load is None or not all(
                 self.tensors[n].static for n in op.tensors_out.values()):
             return None
-        arrays = {n: self.value(n) for n in op.tensors_in.values()}
+        arrays = {}
+        for n in op.tensors_in.values():
+            arrays[n] = yield n
         if any(a is None for a in arrays.values()):
             return None
         outs = [self.tensors[n] for n in op.tensors_out.values()]
@@ -344,7 +365,7 @@ class Context:
                                       + sum(e.len for e in outs)):
             return None
         limit = memory_plan.memory_limit(self.memory_limit)
-        needed = sum(a.nbytes for a in self._values.values()) + sum(e.nbytes for e in outs)
+        needed = self._values_nbytes + sum(e.nbytes for e in outs)
         if limit is not None and needed > limit:
             raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): computing its "
                                 f"output at compile time needs {needed} bytes, more than the "
@@ -358,7 +379,10 @@ class Context:
         except (*_DATA_ERRORS, MemoryError) as e:
             raise self._op_error(op, "compile-time evaluation", e) from e
         for n in op.tensors_out.values():
+            if n in self._values:
+                self._values_nbytes -= self._values[n].nbytes
             self._values[n] = arrays[n]
+            self._values_nbytes += arrays[n].nbytes
         return self._values[name]
 
     def add_weight(self, name: str, data: np.ndarray) -> None:
@@ -505,6 +529,7 @@ class Context:
                                     f"{entry.shape}, found {tuple(shape)}")
 
         def expect_names(names):
+            names = set(names)
             missing = [n for n in wanted if n not in names]
             if missing:
                 where = f"weight file {datafile}" if datafile else "no weight file (-f)"

@@ -86,8 +86,17 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         tensor_names.add(name)
         return name
 
+    serials: dict[str, int] = {}  # a prefix -> the serial number its next op may take
+
     def new_op(optype: str, src: str, dst: str, **params) -> Op:
-        name = unique_name(optype.removesuffix("_dnnl") + "_", op_names)
+        # unique_name(prefix, op_names), resumed where the last one of the prefix
+        # stopped (op_names only grows): not a scan from 1 for every reorder.
+        prefix = optype.removesuffix("_dnnl") + "_"
+        n = serials.get(prefix, 1)
+        while f"{prefix}{n}" in op_names:
+            n += 1
+        serials[prefix] = n + 1
+        name = f"{prefix}{n}"
         op_names.add(name)
         return Op(get_proto(optype), name, {"src": src}, {"dst": dst},
                   {k: Param.from_value(k, v) for k, v in params.items()})
