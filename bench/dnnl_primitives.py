@@ -1,4 +1,4 @@
-"""The bench models through lightnet.dnnl.primitives vs ONNX Runtime (not a test).
+"""The bench models through lightnet.archs.dnnl.primitives vs ONNX Runtime (not a test).
 
     python bench/dnnl_primitives.py                      # resnet50, mobilenetv2, squeezenet1.1
     python bench/dnnl_primitives.py --models resnet50 --threads 1 --blocks 9
@@ -38,9 +38,9 @@ from onnx import numpy_helper  # noqa: E402
 
 import models  # noqa: E402
 
-from lightnet.dnnl import capi  # noqa: E402
-from lightnet.dnnl import primitives as P  # noqa: E402
-from lightnet.kernels import fold_batchnorm_conv  # noqa: E402
+from lightnet.archs.cpu.kernels import fold_batchnorm_conv  # noqa: E402
+from lightnet.archs.dnnl import capi  # noqa: E402
+from lightnet.archs.dnnl import primitives as P  # noqa: E402
 
 SEED = 20240611
 DEFAULT_MODELS = ("resnet50", "mobilenetv2", "squeezenet1.1")

@@ -145,7 +145,7 @@ sys.path.insert(0, ROOT)
 import models  # noqa: E402
 import zoo  # noqa: E402
 
-from lightnet import blas  # noqa: E402
+from lightnet.archs.cpu import blas  # noqa: E402
 
 SEED = 20240611
 MB = 1 << 20
@@ -591,7 +591,7 @@ def main() -> None:
           f"{onnxruntime.__version__}")
     print(blas.describe())
     if "dnnl" in TARGETS:
-        from lightnet import targets
+        from lightnet.compiler import targets
 
         print(next(line for line in targets.describe() if line.startswith("dnnl:")))
     if OTHERS:

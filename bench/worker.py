@@ -89,7 +89,7 @@ class Ours:
 
     def __init__(self, d: str, threads: int, target: str):
         import lightnet
-        from lightnet.dnnl import ops as dnnl_ops
+        from lightnet.archs.dnnl import ops as dnnl_ops
 
         with open(os.path.join(d, "model.json")) as f:
             ir = json.load(f)

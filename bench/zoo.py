@@ -315,7 +315,7 @@ def inputs_of(cache: str, entry: dict) -> dict:
 
 def ref_kernels(ctx) -> list[str]:
     """The ref (unoptimized) oneDNN implementations ctx's loaded ops run: "impl (optype)"
-    with counts (the impl_info lightnet.dnnl.ops.describe_kernels lists)."""
+    with counts (the impl_info lightnet.archs.dnnl.ops.describe_kernels lists)."""
     counts: dict[str, int] = {}
     for op in ctx.ops:
         info = getattr(op.values.get("call"), "impl_info", None)

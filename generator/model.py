@@ -3,17 +3,21 @@
 Every mistake an author can make is reported while loading, with its file
 and line (generator.source.DescriptionError); rendering never re-derives what
 the model decided. The types are in generator.schema; the format is
-specified in docs/op-description.md and docs/optimizer-description.md.
+specified in docs/op-description.md, docs/optimizer-description.md and
+docs/arch-description.md. The archs and param groups load first (ops name
+them), the archs' op lists once the ops are loaded, the optimizers last.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from generator.archs import check_op_lists, load_archs
 from generator.fields import Fields
+from generator.groups import load_groups
 from generator.ops import DTYPE_SETS, load_family
-from generator.optimizers import load_optimizer
-from generator.schema import DTYPES, Descriptions, OpDesc
+from generator.optimizers import derived_expanders, load_optimizer
+from generator.schema import DTYPES, Descriptions, OpDesc, Optimizer
 from generator.source import load_yaml
 
 
@@ -48,22 +52,33 @@ def load(root: Path) -> Descriptions:
 
 
 def _load(root: Path, sets) -> Descriptions:
+    archs, arch_docs = load_archs(root, sets)
+    groups = load_groups(root / "descriptions" / "params.yaml", "descriptions/params.yaml")
     families = []
     ops: dict[str, tuple[OpDesc, str]] = {}
     for path in sorted((root / "descriptions" / "ops").glob("*.yaml")):
         label = path.relative_to(root).as_posix()
-        family = load_family(path, label, {optype: file for optype, (_, file) in ops.items()})
+        family = load_family(path, label, {optype: file for optype, (_, file) in ops.items()},
+                             archs, groups)
         for op in family.ops:
             ops[op.optype] = (op, label)
         families.append(family)
     by_optype = {optype: op for optype, (op, _) in ops.items()}
+    for name, arch in archs.items():
+        check_op_lists(*arch_docs[name], arch, by_optype)
     optimizers = {}
     for path in sorted((root / "descriptions" / "optimizers").glob("*.yaml")):
-        optimizer = load_optimizer(path, path.relative_to(root).as_posix(), by_optype)
-        optimizers[optimizer.arch] = optimizer
-    archs = sorted({op.arch for op in by_optype.values() if op.runnable})
+        optimizer = load_optimizer(path, path.relative_to(root).as_posix(), by_optype, archs)
+        optimizers[optimizer.arch.name] = optimizer
+    runnable = sorted({op.arch for op in by_optype.values() if op.runnable})
+    for name in runnable:  # an arch without rules of its own may still need guards
+        derived = derived_expanders(archs[name], by_optype)
+        if name not in optimizers and derived:
+            optimizers[name] = Optimizer(archs[name], "", archs[name].source, derived, ())
     return Descriptions(
         sets,
+        tuple(groups.values()),
+        tuple(archs.values()),
         tuple(families),
-        tuple(optimizers[arch] for arch in archs if arch in optimizers),
+        tuple(optimizers[arch] for arch in runnable if arch in optimizers),
     )

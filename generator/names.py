@@ -33,9 +33,10 @@ RESERVED = GLOBALS | NN_NAMES | frozenset({
 # must be named otherwise.
 RULE_RESERVED = GLOBALS | frozenset({
     "ctx", "window", "target", "op", "ops", "b", "Builder", "OpView", "Combiner",
-    "FLOAT32_OPS", "ELEMENTWISE_OPS",
+    "FLOAT32_OPS", "ELEMENTWISE_OPS", "ARCHS",
 })
-# The optimizer description's own op lists, which its rules' conditions may read.
+# The op lists of the optimizer's arch (descriptions/archs), which its rules' conditions
+# may read.
 RULE_OP_LISTS = ("FLOAT32_OPS", "ELEMENTWISE_OPS")
 # Builtins hidden in the op being validated: its own arguments and pre_run
 # names are locals of the generated functions, so e.g. a param `max` makes

@@ -14,12 +14,13 @@ import re
 from contextvars import ContextVar
 from pathlib import Path
 
+from generator.archs import apply_template, read_dtypes
 from generator.fields import Fields, kind
 from generator.names import (BUILTINS, HIDDEN, NN_NAMES, RESERVED, bindings, check_names,
                              expression, identifier, parse, read_checks, snippet)
-from generator.schema import (ARCH_MTYPES, ARCHS, BOUNDS, DTYPES, MISSING, MTYPES,
-                              SCALAR_TYPES, Bound,
-                              Example, Family, OpDesc, OwnChecks, ParamDesc, TensorIn, TensorOut)
+from generator.schema import (ABSTRACT, BOUNDS, DTYPES, MISSING, MTYPES, SCALAR_TYPES,
+                              ArchDesc, Bound, Example, Family, OpDesc, OwnChecks,
+                              ParamDesc, ParamGroup, TensorIn, TensorOut)
 from generator.source import DescriptionError, YList, YMap, load_yaml
 
 # The named dtype sets of descriptions/types.yaml, while descriptions load.
@@ -29,7 +30,7 @@ DTYPE_SETS: ContextVar[dict] = ContextVar("dtype_sets", default={})
 _LIST_KEYS = ("tensors_in", "tensors_out", "params")
 
 
-def _args_as_list(value: YMap, key: str, file: str, optype: str) -> None:
+def args_as_list(value: YMap, key: str, file: str, optype: str) -> None:
     """`tensors_in: {src: {...}, ...}` as the list of argument mappings the
     readers take, each with its `arg_name` (at the line of its key)."""
     args = value.get(key)
@@ -77,7 +78,7 @@ def _merge(parent: YMap, child: YMap, file: str, optype: str) -> YMap:
                                "and computes what its run needs in static_run")
         else:
             merged[key] = value  # including the child's own examples and inherits
-    for key in ("examples", "drop_checks"):
+    for key in ("examples", "drop_checks", "template", "param_groups"):
         if key not in child:
             merged.pop(key, None)
     drops = child.get("drop_checks")
@@ -136,7 +137,10 @@ def _copy_args(items: list) -> YList:
 _ADDABLE = ("arg_name", "checks", "doc")
 
 
-def _merge_args(parent: list, child: list, file: str, path: str) -> YList:
+def _merge_args(parent: list, child: list, file: str, path: str,
+                whose: str = "its parent's: a variant") -> YList:
+    """`parent`'s args, those `child` names with its checks and doc added, then
+    `child`'s other args."""
     result = YList()
     result.line = getattr(child, "line", 0)
     result.keys = []
@@ -154,8 +158,8 @@ def _merge_args(parent: list, child: list, file: str, path: str) -> YList:
             for key in item:
                 if key not in _ADDABLE:
                     raise DescriptionError(file, item.line_of(key), f"{path}.{name}.{key}",
-                                           f"'{name}' is its parent's: a variant adds checks "
-                                           f"to it, and cannot change its '{key}'")
+                                           f"'{name}' is {whose} adds checks to it, and "
+                                           f"cannot change its '{key}'")
             merged = YMap({**old, **item})
             merged.line, merged.lines = item.line, {**old.lines, **item.lines}
             merged.text_lines = {**old.text_lines, **item.text_lines}
@@ -180,8 +184,38 @@ def _arg_key(item):
     return name if isinstance(name, str) else id(item)
 
 
-def _resolve_inheritance(raw: dict, file: str) -> dict:
-    """Each op's mapping with its `inherits` chain (within the file) merged in."""
+def _take_groups(value: YMap, file: str, optype: str, groups: dict[str, ParamGroup]) -> None:
+    """`param_groups: [name, ...]`: the groups' params first, at the line of the
+    key, then the op's own; naming a group's param adds checks to it."""
+    if "param_groups" not in value:
+        return
+    f = Fields(value, file, optype, 0)
+    names = f.get("param_groups", list)
+    line = value.line_of("param_groups")
+    items = YList()
+    items.line, items.keys = line, []
+    for name in names:
+        if not isinstance(name, str) or name not in groups:
+            raise f.error("param_groups", f"'{name}' is not a group of descriptions/params.yaml "
+                                          f"(known: {', '.join(groups) or 'none'})")
+        for written in groups[name].items:
+            if written["arg_name"] in items.keys:
+                raise f.error("param_groups", f"param '{written['arg_name']}' is in two of "
+                                              f"its groups")
+            item = YMap(written)
+            item.line, item.lines = line, {key: line for key in written}
+            items.append(item)
+            items.lines.append(line)
+            items.keys.append(written["arg_name"])
+    own = value.get("params", [])
+    if isinstance(own, list):  # else reported when the params are read
+        value["params"] = _merge_args(items, own, file, f"{optype}.params",
+                                      "a param group's: an op")
+
+
+def _resolve_inheritance(raw: dict, file: str, archs: dict[str, ArchDesc]) -> dict:
+    """Each op's mapping with its `inherits` chain (within the file) merged in,
+    then the keys of its template it does not give itself."""
     resolved = {}
 
     def resolve(optype, chain):
@@ -189,20 +223,23 @@ def _resolve_inheritance(raw: dict, file: str) -> dict:
             return resolved[optype]
         value = raw[optype]
         parent = value.get("inherits") if isinstance(value, dict) else None
+        f = Fields(value, file, optype, 0)
         if parent is None:
-            f = Fields(value, file, optype, 0)
             if "drop_checks" in value:
                 raise f.error("drop_checks", "only a variant (with 'inherits') drops checks")
-            resolved[optype] = value
-            return value
-        f = Fields(value, file, optype, 0)
-        if not isinstance(parent, str) or parent not in raw:
-            raise f.error("inherits", f"'{parent}' is not an op described in this file")
-        if parent in chain:
-            raise f.error("inherits", f"inheritance cycle: {' -> '.join(chain + [parent])}")
-        f.get("drop_checks", list, None)
-        resolved[optype] = _merge(resolve(parent, chain + [parent]), value, file, optype)
-        return resolved[optype]
+            merged = YMap(value)
+            merged.line, merged.lines = value.line, dict(value.lines)
+            merged.text_lines = dict(value.text_lines)
+        else:
+            if not isinstance(parent, str) or parent not in raw:
+                raise f.error("inherits", f"'{parent}' is not an op described in this file")
+            if parent in chain:
+                raise f.error("inherits", f"inheritance cycle: {' -> '.join(chain + [parent])}")
+            f.get("drop_checks", list, None)
+            merged = _merge(resolve(parent, chain + [parent]), value, file, optype)
+        apply_template(merged, value, file, optype, archs)
+        resolved[optype] = merged
+        return merged
 
     for optype in raw:
         resolve(optype, [optype])
@@ -212,20 +249,13 @@ def _resolve_inheritance(raw: dict, file: str) -> dict:
 def _tensor_in(value, file, path, line) -> TensorIn:
     f = Fields(value, file, path, line)
     arg = identifier(f, "arg_name")
-    written = f.get("dtype", (str, list), [])
-    sets = DTYPE_SETS.get()
-    dtype = []
-    for d in [written] if isinstance(written, str) else written:
-        if d not in DTYPES and d not in sets:
-            raise f.error("dtype", f"unknown dtype '{d}' (dtype sets of descriptions/types.yaml: "
-                                   f"{', '.join(sets) or 'none'}; dtypes: {', '.join(DTYPES)})")
-        dtype += [x for x in sets.get(d, [d]) if x not in dtype]
+    dtype, dtype_set = read_dtypes(f, "dtype", DTYPE_SETS.get(), [])
     variadic = f.get("variadic", bool, False)
     t = TensorIn(
         arg_name=arg,
         doc=f.get("doc", str, ""),
-        dtype=tuple(dtype),
-        dtype_set=written if isinstance(written, str) and written in sets else None,
+        dtype=dtype,
+        dtype_set=dtype_set,
         ndim=f.get("ndim", int, None),
         len=None,  # expressions are read once all names are known
         sametype=f.get("sametype", str, None),
@@ -256,7 +286,7 @@ def _tensor_in_exprs(t: TensorIn, value, file, path, line, known) -> TensorIn:
     return TensorIn(**{**t.__dict__, "len": length, "checks": checks})
 
 
-def _param(value, file, path, line, known) -> ParamDesc:
+def read_param(value, file, path, line, known) -> ParamDesc:
     f = Fields(value, file, path, line)
     arg = identifier(f, "arg_name")
     known = [*known, arg]
@@ -379,26 +409,29 @@ def _own_names(value) -> frozenset:
     return frozenset(names)
 
 
-def _op(optype: str, value, file: str) -> OpDesc:
+def _op(optype: str, value, file: str, archs: dict[str, ArchDesc],
+        groups: dict[str, ParamGroup]) -> OpDesc:
     token = HIDDEN.set(_own_names(value) & BUILTINS)
     try:
-        return _op_checked(optype, value, file)
+        return _op_checked(optype, value, file, archs, groups)
     finally:
         HIDDEN.reset(token)
 
 
-def _op_checked(optype: str, value, file: str) -> OpDesc:
+def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
+                groups: dict[str, ParamGroup]) -> OpDesc:
     f = Fields(value, file, optype, 0)
     if not optype.isidentifier() or keyword.iskeyword(optype):
         raise DescriptionError(file, f.line, optype, "an optype must be a Python identifier")
     if optype in NN_NAMES:
         raise DescriptionError(file, f.line, optype,
                                f"'{optype}' is reserved: the generated code uses that name")
-    f.used.update(("inherits", "drop_checks"))  # read when the variant was merged
+    f.used.update(("inherits", "drop_checks", "template"))  # read when the op was merged
+    param_groups = tuple(f.get("param_groups", list, []))  # taken when the op was merged
     arch = f.get("arch", str)
-    if arch not in ARCHS:
-        raise f.error("arch", f"unknown arch '{arch}' (known: {', '.join(ARCHS)})")
-    mtype = f.get("mtype", str, ARCH_MTYPES[arch])
+    if arch != ABSTRACT and arch not in archs:
+        raise f.error("arch", f"unknown arch '{arch}' (known: {', '.join([ABSTRACT, *archs])})")
+    mtype = f.get("mtype", str, archs[arch].mtype if arch in archs else ABSTRACT)
     if mtype not in MTYPES:
         raise f.error("mtype", f"unknown mtype '{mtype}' (known: {', '.join(MTYPES)})")
 
@@ -416,7 +449,7 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     params = []
     raw_params = f.items("params")
     for v, p, l in raw_params:
-        params.append(_param(v, file, p, l, [*in_names, *(q.arg_name for q in params)]))
+        params.append(read_param(v, file, p, l, [*in_names, *(q.arg_name for q in params)]))
     param_names = [p.arg_name for p in params]
     _unique(file, in_names, raw_params, param_names)
     known = [*in_names, *param_names]
@@ -456,15 +489,29 @@ def _op_checked(optype: str, value, file: str) -> OpDesc:
     examples = tuple(_example(v, file, p, l, in_names, out_names, param_names)
                      for v, p, l in f.items("examples"))
     inherits = value.get("inherits")
-    op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), inherits,
+    first = archs[arch].checked_input(tuple(ins)) if arch in archs else None
+    params = [_in_group(p, param_groups, groups) for p in params]
+    op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), param_groups, inherits,
                 None if "drop_checks" in value else inherits,
-                tuple(ins), tuple(outs), tuple(params), checks, pre_run,
+                tuple(ins), tuple(outs), tuple(params), checks,
+                first.arg_name if first else None, pre_run,
                 tuple(pre_run_names), static_run, run, post_run, examples,
                 _assemble(f, ins, outs, params), scratch,
-                OwnChecks(tuple(params), tuple(ins), checks,
+                OwnChecks(tuple(params), tuple(ins), first is not None, checks,
                           tuple((t.arg_name, c) for t in outs for c in t.checks)))
     f.done()
     return op
+
+
+def _in_group(p: ParamDesc, taken: tuple[str, ...], groups: dict[str, ParamGroup]) -> ParamDesc:
+    """`p` with the group declaring it, when one of the groups `taken` has it."""
+    for group in taken:
+        names = [q.arg_name for q in groups[group].params]
+        if p.arg_name in names:
+            i = names.index(p.arg_name)
+            return dataclasses.replace(p, group=groups[group].origins[i],
+                                       group_checks=len(groups[group].params[i].checks))
+    return p
 
 
 def _assemble(f: Fields, ins, outs, params) -> tuple[str, str, str] | None:
@@ -497,7 +544,8 @@ def _unique(file: str, earlier, items, names) -> None:
         seen.add(name)
 
 
-def load_family(path: Path, label: str, taken: dict[str, str] | None = None) -> Family:
+def load_family(path: Path, label: str, taken: dict[str, str], archs: dict[str, ArchDesc],
+                groups: dict[str, ParamGroup]) -> Family:
     """The ops of one file; `taken` maps optypes of other files to their file."""
     doc = load_yaml(path, label)
     if not isinstance(doc, dict) or not doc:
@@ -506,14 +554,15 @@ def load_family(path: Path, label: str, taken: dict[str, str] | None = None) -> 
         if not isinstance(value, dict):
             raise DescriptionError(label, doc.line_of(optype), optype,
                                    f"expected a mapping, found {kind(value)}")
-        if taken and optype in taken:
+        if optype in taken:
             raise DescriptionError(label, doc.line_of(optype), optype,
                                    f"optype also described in {taken[optype]}")
         value.line = doc.line_of(optype)  # an op's own errors point at its name
         for key in _LIST_KEYS:
-            _args_as_list(value, key, label, optype)
-    resolved = _resolve_inheritance(doc, label)
-    ops = {optype: _op(optype, resolved[optype], label) for optype in doc}
+            args_as_list(value, key, label, optype)
+        _take_groups(value, label, optype, groups)
+    resolved = _resolve_inheritance(doc, label, archs)
+    ops = {optype: _op(optype, resolved[optype], label, archs, groups) for optype in doc}
     return Family(path.stem, label, tuple(_own_checks(op, ops) for op in ops.values()))
 
 
@@ -527,7 +576,8 @@ def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
     outs = {t.arg_name: t for t in base.tensors_out}
     own_params = tuple(
         p if p.arg_name not in params else dataclasses.replace(
-            p, bounds=(), len=None, checks=p.checks[len(params[p.arg_name].checks):])
+            p, bounds=(), len=None, checks=p.checks[len(params[p.arg_name].checks):],
+            group=None, group_checks=0)
         for p in op.params)
     own_ins = tuple(
         t if t.arg_name not in ins else dataclasses.replace(
@@ -535,5 +585,7 @@ def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
         for t in op.tensors_in)
     own_outs = tuple((t.arg_name, c) for t in op.tensors_out
                      for c in t.checks[len(outs[t.arg_name].checks):])
-    own = OwnChecks(own_params, own_ins, op.checks[len(base.checks):], own_outs)
+    checked = op.dtype_checked is not None and (
+        (op.arch, op.dtype_checked) != (base.arch, base.dtype_checked))
+    own = OwnChecks(own_params, own_ins, checked, op.checks[len(base.checks):], own_outs)
     return dataclasses.replace(op, own=own)

@@ -1,5 +1,5 @@
 """Optimizer descriptions: descriptions/optimizers/<arch>.yaml read into
-Optimizer (expander rules, combiners, the fallback arch)."""
+Optimizer (expander rules and combiners of an arch of descriptions/archs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from generator.fields import Fields
 from generator.names import RULE_OP_LISTS, RULE_RESERVED, check_names, expression, parse
 from generator.ops import plain
-from generator.schema import (ARCHS, Combiner, Constant, Expander, NewOp, OpDesc, Optimizer,
+from generator.schema import (ArchDesc, Combiner, Constant, Expander, NewOp, OpDesc, Optimizer,
                               Rule)
 from generator.source import DescriptionError, load_yaml
 
@@ -101,27 +101,43 @@ def _rule(f: Fields, arch: str, ops, subject: str, likes, fallback) -> Rule:
     return Rule(when, tensors, constants, new_ops)
 
 
-def _op_list(f: Fields, key: str, arch: str, ops: dict[str, OpDesc]) -> tuple[str, ...]:
-    """An optional list of this arch's ops (float32_ops, elementwise_ops)."""
-    names = f.get(key, list, [])
-    if any(not isinstance(o, str) or o not in ops or ops[o].arch != arch for o in names):
-        raise f.error(key, f"expected a list of ops of arch '{arch}', found {names}")
-    return tuple(names)
+def _guard(arch: ArchDesc, op: OpDesc) -> str | None:
+    """What every expander rule of `arch` needs of `op` first: a dtype the arch
+    computes in (the condition an op of the arch checks, over the OpView)."""
+    first = arch.checked_input(op.tensors_in)
+    if first is None:
+        return None
+    return arch.dtype_check(f"op.ins.{first.arg_name}{'1' if first.variadic else ''}")[0]
 
 
-def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
+def derived_expanders(arch: ArchDesc, ops: dict[str, OpDesc],
+                      explicit=()) -> tuple[Expander, ...]:
+    """The default lowering of abstract `X` to `X_<arch>`, guarded, for each op
+    of an arch computing in fewer dtypes than X accepts that no rule lowers
+    (`explicit`): the expand pass's own default lowering reads no dtype."""
+    expanders = []
+    for optype, op in ops.items():
+        variant = ops.get(f"{optype}_{arch.name}")
+        guard = _guard(arch, op)
+        if (op.arch == "none" and optype not in explicit and guard is not None
+                and variant is not None and variant.arch == arch.name):
+            new_op = NewOp(variant.optype, "op", None, (), (), (), ())
+            expanders.append(Expander(optype, guard, (Rule(None, (), (), (new_op,)),)))
+    return tuple(expanders)
+
+
+def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc],
+                   archs: dict[str, ArchDesc]) -> Optimizer:
     doc = load_yaml(path, label)
     f = Fields(doc, label, "", 1)
-    arch = f.get("arch", str)
-    if arch not in ARCHS or arch == "none":
-        raise f.error("arch", f"expected a runnable arch ({', '.join(ARCHS[1:])}), found '{arch}'")
-    if path.stem != arch:
-        raise f.error("arch", f"the file of arch '{arch}' must be named {arch}.yaml")
-    fallback = f.get("fallback", str, None)
-    runnable = sorted({op.arch for op in ops.values()} - {"none", arch})
-    if fallback is not None and fallback not in runnable:
-        raise f.error("fallback", f"expected another runnable arch ({', '.join(runnable) or 'none'}), "
-                                  f"found '{fallback}'")
+    name = f.get("arch", str)
+    if name not in archs:
+        raise f.error("arch", f"expected an arch of descriptions/archs ({', '.join(archs) or 'none'}), "
+                              f"found '{name}'")
+    if path.stem != name:
+        raise f.error("arch", f"the file of arch '{name}' must be named {name}.yaml")
+    arch = archs[name]
+    fallback = arch.fallback
     expanders = []
     g = Fields(f.get("expanders", dict, {}), label, "expanders", f.line)
     for optype in g.map:
@@ -133,31 +149,30 @@ def load_optimizer(path: Path, label: str, ops: dict[str, OpDesc]) -> Optimizer:
         rules = []
         for i, (value, path_i, line) in enumerate(items):
             r = Fields(value, label, path_i, line)
-            rule = _rule(r, arch, ops, "op", ["op"], fallback)
+            rule = _rule(r, name, ops, "op", ["op"], fallback)
             if rule.when is None and i != len(items) - 1:
                 raise r.error("when", "only the last rule may omit 'when' (it always matches)")
             rules.append(rule)
             r.done()
-        expanders.append(Expander(optype, tuple(rules)))
+        expanders.append(Expander(optype, _guard(arch, ops[optype]), tuple(rules)))
     combiners = []
     c = Fields(f.get("combiners", dict, {}), label, "combiners", f.line)
-    for name in c.map:
-        if not name.isidentifier():
-            raise c.error(name, f"a combiner name must be an identifier, found '{name}'")
-        r = Fields(c.get(name, dict), label, f"combiners.{name}", c.where(name)[1])
+    for combiner in c.map:
+        if not combiner.isidentifier():
+            raise c.error(combiner, f"a combiner name must be an identifier, found '{combiner}'")
+        r = Fields(c.get(combiner, dict), label, f"combiners.{combiner}", c.where(combiner)[1])
         window = r.get("window", list)
-        archs = (arch,) if fallback is None else (arch, fallback)
-        if len(window) < 1 or any(w != "*" and (w not in ops or ops[w].arch not in archs)
+        window_archs = (name,) if fallback is None else (name, fallback)
+        if len(window) < 1 or any(w != "*" and (w not in ops or ops[w].arch not in window_archs)
                                   for w in window):
             raise r.error("window", "expected a list of ops of arch "
-                                    f"{' or '.join(repr(a) for a in archs)} "
+                                    f"{' or '.join(repr(a) for a in window_archs)} "
                                     f"(or *), found {window}")
         likes = [f"ops[{i}]" for i in range(len(window))]
-        combiners.append(Combiner(name, r.get("doc", str, ""), tuple(window),
-                                  _rule(r, arch, ops, "ops", likes, fallback)))
+        combiners.append(Combiner(combiner, r.get("doc", str, ""), tuple(window),
+                                  _rule(r, name, ops, "ops", likes, fallback)))
         r.done()
-    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners),
-                    fallback, _op_list(f, "float32_ops", arch, ops),
-                    _op_list(f, "elementwise_ops", arch, ops))
+    expanders += derived_expanders(arch, ops, [e.optype for e in expanders])
+    opt = Optimizer(arch, f.get("doc", str, ""), label, tuple(expanders), tuple(combiners))
     f.done()
     return opt

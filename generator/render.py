@@ -8,15 +8,17 @@ descriptions, the templates and the pinned black version.
 from __future__ import annotations
 
 import ast
+import io
 import re
 import textwrap
+import tokenize
 from pathlib import Path
 
 import black
 import jinja2
 
-from generator.schema import (DTYPES, Descriptions, Family, OpDesc, Optimizer, TensorIn,
-                              is_number)
+from generator.schema import (DTYPES, Descriptions, Family, OpDesc, Optimizer, ParamGroup,
+                              TensorIn, is_number)
 
 BLACK_VERSION = "26.10.1"  # the one pinned in pyproject.toml
 BLACK_MODE = black.Mode(target_versions={black.TargetVersion.PY311}, line_length=88)
@@ -85,17 +87,54 @@ def _param_arg(p) -> str:
     return f'ParamArg("{p.arg_name}", ParamType.{_ptype(p.ptype)}{extra})'
 
 
+def _group_table(group: ParamGroup, groups) -> str:
+    """A group's ParamArgs, those of the group it extends by reference (a run
+    of them as one starred item)."""
+    parent = next((g for g in groups if g.name == group.extends), None)
+    parts, run = [], []
+
+    def flush():
+        if run:
+            whole = run[0] == 0 and len(run) == len(parent.params)
+            name = parent.name.upper()
+            parts.append(f"*{name}" if whole else f"*{name}[{run[0]}:{run[-1] + 1}]")
+            run.clear()
+
+    for p, index in zip(group.params, group.inherited):
+        if index is None or (run and index != run[-1] + 1):
+            flush()
+        if index is None:
+            parts.append(_param_arg(p))
+        else:
+            run.append(index)
+    flush()
+    return _tuple_of(parts)
+
+
+def _comment(text: str) -> str:
+    return "\n".join("# " + line for line in textwrap.wrap(" ".join(text.split()), 86))
+
+
 def _kept_names(op: OpDesc) -> list[str]:
     params = [p.arg_name for p in op.params]
     return params + [n for n in op.pre_run_names if n not in params]
 
 
+def _verifiers(op: OpDesc) -> list[str]:
+    """The shared verifiers an op's own pre_run calls: its arch's dtype check,
+    its groups' param checks."""
+    calls = [f"{p.group}_{p.arg_name}(ck)" for p in op.own.params if p.group_checks]
+    if op.own.dtype_checked:
+        calls.append(f"{op.arch}_dtype(ck, {op.dtype_checked!r})")
+    return calls
+
+
 def _own_exprs(op: OpDesc) -> list[str]:
-    """The expressions and code an op's own pre_run holds."""
+    """The expressions and code an op's own pre_run holds (besides verifiers)."""
     own = op.own
     texts = [c.expr for c in own.checks] + [c.expr for _, c in own.out_checks]
     for p in own.params:
-        texts += [c.expr for c in p.checks]
+        texts += [c.expr for c in p.checks[p.group_checks:]]
         texts += [f"{p.arg_name}, {b.value}" for b in p.bounds if not b.literal]
         texts += [f"{p.arg_name}, {p.len}"] if p.len is not None and not is_number(p.len) else []
     for t in own.tensors_in:
@@ -104,13 +143,130 @@ def _own_exprs(op: OpDesc) -> list[str]:
     return texts
 
 
+def _satisfied(op: OpDesc) -> list:
+    """The checks an op's own pre_run makes with ck.satisfy (reading `found`)."""
+    own = op.own
+    return [*(c for p in own.params for c in p.checks[p.group_checks:]),
+            *(c for t in own.tensors_in for c in t.checks), *own.checks,
+            *(c for _, c in own.out_checks)]
+
+
 def _has_pre_run(op: OpDesc) -> bool:
-    return op.base is None or bool(_own_exprs(op))
+    return op.base is None or bool(_own_exprs(op)) or bool(_verifiers(op))
 
 
 def _pre_run_checks(op: OpDesc) -> bool:
-    """Whether the op's own pre_run uses a Checker (to check or to define)."""
-    return bool(_own_exprs(op)) or (op.base is None and bool(op.tensors_out))
+    """Whether the op's own pre_run uses a Checker (to check, define or read)."""
+    return (bool(_own_exprs(op)) or (op.base is None and bool(op.tensors_out))
+            or bool(_pre_run_reads(op)) or bool(_verifiers(op)))
+
+
+def _fitting(items: list, statement) -> list[str]:
+    """`statement(chunk)` for consecutive chunks of `items`, each chunk as long
+    as fits a line of a function body (88 columns, indented by 4): black would
+    give an item a line."""
+    lines, chunk = [], []
+    for item in items:
+        if chunk and len(statement([*chunk, item])) > 84:
+            lines.append(statement(chunk))
+            chunk = []
+        chunk.append(item)
+    return lines + ([statement(chunk)] if chunk else [])
+
+
+def _get_lines(names: list[str], call: str) -> list[str]:
+    """`a, b = ck.get("a", "b")`: statements binding `names` to what `call` gives."""
+    def statement(chunk):
+        targets = ", ".join(chunk) + ("," if len(chunk) == 1 else "")
+        return f"{targets} = {call}({', '.join(f'{n!r}' for n in chunk)})"
+
+    return _fitting(names, statement)
+
+
+def _parent(op: OpDesc, family: Family) -> OpDesc | None:
+    return next((o for o in family.ops if o.optype == op.inherits), None)
+
+
+def _definition_order(family: Family) -> list[OpDesc]:
+    """The ops of a family, each after the op it inherits, whose tables it reads."""
+    order: list[OpDesc] = []
+
+    def visit(op):
+        if op not in order:
+            parent = _parent(op, family)
+            if parent is not None:
+                visit(parent)
+            order.append(op)
+
+    for op in family.ops:
+        visit(op)
+    return order
+
+
+def _table_parts(op: OpDesc, family: Family, groups, kind: str) -> tuple[list[str], list]:
+    """An op's args of `kind` (tensors_in, tensors_out, params) as items of a
+    tuple: its parent's by reference, then (params) its groups' by reference,
+    then its own; and its own."""
+    parent = _parent(op, family)
+    items = list(getattr(op, kind))
+    parts, start = [], 0
+    if parent is not None and getattr(parent, kind):
+        parts.append(f"*{parent.optype.upper()}.{kind}")
+        start = len(getattr(parent, kind))
+    if kind == "params":
+        for name in op.param_groups:
+            parts.append(f"*{name.upper()}")
+            start += len(groups[name].params)
+    return parts, items[start:]
+
+
+def _adds(op: OpDesc, family: Family, groups, kind: str) -> bool:
+    """Whether a variant takes args of `kind` its parent does not."""
+    return bool(_table_parts(op, family, groups, kind)[1]) or (
+        kind == "params" and bool(op.param_groups))
+
+
+def _table(op: OpDesc, family: Family, groups, kind: str) -> str:
+    parts, own = _table_parts(op, family, groups, kind)
+    parts += map(_param_arg if kind == "params" else _tensor_arg, own)
+    return parts[0][1:] if len(parts) == 1 and parts[0].startswith("*") else _tuple_of(parts)
+
+
+_TABLES = ("tensors_in", "tensors_out", "params")
+
+
+def _proto_fields(op: OpDesc, family: Family, groups) -> dict[str, str]:
+    """The OpProto fields of `op` as Python expressions (those that are set)."""
+    fields = {"optype": repr(op.optype), "arch": repr(op.arch),
+              "mtype": f"MemType.{op.mtype.upper()}",
+              **{kind: _table(op, family, groups, kind) for kind in _TABLES},
+              "pre_run": f"{_pre_run_of(op, family)}_pre_run", "source": repr(family.source)}
+    if op.scratch:
+        fields["scratch"] = f"{_scratch_of(op, family)}_scratch"
+    if any(t.view for t in op.tensors_out):
+        fields["views"] = f"{_views_of(op, family)}_views"
+    if op.static_run or op.run:
+        fields["load"] = f"{op.optype}_load"
+    if op.post_run:
+        fields["post_run"] = f"{op.optype}_post_run"
+    if op.assemble:
+        fields["assemble"] = _tuple_of(map(repr, op.assemble))
+    return fields
+
+
+def _proto(op: OpDesc, family: Family, groups) -> str:
+    """`OP = OpProto(...)`; for a variant, `OP = replace(PARENT, ...)` with
+    what differs from its parent (the args it adds to the parent's)."""
+    fields = _proto_fields(op, family, groups)
+    parent = _parent(op, family)
+    if parent is None:
+        args = [f"{k}={v}" for k, v in fields.items()]
+        return f"{op.optype.upper()} = OpProto({', '.join(args)})"
+    inherited = _proto_fields(parent, family, groups)
+    args = [f"{k}={v}" for k, v in fields.items()
+            if (_adds(op, family, groups, k) if k in _TABLES else v != inherited.get(k))]
+    args += [f"{k}=None" for k in inherited if k not in fields]
+    return f"{op.optype.upper()} = replace({parent.optype.upper()}, {', '.join(args)})"
 
 
 def _pre_run_reads(op: OpDesc) -> list[str]:
@@ -173,20 +329,28 @@ def _names_read(code: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
+def _run_expression(code: str | None) -> str | None:
+    """Run code that is one expression (without comments, which a lambda
+    would drop): the run function is a lambda of it."""
+    body = ast.parse(code).body if code else []
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return None
+    tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+    if any(t.type == tokenize.COMMENT for t in tokens):
+        return None
+    return ast.get_source_segment(code, body[0])
+
+
 def _bind_lines(op: OpDesc, code: str) -> list[str]:
-    """Statements binding the names `code` reads: arrays, checked values, priv."""
+    """Statements binding the names `code` reads: arrays, checked values, priv
+    (as few as fit on a line each)."""
     used = _names_read(code) if code else set()
-    lines = []
-    for t in op.tensors_in:
-        if t.arg_name in used:
-            how = "arrays_in" if t.variadic else "array"
-            lines.append(f'{t.arg_name} = op.{how}(arrays, "{t.arg_name}")')
-    for t in op.tensors_out:
-        if t.arg_name in used:
-            lines.append(f'{t.arg_name} = op.array(arrays, "{t.arg_name}")')
-    for name in _kept_names(op):
-        if name in used:
-            lines.append(f'{name} = op.values["{name}"]')
+    binds = [(t.arg_name, f'op.{"arrays_in" if getattr(t, "variadic", False) else "array"}'
+                          f'(arrays, "{t.arg_name}")')
+             for t in (*op.tensors_in, *op.tensors_out) if t.arg_name in used]
+    binds += [(name, f'op.values["{name}"]') for name in _kept_names(op) if name in used]
+    lines = _fitting(binds, lambda chunk: f"{', '.join(n for n, _ in chunk)} = "
+                                          f"{', '.join(v for _, v in chunk)}")
     if "priv" in used:
         lines.append("priv = op.priv")
     if op.scratch and "scratch" in used:
@@ -203,7 +367,7 @@ def _satisfy(arg: str, check) -> str:
 def _rule_texts(optimizer: Optimizer) -> list[str]:
     rules = [r for e in optimizer.expanders for r in e.rules]
     rules += [c.rule for c in optimizer.combiners]
-    texts = [r.when or "" for r in rules]
+    texts = [r.when or "" for r in rules] + [e.guard or "" for e in optimizer.expanders]
     for rule in rules:
         texts += [c.expr for c in rule.constants]
         for n in rule.replace:
@@ -215,10 +379,11 @@ def _rule_texts(optimizer: Optimizer) -> list[str]:
 def _globals_used(texts) -> dict[str, bool]:
     joined = "\n".join(texts)
     return {name.lower(): bool(re.search(rf"\b{name}\b", joined))
-            for name in ("kernels", "dnnl", "np", "math", "DType")}
+            for name in ("kernels", "dnnl", "np", "math", "DType", "FLOAT32_OPS",
+                         "ELEMENTWISE_OPS")}
 
 
-def _uses(family: Family) -> dict[str, bool]:
+def _uses(family: Family, groups) -> dict[str, bool]:
     text = []
     for op in family.ops:
         text += [op.pre_run or "", op.static_run or "", op.run or "", op.post_run or "",
@@ -233,9 +398,18 @@ def _uses(family: Family) -> dict[str, bool]:
         "dnnl": bool(re.search(r"\bdnnl\b", joined)),
         "np": bool(re.search(r"\bnp\b", joined)),
         "math": bool(re.search(r"\bmath\b", joined)),
-        "found": any(_own_exprs(op) for op in family.ops),
+        "found": any(_satisfied(op) for op in family.ops),
         "checker": any(_has_pre_run(op) or op.scratch for op in family.ops),
-        "params": any(op.params for op in family.ops),
+        "params": any(_table_parts(op, family, groups, "params")[1] for op in family.ops),
+        "tensor_args": any(_table_parts(op, family, groups, kind)[1] for op in family.ops
+                           for kind in ("tensors_in", "tensors_out")),
+        "replace": any(op.inherits for op in family.ops),
+        # The groups' tables and param verifiers, the archs' dtype verifiers it uses.
+        "param_groups": sorted({g.upper() for op in family.ops for g in op.param_groups}
+                               | {f"{p.group}_{p.arg_name}" for op in family.ops
+                                  for p in op.own.params if p.group_checks}),
+        "arch_verifiers": sorted({f"{op.arch}_dtype" for op in family.ops
+                                  if op.own.dtype_checked}),
         "dtype_sets": sorted({t.dtype_set.upper() for op in family.ops for t in op.tensors_in
                               if t.dtype_set}),
         "dtype": bool(re.search(r"\bDType\b", joined))
@@ -245,7 +419,7 @@ def _uses(family: Family) -> dict[str, bool]:
 
 
 def _all_checks(op: OpDesc):
-    return [*op.checks, *(c for p in op.params for c in p.checks),
+    return [*op.checks, *(c for p in op.params for c in p.checks[p.group_checks:]),
             *(c for t in op.tensors_in for c in t.checks),
             *(c for t in op.tensors_out for c in t.checks)]
 
@@ -303,7 +477,7 @@ def _variants(family: Family, op: OpDesc) -> list[tuple[OpDesc, list, list]]:
 
 # The builder functions of lightnet.nn (templates/nn.py.j2) -------------------------------
 
-# Abstract ops whose builder lightnet.builder writes by hand: an input is named by the
+# Abstract ops whose builder lightnet.ir.builder writes by hand: an input is named by the
 # user, nn.input(name, shape, dtype).
 HAND_WRITTEN_BUILDERS = ("input",)
 _HINTS = {"int": "int", "float": "float", "double": "float", "string": "str", "bool": "bool",
@@ -416,6 +590,11 @@ def environment(templates: Path) -> jinja2.Environment:
     )
     env.filters.update(
         tuple_of=_tuple_of,
+        proto=_proto,
+        definition_order=_definition_order,
+        get_lines=_get_lines,
+        group_table=_group_table,
+        comment=_comment,
         ptype=_ptype,
         default_literal=_literal,
         pyrepr=repr,
@@ -441,6 +620,7 @@ def environment(templates: Path) -> jinja2.Environment:
         has_views=lambda op: any(t.view for t in op.tensors_out),
         views_text=lambda op: "\n".join(t.view for t in op.tensors_out if t.view),
         bind_lines=_bind_lines,
+        run_expression=_run_expression,
         indent_code=lambda code, n: textwrap.indent(code.rstrip("\n"), " " * n),
         tensor_rules=_tensor_rules,
         param_rules=_param_rules,
@@ -470,22 +650,32 @@ def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
                           f"found {black.__version__}: pip install black=={BLACK_VERSION}")
     env = environment(root / "templates")
     files = {}
+    groups = {g.name: g for g in descriptions.param_groups}
     for family in descriptions.families:
-        text = env.get_template("op.py.j2").render(family=family, uses=_uses(family))
+        text = env.get_template("op.py.j2").render(family=family, groups=groups,
+                                                   uses=_uses(family, groups))
         files[f"lightnet/auto/ops/{family.name}.py"] = format_python(text, family.source)
     for optimizer in descriptions.optimizers:
         text = env.get_template("optimizer.py.j2").render(
             optimizer=optimizer, uses=_globals_used(_rule_texts(optimizer))
         )
-        files[f"lightnet/auto/optimizers/{optimizer.arch}.py"] = format_python(text, optimizer.source)
+        files[f"lightnet/auto/optimizers/{optimizer.arch.name}.py"] = format_python(
+            text, optimizer.source)
     for package, doc in (("ops", "Generated op modules, one per descriptions/ops/*.yaml."),
                          ("", "Code generated from descriptions/ by `python -m generator`.")):
         path = f"lightnet/auto/{package}/__init__.py".replace("//", "/")
         files[path] = format_python(f'# Generated by `python -m generator`. Do not edit.\n"""{doc}"""\n', path)
+    # The verifier of each group param with checks of its own: the names they read.
+    verifiers = [(g, p, list(dict.fromkeys(n for c in p.checks for n in c.names)))
+                 for g in descriptions.param_groups
+                 for p, i in zip(g.params, g.inherited) if i is None and p.checks]
     for template, path in (("registry.py.j2", "lightnet/auto/registry.py"),
                            ("optimizers.py.j2", "lightnet/auto/optimizers/__init__.py"),
-                           ("dtypes.py.j2", "lightnet/auto/dtypes.py")):
-        text = env.get_template(template).render(descriptions=descriptions)
+                           ("dtypes.py.j2", "lightnet/auto/dtypes.py"),
+                           ("archs.py.j2", "lightnet/auto/archs.py"),
+                           ("params.py.j2", "lightnet/auto/params.py")):
+        text = env.get_template(template).render(descriptions=descriptions,
+                                                 verifiers=verifiers)
         files[path] = format_python(text, path)
     builders = [op for op in descriptions.ops()
                 if not op.runnable and op.optype not in HAND_WRITTEN_BUILDERS]

@@ -1,7 +1,8 @@
 """The description model: frozen dataclasses holding validated descriptions.
 
 Everything the templates need is decided while loading (generator.model); the
-format is specified in docs/op-description.md and docs/optimizer-description.md.
+format is specified in docs/op-description.md, docs/optimizer-description.md
+and docs/arch-description.md.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from dataclasses import dataclass
 
 DTYPES = ("TL_DOUBLE", "TL_FLOAT", "TL_INT32", "TL_INT16", "TL_INT8",
           "TL_UINT32", "TL_UINT16", "TL_UINT8", "TL_BOOL")
-ARCHS = ("none", "cpu", "dnnl")
+# The arch of abstract ops: what an op computes, checked but never run. It is no
+# architecture (nothing runs there), so it has no description in descriptions/archs/.
+ABSTRACT = "none"
 MTYPES = ("none", "cpu")
-# The memory type of an arch's ops unless a description says otherwise: oneDNN's CPU
-# engine works on host memory, so dnnl ops share the cpu arena.
-ARCH_MTYPES = {"none": "none", "cpu": "cpu", "dnnl": "cpu"}
 # Param types: a scalar, or an array of one (`int[]`, `int[2]`, `int[src.ndim]`);
 # int, float and double are numbers typed so; a list of strings is an enum.
 SCALAR_TYPES = {"int": ("number", "int"), "float": ("number", "float"),
@@ -96,6 +96,10 @@ class ParamDesc:
     len: str | None  # of an array: a literal is declared data, an expression code
     choices: tuple
     checks: tuple[Check, ...]
+    # The param group declaring it, whose verifier makes its first `group_checks` checks
+    # (the group's), when the op makes them in its own pre_run.
+    group: str | None = None
+    group_checks: int = 0
 
     @property
     def required(self) -> bool:
@@ -104,6 +108,21 @@ class ParamDesc:
     @property
     def is_array(self) -> bool:
         return self.ptype.endswith("[]")
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """A named group of params of descriptions/params.yaml, which ops take
+    whole (`param_groups: [name]`)."""
+
+    name: str
+    doc: str
+    extends: str | None  # the group whose params it takes, some given anew
+    params: tuple[ParamDesc, ...]
+    # Of each param, its index in the extended group when it is that group's own.
+    inherited: tuple[int | None, ...]
+    origins: tuple[str, ...]  # of each param, the group declaring it
+    items: tuple[dict, ...]  # the params as written, for the ops taking the group
 
 
 @dataclass(frozen=True)
@@ -121,12 +140,15 @@ class OpDesc:
     arch: str
     mtype: str
     doc: str
+    param_groups: tuple[str, ...]  # the groups whose params it takes first (its parent's not)
     inherits: str | None
     base: str | None  # the op whose pre_run this one's runs first (its parent, unless it drops checks)
     tensors_in: tuple[TensorIn, ...]
     tensors_out: tuple[TensorOut, ...]
     params: tuple[ParamDesc, ...]
     checks: tuple[Check, ...]
+    # The input whose dtype it checks is one its arch computes in (ArchDesc.checked_input).
+    dtype_checked: str | None
     pre_run: str | None
     pre_run_names: tuple[str, ...]  # names the pre_run code assigns; kept for run
     static_run: str | None
@@ -150,6 +172,7 @@ class OwnChecks:
 
     params: tuple[ParamDesc, ...]
     tensors_in: tuple[TensorIn, ...]
+    dtype_checked: bool  # whether it checks the op's dtype_checked (before its checks)
     checks: tuple[Check, ...]
     out_checks: tuple[tuple[str, Check], ...]  # (output, check)
 
@@ -201,6 +224,9 @@ class Rule:
 @dataclass(frozen=True)
 class Expander:
     optype: str
+    # What every rule needs first: the op's first input has a dtype the arch computes
+    # in (None: the arch computes in every dtype the op accepts).
+    guard: str | None
     rules: tuple[Rule, ...]
 
 
@@ -213,23 +239,64 @@ class Combiner:
 
 
 @dataclass(frozen=True)
+class ArchDesc:
+    """One file of descriptions/archs: an architecture ops run on."""
+
+    name: str
+    doc: str
+    source: str
+    library: str  # what its errors call it: "oneDNN runs TL_FLOAT"
+    mtype: str  # the memory type of its ops unless one says otherwise
+    dtypes: tuple[str, ...]  # the dtypes its ops compute in (every dtype: no restriction)
+    dtype_set: str | None  # the name of a set of descriptions/types.yaml, when one
+    fallback: str | None  # the arch that lowers what this one does not take
+    float32_ops: tuple[str, ...]  # its ops that compute in float32 in any precision
+    # Its element-wise ops: in a reduced precision they compute in what they read.
+    elementwise_ops: tuple[str, ...]
+    # Named snippets its op variants share (`template: NAME`): key -> YAML value.
+    templates: dict[str, dict]
+    # The module defining its Arch (ARCH), when not lightnet.archs.<name>.arch.
+    package: str | None = None
+
+    @property
+    def restricts(self) -> bool:
+        """Whether its ops compute in fewer dtypes than a description may accept."""
+        return set(self.dtypes) != set(DTYPES)
+
+    def checked_input(self, ins: tuple[TensorIn, ...]) -> TensorIn | None:
+        """The input whose dtype an op of this arch (or an expander to it) must
+        check: the first, which the outputs' dtype follows, when it may have a
+        dtype the arch does not compute in."""
+        if ins and not set(ins[0].dtype or DTYPES) <= set(self.dtypes):
+            return ins[0]
+        return None
+
+    def dtype_check(self, tensor: str) -> tuple[str, str]:
+        """The expression that `tensor` (an entry, or an OpView input) has a
+        dtype this arch computes in, and why it must."""
+        if len(self.dtypes) == 1:
+            expr = f"{tensor}.dtype == DType.{self.dtypes[0]}"
+        else:
+            expr = f"{tensor}.dtype in ({', '.join(f'DType.{d}' for d in self.dtypes)})"
+        return expr, f"{self.library} runs {' or '.join(self.dtypes)}"
+
+
+@dataclass(frozen=True)
 class Optimizer:
     """One file of descriptions/optimizers: an arch's expanders and combiners."""
 
-    arch: str
+    arch: ArchDesc
     doc: str
     source: str
     expanders: tuple[Expander, ...]
     combiners: tuple[Combiner, ...]
-    fallback: str | None  # the arch that lowers what this one does not take
-    float32_ops: tuple[str, ...] = ()  # its ops that compute in float32 in any precision
-    # Its element-wise ops: in a reduced precision they compute in what they read.
-    elementwise_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Descriptions:
     dtype_sets: dict[str, tuple[str, ...]]
+    param_groups: tuple[ParamGroup, ...]
+    archs: tuple[ArchDesc, ...]
     families: tuple[Family, ...]
     optimizers: tuple[Optimizer, ...]
 

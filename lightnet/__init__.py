@@ -13,10 +13,10 @@ A model built in Python with `lightnet.nn` (docs/builder.md) is taken the same
 way: `lightnet.Session(nn.Model(outputs=y))`.
 """
 
-from lightnet.context import Context
 from lightnet.errors import CheckError, LightNetError, LightNetWarning
-from lightnet.session import Session, TensorInfo
-from lightnet.tensor import DType
+from lightnet.ir.tensor import DType
+from lightnet.runtime.context import Context
+from lightnet.runtime.session import Session, TensorInfo
 
 __all__ = ["CheckError", "Context", "DType", "LightNetError", "LightNetWarning", "Session",
            "TensorInfo"]

@@ -16,8 +16,9 @@ import sys
 import traceback
 import warnings
 
-from lightnet import limits, mem
+from lightnet.compiler import memory_plan
 from lightnet.errors import LightNetError, LightNetWarning, one_line
+from lightnet.ir import limits
 
 
 def report_errors(prog: str, debug: bool, body, user_errors=(LightNetError,),
@@ -80,6 +81,6 @@ def fold_limit_option(p) -> None:
 
 def _elements(text: str) -> int:
     try:
-        return mem.parse_size(text, unit="elements")
+        return memory_plan.parse_size(text, unit="elements")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None

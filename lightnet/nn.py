@@ -8,11 +8,11 @@
 
 One function per abstract op, generated from its description (lightnet/auto/nn.py:
 its inputs positional, its params keyword-only with the description's defaults),
-plus `input`, `constant` and `Model` (lightnet/builder.py).
+plus `input`, `constant` and `Model` (lightnet/ir/builder.py).
 """
 
 from lightnet.auto.nn import *  # noqa: F403 - the ops' builder functions
 from lightnet.auto.nn import __all__ as _op_builders
-from lightnet.builder import Action, Model, Tensor, constant, input
+from lightnet.ir.builder import Action, Model, Tensor, constant, input
 
 __all__ = ["Action", "Model", "Tensor", "constant", "input", *_op_builders]

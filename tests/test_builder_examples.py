@@ -11,68 +11,45 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session, nn
-from lightnet.arch import archs
-from lightnet.op import REQUIRED
-from lightnet.param import Param
-from lightnet.tensor import DType
-from tests.opexamples import op_examples
+from lightnet.archs.registry import archs
+from lightnet.ir.op import REQUIRED
+from lightnet.ir.param import Param
+from tests.irbuild import op
+from tests.opexamples import create_params, example_array, numbered_examples
 
 ABSTRACT = archs()["none"].ops
 
 
 def _cases():
-    counts = {}
-    for optype, example in op_examples():
+    for optype, i, example in numbered_examples():
         if optype in ABSTRACT:
-            i = counts[optype] = counts.get(optype, -1) + 1
             yield pytest.param(ABSTRACT[optype], example, id=f"{optype}-{i}")
 
 
-def _input(value):
-    """(dtype name, array) of an example input: a nested list or {dtype, data}."""
-    if isinstance(value, dict):
-        dtype = value.get("dtype", "TL_FLOAT")
-        return dtype, np.asarray(value["data"], dtype=DType.from_name(dtype).np)
-    return "TL_FLOAT", np.asarray(value, dtype=np.float32)
-
-
-def _create_params(value) -> dict:
-    dtype, array = _input(value)
-    return {"dtype": dtype, "dims": list(array.shape) or [1],
-            "data": array.reshape(-1).astype(np.float64).tolist()}
-
-
 def _params(proto, given: dict) -> dict:
-    """Every param of `proto`, in its order: the given value, else the default."""
-    return {p.arg_name: given.get(p.arg_name, p.default) for p in proto.params
-            if p.arg_name in given or p.default is not REQUIRED}
-
-
-def _op_json(name, optype, ins: dict, outs: dict, params: dict) -> dict:
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in ins.items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in outs.items()],
-            "params": [{"arg_name": a, "value": Param.from_value(a, v).to_json()}
-                       for a, v in params.items()]}
+    """Every param of `proto`, in its order, as JSON holds it: the given value, else the
+    default."""
+    return {p.arg_name: Param.from_value(p.arg_name, given.get(p.arg_name, p.default)).to_json()
+            for p in proto.params if p.arg_name in given or p.default is not REQUIRED}
 
 
 def as_json(proto, example) -> dict:
     """The example as a JSON IR, named as the builder names it: one `create`
     op `in_<arg>` per input, then the op `op`, every param given."""
     create = ABSTRACT["create"]
-    ops = [_op_json(f"in_{arg}", "create", {}, {"dst": f"in_{arg}"},
-                    _params(create, _create_params(value)))
+    ops = [op(f"in_{arg}", "create", {}, {"dst": f"in_{arg}"},
+              **_params(create, create_params(value)))
            for arg, value in example["inputs"].items()]
     outs = [t.arg_name for t in proto.tensors_out]
-    ops.append(_op_json("op", proto.optype, {a: f"in_{a}" for a in example["inputs"]},
-                        {a: "op" if len(outs) == 1 else f"op_{a}" for a in outs},
-                        _params(proto, example["params"])))
+    ops.append(op("op", proto.optype, {a: f"in_{a}" for a in example["inputs"]},
+                  {a: "op" if len(outs) == 1 else f"op_{a}" for a in outs},
+                  **_params(proto, example["params"])))
     return {"ops": ops}
 
 
 def build(proto, example):
     """What the builder functions make of the example: the op's result."""
-    made = {arg: nn.create(**_create_params(value), name=f"in_{arg}")
+    made = {arg: nn.create(**create_params(value), name=f"in_{arg}")
             for arg, value in example["inputs"].items()}
     args = []
     for t in proto.tensors_in:
@@ -132,7 +109,7 @@ def test_example_through_the_builder(proto, example, tmp_path, monkeypatch):
     outputs = session.run({i.name: np.zeros(i.shape, i.dtype) for i in session.inputs})
     for arg, value in example["outputs"].items():
         name = "op" if len(proto.tensors_out) == 1 else f"op_{arg}"
-        _, want = _input(value)
+        _, want = example_array(value)
         np.testing.assert_allclose(outputs[name], want.astype(outputs[name].dtype), rtol=1e-5,
                                    atol=1e-6)
 

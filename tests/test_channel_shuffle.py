@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.dnnl import capi
-from lightnet.kernels import channel_shuffle, channel_shuffle_groups
+from lightnet.archs.cpu.kernels import channel_shuffle, channel_shuffle_groups
+from lightnet.archs.dnnl import capi
+from tests.helpers import random_inputs, run_model
 from tests.irbuild import ModelBuilder
 
 needs_dnnl = pytest.mark.skipif(capi.unavailable_reason() is not None,
@@ -63,18 +64,6 @@ def shuffle_model(c, group, axes=(0, 2, 1, 3, 4), conv=False, extra_reader=False
     return m.to_dict()
 
 
-def run(doc, target, combine=True):
-    ctx = Context()
-    ctx.init(doc)
-    ctx.compile(target, combine=combine)
-    ctx.load()
-    rng = np.random.default_rng(1)
-    for name in ctx.inputs:
-        ctx.set_data(name, rng.standard_normal(ctx.tensors[name].shape).astype(np.float32))
-    ctx.run()
-    return ctx, {n: ctx.get_data(n) for n in ctx.outputs}
-
-
 def optypes(ctx):
     return [op.optype for op in ctx.ops]
 
@@ -82,10 +71,11 @@ def optypes(ctx):
 @pytest.mark.parametrize("c,group", [(12, 3), (240, 3), (18, 2)])
 def test_cpu_fuses_the_written_out_shuffle(c, group):
     doc = shuffle_model(c, group)
-    ctx, fused = run(doc, "cpu")
+    feeds = random_inputs(doc, seed=1)
+    fused, ctx = run_model(doc, feeds)
     assert "channel_shuffle_cpu" in optypes(ctx)
     assert "transpose_cpu" not in optypes(ctx)
-    plain, unfused = run(doc, "cpu", combine=False)
+    unfused, plain = run_model(doc, feeds, combine=False)
     assert "transpose_cpu" in optypes(plain)
     (name,) = fused
     np.testing.assert_array_equal(fused[name], unfused[name])
@@ -97,9 +87,10 @@ def test_cpu_fuses_the_written_out_shuffle(c, group):
                                     {"extra_reader": True}])
 def test_other_reshape_transpose_reshapes_are_left_alone(kwargs):
     doc = shuffle_model(12, 3, **kwargs)
-    ctx, ours = run(doc, "cpu")
+    feeds = random_inputs(doc, seed=1)
+    ours, ctx = run_model(doc, feeds)
     assert "channel_shuffle_cpu" not in optypes(ctx)
-    _, ref = run(doc, "cpu", combine=False)
+    ref, _ = run_model(doc, feeds, combine=False)
     for name in ref:
         np.testing.assert_array_equal(ours[name], ref[name])
 
@@ -112,14 +103,15 @@ def test_dnnl_shuffle_matches_cpu(c, group, conv):
     channels-last (the input; this machine's AVX2 convolutions' choice), which oneDNN
     shuffles only with that, is read in channel blocks (a reorder inside the op)."""
     doc = shuffle_model(c, group, conv=conv)
-    ctx, ours = run(doc, "dnnl")
+    feeds = random_inputs(doc, seed=1)
+    ours, ctx = run_model(doc, feeds, "dnnl")
     assert "channel_shuffle_dnnl" in optypes(ctx) and not ctx.refused
     assert "transpose_cpu" not in optypes(ctx)
     (shuffle,) = [op for op in ctx.ops if op.optype == "channel_shuffle_dnnl"]
     assert not shuffle.values["call"].impl_info.startswith("ref")
     if conv:  # one region: only the model input and output are reordered
         assert optypes(ctx).count("reorder_dnnl") <= 2
-    _, ref = run(doc, "cpu")
+    ref, _ = run_model(doc, feeds)
     (name,) = ref
     np.testing.assert_allclose(ours[name], ref[name], rtol=1e-4, atol=1e-5)
 

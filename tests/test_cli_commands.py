@@ -13,15 +13,15 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lightnet import Session
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
+from tests.helpers import assert_one_error_line, bench_models, lightnet
+from tests.irbuild import op
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -36,21 +36,10 @@ OH, OW = (H + 2 - KH) // 2 + 1, (W + 2 - KW) // 2 + 1
 CI, HI, WI, OI, KI = 2, 5, 5, 3, 3
 
 
-def lightnet(*args, cwd, env=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=env, timeout=120)
-
-
 def ok(result) -> str:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     return result.stdout
-
-
-def one_error(result, message: str) -> None:
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert result.stderr == f"lightnet: error: {message}\n"
 
 
 @pytest.fixture
@@ -73,13 +62,6 @@ def onnx_model(tmp_path) -> Path:
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     return path
-
-
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
 
 
 @pytest.fixture
@@ -156,7 +138,7 @@ def test_summary_without_save_and_zeros_without_input(onnx_model, tmp_path):
 
 
 def test_summary_of_a_4d_classifier_and_other_shapes():
-    from lightnet.model_io import summary
+    from lightnet.cli.arrays import summary
 
     scores = np.float32([3, 1, 4, 1, 5, 9, 2, 6]).reshape(1, 8, 1, 1)
     assert summary("s", scores) == ("s: float32[1, 8, 1, 1]  min 1  max 9  mean 3.875\n"
@@ -170,16 +152,21 @@ def test_wrong_inputs_are_one_line_exit_1(onnx_model, tmp_path):
     np.save(tmp_path / "shape.npy", np.zeros((C, H, W), np.float32))
     np.save(tmp_path / "dtype.npy", np.zeros((1, C, H, W), np.float64))
     np.savez(tmp_path / "name.npz", image=np.zeros((1, C, H, W), np.float32))
-    one_error(lightnet(onnx_model, "--input", "x=shape.npy", cwd=tmp_path),
-              f"shape.npy: input 'x': expected shape (1, {C}, {H}, {W}), found ({C}, {H}, {W})")
-    one_error(lightnet(onnx_model, "--input", "x=dtype.npy", cwd=tmp_path),
-              "dtype.npy: input 'x': expected dtype float32, found float64")
-    one_error(lightnet(onnx_model, "--input", "image=shape.npy", cwd=tmp_path),
-              "shape.npy: 'image' is not an input of the model (inputs: x)")
-    one_error(lightnet(onnx_model, "--input", "name.npz", cwd=tmp_path),
-              "name.npz: 'image' is not an input of the model (inputs: x)")
-    one_error(lightnet(onnx_model, "--input", "x=nope.npy", cwd=tmp_path),
-              "nope.npy: no such input file")
+    assert_one_error_line(
+        lightnet(onnx_model, "--input", "x=shape.npy", cwd=tmp_path),
+        f"shape.npy: input 'x': expected shape (1, {C}, {H}, {W}), found ({C}, {H}, {W})")
+    assert_one_error_line(
+        lightnet(onnx_model, "--input", "x=dtype.npy", cwd=tmp_path),
+        "dtype.npy: input 'x': expected dtype float32, found float64")
+    assert_one_error_line(
+        lightnet(onnx_model, "--input", "image=shape.npy", cwd=tmp_path),
+        "shape.npy: 'image' is not an input of the model (inputs: x)")
+    assert_one_error_line(
+        lightnet(onnx_model, "--input", "name.npz", cwd=tmp_path),
+        "name.npz: 'image' is not an input of the model (inputs: x)")
+    assert_one_error_line(
+        lightnet(onnx_model, "--input", "x=nope.npy", cwd=tmp_path),
+        "nope.npy: no such input file")
     usage = lightnet(onnx_model, "--input", "x.txt", cwd=tmp_path)
     assert usage.returncode == 2 and usage.stderr.splitlines()[-1] == (
         "lightnet: error: argument --input: expected NAME=FILE.npy or FILE.npz (arrays by "
@@ -188,12 +175,14 @@ def test_wrong_inputs_are_one_line_exit_1(onnx_model, tmp_path):
 
 def test_onnx_options_and_compiled_round_trip(onnx_model, ir_model, tmp_path):
     _, weights = ir_model
-    one_error(lightnet(onnx_model, "-f", weights, cwd=tmp_path),
-              f"{onnx_model}: an ONNX model brings its own weights; a weight file (-f, "
-              f"datafile) is only for a JSON IR (given {weights})")
-    one_error(lightnet("-r", onnx_model, cwd=tmp_path),
-              f"{onnx_model}: -r runs a compiled LightNet IR; an ONNX model is compiled as "
-              "it is read (drop -r)")
+    assert_one_error_line(
+        lightnet(onnx_model, "-f", weights, cwd=tmp_path),
+        f"{onnx_model}: an ONNX model brings its own weights; a weight file (-f, "
+        f"datafile) is only for a JSON IR (given {weights})")
+    assert_one_error_line(
+        lightnet("-r", onnx_model, cwd=tmp_path),
+        f"{onnx_model}: -r runs a compiled LightNet IR; an ONNX model is compiled as "
+        "it is read (drop -r)")
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(bytes(range(256)))
     result = lightnet(garbage, cwd=tmp_path)  # the importer's error, as onnx2ln gives it
@@ -215,9 +204,10 @@ def test_onnx_without_the_onnx_package(onnx_model, tmp_path):
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('onnx is not installed')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(blocker.parent), str(ROOT)])}
-    one_error(lightnet(onnx_model, cwd=tmp_path, env=env),
-              f"{onnx_model}: running an ONNX model needs the onnx package: "
-              "pip install 'lightnet[onnx]'")
+    assert_one_error_line(
+        lightnet(onnx_model, cwd=tmp_path, env=env),
+        f"{onnx_model}: running an ONNX model needs the onnx package: "
+        "pip install 'lightnet[onnx]'")
 
 
 def conv_macs(n, o, oh, ow, c, group, kh, kw) -> int:
@@ -345,10 +335,11 @@ def test_bench_an_ir(ir_model, tmp_path):
                       "-t", "cpu", cwd=tmp_path))
     lines = bench_figures(out, 3)["lines"]
     assert re.fullmatch(r"throughput: \S+ runs/s", lines[7])  # batch 1: no samples/s
-    one_error(lightnet("bench", model, "-f", weights, "--batch", "2", cwd=tmp_path),
-              f"{model}: batch 2: input 'x' has shape [1, {CI}, {HI}, {WI}], its batch fixed "
-              "at 1; only a model whose inputs have a symbolic first dim (\"N\") takes "
-              "another batch")
+    assert_one_error_line(
+        lightnet("bench", model, "-f", weights, "--batch", "2", cwd=tmp_path),
+        f"{model}: batch 2: input 'x' has shape [1, {CI}, {HI}, {WI}], its batch fixed "
+        "at 1; only a model whose inputs have a symbolic first dim (\"N\") takes "
+        "another batch")
     # The model's own batch is accepted; a time budget instead of a count.
     out = ok(lightnet("bench", model, "-f", weights, "--batch", "1", "--warmup", "0",
                       "--duration", "0.05", cwd=tmp_path))
@@ -398,13 +389,9 @@ def test_info_macs_agree_with_the_benchmark_models(tmp_path):
     """MACs of real networks (grouped, depthwise and 1x1 convolutions, Gemm, batched
     MatMul) against bench/models.py's count of their matrix products, made from
     the ONNX graph with ONNX shape inference."""
-    from lightnet.summary import collect
+    from lightnet.cli.info import collect
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    models = bench_models()
     builds = {"squeezenet11": models.squeezenet11, "mobilenetv2": models.mobilenetv2,
               "shufflenet": models.shufflenet, "mobilenetv3": models.mobilenetv3,
               "vit_one_block": lambda rng: models.vit_s16(rng, depth=1)}

@@ -15,10 +15,8 @@ import importlib.metadata
 import importlib.util
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +24,12 @@ from typing import Callable
 
 import pytest
 
+from tests.frontends.onnxutil import relu_model_file
+from tests.generator.genutil import BASE_OPS, BASE_OPTIMIZERS, make_root
+from tests.helpers import python
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-sys.path.insert(0, str(ROOT / "tests" / "generator"))
-from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root  # noqa: E402
 
 HAS_ONNX = importlib.util.find_spec("onnx") is not None
 
@@ -54,19 +54,6 @@ def _root(tmp: Path, broken: bool = False) -> Path:
         path = root / "descriptions" / "ops" / "shift.yaml"
         path.write_text(path.read_text().replace("arch: cpu", "arch: gpu"))
     return root
-
-
-def _onnx_model(tmp: Path) -> Path:
-    from onnx import TensorProto, helper
-
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    path = tmp / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 def _garbage(tmp: Path) -> Path:
@@ -101,7 +88,7 @@ TOOLS = [
                 ["bench", "--runs", "0", "m.json"],
                 ["bench", "--runs", "2", "--duration", "1", "m.json"],
                 ["--input", "x", "m.json"], ["-c", "--save", "o.npz", "m.json"]],
-         internal=("lightnet.context.Context.init", lambda t: [EXAMPLES / "example.json"])),
+         internal=("lightnet.runtime.context.Context.init", lambda t: [EXAMPLES / "example.json"])),
     Tool("il2json", "lightnet.frontends.il", "il2json", "il2json: error: ",
          "il2json: internal error: ",
          ok=lambda t: [EXAMPLES / "fire.net", "-o", t / "fire.json"],
@@ -122,17 +109,15 @@ if HAS_ONNX:
     TOOLS.append(Tool(
         "onnx2ln", "lightnet.frontends.onnx", "onnx2ln", "onnx2ln: error: ",
         "onnx2ln: internal error: ",
-        ok=lambda t: [_onnx_model(t), "-o", t / "m.json"],
+        ok=lambda t: [relu_model_file(t, [1, 3]), "-o", t / "m.json"],
         user_error=lambda t: ([_garbage(t)], None),
         usage=[[], ["--bogus", "m.onnx"], ["--dim", "nonsense", "m.onnx"]],
         internal=("lightnet.frontends.onnx.cli.import_model",
-                  lambda t: [_onnx_model(t), "-o", t / "m.json"])))
+                  lambda t: [relu_model_file(t, [1, 3]), "-o", t / "m.json"])))
 
 
 def run(tool: Tool, argv, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the generator is not installed
-    return subprocess.run([sys.executable, "-m", tool.module, *map(str, argv)],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return python("-m", tool.module, *argv, cwd=cwd)  # the generator is not installed
 
 
 def ids(tools):

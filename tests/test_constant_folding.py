@@ -8,68 +8,22 @@ combiners (to 1e-5), and the folded weights with a float64 numpy fold.
 """
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
-from tests.irbuild import ModelBuilder
+from tests.helpers import assert_outputs_close, lightnet, run_model
+from tests.irbuild import ModelBuilder, conv_bn_relu
 
 RNG = np.random.default_rng(11)
 
 
-def conv_bn_relu(from_file=False, shared_weight=False):
-    """x -> conv(w1, b1) -> batchnorm -> relu; with `shared_weight` a second
-    conv reads w1 too. Returns the model, feeds and (from_file) the weights."""
-    m = ModelBuilder()
-    x = m.input("x", (1, 3, 7, 7))
-    names = {}
-
-    def weight(prefix, dims, low, high):
-        name = m.weight(prefix, dims, low, high, from_file=from_file)
-        names[name] = RNG.uniform(low, high, dims).astype(np.float32)
-        return name
-
-    w = weight("w", [4, 3, 3, 3], -0.5, 0.5)
-    y = m.op("conv2d", {"src": x, "weight": w, "bias": weight("b", [4], -0.1, 0.1)},
-             size=[3, 3], padding=[1, 1, 1, 1])
-    y = m.op("batchnorm", {"src": y, "scale": weight("s", [4], 0.5, 1.5),
-                           "offset": weight("o", [4], -0.2, 0.2),
-                           "mean": weight("mu", [4], -0.2, 0.2),
-                           "var": weight("var", [4], 0.5, 1.5)}, epsilon=1e-3)
-    m.relu(y)
-    if shared_weight:
-        m.op("conv2d", {"src": x, "weight": w, "bias": weight("b", [4], -0.1, 0.1)},
-             size=[3, 3])
-    feeds = {"x": RNG.standard_normal((1, 3, 7, 7)).astype(np.float32)}
-    return m.to_dict(), feeds, (names if from_file else {})
-
-
-def outputs(model, feeds, **compile_args):
-    weights = compile_args.pop("load", None)
-    ctx = Context()
-    ctx.init(model)
-    ctx.compile("cpu", **compile_args)
-    ctx.load(weights)
-    for name, value in feeds.items():
-        ctx.set_data(name, value)
-    ctx.run()
-    return {n: ctx.get_data(n) for n in ctx.outputs}, ctx
-
-
-def assert_same(a, b):
-    assert a.keys() == b.keys()
-    for name in a:
-        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
-
-
 def test_conv_batchnorm_is_folded_into_new_weights_when_compiled_with_them():
-    model, feeds, _ = conv_bn_relu()
-    plain, _ = outputs(model, feeds, combine=False)
-    folded, ctx = outputs(model, feeds, weights={})
-    assert_same(folded, plain)
+    model, feeds, _ = conv_bn_relu(RNG)
+    plain, _ = run_model(model, feeds, combine=False)
+    folded, ctx = run_model(model, feeds, weights={})
+    assert_outputs_close(folded, plain)
     (conv,) = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
     assert conv.values["activation"] == "relu" and "bn_scale" not in conv.tensors_in
     # the new weight and bias replace the old ones, which are gone with the batchnorm's
@@ -82,11 +36,11 @@ def test_conv_batchnorm_is_folded_into_new_weights_when_compiled_with_them():
 
 
 def test_folded_weights_are_the_float64_fold_of_the_weight_file(tmp_path):
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     np.savez(tmp_path / "w.npz", **weights)
-    folded, ctx = outputs(model, feeds, weights=tmp_path / "w.npz")
-    plain, _ = outputs(model, feeds, combine=False, load=tmp_path / "w.npz")
-    assert_same(folded, plain)
+    folded, ctx = run_model(model, feeds, weights=tmp_path / "w.npz")
+    plain, _ = run_model(model, feeds, combine=False, load=tmp_path / "w.npz")
+    assert_outputs_close(folded, plain)
     w = {k: v.astype(np.float64) for k, v in weights.items()}
     s = w["s1"] / np.sqrt(w["var1"] + 1e-3)
     np.testing.assert_allclose(ctx.weights["conv2d1_weight"], w["w1"] * s[:, None, None, None],
@@ -97,19 +51,19 @@ def test_folded_weights_are_the_float64_fold_of_the_weight_file(tmp_path):
 
 
 def test_load_time_folding_without_weights_at_compile_time():
-    model, feeds, _ = conv_bn_relu()
-    plain, _ = outputs(model, feeds, combine=False)
-    fused, ctx = outputs(model, feeds)
-    assert_same(fused, plain)
+    model, feeds, _ = conv_bn_relu(RNG)
+    plain, _ = run_model(model, feeds, combine=False)
+    fused, ctx = run_model(model, feeds)
+    assert_outputs_close(fused, plain)
     (conv,) = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
     assert "bn_scale" in conv.tensors_in  # folded at load instead
 
 
 def test_a_weight_another_op_reads_is_kept():
-    model, feeds, _ = conv_bn_relu(shared_weight=True)
-    plain, _ = outputs(model, feeds, combine=False)
-    folded, ctx = outputs(model, feeds, weights={})
-    assert_same(folded, plain)
+    model, feeds, _ = conv_bn_relu(RNG, shared_weight=True)
+    plain, _ = run_model(model, feeds, combine=False)
+    folded, ctx = run_model(model, feeds, weights={})
+    assert_outputs_close(folded, plain)
     convs = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
     assert [c.tensors_in["weight"] for c in convs] == ["conv2d1_weight", "w1"]
     assert "s1" not in ctx.tensors and "w1" in ctx.tensors
@@ -126,9 +80,9 @@ def test_matmul_batchnorm_is_folded(trans_b, with_bias):
     y = m.op("matmul", ins, transB=trans_b, alpha=0.5, beta=2.0)
     m.batchnorm(y, 5)
     feeds = {"x": RNG.standard_normal((4, 6)).astype(np.float32)}
-    plain, _ = outputs(m.to_dict(), feeds, combine=False)
-    folded, ctx = outputs(m.to_dict(), feeds, weights={})
-    assert_same(folded, plain)
+    plain, _ = run_model(m.to_dict(), feeds, combine=False)
+    folded, ctx = run_model(m.to_dict(), feeds, weights={})
+    assert_outputs_close(folded, plain)
     (op,) = [op for op in ctx.ops if op.optype == "matmul_cpu"]
     assert op.values["beta"] == 1.0 and "bn_scale" not in op.tensors_in
     assert {"matmul1_src2", "matmul1_bias"} <= set(ctx.weights)
@@ -187,7 +141,7 @@ def test_a_long_chain_of_static_ops_is_folded():
 
 
 def test_weights_are_bound_read_only_outside_the_arena(tmp_path):
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     np.savez(tmp_path / "w.npz", **weights)
     ctx = Context()
     ctx.init(model)
@@ -207,19 +161,19 @@ def test_weights_are_bound_read_only_outside_the_arena(tmp_path):
 
 
 def test_folding_drops_the_unfolded_weights_from_memory(tmp_path):
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     np.savez(tmp_path / "w.npz", **weights)
-    _, at_load = outputs(model, feeds, load=tmp_path / "w.npz")
-    _, folded = outputs(model, feeds, weights=tmp_path / "w.npz")
+    _, at_load = run_model(model, feeds, load=tmp_path / "w.npz")
+    _, folded = run_model(model, feeds, weights=tmp_path / "w.npz")
     (before,), (after,) = at_load.mem.values(), folded.mem.values()
     assert before.weights == sum(a.nbytes for a in weights.values())
     assert after.weights == (4 * 3 * 3 * 3 + 4) * 4  # the folded weight and bias alone
 
 
 def test_compiled_ir_and_saved_weights_run_alike(tmp_path):
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     np.savez(tmp_path / "w.npz", **weights)
-    direct, ctx = outputs(model, feeds, weights=tmp_path / "w.npz")
+    direct, ctx = run_model(model, feeds, weights=tmp_path / "w.npz")
     ctx.print(tmp_path / "out.json")
     ctx.save_weights(tmp_path / "out.npz")
     again = Context()
@@ -228,13 +182,13 @@ def test_compiled_ir_and_saved_weights_run_alike(tmp_path):
     again.load(tmp_path / "out.npz")
     again.set_data("x", feeds["x"])
     again.run()
-    assert_same({n: again.get_data(n) for n in again.outputs}, direct)
+    assert_outputs_close({n: again.get_data(n) for n in again.outputs}, direct)
     with np.load(tmp_path / "out.npz") as saved:
         assert sorted(saved.files) == ["conv2d1_bias", "conv2d1_weight"]
 
 
 def test_a_model_compiled_with_weights_takes_no_file_at_load(tmp_path):
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     ctx = Context()
     ctx.init(model)
     ctx.compile("cpu", weights=weights)
@@ -245,7 +199,7 @@ def test_a_model_compiled_with_weights_takes_no_file_at_load(tmp_path):
 
 
 def test_weights_given_as_a_mapping_are_copied():
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     mine = {k: v.copy() for k, v in weights.items()}
     ctx = Context()
     ctx.init(model)
@@ -256,21 +210,16 @@ def test_weights_given_as_a_mapping_are_copied():
 
 
 def test_session_folds_with_its_weight_file(tmp_path):
-    model, feeds, weights = conv_bn_relu(from_file=True)
+    model, feeds, weights = conv_bn_relu(RNG, from_file=True)
     np.savez(tmp_path / "w.npz", **weights)
     session = Session(model, datafile=tmp_path / "w.npz")
-    plain, _ = outputs(model, feeds, combine=False, load=tmp_path / "w.npz")
-    assert_same(session.run(feeds), plain)
+    plain, _ = run_model(model, feeds, combine=False, load=tmp_path / "w.npz")
+    assert_outputs_close(session.run(feeds), plain)
     assert not any("bn_scale" in op.tensors_in for op in session.ctx.ops)
 
 
-def lightnet(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
-
-
 def test_cli_compile_with_weights_writes_the_folded_weights(tmp_path):
-    model, _, weights = conv_bn_relu(from_file=True)
+    model, _, weights = conv_bn_relu(RNG, from_file=True)
     (x,) = [op for op in model["ops"] if op["name"] == "x"]
     x.update(optype="create", params=[{"arg_name": "dtype", "value": "TL_FLOAT"},
                                       {"arg_name": "dims", "value": [1, 3, 7, 7]},
@@ -328,7 +277,7 @@ def test_saved_weights_may_have_any_name(tmp_path):
 
 
 def test_weights_given_as_a_mapping_are_checked_like_a_file():
-    model, _, weights = conv_bn_relu(from_file=True)
+    model, _, weights = conv_bn_relu(RNG, from_file=True)
     ctx = Context()
     ctx.init(model)
     with pytest.raises(LightNetError, match=r"^<weights>: tensor 'w1': expected shape"):

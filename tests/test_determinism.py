@@ -66,7 +66,7 @@ SCRIPT = r"""
 import hashlib, json, sys
 import numpy as np
 import lightnet
-from lightnet import targets
+from lightnet.compiler import targets
 from tests.irbuild import ModelBuilder, squeezenet
 
 def digest(ctx):

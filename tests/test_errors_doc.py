@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import json
 import re
 import sys
 import zipfile
@@ -32,6 +31,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError, Session
+from tests.frontends.onnxutil import relu_model_file
+from tests.helpers import example_doc, from_file_example
+from tests.irbuild import create, op
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "errors.md"
@@ -94,24 +96,9 @@ ENTRIES = parse_doc(DOC.read_text(encoding="utf-8"))
 # Triggers --------------------------------------------------------------------------------
 
 
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
-
-
-def create(name="create1", out="tensor1", **params):
-    return op(name, "create", outs={"dst": out}, **{"dtype": "TL_FLOAT", "dims": [2, 4], **params})
-
-
-def example():
-    return json.loads((EXAMPLES / "example.json").read_text())
-
-
 def threads_of_another_blas(tmp) -> str:
     """Context(threads=...) when numpy's BLAS has no OpenBLAS thread functions."""
-    from lightnet import blas
+    from lightnet.archs.cpu import blas
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(blas, "_openblas_function", lambda name: None)
@@ -146,7 +133,7 @@ def model_file(tmp, text, name="m.json"):
 
 
 def with_example(change):
-    doc = example()
+    doc = example_doc()
     change(doc)
     return doc
 
@@ -163,8 +150,7 @@ def il(text, **kw):
 
 def bad_types(tmp):
     """A types file whose set lists a dtype that does not exist."""
-    sys.path.insert(0, str(ROOT / "tests" / "generator"))
-    from genutil import make_root
+    from tests.generator.genutil import make_root
 
     from generator import model
     from generator.source import DescriptionError
@@ -176,16 +162,19 @@ def bad_types(tmp):
     return str(e.value)
 
 
-def gen(ops=None, optimizers=None, render=False):
-    """The generator's error on a tree holding these description files."""
+def gen(ops=None, optimizers=None, render=False, archs=None, params=None):
+    """The generator's error on a tree holding these description files (and
+    this descriptions/params.yaml)."""
     from generator import model
     from generator import render as rendering
     from generator.source import DescriptionError
 
     def trigger(tmp):
-        sys.path.insert(0, str(ROOT / "tests" / "generator"))
-        from genutil import BASE_OPS, make_root
-        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {})
+        from tests.generator.genutil import BASE_ARCHS, BASE_OPS, make_root
+        root = make_root(tmp / "root", {**BASE_OPS, **(ops or {})}, optimizers or {},
+                         {**BASE_ARCHS, **(archs or {})})
+        if params is not None:
+            (root / "descriptions" / "params.yaml").write_text(params, encoding="utf-8")
         with pytest.raises((DescriptionError, rendering.RenderError)) as e:
             descriptions = model.load(root)
             if render:
@@ -218,18 +207,10 @@ def weights_npz(tmp, arrays=None, members=None, name="w.npz"):
     return path
 
 
-def from_file_model():
-    doc = example()
-    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
-                               {"arg_name": "dims", "value": [2, 4]},
-                               {"arg_name": "from_file", "value": True}]
-    return doc
-
-
 def load_weights(path_or_fn):
     def trigger(tmp):
         path = path_or_fn(tmp) if callable(path_or_fn) else path_or_fn
-        return run_model(from_file_model(), datafile=path)
+        return run_model(from_file_example(), datafile=path)
     return trigger
 
 
@@ -238,11 +219,11 @@ def compiled_with_weights(kind):
     def trigger(tmp):
         ctx = Context()
         if kind == "set_param":
-            ctx.init(example())
+            ctx.init(example_doc())
             ctx.compile("cpu", weights={})
             ctx.set_param(ctx.ops[0].name, "from_file", True)
             return message(ctx.load)
-        ctx.init(from_file_model())
+        ctx.init(from_file_example())
         if kind == "unknown":
             ctx.compile("cpu")
             return message(ctx.save_weights, tmp / "w.npz")
@@ -268,9 +249,9 @@ def fold_over_limit(tmp):
 def bad_fold(kind):
     """A rule's constants expression giving something other than arrays."""
     def trigger(tmp):
-        from lightnet.rules import Builder
+        from lightnet.compiler.rules import Builder
         ctx = Context()
-        ctx.init(example())
+        ctx.init(example_doc())
         ctx.compile("cpu", weights={})
         b = Builder(ctx, "cpu")
         if kind == "one":
@@ -293,21 +274,21 @@ def two_ops(first, second):
 
 
 def pass_removed(tmp):
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     other = Op(get_proto("create"), "create1", {}, {"dst": "elsewhere"},
                ctx.ops[0].params)
     return message(ctx.replace_ops, 0, 1, [other])
 
 
 def pass_changed(tmp):
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
-    from lightnet.param import Param
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
+    from lightnet.ir.param import Param
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     params = {**ctx.ops[0].params, "dims": Param.from_value("dims", [4, 4]),
               "data": Param.from_value("data", [])}
     return message(ctx.replace_ops, 0, 1, [Op(get_proto("create"), "create1", {},
@@ -316,16 +297,16 @@ def pass_changed(tmp):
 
 def read_before_create(tmp):
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     ctx.ops.reverse()
     return message(ctx.check)
 
 
 def dfg_error(kind):
     def trigger(tmp):
-        from lightnet.arch import get_proto
-        from lightnet.dfg import DataFlowGraph
-        from lightnet.op import Op
+        from lightnet.archs.registry import get_proto
+        from lightnet.ir.dataflow import DataFlowGraph
+        from lightnet.ir.op import Op
         relu = get_proto("relu")
         a = Op(relu, "a", {"src": "t2"}, {"dst": "t1"}, {})
         b = Op(relu, "b", {"src": "t1"}, {"dst": "t2"}, {})
@@ -346,28 +327,28 @@ def dfg_error(kind):
 
 
 def no_expander(tmp):
-    from lightnet import passes
-    from lightnet.arch import Arch
+    from lightnet.compiler import rewrites
+    from lightnet.archs.registry import Arch
     ctx = Context()
-    ctx.init(example())
-    return message(passes.expand, ctx, Arch("cpu", {}))
+    ctx.init(example_doc())
+    return message(rewrites.expand, ctx, Arch("cpu", {}))
 
 
 def unsettled(tmp):
-    from lightnet import passes
-    from lightnet.arch import Arch, archs
-    from lightnet.rules import Combiner
+    from lightnet.compiler import rewrites
+    from lightnet.archs.registry import Arch, archs
+    from lightnet.compiler.rules import Combiner
     ctx = Context()
-    ctx.init(example())
+    ctx.init(example_doc())
     ctx.compile("cpu", combine=False)
     flip = Combiner("flip", ("*",), lambda c, window: [window[0].copy_as(window[0].proto)])
-    return message(passes.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
+    return message(rewrites.combine, ctx, Arch("cpu", archs()["cpu"].ops, combiners=(flip,)))
 
 
 def wrong_view(tmp):
     import dataclasses
 
-    from lightnet.arch import get_proto
+    from lightnet.archs.registry import get_proto
     ctx = Context()
     ctx.init(op_model("reshape", {"src": [[1, 2], [3, 4]]}, dims=[4]))
     ctx.compile("cpu")
@@ -397,10 +378,10 @@ def op_error(optype, inputs, outs=("dst",), **params):
 
 def checker_define(kind):
     def trigger(tmp):
-        from lightnet.arch import get_proto
-        from lightnet.op import Op
-        from lightnet.opck import Checker
-        from lightnet.tensor import TensorTable
+        from lightnet.archs.registry import get_proto
+        from lightnet.ir.op import Op
+        from lightnet.ir.checks import Checker
+        from lightnet.ir.tensor import TensorTable
         ck = Checker(Op(get_proto("relu"), "relu1", {}, {"dst": "t"}, {}), TensorTable())
         if kind == "scratch":
             return message(ck.scratch, -1)
@@ -460,7 +441,7 @@ def input_model():
 def cli_input(kind):
     """Errors of `lightnet --input`: arrays read for input_model()."""
     def trigger(tmp):
-        from lightnet import model_io
+        from lightnet.cli import arrays
         ctx = Context()
         ctx.init(input_model())
         inputs = {n: ctx.tensors[n] for n in ctx.inputs}
@@ -487,22 +468,13 @@ def cli_input(kind):
             np.savez(path, x=good)
             specs = [(None, path), ("x", tmp / "x.npy")]
             np.save(tmp / "x.npy", good)
-        return message(model_io.read_inputs, specs, inputs)
+        return message(arrays.read_inputs, specs, inputs)
     return trigger
 
 
 def onnx_file(tmp, batch="N"):
     """A one-Relu ONNX model, x float32[batch, 3, 8, 8]."""
-    from onnx import TensorProto, helper
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 8, 8])
-    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
-                                                "g", [x], [y]),
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    path = tmp / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    return path
+    return relu_model_file(tmp, [batch, 3, 8, 8])
 
 
 def onnx_invalid(case):
@@ -549,10 +521,10 @@ def onnx_missing(tmp):
 
 def batch_error(kind):
     def trigger(tmp):
-        from lightnet import model_file
+        from lightnet.files import model_source
         if kind == "fixed":
-            return message(model_file.init, Context(), onnx_file(tmp, batch=1), batch=4)
-        return message(model_file.init, Context(), example(), batch=4)
+            return message(model_source.init, Context(), onnx_file(tmp, batch=1), batch=4)
+        return message(model_source.init, Context(), example_doc(), batch=4)
     return trigger
 
 
@@ -570,14 +542,15 @@ def symbolic_model(batch=("N", "N"), add=False):
 
 def symbolic_error(kind):
     def trigger(tmp):
-        from lightnet import model_file, symbolic
+        from lightnet.files import model_source
+        from lightnet.ir import symbolic
         if kind == "unbound":
             return message(Context().init, symbolic_model())
         if kind in ("name", "value"):
             dims = {"M": 1} if kind == "name" else {"N": 0}
             return message(Context().init, symbolic_model(), dims=dims)
         if kind == "two-batches":
-            return message(model_file.init, Context(), symbolic_model(("N", "M")), batch=4)
+            return message(model_source.init, Context(), symbolic_model(("N", "M")), batch=4)
         if kind == "weights":
             return message(symbolic.generalize, lambda d: ({"ops": []}, {
                 "w": np.zeros(d["N"])}), ["N"], {}, "<model>")
@@ -622,7 +595,7 @@ def interface_error(kind):
 
 def dtype_error(kind):
     def trigger(tmp):
-        from lightnet.tensor import DType
+        from lightnet.ir.tensor import DType
         if kind == "name":
             return message(DType.from_name, "TL_HALF")
         return message(DType.from_numpy, np.float16)
@@ -715,8 +688,7 @@ def gen_cli(kind):
         from generator import output
         if kind == "root":
             return cli("generator.__main__", ["--root", tmp])
-        sys.path.insert(0, str(ROOT / "tests" / "generator"))
-        from genutil import BASE_OPS, make_root
+        from tests.generator.genutil import BASE_OPS, make_root
         root = make_root(tmp / "root", BASE_OPS)
 
         def disk_full(src, dst):
@@ -747,9 +719,9 @@ def infer_error(tmp):
     """A shape helper refusing what the checks let through (a gap in a description)."""
     import dataclasses
 
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
-    from lightnet.tensor import TensorTable
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
+    from lightnet.ir.tensor import TensorTable
 
     def pre_run(op, tensors):
         raise ValueError("shapes [2] and [3] do not broadcast: dimension -1 is 2 in one "
@@ -761,11 +733,11 @@ def infer_error(tmp):
 
 def onednn_refuses():
     """A convolution whose weights do not fit its source, created through oneDNN."""
-    from lightnet.dnnl import capi
+    from lightnet.archs.dnnl import capi
 
     if capi.unavailable_reason():
         pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
-    from lightnet.dnnl import primitives
+    from lightnet.archs.dnnl import primitives
 
     return message(primitives._conv, "conv2d", "dnnl_convolution_forward_primitive_desc_create",
                    (1, 3, 5, 5), (4, 2, 3, 3), (1, 4, 3, 3), False, 1, (1, 1), (0, 0, 0, 0),
@@ -778,7 +750,7 @@ def pass_registry(kind):
                 "circle": [("a", ["fused", "y"], ["x"]), ("b", ["x"], ["y"])]}
 
     def trigger(tmp):
-        from lightnet import pipeline
+        from lightnet.compiler import pipeline
 
         if kind == "duplicate":
             return message(pipeline.register("expand"), lambda ctx, job: None)
@@ -804,7 +776,7 @@ def without_onednn(fn) -> str:
     """The message of `fn` where the onednn-cpu-gomp wheel is not installed."""
     from unittest import mock
 
-    from lightnet.dnnl import capi
+    from lightnet.archs.dnnl import capi
 
     reason = "the onednn-cpu-gomp package is not installed (pip install onednn-cpu-gomp==2023.2.0)"
     with mock.patch.object(capi, "unavailable_reason", lambda: reason):
@@ -813,7 +785,7 @@ def without_onednn(fn) -> str:
 
 def dnnl_reads_plain_weight() -> str:
     """An IR written by hand: a dnnl convolution reading a weight no reorder made."""
-    from lightnet.dnnl import capi
+    from lightnet.archs.dnnl import capi
 
     if capi.unavailable_reason():
         pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
@@ -928,11 +900,11 @@ TRIGGERS = {
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
-    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example()),
+    "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example_doc()),
                                                         c.compile("dnnl"))),
-    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+    "compile.precision": lambda tmp: message(lambda: (c := Context(), c.init(example_doc()),
                                                       c.compile("cpu", precision="bf16"))),
-    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example()),
+    "compile.abstract": lambda tmp: message(lambda: (c := Context(), c.init(example_doc()),
                                                      c.plan())),
     "compile.no-expander": no_expander,
     "compile.unsettled": unsettled,
@@ -952,8 +924,8 @@ TRIGGERS = {
     "onnx.node": lambda tmp: onnx_invalid("node-inputs"),
     "memory.allocate": lambda tmp: message(
         Context(memory_limit=2**70)._alloc_arena,
-        __import__("lightnet.mem", fromlist=["MemReport"]).MemReport(
-            __import__("lightnet.tensor", fromlist=["MemType"]).MemType.CPU, 2**62, 0, 0)),
+        __import__("lightnet.compiler.memory_plan", fromlist=["MemReport"]).MemReport(
+            __import__("lightnet.ir.tensor", fromlist=["MemType"]).MemType.CPU, 2**62, 0, 0)),
     # Weights
     "weights.no-file": load_weights(lambda tmp: tmp / "nope.npz"),
     "weights.not-weights": load_weights(lambda tmp: model_file(tmp, b"\x93NUMPY\xff", "w.bin")),
@@ -965,7 +937,7 @@ TRIGGERS = {
     "weights.wts-twice": text_weights("2" + "\ntensor1 0 8" + " 0" * 8 + "\ntensor1 0 8" + " 0" * 8),
     "weights.wts-hex": text_weights("1\ntensor1 0 8 3f800000 zz 0 0 0 0 0 0\n"),
     "weights.wts-write": lambda tmp: message(
-        __import__("lightnet.wts", fromlist=["write"]).write, tmp / "w.wts",
+        __import__("lightnet.files.wts_text", fromlist=["write"]).write, tmp / "w.wts",
         {"w": np.zeros(2)}),
     "weights.unknown": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((2, 4), np.float32), "extra": np.zeros(1, np.float32)})),
@@ -973,7 +945,7 @@ TRIGGERS = {
         tmp, {"tensor1": np.zeros((2, 4), np.float64)})),
     "weights.shape": load_weights(lambda tmp: weights_npz(
         tmp, {"tensor1": np.zeros((4, 2), np.float32)})),
-    "weights.missing": lambda tmp: run_model(from_file_model()),
+    "weights.missing": lambda tmp: run_model(from_file_example()),
     "weights.compiled": compiled_with_weights("load_file"),
     "weights.unknown-data": compiled_with_weights("unknown"),
     # Run
@@ -1007,7 +979,7 @@ TRIGGERS = {
     "cli.write": write_error("lightnet"),
     "cli.usage": lambda tmp: cli("lightnet.cli", ["--memory-limit", "lots", "m.json"]),
     "cli.input-file": lambda tmp: message(
-        __import__("lightnet.model_io", fromlist=["read_inputs"]).read_inputs,
+        __import__("lightnet.cli.arrays", fromlist=["read_inputs"]).read_inputs,
         [("x", tmp / "nope.npy")], {}),
     "cli.input-name": cli_input("npz-name"),
     "cli.input-feed": cli_input("npy-dtype"),
@@ -1062,6 +1034,8 @@ TRIGGERS = {
     "gen.unknown-key": gen({"bad.yaml": "bad:\n  arch: none\n  colour: blue\n"}),
     "gen.optype": gen({"bad.yaml": "scale:\n  arch: none\n"}),
     "gen.arch": gen({"bad.yaml": "bad:\n  arch: gpu\n"}),
+    "gen.arch-description": gen(archs={"gpu.yaml": "arch: gpu\nmtype: gpu\n"}),
+    "gen.param-group": gen({"bad.yaml": "bad:\n  arch: none\n  param_groups: [window3d]\n"}),
     "gen.run-code": gen({"bad.yaml": "bad:\n  arch: none\n  run: pass\n"}),
     "gen.inherits": gen({"bad.yaml": "bad:\n  arch: cpu\n  inherits: worse\n"}),
     "gen.identifier": gen({"bad.yaml": "bad:\n  arch: none\n  tensors_in:\n"
@@ -1123,6 +1097,14 @@ ALSO = {
                        ir(lambda d: d["ops"][0]["params"][1].update(value=[1, True]))],
     "check.output": [checker_define("seq"), checker_define("neg"), checker_define("scratch")],
     "gen.run-code": [gen({"bad.yaml": "bad:\n  arch: none\n  scratch: 64\n"})],
+    "gen.arch-description": [
+        gen(archs={"cpu.yaml": "arch: cpu\nmtype: cpu\ndtypes: any\nfallback: dnnl\n"}),
+        gen(archs={"gpu.yaml": "arch: gpu\nmtype: cpu\ndtypes: []\n"}),
+        gen({"bad.yaml": "bad:\n  arch: cpu\n  template: nope\n"})],
+    "gen.param-group": [
+        gen({"bad.yaml": "bad:\n  arch: none\n  param_groups: [window2d, dilated_window2d]\n"}),
+        gen(params="a:\n  extends: b\n  params: {x: {type: int}}\n"),
+        gen(params="a:\n  params: {}\n")],
     "compile.pass": [pass_changed],
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],
@@ -1133,7 +1115,7 @@ ALSO = {
         "attribute-type", "attribute-missing", "axis")],
     "weights.missing": [compiled_with_weights("set_param")],
     "cli.write": [compiled_with_weights("write"), lambda tmp: message(
-        __import__("lightnet.model_io", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
+        __import__("lightnet.cli.arrays", fromlist=["save"]).save, tmp / "no" / "o.npz", {})],
     "cli.input-file": [cli_input("npy-truncated"), cli_input("npy-garbage"),
                        cli_input("npy-pickle"), cli_input("npz-garbage"),
                        cli_input("npz-member")],
@@ -1284,7 +1266,7 @@ def error_sites():
                 messages = [args[MESSAGE_ARG[name]]]
             elif name == "error" and (path.name == "il.py" or path.parent.name == "generator") and args:
                 messages = [args[0] if path.name == "il.py" else args[-1]]
-            elif name == "fail" and path.name == "opck.py" and len(args) > 2:
+            elif name == "fail" and path.name == "checks.py" and len(args) > 2:
                 messages = [args[1], args[2]]  # the rule and what was expected
             else:
                 continue
@@ -1295,7 +1277,7 @@ def error_sites():
 def test_the_scan_sees_the_errors():
     sites = list(error_sites())
     assert len(sites) > 150
-    assert any(w.startswith("lightnet/opck.py") for w, _ in sites)
+    assert any(w.startswith("lightnet/ir/checks.py") for w, _ in sites)
     assert any(w.startswith("generator/ops.py") for w, _ in sites)
 
 

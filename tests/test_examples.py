@@ -2,20 +2,14 @@
 compiled (optimized) IR run with -r gives what compiling in one go gives."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from lightnet import targets
+from lightnet.compiler import targets
+from tests.helpers import lightnet
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def lightnet(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
 
 
 def body(stdout: str) -> str:
@@ -48,7 +42,7 @@ def test_squeezenet_runs_with_random_weights():
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_profile_names_the_blas_and_its_threads(threads):
-    from lightnet import blas
+    from lightnet.archs.cpu import blas
 
     run = lightnet("--threads", threads, "--profile", "examples/squeezenet.json")
     assert run.returncode == 0, run.stderr

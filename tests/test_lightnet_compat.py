@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, LightNetWarning, wts
+from lightnet import Context, LightNetError, LightNetWarning
+from lightnet.files import wts_text
+from tests.irbuild import op
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def create(name, dims, dtype="TL_FLOAT", **params):
-    values = {"dtype": dtype, "dims": dims, **params}
-    return {"name": f"make_{name}", "optype": "create", "tensors_in": [],
-            "tensors_out": [{"arg_name": "dst", "name": name}],
-            "params": [{"arg_name": k, "value": v} for k, v in values.items()]}
+    """A create op `make_NAME` of tensor NAME."""
+    return op(f"make_{name}", "create", outs={"dst": name}, dtype=dtype, dims=dims, **params)
 
 
 def loaded(ops, weights=None, **ctx_kwargs) -> Context:
@@ -322,7 +322,7 @@ def test_squeezedet_style_detector_end_to_end(tmp_path, preprocessor):
     anchors[..., 2:] = [[[[[3, 5], [6, 4]]]]]
     weights["anchors"] = anchors
     weights["unused_tensor"] = np.ones(3, np.float32)  # skipped with a warning
-    wts.write(tmp_path / "weights.wts", weights)
+    wts_text.write(tmp_path / "weights.wts", weights)
     (tmp_path / "detector.net").write_text(DETECTOR)
 
     il2json = subprocess.run(

@@ -27,6 +27,7 @@ import pytest
 
 from lightnet import Context, LightNetError
 from lightnet.frontends.il import ILError, to_ir
+from tests.helpers import example_doc
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lightnet"
@@ -43,13 +44,9 @@ def payloads(marker: Path) -> list[str]:
 
 def evaluated(text: str) -> bool:
     """Whether `text` shows the result of evaluating one of the payloads: 49
-    as a number of its own (not inside a timing such as 0.149 or 49.0)."""
+    as a number of its own (not inside a timing such as 0.149 or 49.0). The model
+    the payloads go into, example_doc(), has only small integral data: no 49."""
     return bool(re.search(r"(?<![\d.])49(?![\d.])", text)) or "<class" in text or "__mro__'>" in text
-
-
-def model() -> dict:
-    """create -> slice -> print, with only small integral data (no 49 in sight)."""
-    return json.loads((ROOT / "examples" / "example.json").read_text())
 
 
 def string_slots(doc):
@@ -95,7 +92,7 @@ def test_ir_strings_are_never_evaluated(tmp_path, capsys):
     marker = tmp_path / "pwned_ir"
     count = 0
     for payload in payloads(marker):
-        base = model()
+        base = example_doc()
         for k in range(len(string_slots(base))):
             doc = copy.deepcopy(base)
             string_slots(doc)[k](payload)  # one string at a time: deeper code sees it
@@ -117,7 +114,7 @@ def test_commands_never_evaluate_model_strings(tmp_path):
     and print message are payloads."""
     marker = tmp_path / "pwned_cli"
     for i, payload in enumerate(payloads(marker)[:4]):
-        doc = model()
+        doc = example_doc()
         rename_tensor(doc, "tensor1", payload)
         rename_tensor(doc, "tensor2", payload + "2")
         doc["ops"][1]["name"] = payload
@@ -141,7 +138,7 @@ def test_commands_never_evaluate_model_strings(tmp_path):
 @pytest.mark.filterwarnings("ignore::lightnet.LightNetWarning")  # the skipped names
 def test_weight_file_names_are_never_evaluated(tmp_path):
     marker = tmp_path / "pwned_weights"
-    doc = model()
+    doc = example_doc()
     create = doc["ops"][0]
     create["params"] = [p for p in create["params"] if p["arg_name"] not in ("data", "ran")]
     create["params"][-1]["value"] = True  # from_file

@@ -9,46 +9,22 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError
-from lightnet.arch import get_proto
-from lightnet.tensor import DType
-from tests.opexamples import op_examples
+from lightnet.archs.registry import get_proto
+from tests.irbuild import op
+from tests.opexamples import create_params, example_array, numbered_examples, op_examples
 
 
 def _cases():
-    counts = {}
-    for optype, example in op_examples():
-        i = counts[optype] = counts.get(optype, -1) + 1
+    for optype, i, example in numbered_examples():
         yield pytest.param(get_proto(optype), example, id=f"{optype}-{i}")
 
 
-def _input(value):
-    """(dtype name, array) of an example input: a nested list or {dtype, data}."""
-    if isinstance(value, dict):
-        dtype = value.get("dtype", "TL_FLOAT")
-        return dtype, np.asarray(value["data"], dtype=DType.from_name(dtype).np)
-    return "TL_FLOAT", np.asarray(value, dtype=np.float32)
-
-
 def _model(proto, example):
-    ops = []
-    tensors_in = []
-    for arg, value in example["inputs"].items():
-        dtype, array = _input(value)
-        ops.append({
-            "name": f"create_{arg}", "optype": "create", "tensors_in": [],
-            "tensors_out": [{"arg_name": "dst", "name": f"in_{arg}"}],
-            "params": [{"arg_name": "dtype", "value": dtype},
-                       {"arg_name": "dims", "value": list(array.shape) or [1]},
-                       {"arg_name": "data",
-                        "value": array.reshape(-1).astype(np.float64).tolist()}],
-        })
-        tensors_in.append({"arg_name": arg, "name": f"in_{arg}"})
+    ops = [op(f"create_{arg}", "create", outs={"dst": f"in_{arg}"}, **create_params(value))
+           for arg, value in example["inputs"].items()]
     outs = [t.arg_name for t in proto.tensors_out]
-    ops.append({
-        "name": "op", "optype": proto.optype, "tensors_in": tensors_in,
-        "tensors_out": [{"arg_name": a, "name": f"out_{a}"} for a in outs],
-        "params": [{"arg_name": k, "value": v} for k, v in example["params"].items()],
-    })
+    ops.append(op("op", proto.optype, {arg: f"in_{arg}" for arg in example["inputs"]},
+                  {a: f"out_{a}" for a in outs}, **example["params"]))
     return {"ops": ops}
 
 
@@ -67,14 +43,14 @@ def test_example(proto, example):
     ctx.load()
     ctx.run()
     for arg, expected in example["outputs"].items():
-        _, expected = _input(expected)
+        _, expected = example_array(expected)
         got = ctx.get_data(f"out_{arg}")
         assert got.shape == expected.shape, f"output '{arg}' shape"
         np.testing.assert_allclose(got, expected.astype(got.dtype), rtol=1e-5, atol=1e-6)
 
 
 def test_every_abstract_op_has_examples_and_a_cpu_variant():
-    from lightnet.arch import archs
+    from lightnet.archs.registry import archs
 
     cpu = archs()["cpu"]
     for optype in archs()["none"].ops:

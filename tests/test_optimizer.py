@@ -6,24 +6,17 @@ import numpy as np
 import pytest
 
 from lightnet import Context
+from tests.helpers import assert_outputs_close, compiled
 from tests.irbuild import ModelBuilder, squeezenet
 
 RNG = np.random.default_rng(7)
-
-
-def compiled(model, combine):
-    ctx = Context()
-    ctx.init(model)
-    ctx.compile("cpu", combine=combine)
-    ctx.load()
-    return ctx
 
 
 def run_both(model, feeds):
     """Outputs and op counts (creates and inputs aside) with and without combiners."""
     results = []
     for combine in (False, True):
-        ctx = compiled(model, combine)
+        ctx = compiled(model, combine=combine, load=True)
         weights = {n: ctx.get_data(n) for n, e in ctx.tensors.items() if e.static}
         for name, value in feeds.items():
             ctx.set_data(name, value)
@@ -33,9 +26,7 @@ def run_both(model, feeds):
         count = sum(op.optype not in ("create_cpu", "input_cpu") for op in ctx.ops)
         results.append(({n: ctx.get_data(n) for n in ctx.outputs}, count, ctx))
     (plain, n_plain, _), (fused, n_fused, ctx) = results
-    assert plain.keys() == fused.keys()
-    for name in plain:
-        np.testing.assert_allclose(fused[name], plain[name], rtol=1e-5, atol=1e-5)
+    assert_outputs_close(fused, plain)
     return n_plain, n_fused, ctx
 
 
@@ -204,7 +195,7 @@ def test_depthwise_convolution_gets_its_kernel_and_fusions():
     general.compile("cpu", combine=False)
     for op in general.ops:
         if op.optype == "depthwise_conv2d_cpu":
-            from lightnet.arch import get_proto
+            from lightnet.archs.registry import get_proto
             general.replace_ops(general.ops.index(op), 1,
                                 [op.copy_as(get_proto("conv2d_cpu"))])
     general.plan()

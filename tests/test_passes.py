@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from lightnet import Context, LightNetError
-from lightnet.arch import Arch, archs
-from lightnet.passes import combine, expand
-from lightnet.rules import Builder, Combiner, OpView
+from lightnet.archs.registry import Arch, archs
+from lightnet.compiler.rewrites import combine, expand
+from lightnet.compiler.rules import Builder, Combiner, OpView
 from tests.irbuild import ModelBuilder
 
 
@@ -117,7 +117,7 @@ def test_dead_constants_go_in_chains_but_former_outputs_stay():
     """Weights nobody reads any more are removed, and then what made them from
     other weights (bn2scale_wts), and then those; a weight that was a model
     output before compiling stays."""
-    from lightnet.passes import remove_dead_constants
+    from lightnet.compiler.rewrites import remove_dead_constants
 
     m = ModelBuilder()
     ins = {f"src_{k}": m.weight(k, [3], 0.5, 1.5) for k in ("mean", "var", "scale", "offset")}

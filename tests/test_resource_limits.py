@@ -2,7 +2,7 @@
 it is planned, before anything is allocated; absurd shapes are refused by
 shape inference; weight files are checked before their data is read; inputs
 beyond the structural limits (nesting, op count, string lengths, IL macro
-expansion: lightnet/limits.py, lightnet/frontends/il_limits.py) are refused
+expansion: lightnet/ir/limits.py, lightnet/frontends/il_limits.py) are refused
 with one line naming the limit.
 
 The limit defaults to the memory the machine has available (MemAvailable of
@@ -24,13 +24,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, limits, mem
+from lightnet import Context, LightNetError, Session
 from lightnet.cli import main as lightnet_main
+from lightnet.compiler import memory_plan
+from lightnet.ir import limits
+from tests.helpers import EXAMPLE, from_file_example, lightnet
 from tests.irbuild import ModelBuilder
-from lightnet.tensor import MemType
+from lightnet.ir.tensor import MemType
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "example.json"
 SQUEEZENET = ROOT / "examples" / "squeezenet.json"
 
 
@@ -56,38 +58,38 @@ def no_allocation(monkeypatch):
     (" 8k ", 8192), (123, 123),
 ])
 def test_parse_size(text, size):
-    assert mem.parse_size(text) == size
+    assert memory_plan.parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "lots", "-1", "1.5G", "1e9", "G", "12Q", -1, True, None,
                                   1.0])
 def test_parse_size_refuses(text):
     with pytest.raises(ValueError, match="expected a number of bytes"):
-        mem.parse_size(text)
+        memory_plan.parse_size(text)
 
 
 def test_available_memory_reads_meminfo(monkeypatch):
     meminfo = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    2048 kB\n"
-    monkeypatch.setattr(mem, "open", lambda *a, **k: io.StringIO(meminfo), raising=False)
-    assert mem.available_memory() == 2048 * 1024
+    monkeypatch.setattr(memory_plan, "open", lambda *a, **k: io.StringIO(meminfo), raising=False)
+    assert memory_plan.available_memory() == 2048 * 1024
 
 
 def test_available_memory_falls_back_to_sysconf(monkeypatch):
     def no_proc(*args, **kwargs):
         raise OSError("no /proc")
-    monkeypatch.setattr(mem, "open", no_proc, raising=False)
+    monkeypatch.setattr(memory_plan, "open", no_proc, raising=False)
     values = {"SC_AVPHYS_PAGES": 1000, "SC_PAGE_SIZE": 4096}
-    monkeypatch.setattr(mem.os, "sysconf", lambda name: values[name])
-    assert mem.available_memory() == 4096000
+    monkeypatch.setattr(memory_plan.os, "sysconf", lambda name: values[name])
+    assert memory_plan.available_memory() == 4096000
 
     def no_sysconf(name):
         raise ValueError(name)
-    monkeypatch.setattr(mem.os, "sysconf", no_sysconf)
-    assert mem.available_memory() is None  # unknown: no limit
+    monkeypatch.setattr(memory_plan.os, "sysconf", no_sysconf)
+    assert memory_plan.available_memory() is None  # unknown: no limit
 
 
 def test_real_available_memory_is_plausible():
-    available = mem.available_memory()
+    available = memory_plan.available_memory()
     assert available is None or 2**20 < available < 2**60
 
 
@@ -95,13 +97,13 @@ def test_real_available_memory_is_plausible():
 
 
 def test_default_limit_is_the_available_memory(monkeypatch, no_allocation):
-    monkeypatch.setattr(mem, "available_memory", lambda: 100)
+    monkeypatch.setattr(memory_plan, "available_memory", lambda: 100)
     ctx = Context()
     ctx.init(str(EXAMPLE))
     with pytest.raises(LightNetError) as e:
         ctx.compile("cpu")
     assert str(e.value) == refusal(128, 100, str(EXAMPLE))
-    monkeypatch.setattr(mem, "available_memory", lambda: None)  # unknown: no limit
+    monkeypatch.setattr(memory_plan, "available_memory", lambda: None)  # unknown: no limit
     ctx.compile("cpu")
 
 
@@ -190,10 +192,10 @@ def test_absurd_shapes_are_refused_by_shape_inference(dims, elements, no_allocat
 
 
 def test_a_huge_dimension_is_refused_even_with_no_elements():
-    from lightnet.arch import get_proto
-    from lightnet.op import Op
-    from lightnet.opck import Checker
-    from lightnet.tensor import TensorTable
+    from lightnet.archs.registry import get_proto
+    from lightnet.ir.op import Op
+    from lightnet.ir.checks import Checker
+    from lightnet.ir.tensor import TensorTable
 
     ck = Checker(Op(get_proto("relu"), "r", {}, {"dst": "t"}, {}), TensorTable())
     with pytest.raises(LightNetError, match=r"size: expected at most 2\*\*40 elements"):
@@ -202,14 +204,6 @@ def test_a_huge_dimension_is_refused_even_with_no_elements():
 
 
 # Weight files --------------------------------------------------------------------------------
-
-
-def from_file_model():
-    doc = json.loads(EXAMPLE.read_text())
-    doc["ops"][0]["params"] = [{"arg_name": "dtype", "value": "TL_FLOAT"},
-                               {"arg_name": "dims", "value": [2, 4]},
-                               {"arg_name": "from_file", "value": True}]
-    return doc
 
 
 def test_weight_headers_are_checked_before_the_data_is_read(tmp_path, monkeypatch):
@@ -226,7 +220,7 @@ def test_weight_headers_are_checked_before_the_data_is_read(tmp_path, monkeypatc
         raise AssertionError("the array data was read")
     monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", never)
     ctx = Context()
-    ctx.init(from_file_model())
+    ctx.init(from_file_example())
     ctx.compile("cpu")
     with pytest.raises(LightNetError) as e:
         ctx.load(path)
@@ -338,8 +332,7 @@ def relu_op(name="r", src="x", dst="y", **fields):
 
 def lightnet_cli(*args, stdin=None):
     """(exit status, stderr lines) of the lightnet command, in a new process."""
-    result = subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], input=stdin,
-                            capture_output=True, text=True)
+    result = lightnet(*args, stdin=stdin)
     return result.returncode, result.stderr.splitlines()
 
 

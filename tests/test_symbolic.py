@@ -7,8 +7,6 @@ run is refused."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import Context, LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.frontends.onnxutil import run_ort  # noqa: E402
+from tests.helpers import lightnet, python  # noqa: E402
+from tests.irbuild import op  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,11 +57,6 @@ def small_cnn():
     return make_model(nodes, [("x", ["N", 3, 32, 32])], [("y", ["N", 10])], inits)
 
 
-def reference(model, feeds):
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
-
-
 def batch(n, seed=0):
     return np.random.default_rng(seed + n).standard_normal((n, 3, 32, 32)).astype(np.float32)
 
@@ -90,7 +86,7 @@ def test_one_session_runs_batches_1_3_8_as_onnx_runtime(cnn):
         x = batch(n)
         got = session.run({"x": x})["y"]
         assert got.shape == (n, 10)
-        np.testing.assert_allclose(got, reference(small_cnn(), {"x": x})["y"],
+        np.testing.assert_allclose(got, run_ort(small_cnn(), {"x": x})["y"],
                                    rtol=1e-4, atol=1e-4)
     assert session.planned == [{"N": 1}, {"N": 3}, {"N": 8}]
 
@@ -109,7 +105,7 @@ def test_plan_cache_hits_and_evicts_the_least_recently_used(cnn):
     assert three.arrays == {}  # its memory is released
     x = batch(3, seed=9)
     np.testing.assert_allclose(session.run({"x": x})["y"],  # planned again, still right
-                               reference(small_cnn(), {"x": x})["y"], rtol=1e-4, atol=1e-4)
+                               run_ort(small_cnn(), {"x": x})["y"], rtol=1e-4, atol=1e-4)
     assert session.ctx is not three and session.planned == [{"N": 8}, {"N": 3}]
     with pytest.raises(LightNetError, match=r"^plans: expected a whole number >= 1, found 0$"):
         Session(cnn, plans=0)
@@ -133,7 +129,7 @@ def test_products_and_multiples_of_dims():
         for n, s in ((2, 3), (5, 3)) if dims else ((2, 3), (1, 7)):
             x = rng.standard_normal((n, s, 4)).astype(np.float32)
             np.testing.assert_allclose(session.run({"x": x})["y"],
-                                       reference(model, {"x": x})["y"], rtol=1e-5)
+                                       run_ort(model, {"x": x})["y"], rtol=1e-5)
     with pytest.raises(LightNetError, match=r"^input 'x': expected shape \[N, 3, 4\], "
                                             r"found \[2, 4, 4\]$"):
         session.run({"x": np.zeros((2, 4, 4), np.float32)})
@@ -144,7 +140,7 @@ def test_products_and_multiples_of_dims():
     assert session.inputs[0].shape == ("N", "S", 4) and session.outputs[0].shape == ("N", "S", 6)
     for n, s in ((1, 7), (3, 2)):
         x = rng.standard_normal((n, s, 4)).astype(np.float32)
-        np.testing.assert_allclose(session.run({"x": x})["y"], reference(model, {"x": x})["y"],
+        np.testing.assert_allclose(session.run({"x": x})["y"], run_ort(model, {"x": x})["y"],
                                    rtol=1e-5)
     assert session.planned == [{"N": 1, "S": 7}, {"N": 3, "S": 2}]
 
@@ -162,7 +158,7 @@ def test_what_depends_on_a_dim_otherwise_is_refused_and_shape_fixes_it():
     ir, weights = onnx2ln.convert(model, shapes={"x": (3, 4)})
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     got = Session(ir, datafile=weights).run({"x": x})["y"]
-    np.testing.assert_array_equal(got, reference(model, {"x": x})["y"])
+    np.testing.assert_array_equal(got, run_ort(model, {"x": x})["y"])
 
 
 def test_shape_option_errors(cnn):
@@ -176,13 +172,6 @@ def test_shape_option_errors(cnn):
     with pytest.raises(LightNetError, match=r"^--shape x=2,3,32,32: dim 0 of input 'x' is 'N', "
                                             r"which is 4 elsewhere$"):
         onnx2ln.convert(cnn, {"N": 4}, shapes={"x": (2, 3, 32, 32)})
-
-
-def op(name, optype, ins=(), outs=(), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in dict(ins).items()],
-            "tensors_out": [{"arg_name": a, "name": t} for a, t in dict(outs).items()],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
 
 
 def test_a_shape_that_breaks_an_op_check_is_refused():
@@ -222,25 +211,15 @@ def test_inputs_that_must_agree_need_one_name():
         session.run({"x": x, "y": np.ones((3, 4), np.float32)})
 
 
-def lightnet(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
-
-
-def onnx2ln_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "lightnet.frontends.onnx", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
-
-
 def test_an_ir_with_a_symbolic_batch_through_the_cli(cnn, tmp_path):
-    run = onnx2ln_cli(cnn, "-o", tmp_path / "cnn.json", cwd=tmp_path)
+    run = python("-m", "lightnet.frontends.onnx", cnn, "-o", tmp_path / "cnn.json", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     x3 = batch(3)
     np.save(tmp_path / "x3.npy", x3)
     run = lightnet("cnn.json", "-f", "cnn.npz", "--input", "x=x3.npy", "--save", "o.npz",
                    cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    expected = reference(small_cnn(), {"x": x3})["y"]
+    expected = run_ort(small_cnn(), {"x": x3})["y"]
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], expected, rtol=1e-4, atol=1e-4)
     # -c keeps the batch symbolic (the batchnorm folded into the conv's weights); -r runs it.
     run = lightnet("cnn.json", "-f", "cnn.npz", "-c", "-o", "c.json", cwd=tmp_path)
@@ -256,7 +235,7 @@ def test_an_ir_with_a_symbolic_batch_through_the_cli(cnn, tmp_path):
                    cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     np.testing.assert_allclose(np.load(tmp_path / "o5.npz")["y"],
-                               reference(small_cnn(), {"x": x5})["y"], rtol=1e-4, atol=1e-4)
+                               run_ort(small_cnn(), {"x": x5})["y"], rtol=1e-4, atol=1e-4)
     # No --input: the batch is 1.
     run = lightnet("c.json", "-r", "-f", "c.npz", cwd=tmp_path)
     assert run.returncode == 0 and "y: float32[1, 10]" in run.stdout, run.stderr
@@ -269,18 +248,19 @@ def test_an_ir_with_a_symbolic_batch_through_the_cli(cnn, tmp_path):
 
 
 def test_shape_option_makes_a_static_ir(cnn, tmp_path):
-    run = onnx2ln_cli(cnn, "-o", tmp_path / "s.json", "--shape", "x=2,3,32,32", cwd=tmp_path)
+    run = python("-m", "lightnet.frontends.onnx", cnn, "-o", tmp_path / "s.json",
+                 "--shape", "x=2,3,32,32", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["ops"][0]["params"][1]["value"] == [2, 3, 32, 32]
     assert doc["interface"]["outputs"][0]["shape"] == [2, 10]
     x = batch(2)
     got = Session(tmp_path / "s.json", datafile=tmp_path / "s.npz").run({"x": x})["y"]
-    np.testing.assert_allclose(got, reference(small_cnn(), {"x": x})["y"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, run_ort(small_cnn(), {"x": x})["y"], rtol=1e-4, atol=1e-4)
     run = lightnet("bench", "s.json", "-f", "s.npz", "--batch", "4", cwd=tmp_path)
     assert run.returncode == 1
     assert run.stderr == ("lightnet: error: s.json: batch 4: input 'x' has shape [2, 3, 32, 32], "
                           "its batch fixed at 2; only a model whose inputs have a symbolic first "
                           "dim (\"N\") takes another batch\n")
-    run = onnx2ln_cli(cnn, "--shape", "x=2,3,0,32", cwd=tmp_path)
+    run = python("-m", "lightnet.frontends.onnx", cnn, "--shape", "x=2,3,0,32", cwd=tmp_path)
     assert run.returncode == 2 and "expected NAME=D1,D2,... with every D >= 1" in run.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")

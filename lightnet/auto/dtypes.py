@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from lightnet.tensor import DType
+from lightnet.ir.tensor import DType
 
 FLOAT = (DType.TL_FLOAT, DType.TL_DOUBLE)
 

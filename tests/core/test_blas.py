@@ -1,4 +1,4 @@
-"""lightnet.blas reports what numpy's BLAS is: checked against what we make it be."""
+"""lightnet.archs.cpu.blas reports what numpy's BLAS is: checked against what we make it be."""
 
 import json
 import os
@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, blas, kernels
+from lightnet import Context, LightNetError, Session
+from lightnet.archs.cpu import blas, kernels
 
 SRC = np.arange(1, 9, dtype=np.float32).reshape(2, 4)
 
@@ -33,7 +34,7 @@ OPENBLAS = "openblas" in blas.info()["name"].lower()
 def _info_with(env: dict) -> dict:
     """blas.info() in a fresh interpreter whose environment has `env` added
     (OpenBLAS reads its variables when it loads)."""
-    code = "import json; from lightnet import blas; print(json.dumps(blas.info()))"
+    code = "import json; from lightnet.archs.cpu import blas; print(json.dumps(blas.info()))"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
@@ -147,7 +148,7 @@ def test_context_runs_with_its_threads_and_puts_them_back(threads, monkeypatch):
         assert blas.info()["threads"] == 3
         ctx.profile()
         assert blas.info()["threads"] == 3
-        session = Session(slice_model(), threads=threads)
+        session = Session(slice_model(), target="cpu", threads=threads)
         session.run()
         assert blas.info()["threads"] == 3
     finally:

@@ -174,7 +174,7 @@ def test_a_failed_check_names_the_users_line_and_says_what_loading_says():
     assert where.endswith(f"{HERE}:{line_of('# the failing call')}")
     ok = nn.Model(outputs=nn.conv2d(x, w, b, size=[3, 3], name="conv")).to_dict()
     (conv,) = [o for o in ok["ops"] if o["name"] == "conv"]
-    conv["params"][1]["value"] = [2, 3]
+    next(p for p in conv["params"] if p["arg_name"] == "size")["value"] = [2, 3]
     with pytest.raises(LightNetError) as loaded:
         Context().init(ok)
     assert rest == str(loaded.value).removeprefix("<model>: ")

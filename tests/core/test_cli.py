@@ -2,22 +2,14 @@
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "example.json"
+from tests.helpers import EXAMPLE, assert_one_error_line, lightnet
+
 EXAMPLE_OUTPUT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
 RUN_TIME = re.compile(r"info: run time: \d+\.\d{6}s\n")
-
-
-def lightnet(*args, stdin=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "lightnet", *map(str, args)], input=stdin,
-                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=60)
 
 
 def assert_ran(result, output=EXAMPLE_OUTPUT):
@@ -25,18 +17,6 @@ def assert_ran(result, output=EXAMPLE_OUTPUT):
     assert result.stderr == ""
     assert result.stdout.startswith(output)
     assert RUN_TIME.fullmatch(result.stdout[len(output):])
-
-
-def assert_one_error_line(result, message=None):
-    assert result.returncode == 1
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("lightnet: error: ")
-    assert "Traceback" not in result.stderr
-    if message is not None:
-        assert lines[0] == "lightnet: error: " + message
-    return lines[0]
 
 
 def test_example_runs():

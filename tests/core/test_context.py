@@ -1,50 +1,24 @@
-"""lightnet.context: building, compiling, loading and running a model."""
+"""lightnet.runtime.context: building, compiling, loading and running a model."""
 
 import copy
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lightnet import Context
 from lightnet.errors import CheckError, LightNetError
+from tests.helpers import EXAMPLE, example_doc, run_model
+from tests.irbuild import create, slice_
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example.json"
 EXAMPLE_OUTPUT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
 SRC = np.arange(1, 9, dtype=np.float32).reshape(2, 4)
-
-
-def example_doc():
-    return json.loads(EXAMPLE.read_text())
-
-
-def create(name="create1", out="tensor1", **params):
-    params = {"dtype": "TL_FLOAT", "dims": [2, 4], **params}
-    return {"name": name, "optype": "create", "tensors_out": [{"arg_name": "dst", "name": out}],
-            "params": [{"arg_name": a, "value": v} for a, v in params.items()]}
-
-
-def slice_(name="slice1", src="tensor1", dst="tensor2", **params):
-    params = {"axis": 1, "start": 1, "len": 3, **params}
-    return {"name": name, "optype": "slice", "tensors_in": [{"arg_name": "src", "name": src}],
-            "tensors_out": [{"arg_name": "dst", "name": dst}],
-            "params": [{"arg_name": a, "value": v} for a, v in params.items()]}
 
 
 def no_print_model():
     """The example without its print: tensor2 is the model's output."""
     return {"ops": [create(data=SRC.reshape(-1).tolist()), slice_()]}
-
-
-def run_model(model, datafile=None, target="cpu"):
-    ctx = Context()
-    ctx.init(model)
-    ctx.compile(target)
-    ctx.load(datafile)
-    ctx.run()
-    return ctx
 
 
 def state(ctx):
@@ -140,7 +114,7 @@ def test_check_order():
 
 
 def test_example_runs(capsys):
-    ctx = run_model(str(EXAMPLE))
+    _, ctx = run_model(str(EXAMPLE))
     assert capsys.readouterr().out == EXAMPLE_OUTPUT
     assert [op.optype for op in ctx.ops] == ["create_cpu", "slice_cpu", "print_cpu"]
     np.testing.assert_array_equal(ctx.get_data("tensor1"), SRC)
@@ -149,7 +123,7 @@ def test_example_runs(capsys):
 
 
 def test_get_set_data_and_size():
-    ctx = run_model(no_print_model())
+    _, ctx = run_model(no_print_model())
     out = ctx.get_data("tensor2")
     np.testing.assert_array_equal(out, SRC[:, 1:4])
     assert out.dtype == np.float32 and out.shape == (2, 3)
@@ -227,8 +201,8 @@ def test_arena_too_large_is_a_user_error(dims, size):
 def test_arena_allocation_failure_is_a_user_error():
     # Far beyond any address space (only reachable with a memory limit above it):
     # numpy fails at once, nothing is touched.
-    from lightnet.mem import MemReport
-    from lightnet.tensor import MemType
+    from lightnet.compiler.memory_plan import MemReport
+    from lightnet.ir.tensor import MemType
 
     ctx = Context(memory_limit=2**70)
     arena = 4 * 10**15 * 2**10
@@ -238,7 +212,7 @@ def test_arena_allocation_failure_is_a_user_error():
 
 
 def test_unload_and_cleanup(capsys):
-    ctx = run_model(no_print_model())
+    _, ctx = run_model(no_print_model())
     ctx.unload()
     assert ctx.arrays == {} and ctx.arenas == {}
     with pytest.raises(LightNetError, match="not loaded"):
@@ -263,7 +237,7 @@ def test_every_output_survives_the_run():
     # tensor2 is an output made first: tensor3, made later, must not take its place.
     model = {"ops": [create(data=SRC.reshape(-1).tolist()), slice_(),
                      slice_("slice2", "tensor1", "tensor3", axis=0, start=1, len=1)]}
-    ctx = run_model(model)
+    _, ctx = run_model(model)
     assert ctx.outputs == ["tensor2", "tensor3"]
     np.testing.assert_array_equal(ctx.get_data("tensor2"), SRC[:, 1:4])
     np.testing.assert_array_equal(ctx.get_data("tensor3"), SRC[1:2])
@@ -357,7 +331,7 @@ def test_set_param_failure_in_a_later_op():
 
 
 def test_set_param_needs_unloaded_model():
-    ctx = run_model(no_print_model())
+    _, ctx = run_model(no_print_model())
     with pytest.raises(LightNetError) as e:
         ctx.set_param("slice1", "len", 2)
     assert str(e.value) == "set_param needs an unloaded model: call unload() first"
@@ -375,21 +349,21 @@ def test_weights_from_npz(tmp_path):
     w = (np.arange(8, dtype=np.float32).reshape(2, 4) - 3.5) * 1.25
     path = tmp_path / "w.npz"
     np.savez(path, tensor1=w)
-    ctx = run_model(weight_model(), path)
+    _, ctx = run_model(weight_model(), load=path)
     np.testing.assert_array_equal(ctx.get_data("tensor1"), w)
     np.testing.assert_array_equal(ctx.get_data("tensor2"), w[:, 1:4])
     # A flat array with the right element count is reshaped.
     np.savez(path, tensor1=w.reshape(-1))
-    ctx = run_model(weight_model(), str(path))
+    _, ctx = run_model(weight_model(), load=str(path))
     np.testing.assert_array_equal(ctx.get_data("tensor1"), w)
 
 
 def test_weights_from_wts(tmp_path):
-    from lightnet import wts
+    from lightnet.files import wts_text
     w = np.float32([[0.1, -2, 3e10, 4], [5, 6, 7, -0.0]])
     path = tmp_path / "w.wts"
-    wts.write(path, {"tensor1": w})
-    ctx = run_model(weight_model(), path)
+    wts_text.write(path, {"tensor1": w})
+    _, ctx = run_model(weight_model(), load=path)
     np.testing.assert_array_equal(ctx.get_data("tensor2"), w[:, 1:4])
 
 
@@ -450,7 +424,7 @@ def test_weights_for_a_tensor_not_from_file(tmp_path):
 def test_printed_ir_reinits_with_identical_results(tmp_path, capsys):
     model = {"ops": [create(data=SRC.reshape(-1).tolist()), create("create2", "r", ran=[-1, 1]),
                      slice_(), slice_("slice2", "r", "r2", axis=0, start=1, len=1)]}
-    ctx = run_model(model)
+    _, ctx = run_model(model)
     outputs = {n: ctx.get_data(n) for n in ctx.outputs}
     assert sorted(outputs) == ["r2", "tensor2"]
     assert (outputs["r2"] != 0).all()  # random, but reproducible

@@ -1,19 +1,10 @@
-"""lightnet.dfg: the data-flow graph of ops linked by tensor names."""
+"""lightnet.ir.dataflow: the data-flow graph of ops linked by tensor names."""
 
 import pytest
 
-from lightnet.dfg import DataFlowGraph
 from lightnet.errors import LightNetError
-from lightnet.op import Op, OpProto
-from lightnet.tensor import MemType
-
-PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, tensors_in=(),
-                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
-
-
-def op(name, ins=(), outs=()):
-    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
+from lightnet.ir.dataflow import DataFlowGraph
+from tests.helpers import bare_op as op
 
 
 def edges(dfg):

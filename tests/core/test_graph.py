@@ -1,10 +1,10 @@
-"""lightnet.graph: edges with data, layered topological sort, cycles, reachability."""
+"""lightnet.ir.digraph: edges with data, layered topological sort, cycles, reachability."""
 
 import random
 
 import pytest
 
-from lightnet.graph import CycleError, Graph
+from lightnet.ir.digraph import CycleError, Graph
 
 
 def graph(*edges, nodes=()):

@@ -1,37 +1,31 @@
-"""lightnet.ir: reading, validating and writing the JSON IR."""
+"""lightnet.ir.json_ir: reading, validating and writing the JSON IR."""
 
 import copy
 import io
 import json
-from pathlib import Path
 
 import pytest
 
-from lightnet import Context, ir
+from lightnet import Context
 from lightnet.errors import LightNetError
-from lightnet.param import Param, ParamType
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example.json"
-
-
-def example_doc():
-    return json.loads(EXAMPLE.read_text())
-
+from lightnet.ir import json_ir
+from lightnet.ir.param import Param, ParamType
+from tests.helpers import EXAMPLE, example_doc
 
 def error(doc, label="m.json") -> str:
     with pytest.raises(LightNetError) as e:
-        ir.parse(doc, label)
+        json_ir.parse(doc, label)
     return str(e.value)
 
 
 def text_error(text, label="m.json") -> str:
     with pytest.raises(LightNetError) as e:
-        ir.parse(ir.parse_json(text, label), label)
+        json_ir.parse(json_ir.parse_json(text, label), label)
     return str(e.value)
 
 
 def test_example_parses():
-    specs, label = ir.read(str(EXAMPLE))
+    specs, label = json_ir.read(str(EXAMPLE))
     assert label == str(EXAMPLE)
     assert [(s.name, s.optype) for s in specs] == [
         ("create1", "create"), ("slice1", "slice"), ("print1", "print")]
@@ -49,24 +43,24 @@ def test_example_parses():
 
 
 def test_read_dict_and_stdin(monkeypatch):
-    specs, label = ir.read(example_doc())
+    specs, label = json_ir.read(example_doc())
     assert label == "<model>" and len(specs) == 3
     monkeypatch.setattr("sys.stdin", io.StringIO(EXAMPLE.read_text()))
-    specs2, label = ir.read("-")
+    specs2, label = json_ir.read("-")
     assert label == "<stdin>" and specs2 == specs
     monkeypatch.setattr("sys.stdin", io.StringIO("{"))
     with pytest.raises(LightNetError, match=r"^<stdin>:1:2: invalid JSON: "):
-        ir.read("-")
+        json_ir.read("-")
 
 
 def test_optional_lists_and_offset():
-    specs = ir.parse({"ops": [{"name": "a", "optype": "x"}]}, "m")
+    specs = json_ir.parse({"ops": [{"name": "a", "optype": "x"}]}, "m")
     assert specs[0].tensors_in == {} and specs[0].tensors_out == {} and specs[0].params == {}
     # An "offset" in a tensor item (LightNet's compiled IR) is accepted and ignored.
-    specs = ir.parse({"ops": [{"name": "a", "optype": "x", "tensors_out": [
+    specs = json_ir.parse({"ops": [{"name": "a", "optype": "x", "tensors_out": [
         {"arg_name": "dst", "name": "t", "offset": 64}]}]}, "m")
     assert specs[0].tensors_out == {"dst": "t"}
-    assert ir.parse({"ops": []}, "m") == []
+    assert json_ir.parse({"ops": []}, "m") == []
 
 
 @pytest.mark.parametrize(
@@ -173,25 +167,25 @@ def test_errors_name_the_op_in_a_real_file(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc, indent=4))
     with pytest.raises(LightNetError) as e:
-        ir.read(str(path))
+        json_ir.read(str(path))
     assert str(e.value) == f"{path}: op 1 ('slice1'): tensors_in[0] ('src'): field 'name' is missing"
 
 
 def test_unreadable_files(tmp_path):
     with pytest.raises(LightNetError) as e:
-        ir.read(str(tmp_path / "nope.json"))
+        json_ir.read(str(tmp_path / "nope.json"))
     assert str(e.value) == f"{tmp_path / 'nope.json'}: cannot read the model: No such file or directory"
     with pytest.raises(LightNetError, match="cannot read the model"):
-        ir.read(str(tmp_path))  # a directory
+        json_ir.read(str(tmp_path))  # a directory
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"ops": [{"name": "caf\xe9", "optype": "x"}]}')
     with pytest.raises(LightNetError) as e:
-        ir.read(str(latin))
+        json_ir.read(str(latin))
     assert str(e.value) == f"{latin}: the model is not UTF-8 text"
     bad = tmp_path / "bad.json"
     bad.write_text('{"ops": [\n{"name": "a", "optype": "x"},\n{"name": "b" "optype": "x"}]}')
     with pytest.raises(LightNetError) as e:
-        ir.read(str(bad))
+        json_ir.read(str(bad))
     assert str(e.value) == f"{bad}:3:14: invalid JSON: Expecting ',' delimiter"
 
 
@@ -202,8 +196,8 @@ def test_dump_round_trips():
     assert text.endswith("}\n")
     doc = json.loads(text)
     assert doc == example_doc()  # the example is written the way dump writes it
-    specs, _ = ir.read(str(EXAMPLE))
-    assert ir.parse(doc, "x") == specs
+    specs, _ = json_ir.read(str(EXAMPLE))
+    assert json_ir.parse(doc, "x") == specs
     # Integral numbers come back without a fraction; dumping again is stable.
     assert '"value": [\n                        2,\n                        4\n' in text
     ctx2 = Context()
@@ -216,13 +210,13 @@ def test_dump_round_trips_every_param_type():
     doc = {"ops": [{"name": "a", "optype": "x", "tensors_in": [{"arg_name": "src", "name": "t"}],
                     "tensors_out": [{"arg_name": "dst", "name": "u"}],
                     "params": [{"arg_name": f"p{i}", "value": v} for i, v in enumerate(values)]}]}
-    specs = ir.parse(copy.deepcopy(doc), "m")
+    specs = json_ir.parse(copy.deepcopy(doc), "m")
 
     class Proto:
         optype = "x"
 
-    from lightnet.op import Op
+    from lightnet.ir.op import Op
     ops = [Op(Proto, s.name, s.tensors_in, s.tensors_out, s.params) for s in specs]
-    text = ir.dump(ops)
+    text = json_ir.dump(ops)
     assert json.loads(text) == doc
-    assert ir.parse(json.loads(text), "m") == specs
+    assert json_ir.parse(json.loads(text), "m") == specs

@@ -1,4 +1,4 @@
-"""lightnet.mem: the memory plan.
+"""lightnet.compiler.memory_plan: the memory plan.
 
 The plan is checked against liveness computed independently here, on a few
 hundred random op DAGs, and by simulating the arena byte by byte.
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from lightnet import Context
+from lightnet.compiler.memory_plan import MemReport, align_up, plan
 from lightnet.errors import LightNetError
-from lightnet.mem import MemReport, align_up, plan
-from lightnet.op import Op, OpProto
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
+from tests.helpers import bare_op as op
 
 def test_align_up():
     assert [align_up(n, 64) for n in (0, 1, 63, 64, 65, 128, 129)] == [0, 64, 64, 64, 128, 128, 192]
@@ -21,14 +21,6 @@ def test_align_up():
 
 
 # plan: hand-computed -------------------------------------------------------------------
-
-PROTO = OpProto(optype="t", arch="cpu", mtype=MemType.CPU, tensors_in=(),
-                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
-
-
-def op(name, ins=(), outs=()):
-    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
 
 
 def f32(name, n, creator="x", **kw):

@@ -1,31 +1,17 @@
-"""lightnet.opck: every check's message, through real models and a hand-made op."""
+"""lightnet.ir.checks: every check's message, through real models and a hand-made op."""
 
 import pytest
 
 from lightnet import Context
 from lightnet.errors import CheckError, LightNetError
-from lightnet.op import Op, OpProto, ParamArg, TensorArg
-from lightnet.param import REQUIRED
-from lightnet.opck import Checker, found
-from lightnet.param import Param, ParamType
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.ir.checks import Checker, found
+from lightnet.ir.op import Op, OpProto, ParamArg, TensorArg
+from lightnet.ir.param import REQUIRED
+from lightnet.ir.param import Param, ParamType
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
+from tests.irbuild import create, slice_
 
 # Through real models -----------------------------------------------------------
-
-
-def create(name="create1", out="tensor1", **params):
-    params = {"dtype": "TL_FLOAT", "dims": [2, 4], **params}
-    return {"name": name, "optype": "create",
-            "tensors_out": [{"arg_name": "dst", "name": out}],
-            "params": [{"arg_name": a, "value": v} for a, v in params.items()]}
-
-
-def slice_(name="slice1", src="tensor1", dst="tensor2", tensors_in=None, **params):
-    params = {"axis": 1, "start": 1, "len": 3, **params}
-    return {"name": name, "optype": "slice",
-            "tensors_in": [{"arg_name": "src", "name": src}] if tensors_in is None else tensors_in,
-            "tensors_out": [{"arg_name": "dst", "name": dst}],
-            "params": [{"arg_name": a, "value": v} for a, v in params.items() if v is not ...]}
 
 
 def init_error(*ops) -> str:

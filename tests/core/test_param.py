@@ -1,4 +1,4 @@
-"""lightnet.param: type inference from JSON values and saturating number views."""
+"""lightnet.ir.param: type inference from JSON values and saturating number views."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from lightnet.param import (FLT_MAX, INT_MAX, INT_MIN, Param, ParamType, saturate_float,
+from lightnet.ir.param import (FLT_MAX, INT_MAX, INT_MIN, Param, ParamType, saturate_float,
                             saturate_int)
 
 # The limits, written out rather than derived from the module under test.

@@ -9,9 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, passes, pipeline
-from lightnet.arch import get_arch
+from lightnet import Context, LightNetError
+from lightnet.archs.registry import get_arch
 from lightnet.cli import main
+from lightnet.compiler import pipeline, rewrites
+from tests.helpers import compiled
+from tests.irbuild import op
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT_IN = ["expand", "hoist-constants", "combine", "remove-dead-constants", "check",
@@ -35,30 +38,23 @@ def register():
         pipeline.unregister(name)
 
 
-def op(name, optype, ins=None, outs=("dst",), **params):
-    return {"name": name, "optype": optype,
-            "tensors_in": [{"arg_name": a, "name": t} for a, t in (ins or {}).items()],
-            "tensors_out": [{"arg_name": a, "name": name} for a in outs],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
-
-
 def weight(name, dims):
-    return op(name, "create", dtype="TL_FLOAT", dims=dims, from_file=True)
+    return op(name, "create", outs={"dst": name}, dtype="TL_FLOAT", dims=dims, from_file=True)
 
 
 def conv_bn_relu_print():
     """x -> conv -> batchnorm -> relu -> print: the batchnorm folds into the
     conv (with the weights), the relu fuses, and the print stays."""
     return {"ops": [
-        op("x", "input", dims=[1, 2, 5, 5], dtype="TL_FLOAT"),
+        op("x", "input", outs={"dst": "x"}, dims=[1, 2, 5, 5], dtype="TL_FLOAT"),
         weight("w", [3, 2, 3, 3]), weight("b", [3]),
         *(weight(n, [3]) for n in ("scale", "offset", "mean", "var")),
-        op("conv", "conv2d", {"src": "x", "weight": "w", "bias": "b"}, size=[3, 3],
-           padding=[1, 1, 1, 1]),
+        op("conv", "conv2d", {"src": "x", "weight": "w", "bias": "b"}, {"dst": "conv"},
+           size=[3, 3], padding=[1, 1, 1, 1]),
         op("bn", "batchnorm", {"src": "conv", "scale": "scale", "offset": "offset",
-                               "mean": "mean", "var": "var"}, epsilon=1e-3),
-        op("relu", "relu", {"src": "bn"}),
-        op("show", "print", {"src": "relu"}, outs=(), msg="relu"),
+                               "mean": "mean", "var": "var"}, {"dst": "bn"}, epsilon=1e-3),
+        op("relu", "relu", {"src": "bn"}, {"dst": "relu"}),
+        op("show", "print", {"src": "relu"}, msg="relu"),
     ]}
 
 
@@ -70,13 +66,6 @@ def model_weights():
     return {n: a.astype(np.float32) for n, a in w.items()}
 
 
-def compiled(model, **compile_args):
-    ctx = Context()
-    ctx.init(model)
-    ctx.compile("cpu", **compile_args)
-    return ctx
-
-
 def by_hand(model, steps, weights=None):
     """`model` compiled by calling the pass functions in the given order."""
     ctx = Context()
@@ -86,10 +75,10 @@ def by_hand(model, steps, weights=None):
         ctx.compiled_with_weights = True
     arch, outputs = get_arch("cpu"), ctx.outputs
     for step in steps:
-        {"expand": lambda: passes.expand(ctx, arch),
-         "hoist-constants": lambda: passes.hoist_constants(ctx),
-         "combine": lambda: passes.combine(ctx, arch),
-         "remove-dead-constants": lambda: passes.remove_dead_constants(ctx, outputs),
+        {"expand": lambda: rewrites.expand(ctx, arch),
+         "hoist-constants": lambda: rewrites.hoist_constants(ctx),
+         "combine": lambda: rewrites.combine(ctx, arch),
+         "remove-dead-constants": lambda: rewrites.remove_dead_constants(ctx, outputs),
          "check": ctx.check,
          "plan-memory": ctx.plan}[step]()
     return ctx

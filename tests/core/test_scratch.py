@@ -6,17 +6,7 @@ import numpy as np
 
 from lightnet import Context
 from tests.irbuild import ModelBuilder
-
-
-def ref_lrn(x, size, alpha, beta, bias):
-    """Loop reference of ONNX LRN."""
-    out = np.empty_like(x, dtype=np.float64)
-    c = x.shape[1]
-    for i in range(c):
-        lo, hi = max(0, i - (size - 1) // 2), min(c - 1, i + size // 2)
-        s = (x[:, lo:hi + 1].astype(np.float64) ** 2).sum(axis=1)
-        out[:, i] = x[:, i] / (bias + alpha / size * s) ** beta
-    return out
+from tests.references import ref_lrn
 
 
 def lrn_chain():

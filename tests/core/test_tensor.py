@@ -1,10 +1,10 @@
-"""lightnet.tensor: dtypes, memory types, tensor entries and the tensor table."""
+"""lightnet.ir.tensor: dtypes, memory types, tensor entries and the tensor table."""
 
 import numpy as np
 import pytest
 
 from lightnet.errors import LightNetError
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 
 # Every LightNet dtype with its numpy dtype and element size, written out by hand.
 DTYPES = [

@@ -1,4 +1,5 @@
-"""lightnet.weights: .npz files (never unpickled) and LightNet's .wts (lightnet.wts)."""
+"""lightnet.files.weight_file: .npz files (never unpickled) and LightNet's .wts
+(lightnet.files.wts_text)."""
 
 import os
 import random
@@ -6,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from lightnet import weights, wts
 from lightnet.errors import LightNetError
+from lightnet.files import weight_file, wts_text
 
 
 def bits(a):
@@ -26,14 +27,14 @@ def test_npz_read(tmp_path):
     }
     path = tmp_path / "w.npz"
     np.savez(path, **arrays)
-    got = weights.read(path)
+    got = weight_file.read(path)
     assert sorted(got) == sorted(arrays)
     for name, a in arrays.items():
         assert got[name].dtype == a.dtype and got[name].shape == a.shape
         np.testing.assert_array_equal(got[name], a)
     # Compressed archives and str paths work too.
     np.savez_compressed(tmp_path / "c.npz", **arrays)
-    got = weights.read(str(tmp_path / "c.npz"))
+    got = weight_file.read(str(tmp_path / "c.npz"))
     np.testing.assert_array_equal(got["w"], arrays["w"])
 
 
@@ -52,17 +53,17 @@ def test_npz_with_pickled_objects_is_refused(tmp_path):
     path = tmp_path / "evil.npz"
     np.savez(path, w=np.zeros(2, np.float32), o=np.array([Boom(str(marker)), 1], dtype=object))
     with pytest.raises(LightNetError) as e:
-        weights.read(path)
+        weight_file.read(path)
     assert str(e.value) == f"{path}: holds pickled objects, which are never loaded"
     assert not marker.exists()
 
 
 def test_missing_file(tmp_path):
     with pytest.raises(LightNetError) as e:
-        weights.read(tmp_path / "nope.npz")
+        weight_file.read(tmp_path / "nope.npz")
     assert str(e.value) == f"{tmp_path / 'nope.npz'}: no such weight file"
     with pytest.raises(LightNetError, match="no such weight file"):
-        weights.read(tmp_path)  # a directory is no weight file
+        weight_file.read(tmp_path)  # a directory is no weight file
 
 
 def test_truncated_npz(tmp_path):
@@ -72,7 +73,7 @@ def test_truncated_npz(tmp_path):
     for cut in (len(data) // 2, len(data) - 10, 30):
         path.write_bytes(data[:cut])
         with pytest.raises(LightNetError) as e:
-            weights.read(path)
+            weight_file.read(path)
         assert str(e.value).startswith(f"{path}: ")
 
 
@@ -83,7 +84,7 @@ def test_corrupt_npz_crc(tmp_path):
     data[len(data) // 2] ^= 0xFF  # inside the array data
     path.write_bytes(bytes(data))
     with pytest.raises(LightNetError) as e:
-        weights.read(path)
+        weight_file.read(path)
     assert str(e.value) == f"{path}: not a valid .npz weight file: Bad CRC-32 for file 'w.npy'"
 
 
@@ -107,7 +108,7 @@ def test_damaged_npz_never_escapes_as_another_error(tmp_path):
                 del b[k : k + rng.randint(1, 50)]
             path.write_bytes(bytes(b))
             try:
-                weights.read(path)
+                weight_file.read(path)
             except LightNetError as e:
                 assert str(e).startswith(f"{path}")
         path.write_bytes(data)
@@ -119,7 +120,7 @@ def test_damaged_npz_never_escapes_as_another_error(tmp_path):
 def test_write_wts_exact(tmp_path):
     path = tmp_path / "w.wts"
     weights_out = {"w": np.float32([[1.0, -2.0], [0.5, 0.0]]), "q": np.int8([1, -1, -128])}
-    wts.write(path, weights_out)
+    wts_text.write(path, weights_out)
     assert path.read_text() == ("2\nw 0 4 3f800000 c0000000 3f000000 00000000\n"
                                 "q 2 3 01 ff 80\n")
 
@@ -135,8 +136,8 @@ def test_wts_round_trip_is_bit_exact(tmp_path):
         "int8": rng.integers(-128, 128, size=50).astype(np.int8),
     }
     path = tmp_path / "w.wts"
-    wts.write(path, tensors)
-    got = weights.read(path)
+    wts_text.write(path, tensors)
+    got = weight_file.read(path)
     assert list(got) == list(tensors)
     for name, a in tensors.items():
         assert got[name].dtype == a.dtype
@@ -150,7 +151,7 @@ def test_wts_as_lightnet_reads_it(tmp_path):
     path.write_text("4\n  w 0 3 3f800000 1\n BF800000\nh 1 2 3c00 c000\n"
                     "skipped 0 2 0 0\nq 2 2 7f 80")
     warned = []
-    got = weights.read(path, known=lambda name: name != "skipped", warn=warned.append)
+    got = weight_file.read(path, known=lambda name: name != "skipped", warn=warned.append)
     assert list(got) == ["w", "h", "q"]
     assert bits(got["w"]).tolist() == [0x3F800000, 1, 0xBF800000]
     assert got["w"][1] == np.float32(1.4e-45)  # "1" is 00000001: the smallest denormal
@@ -186,21 +187,21 @@ def test_wts_errors_name_file_and_tensor(tmp_path, text, message):
     path = tmp_path / "w.wts"
     path.write_text(text)
     with pytest.raises(LightNetError) as e:
-        weights.read(path)
+        weight_file.read(path)
     assert str(e.value) == f"{path}: {message}"
 
 
 def test_wts_write_refuses_what_the_format_cannot_hold(tmp_path):
     path = tmp_path / "w.wts"
     with pytest.raises(LightNetError, match=r"holds float32 and int8 tensors, not float64 \('d'\)"):
-        wts.write(path, {"d": np.zeros(2)})
+        wts_text.write(path, {"d": np.zeros(2)})
     with pytest.raises(LightNetError, match="tensor name 'a b' cannot be written"):
-        wts.write(path, {"a b": np.zeros(2, np.float32)})
+        wts_text.write(path, {"a b": np.zeros(2, np.float32)})
 
 
 def test_binary_file_is_not_a_weight_file(tmp_path):
     path = tmp_path / "w.bin"
     path.write_bytes(b"\x93NUMPY\xff\xfe")
     with pytest.raises(LightNetError) as e:
-        weights.read(path)
+        weight_file.read(path)
     assert str(e.value) == f"{path}: not a weight file (neither .npz nor LightNet's .wts text)"

@@ -1,6 +1,6 @@
 """Read oneDNN's installed C headers (from onednn-devel-cpu-gomp): enum values,
 #define'd integers, struct fields and function prototypes, so that the tests can
-check what lightnet.dnnl.capi declares against what the library was built from.
+check what lightnet.archs.dnnl.capi declares against what the library was built from.
 
 A small reader for the shapes those headers use, not a C parser: comments are
 dropped, `typedef enum { ... } name;` blocks are evaluated (implicit values count

@@ -3,41 +3,19 @@ each compiled with its weights (batchnorms folded, activations and residual adds
 reorders at the borders), the output within 1e-4 of ORT's (relative to its largest).
 SqueezeNet runs with the fast tests; the others are slow."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
+from tests.helpers import BENCH_NETWORKS, bench_models
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                 reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def bench_models():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(BENCH))
-    return models
-
-
-@pytest.mark.parametrize("name", [
-    "squeezenet1.1",
-    pytest.param("resnet50", marks=pytest.mark.slow),
-    pytest.param("mobilenetv2", marks=pytest.mark.slow),
-    pytest.param("shufflenet", marks=pytest.mark.slow),
-    pytest.param("vgg11", marks=pytest.mark.slow),
-    pytest.param("mobilenetv3", marks=pytest.mark.slow),
-    pytest.param("vit_s16", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize("name", BENCH_NETWORKS)
 def test_bench_model_on_dnnl_matches_onnx_runtime(name):
     from lightnet.frontends.onnx import convert
 

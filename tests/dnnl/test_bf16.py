@@ -7,7 +7,7 @@ computed from the bfloat16-rounded inputs (float32 accumulation, not bfloat16)."
 import numpy as np
 import pytest
 
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 
 if capi.unavailable_reason():
     pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}", allow_module_level=True)
@@ -15,9 +15,10 @@ if capi.library().bf16 is None:
     pytest.skip(f"oneDNN has no bfloat16 on this CPU (ISA {capi.library().cpu_isa})",
                 allow_module_level=True)
 
-from lightnet import kernels as K  # noqa: E402
-from lightnet.dnnl import primitives as P  # noqa: E402
-from tests.dnnl.test_primitives import execute, rand  # noqa: E402
+from lightnet.archs.cpu import kernels as K  # noqa: E402
+from lightnet.archs.dnnl import primitives as P  # noqa: E402
+from tests.dnnl.dnnlutil import execute  # noqa: E402
+from tests.helpers import rand  # noqa: E402
 
 CONTRACT = 2e-2
 BF16 = "bfloat16"

@@ -1,4 +1,4 @@
-"""What lightnet.dnnl.capi declares against oneDNN's installed headers (the test
+"""What lightnet.archs.dnnl.capi declares against oneDNN's installed headers (the test
 extra's onednn-devel-cpu-gomp): every enum value and #define, the structures' fields,
 and every function's return and parameter types."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lightnet.dnnl import capi
+from lightnet.archs.dnnl import capi
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cheaders  # noqa: E402
@@ -75,6 +75,8 @@ def _expected(ctype: str):
         return ctypes.POINTER(ctypes.c_int64)
     if ctype == "const float*":
         return ctypes.POINTER(ctypes.c_float)
+    if ctype == "const int*":
+        return ctypes.POINTER(ctypes.c_int)
     if ctype == "const dnnl_exec_arg_t*":
         return ctypes.POINTER(capi.dnnl_exec_arg_t)
     if ctype == "const dnnl_version_t*":

@@ -1,6 +1,6 @@
 """What makes compiling linear in the model (issue #26) changes nothing it makes: the
-primitive cache (lightnet.dnnl.ops.kernel_cache: each oneDNN primitive created once per
-compile, shared by the ops it defines) and the memo of op checks (lightnet.op.CheckMemo:
+primitive cache (lightnet.archs.dnnl.ops.kernel_cache: each oneDNN primitive created once per
+compile, shared by the ops it defines) and the memo of op checks (lightnet.ir.op.CheckMemo:
 an op a pass takes out and puts back unchanged is not checked anew). A model compiled
 with them and without them has the same ops, kernels, tensors, layouts, memory plan,
 refused ops and outputs, bit for bit."""
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet import context as context_module
-from lightnet.dnnl import capi, primitives
-from lightnet.dnnl import ops as dnnl_ops
-from lightnet.op import CheckMemo, Op
-from lightnet.param import Param
+from lightnet.runtime import context as context_module
+from lightnet.archs.dnnl import capi, primitives
+from lightnet.archs.dnnl import ops as dnnl_ops
+from lightnet.ir.op import CheckMemo, Op
+from lightnet.ir.param import Param
 from tests.irbuild import ModelBuilder
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
@@ -30,13 +30,13 @@ UNARY = ("relu", "sigmoid", "tanh")
 @contextlib.contextmanager
 def no_caches():
     """Context.compile as before the caches: every check runs, every primitive is made."""
-    saved = context_module.dnnl_kernel_cache, context_module.CheckMemo
-    context_module.dnnl_kernel_cache = contextlib.nullcontext
+    saved = dnnl_ops.kernel_cache, context_module.CheckMemo
+    dnnl_ops.kernel_cache = contextlib.nullcontext  # what Dnnl.compiling() returns
     context_module.CheckMemo = lambda: None
     try:
         yield
     finally:
-        context_module.dnnl_kernel_cache, context_module.CheckMemo = saved
+        dnnl_ops.kernel_cache, context_module.CheckMemo = saved
 
 
 def chain(n, shape=(1, 64)):
@@ -98,10 +98,14 @@ def bench_model(name, **kwargs):
     return convert(models.MODELS[name](np.random.default_rng(7), **kwargs))
 
 
+def desc_state(desc):
+    return None if desc is None else (desc.format, desc.key)
+
+
 def entry_state(entry):
     """Everything a tensor entry says, a oneDNN layout by its content."""
-    return tuple((v.format, v.key) if isinstance(v, capi.MemoryDesc) else v
-                 for v in entry.__dict__.values())
+    return tuple((v.format, desc_state(v.desc), desc_state(v.source), v.dtype)
+                 if isinstance(v, dnnl_ops.Layout) else v for v in entry.__dict__.values())
 
 
 def snapshot(ctx):

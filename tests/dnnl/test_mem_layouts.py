@@ -5,24 +5,32 @@ a byte, checked by simulating the arena byte by byte; the sizes come from oneDNN
 import dataclasses
 import random
 import re
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lightnet import Context
-from lightnet.dnnl import capi
-from lightnet.mem import align_up, assemble_in_place, plan
-from lightnet.op import Op, OpProto
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.archs.dnnl import capi
+from lightnet.compiler.memory_plan import align_up, assemble_in_place, plan
+from lightnet.ir.op import Op
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
+from tests.helpers import bare_op
 
-PROTO = OpProto(optype="t", arch="dnnl", mtype=MemType.CPU, tensors_in=(),
-                tensors_out=(), params=(), pre_run=lambda op, tensors: None, source="test")
+op = partial(bare_op, arch="dnnl")  # the ops of these plans are dnnl's
 
 
-def op(name, ins=(), outs=()):
-    return Op(PROTO, name, {f"in{i}": t for i, t in enumerate(ins)},
-              {f"out{i}": t for i, t in enumerate(outs)}, {})
+@dataclasses.dataclass
+class Blocked:
+    """A layout of its own as the core sees one (lightnet.ir.tensor.Layout): its format
+    and the bytes it takes; never a block of another."""
+
+    format: str
+    nbytes: int
+
+    def is_block_of(self, whole, axis: int) -> bool:
+        return False
 
 
 def blocked(channels: int, block: int) -> int:
@@ -43,7 +51,7 @@ def random_model(rng):
         entry = TensorEntry(name, DType.TL_FLOAT, (1, c, 3, 3), f"op{i}",
                             static=rng.random() < 0.15)
         if layout is not None:
-            entry.layout, entry.storage = layout, blocked(c, int(layout[4:-1]))
+            entry.layout = Blocked(layout, blocked(c, int(layout[4:-1])))
         tensors[name] = entry
         ops.append(op(f"op{i}", ins, [name]))
         ops[-1].scratch = rng.choice([0, 0, 96, 4160, 12288])
@@ -108,8 +116,8 @@ def test_plan_with_blocked_tensors_and_scratchpads():
 def test_check_catches_a_plan_sized_by_logical_bytes():
     # Two live blocked tensors placed by their element bytes overlap in storage.
     tensors = TensorTable(
-        A=TensorEntry("A", DType.TL_FLOAT, (1, 17, 3, 3), "o0", layout="aBcd16b",
-                      storage=blocked(17, 16)),
+        A=TensorEntry("A", DType.TL_FLOAT, (1, 17, 3, 3), "o0",
+                      layout=Blocked("aBcd16b", blocked(17, 16))),
         B=TensorEntry("B", DType.TL_FLOAT, (1, 17, 3, 3), "o1"))
     ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"]), op("o2", ["A", "B"], [])]
     reports = plan(ops, tensors, keep=["B"])
@@ -121,12 +129,12 @@ def test_check_catches_a_plan_sized_by_logical_bytes():
 
 
 def test_blocked_tensors_are_never_parts_of_an_assembled_output():
-    concat = dataclasses.replace(PROTO, optype="concat", assemble=("dst", "src", "axis"))
+    concat = dataclasses.replace(op("c").proto, optype="concat", assemble=("dst", "src", "axis"))
 
     def model(layouts):
         tensors = TensorTable({n: TensorEntry(n, DType.TL_FLOAT, (1, 16), "o") for n in "xyz"})
         for name, layout in layouts.items():
-            tensors[name].layout, tensors[name].storage = layout, 64
+            tensors[name].layout = Blocked(layout, 64)
         ops = [op("o0", [], ["x"]), op("o1", [], ["y"]),
                Op(concat, "c", {"src1": "x", "src2": "y"}, {"dst": "z"}, {}, values={"axis": 1})]
         return ops, tensors
@@ -143,7 +151,7 @@ def test_blocked_tensors_are_never_parts_of_an_assembled_output():
 
 @pytest.mark.skipif(capi.unavailable_reason() is not None, reason="oneDNN is unavailable")
 def test_sizes_come_from_onednn_and_bind_as_bytes():
-    from lightnet.dnnl import primitives as P
+    from lightnet.archs.dnnl import primitives as P
 
     k = P.conv2d((1, 17, 3, 3), (33, 17, 3, 3), bias=False, padding=(1, 1, 1, 1))
     for name in ("src", "weights", "dst"):
@@ -159,7 +167,7 @@ def test_sizes_come_from_onednn_and_bind_as_bytes():
     name = next(n for n, e in ctx.tensors.items() if not e.static and e.owner is None
                 and not e.from_file)
     entry = ctx.tensors[name]
-    entry.layout, entry.storage = k.descs["dst"].format, entry.nbytes + 192
+    entry.layout = Blocked(k.descs["dst"].format, entry.nbytes + 192)
     ctx.plan()
     ctx.load()
     array = ctx.arrays[name]

@@ -4,6 +4,7 @@ on seeded inputs: max |bf16 - f32| <= 2e-2 x max |f32|, and the classifiers' top
 class the same on at least 99 of 100 random inputs; float32 unchanged bit for bit;
 the layout pass's conversions only at region borders; the refusals."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,9 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightnet import Context, LightNetError, Session, arch, targets
-from lightnet.auto.optimizers import dnnl as dnnl_optimizers
-from lightnet.dnnl import capi
+from lightnet import Context, LightNetError, Session
+from lightnet.archs import registry
+from lightnet.archs.dnnl import capi
+from lightnet.auto.archs import ARCHS
+from lightnet.compiler import targets
+from tests.helpers import BENCH_NETWORKS, bench_models, rel_error
 from tests.irbuild import ModelBuilder, squeezenet
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
@@ -25,15 +29,6 @@ needs_bf16 = pytest.mark.skipif(capi.unavailable_reason() is not None
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = 2e-2
-
-
-def bench_models():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return models
 
 
 def compiled(doc, precision, weights=None):
@@ -48,10 +43,6 @@ def run(ctx, x):
     ctx.set_data(ctx.inputs[0], x)
     ctx.run()
     return ctx.get_data(ctx.outputs[0]).copy()
-
-
-def error(got, want):
-    return float(np.abs(got - want).max()) / float(np.abs(want).max())
 
 
 def reorder_dtypes(ctx):
@@ -89,7 +80,7 @@ def test_squeezenet_in_bf16_keeps_the_contract_and_converts_only_at_borders():
         x = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
         want, got = run(f32, x), run(bf16, x)
         assert got.dtype == np.float32
-        assert 0 < error(got, want) <= CONTRACT
+        assert 0 < rel_error(got, want) <= CONTRACT
 
 
 def test_f32_is_unchanged_bit_for_bit():
@@ -108,7 +99,7 @@ def test_f32_is_unchanged_bit_for_bit():
     cpu.init(doc)
     cpu.compile("cpu", weights={})
     cpu.load()
-    assert error(run(f32, x), run(cpu, x)) <= 1e-4
+    assert rel_error(run(f32, x), run(cpu, x)) <= 1e-4
 
 
 @needs_bf16
@@ -124,7 +115,7 @@ def test_an_op_reading_a_weight_first_computes_in_what_it_reads_at_run_time():
         if op.optype in ("concat_dnnl", "elew_dnnl"):
             assert op.values["call"].kernel.descs["dst"].dtype == "bfloat16", op.name
     x = np.random.default_rng(10).standard_normal((1, 8, 6, 6)).astype(np.float32)
-    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+    assert 0 < rel_error(run(bf16, x), run(f32, x)) <= CONTRACT
 
 
 @needs_bf16
@@ -145,7 +136,7 @@ def test_an_elementwise_op_computes_in_what_it_reads(optype, params):
     assert dtypes == {f"{optype}_dnnl": "float32", "sigmoid_dnnl": "bfloat16"}
     assert reorder_dtypes(bf16) == ["bfloat16"]  # into the convolution only
     x = np.random.default_rng(11).standard_normal((1, 8, 6, 6)).astype(np.float32)
-    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+    assert 0 < rel_error(run(bf16, x), run(f32, x)) <= CONTRACT
 
 
 def softmax_model():
@@ -172,16 +163,17 @@ def test_softmax_and_its_source_compute_in_float32(monkeypatch):
     assert dnnl == [("reorder_dnnl", "bfloat16"), ("conv2d_dnnl", None),
                     ("reorder_dnnl", "float32"), ("conv2d_dnnl", None),
                     ("softmax_dnnl", None)]
-    kept = max(error(run(bf16, x), w) for x, w in zip(inputs, want))
-    monkeypatch.setattr(dnnl_optimizers, "FLOAT32_OPS", frozenset())
-    arch.archs.cache_clear()
+    kept = max(rel_error(run(bf16, x), w) for x, w in zip(inputs, want))
+    monkeypatch.setitem(ARCHS, "dnnl",
+                        dataclasses.replace(ARCHS["dnnl"], float32_ops=frozenset()))
+    registry.archs.cache_clear()
     try:
         rounded = compiled(doc, "bf16")
     finally:
         monkeypatch.undo()
-        arch.archs.cache_clear()
+        registry.archs.cache_clear()
     assert reorder_dtypes(rounded) == ["bfloat16"]
-    without = max(error(run(rounded, x), w) for x, w in zip(inputs, want))
+    without = max(rel_error(run(rounded, x), w) for x, w in zip(inputs, want))
     assert kept <= CONTRACT and kept < 0.7 * without
 
 
@@ -209,7 +201,7 @@ def test_session_and_the_command_take_a_precision(tmp_path):
     bf16 = Session(str(path), target="dnnl", precision="bf16")
     (want,) = f32.run({name: x}).values()
     (got,) = bf16.run({name: x}).values()
-    assert 0 < error(got, want) <= CONTRACT
+    assert 0 < rel_error(got, want) <= CONTRACT
     np.save(tmp_path / "x.npy", x)
     outputs = {}
     for precision in ("f32", "bf16"):
@@ -260,15 +252,7 @@ def test_precision_follows_onednns_bf16_support(monkeypatch, bf16, auto, refused
 
 
 @needs_bf16
-@pytest.mark.parametrize("name", [
-    "squeezenet1.1",
-    pytest.param("resnet50", marks=pytest.mark.slow),
-    pytest.param("mobilenetv2", marks=pytest.mark.slow),
-    pytest.param("shufflenet", marks=pytest.mark.slow),
-    pytest.param("vgg11", marks=pytest.mark.slow),
-    pytest.param("mobilenetv3", marks=pytest.mark.slow),
-    pytest.param("vit_s16", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize("name", BENCH_NETWORKS)
 def test_bench_model_in_bf16_keeps_the_contract(name):
     from lightnet.frontends.onnx import convert
 
@@ -276,7 +260,7 @@ def test_bench_model_in_bf16_keeps_the_contract(name):
     f32, bf16 = compiled(ir, "f32", weights), compiled(ir, "bf16", weights)
     rng = np.random.default_rng(8)
     x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
-    assert 0 < error(run(bf16, x), run(f32, x)) <= CONTRACT
+    assert 0 < rel_error(run(bf16, x), run(f32, x)) <= CONTRACT
 
 
 @needs_bf16
@@ -294,7 +278,7 @@ def test_bench_classifier_top1_agrees_on_99_of_100_inputs(name):
         x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
         want, got = run(f32, x), run(bf16, x)
         same += int(want.argmax() == got.argmax())
-        worst = max(worst, error(got, want))
+        worst = max(worst, rel_error(got, want))
     assert same >= 99 and worst <= CONTRACT, (same, worst)
 
 
@@ -339,5 +323,5 @@ def test_the_onnx_packages_networks_run_in_bf16(path, tmp_path):
     f32 = Session(ir, datafile=tmp_path / "w.npz").run(feeds)
     bf16 = Session(ir, datafile=tmp_path / "w.npz", precision="bf16").run(feeds)
     for name, want in f32.items():
-        assert 0 < error(bf16[name].astype(np.float64), want.astype(np.float64)) <= \
+        assert 0 < rel_error(bf16[name].astype(np.float64), want.astype(np.float64)) <= \
             LIGHT_BOUNDS.get(path.stem, CONTRACT), name

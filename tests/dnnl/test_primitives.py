@@ -6,14 +6,16 @@ picks (`any`: data reordered in and out), with and without post-ops."""
 import numpy as np
 import pytest
 
-from lightnet import kernels as K
-from lightnet.dnnl import capi
+from lightnet.archs.cpu import kernels as K
+from lightnet.archs.dnnl import capi
 
 if capi.unavailable_reason():
     pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}", allow_module_level=True)
 
-from lightnet.dnnl import primitives as P  # noqa: E402
+from lightnet.archs.dnnl import primitives as P  # noqa: E402
 from lightnet.errors import LightNetError  # noqa: E402
+from tests.dnnl.dnnlutil import execute  # noqa: E402
+from tests.helpers import rand  # noqa: E402
 
 RTOL = 1e-4
 # The layouts a source of a primitive that cannot choose its own may come in.
@@ -24,35 +26,6 @@ def close(got, want):
     scale = max(float(np.abs(want).max()), 1e-6)
     err = float(np.abs(got - want).max()) / scale
     assert err <= RTOL, f"relative error {err}"
-
-
-def execute(kernel, inputs, out="dst", weights=(), prefill=None):
-    """Run `kernel` with `inputs` (plain arrays by tensor name); weights go through
-    load_weights, other inputs through a reorder into the kernel's layout; returns
-    the output in the plain layout. `prefill`: dst's contents before the run."""
-    buffers, keep = {}, []
-    for name in kernel.args:
-        buffers[name] = np.full(kernel.nbytes(name), 0xFF, np.uint8)  # NaN garbage
-    for name, data in inputs.items():
-        data = np.ascontiguousarray(data, np.float32)
-        if name in weights:
-            kernel.load_weights(name, data, buffers[name])
-        else:
-            P.reorder(kernel.plain[name], kernel.descs[name]).bind(
-                {"src": data, "dst": buffers[name]})()
-    if prefill is not None:
-        P.reorder(kernel.plain[out], kernel.descs[out]).bind(
-            {"src": np.ascontiguousarray(prefill, np.float32), "dst": buffers[out]})()
-    scratch = np.full(kernel.scratchpad, 0xFF, np.uint8)
-    keep.append(scratch)
-    kernel.bind(buffers, scratch)()
-    result = np.empty(kernel.plain[out].shape, np.float32)
-    P.reorder(kernel.descs[out], kernel.plain[out]).bind({"src": buffers[out], "dst": result})()
-    return result
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def odd_channels(rng):

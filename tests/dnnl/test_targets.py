@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from lightnet import Context, Session, targets
-from lightnet.dnnl import capi
+from lightnet import Context, Session
+from lightnet.archs.dnnl import capi
+from lightnet.compiler import targets
+from tests.helpers import EXAMPLE, assert_one_error_line, lightnet, python
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "example.json"
 EXAMPLE_OUTPUT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
 NEEDS_ONEDNN = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                   reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
@@ -30,30 +31,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def lightnet(*args, without_wheel=False):
-    command = ([sys.executable, "-c", WITHOUT_WHEEL] if without_wheel
-               else [sys.executable, "-m", "lightnet"])
-    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
-
-
-def one_error_line(result) -> str:
-    assert result.returncode == 1
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
-
-
 def test_without_the_wheel_auto_runs_on_cpu_and_dnnl_fails_in_one_line():
-    result = lightnet(EXAMPLE, without_wheel=True)
+    result = python("-c", WITHOUT_WHEEL, EXAMPLE)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(EXAMPLE_OUTPUT)
-    line = one_error_line(lightnet(EXAMPLE, "-t", "dnnl", without_wheel=True))
+    line = assert_one_error_line(python("-c", WITHOUT_WHEEL, EXAMPLE, "-t", "dnnl"))
     assert line == ("lightnet: error: target 'dnnl': unavailable: the onednn-cpu-gomp package "
                     "is not installed (pip install onednn-cpu-gomp==2023.2.0); use -t cpu "
                     "(or auto)")
-    listed = lightnet("--targets", without_wheel=True)
+    listed = python("-c", WITHOUT_WHEEL, "--targets")
     assert listed.returncode == 0
     assert listed.stdout.splitlines() == [
         "cpu: available (numpy kernels)",
@@ -140,7 +126,7 @@ def test_onednn_spins_briefly_unless_the_environment_chooses(environment, spin_c
            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     env.update(environment, OMP_DISPLAY_ENV="VERBOSE")
     result = subprocess.run(
-        [sys.executable, "-c", "import os; from lightnet.dnnl import capi; capi.library(); "
+        [sys.executable, "-c", "import os; from lightnet.archs.dnnl import capi; capi.library(); "
                                "print(os.environ.get('GOMP_SPINCOUNT'))"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -151,7 +137,7 @@ def test_onednn_spins_briefly_unless_the_environment_chooses(environment, spin_c
 @NEEDS_ONEDNN
 @pytest.mark.parametrize("target,blas_threads", [("dnnl", 1), ("cpu", 2)])
 def test_numpy_blas_runs_one_thread_in_a_model_with_dnnl_ops(target, blas_threads):
-    from lightnet import blas
+    from lightnet.archs.cpu import blas
 
     if not blas.controllable():
         pytest.skip("numpy's BLAS threads cannot be set here")

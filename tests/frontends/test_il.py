@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lightnet import ir
 from lightnet.errors import LightNetError
 from lightnet.frontends import il
-from lightnet.frontends.il import ILError, format_ir, main, to_ir
+from lightnet.frontends.il import format_ir, main, to_ir
+from lightnet.ir import json_ir
+from tests.frontends.ilutil import HAS_CPP, PREPROCESSORS, error, ops, params
+from tests.helpers import python
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = """\
@@ -23,26 +25,6 @@ slice(src=tensor1 | dst=tensor2 | axis=1, start=1, len=3);
 print(src=tensor2 | | msg="tensor2:");
 """
 EXPECTED_PRINT = "tensor2:\n[[2.000 3.000 4.000]\n [6.000 7.000 8.000]]\n"
-HAS_CPP = shutil.which("cpp") is not None
-PREPROCESSORS = ["pcpp", pytest.param("cpp", marks=pytest.mark.skipif(
-    not HAS_CPP, reason="no system cpp"))]
-
-
-def ops(text, **kw):
-    return to_ir(text, filename="m.net", **kw)["ops"]
-
-
-def params(text, **kw):
-    """The params of the only op of `text`, as a dict."""
-    (op,) = ops(text, **kw)
-    return {p["arg_name"]: p["value"] for p in op["params"]}
-
-
-def error(text, **kw) -> str:
-    kw.setdefault("filename", "m.net")
-    with pytest.raises(ILError) as e:
-        to_ir(text, **kw)
-    return str(e.value)
 
 
 def cli(argv, capsys, stdin=None, monkeypatch=None):
@@ -57,11 +39,6 @@ def cli(argv, capsys, stdin=None, monkeypatch=None):
     return status, out, err
 
 
-def run(*args, stdin=None, cwd=ROOT):
-    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True,
-                          text=True, cwd=cwd, timeout=60)
-
-
 # -- the example model
 
 
@@ -69,13 +46,13 @@ def test_example_is_examples_example_json():
     doc = to_ir(EXAMPLE)
     assert doc == json.loads((ROOT / "examples/example.json").read_text())
     assert json.loads(format_ir(doc)) == doc
-    ir.parse(doc, "<il>")  # valid IR
+    json_ir.parse(doc, "<il>")  # valid IR
 
 
 def test_example_runs_end_to_end():
-    converted = run("-m", "lightnet.frontends.il", "-", stdin=EXAMPLE)
+    converted = python("-m", "lightnet.frontends.il", "-", stdin=EXAMPLE)
     assert converted.returncode == 0, converted.stderr
-    result = run("-m", "lightnet", "-", stdin=converted.stdout)
+    result = python("-m", "lightnet", "-", stdin=converted.stdout)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(EXPECTED_PRINT)
     assert "info: run time:" in result.stdout
@@ -463,17 +440,17 @@ def test_console_script_pipes_into_lightnet():
 @pytest.mark.parametrize("classes", [None, 10])
 def test_fire_example_converts_and_runs(classes):
     defines = [] if classes is None else ["-D", f"CLASSES={classes}"]
-    converted = run("-m", "lightnet.frontends.il", *defines, "examples/fire.net")
+    converted = python("-m", "lightnet.frontends.il", *defines, "examples/fire.net")
     assert converted.returncode == 0, converted.stderr
     doc = json.loads(converted.stdout)
-    ir.parse(doc, "fire.json")
+    json_ir.parse(doc, "fire.json")
     names = {t["name"] for op in doc["ops"] for t in op["tensors_out"]}
     assert {"fire2_squeeze_w", "fire3_expand3_relu", "fire4", "scores"} <= names
     concats = [op for op in doc["ops"] if op["optype"] == "concat"]
     assert [op["name"] for op in concats] == ["concat1", "concat2", "concat3"]
     assert concats[1]["tensors_in"] == [{"arg_name": "src1", "name": "fire3_expand1_relu"},
                                         {"arg_name": "src2", "name": "fire3_expand3_relu"}]
-    result = run("-m", "lightnet", "-", stdin=converted.stdout)
+    result = python("-m", "lightnet", "-", stdin=converted.stdout)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "scores:"

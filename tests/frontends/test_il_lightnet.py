@@ -3,27 +3,11 @@ preprocessor line markers; errors keep pointing at the original file and line.""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from lightnet.frontends.il import ILError, to_ir
+from lightnet.frontends.il import to_ir
 from lightnet.frontends.il_eval import EvalError, evaluate
-
-PREPROCESSORS = ["pcpp", pytest.param("cpp", marks=pytest.mark.skipif(
-    shutil.which("cpp") is None, reason="no system cpp"))]
-
-
-def params(text, **kw):
-    (op,) = to_ir(text, filename="m.net", **kw)["ops"]
-    return {p["arg_name"]: p["value"] for p in op["params"]}
-
-
-def error(text, **kw) -> str:
-    with pytest.raises(ILError) as e:
-        to_ir(text, filename="m.net", **kw)
-    return str(e.value)
-
+from tests.frontends.ilutil import PREPROCESSORS, error, params
 
 # ${eval EXPR} ---------------------------------------------------------------------------
 

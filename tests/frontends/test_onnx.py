@@ -15,17 +15,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.frontends.onnxutil import init, run_lightnet, run_ort  # noqa: E402
+from tests.helpers import rand  # noqa: E402
 
 RNG = np.random.default_rng(1234)
 F = TensorProto.FLOAT
-
-
-def rand(*shape, scale=1.0):
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
-
-
-def init(name, array):
-    return numpy_helper.from_array(np.asarray(array), name)
 
 
 def model(nodes, inputs, outputs, inits=(), opset=13):
@@ -40,21 +34,6 @@ def model(nodes, inputs, outputs, inits=(), opset=13):
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 7 if opset < 15 else 8
     return m
-
-
-def run_lightnet(m, feeds, tmp_path, dims=None):
-    ir, weights = onnx2ln.convert(m, dims)
-    npz = tmp_path / "weights.npz"
-    onnx2ln.save_weights(npz, weights)
-    session = Session(ir, datafile=npz)
-    return session.run(feeds), ir
-
-
-def run_ort(m, feeds):
-    ort = pytest.importorskip("onnxruntime")
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
 
 
 def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5):
@@ -91,11 +70,11 @@ def test_conv_bn_relu_maxpool(opset, tmp_path):
         helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
                          pads=[0, 0, 1, 1]),
     ]
-    inits = [init("w", rand(8, 3, 3, 3)), init("b", rand(8)), init("g", rand(8)),
-             init("beta", rand(8)), init("mean", rand(8)),
-             init("var", np.abs(rand(8)) + 0.5)]
+    inits = [init("w", rand(RNG, 8, 3, 3, 3)), init("b", rand(RNG, 8)), init("g", rand(RNG, 8)),
+             init("beta", rand(RNG, 8)), init("mean", rand(RNG, 8)),
+             init("var", np.abs(rand(RNG, 8)) + 0.5)]
     m = model(nodes, [("x", [1, 3, 10, 9])], [("y", None)], inits, opset)
-    ir = check(m, {"x": rand(1, 3, 10, 9)}, tmp_path)
+    ir = check(m, {"x": rand(RNG, 1, 3, 10, 9)}, tmp_path)
     assert [t for t in optypes(ir) if t not in ("input", "create")] == [
         "conv2d", "batchnorm", "relu", "maxpool2d"]
     creates = [op for op in ir["ops"] if op["optype"] == "create"]
@@ -110,10 +89,10 @@ def test_residual_block(tmp_path):
         helper.make_node("Add", ["h2", "x"], ["s"]),
         helper.make_node("Relu", ["s"], ["y"]),
     ]
-    inits = [init("w1", rand(4, 4, 3, 3, scale=0.3)), init("b1", rand(4)),
-             init("w2", rand(4, 4, 3, 3, scale=0.3)), init("b2", rand(4))]
+    inits = [init("w1", rand(RNG, 4, 4, 3, 3) * 0.3), init("b1", rand(RNG, 4)),
+             init("w2", rand(RNG, 4, 4, 3, 3) * 0.3), init("b2", rand(RNG, 4))]
     m = model(nodes, [("x", [2, 4, 6, 6])], [("y", [2, 4, 6, 6])], inits)
-    check(m, {"x": rand(2, 4, 6, 6)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 4, 6, 6)}, tmp_path)
 
 
 def test_fire_module(tmp_path):
@@ -126,10 +105,11 @@ def test_fire_module(tmp_path):
         helper.make_node("Relu", ["e3"], ["e3r"]),
         helper.make_node("Concat", ["e1r", "e3r"], ["y"], axis=1),
     ]
-    inits = [init("ws", rand(3, 8, 1, 1)), init("bs", rand(3)), init("w1", rand(4, 3, 1, 1)),
-             init("b1", rand(4)), init("w3", rand(4, 3, 3, 3)), init("b3", rand(4))]
+    inits = [init("ws", rand(RNG, 3, 8, 1, 1)), init("bs", rand(RNG, 3)),
+             init("w1", rand(RNG, 4, 3, 1, 1)), init("b1", rand(RNG, 4)),
+             init("w3", rand(RNG, 4, 3, 3, 3)), init("b3", rand(RNG, 4))]
     m = model(nodes, [("x", [1, 8, 7, 7])], [("y", None)], inits, opset=9)
-    ir = check(m, {"x": rand(1, 8, 7, 7)}, tmp_path)
+    ir = check(m, {"x": rand(RNG, 1, 8, 7, 7)}, tmp_path)
     assert "concat" in optypes(ir)
 
 
@@ -142,9 +122,9 @@ def test_classifier_head(opset, tmp_path):
         helper.make_node("Dropout", ["g"], ["d"]),
         helper.make_node("Softmax", ["d"], ["y"], axis=1),
     ]
-    inits = [init("w", rand(10, 16)), init("b", rand(10))]
+    inits = [init("w", rand(RNG, 10, 16)), init("b", rand(RNG, 10))]
     m = model(nodes, [("x", [2, 16, 5, 5])], [("y", None)], inits, opset)
-    check(m, {"x": rand(2, 16, 5, 5)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 16, 5, 5)}, tmp_path)
 
 
 def test_flatten_matmul_head(tmp_path):
@@ -153,15 +133,15 @@ def test_flatten_matmul_head(tmp_path):
         helper.make_node("MatMul", ["f", "w"], ["m"]),
         helper.make_node("Add", ["m", "b"], ["y"]),
     ]
-    inits = [init("w", rand(48, 5)), init("b", rand(5))]
+    inits = [init("w", rand(RNG, 48, 5)), init("b", rand(RNG, 5))]
     m = model(nodes, [("x", [3, 3, 4, 4])], [("y", None)], inits)
-    check(m, {"x": rand(3, 3, 4, 4)}, tmp_path)
+    check(m, {"x": rand(RNG, 3, 3, 4, 4)}, tmp_path)
 
 
 def test_batched_matmul_by_matrix(tmp_path):
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
-    m = model(nodes, [("x", [2, 3, 4])], [("y", None)], [init("w", rand(4, 6))])
-    check(m, {"x": rand(2, 3, 4)}, tmp_path)
+    m = model(nodes, [("x", [2, 3, 4])], [("y", None)], [init("w", rand(RNG, 4, 6))])
+    check(m, {"x": rand(RNG, 2, 3, 4)}, tmp_path)
 
 
 @pytest.mark.parametrize("group,out_ch,stride,auto_pad", [
@@ -177,16 +157,16 @@ def test_depthwise_and_grouped_conv(group, out_ch, stride, auto_pad, tmp_path):
     else:
         attrs["auto_pad"] = auto_pad
     nodes = [conv("dw", "x", "w", "b", "y", **attrs)]
-    inits = [init("w", rand(out_ch, 4 // group, 3, 3)), init("b", rand(out_ch))]
+    inits = [init("w", rand(RNG, out_ch, 4 // group, 3, 3)), init("b", rand(RNG, out_ch))]
     m = model(nodes, [("x", [1, 4, 7, 8])], [("y", None)], inits)
-    check(m, {"x": rand(1, 4, 7, 8)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 4, 7, 8)}, tmp_path)
 
 
 def test_conv_without_bias_and_dilation(tmp_path):
     nodes = [conv("c", "x", "w", None, "y", kernel_shape=[3, 3], dilations=[2, 2],
                   pads=[2, 2, 2, 2])]
-    m = model(nodes, [("x", [1, 2, 8, 8])], [("y", None)], [init("w", rand(3, 2, 3, 3))])
-    check(m, {"x": rand(1, 2, 8, 8)}, tmp_path)
+    m = model(nodes, [("x", [1, 2, 8, 8])], [("y", None)], [init("w", rand(RNG, 3, 2, 3, 3))])
+    check(m, {"x": rand(RNG, 1, 2, 8, 8)}, tmp_path)
 
 
 @pytest.mark.parametrize("attrs", [
@@ -209,9 +189,9 @@ def test_conv_transpose(attrs, tmp_path):
     attrs = {"kernel_shape": [3, 3], **attrs}
     k = attrs["kernel_shape"]
     nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)]
-    inits = [init("w", rand(4, 6 // group, *k)), init("b", rand(6))]
+    inits = [init("w", rand(RNG, 4, 6 // group, *k)), init("b", rand(RNG, 6))]
     m = model(nodes, [("x", [1, 4, 5, 6])], [("y", None)], inits)
-    check(m, {"x": rand(1, 4, 5, 6)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 4, 5, 6)}, tmp_path)
 
 
 def test_conv1d_and_pool1d(tmp_path):
@@ -219,9 +199,9 @@ def test_conv1d_and_pool1d(tmp_path):
         conv("c", "x", "w", "b", "c", kernel_shape=[3], pads=[1, 2], strides=[2]),
         helper.make_node("AveragePool", ["c"], ["y"], kernel_shape=[2], strides=[1]),
     ]
-    m = model(nodes, [("x", [2, 3, 11])], [("y", None)], [init("w", rand(5, 3, 3)),
-                                                          init("b", rand(5))])
-    check(m, {"x": rand(2, 3, 11)}, tmp_path)
+    m = model(nodes, [("x", [2, 3, 11])], [("y", None)], [init("w", rand(RNG, 5, 3, 3)),
+                                                          init("b", rand(RNG, 5))])
+    check(m, {"x": rand(RNG, 2, 3, 11)}, tmp_path)
 
 
 def test_pools_and_global_pools(tmp_path):
@@ -235,7 +215,7 @@ def test_pools_and_global_pools(tmp_path):
         helper.make_node("Sub", ["gm", "ga"], ["y"]),
     ]
     m = model(nodes, [("x", [1, 3, 9, 9])], [("y", None), ("a", None)], opset=11)
-    check(m, {"x": rand(1, 3, 9, 9)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 3, 9, 9)}, tmp_path)
 
 
 def test_ceil_mode_and_count_include_pad_pools(tmp_path):
@@ -248,7 +228,7 @@ def test_ceil_mode_and_count_include_pad_pools(tmp_path):
                          pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
     ]
     m = model(nodes, [("x", [1, 3, 12, 12])], [("y", None), ("m", None)], opset=11)
-    ir = check(m, {"x": rand(1, 3, 12, 12)}, tmp_path)
+    ir = check(m, {"x": rand(RNG, 1, 3, 12, 12)}, tmp_path)
     assert {op["optype"] for op in ir["ops"]} >= {"maxpool2d", "avgpool2d"}
 
 
@@ -256,7 +236,7 @@ def test_ceil_mode_and_count_include_pad_pools(tmp_path):
 def test_lrn(size, tmp_path):
     nodes = [helper.make_node("LRN", ["x"], ["y"], size=size, alpha=1e-2, beta=0.6, bias=2.0)]
     m = model(nodes, [("x", [1, 6, 4, 4])], [("y", None)])
-    check(m, {"x": rand(1, 6, 4, 4)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 6, 4, 4)}, tmp_path)
 
 
 def test_lrn_even_size(tmp_path):
@@ -264,7 +244,7 @@ def test_lrn_even_size(tmp_path):
     # is c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2).
     nodes = [helper.make_node("LRN", ["x"], ["y"], size=4, alpha=1e-2, beta=0.6, bias=2.0)]
     m = model(nodes, [("x", [1, 6, 2, 2])], [("y", None)])
-    x = rand(1, 6, 2, 2)
+    x = rand(RNG, 1, 6, 2, 2)
     sq = np.zeros_like(x)
     for ch in range(6):
         sq[:, ch] = (x[:, max(0, ch - 1):min(6, ch + 3)] ** 2).sum(axis=1)
@@ -276,7 +256,7 @@ def test_lrn_even_size(tmp_path):
 def test_lrn_defaults(tmp_path):
     nodes = [helper.make_node("LRN", ["x"], ["y"], size=3)]
     m = model(nodes, [("x", [1, 5, 3, 3])], [("y", None)], opset=7)
-    check(m, {"x": rand(1, 5, 3, 3, scale=10)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 5, 3, 3) * 10}, tmp_path)
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
@@ -296,7 +276,7 @@ def test_pad(mode, opset, tmp_path):
         node = helper.make_node("Pad", ["x", "pads", "v" if mode == "constant" else "", "axes"],
                                 ["y"], mode=mode)
     m = model([node], [("x", [1, 2, 4, 5])], [("y", None)], inits, opset)
-    check(m, {"x": rand(1, 2, 4, 5)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 2, 4, 5)}, tmp_path)
 
 
 @pytest.mark.parametrize("case", [
@@ -324,7 +304,7 @@ def test_resize(case, tmp_path):
         inputs += ["", "sizes"]
     nodes = [helper.make_node("Resize", inputs, ["y"], mode=mode, **attrs)]
     m = model(nodes, [("x", [1, 2, 4, 5])], [("y", None)], inits, opset)
-    ir = check(m, {"x": rand(1, 2, 4, 5)}, tmp_path)
+    ir = check(m, {"x": rand(RNG, 1, 2, 4, 5)}, tmp_path)
     assert optypes(ir)[-1] in ("upsample", "resize")
 
 
@@ -338,7 +318,7 @@ def test_upsample_nearest(opset, tmp_path):
         nodes = [helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")]
         inits = [init("s", np.array(scales, np.float32))]
     m = model(nodes, [("x", [1, 2, 3, 4])], [("y", None)], inits, opset)
-    check(m, {"x": rand(1, 2, 3, 4)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 2, 3, 4)}, tmp_path)
 
 
 def test_resize_with_other_coordinates_is_unsupported():
@@ -356,7 +336,7 @@ def test_resize_halving_round_prefer_ceil_is_tensorlights_nearest(tmp_path):
                               nearest_mode="round_prefer_ceil")]
     m = model(nodes, [("x", [1, 1, 4, 4])], [("y", None)],
               [init("s", np.array([1, 1, 0.5, 0.5], np.float32))], opset=13)
-    check(m, {"x": rand(1, 1, 4, 4)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 1, 4, 4)}, tmp_path)
 
 
 @pytest.mark.parametrize("opset,axis", [(11, 1), (11, 2), (11, -1), (13, 1), (13, 2), (13, -1),
@@ -365,14 +345,14 @@ def test_softmax(opset, axis, tmp_path):
     # opset < 13 normalizes over the input flattened at `axis`; 13 over `axis` alone.
     nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=axis)]
     m = model(nodes, [("x", [2, 3, 4, 5])], [("y", None)], opset=opset)
-    check(m, {"x": rand(2, 3, 4, 5, scale=3)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 3, 4, 5) * 3}, tmp_path)
 
 
 def test_softmax_default_axis_depends_on_opset(tmp_path):
     for opset in (11, 13):
         nodes = [helper.make_node("Softmax", ["x"], ["y"])]
         m = model(nodes, [("x", [2, 3, 4])], [("y", None)], opset=opset)
-        check(m, {"x": rand(2, 3, 4)}, tmp_path)
+        check(m, {"x": rand(RNG, 2, 3, 4)}, tmp_path)
 
 
 def test_transpose_reshape(tmp_path):
@@ -383,7 +363,7 @@ def test_transpose_reshape(tmp_path):
     ]
     inits = [init("shape", np.array([0, -1, 3], np.int64))]
     m = model(nodes, [("x", [2, 3, 4, 5])], [("y", None)], inits)
-    ir = check(m, {"x": rand(2, 3, 4, 5)}, tmp_path)
+    ir = check(m, {"x": rand(RNG, 2, 3, 4, 5)}, tmp_path)
     assert optypes(ir).count("transpose") == 2
 
 
@@ -396,7 +376,7 @@ def test_pixel_shuffle(tmp_path):
     inits = [init("s1", np.array([1, 2, 2, 2, 3, 3], np.int64)),
              init("s2", np.array([1, 2, 6, 6], np.int64))]
     m = model(nodes, [("x", [1, 8, 3, 3])], [("y", None)], inits)
-    check(m, {"x": rand(1, 8, 3, 3)}, tmp_path)
+    check(m, {"x": rand(RNG, 1, 8, 3, 3)}, tmp_path)
 
 
 def test_pytorch_shape_chain_is_folded(tmp_path):
@@ -421,11 +401,11 @@ def test_pytorch_shape_chain_is_folded(tmp_path):
     inits = [init("ax0", np.array([0], np.int64)), init("s_start", np.array([1], np.int64)),
              init("s_end", np.array([2**62], np.int64)), init("two", np.array([2], np.int64))]
     m = model(nodes, [("x", ["batch", 3, 4, 5])], [("y", None)], inits)
-    x = rand(1, 3, 4, 5)
+    x = rand(RNG, 1, 3, 4, 5)
     ir = check(m, {"x": x}, tmp_path)
     assert [t for t in optypes(ir) if t != "input"] == ["reshape", "relu"]
     # The batch dim was symbolic: 1 by default, or set with dims.
-    got, ir = run_lightnet(m, {"x": rand(4, 3, 4, 5)}, tmp_path, dims={"batch": 4})
+    got, ir = run_lightnet(m, {"x": rand(RNG, 4, 3, 4, 5)}, tmp_path, dims={"batch": 4})
     assert got["y"].shape == (4, 60)
 
 
@@ -438,11 +418,11 @@ def test_clip_forms(tmp_path):
             nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]
             inits = [init("lo", np.array(-0.5, np.float32)), init("hi", np.array(0.25, np.float32))]
         m = model(nodes, [("x", [3, 4])], [("y", None)], inits, opset)
-        check(m, {"x": rand(3, 4)}, tmp_path)
+        check(m, {"x": rand(RNG, 3, 4)}, tmp_path)
     # Only a max (the min input left out).
     nodes = [helper.make_node("Clip", ["x", "", "hi"], ["y"])]
     m = model(nodes, [("x", [3, 4])], [("y", None)], [init("hi", np.array(0.1, np.float32))])
-    check(m, {"x": rand(3, 4)}, tmp_path)
+    check(m, {"x": rand(RNG, 3, 4)}, tmp_path)
 
 
 def test_leaky_relu_sigmoid_tanh_and_variadic_ops(tmp_path):
@@ -459,8 +439,8 @@ def test_leaky_relu_sigmoid_tanh_and_variadic_ops(tmp_path):
         helper.make_node("Sub", ["sum", "p"], ["q"]),
         helper.make_node("Identity", ["q"], ["y"]),
     ]
-    m = model(nodes, [("x", [2, 3, 4])], [("y", None)], [init("c", rand(3, 1) + 3)])
-    check(m, {"x": rand(2, 3, 4)}, tmp_path)
+    m = model(nodes, [("x", [2, 3, 4])], [("y", None)], [init("c", rand(RNG, 3, 1) + 3)])
+    check(m, {"x": rand(RNG, 2, 3, 4)}, tmp_path)
 
 
 @pytest.mark.parametrize("opset", [11, 13])
@@ -474,12 +454,12 @@ def test_squeeze_unsqueeze_forms(opset, tmp_path):
                  helper.make_node("Squeeze", ["u", "sa"], ["y"])]
         inits = [init("ua", np.array([0, 3], np.int64)), init("sa", np.array([0, 2], np.int64))]
     m = model(nodes, [("x", [3, 1, 4])], [("y", None)], inits, opset)
-    check(m, {"x": rand(3, 1, 4)}, tmp_path)
+    check(m, {"x": rand(RNG, 3, 1, 4)}, tmp_path)
 
 
 def test_constant_nodes_and_constant_of_shape(tmp_path):
     nodes = [
-        helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(rand(4))),
+        helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(rand(RNG, 4))),
         helper.make_node("Constant", [], ["half"], value_float=0.5),
         helper.make_node("ConstantOfShape", ["shape"], ["ones"],
                          value=numpy_helper.from_array(np.array([1.0], np.float32))),
@@ -489,7 +469,7 @@ def test_constant_nodes_and_constant_of_shape(tmp_path):
     ]
     m = model(nodes, [("x", [3, 4])], [("y", None)],
               [init("shape", np.array([3, 4], np.int64))])
-    ir = check(m, {"x": rand(3, 4)}, tmp_path)
+    ir = check(m, {"x": rand(RNG, 3, 4)}, tmp_path)
     # Small constants are inlined as data, so the weight file stays empty.
     assert onnx2ln.convert(m)[1] == {}
     assert sum(1 for op in ir["ops"] if op["optype"] == "create") == 3
@@ -498,16 +478,16 @@ def test_constant_nodes_and_constant_of_shape(tmp_path):
 def test_graph_output_read_by_another_node(tmp_path):
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])]
     m = model(nodes, [("x", [2, 3])], [("r", None), ("y", None)])
-    check(m, {"x": rand(2, 3)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 3)}, tmp_path)
 
 
 def test_float16_and_double(tmp_path):
     nodes = [helper.make_node("Cast", ["w16"], ["w"], to=F),
              helper.make_node("Add", ["x", "w16c"], ["y"])]
-    w = rand(3).astype(np.float16)
+    w = rand(RNG, 3).astype(np.float16)
     m = model(nodes, [("x", [2, 3])], [("y", None)],
-              [init("w16", w), init("w16c", rand(3))])
-    check(m, {"x": rand(2, 3)}, tmp_path)
+              [init("w16", w), init("w16c", rand(RNG, 3))])
+    check(m, {"x": rand(RNG, 2, 3)}, tmp_path)
     # A float16 initializer is stored as float32.
     nodes = [helper.make_node("Add", ["x", "h"], ["y"])]
     m = model(nodes, [("x", [2, 3], TensorProto.FLOAT16)], [("y", None, TensorProto.FLOAT16)],
@@ -520,7 +500,7 @@ def test_float16_and_double(tmp_path):
     d = TensorProto.DOUBLE
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     m = model(nodes, [("x", [2, 3], d)], [("y", None, d)])
-    check(m, {"x": rand(2, 3).astype(np.float64)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 3).astype(np.float64)}, tmp_path)
 
 
 def test_int64_initializer_is_stored_as_int32(tmp_path):
@@ -556,14 +536,14 @@ def test_gather_split_slice_on_data(tmp_path):
              init("st", np.array([1, -3], np.int64)), init("en", np.array([3, 100], np.int64)),
              init("ax", np.array([1, 2], np.int64)), init("reps", np.array([2, 1, 3], np.int64))]
     m = model(nodes, [("x", [2, 3, 5])], [("b", None), ("s", None), ("t", None)], inits)
-    check(m, {"x": rand(2, 3, 5)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 3, 5)}, tmp_path)
 
 
 def test_gather_with_computed_indices(tmp_path):
     # An embedding lookup: indices are an input, given to LightNet as int32.
     nodes = [helper.make_node("Gather", ["table", "ids"], ["y"])]
     m = model(nodes, [("ids", [2, 3], TensorProto.INT64)], [("y", None)],
-              [init("table", rand(10, 4))])
+              [init("table", rand(RNG, 10, 4))])
     ids = np.array([[0, 9, 3], [-1, 2, 2]], np.int64)
     want = run_ort(m, {"ids": ids})["y"]
     got, ir = run_lightnet(m, {"ids": ids.astype(np.int32)}, tmp_path)
@@ -578,7 +558,7 @@ def test_inputs_and_outputs_as_onnx_declares_them(tmp_path):
              helper.make_node("Relu", ["h"], ["h_pos"])]
     m = model(nodes, [("ids", [2, 3], TensorProto.INT64), ("h", [4], TensorProto.FLOAT16)],
               [("rows", None), ("top", None), ("h_pos", None, TensorProto.FLOAT16)],
-              [init("table", rand(10, 4))])
+              [init("table", rand(RNG, 10, 4))])
     feeds = {"ids": np.array([[0, 9, 3], [-1, 2, 2]], np.int64),
              "h": np.array([-1, 0.5, 2, -3], np.float16)}
     ir = check(m, feeds, tmp_path)
@@ -603,7 +583,7 @@ def test_reductions(tmp_path):
     ]
     m = model(nodes, [("x", [2, 3, 4, 5])], [("m", None), ("s", None), ("mx", None),
                                              ("mn", None)], opset=11)
-    check(m, {"x": rand(2, 3, 4, 5)}, tmp_path)
+    check(m, {"x": rand(RNG, 2, 3, 4, 5)}, tmp_path)
 
 
 # --- errors -----------------------------------------------------------------------
@@ -638,7 +618,7 @@ def test_unsupported_attribute_values_and_ranks():
         helper.make_node("Pad", ["x", "p"], ["b"], mode="symmetric_typo"),
         helper.make_node("Resize", ["x", "", "s"], ["c"], mode="cubic"),
     ]
-    inits = [init("w", rand(2, 1, 1, 1, 1)), init("p", np.zeros(10, np.int64)),
+    inits = [init("w", rand(RNG, 2, 1, 1, 1, 1)), init("p", np.zeros(10, np.int64)),
              init("s", np.array([1, 1, 2, 2, 2], np.float32))]
     m = model(nodes, [("x", [1, 1, 2, 2, 2])], [("a", None), ("b", None), ("c", None)], inits)
     with pytest.raises(onnx2ln.UnsupportedModelError) as info:
@@ -742,7 +722,7 @@ def test_uniform_and_large_constants(tmp_path):
                if op["optype"] == "create"}
     assert {"arg_name": "ran", "value": [0.25, 0.25]} in creates["big"]
     assert [p["arg_name"] for p in creates["zeros"]] == ["dtype", "dims"]
-    check(m, {"x": rand(2, 3000)}, tmp_path, rtol=1e-4, atol=1e-3)
+    check(m, {"x": rand(RNG, 2, 3000)}, tmp_path, rtol=1e-4, atol=1e-3)
 
 
 def test_missing_onnx_package_is_a_clear_error(monkeypatch):
@@ -768,8 +748,8 @@ def small_cnn():
         helper.make_node("Flatten", ["p"], ["f"]),
         helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1),
     ]
-    inits = [init("w", rand(4, 3, 3, 3)), init("b", rand(4)), init("fw", rand(5, 4)),
-             init("fb", rand(5))]
+    inits = [init("w", rand(RNG, 4, 3, 3, 3)), init("b", rand(RNG, 4)),
+             init("fw", rand(RNG, 5, 4)), init("fb", rand(RNG, 5))]
     return model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 5])], inits)
 
 
@@ -792,7 +772,7 @@ def test_cli_converts_and_lightnet_runs(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "info: run time:" in run.stdout
     # The same values as ONNX Runtime, through the files the command wrote.
-    x = rand(1, 3, 8, 8)
+    x = rand(RNG, 1, 3, 8, 8)
     got = Session(str(out), datafile=npz).run({"x": x})["y"]
     np.testing.assert_allclose(got, run_ort(net, {"x": x})["y"], rtol=1e-4, atol=1e-5)
 
@@ -831,7 +811,7 @@ def test_cli_errors(tmp_path, capsys):
 def test_matmul_batched_and_vectors(a, b, tmp_path):
     nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
     m = model(nodes, [("a", a), ("b", b)], [("y", None)])
-    check(m, {"a": rand(*a), "b": rand(*b)}, tmp_path)
+    check(m, {"a": rand(RNG, *a), "b": rand(RNG, *b)}, tmp_path)
 
 
 # --- whole networks ---------------------------------------------------------------
@@ -863,7 +843,7 @@ def test_light_networks(path, tmp_path):
         m.graph.node.pop()
     inits = {t.name for t in m.graph.initializer}
     (x,) = [i for i in m.graph.input if i.name not in inits]
-    feeds = {x.name: rand(*[d.dim_value for d in x.type.tensor_type.shape.dim])}
+    feeds = {x.name: rand(RNG, *[d.dim_value for d in x.type.tensor_type.shape.dim])}
     want = run_ort(m, feeds)
     got, _ = run_lightnet(m, feeds, tmp_path)
     for name, value in want.items():

@@ -1,7 +1,7 @@
 """Hostile ONNX models: a few bytes asking for terabytes of constant folding.
 
 Evaluating constants before the run is bounded by the fold limit
-(lightnet.limits.FoldBudget): a node past it is not folded but mapped to an op
+(lightnet.ir.limits.FoldBudget): a node past it is not folded but mapped to an op
 computed when the model runs, which the memory limit then accepts or refuses
 with its one-line error. Each case is a model of a few hundred bytes that an
 unbounded fold would hang on (a reduction of 10**12 elements) or run out of
@@ -16,17 +16,16 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from lightnet import Context, LightNetError, Session, limits  # noqa: E402
+from lightnet import Context, LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from lightnet.ir import limits
+from tests.frontends.onnxutil import init  # noqa: E402
 from tests.fuzz.onnx_mutation import CATCH_ALL  # noqa: E402
-from tests.test_constant_folding import assert_same, conv_bn_relu, outputs  # noqa: E402
+from tests.helpers import assert_outputs_close, run_model  # noqa: E402
+from tests.irbuild import conv_bn_relu  # noqa: E402
 
 HUGE = [100_000, 100_000, 100]  # 10**12 elements: 4 TB of float32
 LIMIT = "1G"
-
-
-def const(name, array):
-    return numpy_helper.from_array(np.asarray(array), name)
 
 
 def ones_of_shape(shape_name, out, dtype=np.float32):
@@ -70,7 +69,7 @@ def test_a_reduction_of_a_huge_constant_is_left_to_the_run_and_refused():
     """Issue #26's model: ConstantOfShape [1e5, 1e5, 100] into a ReduceSum hung
     folding a 10**12-element sum; the sum is now a reduce op, refused at once."""
     m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
-              [const("s", np.array(HUGE, np.int64))])
+              [init("s", np.array(HUGE, np.int64))])
     ir, _ = onnx2ln.convert(m)
     assert [op["optype"] for op in ir["ops"]] == ["create", "reduce", "reshape"]
     assert_over_memory_limit(m)
@@ -79,31 +78,31 @@ def test_a_reduction_of_a_huge_constant_is_left_to_the_run_and_refused():
 @pytest.mark.parametrize("case", ["expand", "tile", "range", "gather", "outer-add",
                                   "reshape-of-view"])
 def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
-    s = const("s", np.array(HUGE, np.int64))
+    s = init("s", np.array(HUGE, np.int64))
     if case == "expand":
         nodes = [helper.make_node("Expand", ["one", "s"], ["y"])]
-        inits = [s, const("one", np.ones(1, np.float32))]
+        inits = [s, init("one", np.ones(1, np.float32))]
     elif case == "tile":
         nodes = [helper.make_node("Tile", ["one", "r"], ["y"])]
-        inits = [const("one", np.ones((1, 1), np.float32)),
-                 const("r", np.array([10**6, 10**6], np.int64))]
+        inits = [init("one", np.ones((1, 1), np.float32)),
+                 init("r", np.array([10**6, 10**6], np.int64))]
     elif case == "range":
         nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"])]
-        inits = [const("a", np.array(0, np.int64)), const("b", np.array(10**12, np.int64)),
-                 const("d", np.array(1, np.int64))]
+        inits = [init("a", np.array(0, np.int64)), init("b", np.array(10**12, np.int64)),
+                 init("d", np.array(1, np.int64))]
     elif case == "gather":  # 10**12 indices of a ConstantOfShape
         nodes = [ones_of_shape("s2", "i", np.int64),
                  helper.make_node("Gather", ["data", "i"], ["y"])]
-        inits = [const("s2", np.array([10**6, 10**6], np.int64)),
-                 const("data", np.arange(4, dtype=np.float32))]
+        inits = [init("s2", np.array([10**6, 10**6], np.int64)),
+                 init("data", np.arange(4, dtype=np.float32))]
     elif case == "outer-add":  # [1e6, 1] + [1, 1e6]
         nodes = [ones_of_shape("sa", "a"), ones_of_shape("sb", "b"),
                  helper.make_node("Add", ["a", "b"], ["y"])]
-        inits = [const("sa", np.array([10**6, 1], np.int64)),
-                 const("sb", np.array([1, 10**6], np.int64))]
+        inits = [init("sa", np.array([10**6, 1], np.int64)),
+                 init("sb", np.array([1, 10**6], np.int64))]
     else:  # a reshape of a broadcast view would copy it
         nodes = [ones_of_shape("s", "c"), helper.make_node("Reshape", ["c", "t"], ["y"])]
-        inits = [s, const("t", np.array([10**6, 10**6], np.int64))]
+        inits = [s, init("t", np.array([10**6, 10**6], np.int64))]
     m = model(nodes, inits)
     if case == "range":  # LightNet has no runtime Range: refused, not folded
         assert "Range" in refusal(m)
@@ -114,7 +113,7 @@ def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
 def test_the_fold_limit_is_spent_across_the_whole_import():
     """Forty sums of 4M-element constants: each is small enough to fold, all of
     them are not; past the limit they are reduce ops, and the values agree."""
-    nodes, inits = [], [const("s", np.array([2048, 2048], np.int64))]
+    nodes, inits = [], [init("s", np.array([2048, 2048], np.int64))]
     for k in range(40):
         nodes += [ones_of_shape("s", f"c{k}"),
                   helper.make_node("ReduceSum", [f"c{k}"], [f"r{k}"], keepdims=0)]
@@ -130,7 +129,7 @@ def test_the_fold_limit_is_spent_across_the_whole_import():
 
 def test_the_fold_limit_is_settable():
     m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
-              [const("s", np.array([4, 5], np.int64))])
+              [init("s", np.array([4, 5], np.int64))])
     for fold_limit, optypes in ((None, ["create"]), (16, ["create", "reduce", "reshape"]),
                                 ("1K", ["create"])):
         ir, _ = onnx2ln.convert(m, fold_limit=fold_limit)
@@ -145,8 +144,8 @@ def test_compile_time_folding_of_weights_stops_at_the_fold_limit():
     """A batchnorm is folded into the conv's weights while the fold limit lasts;
     past it, the conv reads the batchnorm's statistics and applies them when it
     runs, with the same results."""
-    model_doc, feeds, _ = conv_bn_relu()
-    folded, ctx = outputs(model_doc, feeds, weights={})
+    model_doc, feeds, _ = conv_bn_relu(np.random.default_rng(11))
+    folded, ctx = run_model(model_doc, feeds, weights={})
     (conv,) = [op for op in ctx.ops if op.optype == "conv2d_cpu"]
     assert "bn_scale" not in conv.tensors_in
     unfolded = Context(fold_limit=0)
@@ -158,14 +157,14 @@ def test_compile_time_folding_of_weights_stops_at_the_fold_limit():
     for name, value in feeds.items():
         unfolded.set_data(name, value)
     unfolded.run()
-    assert_same({n: unfolded.get_data(n) for n in unfolded.outputs}, folded)
+    assert_outputs_close({n: unfolded.get_data(n) for n in unfolded.outputs}, folded)
 
 
 def test_cli_fold_limit(capsys):
     from lightnet.cli import main
 
     m = model([ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["y"], keepdims=0)],
-              [const("s", np.array(HUGE, np.int64))])
+              [init("s", np.array(HUGE, np.int64))])
     path = "hostile.onnx"
     onnx.save(m, path)
     assert main([str(path), "-t", "cpu", "--memory-limit", LIMIT]) == 1
@@ -184,7 +183,7 @@ def test_cli_fold_limit(capsys):
 
 def conv_model(**changes):
     """x [1, 1, 4, 4] -> Conv with a 1x1 weight W: a model to break."""
-    w = const("W", np.ones((1, 1, 1, 1), np.float32))
+    w = init("W", np.ones((1, 1, 1, 1), np.float32))
     node = helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=[1, 1])
     m = model([node], [w], inputs=[("x", [1, 1, 4, 4])])
     for change in changes.values():
@@ -269,7 +268,7 @@ def test_no_unbounded_data_propagation_in_onnx_shape_inference():
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
              helper.make_node("Expand", ["one", "s"], ["e"]),
              helper.make_node("Concat", ["e", "e"], ["y"], axis=0)]
-    m = model(nodes, [const("one", np.ones(1, np.int64))], inputs=[("x", [2**31 - 1])])
+    m = model(nodes, [init("one", np.ones(1, np.int64))], inputs=[("x", [2**31 - 1])])
     assert_over_memory_limit(m)
 
 
@@ -301,8 +300,8 @@ def test_split_num_outputs_must_be_the_outputs():
 def test_pad_pads_must_match_its_axes():
     """Pad-18 with 2 axes and 2 pads: IndexError."""
     node = helper.make_node("Pad", ["x", "p", "", "a"], ["y"])
-    m = model([node], [const("p", np.array([1, 1], np.int64)),
-                       const("a", np.array([0, 1], np.int64))], inputs=[("x", [2, 4])],
+    m = model([node], [init("p", np.array([1, 1], np.int64)),
+                       init("a", np.array([0, 1], np.int64))], inputs=[("x", [2, 4])],
               opset=18)
     assert "Pad-18): 2 pads for 2 axes (expected 4)" in import_error(m)
 
@@ -312,7 +311,7 @@ def test_resize_sizes_must_match_the_axes(axes):
     """Resize with 3 sizes for 2 axes (or a rank-4 input): IndexError."""
     node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest",
                             **({} if axes is None else {"axes": axes}))
-    m = model([node], [const("s", np.array([4, 4, 4], np.int64))],
+    m = model([node], [init("s", np.array([4, 4, 4], np.int64))],
               inputs=[("x", [1, 1, 2, 2])], opset=19)
     assert f"Resize-19): 3 sizes for {4 if axes is None else 2} axes" in import_error(m)
 
@@ -321,6 +320,6 @@ def test_a_resize_too_large_to_compare_with_lightnets_ops():
     """The importer resamples a row of each axis to choose upsample or resize: a
     Resize to 2**31 rows made a 2**31-element row (16 GB)."""
     node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest")
-    m = model([node], [const("s", np.array([1, 1, 2**31, 2], np.int64))],
+    m = model([node], [init("s", np.array([1, 1, 2**31, 2], np.int64))],
               inputs=[("x", [1, 1, 2, 2])], opset=19)
     assert "would touch 2147483650 elements, past the fold limit" in import_error(m)

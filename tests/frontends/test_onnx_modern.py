@@ -15,6 +15,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import LightNetError, Session  # noqa: E402
 from lightnet.frontends.onnx import convert, save_weights  # noqa: E402
+from tests.frontends.onnxutil import run_lightnet, run_ort  # noqa: E402
+from tests.helpers import bench_models  # noqa: E402
 
 OPSET = 17
 
@@ -268,11 +270,8 @@ def einsum_attention(seed=6, tokens=10, dim=32, heads=4):
 
 def run_both(m, x, tmp_path):
     """LightNet's and ONNX Runtime's outputs for input x; the imported IR."""
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    (want,) = session.run(None, {"x": x})
-    ir, weights = convert(m)
-    save_weights(tmp_path / "w.npz", weights)
-    got = Session(ir, datafile=tmp_path / "w.npz").run({"x": x})
+    (want,) = run_ort(m, {"x": x}).values()
+    got, ir = run_lightnet(m, {"x": x}, tmp_path)
     (value,) = got.values()
     return value.reshape(want.shape), want, ir
 
@@ -367,11 +366,9 @@ def check_ops(m, tmp_path, rtol=1e-5, atol=1e-6, dtype=np.float32, seed=0):
     feeds = {i.name: (rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
                       * 2).astype(dtype) for i in m.graph.input
              if i.name not in {t.name for t in m.graph.initializer}}
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, feeds)[0]
-    ir, weights = convert(m)
-    save_weights(tmp_path / "w.npz", weights)
-    (got,) = Session(ir, datafile=tmp_path / "w.npz").run(feeds).values()
+    (want,) = run_ort(m, feeds).values()
+    got, ir = run_lightnet(m, feeds, tmp_path)
+    (got,) = got.values()
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol)
     return computed_optypes(ir)
 
@@ -611,23 +608,10 @@ def test_written_out_layer_norm_fuses(square, affine, axes_input, tmp_path):
 
 # --- whole networks (the benchmark's) ----------------------------------------------------
 
-def bench_model(name):
-    import sys
-    from pathlib import Path
-
-    bench = str(Path(__file__).resolve().parents[2] / "bench")
-    sys.path.insert(0, bench)
-    try:
-        import models
-    finally:
-        sys.path.remove(bench)
-    return models.MODELS[name](np.random.default_rng(0))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mobilenetv3", "vit_s16"])
 def test_whole_networks(name, tmp_path):
-    m = bench_model(name)
+    m = bench_models().MODELS[name](np.random.default_rng(0))
     x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = session.run(None, {"data": x})

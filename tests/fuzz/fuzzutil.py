@@ -1,5 +1,6 @@
 """Shared pieces of the fuzz tests: base documents, JSON mutations, a deadline
-per example, and the contract every refusal must keep.
+per example, the contract every refusal must keep (run_fuzzed holds a model to
+it), and the differential oracle (check: every configuration agrees).
 
 Each fuzz test starts from valid inputs, applies a few drawn mutations and
 checks the component either accepts the result or raises LightNetError with a
@@ -15,14 +16,18 @@ import json
 import math
 import re
 import signal
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import os
 
+import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from lightnet.arch import op_protos
+from lightnet import Context, LightNetError
+from lightnet.archs.registry import op_protos
 from tests.irbuild import ModelBuilder
 from tests.opexamples import op_examples
 
@@ -411,3 +416,136 @@ def refusal_problem(message: str) -> str | None:
     if not NAMES_FIELD.search(message) and "tensor '" not in message:
         return "the message names no field or arg"
     return None
+
+
+# Running a model under the contract ---------------------------------------------------------
+
+RUN_OUTCOMES: dict[str, int] = {}
+
+
+def run_fuzzed(source) -> str | None:
+    """Run a model end to end under the contract of a refusal (refusal_problem):
+    None if it ran, else the refusal's message."""
+    ctx = Context(memory_limit=FUZZ_MEMORY_LIMIT)
+    try:
+        with deadline():
+            ctx.init(source)
+            ctx.compile("cpu", weights={})  # as the lightnet command does: rules may fold
+            ctx.load()
+            ctx.run()
+    except LightNetError as e:
+        message = str(e)
+        problem = refusal_problem(message)
+        assert problem is None, f"{problem}: {message}"
+        RUN_OUTCOMES["refused"] = RUN_OUTCOMES.get("refused", 0) + 1
+        return message
+    RUN_OUTCOMES["ran"] = RUN_OUTCOMES.get("ran", 0) + 1
+    return None
+
+
+# The differential oracle (test_fuzz_differential.py's docstring) ----------------------------
+
+# (target, fusion) configurations whose results must agree.
+ORACLE_PAIRS = [
+    (("cpu", True), ("cpu", False)),
+    (("cpu", True), ("dnnl", True)),
+]
+ORACLE_RTOL = 1e-4
+
+ORACLE_OUTCOMES: dict[str, int] = {}
+
+
+@dataclass
+class Outcome:
+    outputs: dict | None  # name -> array, when it ran
+    kind: str | None = None  # when refused: init, compile, load, run or memory
+    message: str = ""
+
+
+def input_data(name: str, dtype: np.dtype, shape) -> np.ndarray:
+    """Seeded by the tensor's name: the same in every configuration."""
+    rng = np.random.default_rng(zlib.crc32(name.encode("utf-8", "surrogatepass")))
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    return rng.integers(0, 4, shape).astype(dtype)  # small: valid as indices too
+
+
+def run_configuration(doc, target: str, fusion: bool, weights: dict) -> Outcome:
+    """`doc` run for `target`, fused or not, on input_data: its outputs or its refusal."""
+    ctx = Context(memory_limit=FUZZ_MEMORY_LIMIT)
+    stage = "init"
+    try:
+        with deadline():
+            ctx.init(doc)
+            stage = "compile"
+            ctx.compile(target, combine=fusion, weights=weights)
+            stage = "load"
+            ctx.load()
+            for name in ctx.inputs:
+                entry = ctx.tensors[name]
+                ctx.set_data(name, input_data(name, entry.dtype.np, entry.shape))
+            stage = "run"
+            ctx.run()
+            return Outcome({name: ctx.get_data(name) for name in ctx.outputs})
+    except LightNetError as e:
+        message = str(e)
+        kind = "memory" if message.endswith("(--memory-limit)") else stage
+        return Outcome(None, kind, message)
+
+
+def disagreement(a: np.ndarray, b: np.ndarray) -> str | None:
+    """Why `a` does not match the reference `b` (None: it does)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"{a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+    if a.dtype.kind != "f":
+        wrong = np.flatnonzero(a != b)
+        return None if wrong.size == 0 else f"{wrong.size} elements differ"
+    if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(
+            np.where(np.isinf(b), a, 0), np.where(np.isinf(b), b, 0)):
+        return "NaN or infinity where the other has none"
+    finite = np.isfinite(b)
+    if not finite.any():
+        return None
+    scale = float(np.max(np.abs(b[finite])))
+    err = float(np.max(np.abs(a[finite].astype(np.float64) - b[finite])))
+    if err <= ORACLE_RTOL * scale + 1e-30:
+        return None
+    return f"max |diff| {err:g}, largest |ref| {scale:g}"
+
+
+def compare(one: Outcome, two: Outcome, label: str) -> None:
+    """`two` agrees with the reference `one`: the same outputs, or the same refusal."""
+    if one.outputs is not None and two.outputs is not None:
+        assert sorted(one.outputs) == sorted(two.outputs), \
+            f"{label}: outputs {sorted(one.outputs)} vs {sorted(two.outputs)}"
+        for name in one.outputs:
+            problem = disagreement(two.outputs[name], one.outputs[name])
+            assert problem is None, f"{label}: output '{name}': {problem}"
+        outcome = "both ran"
+    elif one.outputs is None and two.outputs is None:
+        # A model over the memory limit may be refused earlier by another target (oneDNN
+        # refusing its sizes when the op is checked).
+        assert one.kind == two.kind or "memory" in (one.kind, two.kind), \
+            f"{label}: refused differently:\n  {one.message}\n  {two.message}"
+        outcome = f"both refused ({one.kind})"
+    else:
+        refused = one if one.outputs is None else two
+        assert refused.kind == "memory", f"{label}: only one refused: {refused.message}"
+        outcome = "one over the memory limit"
+    ORACLE_OUTCOMES[outcome] = ORACLE_OUTCOMES.get(outcome, 0) + 1
+
+
+def check(doc, weights: dict | None = None) -> Outcome:
+    """Run `doc` (with `weights`: tensor name -> array) in every configuration of
+    ORACLE_PAIRS, once each, and compare each pair; returns the outcome of the first
+    configuration (the reference)."""
+    outcomes = {}
+    for pair in ORACLE_PAIRS:
+        for config in pair:
+            if config not in outcomes:
+                outcomes[config] = run_configuration(doc, *config, weights or {})
+        first, second = pair
+        compare(outcomes[first], outcomes[second], f"{first} vs {second}")
+    return outcomes[ORACLE_PAIRS[0][0]]

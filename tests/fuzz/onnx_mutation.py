@@ -68,10 +68,9 @@ def corpus(node: bool = False) -> list[tuple[str, bytes]]:
                     *data.glob("pytorch-operator/*/model.onnx")])
     seeds = [(str(p.relative_to(data)), p.read_bytes()) for p in files
              if p.stat().st_size <= MAX_MODEL_BYTES]
-    sys.path.insert(0, str(ROOT / "bench"))
-    import models
+    from tests.helpers import bench_models
 
-    seeds.append(("bench relu_chain(30)", models.relu_chain(30).SerializeToString()))
+    seeds.append(("bench relu_chain(30)", bench_models().relu_chain(30).SerializeToString()))
     if node:
         from onnx.backend.test.case.node import collect_testcases
 

@@ -5,7 +5,8 @@ a mutated copy of a real description either succeeds, or exits 1 with
 
 Each test root (see tests/generator/genutil.py) holds one real description
 from descriptions/ops/, or the generator tests' small families with their
-optimizer file, generated once. A case mutates one file, as YAML data
+optimizer file, generated once; every root has the test archs and the real
+param groups, which two cases mutate. A case mutates one file, as YAML data
 (fields dropped, renamed or given other types; expressions and code
 replaced by invalid, undefined or hostile Python) or as text (characters,
 lines, indentation, tabs, tags, an alias bomb), then runs the generator in
@@ -20,7 +21,6 @@ import functools
 import os
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -30,18 +30,28 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzutil import CI_EXAMPLES, ROOT, SLOW_EXAMPLES, deadline, fuzz_settings
-
-sys.path.insert(0, str(ROOT / "tests" / "generator"))
-from genutil import BASE_OPS, BASE_OPTIMIZERS, make_root, run, snapshot  # noqa: E402
-
-from generator import render  # noqa: E402
+from fuzzutil import CI_EXAMPLES, ROOT, SLOW_EXAMPLES, deadline, fuzz_settings, get, paths
+from generator import render
+from tests.generator.genutil import (BASE_ARCHS, BASE_OPS, BASE_OPTIMIZERS, make_root, run,
+                                   snapshot)
 
 FAMILIES = ["slice.yaml", "create.yaml", "concat.yaml", "conv2d.yaml", "softmax.yaml"]
 CASES = [("ops", name, {name: (ROOT / "descriptions" / "ops" / name).read_text()}, {})
          for name in FAMILIES]
 CASES.append(("optimizers", "cpu.yaml", BASE_OPS, BASE_OPTIMIZERS))
 CASES.append(("ops", "scale.yaml", BASE_OPS, BASE_OPTIMIZERS))
+CONV2D = CASES[FAMILIES.index("conv2d.yaml")][2]  # a dnnl variant, ops taking groups
+CASES.append(("archs", "dnnl.yaml", CONV2D, {}))
+CASES.append(("", "params.yaml", CONV2D, {}))
+PARAMS = (ROOT / "descriptions" / "params.yaml").read_text()
+
+
+def _text(kind: str, name: str, ops: dict, optimizers: dict) -> str:
+    """The text of the file a case mutates."""
+    return {"ops": ops, "optimizers": optimizers, "archs": BASE_ARCHS,
+            "": {"params.yaml": PARAMS}}[kind][name]
+
+
 _TMP = Path(tempfile.mkdtemp(prefix="lightnet-fuzz-gen-"))
 _ROOTS: dict[int, tuple[Path, dict]] = {}
 
@@ -74,7 +84,9 @@ KEYS = ["arch", "inherits", "doc", "mtype", "tensors_in", "tensors_out", "params
         "dtype", "shape", "ndim", "len", "owner", "view", "from_file", "static", "optional",
         "variadic", "min", "type", "drop_checks", "default", "ge", "lt", "choices", "expr",
         "msg", "inputs", "outputs", "error", "when", "replace", "like", "optype", "window",
-        "expanders", "combiners", "ins", "outs", "rename", "tensors", "sametype", "input"]
+        "expanders", "combiners", "ins", "outs", "rename", "tensors", "sametype", "input",
+        "param_groups", "template", "templates", "extends", "library", "dtypes", "fallback",
+        "float32_ops", "elementwise_ops"]
 CODE = ["src.shape[", "undefined_name", "src.shape", "1/0", "lambda: 0", "import os",
         "op", "ck", "yield 1", "await x", "__import__('os').system('true')", "x = (",
         "def f():\n  return 1\n", "  indented = 1\n", "if True:\nreturn", "\t", "",
@@ -88,24 +100,12 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
                       | st.dictionaries(st.sampled_from(KEYS), inner, max_size=3), max_leaves=5)
 
 
-def _paths(node, path=()):
-    yield path
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _paths(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _paths(value, (*path, i))
-
-
 def _mutate_data(draw, doc):
-    paths = [p for p in _paths(doc) if p]
-    if not paths:
+    inside = [p for p in paths(doc) if p]
+    if not inside:
         return doc
-    path = draw(st.sampled_from(paths))
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
+    path = draw(st.sampled_from(inside))
+    parent = get(doc, path[:-1])
     how = draw(st.sampled_from(["drop", "rename", "retype", "code", "duplicate"]))
     if how == "drop":
         del parent[path[-1]]
@@ -178,7 +178,7 @@ def mutations(draw):
     """(case index, mutated text of the case's file)."""
     case = draw(st.integers(0, len(CASES) - 1))
     kind, name, ops, optimizers = CASES[case]
-    text = (ops if kind == "ops" else optimizers)[name]
+    text = _text(kind, name, ops, optimizers)
     for _ in range(draw(st.integers(1, 2))):
         if draw(st.booleans()) and "&x0" not in text and "&r" not in text:  # never expand them here
             doc = copy.deepcopy(_parsed(text))
@@ -190,7 +190,7 @@ def mutations(draw):
     return case, text
 
 
-WHERE = re.compile(r"error: (descriptions/(ops|optimizers)/[\w.]+\.yaml):(\d+): ")
+WHERE = re.compile(r"error: (descriptions/((ops|optimizers|archs)/)?[\w.]+\.yaml):(\d+): ")
 
 
 @functools.lru_cache(maxsize=512)

@@ -2,7 +2,8 @@
 of each pair in ORACLE_PAIRS (a target and whether the optimizer fuses), and
 the two must agree: the same outputs (each within rel 1e-4 of the largest
 magnitude of the reference's, NaN where it has NaN) or the same kind of
-refusal. A new target joins with one line: its pair with `cpu`.
+refusal (fuzzutil.check). A new target joins with one line: its pair with `cpu`
+in fuzzutil.ORACLE_PAIRS.
 
 The models: FUSIBLE ones (every fusion the cpu optimizer makes: batchnorm
 folds, residual adds, each activation, chains of transposes and reshapes, a
@@ -20,121 +21,13 @@ the limit in one configuration and not in the other is no disagreement.
 from __future__ import annotations
 
 import copy
-import zlib
-from dataclasses import dataclass
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzutil import (BASE_DOCS, CI_EXAMPLES, FUZZ_MEMORY_LIMIT, SLOW_EXAMPLES, deadline,
-                      fuzz_settings, mutated_docs)
-from lightnet import Context, LightNetError
+from fuzzutil import BASE_DOCS, CI_EXAMPLES, SLOW_EXAMPLES, check, fuzz_settings, mutated_docs
 from tests.irbuild import ModelBuilder
-
-# (target, fusion) configurations whose results must agree.
-ORACLE_PAIRS = [
-    (("cpu", True), ("cpu", False)),
-    (("cpu", True), ("dnnl", True)),
-]
-RTOL = 1e-4
-
-OUTCOMES: dict[str, int] = {}
-
-
-@dataclass
-class Outcome:
-    outputs: dict | None  # name -> array, when it ran
-    kind: str | None = None  # when refused: init, compile, load, run or memory
-    message: str = ""
-
-
-def input_data(name: str, dtype: np.dtype, shape) -> np.ndarray:
-    """Seeded by the tensor's name: the same in every configuration."""
-    rng = np.random.default_rng(zlib.crc32(name.encode("utf-8", "surrogatepass")))
-    if dtype.kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, shape).astype(dtype)
-    return rng.integers(0, 4, shape).astype(dtype)  # small: valid as indices too
-
-
-def run(doc, target: str, fusion: bool, weights: dict) -> Outcome:
-    ctx = Context(memory_limit=FUZZ_MEMORY_LIMIT)
-    stage = "init"
-    try:
-        with deadline():
-            ctx.init(doc)
-            stage = "compile"
-            ctx.compile(target, combine=fusion, weights=weights)
-            stage = "load"
-            ctx.load()
-            for name in ctx.inputs:
-                entry = ctx.tensors[name]
-                ctx.set_data(name, input_data(name, entry.dtype.np, entry.shape))
-            stage = "run"
-            ctx.run()
-            return Outcome({name: ctx.get_data(name) for name in ctx.outputs})
-    except LightNetError as e:
-        message = str(e)
-        kind = "memory" if message.endswith("(--memory-limit)") else stage
-        return Outcome(None, kind, message)
-
-
-def disagreement(a: np.ndarray, b: np.ndarray) -> str | None:
-    """Why `a` does not match the reference `b` (None: it does)."""
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return f"{a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
-    if a.dtype.kind != "f":
-        wrong = np.flatnonzero(a != b)
-        return None if wrong.size == 0 else f"{wrong.size} elements differ"
-    if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(
-            np.where(np.isinf(b), a, 0), np.where(np.isinf(b), b, 0)):
-        return "NaN or infinity where the other has none"
-    finite = np.isfinite(b)
-    if not finite.any():
-        return None
-    scale = float(np.max(np.abs(b[finite])))
-    err = float(np.max(np.abs(a[finite].astype(np.float64) - b[finite])))
-    return None if err <= RTOL * scale + 1e-30 else f"max |diff| {err:g}, largest |ref| {scale:g}"
-
-
-def compare(one: Outcome, two: Outcome, label: str) -> None:
-    """`two` agrees with the reference `one`: the same outputs, or the same refusal."""
-    if one.outputs is not None and two.outputs is not None:
-        assert sorted(one.outputs) == sorted(two.outputs), \
-            f"{label}: outputs {sorted(one.outputs)} vs {sorted(two.outputs)}"
-        for name in one.outputs:
-            problem = disagreement(two.outputs[name], one.outputs[name])
-            assert problem is None, f"{label}: output '{name}': {problem}"
-        outcome = "both ran"
-    elif one.outputs is None and two.outputs is None:
-        # A model over the memory limit may be refused earlier by another target (oneDNN
-        # refusing its sizes when the op is checked).
-        assert one.kind == two.kind or "memory" in (one.kind, two.kind), \
-            f"{label}: refused differently:\n  {one.message}\n  {two.message}"
-        outcome = f"both refused ({one.kind})"
-    else:
-        refused = one if one.outputs is None else two
-        assert refused.kind == "memory", f"{label}: only one refused: {refused.message}"
-        outcome = "one over the memory limit"
-    OUTCOMES[outcome] = OUTCOMES.get(outcome, 0) + 1
-
-
-def check(doc, weights: dict | None = None) -> Outcome:
-    """Run `doc` (with `weights`: tensor name -> array) in every configuration of
-    ORACLE_PAIRS, once each, and compare each pair; returns the outcome of the first
-    configuration (the reference)."""
-    outcomes = {}
-    for pair in ORACLE_PAIRS:
-        for config in pair:
-            if config not in outcomes:
-                outcomes[config] = run(doc, *config, weights or {})
-        first, second = pair
-        compare(outcomes[first], outcomes[second], f"{first} vs {second}")
-    return outcomes[ORACLE_PAIRS[0][0]]
-
 
 # Models ---------------------------------------------------------------------------------------
 
@@ -159,7 +52,8 @@ def _fusible() -> list[dict]:
         y = m.op("batchnorm", {"src": y, "scale": m.weight("s", [4], 0.5, 1.5),
                                "offset": m.weight("o", [4]), "mean": m.weight("mu", [4]),
                                "var": m.weight("v", [4], 0.5, 1.5)}, epsilon=1e-3)
-        models.append({"ops": m.to_dict()["ops"] + [_op(act, y, "out", **params)]})
+        m.op(act, {"src": y}, name="out", **params)
+        models.append(m.to_dict())
     m = ModelBuilder()
     x = m.input("x", [2, 3, 4, 5])
     y = m.op("transpose", {"src": x}, axes=[0, 2, 3, 1])
@@ -170,12 +64,6 @@ def _fusible() -> list[dict]:
     m.op("softmax", {"src": y}, axis=1)
     models.append(m.to_dict())
     return models
-
-
-def _op(optype, src, dst, **params):
-    return {"name": dst, "optype": optype, "tensors_in": [{"arg_name": "src", "name": src}],
-            "tensors_out": [{"arg_name": "dst", "name": dst}],
-            "params": [{"arg_name": k, "value": v} for k, v in params.items()]}
 
 
 FUSIBLE = _fusible()

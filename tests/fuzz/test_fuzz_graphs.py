@@ -28,10 +28,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from fuzzutil import fuzz_settings, slow_examples  # noqa: E402
+from fuzzutil import check, disagreement, fuzz_settings, input_data, slow_examples  # noqa: E402
 from lightnet import LightNetError  # noqa: E402
 from lightnet.frontends.onnx import convert  # noqa: E402
-from test_fuzz_differential import check, disagreement, input_data  # noqa: E402
 
 CI_GRAPHS = 30  # a few seconds
 SLOW_GRAPHS = slow_examples(20000)

@@ -7,7 +7,7 @@ numbers made huge, negative or malformed, strings given bad escapes and lone
 surrogates, directives inserted (#include of a missing file or of the file
 itself, #error, #if without #endif, a broken #define), the text cut short.
 When it converts, the IR goes through the runtime under the IR fuzz contract
-(test_fuzz_ir.run_model).
+(fuzzutil.run_fuzzed).
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzutil import CI_EXAMPLES, EXAMPLES, SLOW_EXAMPLES, deadline, fuzz_settings
+from fuzzutil import CI_EXAMPLES, EXAMPLES, SLOW_EXAMPLES, deadline, fuzz_settings, run_fuzzed
 from lightnet import LightNetError
 from lightnet.frontends.il import ILError, to_ir
-from test_fuzz_ir import run_model
 
 SOURCE = (EXAMPLES / "fire.net").read_text(encoding="utf-8")
 FILENAME = "fire.net"
@@ -101,7 +100,7 @@ def check(source: str, preprocessor: str) -> None:
         return
     except LightNetError as e:  # pragma: no cover - the failure message shows it
         pytest.fail(f"to_ir raised {type(e).__name__}, not ILError: {e}")
-    run_model(doc)
+    run_fuzzed(doc)
 
 
 @fuzz_settings(CI_EXAMPLES * 2 // 3)

@@ -28,34 +28,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzzutil import (CI_EXAMPLES, FUZZ_MEMORY_LIMIT, SLOW_EXAMPLES, deadline, fuzz_settings,
-                      mutated_docs, refusal_problem)
+                      mutated_docs, run_fuzzed)
 from lightnet import Context, LightNetError
-
-OUTCOMES: dict[str, int] = {}
-
-
-def run_model(source) -> str | None:
-    """Run a model end to end: None if it ran, else the refusal's message."""
-    ctx = Context(memory_limit=FUZZ_MEMORY_LIMIT)
-    try:
-        with deadline():
-            ctx.init(source)
-            ctx.compile("cpu", weights={})  # as the lightnet command does: rules may fold
-            ctx.load()
-            ctx.run()
-    except LightNetError as e:
-        message = str(e)
-        problem = refusal_problem(message)
-        assert problem is None, f"{problem}: {message}"
-        OUTCOMES["refused"] = OUTCOMES.get("refused", 0) + 1
-        return message
-    OUTCOMES["ran"] = OUTCOMES.get("ran", 0) + 1
-    return None
-
 
 def check_doc(case):
     doc, kinds = case
-    run_model(doc)
+    run_fuzzed(doc)
 
 
 @fuzz_settings(CI_EXAMPLES)
@@ -116,7 +94,7 @@ def mutated_texts(draw):
 def check_text(data: bytes):
     path = _TMP / "model.json"
     path.write_bytes(data)
-    run_model(path)
+    run_fuzzed(path)
 
 
 @fuzz_settings(CI_EXAMPLES // 3)
@@ -149,7 +127,7 @@ def test_huge_dims_are_refused_before_allocating(monkeypatch):
                         "tensors_out": [{"arg_name": "dst", "name": "t"}],
                         "params": [{"arg_name": "dtype", "value": "TL_FLOAT"},
                                    {"arg_name": "dims", "value": dims}]}]}
-        message = run_model(doc)
+        message = run_fuzzed(doc)
         assert message is not None and expected in message
 
 

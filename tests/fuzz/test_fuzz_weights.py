@@ -27,7 +27,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzzutil import CI_EXAMPLES, INJECTIONS, SLOW_EXAMPLES, deadline, fuzz_settings
-from lightnet import Context, LightNetError, weights
+from lightnet import Context, LightNetError
+from lightnet.files import weight_file
 
 TMP = Path(tempfile.mkdtemp(prefix="lightnet-fuzz-weights-"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
@@ -245,5 +246,5 @@ def test_pickles_are_never_loaded():
         path = TMP / "evil.npz"
         path.write_bytes(buf.getvalue())
         with pytest.raises(LightNetError):
-            weights.read(path)
+            weight_file.read(path)
         assert not MARKER.exists()

@@ -10,6 +10,7 @@ import contextlib
 import importlib.util
 import io
 import shutil
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,26 +95,36 @@ expanders:
 
 BASE_OPS = {"scale.yaml": SCALE, "shift.yaml": SHIFT}
 BASE_OPTIMIZERS = {"cpu.yaml": CPU}
+# The archs of every test root: the repository's two, without the op lists
+# (which name the repository's ops) and templates.
+BASE_ARCHS = {
+    "cpu.yaml": "arch: cpu\nmtype: cpu\ndtypes: any\n",
+    "dnnl.yaml": "arch: dnnl\nlibrary: oneDNN\nmtype: cpu\ndtypes: [TL_FLOAT]\nfallback: cpu\n",
+}
 
 
 def make_root(path: Path, ops: dict[str, str] | None = None,
-              optimizers: dict[str, str] | None = None) -> Path:
-    """A root at `path` with the templates and the given description files."""
+              optimizers: dict[str, str] | None = None,
+              archs: dict[str, str] | None = None) -> Path:
+    """A root at `path` with the templates, the repository's dtype sets and param
+    groups (which generated modules import from the repository's lightnet.auto)
+    and the given description files (BASE_ARCHS unless `archs` says otherwise)."""
     path.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / "templates", path / "templates")
-    (path / "descriptions" / "ops").mkdir(parents=True)
-    (path / "descriptions" / "optimizers").mkdir(parents=True)
-    shutil.copy(REPO / "descriptions" / "types.yaml", path / "descriptions" / "types.yaml")
-    write_descriptions(path, ops or {}, optimizers or {})
+    for kind in ("ops", "optimizers", "archs"):
+        (path / "descriptions" / kind).mkdir(parents=True)
+    for name in ("types.yaml", "params.yaml"):
+        shutil.copy(REPO / "descriptions" / name, path / "descriptions" / name)
+    write_descriptions(path, ops or {}, optimizers or {}, BASE_ARCHS if archs is None else archs)
     return path
 
 
-def write_descriptions(root: Path, ops: dict[str, str], optimizers: dict[str, str] = {}):
-    for name, text in ops.items():
-        (root / "descriptions" / "ops" / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    for name, text in optimizers.items():
-        (root / "descriptions" / "optimizers" / name).write_text(textwrap.dedent(text),
-                                                                 encoding="utf-8")
+def write_descriptions(root: Path, ops: dict[str, str], optimizers: dict[str, str] = {},
+                       archs: dict[str, str] = {}):
+    for kind, files in (("ops", ops), ("optimizers", optimizers), ("archs", archs)):
+        for name, text in files.items():
+            (root / "descriptions" / kind / name).write_text(textwrap.dedent(text),
+                                                             encoding="utf-8")
 
 
 @dataclass
@@ -154,5 +165,6 @@ def load_module(root: Path, rel: str, name: str):
     """Import a generated module from a tmp root (it imports lightnet.* from the repo)."""
     spec = importlib.util.spec_from_file_location(name, root / rel)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # where a dataclass looks its module up
     spec.loader.exec_module(module)
     return module

@@ -224,21 +224,6 @@ def test_no_optimizer_module_without_an_optimizer_file(tmp_path):
     assert _load(tmp_path, BASE_OPS).optimizers == ()
 
 
-def test_fallback_names_another_runnable_arch(tmp_path):
-    with pytest.raises(DescriptionError, match=r"cpu\.yaml:2: fallback: expected another "
-                                               r"runnable arch \(none\), found 'cpu'"):
-        _load(tmp_path, BASE_OPS, {"cpu.yaml": "arch: cpu\nfallback: cpu\n"})
-
-
-@pytest.mark.parametrize("key", ["float32_ops", "elementwise_ops"])
-def test_op_lists_are_ops_of_the_arch(tmp_path, key):
-    d = _load(tmp_path, BASE_OPS, {"cpu.yaml": f"arch: cpu\n{key}: [scale_cpu]\n"})
-    assert getattr(d.optimizers[0], key) == ("scale_cpu",)
-    with pytest.raises(DescriptionError, match=rf"cpu\.yaml:2: {key}: expected a list of "
-                                               r"ops of arch 'cpu', found \['scale'\]"):
-        _load(tmp_path / "bad", BASE_OPS, {"cpu.yaml": f"arch: cpu\n{key}: [scale]\n"})
-
-
 def test_no_optimizer_when_nothing_is_runnable(tmp_path):
     d = _load(tmp_path, {"a.yaml": "a:\n  arch: none\n"}, {"cpu.yaml": "arch: cpu\n"})
     assert d.optimizers == ()
@@ -384,20 +369,3 @@ def test_ops_doc_lists_what_a_variant_adds(tmp_path):
     section = doc[doc.index("### scale_cpu (cpu)"):]
     assert "| added param |" in section and "| `bias` | `double` | `0` |" in section
     assert "| `alpha` |" not in section.split("## ")[0]  # not repeated from scale
-
-
-def test_a_rules_condition_reads_its_files_op_lists(tmp_path):
-    """`when` may read FLOAT32_OPS and ELEMENTWISE_OPS, the generated module's own lists;
-    they are no names for a rule's tensors."""
-    from generator import render
-    text = ("arch: cpu\nelementwise_ops: [scale_cpu]\ncombiners:\n  c:\n"
-            "    window: [scale_cpu, shift_cpu]\n"
-            "    when: ops[0].optype in ELEMENTWISE_OPS and ops[1].optype not in FLOAT32_OPS\n"
-            "    replace: []\n")
-    root = make_root(tmp_path / "root", BASE_OPS, {"cpu.yaml": text})
-    code = render.render_all(root, model.load(root))["lightnet/auto/optimizers/cpu.py"]
-    assert "ops[0].optype in ELEMENTWISE_OPS" in code
-    assert 'ELEMENTWISE_OPS = frozenset(["scale_cpu"])' in code
-    bad = text.replace("    replace: []", "    tensors: [ELEMENTWISE_OPS]\n    replace: []")
-    with pytest.raises(DescriptionError, match="'ELEMENTWISE_OPS' is reserved"):
-        _load(tmp_path / "bad", BASE_OPS, {"cpu.yaml": bad})

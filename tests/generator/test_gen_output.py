@@ -13,6 +13,7 @@ from genutil import (BASE_OPS, BASE_OPTIMIZERS, HEADER, MD_HEADER, generated, ma
 EXPECTED_FILES = {
     "docs/ops.md",
     "lightnet/auto/__init__.py",
+    "lightnet/auto/archs.py",
     "lightnet/auto/dtypes.py",
     "lightnet/auto/nn.py",
     "lightnet/auto/ops/__init__.py",
@@ -20,6 +21,7 @@ EXPECTED_FILES = {
     "lightnet/auto/ops/shift.py",
     "lightnet/auto/optimizers/__init__.py",
     "lightnet/auto/optimizers/cpu.py",
+    "lightnet/auto/params.py",
     "lightnet/auto/registry.py",
 }
 
@@ -48,7 +50,8 @@ def test_modules_name_their_source_description(base_tree):
         text = files[f"lightnet/auto/ops/{family}.py"]
         first = text.splitlines()[0]
         assert first == (f"{HEADER} from descriptions/ops/{family}.yaml. Do not edit.")
-        assert text.count(f'source="descriptions/ops/{family}.yaml"') == 2  # each op
+        # The abstract op's; its variant's proto is the abstract op's with what differs.
+        assert text.count(f'source="descriptions/ops/{family}.yaml"') == 1
     assert files["lightnet/auto/optimizers/cpu.py"].splitlines()[0] == (
         f"{HEADER} from descriptions/optimizers/cpu.yaml. Do not edit.")
     assert "Source: `descriptions/ops/scale.yaml`" in files["docs/ops.md"]
@@ -82,7 +85,7 @@ def test_optimizer_module_has_only_the_explicit_expanders(base_tree):
     assert re.search(r'EXPANDERS = \{\s+"scale": expand_scale,\s+\}', text)
     assert "if op.params.alpha == 0:" in text[text.index("def expand_scale"):]
     assert "shift" not in text
-    assert "FALLBACK = None" in text
+    assert "FALLBACK" not in text and "ARCHS" not in text  # the arch's facts: archs.py
 
 
 def test_dtype_sets_are_generated_once(base_tree):

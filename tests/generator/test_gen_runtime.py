@@ -16,9 +16,9 @@ import pytest
 from generator import model
 from genutil import REPO, load_module, make_root, run, snapshot
 from lightnet.errors import CheckError
-from lightnet.op import Op
-from lightnet.param import Param
-from lightnet.tensor import DType, MemType, TensorEntry, TensorTable
+from lightnet.ir.op import Op
+from lightnet.ir.param import Param
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +263,7 @@ def test_the_documented_elementwise_op_is_one_entry_and_one_kernel(tmp_path, mon
     its examples hold through the generated module."""
     import re
 
-    from lightnet import kernels
+    from lightnet.archs.cpu import kernels
 
     doc = (REPO / "docs" / "op-description.md").read_text(encoding="utf-8")
     section = doc[doc.index("## Adding an elementwise op"):]

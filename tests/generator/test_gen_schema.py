@@ -724,8 +724,169 @@ CASES = [
          file="descriptions/optimizers/gpu.yaml"),
     Case("optimizer-arch-none", """\
         arch: none   # <-
-        """, "arch", "expected a runnable arch",
+        """, "arch", "expected an arch of descriptions/archs (cpu, dnnl), found 'none'",
          file="descriptions/optimizers/none.yaml"),
+    # Architectures (descriptions/archs) ---------------------------------------------------
+    Case("arch-file-mismatch", """\
+        arch: cpu   # <-
+        mtype: cpu
+        dtypes: any
+        """, "arch", "the file of arch 'cpu' must be named cpu.yaml",
+         file="descriptions/archs/gpu.yaml"),
+    Case("arch-none", """\
+        arch: none   # <-
+        """, "arch", "an arch name is an identifier other than 'none' (abstract ops), found "
+                     "'none'", file="descriptions/archs/none.yaml"),
+    Case("arch-mtype", """\
+        arch: gpu
+        mtype: gpu   # <-
+        """, "mtype", "expected a memory type (cpu), found 'gpu'",
+         file="descriptions/archs/gpu.yaml"),
+    Case("arch-missing-dtypes", """\
+        arch: gpu   # <-
+        mtype: cpu
+        """, None, "'dtypes' is required", file="descriptions/archs/gpu.yaml"),
+    Case("arch-unknown-dtype", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: [TL_HALF]   # <-
+        """, "dtypes", "unknown dtype 'TL_HALF'", file="descriptions/archs/gpu.yaml"),
+    Case("arch-no-dtypes", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: []   # <-
+        """, "dtypes", "expected the dtypes its ops compute in, found none",
+         file="descriptions/archs/gpu.yaml"),
+    Case("arch-fallback-unknown", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        fallback: tpu   # <-
+        """, "fallback", "expected another arch of descriptions/archs (cpu, dnnl), found 'tpu'",
+         file="descriptions/archs/gpu.yaml"),
+    Case("arch-fallback-cycle", """\
+        arch: cpu
+        mtype: cpu
+        dtypes: any
+        fallback: dnnl   # <-
+        """, "fallback", "fallback cycle: cpu -> dnnl -> cpu", file="descriptions/archs/cpu.yaml"),
+    Case("arch-op-list", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        float32_ops: [1]   # <-
+        """, "float32_ops", "expected a list of ops of arch 'gpu', found [1]",
+         file="descriptions/archs/gpu.yaml"),
+    Case("arch-package", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        package: my-gpu.arch   # <-
+        """, "package", "expected a dotted module name (the module defining ARCH), "
+                        "found 'my-gpu.arch'", file="descriptions/archs/gpu.yaml"),
+    Case("arch-unknown-key", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        colour: red   # <-
+        """, "colour", "unknown key 'colour'", file="descriptions/archs/gpu.yaml"),
+    Case("arch-template-name", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        templates:
+          bad-name: {run: pass}   # <-
+        """, "templates.bad-name", "a template name is an identifier, found 'bad-name'",
+         file="descriptions/archs/gpu.yaml"),
+    Case("arch-template-key", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        templates:
+          t:
+            run: pass
+            when: x   # <-
+        """, "templates.t.when", "unknown key 'when'", file="descriptions/archs/gpu.yaml"),
+    Case("arch-template-code", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        templates:
+          t:
+            run: x = (   # <-
+        """, "templates.t.run", "invalid Python code", file="descriptions/archs/gpu.yaml"),
+    Case("arch-template-empty", """\
+        arch: gpu
+        mtype: cpu
+        dtypes: float
+        templates:
+          t: {}   # <-
+        """, "templates.t", "expected a mapping of doc, scratch, static_run, run, post_run",
+         file="descriptions/archs/gpu.yaml"),
+    Case("op-template-unknown", """\
+        bad:
+          arch: cpu
+          template: nope   # <-
+        """, "bad.template", "'nope' is not a template of arch 'cpu' (known: none)"),
+    # Param groups (descriptions/params.yaml) ----------------------------------------------
+    Case("op-group-unknown", """\
+        bad:
+          arch: none
+          param_groups: [window3d]   # <-
+        """, "bad.param_groups", "'window3d' is not a group of descriptions/params.yaml "
+                                 "(known: window2d, dilated_window2d, activation, "
+                                 "activation_dnnl)"),
+    Case("op-group-twice", """\
+        bad:
+          arch: none
+          param_groups: [window2d, dilated_window2d]   # <-
+        """, "bad.param_groups", "param 'size' is in two of its groups"),
+    Case("op-group-change", """\
+        bad:
+          arch: none
+          param_groups: [window2d]
+          params:
+            size: {type: "int[3]"}   # <-
+        """, "bad.params.size.type", "'size' is a param group's: an op adds checks to it, "
+                                     "and cannot change its 'type'"),
+    Case("op-group-name-taken", """\
+        bad:
+          arch: none
+          tensors_in:
+            size: {}
+          param_groups: [window2d]   # <-
+        """, "bad.params.size.arg_name", "name 'size' is used twice in this op"),
+    Case("group-not-mapping", """\
+        [window]   # <-
+        """, None, "expected a mapping of group name to group, found a list",
+         file="descriptions/params.yaml"),
+    Case("group-name", """\
+        bad-group:   # <-
+          params: {x: {type: int}}
+        """, "bad-group", "a group name must be an identifier", file="descriptions/params.yaml"),
+    Case("group-extends-unknown", """\
+        a:
+          extends: b   # <-
+          params: {x: {type: int}}
+        """, "a.extends", "'b' is not a group described before it (known: none)",
+         file="descriptions/params.yaml"),
+    Case("group-no-params", """\
+        a:
+          params: {}   # <-
+        """, "a.params", "expected a mapping of param name to param, found none",
+         file="descriptions/params.yaml"),
+    Case("group-param", """\
+        a:
+          params:
+            x: {type: int, ge: y}   # <-
+        """, "a.params.x.ge", "unknown name 'y'", file="descriptions/params.yaml"),
+    Case("group-check-reads-an-op", """\
+        a:
+          params:
+            x:
+              type: int
+              checks: [{expr: x < src.ndim}]   # <-
+        """, "a.params.x.checks[0].expr", "unknown name 'src'", file="descriptions/params.yaml"),
 ]
 
 

@@ -1,10 +1,9 @@
 import itertools
-import math
 
 import numpy as np
 import pytest
 
-from lightnet.kernels.array import (
+from lightnet.archs.cpu.kernels.array import (
     arange_len,
     concat,
     fill_arange,
@@ -18,15 +17,9 @@ from lightnet.kernels.array import (
     slice,
     transpose,
 )
+from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
-
-
-def arena_view(shape, dtype=np.float32, fill=-777):
-    """A C-contiguous view into a bigger buffer, pre-filled with a sentinel."""
-    n = math.prod(shape)
-    arena = np.full(n + 16, fill, dtype=dtype)
-    return arena, arena[8 : 8 + n].reshape(shape)
 
 
 def naive_concat(srcs, axis):
@@ -59,7 +52,7 @@ def test_concat_each_axis(axis, n_inputs):
     arena, dst = arena_view(out_shape)
     assert concat(srcs, dst, axis=axis) is None
     np.testing.assert_allclose(dst, naive_concat(srcs, axis), rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_concat_hand_and_non_contiguous():
@@ -98,7 +91,7 @@ def test_fill_zeros():
     arena, dst = arena_view((3, 5))
     assert fill_zeros(dst) is None
     assert (dst == 0).all()
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels import conv
-from lightnet.kernels.scratch import scratch_bytes
-from lightnet.kernels.conv import (
+from lightnet.archs.cpu.kernels import conv
+from lightnet.archs.cpu.kernels.scratch import scratch_bytes
+from lightnet.archs.cpu.kernels.conv import (
     autopad_padding,
     depthwise_conv2d,
     depthwise_conv2d_workspace,
@@ -17,83 +17,18 @@ from lightnet.kernels.conv import (
     deconv2d_output_hw,
     deconv2d_workspace,
 )
+from tests.helpers import arena_view, assert_guards, rand
+from tests.references import ref_conv2d, ref_deconv2d
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape, dtype=np.float32):
-    """A C-contiguous view in the middle of a NaN-filled arena, like the runtime hands out."""
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, dtype)
-    return arena, arena[8:8 + size].reshape(shape)
-
-
 def check_arena(arena, dst, expected):
     np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 # ---------------------------------------------------------------- references
-
-
-def ref_conv2d(x, w, b, group, stride, padding, dilation):
-    """Direct definition: loop over every output pixel and kernel tap."""
-    n_, _, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    sy, sx = stride
-    dy, dx = dilation
-    top, left, bottom, right = padding
-    oh = (h + top + bottom - (dy * (kh - 1) + 1)) // sy + 1
-    ow = (wd + left + right - (dx * (kw - 1) + 1)) // sx + 1
-    og = o // group
-    out = np.zeros((n_, o, oh, ow))
-    for n in range(n_):
-        for g in range(group):
-            for oy in range(oh):
-                for ox in range(ow):
-                    acc = np.zeros(og)
-                    for i in range(kh):
-                        for j in range(kw):
-                            y = oy * sy - top + i * dy
-                            xx = ox * sx - left + j * dx
-                            if 0 <= y < h and 0 <= xx < wd:
-                                acc += w[g * og:(g + 1) * og, :, i, j].astype(np.float64) @ \
-                                    x[n, g * cg:(g + 1) * cg, y, xx].astype(np.float64)
-                    out[n, g * og:(g + 1) * og, oy, ox] = acc
-    if b is not None:
-        out += b.reshape(1, -1, 1, 1)
-    return out
-
-
-def ref_deconv2d(x, w, b, group, stride, padding, output_padding, dilation):
-    """Scatter definition: each input pixel adds weight * value at stride spacing."""
-    n_, c, h, wd = x.shape
-    _, og, kh, kw = w.shape
-    sy, sx = stride
-    dy, dx = dilation
-    top, left, bottom, right = padding
-    oh = sy * (h - 1) + output_padding[0] + (kh - 1) * dy + 1 - top - bottom
-    ow = sx * (wd - 1) + output_padding[1] + (kw - 1) * dx + 1 - left - right
-    cg = c // group
-    out = np.zeros((n_, og * group, oh, ow))
-    for n in range(n_):
-        for ci in range(c):
-            g = ci // cg
-            for iy in range(h):
-                for ix in range(wd):
-                    for i in range(kh):
-                        for j in range(kw):
-                            y = iy * sy + i * dy - top
-                            xx = ix * sx + j * dx - left
-                            if 0 <= y < oh and 0 <= xx < ow:
-                                out[n, g * og:(g + 1) * og, y, xx] += x[n, ci, iy, ix] * w[ci, :, i, j]
-    if b is not None:
-        out += b.reshape(1, -1, 1, 1)
-    return out
 
 
 # ---------------------------------------------------------------- shape helpers
@@ -197,7 +132,7 @@ def test_deconv2d_autopad_same_gives_in_times_stride():
 def run_conv(x, w, b, *, group, stride, padding, dilation, use_ws):
     n = x.shape[0]
     oh, ow = conv2d_output_hw(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    arena, dst = arena_view((n, w.shape[0], oh, ow))
+    arena, dst = arena_view((n, w.shape[0], oh, ow), fill=np.nan)
     params = dict(group=group, stride=stride, padding=padding, dilation=dilation)
     ws = conv2d_workspace(x.shape, w.shape, dst.shape, **params) if use_ws else None
     expected = ref_conv2d(x, w, b, group, stride, padding, dilation)
@@ -330,7 +265,7 @@ def test_conv2d_with_clobbered_scratch():
 
 def run_deconv(x, w, b, *, group, stride, padding, output_padding, dilation, use_ws):
     oh, ow = deconv2d_output_hw(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
-    arena, dst = arena_view((x.shape[0], w.shape[1] * group, oh, ow))
+    arena, dst = arena_view((x.shape[0], w.shape[1] * group, oh, ow), fill=np.nan)
     params = dict(group=group, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation)
     ws = deconv2d_workspace(x.shape, w.shape, dst.shape, **params) if use_ws else None
     expected = ref_deconv2d(x, w, b, group, stride, padding, output_padding, dilation)

@@ -3,21 +3,16 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.detection import (
+from lightnet.archs.cpu.kernels.detection import (
     detect_yolov3,
     detect_yolov3_shapes,
     transform_bboxSQD,
     transform_bboxSQD_shape,
 )
+from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
 E = 2.718281828  # TensorLight's constant
-
-
-def arena_view(shape, dtype=np.float32, fill=-777):
-    n = math.prod(shape)
-    arena = np.full(n + 16, fill, dtype=dtype)
-    return arena, arena[8 : 8 + n].reshape(shape)
 
 
 def naive_bboxSQD(delta, anchor, width, height, img_width, img_height, x_shift, y_shift):
@@ -75,7 +70,7 @@ def test_transform_bboxSQD_against_loop(n, full_anchor, dtype):
     # float32 centers reach ~1e3 pixels, so a corner near 0 carries ~1e-4 of cancellation error
     atol = ATOL if dtype == np.float64 else 1e-3
     np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=atol)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
     # both growth branches and both clipping sides were exercised
     assert (delta[..., 2:] < 1).any() and (delta[..., 2:] >= 1).any()
     assert (dst[..., 0] == 0).any() and (dst[..., 2] == img_width - 1).any()

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels import carve, scratch_bytes
-from lightnet.kernels.einsum import einsum, einsum_plan, einsum_shape
+from lightnet.archs.cpu.kernels import carve, scratch_bytes
+from lightnet.archs.cpu.kernels.einsum import einsum, einsum_plan, einsum_shape
 
 CASES = [
     ("bhqd,bhkd->bhqk", (2, 3, 5, 4), (2, 3, 6, 4)),  # attention scores: B given transposed

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from lightnet.kernels.elementwise import (
+from lightnet.archs.cpu.kernels.elementwise import (
     broadcast_shape,
     clip,
     elew,
@@ -21,6 +21,7 @@ from lightnet.kernels.elementwise import (
     tanh,
     unary,
 )
+from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -33,12 +34,6 @@ SCALAR_OPS = {
     "TL_MIN": lambda a, b: a if a < b else b,
     "TL_POW": lambda a, b: math.pow(a, b),
 }
-
-
-def arena_view(shape, dtype=np.float32, fill=-777):
-    n = math.prod(shape)
-    arena = np.full(n + 16, fill, dtype=dtype)
-    return arena, arena[8 : 8 + n].reshape(shape)
 
 
 def naive_broadcast_op(a, b, f, out_shape):
@@ -71,7 +66,7 @@ def test_elew_same_shape(op, dtype):
     assert elew(a, b, dst, elew_op=op) is None
     expected = naive_broadcast_op(a, b, SCALAR_OPS[op], (3, 4, 5))
     np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 @pytest.mark.parametrize("op", list(SCALAR_OPS))
@@ -192,7 +187,7 @@ def test_relu_sigmoid_tanh_against_loops():
         arena, dst = arena_view(src.shape)
         assert kernel(src, dst) is None
         np.testing.assert_allclose(dst, unary_reference(src, f), rtol=RTOL, atol=ATOL)
-        assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+        assert_guards(arena)
 
 
 def test_sigmoid_extremes_without_warnings():
@@ -273,7 +268,7 @@ def test_submean_hwc_to_chw():
             for x in range(w):
                 expected[ci, y, x] = float(src[y, x, ci]) - mean[ci]
     np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=1e-4)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_submean_other_dtypes_and_channel_count():
@@ -305,7 +300,7 @@ def test_hard_sigmoid_and_hard_swish(dtype, alpha, beta):
     hard_swish(x, dst, alpha=alpha, beta=beta)
     np.testing.assert_allclose(dst, scalar_loop(x, lambda v: v * hard_sigmoid_ref(v, alpha, beta)),
                                rtol=1e-6, atol=1e-7)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_hard_swish_hand_computed():
@@ -353,7 +348,7 @@ def test_gelu_tanh_and_its_distance_from_exact():
 
 
 def test_gelu_with_carved_scratch_and_bad_approximation():
-    from lightnet.kernels import carve, gelu_scratch, scratch_bytes
+    from lightnet.archs.cpu.kernels import carve, gelu_scratch, scratch_bytes
 
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     layout = gelu_scratch(x.shape, np.float32, "none")
@@ -384,7 +379,7 @@ def test_unary(func, f, dtype):
     if dtype == np.float32:
         want = want.astype(np.float32)  # exp(800) overflows float32 to inf
     np.testing.assert_allclose(dst, want, rtol=1e-6)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_unary_neg_of_integers_and_unknown_func():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels.fused import activate, activate_scratch, activate_workspace
-from lightnet.kernels.scratch import scratch_bytes
+from lightnet.archs.cpu.kernels.fused import activate, activate_scratch, activate_workspace
+from lightnet.archs.cpu.kernels.scratch import scratch_bytes
 
 
 @pytest.mark.parametrize("size", [1, 100, 16384, 16385, 50000])

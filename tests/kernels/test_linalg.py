@@ -5,19 +5,10 @@ import itertools
 import numpy as np
 import pytest
 
-from lightnet.kernels.linalg import dot_product, matmul, matmul_shape
+from lightnet.archs.cpu.kernels.linalg import dot_product, matmul, matmul_shape
+from tests.helpers import arena_view, assert_guards, rand
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape):
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    return arena, arena[8:8 + size].reshape(shape)
 
 
 def ref_gemm(a, b, c, trans_a, trans_b, alpha, beta):
@@ -50,11 +41,11 @@ def test_matmul(trans_a, trans_b, bias_shape):
     a = rand(rng, *((k, m) if trans_a else (m, k)))
     b = rand(rng, *((n, k) if trans_b else (k, n)))
     c = None if bias_shape is None else rand(rng, *bias_shape)
-    arena, dst = arena_view((m, n))
+    arena, dst = arena_view((m, n), fill=np.nan)
     for alpha, beta in [(1.0, 1.0), (0.5, -2.0), (2.0, 0.0)]:
         assert matmul(a, b, c, dst, transA=trans_a, transB=trans_b, alpha=alpha, beta=beta) is None
         np.testing.assert_allclose(dst, ref_gemm(a, b, c, trans_a, trans_b, alpha, beta), **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_matmul_defaults_and_hand_computed():
@@ -93,10 +84,10 @@ def test_dot_product():
     x = rand(rng, 2, 3, 4)
     y = rand(rng, 2, 3, 4)
     expected = sum(float(x[idx]) * float(y[idx]) for idx in np.ndindex(*x.shape))
-    arena, dst = arena_view((1,))
+    arena, dst = arena_view((1,), fill=np.nan)
     assert dot_product(x, y, dst) is None
     np.testing.assert_allclose(dst, [expected], **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
     # non-contiguous operands and a hand-computed value
     dot_product(np.arange(8, dtype=np.float32).reshape(2, 4)[:, ::2], np.ones((2, 2), np.float32), dst)
     np.testing.assert_array_equal(dst, [0 + 2 + 4 + 6])
@@ -118,7 +109,7 @@ def test_batched_matmul_broadcasts_like_numpy(shape_a, shape_b, trans_a, trans_b
     rng = np.random.default_rng(len(shape_a) * 7 + len(shape_b))
     a, b = rand(rng, *shape_a), rand(rng, *shape_b)
     shape = matmul_shape(shape_a, shape_b, transA=trans_a, transB=trans_b)
-    arena, dst = arena_view(shape)
+    arena, dst = arena_view(shape, fill=np.nan)
     matmul(a, b, None, dst, transA=trans_a, transB=trans_b)
     batch = shape[:-2]
     full_a = np.broadcast_to(a, batch + a.shape[-2:])
@@ -126,7 +117,7 @@ def test_batched_matmul_broadcasts_like_numpy(shape_a, shape_b, trans_a, trans_b
     for index in itertools.product(*map(range, batch)):
         want = ref_gemm(full_a[index], full_b[index], None, trans_a, trans_b, 1.0, 1.0)
         np.testing.assert_allclose(dst[index], want, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_matmul_shape_errors():

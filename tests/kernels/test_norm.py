@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.norm import (
+from lightnet.archs.cpu.kernels.norm import (
     batchnorm,
     bn2scale_wts,
     layernorm,
@@ -13,19 +13,11 @@ from lightnet.kernels.norm import (
     lrn,
     lrn_scratch,
 )
-from lightnet.kernels.scratch import carve, scratch_bytes
+from lightnet.archs.cpu.kernels.scratch import carve, scratch_bytes
+from tests.helpers import arena_view, assert_guards, rand
+from tests.references import ref_lrn
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape):
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    return arena, arena[8:8 + size].reshape(shape)
 
 
 def bn_params(rng, c):
@@ -46,10 +38,10 @@ def test_batchnorm(shape):
     for index in np.ndindex(*shape):
         ch = index[1]
         expected[index] = (x[index] - mean[ch]) / math.sqrt(var[ch] + eps) * scale[ch] + offset[ch]
-    arena, dst = arena_view(shape)
+    arena, dst = arena_view(shape, fill=np.nan)
     assert batchnorm(x, scale, offset, mean, var, dst, epsilon=eps) is None
     np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_batchnorm_hand_computed():
@@ -103,20 +95,6 @@ def test_bn2scale_wts_hand_computed():
 # ---------------------------------------------------------------- lrn
 
 
-def ref_lrn(x, size, alpha, beta, bias):
-    """ONNX LRN spelled out element by element."""
-    c_ = x.shape[1]
-    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
-    out = np.empty(x.shape)
-    for index in np.ndindex(*x.shape):
-        c = index[1]
-        square_sum = 0.0
-        for cc in range(max(0, c - lo), min(c_ - 1, c + hi) + 1):
-            square_sum += float(x[(index[0], cc) + index[2:]]) ** 2
-        out[index] = x[index] / (bias + alpha / size * square_sum) ** beta
-    return out
-
-
 @pytest.mark.parametrize("use_ws", [True, False])
 @pytest.mark.parametrize(
     "shape, size, alpha, beta, bias",
@@ -131,7 +109,7 @@ def ref_lrn(x, size, alpha, beta, bias):
 )
 def test_lrn(shape, size, alpha, beta, bias, use_ws):
     x = rand(np.random.default_rng(3), *shape)
-    arena, dst = arena_view(shape)
+    arena, dst = arena_view(shape, fill=np.nan)
     params = dict(size=size, alpha=alpha, beta=beta, bias=bias)
     layout = lrn_scratch(x.shape, size, dst.dtype)
     garbage = np.full(scratch_bytes(layout), 0xFF, np.uint8)  # NaNs: nothing is kept
@@ -140,7 +118,7 @@ def test_lrn(shape, size, alpha, beta, bias, use_ws):
     for _ in range(2):
         assert lrn(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_lrn_even_size_window_hand_computed():

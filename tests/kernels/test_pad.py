@@ -3,33 +3,9 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels.pad import pad, pad_output_shape
-
-
-def source_index(i, n, mode):
-    """Where padded coordinate i (relative to the first source element) reads from, or None."""
-    if 0 <= i < n:
-        return i
-    if mode == "constant":
-        return None
-    if mode == "edge":
-        return min(max(i, 0), n - 1)
-    if mode == "wrap":
-        return i % n
-    while not 0 <= i < n:  # reflect about the first and last elements
-        i = -i if i < 0 else 2 * (n - 1) - i
-    return i
-
-
-def ref_pad(x, pads, mode, value):
-    ndim = x.ndim
-    begins, ends = pads[:ndim], pads[ndim:]
-    out_shape = [d + b + e for d, b, e in zip(x.shape, begins, ends)]
-    out = np.empty(out_shape)
-    for idx in np.ndindex(*out_shape):
-        src = [source_index(i - b, n, mode) for i, b, n in zip(idx, begins, x.shape)]
-        out[idx] = value if None in src else x[tuple(src)]
-    return out
+from lightnet.archs.cpu.kernels.pad import pad, pad_output_shape
+from tests.helpers import arena_view, assert_guards
+from tests.references import ref_pad
 
 
 def test_pad_output_shape():
@@ -55,12 +31,10 @@ CASES = [
 def test_pad(shape, pads, mode):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     out_shape = pad_output_shape(shape, pads)
-    size = int(np.prod(out_shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    dst = arena[8:8 + size].reshape(out_shape)
+    arena, dst = arena_view(out_shape, fill=np.nan)
     assert pad(x, dst, pads=pads, mode=mode, value=2.5) is None
     np.testing.assert_allclose(dst, ref_pad(x, pads, mode, 2.5), rtol=1e-5, atol=1e-5)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_pad_hand_computed():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lightnet.kernels.pool import (
+from lightnet.archs.cpu.kernels.pool import (
     avgpool2d,
     avgpool2d_workspace,
     global_avgpool2d,
@@ -12,41 +12,10 @@ from lightnet.kernels.pool import (
     maxpool2d_workspace,
     pool2d_output_hw,
 )
+from tests.helpers import arena_view, assert_guards, rand
+from tests.references import ref_pool
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def arena_view(shape):
-    size = int(np.prod(shape))
-    arena = np.full(size + 16, np.nan, np.float32)
-    return arena, arena[8:8 + size].reshape(shape)
-
-
-def ref_pool(x, out_hw, size, stride, padding, kind, count_include_pad=False):
-    """Visit each window cell by cell. Cells outside the input are skipped; for the average
-    with count_include_pad they still count if they lie inside the explicit padding."""
-    n_, c_, h, w = x.shape
-    top, left, bottom, right = padding
-    out = np.zeros((n_, c_) + tuple(out_hw))
-    for n in range(n_):
-        for c in range(c_):
-            for oy in range(out_hw[0]):
-                for ox in range(out_hw[1]):
-                    values, count = [], 0
-                    for i in range(size[0]):
-                        for j in range(size[1]):
-                            y, xx = oy * stride[0] - top + i, ox * stride[1] - left + j
-                            if 0 <= y < h and 0 <= xx < w:
-                                values.append(float(x[n, c, y, xx]))
-                                count += 1
-                            elif count_include_pad and -top <= y < h + bottom and -left <= xx < w + right:
-                                count += 1
-                    out[n, c, oy, ox] = max(values) if kind == "max" else sum(values) / count
-    return out
 
 
 # ---------------------------------------------------------------- shape helper
@@ -85,14 +54,14 @@ def test_maxpool2d(case, use_ws):
     shape, size, stride, padding, ceil_mode = case
     x = rand(np.random.default_rng(0), *shape)
     out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
-    arena, dst = arena_view(shape[:2] + out_hw)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
     params = dict(size=size, stride=stride, padding=padding)
     ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
-    expected = ref_pool(x, out_hw, size, stride, padding, "max")
+    expected = ref_pool(x, "max", size, stride, padding, out_hw)
     for _ in range(2):
         assert maxpool2d(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 @pytest.mark.parametrize("count_include_pad", [False, True])
@@ -102,14 +71,14 @@ def test_avgpool2d(case, use_ws, count_include_pad):
     shape, size, stride, padding, ceil_mode = case
     x = rand(np.random.default_rng(1), *shape)
     out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
-    arena, dst = arena_view(shape[:2] + out_hw)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
     params = dict(size=size, stride=stride, padding=padding, count_include_pad=count_include_pad)
     ws = avgpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
-    expected = ref_pool(x, out_hw, size, stride, padding, "avg", count_include_pad)
+    expected = ref_pool(x, "avg", size, stride, padding, out_hw, count_include_pad)
     for _ in range(2):
         assert avgpool2d(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_avgpool2d_default_excludes_padding():
@@ -138,9 +107,9 @@ def test_pool_noncontiguous_input():
         out_hw = pool2d_output_hw((5, 6), (2, 3), (1, 2), padding)
         dst = np.empty((1, 2) + out_hw, np.float32)
         maxpool2d(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
-        np.testing.assert_allclose(dst, ref_pool(x, out_hw, (2, 3), (1, 2), padding, "max"), **TOL)
+        np.testing.assert_allclose(dst, ref_pool(x, "max", (2, 3), (1, 2), padding, out_hw), **TOL)
         avgpool2d(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
-        np.testing.assert_allclose(dst, ref_pool(x, out_hw, (2, 3), (1, 2), padding, "avg"), **TOL)
+        np.testing.assert_allclose(dst, ref_pool(x, "avg", (2, 3), (1, 2), padding, out_hw), **TOL)
 
 
 def test_maxpool2d_integer():
@@ -162,12 +131,12 @@ def test_global_pooling():
             cells = [float(x[n, c, i, j]) for i in range(4) for j in range(5)]
             expected_avg[n, c, 0, 0] = sum(cells) / len(cells)
             expected_max[n, c, 0, 0] = max(cells)
-    arena, dst = arena_view((2, 3, 1, 1))
+    arena, dst = arena_view((2, 3, 1, 1), fill=np.nan)
     assert global_avgpool2d(x, dst) is None
     np.testing.assert_allclose(dst, expected_avg, **TOL)
     assert global_maxpool2d(x, dst) is None
     np.testing.assert_allclose(dst, expected_max, **TOL)
-    assert np.isnan(arena[:8]).all() and np.isnan(arena[-8:]).all()
+    assert_guards(arena, np.nan)
 
 
 def test_global_pooling_other_ranks():
@@ -184,8 +153,8 @@ def test_global_pooling_other_ranks():
 def test_separable_pooling_with_clobbered_scratch_rows():
     """The rows buffer is scratch, shared by all ops: garbage left in it by another
     op must not matter."""
-    from lightnet.kernels.pool import pool2d_scratch
-    from lightnet.kernels.scratch import scratch_bytes
+    from lightnet.archs.cpu.kernels.pool import pool2d_scratch
+    from lightnet.archs.cpu.kernels.scratch import scratch_bytes
 
     rng = np.random.default_rng(9)
     x = rand(rng, 1, 3, 11, 11)
@@ -201,12 +170,12 @@ def test_separable_pooling_with_clobbered_scratch_rows():
     for _ in range(2):
         buffer[:] = 0xFF  # NaN everywhere, the padded input's border included
         maxpool2d(x, dst, size=size, stride=stride, padding=padding, ws=ws)
-        np.testing.assert_allclose(dst, ref_pool(x, out_hw, size, stride, padding, "max"), **TOL)
+        np.testing.assert_allclose(dst, ref_pool(x, "max", size, stride, padding, out_hw), **TOL)
     ws = avgpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
                              count_include_pad=True, scratch=buffer)
     for _ in range(2):
         buffer[:] = 0xFF
         avgpool2d(x, dst, size=size, stride=stride, padding=padding, count_include_pad=True,
                   ws=ws)
-        np.testing.assert_allclose(dst, ref_pool(x, out_hw, size, stride, padding, "avg", True),
+        np.testing.assert_allclose(dst, ref_pool(x, "avg", size, stride, padding, out_hw, True),
                                    **TOL)

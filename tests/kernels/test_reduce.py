@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.reduce import (
+from lightnet.archs.cpu.kernels.reduce import (
     reduce,
     reduce_axes_shape,
     maxreduce,
@@ -13,14 +13,9 @@ from lightnet.kernels.reduce import (
     softmax,
     softmax_workspace,
 )
+from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
-
-
-def arena_view(shape, dtype=np.float32, fill=-777):
-    n = math.prod(shape)
-    arena = np.full(n + 16, fill, dtype=dtype)
-    return arena, arena[8 : 8 + n].reshape(shape)
 
 
 def lines(shape, axis):
@@ -72,7 +67,7 @@ def test_softmax_matches_naive(shape, axis):
     assert softmax(src, dst, axis=axis) is None
     np.testing.assert_allclose(dst, naive_softmax(src, axis), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(dst.sum(axis=axis), 1, rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_softmax_large_values_are_stable_and_workspace_reused():
@@ -120,7 +115,7 @@ def test_maxreduce_and_arg_match_naive(shape, axis):
     arena, dst = arena_view(out_shape)
     assert maxreduce(src, dst, axis=axis) is None
     np.testing.assert_allclose(dst, values, rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
     _, dst2 = arena_view(out_shape)
     arg_arena, arg = arena_view(out_shape, dtype=np.int32)
@@ -128,7 +123,7 @@ def test_maxreduce_and_arg_match_naive(shape, axis):
     np.testing.assert_allclose(dst2, values, rtol=RTOL, atol=ATOL)
     np.testing.assert_array_equal(arg, args)
     assert arg.dtype == np.int32
-    assert (arg_arena[:8] == -777).all() and (arg_arena[-8:] == -777).all()
+    assert_guards(arg_arena)
 
 
 def test_maxreduce_arg_ties_take_first():
@@ -184,7 +179,7 @@ def test_reduce(func, axes, keepdims):
     assert reduce(src, dst, func=func, axes=axes, keepdims=keepdims) is None
     np.testing.assert_allclose(dst, naive_reduce(src, func, sorted(axes), keepdims),
                                rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_reduce_shapes_and_errors():

@@ -4,22 +4,17 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.resample import (
+from lightnet.archs.cpu.kernels.resample import (
     resize,
     resize_workspace,
     upsample,
     upsample_shape,
     upsample_workspace,
 )
+from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
 NEAREST, LINEAR = "TL_NEAREST", "TL_LINEAR"
-
-
-def arena_view(shape, dtype=np.float32, fill=-777):
-    n = math.prod(shape)
-    arena = np.full(n + 16, fill, dtype=dtype)
-    return arena, arena[8 : 8 + n].reshape(shape)
 
 
 def naive_nearest(src, out_shape, src_index):
@@ -64,7 +59,7 @@ def test_upsample_nearest_hand():
     arena, dst = arena_view((4, 4))
     assert upsample(src, dst, mode=NEAREST, scales=(2, 2)) is None
     np.testing.assert_array_equal(dst, [[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4]])
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_upsample_nearest_fractional_scale_rounds_as_tensorlight():
@@ -121,7 +116,7 @@ def test_upsample_linear_nchw_against_loop(scales):
     upsample(src, dst, mode=LINEAR, scales=scales)
     expected = naive_linear(src, out_shape, lambda k, i: (i + 0.5) / scales[k] - 0.5)
     np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 @pytest.mark.parametrize("mode", [NEAREST, LINEAR])
@@ -160,7 +155,7 @@ def test_resize_nearest_2d_against_loop():
     assert resize(src, dst, mode=NEAREST, dims=dims) is None
     expected = naive_nearest(src, dims, lambda k, i: (i * src.shape[k]) // dims[k])
     np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
-    assert (arena[:8] == -777).all() and (arena[-8:] == -777).all()
+    assert_guards(arena)
 
 
 def test_resize_linear_downsample_hand():
@@ -196,7 +191,7 @@ def test_bad_arguments():
 def test_scratch_layout_without_tables_matches_the_tables(mode):
     """The scratch layouts, found at check time without building index tables,
     are the ones the workspaces (built from the tables) carve."""
-    from lightnet.kernels import resample
+    from lightnet.archs.cpu.kernels import resample
 
     rng = np.random.default_rng(7)
     for _ in range(300):
@@ -218,7 +213,7 @@ def test_scratch_layout_without_tables_matches_the_tables(mode):
 def test_scratch_of_a_huge_upsample_is_found_without_tables():
     """Scratch is computed at check time, before the memory limit: it must not
     build per-output tables (a fuzzed scale of 1e9 once hung here)."""
-    from lightnet.kernels import resample
+    from lightnet.archs.cpu.kernels import resample
 
     layout = resample.upsample_scratch((1, 2, 4, 4), np.float32, mode="TL_NEAREST",
                                        scales=[1, 1, 1e9, 1e9])

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from lightnet.kernels.scratch import carve, scratch_bytes
+from lightnet.archs.cpu.kernels.scratch import carve, scratch_bytes
 
 
 def test_arrays_are_aligned_and_do_not_overlap():

@@ -3,14 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels.sort import sort1d, sort1d_by_key
+from lightnet.archs.cpu.kernels.sort import sort1d, sort1d_by_key
+from tests.helpers import arena_view, assert_guards
 
 ASC, DESC = "TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"
-
-
-def arena_view(n, dtype, fill=-77):
-    arena = np.full(n + 16, fill, dtype=dtype)
-    return arena, arena[8 : 8 + n]
 
 
 def reference_order(keys, descending):
@@ -26,7 +22,7 @@ def test_sort1d(dir, dtype):
     arena, dst = arena_view(100, dtype)
     assert sort1d(src, dst, dir=dir) is None
     np.testing.assert_array_equal(dst, sorted(src.tolist(), reverse=dir == DESC))
-    assert (arena[:8] == -77).all() and (arena[-8:] == -77).all()
+    assert_guards(arena)
 
 
 def test_sort1d_hand_and_in_place():
@@ -65,8 +61,8 @@ def test_sort1d_by_key_stable_with_duplicates(dir):
     order = reference_order(key.tolist(), dir == DESC)
     np.testing.assert_array_equal(dst_val, order)
     np.testing.assert_array_equal(dst_key, key[order])
-    assert (key_arena[:8] == -77).all() and (key_arena[-8:] == -77).all()
-    assert (val_arena[:8] == -77).all() and (val_arena[-8:] == -77).all()
+    assert_guards(key_arena)
+    assert_guards(val_arena)
 
 
 def test_sort1d_by_key_hand():

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.kernels import carve, scratch_bytes
-from lightnet.kernels.special import erf, erf_scratch
+from lightnet.archs.cpu.kernels import carve, scratch_bytes
+from lightnet.archs.cpu.kernels.special import erf, erf_scratch
 
 
 def reference(x):

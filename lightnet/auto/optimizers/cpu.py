@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lightnet import kernels
-from lightnet.rules import Builder, Combiner, OpView
+from lightnet.archs.cpu import kernels
+from lightnet.compiler.rules import Builder, Combiner, OpView
 
 
 def expand_conv2d(ctx, target):
@@ -426,14 +426,6 @@ def combine_identity_transpose(ctx, window):
         )
     ]
 
-
-FALLBACK = None
-
-# Ops that compute in float32 whatever the model's precision (lightnet.layouts).
-FLOAT32_OPS = frozenset()
-
-# Element-wise ops: in a reduced precision they compute in what they read (lightnet.layouts).
-ELEMENTWISE_OPS = frozenset()
 
 EXPANDERS = {
     "conv2d": expand_conv2d,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet import symbolic
 from lightnet.errors import LightNetError
-from lightnet.gc_pause import while_building
-from lightnet.limits import parse_fold_limit
-from lightnet.weights import write_npz
+from lightnet.files.weight_file import write_npz
+from lightnet.ir import symbolic
+from lightnet.ir.limits import parse_fold_limit
+from lightnet.runtime.gc_pause import while_building
 
 from .converter import Converter
 from .graph import onnx_package
@@ -41,7 +41,7 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
     every `create` op with `from_file: true` to its array. Raises
     UnsupportedModelError listing every operator that cannot be mapped.
     `fold_limit` bounds the elements constant folding touches (an int or a
-    string like `64M`; lightnet.limits.DEFAULT_FOLD_LIMIT): nodes past it are
+    string like `64M`; lightnet.ir.limits.DEFAULT_FOLD_LIMIT): nodes past it are
     mapped to ops computed when the model runs.
     """
     fold_limit = parse_fold_limit(fold_limit)
@@ -94,7 +94,7 @@ def dims_of_shapes(proto, shapes: dict, dims: dict) -> dict:
 
 
 def save_weights(path, weights: dict[str, np.ndarray]) -> None:
-    """Write `weights` as an .npz LightNet reads (`lightnet.weights.write_npz`)."""
+    """Write `weights` as an .npz LightNet reads (`lightnet.files.weight_file.write_npz`)."""
     write_npz(path, weights)
 
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from lightnet.errors import LightNetError
-from lightnet.limits import FoldBudget
+from lightnet.ir.limits import FoldBudget
 
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
@@ -479,7 +479,7 @@ class Converter:
     # Emitting ----------------------------------------------------------------------
 
     def require(self, optype: str):
-        from lightnet.arch import get_proto
+        from lightnet.archs.registry import get_proto
 
         proto = get_proto(optype)
         if proto is None:
@@ -612,7 +612,7 @@ class Converter:
 
     def check(self, ir):
         """Run LightNet's checks on the IR, and compare its shapes with ONNX's."""
-        from lightnet.context import Context
+        from lightnet.runtime.context import Context
 
         ctx = Context()
         try:

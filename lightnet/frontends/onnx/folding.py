@@ -9,7 +9,7 @@ name is not folded, and left to its handler.
 `fold_elements` tells, before a folder runs, how many elements its result will
 have: the converter folds a node only when that result is small (FOLD_LIMIT)
 and the elements read and written fit in what is left of the import's fold
-limit (lightnet.limits.FoldBudget), so a few nodes cannot ask for a reduction
+limit (lightnet.ir.limits.FoldBudget), so a few nodes cannot ask for a reduction
 of 10**12 elements or an Expand to terabytes.
 """
 

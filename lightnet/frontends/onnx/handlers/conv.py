@@ -154,7 +154,7 @@ def _pool(optype: str):
             if c.has_param(optype, "ceil_mode"):
                 params["ceil_mode"] = True
             else:
-                from lightnet.kernels import autopad_padding, pool2d_output_hw
+                from lightnet.archs.cpu.kernels import autopad_padding, pool2d_output_hw
 
                 in_hw = x.shape[2:] if k == 2 else (1,) + x.shape[2:]
                 padding = autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads

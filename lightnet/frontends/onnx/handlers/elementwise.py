@@ -26,7 +26,7 @@ def elew(c: Converter, n: Node, a: Val, b: Val, op: str, *, out=True) -> Val:
         raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
     if a.dtype == "TL_BOOL":
         raise Unsupported("bool operands")
-    from lightnet.kernels import broadcast_shape
+    from lightnet.archs.cpu.kernels import broadcast_shape
 
     shape = broadcast_shape(a.shape, b.shape) if a.shape and b.shape else (a.shape or b.shape)
     kwargs = {"out": n.outputs[0], "hint": n.name or n.outputs[0]} if out else {

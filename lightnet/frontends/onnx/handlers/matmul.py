@@ -33,7 +33,7 @@ def gemm(c: Converter, n: Node, *, alpha=1.0, beta=1.0, transA=0, transB=0,  # n
 def matmul(c: Converter, n: Node):
     """numpy matmul: 1-D operands gain a dim; [..., M, K] @ [K, N] is one 2-D matmul of
     the flattened rows; stacks of matrices are one batched matmul."""
-    from lightnet.kernels import matmul_shape
+    from lightnet.archs.cpu.kernels import matmul_shape
 
     a, b = c.val(n.input(0)), c.val(n.input(1))
     a.require_float("MatMul input")
@@ -56,7 +56,7 @@ def matmul(c: Converter, n: Node):
 @handler("Einsum", 12)
 def einsum(c: Converter, n: Node, *, equation):
     """Einsums that are batched matrix products or transposes (kernels.einsum)."""
-    from lightnet.kernels import einsum_plan, einsum_shape
+    from lightnet.archs.cpu.kernels import einsum_plan, einsum_shape
 
     xs = [c.val(x) for x in n.inputs]
     for x in xs:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def reduce(c: Converter, n: Node, *, axes=None, keepdims=1, noop_with_empty_axes=0):
     """One reduce op over the axes (attribute, or input from ReduceSum-13 and
     version 18; none given: all of them)."""
-    from lightnet.kernels import reduce_axes_shape
+    from lightnet.archs.cpu.kernels import reduce_axes_shape
 
     x = c.val(n.input(0))
     axes_input = (n.op_type == "ReduceSum" and n.version >= 13) or n.version >= 18

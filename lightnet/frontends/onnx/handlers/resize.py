@@ -64,7 +64,7 @@ def _resample(c: Converter, n: Node, x: Val, scales, sizes, mode, ctm, nearest_m
     whichever computes exactly the same along every axis."""
     if mode not in ("nearest", "linear"):
         raise Unsupported(f"mode {mode}")
-    from lightnet import kernels
+    from lightnet.archs.cpu import kernels
 
     if sizes is not None:
         out = [int(s) for s in sizes]

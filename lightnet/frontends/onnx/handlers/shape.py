@@ -199,7 +199,7 @@ def gather(c: Converter, n: Node, *, axis=0):
     if not c.is_const(n.input(1)):
         _gather_pick(c, n, x, axis)
         return
-    from lightnet.kernels import gather_indices, gather_shape
+    from lightnet.archs.cpu.kernels import gather_indices, gather_shape
 
     idx = np.asarray(c.const(n.input(1)))
     # Indices of one value (a ConstantOfShape's view, of any size): that value is checked.

@@ -1,0 +1,23 @@
+"""The numpy kernel library: what op descriptions call from their `run` snippets.
+
+Every kernel writes into the destination arrays it is given (arena views planned
+before the model runs) and returns None. Shape helpers used by descriptions at
+check time live beside the kernels they describe.
+"""
+
+from lightnet.archs.cpu.kernels.array import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.conv import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.detection import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.einsum import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.elementwise import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.fused import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.io import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.linalg import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.norm import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.pad import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.pool import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.reduce import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.resample import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.scratch import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.sort import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.special import *  # noqa: F401,F403

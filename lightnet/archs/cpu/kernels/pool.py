@@ -1,0 +1,228 @@
+"""Pooling kernels (NCHW): windowed max/average pooling and global pooling.
+
+Windowed pooling reduces one strided view per kernel tap into dst (kh * kw whole-tensor
+ufunc calls, no loop over channels or pixels), or, for windows of 3x3 and the like,
+separably: over each window's rows first, then over its columns (kh + kw calls). Padding goes through a scratch buffer
+from `maxpool2d_workspace` / `avgpool2d_workspace` (the op's planned scratch): each
+call copies the input into it and fills the border around it (-inf for max, 0 for
+average), as the buffer holds what its last user left.
+
+Every geometry is read from dst's shape, so a dst sized with ceil_mode works too:
+windows reaching past the explicit padding see only more padding.
+"""
+
+import numpy as np
+
+from lightnet.archs.cpu.kernels.pad import place_in_border
+from lightnet.archs.cpu.kernels.scratch import carve
+
+__all__ = [
+    "pool2d_output_hw",
+    "pool2d_scratch",
+    "maxpool2d_workspace",
+    "maxpool2d",
+    "avgpool2d_workspace",
+    "avgpool2d",
+    "global_avgpool2d",
+    "global_maxpool2d",
+]
+
+
+def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False,
+                     dilation=(1, 1)) -> tuple[int, int]:
+    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - ((size - 1) *
+    dilation + 1)) / stride, plus 1.
+
+    With ceil_mode a last window that would start inside the end padding is dropped
+    (the PyTorch / ONNX Runtime rule), so every window overlaps the input or begin pad.
+    """
+    top, left, bottom, right = padding
+    out = []
+    for n, k, s, b, e, d in zip(in_hw, size, stride, (top, left), (bottom, right), dilation):
+        span = n + b + e - ((k - 1) * d + 1)
+        if ceil_mode:
+            o = -(-span // s) + 1
+            if (o - 1) * s >= n + b:
+                o -= 1
+        else:
+            o = span // s + 1
+        out.append(o)
+    return tuple(out)
+
+
+def _padded_hw(src_shape, dst_shape, size, stride, padding,
+               dilation) -> tuple[int, int] | None:
+    """Height/width of the padded input the windows need, or None if src can be read as is."""
+    top, left = padding[0], padding[1]
+    need = [(o - 1) * s + (k - 1) * d + 1
+            for o, s, k, d in zip(dst_shape[2:], stride, size, dilation)]
+    if top == 0 and left == 0 and need[0] <= src_shape[2] and need[1] <= src_shape[3]:
+        return None
+    return max(top + src_shape[2], need[0]), max(left + src_shape[3], need[1])
+
+
+def _lowest(dtype):
+    dtype = np.dtype(dtype)
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _taps(src, dst, padded, fill, size, stride, padding, dilation=(1, 1)):
+    """Yield one strided view of the (padded) input per kernel tap, each shaped like dst."""
+    x = src
+    if padded is not None:
+        place_in_border(padded, src, padding[0], padding[1], fill)
+        x = padded
+    oh, ow = dst.shape[2:]
+    sy, sx = stride
+    for i in range(0, size[0] * dilation[0], dilation[0]):
+        for j in range(0, size[1] * dilation[1], dilation[1]):
+            yield x[:, :, i:i + sy * (oh - 1) + 1:sy, j:j + sx * (ow - 1) + 1:sx]
+
+
+def _cols_needed(dst_shape, size, stride) -> int:
+    """Input columns the windows of dst span (from the left of the padded input)."""
+    return (dst_shape[3] - 1) * stride[1] + size[1]
+
+
+def _separable(src_shape, dst_shape, size, stride) -> bool:
+    """Whether to pool over rows first, then columns (see `_pool_separable`).
+
+    Per output row that reads kh * cols cells with inner stride 1, then kw * OW
+    strided ones, instead of kh * kw * OW strided ones; a strided cell costs about
+    three contiguous ones here (numpy 2.4, AVX2). Measured 1.3x to 1.9x faster for
+    3x3 windows, 1.1x to 1.4x for 2x2 stride 2."""
+    kh, kw = size
+    if kh == 1 or kw == 1:
+        return False
+    ow = dst_shape[3]
+    return kh * _cols_needed(dst_shape, size, stride) + 3 * kw * ow < 3 * kh * kw * ow
+
+
+def pool2d_scratch(src_shape, dst_shape, *, size, stride, padding, dtype,
+                   dilation=(1, 1)) -> tuple:
+    """Scratch layout of `maxpool2d` / `avgpool2d` (see kernels.scratch): the
+    input inside its border when padding is needed, and the reductions over
+    window rows [N, C, OH, cols] when pooling separably (never with dilation)."""
+    layout = ()
+    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
+    if hw is not None:
+        layout += (("padded", tuple(src_shape[:2]) + hw, dtype),)
+    if tuple(dilation) == (1, 1) and _separable(src_shape, dst_shape, size, stride):
+        layout += (("rows", tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),),
+                    dtype),)
+    return layout
+
+
+def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill, scratch,
+                    dilation=(1, 1)) -> dict:
+    ws = carve(scratch, pool2d_scratch(src_shape, dst_shape, size=size, stride=stride,
+                                       padding=padding, dtype=dtype, dilation=dilation))
+    ws.setdefault("padded", None)
+    ws["fill"] = fill
+    return ws
+
+
+def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
+    """dst = ufunc-reduction of every window: first over each window's kh rows (whole
+    rows, contiguous) into a rows buffer [N, C, OH, cols] (scratch), then over kw
+    columns of it."""
+    x = src
+    if ws["padded"] is not None:
+        place_in_border(ws["padded"], src, padding[0], padding[1], ws["fill"])
+        x = ws["padded"]
+    rows = ws["rows"]
+    ncols = rows.shape[3]
+    oh, ow = dst.shape[2:]
+    sy, sx = stride
+    kh, kw = size
+
+    def row(i):
+        return x[:, :, i:i + sy * (oh - 1) + 1:sy, :ncols]
+
+    ufunc(row(0), row(1), out=rows)
+    for i in range(2, kh):
+        ufunc(rows, row(i), out=rows)
+
+    def col(j):
+        return rows[:, :, :, j:j + sx * (ow - 1) + 1:sx]
+
+    ufunc(col(0), col(1), out=dst)
+    for j in range(2, kw):
+        ufunc(dst, col(j), out=dst)
+
+
+def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32,
+                        scratch=None, dilation=(1, 1)) -> dict:
+    """Arrays for `maxpool2d`: a -inf bordered padded input, when padding is needed,
+    and the maxima over window rows [N, C, OH, cols] when pooling separably (carved
+    from `scratch`, new when None)."""
+    return _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype),
+                           scratch, dilation)
+
+
+def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> None:
+    """Max pooling (ONNX MaxPool): window cell (i, j) reads the input at (i * dilation[0],
+    j * dilation[1]) from the window's corner; padded cells never win."""
+    if ws is None:
+        ws = maxpool2d_workspace(src.shape, dst.shape, size=size, stride=stride,
+                                 padding=padding, dtype=dst.dtype, dilation=dilation)
+    if "rows" in ws:
+        _pool_separable(src, dst, ws, size, stride, padding, np.maximum)
+        return
+    taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding, dilation)
+    np.copyto(dst, next(taps))
+    for tap in taps:
+        np.maximum(dst, tap, out=dst)
+
+
+def _window_counts(n, o, k, s, b, e, count_include_pad):
+    """Cells per window along one axis that count towards the average."""
+    starts = np.arange(o) * s - b
+    lo, hi = (-b, n + e) if count_include_pad else (0, n)
+    return np.clip(starts + k, lo, hi) - np.clip(starts, lo, hi)
+
+
+def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
+                        dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `avgpool2d`: a zero bordered padded input (when padding is needed),
+    the row sums when the pooling is done separably (carved from `scratch`, new when
+    None), and the reciprocal window cell counts [OH, OW]."""
+    top, left, bottom, right = padding
+    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom, count_include_pad)
+    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right, count_include_pad)
+    counts = np.maximum(np.outer(rows, cols), 1)
+    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch)
+    ws["scale"] = (1.0 / counts).astype(dtype)
+    return ws
+
+
+def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=None) -> None:
+    """Average pooling (ONNX AveragePool). With count_include_pad=False (the ONNX default)
+    each window sum is divided by its number of input cells; with True, by its number of
+    input plus explicit padding cells. Cells beyond the explicit padding (ceil_mode) never
+    count; a window holding no counted cell yields 0."""
+    if ws is None:
+        ws = avgpool2d_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
+                                 count_include_pad=count_include_pad, dtype=dst.dtype)
+    if "rows" in ws:
+        _pool_separable(src, dst, ws, size, stride, padding, np.add)
+    else:
+        taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding)
+        np.copyto(dst, next(taps))
+        for tap in taps:
+            np.add(dst, tap, out=dst)
+    np.multiply(dst, ws["scale"], out=dst)
+
+
+def _spatial_axes(src) -> tuple[int, ...]:
+    return tuple(range(2, src.ndim))
+
+
+def global_avgpool2d(src, dst) -> None:
+    """Mean over all spatial axes: src [N, C, ...] -> dst [N, C, 1, ...]."""
+    np.mean(src, axis=_spatial_axes(src), dtype=dst.dtype, out=dst, keepdims=True)
+
+
+def global_maxpool2d(src, dst) -> None:
+    """Max over all spatial axes: src [N, C, ...] -> dst [N, C, 1, ...]."""
+    np.max(src, axis=_spatial_axes(src), out=dst, keepdims=True)

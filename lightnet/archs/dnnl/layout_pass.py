@@ -1,0 +1,224 @@
+"""The dnnl layout pass: which tensors live in oneDNN's layouts, and where reorders go.
+
+Run by the compile pipeline for the dnnl target after its expanders and combiners.
+A tensor a dnnl op writes and only dnnl ops read stays in the layout oneDNN picks
+for it (the producer's choice; format `any`). A reorder op is inserted only where a
+tensor crosses a border:
+
+- a dnnl op reading a tensor a non-dnnl op made (a cpu op, a model input): a
+  `reorder_dnnl` (to: dnnl) makes a copy of it whose layout its first dnnl reader
+  chooses; every dnnl reader shares that copy;
+- a dnnl op reading a weight (a static tensor of two or more dims; biases and
+  statistics are read plain): a `weights_dnnl` op reorders it once, at load, into a
+  static tensor of the reader's own layout (planned in the arena, so the memory
+  report and limit count it);
+- a dnnl op's output a non-dnnl op reads, or a model output: the dnnl op writes
+  `<name>_dnnl` and a `reorder_dnnl` (to: plain) makes `<name>` from it.
+
+The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
+the machine's oneDNN's choice, made again whenever the model is checked (an IR
+records which tensors are dnnl's, never their formats or sizes).
+
+The data type of a dnnl tensor is decided here too. In float32 (the default)
+every tensor is float32. In bfloat16, the `reorder_dnnl` ops into dnnl's layout
+hold their copy in bfloat16 (their `dtype` param, recorded in the IR) and the
+`weights_dnnl` ops convert weights once, at load; a dnnl op computes in the data
+type of the tensors it reads (lightnet.archs.dnnl.ops), so its output is bfloat16 too,
+and model inputs, outputs and cpu ops stay float32. The ops the dnnl optimizer
+description lists as `float32_ops` (a softmax), and the dnnl ops making what they
+read, compute in float32 inside such a region; an element-wise dnnl op (its
+`elementwise_ops`) computes in what it reads: in the data type of the dnnl op making
+it, in float32 where a cpu op or the model's input makes it (converting such a tensor
+for one element-wise op would cost two conversions and a rounding, and gain
+nothing). A reorder
+converts where a dnnl op reads a tensor held in the other data type.
+"""
+
+from __future__ import annotations
+
+from lightnet.archs.registry import get_arch, get_proto
+from lightnet.ir.op import Op, unique_name
+from lightnet.ir.param import Param
+
+DNNL = "dnnl"
+REORDER = "reorder_dnnl"
+WEIGHTS = "weights_dnnl"
+# The dnnl ops that choose their source's layout when the layout pass leaves it to them.
+CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
+
+FLOAT32 = "float32"
+
+# The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
+# normalization statistics): static ones of one dimension are read plain.
+FLOAT32_ARGS = frozenset({"bias", "scale", "offset", "mean", "var"})
+
+
+def _is_dnnl(op) -> bool:
+    """A dnnl op of the model's own (not a reorder this pass inserts)."""
+    return op.arch == DNNL and op.optype not in (REORDER, WEIGHTS)
+
+
+def _makes_dnnl(op) -> bool:
+    """Whether `op`'s output is in oneDNN's layout: a dnnl op's, or a reorder's into it
+    (so that the pass leaves a model it already laid out as it is)."""
+    return _is_dnnl(op) or op.optype == WEIGHTS or (
+        op.optype == REORDER and op.values.get("to") == "dnnl")
+
+
+def lay_out(ctx, dtype: str = FLOAT32) -> None:
+    """Insert the reorders the dnnl ops of `ctx` need at their borders, their copies
+    held in `dtype` (float32 or bfloat16; see the module docstring); the model is
+    checked again, so every dnnl op is created with the layouts its inputs then have."""
+    ops = list(ctx.ops)
+    if not any(_is_dnnl(op) for op in ops):
+        return
+    tensors = ctx.tensors
+    producer = {n: op for op in ops for n in op.tensors_out.values()}
+    readers = {n: [ctx.dfg.ops[r] for r in ctx.dfg.consumers.get(n, [])] for n in tensors}
+    outputs = set(ctx.outputs)
+    tensor_names = set(tensors)
+    op_names = {op.name for op in ops}
+
+    def fresh(base: str) -> str:
+        name = f"{base}_dnnl"
+        if name in tensor_names:
+            name = unique_name(f"{base}_dnnl", tensor_names)
+        tensor_names.add(name)
+        return name
+
+    serials: dict[str, int] = {}  # a prefix -> the serial number its next op may take
+
+    def new_op(optype: str, src: str, dst: str, **params) -> Op:
+        # unique_name(prefix, op_names), resumed where the last one of the prefix
+        # stopped (op_names only grows): not a scan from 1 for every reorder.
+        prefix = optype.removesuffix("_dnnl") + "_"
+        n = serials.get(prefix, 1)
+        while f"{prefix}{n}" in op_names:
+            n += 1
+        serials[prefix] = n + 1
+        name = f"{prefix}{n}"
+        op_names.add(name)
+        return Op(get_proto(optype), name, {"src": src}, {"dst": dst},
+                  {k: Param.from_value(k, v) for k, v in params.items()})
+
+    float32_ops = set()
+    if dtype != FLOAT32:
+        for op in ops:
+            if _is_dnnl(op) and op.optype in get_arch(DNNL).float32_ops:
+                float32_ops.add(op.name)
+                float32_ops.update(producer[n].name for n in op.tensors_in.values()
+                                   if n in producer and _is_dnnl(producer[n]))
+
+    follows: dict[str, str] = {}  # an element-wise op -> the data type it reads
+
+    def computes_in(op) -> str:
+        """The data type dnnl op `op` computes in (and holds its output in)."""
+        if op.name in float32_ops:
+            return FLOAT32
+        return follows.get(op.name, dtype)
+
+    def holds(op) -> str | None:
+        """The data type of what `op` makes in dnnl's layout (None: a weight)."""
+        if _is_dnnl(op):
+            return computes_in(op)
+        return op.values.get("dtype", FLOAT32) if op.optype == REORDER else None
+
+    if dtype != FLOAT32:
+        for op in ops:  # in run order: a producer's data type is settled first
+            if _is_dnnl(op) and op.optype in get_arch(DNNL).elementwise_ops:
+                made_by = producer.get(op.tensors_in["src"])
+                held = holds(made_by) if made_by is not None and _makes_dnnl(made_by) else None
+                follows[op.name] = held or FLOAT32
+
+    result: list[Op] = []
+    ins: list[tuple[Op, str, str]] = []  # (op, input arg, new tensor)
+    outs: list[tuple[Op, str, str]] = []  # (op, output arg, new tensor)
+    copies: dict[tuple[str, str], str] = {}  # (a tensor, a data type) -> its dnnl copy
+    renamed: dict[str, str] = {}  # a dnnl op's output -> what it writes (plain readers)
+    for op in ops:
+        if _is_dnnl(op):
+            dtype = computes_in(op)
+            for arg, name in op.tensors_in.items():
+                made_by = producer.get(name)
+                if made_by is not None and _makes_dnnl(made_by):
+                    held = holds(made_by)
+                    if held is not None and held != dtype:
+                        # Between dnnl ops computing in different data types.
+                        if (name, dtype) not in copies:
+                            copies[name, dtype] = fresh(name)
+                            result.append(new_op(REORDER, renamed.get(name, name),
+                                                 copies[name, dtype], to="dnnl",
+                                                 dtype=dtype))
+                        ins.append((op, arg, copies[name, dtype]))
+                    continue
+                entry = tensors[name]
+                if entry.static:
+                    if entry.ndim < 2 and (dtype == FLOAT32 or arg in FLOAT32_ARGS):
+                        continue
+                    # One per reader: each reads the weight in the layout it chose.
+                    new = fresh(name)
+                    result.append(new_op(WEIGHTS, name, new))
+                    ins.append((op, arg, new))
+                else:
+                    if (name, dtype) not in copies:
+                        copies[name, dtype] = fresh(name)
+                        params = {"to": "dnnl"}
+                        if dtype != FLOAT32:
+                            params["dtype"] = dtype
+                        result.append(new_op(REORDER, name, copies[name, dtype], **params))
+                    ins.append((op, arg, copies[name, dtype]))
+        result.append(op)
+        if _is_dnnl(op):
+            for arg, name in op.tensors_out.items():
+                plain_readers = [r for r in readers.get(name, []) if not _is_dnnl(r)
+                                 and not (r.optype == REORDER and r.values.get("to") == "plain")]
+                if not plain_readers and name not in outputs:
+                    continue
+                new = fresh(name)
+                outs.append((op, arg, new))
+                renamed[name] = new
+                for r in readers.get(name, []):
+                    if _is_dnnl(r):
+                        ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
+                result.append(new_op(REORDER, new, name, to="plain"))
+    if len(result) == len(ops):
+        return
+    ctx.remove_ops(0, len(ops))
+    for op, arg, new in ins:
+        op.tensors_in[arg] = new
+    for op, arg, new in outs:
+        op.tensors_out[arg] = new
+    ctx.add_ops(0, result)
+    _drop_copies(ctx)
+
+
+def _drop_copies(ctx) -> None:
+    """Remove the reorders that turned out to copy a tensor into the layout it has (a
+    dnnl op reading or writing LightNet's plain layout: a matmul, or an op fed plain
+    data): their readers read the tensor itself, and a dnnl producer writes the plain
+    tensor a reorder made. The model is checked again."""
+    copies = [op for op in ctx.ops if op.optype == REORDER and all(
+        ctx.tensors[n].layout is None for n in op.tensor_names())
+        and not (op.values["to"] == "dnnl" and _chooser_reads(ctx, op.tensors_out["dst"]))]
+    if not copies:
+        return
+    renames = {}  # tensor -> the tensor it becomes
+    for op in copies:
+        src, dst = op.tensors_in["src"], op.tensors_out["dst"]
+        if op.values["to"] == "dnnl":
+            renames[dst] = src  # the dnnl readers read the plain tensor
+        else:
+            renames[src] = dst  # the dnnl producer writes the plain tensor
+    dropped = {id(op) for op in copies}
+    ops = [op for op in ctx.ops if id(op) not in dropped]
+    ctx.remove_ops(0, len(ctx.ops))
+    for op in ops:
+        op.tensors_in = {a: renames.get(n, n) for a, n in op.tensors_in.items()}
+        op.tensors_out = {a: renames.get(n, n) for a, n in op.tensors_out.items()}
+    ctx.add_ops(0, ops)
+
+
+def _chooser_reads(ctx, name: str) -> bool:
+    """Whether an op that chooses its source's layout reads `name`: given the plain
+    tensor instead of one left to it, it could choose its output's layout otherwise."""
+    return any(ctx.dfg.ops[r].optype in CHOOSERS for r in ctx.dfg.consumers.get(name, []))

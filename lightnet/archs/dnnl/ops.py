@@ -1,0 +1,881 @@
+"""What the dnnl ops' descriptions call: one function per op, run when the op is
+checked, creates its primitive; `bind` makes its run call at load.
+
+A dnnl op's `scratch` is `dnnl.<op>(op, <its tensor entries and params>)`: the function
+creates the primitive (oneDNN choosing the layouts it may), records the layouts on
+the entries (the output's, and an input's the layout pass left to its reader), keeps
+the Call in `op.values["call"]` and returns the bytes of scratch it needs (oneDNN's
+scratchpad, and a reordered source where it has one), which the memory plan gives
+the op. Its `static_run` is `execute = dnnl.bind(op, scratch,
+src=src, ...)` over the arena arrays; its `run`, `execute()`.
+
+An entry's `layout` (a Layout, dnnl's record of the tensor) says how the op finds a
+tensor: None is LightNet's plain C order; a layout of format PENDING is a tensor the
+layout pass made for dnnl ops whose layout the first dnnl op reading it chooses (a
+convolution's preferred source or weights layout); any other format is the oneDNN
+format a producer chose, its descriptor in `layout.desc`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightnet.archs.dnnl import primitives
+from lightnet.archs.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
+from lightnet.errors import LightNetError
+
+PENDING = "any"
+
+__all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
+           "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
+           "eltwise", "binary", "concat",
+           "shuffle", "reduce", "unary", "slice", "reorder",
+           "kernel_counts", "describe_kernels"]
+
+
+@dataclass(eq=False)
+class Layout:
+    """dnnl's record of a tensor it holds in a layout of its own (TensorEntry.layout,
+    lightnet.ir.tensor.Layout): oneDNN's `format` (PENDING: its first dnnl reader
+    chooses) and descriptor `desc`; for a weight the plain layout `source` it is
+    reordered from; for a pending tensor the data type oneDNN is to hold it in
+    (`dtype`, bfloat16 in a bfloat16 model: the layout pass's choice; None: its
+    own)."""
+
+    format: str
+    desc: object = None
+    source: object = None
+    dtype: str | None = None
+
+    @property
+    def nbytes(self) -> int | None:
+        """The library's figure, blocked padding included; None while pending."""
+        return None if self.desc is None else self.desc.nbytes
+
+    def is_block_of(self, whole: Layout, axis: int) -> bool:
+        return (self.desc is not None and getattr(whole, "desc", None) is not None
+                and self.desc.is_block_of(whole.desc, axis))
+
+
+def _pending(entry) -> bool:
+    """Whether `entry`'s layout is left to its first dnnl reader."""
+    return entry.layout is not None and entry.layout.format == PENDING
+
+
+def _format(entry) -> str | None:
+    return None if entry.layout is None else entry.layout.format
+
+
+def _dtype(entry) -> str:
+    """The data type oneDNN holds `entry` in, which the ops reading it compute in:
+    its layout's, the layout pass's choice for a tensor whose layout is pending,
+    else its own (float32)."""
+    layout = entry.layout
+    if layout is not None and layout.desc is not None:
+        return layout.desc.dtype
+    if layout is not None and layout.dtype is not None:
+        return layout.dtype
+    return _np_name(entry.dtype)
+
+
+_NP_NAMES: dict = {}
+
+
+def _np_name(dtype) -> str:
+    """`dtype.np.name` (a LightNet DType's numpy name), looked up once."""
+    name = _NP_NAMES.get(dtype)
+    if name is None:
+        name = _NP_NAMES[dtype] = dtype.np.name
+    return name
+
+
+def _computes_in(*entries) -> str:
+    """The data type an op reading `entries` computes in: that of the first one
+    computed at run time (a weight takes the reader's), else the first one's."""
+    return _dtype(next((e for e in entries if not e.static), entries[0]))
+
+
+def _layout(entry, chooses: bool = False):
+    """How a primitive is to read `entry`: "plain", "any" (it chooses) or a descriptor."""
+    if entry.layout is None:
+        return "plain"
+    if _pending(entry):
+        return "any" if chooses else "plain"
+    return entry.layout.desc
+
+
+def record(entry, desc, source=None) -> None:
+    """Give `entry` the layout `desc` (oneDNN's descriptor); `source` is how the
+    kernel reads LightNet's plain tensor (a transposed weight's strides, a lower-ranked
+    operand with leading dims of 1), what a weight is reordered from. A desc that is
+    that (by default the C order of the entry's shape) leaves the entry plain (any op
+    may read it): a square weight's transpose is not."""
+    if desc == (source or _plain(entry.shape, _np_name(entry.dtype))):
+        entry.layout = None
+        return
+    entry.layout = Layout(desc.format, desc, source)
+
+
+class Call:
+    """A primitive and the op args its tensors are: `args` maps the kernel's tensor
+    names to the op's arg names; `entries` are the op's tensor entries by arg name.
+    `before`: reorders run first, each of a source (by the kernel's tensor name) into
+    the op's scratch, in the layout the kernel reads it in."""
+
+    def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
+                 before: dict[str, primitives.Kernel] | None = None):
+        self.kernel = kernel
+        self.args = args
+        self.impl_info = kernel.impl_info
+        # A reorder of a source into the op's scratch (after the scratchpad), when the
+        # kernel reads it in a layout other than its producer's.
+        self.before = dict(before or {})
+        self.scratch = kernel.scratchpad
+        self.places = {}
+        for name in self.before:
+            at = -(-self.scratch // 64) * 64
+            self.places[name] = at
+            self.scratch = at + kernel.nbytes(name)
+        for name, arg in args.items():
+            entry = entries.get(arg)
+            if entry is None:
+                continue
+            if _pending(entry):  # left to this reader by the layout pass
+                record(entry, kernel.descs[name], kernel.plain[name])
+            elif name == "dst":
+                record(entry, kernel.descs[name])
+        # A tensor held plain that the kernel reads in a layout of its own (a weight the
+        # layout pass has not reordered) cannot be bound: refused at load, never
+        # computed wrongly.
+        self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
+                        and entries[arg].layout is None and name not in self.before
+                        and not _reads_plain(kernel, name)]
+
+    def bind(self, scratch, arrays: dict):
+        """The run call over the op's bound arrays (by arg name) and its scratch."""
+        if self.misread:
+            raise ValueError(f"oneDNN {self.kernel.what} reads {self.misread} in a layout "
+                             "of its own, but they are plain: compile the model for dnnl "
+                             "(its layout pass reorders them)")
+        buffers = {name: _bytes(arrays[arg]) for name, arg in self.args.items()
+                   if arrays.get(arg) is not None}
+        pad = self.kernel.scratchpad
+        if not self.before:
+            return self.kernel.bind(buffers, scratch if pad else None)
+        steps = []
+        for name, reorder in self.before.items():
+            at = self.places[name]
+            place = scratch[at:at + self.kernel.nbytes(name)]
+            steps.append(reorder.bind({"src": buffers[name], "dst": place}))
+            buffers[name] = place
+        steps.append(self.kernel.bind(buffers, scratch[:pad] if pad else None))
+        if len(steps) == 2:
+            reorder, execute = steps
+
+            def run():
+                reorder()
+                execute()
+            return run
+
+        def run_all():
+            for step in steps:
+                step()
+        return run_all
+
+
+def _reads_plain(kernel: primitives.Kernel, name: str) -> bool:
+    """Whether `kernel` reads its tensor `name` in LightNet's plain layout (asked of a
+    kernel once per tensor: ops share kernels, see kernel_cache)."""
+    plain = kernel.__dict__.setdefault("_reads_plain", {})
+    if name not in plain:
+        plain[name] = kernel.descs[name] == kernel.plain[name]
+    return plain[name]
+
+
+def _bytes(array):
+    """The bytes of an arena array (a blocked tensor is bound as bytes already)."""
+    return array.reshape(-1).view(np.uint8)
+
+
+# The primitives (and plain layouts) made while a model compiles, by what defines each
+# (kernel_cache): None outside a compile.
+_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("dnnl_kernels",
+                                                                      default=None)
+
+
+@contextlib.contextmanager
+def kernel_cache():
+    """Within the block, a primitive is created once for everything that defines it (its
+    constructor, shapes, layouts, data type, params and post-ops) and then shared: the
+    ops of a compile are checked several times (when expand lowers them, by the layout
+    pass and its removal of copies, again when an op refused for its reference kernel
+    makes the model compile again), and many ops of a model take the same primitive. A
+    layout is part of the key by its content (MemoryDesc.key), so an op whose inputs'
+    layouts changed gets the primitive of its new layouts. Context.compile holds one
+    cache; a primitive is immutable once created (a Kernel is bound to each op's
+    memories at load), so ops may share it. The cache is the calling thread's (a
+    context variable); a block inside another shares the outer one's."""
+    if _cache.get() is not None:
+        yield
+        return
+    token = _cache.set({})
+    try:
+        yield
+    finally:
+        _cache.reset(token)
+
+
+def _key(value):
+    """`value` (an argument of a primitive constructor) as part of a cache key: a
+    layout by its content, a float exactly (-0.0 is not 0.0), sequences as tuples."""
+    kind = type(value)
+    if kind is str or kind is int or value is None:
+        return value
+    if kind is tuple or kind is list:
+        return tuple(v if type(v) is int else _key(v) for v in value)
+    if kind is float:
+        return ("float", value.hex())
+    if isinstance(value, primitives.MemoryDesc):
+        return ("desc", value.key)
+    if isinstance(value, primitives.PostOp):
+        return ("post-op", value.kind, value.name, _key(value.alpha), _key(value.beta),
+                _key(value.shape))
+    if isinstance(value, (float, np.floating)):
+        return ("float", float(value).hex())
+    if isinstance(value, (list, tuple)):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, (np.integer, bool)):
+        return (type(value).__name__, int(value))
+    return value
+
+
+def _create(constructor, *args, **kwargs) -> primitives.Kernel:
+    """The primitive (one made before in this kernel_cache, when there is one); what
+    oneDNN computes otherwise than the cpu kernel (Unsupported, which the dnnl expanders
+    keep on the cpu) fails the op's check."""
+    cache = _cache.get()
+    if cache is not None:
+        key = (constructor, _key(args), tuple((k, _key(v)) for k, v in kwargs.items()))
+        kernel = cache.get(key)
+        if kernel is not None:
+            return kernel
+    try:
+        kernel = constructor(*args, **kwargs)
+    except Unsupported as e:
+        raise ValueError(f"{e} (the dnnl expanders keep such an op on the cpu)") from None
+    if cache is not None:
+        cache[key] = kernel
+    return kernel
+
+
+def _plain(shape, dtype: str):
+    """primitives.plain_desc(shape, dtype), one per shape and data type in a
+    kernel_cache."""
+    cache = _cache.get()
+    if cache is None:
+        return primitives.plain_desc(shape, dtype)
+    key = ("plain", tuple(shape), dtype)
+    desc = cache.get(key)
+    if desc is None:
+        desc = cache[key] = primitives.plain_desc(shape, dtype)
+    return desc
+
+
+def _settle(op, call) -> int:
+    op.values["call"] = call
+    return call.scratch
+
+
+def bind(op, scratch, **arrays):
+    """The run call of dnnl op `op` over its arena arrays (by arg name) and scratch."""
+    return op.values["call"].bind(scratch, arrays)
+
+
+# Fused activations: the eltwise post-op of each, with oneDNN's alpha and beta from the
+# op's activation params, which its description passes (negslope, clip_min, clip_max,
+# hard_alpha, hard_beta, swish_alpha). hard_swish: d = s * max(0, min(1, alpha * s +
+# beta)); hard_sigmoid: max(0, min(1, alpha * s + beta)); swish: s / (1 + exp(-alpha * s)).
+_ACTIVATIONS = {
+    "relu": lambda a: ("relu",),
+    "lrelu": lambda a: ("lrelu", a["negslope"]),
+    "clip": lambda a: ("clip", a["clip_min"], a["clip_max"]),
+    "sigmoid": lambda a: ("sigmoid",),
+    "tanh": lambda a: ("tanh",),
+    "hard_swish": lambda a: ("hardswish", a["hard_alpha"], a["hard_beta"]),
+    "hard_sigmoid": lambda a: ("hardsigmoid", a["hard_alpha"], a["hard_beta"]),
+    "gelu": lambda a: ("gelu_erf",),
+    "gelu_tanh": lambda a: ("gelu_tanh",),
+    "swish": lambda a: ("swish", a["swish_alpha"]),
+}
+
+
+def _post_ops(residual, activation: str, **params):
+    """The post-ops of a fused residual (a sum) and activation; `params` are the op's
+    activation params (see _ACTIVATIONS)."""
+    post = [sum_post_op()] if residual is not None else []
+    if activation in _ACTIVATIONS:
+        post.append(eltwise_post_op(*_ACTIVATIONS[activation](params)))
+    elif activation != "none":
+        raise ValueError(f"oneDNN: no fused activation {activation!r}")
+    return post
+
+
+def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
+           activation="none", **act) -> int:
+    """A convolution with its fused residual (a sum post-op: dst is the residual's
+    memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
+    bias may be None.
+
+    It reads its source in the layout the producer chose. Where oneDNN has no direct
+    implementation for that layout with its own choice of output (it would run its
+    GEMM-based or reference one), the output takes the source's layout; failing that,
+    the source is reordered first, into the op's scratch, to the layout the convolution
+    prefers, if that runs a faster kernel (_slowness)."""
+    pending = residual is not None and _pending(residual)
+    fixed_dst = residual is not None and not pending
+
+    def create(src_layout, dst_layout):
+        return _create(
+            primitives.conv2d, src.shape, weight.shape, bias=bias is not None, group=group,
+            stride=stride, padding=padding, dilation=dilation, dtype=_dtype(src),
+            src=src_layout, dst=dst_layout,
+            post_ops=_post_ops(residual, activation, **act))
+
+    src_layout = _layout(src, chooses=True)
+    dst_layout = _layout(residual) if fixed_dst else "any"
+    kernel = create(src_layout, dst_layout)
+    before = {}
+    if _slowness(kernel) and src_layout != "any":
+        if not fixed_dst and _format(src) in primitives.TAGS_4D:
+            kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
+        if _slowness(kernel):
+            preferred = create("any", dst_layout)
+            if _slowness(preferred) < _slowness(kernel):
+                before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
+                kernel = preferred
+    if pending:
+        record(residual, kernel.descs["dst"])
+    if residual is not None:
+        dst.owner = residual.name  # the sum post-op adds into the residual's memory
+    call = Call(kernel, {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"},
+                {"src": src, "weight": weight, "bias": bias, "dst": dst}, before)
+    return _settle(op, call)
+
+
+def _reference(kernel) -> bool:
+    return kernel.impl_info.startswith("ref")
+
+
+def _slowness(kernel) -> int:
+    """0 for a direct jit convolution, 1 for oneDNN's GEMM-based one (im2col and a GEMM,
+    `gemm:jit`: what it runs on a plain source; a depthwise 7x7 takes many times the
+    direct kernel's time), 2 for its reference one."""
+    return 2 if _reference(kernel) else int("gemm" in kernel.impl_info)
+
+
+def merged_groups(src_shape, weight_shape, *, group: int, stride, padding, dilation) -> int:
+    """How many groups of a grouped convolution to run as one (block-diagonal weights:
+    kernels.merge_conv_groups) so that oneDNN runs a direct kernel, not its GEMM-based
+    one: ResNeXt's 32 groups of 4 channels fit no channel block of a direct kernel, and
+    im2col and a GEMM per group took 4x the time of 16 groups of 8 channels with twice
+    the products. 1 where the convolution is direct already, depthwise, or no merge of
+    at most 4 groups (4x the products) is."""
+    return _merged_groups(tuple(src_shape), tuple(weight_shape), group, tuple(stride),
+                          tuple(padding), tuple(dilation))
+
+
+@functools.lru_cache(maxsize=256)
+def _merged_groups(src_shape, weight_shape, group, stride, padding, dilation) -> int:
+    per_group = weight_shape[1]
+    if group == 1 or per_group == 1:
+        return 1
+
+    def slowness(groups: int) -> int:
+        weight = (weight_shape[0], per_group * (group // groups)) + tuple(weight_shape[2:])
+        try:
+            return _slowness(primitives.conv2d(src_shape, weight, bias=True, group=groups,
+                                               stride=stride, padding=padding,
+                                               dilation=dilation))
+        except (Unsupported, LightNetError):
+            return 2
+
+    if not slowness(group):
+        return 1
+    for merge in (2, 3, 4):
+        if group % merge == 0 and not slowness(group // merge):
+            return merge
+    return 1
+
+
+def _tagged(shape, dtype: str, tags) -> list:
+    """`shape` in `dtype` laid out as each of the 4-D tags `tags` (none unless 4-D)."""
+    if len(shape) != 4:
+        return []
+    return [primitives.MemoryDesc.with_tag(tuple(shape), dtype, primitives.TAGS_4D[t])
+            for t in tags]
+
+
+def _avoid_reference(kernel, create, entry, name: str, layouts, before: dict):
+    """`kernel`, or, where it is oneDNN's reference one, the first kernel `create(desc)`
+    makes that is not, reading `entry` (the kernel's tensor `name`) in the layout `desc`
+    of `layouts`: an entry left to the op takes that layout, any other is reordered into
+    it first (`before`, into the op's scratch). `kernel` when none is."""
+    if not _reference(kernel):
+        return kernel
+    for desc in layouts:
+        again = create(desc)
+        if not _reference(again):
+            if not _pending(entry):
+                before[name] = _create(primitives.reorder, _desc(entry), desc)
+            return again
+    return kernel
+
+
+def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
+    """Have a primitive read `entry` (computed per run) in LightNet's plain layout, in
+    `dtype`: a copy the layout pass left to it is made plain; one a producer holds in
+    a layout of its own is reordered first (`before`, by the kernel's tensor `name`)."""
+    plain = _plain(entry.shape, dtype)
+    if _pending(entry):
+        record(entry, plain)
+    elif entry.layout is not None and entry.layout.desc != plain:
+        before[name] = _create(primitives.reorder, entry.layout.desc, plain)
+
+
+def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
+           activation="none", **act) -> int:
+    """dst = alpha * A' @ B' + beta * bias with a fused activation, over stacks of
+    matrices (batch dims broadcasting); alpha is an eltwise linear post-op, so a bias
+    goes with alpha = beta = 1 only (beta = 0 leaves it out). A, a B computed per run
+    and the output plain (transposes are strides; a source a producer holds in a
+    layout of its own is reordered first, into the scratch); a static B (a weight) in
+    the layout the matmul chose."""
+    dtype = _computes_in(src1, src2)
+    if bias is not None and beta == 0:
+        bias = None
+    if bias is not None and (alpha != 1 or beta != 1):
+        raise ValueError("oneDNN matmul: alpha * A' @ B' + bias needs alpha = beta = 1 (the "
+                         "dnnl expanders keep such an op on the cpu)")
+    before = {}
+    if not src1.static:
+        _read_plain(src1, dtype, "src", before)
+    if not src2.static:
+        _read_plain(src2, dtype, "weights", before)
+    weights = "any" if src2.static and _pending(src2) else "plain"
+    post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
+    post += _post_ops(None, activation, **act)
+    kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
+                     bias_shape=None if bias is None else bias.shape, dtype=dtype,
+                     b_layout=weights, post_ops=post)
+    args = {"src": "src1", "weights": "src2", "dst": "dst"}
+    if bias is not None:
+        args["bias"] = "bias"
+    return _settle(op, Call(kernel, args,
+                            {"src1": src1, "src2": src2, "bias": bias, "dst": dst}, before))
+
+
+def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_padding,
+             dilation) -> int:
+    """A transposed convolution reading its source in the producer's layout (or choosing
+    it), its weight reordered once into the layout it chose."""
+    kernel = _create(primitives.deconv2d, src.shape, weight.shape, bias=bias is not None,
+                     group=group, stride=stride, padding=padding,
+                     output_padding=output_padding, dilation=dilation, dtype=_dtype(src),
+                     src=_layout(src, chooses=True))
+    return _settle(op, Call(kernel, {"src": "src", "weights": "weight", "bias": "bias",
+                                     "dst": "dst"},
+                            {"src": src, "weight": weight, "bias": bias, "dst": dst}))
+
+
+def batchnorm(op, src, scale, offset, mean, var, dst, *, epsilon, activation="none") -> int:
+    """Inference batch normalization in the source's layout, with a fused relu (oneDNN's
+    fuse_norm_relu) when `activation` says so; the [C] tensors plain."""
+    kernel = _create(primitives.batchnorm, src.shape, epsilon, relu=activation == "relu",
+                     dtype=_dtype(src), src=_layout(src))
+    args = {"src": "src", "mean": "mean", "variance": "var", "scale": "scale",
+            "shift": "offset", "dst": "dst"}
+    return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "offset": offset,
+                                           "mean": mean, "var": var, "dst": dst}))
+
+
+def lrn(op, src, dst, *, size, alpha, beta, bias) -> int:
+    """Local response normalization across channels (odd sizes) in the source's layout."""
+    kernel = _create(primitives.lrn, src.shape, size=size, alpha=alpha, beta=beta, bias=bias,
+                     dtype=_dtype(src), src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
+    """Layer normalization over the axes `axis`.. of `src`, described as one (the
+    tensor is read and written plain, each row of them dense); scale and bias (None:
+    none) hold one float32 value per normalized element, read plain."""
+    dtype = _dtype(src)
+    rows, width = math.prod(src.shape[:axis]), math.prod(src.shape[axis:])
+    if scale.len != width or (bias is not None and bias.len != width):
+        raise ValueError(f"oneDNN layernorm: scale and bias of {width} values")
+    before = {}
+    _read_plain(src, dtype, "src", before)
+    kernel = _create(primitives.layernorm, (rows, width), epsilon, scale=True,
+                     shift=bias is not None, dtype=dtype, src="plain", dst="plain")
+    record(dst, _plain(dst.shape, dtype))
+    args = {"src": "src", "scale": "scale", "dst": "dst"}
+    if bias is not None:
+        args["shift"] = "bias"
+    # dst is left out of the entries: its layout, recorded here, is of its own shape.
+    return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "bias": bias},
+                            before))
+
+
+def softmax(op, src, dst, *, axis) -> int:
+    """Softmax along `axis` in the source's layout; where oneDNN has only its reference
+    kernel for that (a plain source and an axis not the last: YOLO's box head over 16
+    bins of axis 1), in a layout with `axis` innermost, the source reordered into it."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout)
+
+    before = {}
+    inner = [a for a in range(src.ndim) if a != axis] + [axis]
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              [primitives.strided_desc(src.shape, dtype, inner)], before)
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
+
+
+def _shuffle_views(desc, group: int):
+    """A channel shuffle of a plain or channels-last 4-D layout `desc` as a reorder:
+    the source seen as [N, group, C / group, H, W] by its strides, the output the same
+    elements with channel j * group + i where the source has i * C / group + j."""
+    n, c, h, w = desc.shape
+    per = c // group
+    stride_n, stride_c, stride_h, stride_w = desc.strides
+    src = (stride_n, per * stride_c, stride_c, stride_h, stride_w)
+    dst = (stride_n, stride_c, group * stride_c, stride_h, stride_w)
+    shape = (n, group, per, h, w)
+    return (primitives.MemoryDesc.with_strides(shape, desc.dtype, src),
+            primitives.MemoryDesc.with_strides(shape, desc.dtype, dst))
+
+
+class _Reordered:
+    """An op's call that is one reorder of its source's bytes into its output's (views of
+    other shapes than the op's tensors, as a channel shuffle's)."""
+
+    def __init__(self, kernel: primitives.Kernel):
+        self.kernel = kernel
+        self.impl_info = kernel.impl_info
+
+    def bind(self, scratch, arrays: dict):
+        return self.kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
+
+
+def transpose(op, src, dst, *, axes) -> int:
+    """dst = src with its axes permuted (numpy's transpose): one reorder reading src in
+    its producer's layout seen with permuted axes (a blocked one too, so no reorder to
+    plain comes first). dst is plain, or channels-last where that is the order src's
+    bytes are in already ([N, H, W, C] to [N, C, H, W]: a copy, and the convolution
+    reading it runs a direct kernel on it where a plain source would take im2col)."""
+    if _pending(src):
+        record(src, primitives.plain_desc(src.shape, _dtype(src)))
+    desc = _desc(src).transposed(axes)
+    out = primitives.plain_desc(dst.shape, desc.dtype)
+    if desc.ndim == 4 and desc.format == "acdb":
+        out = _tagged(dst.shape, desc.dtype, ("acdb",))[0]
+    kernel = _create(primitives.reorder, desc, out)
+    record(dst, kernel.descs["dst"])
+    op.values["call"] = _Reordered(kernel)
+    return 0
+
+
+def shuffle(op, src, dst, *, group) -> int:
+    """A channel shuffle. Of a plain or channels-last source (or one left to the op,
+    which takes plain): a reorder between two views of it (_shuffle_views), in its layout
+    (oneDNN's shuffle primitive runs its reference kernel on those); of a blocked one,
+    oneDNN's shuffle in that layout (its group_size is the channels of one of LightNet's
+    groups), else in channel blocks."""
+    dtype = _dtype(src)
+    if _pending(src) and src.ndim == 4:
+        record(src, primitives.plain_desc(src.shape, dtype))
+    if src.ndim == 4 and _format(src) in (None, "acdb"):
+        desc = _desc(src)
+        kernel = _create(primitives.reorder, *_shuffle_views(desc, group))
+        record(dst, desc)
+        op.values["call"] = _Reordered(kernel)
+        return 0
+
+    def create(layout):
+        return _create(primitives.shuffle, src.shape, 1, src.shape[1] // group, dtype=dtype,
+                       src=layout)
+
+    before = {}
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              _tagged(src.shape, dtype, ("aBcd16b", "aBcd8b")), before)
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
+
+
+def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
+           count_include_pad=False) -> int:
+    """Max or average pooling, reading its source in the producer's layout."""
+    kernel = _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride, padding=padding,
+                               dilation=dilation, ceil_mode=ceil_mode,
+                               count_include_pad=count_include_pad, dtype=_dtype(src),
+                               src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def resample(op, src, dst, *, mode: str) -> int:
+    """Resample the spatial axes (2 onwards) of src, read in its producer's layout, to
+    dst's shape: mode "linear" (half-pixel centres, clamped: the cpu resize's and
+    upsample's TL_LINEAR) or "nearest" (which the expanders use for integer upscales
+    only, where every nearest rule picks floor(i / factor))."""
+    kernel = _create(primitives.resample, src.shape, dst.shape, mode, dtype=_dtype(src),
+                     src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> int:
+    """dst = f(src) in src's layout (relu, lrelu, clip, sigmoid, tanh, ...)."""
+    kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
+                                src=_layout(src))
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+# The unary op's functions as oneDNN eltwise ones: (name, alpha, beta).
+_UNARY = {"exp": ("exp", 0.0, 0.0), "sqrt": ("sqrt", 0.0, 0.0),
+          "neg": ("linear", -1.0, 0.0), "reciprocal": ("pow", 1.0, -1.0)}
+
+
+def unary(op, src, dst, func: str) -> int:
+    """dst = func(src) (exp, neg, reciprocal, sqrt) as oneDNN's eltwise: neg is
+    linear -1 * x + 0, reciprocal pow 1 * x^-1."""
+    return eltwise(op, src, dst, *_UNARY[func])
+
+
+def reduce(op, src, dst, *, func: str, axes) -> int:
+    """The mean, sum, max or min over `axes` of the source in its producer's layout,
+    else (oneDNN reduces blocked and channels-last sources by its reference kernel only)
+    reordered plain first; the output plain. oneDNN keeps the reduced axes with size 1:
+    a dst without them (no keepdims) holds the same bytes in the same order."""
+    dtype = _dtype(src)
+
+    def create(layout):
+        return _create(primitives.reduction, src.shape, axes, func, dtype=dtype, src=layout)
+
+    before = {}
+    kernel = _avoid_reference(create(_layout(src)), create, src, "src",
+                              [primitives.plain_desc(src.shape, dtype)], before)
+    call = Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}, before)
+    record(dst, primitives.plain_desc(dst.shape, _dtype(dst)))
+    return _settle(op, call)
+
+
+def binary(op, src1, src2, dst, name: str) -> int:
+    """dst = src1 <name> src2, src2 of src1's shape or broadcasting to it (its dims
+    equal or 1, oneDNN broadcasting the second operand only); dst in src1's layout.
+
+    src2 is read in its producer's layout (or plain). Where oneDNN has only its
+    reference implementation for the two layouts (a broadcast operand, such as a
+    squeeze-excite gate [N, C, 1, 1], in a layout other than src1's), it reads src2 in
+    src1's layout instead: a src2 left to it takes that layout, any other is reordered
+    into it first, into the op's scratch. A src2 of fewer dims is read as of src1's
+    rank with leading dims of 1: one left to it (a weight, such as a per-channel
+    scale [C, 1, 1]) like one of src1's rank, any other (a bias [C] added to
+    [N, T, C]) plain."""
+    dtype = _computes_in(src1, src2)
+    shape2 = (1,) * (src1.ndim - src2.ndim) + tuple(src2.shape)
+
+    def create(layout):
+        return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
+                       src0=_layout(src1), src1=layout)
+
+    before = {}
+    if src2.ndim < src1.ndim and not _pending(src2):
+        _read_plain(src2, dtype, "src1", before)
+        kernel = create("plain")
+    else:
+        kernel = create(_layout(src2))
+        like = _like(kernel.descs["src0"], shape2, dtype)
+        kernel = _avoid_reference(kernel, create, src2, "src1", [like] if like else [], before)
+    return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
+                            {"src1": src1, "src2": src2, "dst": dst}, before))
+
+
+def _like(desc, shape, dtype: str):
+    """A layout of `shape` in `dtype` laid out as `desc` is (plain, or one of the 4-D
+    tags), or None when desc is neither."""
+    if desc == _plain(desc.shape, desc.dtype):
+        return _plain(shape, dtype)
+    if len(shape) == 4:
+        for tag in primitives.TAGS_4D.values():
+            if desc == primitives.MemoryDesc.with_tag(desc.shape, desc.dtype, tag):
+                return primitives.MemoryDesc.with_tag(shape, dtype, tag)
+    return None
+
+
+class _Concat(Call):
+    """A concat's call: oneDNN's concat primitive, or, where the memory plan placed
+    sources inside the output (lightnet.compiler.memory_plan.assemble_in_place: their
+    producers write there), a byte copy of each source it did not place."""
+
+    def bind(self, scratch, arrays: dict):
+        dst = _bytes(arrays["dst"])
+        srcs = [_bytes(arrays[arg]) for name, arg in self.args.items() if name != "dst"]
+        if not any(np.shares_memory(s, dst) for s in srcs):
+            return super().bind(scratch, arrays)
+        self.impl_info = "concat in place"  # what describe_kernels reports: no primitive runs
+        copies, offset = [], 0
+        for s in srcs:
+            part = dst[offset:offset + s.size]
+            if not np.shares_memory(s, part):
+                copies.append((s, part))
+            offset += s.size
+
+        def run():
+            for s, part in copies:
+                np.copyto(part, s)
+        return run
+
+
+def concat(op, srcs, dst, axis: int) -> int:
+    """The sources (src1, src2, ...) joined along `axis`, each read in its own layout,
+    else all channels-last: oneDNN joins sources of different layouts, or channel blocks
+    cut by the joint (58 + 58 channels in blocks of 8), with its reference kernel only.
+    A source held otherwise is then reordered first, into the op's scratch."""
+    dtype = _computes_in(*srcs)
+
+    def create(layouts):
+        return _create(primitives.concat, [s.shape for s in srcs], axis, dtype=dtype,
+                       srcs=layouts)
+
+    kernel = create([_layout(s) for s in srcs])
+    before = {}
+    if _reference(kernel) and all(s.ndim == 4 for s in srcs):
+        layouts = [_tagged(s.shape, dtype, ("acdb",))[0] for s in srcs]
+        again = create(layouts)
+        if not _reference(again):
+            kernel = again
+            for i, (s, desc) in enumerate(zip(srcs, layouts)):
+                if not _pending(s) and _desc(s) != desc:
+                    before[f"src{i}"] = _create(primitives.reorder, _desc(s), desc)
+    args = {f"src{i}": f"src{i + 1}" for i in range(len(srcs))}
+    args["dst"] = "dst"
+    entries = {f"src{i + 1}": s for i, s in enumerate(srcs)}
+    return _settle(op, _Concat(kernel, args, {**entries, "dst": dst}, before))
+
+
+class _Slice:
+    """A slice op's call: oneDNN's reorder of the part of the source (a sub-memory of
+    its layout) into the output; `first`, where the part cuts the source's channel
+    blocks, reorders the whole source channels-last (plain, unless 4-D) into the op's
+    scratch before."""
+
+    def __init__(self, kernel: primitives.Kernel, first: primitives.Kernel | None):
+        self.kernel, self.first = kernel, first
+        self.impl_info = kernel.impl_info
+        self.scratch = 0 if first is None else first.nbytes("dst")
+
+    def bind(self, scratch, arrays: dict):
+        src, dst = _bytes(arrays["src"]), _bytes(arrays["dst"])
+        if self.first is None:
+            return self.kernel.bind({"src": src, "dst": dst})
+        place = scratch[:self.scratch]
+        whole = self.first.bind({"src": src, "dst": place})
+        part = self.kernel.bind({"src": place, "dst": dst})
+
+        def run():
+            whole()
+            part()
+        return run
+
+
+def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A002
+    """dst = the `len` entries of src from `start` along `axis`, src read in its
+    producer's layout (plain where the layout pass left it to this op); dst in that
+    layout (see _Slice)."""
+    dtype = _dtype(src)
+    if _pending(src):
+        record(src, _plain(src.shape, dtype))
+    whole = _desc(src)
+    shape, offsets = list(src.shape), [0] * src.ndim
+    shape[axis], offsets[axis] = len, start
+    first = None
+    try:
+        part = whole.submemory(shape, offsets)
+    except LightNetError:  # oneDNN's sub-memories of a blocked layout are whole blocks
+        dense = (_tagged(src.shape, dtype, ("acdb",)) or [primitives.plain_desc(src.shape,
+                                                                                dtype)])[0]
+        first = _create(primitives.reorder, whole, dense)
+        whole, part = dense, dense.submemory(shape, offsets)
+    out = _like(whole, shape, dtype) or _plain(shape, dtype)
+    kernel = _create(primitives.reorder, part, out)
+    record(dst, kernel.descs["dst"])
+    op.values["call"] = _Slice(kernel, first)
+    return op.values["call"].scratch
+
+
+class Reorder:
+    """A reorder op's call: to oneDNN's layout (the dst entry is PENDING until its
+    first dnnl reader chooses) or back to plain. The primitive is made at load, when
+    both layouts are settled."""
+
+    impl_info = None
+    # It reads its entries again at load (the layout its reader chose), so an op
+    # holding it is checked anew every time it is checked (lightnet.ir.op.CheckMemo).
+    keeps_entries = True
+
+    def __init__(self, src, dst, to: str, dtype: str):
+        self.src, self.dst, self.to = src, dst, to
+        if to == "dnnl":
+            dst.layout = Layout(PENDING, dtype=dtype)
+
+    def bind(self, scratch, arrays: dict):
+        if _pending(self.dst):
+            raise ValueError("no dnnl op reads the reordered tensor")
+        # A plain source is read as the reader's kernel holds it (a weight's own
+        # strides); a dnnl tensor (converted to another data type) in its layout.
+        made = self.dst.layout
+        plain = self.to == "dnnl" and self.src.layout is None
+        source = made.source if plain and made is not None else None
+        kernel = primitives.reorder(source or _desc(self.src), _desc(self.dst))
+        self.impl_info = kernel.impl_info
+        return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
+
+
+def _desc(entry):
+    if entry.layout is None:
+        return _plain(entry.shape, _dtype(entry))
+    return entry.layout.desc
+
+
+def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
+    """A reorder op copying `src` to oneDNN's layout (`to` "dnnl"), held in `dtype`
+    there, or to plain (float32); it needs no scratchpad."""
+    op.values["call"] = Reorder(src, dst, to, dtype)
+    return 0
+
+
+def kernel_counts(ops) -> dict[str, int]:
+    """How many of the dnnl ops `ops` run each of oneDNN's implementations (impl_info),
+    in order of first use; a reorder's is known once the model is loaded."""
+    counts: dict[str, int] = {}
+    for op in ops:
+        info = getattr(op.values.get("call"), "impl_info", None)
+        if info is not None:
+            counts[info] = counts.get(info, 0) + 1
+    return counts
+
+
+def describe_kernels(ops) -> str:
+    """The kernel_counts of the loaded dnnl ops in one line: what `lightnet bench` and
+    bench/run.py print."""
+    counts = kernel_counts(ops)
+    if not counts:
+        return "oneDNN: none (no op runs on dnnl)"
+    return "oneDNN: " + ", ".join(f"{k} x{n}" for k, n in counts.items())

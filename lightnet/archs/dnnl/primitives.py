@@ -1,0 +1,641 @@
+"""oneDNN primitives for fixed shapes: what a dnnl op creates at load and calls per run.
+
+Each constructor (conv2d, deconv2d, matmul, pool2d, eltwise, binary, concat,
+batchnorm, layernorm, lrn, softmax, reduction, shuffle, resample, reorder) takes
+logical shapes in LightNet's conventions (NCHW, weights as the cpu kernels take
+them, padding as (top, left, bottom, right), dilation 1 for none), the data type it
+computes in and a layout for each activation, and returns a Kernel: the primitive,
+created once, with the layout
+oneDNN chose for every tensor (`descs`), the bytes each takes there, blocked
+padding included (`nbytes`), its scratchpad size, and its implementation name.
+
+A layout is "plain" (LightNet's own C-order layout), a 4-D tag of TAGS_4D
+("acdb" = "channels_last", channels in blocks "aBcd8b", "aBcd16b"), "any" (the
+primitive chooses: blocked or channels-last, whichever its fastest implementation
+wants; convolutions, deconvolutions and destinations only, a destination "any" of
+a source's shape taking the source's layout) or a MemoryDesc (a producer's
+chosen layout, so that a tensor passes between two primitives without a reorder). Weights are
+always "any": `Kernel.load_weights` reorders them once, at load, from their
+plain layout into the buffer the primitive reads.
+
+`Kernel.bind(buffers)` wraps caller-owned buffers (arena views) in oneDNN memories
+and returns the run call (capi.Execute): one ctypes call per run.
+
+The data type is float32 or bfloat16. In bfloat16, sources, weights and
+destinations are bfloat16 and oneDNN accumulates in float32; biases, batch
+normalization's statistics and binary post-op operands stay float32. The plain
+layouts (`Kernel.plain`) are float32 whatever the data type, as LightNet holds
+tensors: a reorder from plain converts, and `load_weights` converts the weights
+to bfloat16 once, at load.
+
+Post-ops fuse into conv2d, deconv2d, matmul and binary: `eltwise(name, alpha,
+beta)`, `sum(scale)` (dst += scale * what dst holds before the run: a residual
+add written in place) and `binary(name, shape)` (a second operand, bound as
+"post_op_<index>").
+
+Where oneDNN cannot compute exactly what the cpu kernel computes, a constructor
+raises Unsupported, and the op stays on the cpu architecture. Arguments that do
+not fit raise ValueError (a bug of the calling op, which Context.load reports
+naming the op); a call oneDNN refuses raises LightNetError (see capi).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightnet.archs.cpu.kernels.conv import conv2d_output_hw, deconv2d_output_hw
+from lightnet.archs.cpu.kernels.elementwise import broadcast_shape
+from lightnet.archs.cpu.kernels.pool import pool2d_output_hw
+from lightnet.archs.dnnl import capi
+from lightnet.archs.dnnl.capi import MemoryDesc
+
+__all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
+           "binary_post_op", "conv2d", "deconv2d", "matmul", "pool2d", "eltwise", "binary",
+           "concat", "batchnorm", "layernorm", "lrn", "softmax", "resample", "reorder",
+           "plain_desc", "strided_desc", "REDUCTION", "reduction", "shuffle"]
+
+
+class Unsupported(Exception):
+    """oneDNN cannot compute this exactly as the cpu kernel does: the op stays on cpu."""
+
+
+# Element-wise functions by name: oneDNN's own, and LightNet's names for some of them.
+# alpha and beta are oneDNN's (clip: min, max; lrelu: the negative slope; linear:
+# alpha * x + beta).
+ELTWISE = {
+    "relu": capi.dnnl_eltwise_relu, "lrelu": capi.dnnl_eltwise_relu,
+    "tanh": capi.dnnl_eltwise_tanh, "elu": capi.dnnl_eltwise_elu,
+    "square": capi.dnnl_eltwise_square, "abs": capi.dnnl_eltwise_abs,
+    "sqrt": capi.dnnl_eltwise_sqrt, "linear": capi.dnnl_eltwise_linear,
+    "soft_relu": capi.dnnl_eltwise_soft_relu, "hardsigmoid": capi.dnnl_eltwise_hardsigmoid,
+    "sigmoid": capi.dnnl_eltwise_logistic, "exp": capi.dnnl_eltwise_exp,
+    "gelu_tanh": capi.dnnl_eltwise_gelu_tanh, "swish": capi.dnnl_eltwise_swish,
+    "log": capi.dnnl_eltwise_log, "clip": capi.dnnl_eltwise_clip_v2,
+    "pow": capi.dnnl_eltwise_pow, "gelu_erf": capi.dnnl_eltwise_gelu_erf,
+    "round": capi.dnnl_eltwise_round, "mish": capi.dnnl_eltwise_mish,
+    "hardswish": capi.dnnl_eltwise_hardswish,
+}
+BINARY = {"add": capi.dnnl_binary_add, "mul": capi.dnnl_binary_mul,
+          "sub": capi.dnnl_binary_sub, "div": capi.dnnl_binary_div,
+          "max": capi.dnnl_binary_max, "min": capi.dnnl_binary_min}
+
+
+def _lookup(table: dict, name: str, what: str) -> int:
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"oneDNN: unknown {what} '{name}' (known: {', '.join(table)})") \
+            from None
+
+
+# Post-ops ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PostOp:
+    kind: str  # eltwise, sum, binary
+    name: str = ""
+    alpha: float = 0.0
+    beta: float = 0.0
+    shape: tuple[int, ...] = ()
+
+
+def eltwise_post_op(name: str, alpha: float = 0.0, beta: float = 0.0) -> PostOp:
+    _lookup(ELTWISE, name, "element-wise function")
+    return PostOp("eltwise", name, alpha, beta)
+
+
+def sum_post_op(scale: float = 1.0) -> PostOp:
+    return PostOp("sum", alpha=scale)
+
+
+def binary_post_op(name: str, shape) -> PostOp:
+    """dst = dst <name> operand, the operand of `shape` (plain layout) broadcasting."""
+    _lookup(BINARY, name, "binary function")
+    return PostOp("binary", name, shape=tuple(shape))
+
+
+def _attr(post_ops, dst_shape, dtype) -> tuple[capi.Attr, dict[str, tuple[int, MemoryDesc]]]:
+    """The attributes, and the extra arguments binary post-ops take: name -> (arg, desc)."""
+    ops, extra = [], {}
+    for i, p in enumerate(post_ops):
+        if p.kind == "eltwise":
+            ops.append(("eltwise", ELTWISE[p.name], p.alpha, p.beta))
+        elif p.kind == "sum":
+            ops.append(("sum", p.alpha))
+        else:
+            shape = (1,) * (len(dst_shape) - len(p.shape)) + p.shape
+            broadcast_shape(dst_shape, shape)
+            desc = plain_desc(shape, held(dtype))
+            ops.append(("binary", BINARY[p.name], desc))
+            extra[f"post_op_{i}"] = (capi.DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | capi.DNNL_ARG_SRC_1,
+                                     desc)
+    return capi.Attr(ops), extra
+
+
+# Layouts ------------------------------------------------------------------------------------
+
+def strided_desc(shape, dtype: str, order) -> MemoryDesc:
+    """A dense layout of `shape` whose dimensions, outermost first, are `order`."""
+    strides = [0] * len(shape)
+    step = 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= max(shape[axis], 1)
+    return MemoryDesc.with_strides(shape, dtype, strides)
+
+
+def held(dtype: str) -> str:
+    """The data type LightNet holds a tensor computed in `dtype` in: float32 for
+    bfloat16 (numpy has no bfloat16), else `dtype` itself."""
+    return "float32" if dtype == "bfloat16" else dtype
+
+
+def plain_desc(shape, dtype: str = "float32") -> MemoryDesc:
+    """LightNet's own layout of `shape`: dense, C order (what a numpy array has)."""
+    return strided_desc(shape, dtype, range(len(shape)))
+
+
+# 4-D layouts by oneDNN's tag: channels last, channels in blocks of 8 or 16.
+TAGS_4D = {"acdb": capi.dnnl_acdb, "aBcd8b": capi.dnnl_aBcd8b, "aBcd16b": capi.dnnl_aBcd16b}
+
+
+def _desc(shape, dtype: str, layout, what: str = "", chooses: bool = True) -> MemoryDesc:
+    """The descriptor of a tensor of `shape` in `layout`; `chooses`: whether the
+    primitive may choose it ("any": only convolutions, deconvolutions, matmul's
+    weights and destinations may)."""
+    shape = tuple(int(d) for d in shape)
+    if isinstance(layout, MemoryDesc):
+        if layout.shape != shape:
+            raise ValueError(f"oneDNN: a layout of shape {list(layout.shape)} given for a "
+                                f"tensor of shape {list(shape)}")
+        return layout
+    if layout == "plain":
+        return plain_desc(shape, dtype)
+    if layout == "any":
+        if not chooses:
+            raise ValueError(f"oneDNN {what}: cannot choose its source's layout (give "
+                                "the producer's)")
+        return MemoryDesc.with_tag(shape, dtype, capi.dnnl_format_tag_any)
+    if layout == "channels_last":
+        layout = "acdb"
+    if layout in TAGS_4D and len(shape) == 4:
+        return MemoryDesc.with_tag(shape, dtype, TAGS_4D[layout])
+    raise ValueError(f"oneDNN: unknown layout {layout!r} for a {len(shape)}-D tensor "
+                        f"(expected plain, any, channels_last, {', '.join(TAGS_4D)} "
+                        "(4-D) or a MemoryDesc)")
+
+
+# Kernels ------------------------------------------------------------------------------------
+
+class Kernel:
+    """One primitive for fixed shapes. `args`: tensor name -> DNNL_ARG_*; `descs`:
+    the layout of each tensor (oneDNN's choice where it was "any"); `plain`: each
+    tensor's layout as the cpu kernels hold it (what load_weights reorders from, and
+    what a layout pass compares with); `scratchpad`: bytes of scratch per run."""
+
+    def __init__(self, what: str, pd: capi.PrimitiveDesc, args: dict[str, int],
+                 plain: dict[str, MemoryDesc], extra=None):
+        self.what = what
+        self.pd = pd
+        self.primitive = capi.Primitive(pd)
+        self.args = dict(args)
+        self.descs: dict[str, MemoryDesc] = {}
+        for name, arg in args.items():
+            desc = pd.arg_desc(arg)
+            if desc is None:
+                raise ValueError(f"oneDNN: {what} takes no argument {name}")
+            self.descs[name] = desc
+        for name, (arg, desc) in (extra or {}).items():
+            self.args[name] = arg
+            self.descs[name] = desc
+            plain[name] = desc
+        self.plain = plain
+        scratch = pd.arg_desc(capi.DNNL_ARG_SCRATCHPAD)
+        self.scratchpad_desc = scratch
+        self.scratchpad = scratch.nbytes if scratch is not None else 0
+        self.impl_info = pd.impl_info
+
+    def nbytes(self, name: str) -> int:
+        """Bytes tensor `name` takes in the primitive's layout (blocked padding included)."""
+        return self.descs[name].nbytes
+
+    def format(self, name: str) -> str:
+        return self.descs[name].format
+
+    def bind(self, buffers: dict[str, np.ndarray], scratchpad: np.ndarray | None = None
+             ) -> capi.Execute:
+        """The run call over `buffers` (one per tensor, by name: arena views of at least
+        nbytes(name) bytes, C-contiguous) and `scratchpad` (at least `scratchpad` bytes)."""
+        missing = [n for n in self.args if n not in buffers]
+        if missing:
+            raise ValueError(f"oneDNN {self.what}: no buffer for {missing}")
+        memories = {}
+        for name, arg in self.args.items():
+            memories[arg] = capi.Memory(self.descs[name],
+                                        _address(buffers[name], self.nbytes(name),
+                                                 f"{self.what} {name}"), buffers[name])
+        if self.scratchpad:
+            if scratchpad is None:
+                raise ValueError(f"oneDNN {self.what}: needs a scratchpad of "
+                                    f"{self.scratchpad} bytes")
+            memories[capi.DNNL_ARG_SCRATCHPAD] = capi.Memory(
+                self.scratchpad_desc, _address(scratchpad, self.scratchpad,
+                                               f"{self.what} scratchpad"), scratchpad)
+        return capi.Execute(self.primitive, memories, self.what)
+
+    def load_weights(self, name: str, data: np.ndarray, buffer: np.ndarray) -> None:
+        """Reorder `data` (tensor `name` in its plain layout) into `buffer` in the
+        primitive's layout: done once, at load."""
+        data = np.ascontiguousarray(data)
+        if data.nbytes != self.plain[name].nbytes:
+            raise ValueError(f"oneDNN {self.what}: {name} has {data.nbytes} bytes, "
+                                f"expected {self.plain[name].nbytes}")
+        reorder(self.plain[name], self.descs[name]).bind({"src": data, "dst": buffer})()
+
+    def __repr__(self) -> str:
+        layouts = ", ".join(f"{n}: {d.format}" for n, d in self.descs.items())
+        return f"<{self.what} [{self.impl_info}] {layouts}; scratchpad {self.scratchpad}>"
+
+
+def _address(buffer: np.ndarray, nbytes: int, what: str) -> int:
+    if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
+        raise ValueError(f"oneDNN {what}: the buffer must be a C-contiguous numpy array")
+    if buffer.nbytes < nbytes:
+        raise ValueError(f"oneDNN {what}: the buffer has {buffer.nbytes} bytes, "
+                            f"the primitive needs {nbytes}")
+    return buffer.__array_interface__["data"][0]
+
+
+def _pair(values, what: str) -> tuple[int, int]:
+    values = tuple(int(v) for v in values)
+    if len(values) != 2:
+        raise ValueError(f"oneDNN: {what} must have 2 entries, found {list(values)}")
+    return values
+
+
+def _weights_plain(weight_shape, group, dtype, transposed: bool) -> tuple[tuple, MemoryDesc]:
+    """oneDNN's logical weight dims ([O, C, kh, kw], or [g, O/g, C/g, kh, kw]) and the
+    plain layout of LightNet's weight: [O, C/g, kh, kw] for a convolution,
+    [C, O/g, kh, kw] (transposed) for a deconvolution."""
+    if transposed:
+        c, og, kh, kw = weight_shape
+        cg, o = c // group, og * group
+        # LightNet memory: [g, C/g, O/g, kh, kw] in C order.
+        mem = (group, cg, og, kh, kw)
+        logical = (group, og, cg, kh, kw)
+        perm = (0, 2, 1, 3, 4)  # logical axis -> memory axis
+    else:
+        o, cg, kh, kw = weight_shape
+        og = o // group
+        mem = logical = (group, og, cg, kh, kw)
+        perm = (0, 1, 2, 3, 4)
+    mem_strides = [0] * 5
+    step = 1
+    for axis in reversed(range(5)):
+        mem_strides[axis] = step
+        step *= mem[axis]
+    strides = [mem_strides[perm[i]] for i in range(5)]
+    if group == 1:
+        logical, strides = logical[1:], strides[1:]
+    return logical, MemoryDesc.with_strides(logical, dtype, strides)
+
+
+def _conv(what, function, src_shape, weight_shape, dst_shape, bias, group, stride, padding,
+          dilation, dtype, src, dst, post_ops, transposed):
+    logical, weights_plain = _weights_plain(weight_shape, group, held(dtype), transposed)
+    src_d = _desc(src_shape, dtype, src)
+    dst_d = _desc(dst_shape, dtype, dst)
+    weights_d = MemoryDesc.with_tag(logical, dtype, capi.dnnl_format_tag_any)
+    o = dst_shape[1]
+    bias_d = plain_desc((o,), held(dtype)) if bias else None
+    top, left, bottom, right = padding
+    attr, extra = _attr(post_ops, dst_shape, dtype)
+    alg = capi.dnnl_deconvolution_direct if transposed else capi.dnnl_convolution_direct
+    pd = capi.PrimitiveDesc.create(
+        function, capi.library().engine, capi.dnnl_forward_inference, alg, src_d,
+        weights_d, bias_d, dst_d, capi.dims(stride),
+        capi.dims([d - 1 for d in dilation]), capi.dims((top, left)),
+        capi.dims((bottom, right)), attr)
+    args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
+    plain = {"src": plain_desc(src_shape, held(dtype)), "weights": weights_plain,
+             "dst": plain_desc(dst_shape, held(dtype))}
+    if bias:
+        args["bias"] = capi.DNNL_ARG_BIAS
+        plain["bias"] = bias_d
+    return Kernel(what, pd, args, plain, extra)
+
+
+def conv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 1),
+           padding=(0, 0, 0, 0), dilation=(1, 1), dtype: str = "float32", src="any",
+           dst="any", post_ops=()) -> Kernel:
+    """Convolution (the cpu conv2d): src [N, C, H, W], weight [O, C/group, kh, kw], bias
+    [O] when `bias`; tensors src, weights, bias, dst."""
+    n, c, h, w = src_shape
+    o, cg, kh, kw = weight_shape
+    if c != cg * group or o % group:
+        raise ValueError(f"oneDNN conv2d: {c} input and {o} output channels do not "
+                            f"split into {group} groups of weight {list(weight_shape)}")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    oh, ow = conv2d_output_hw((h, w), (kh, kw), stride, padding, dilation)
+    return _conv("conv2d", "dnnl_convolution_forward_primitive_desc_create", src_shape,
+                 weight_shape, (n, o, oh, ow), bias, group, stride, padding, dilation, dtype,
+                 src, dst, post_ops, transposed=False)
+
+
+def deconv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 1),
+             padding=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1),
+             dtype: str = "float32", src="any", dst="any", post_ops=()) -> Kernel:
+    """Transposed convolution (the cpu deconv2d): weight [C, O/group, kh, kw]; the
+    output padding enlarges the bottom/right of dst (oneDNN: less end padding)."""
+    n, c, h, w = src_shape
+    wc, og, kh, kw = weight_shape
+    if wc != c or c % group:
+        raise ValueError(f"oneDNN deconv2d: weight {list(weight_shape)} does not fit "
+                            f"{c} input channels in {group} groups")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    output_padding = _pair(output_padding, "output padding")
+    oh, ow = deconv2d_output_hw((h, w), (kh, kw), stride, padding, output_padding, dilation)
+    top, left, bottom, right = padding
+    ends = (bottom - output_padding[0], right - output_padding[1])
+    if min(top, left, *ends) < 0:
+        raise Unsupported("oneDNN deconvolution: negative padding")
+    return _conv("deconv2d", "dnnl_deconvolution_forward_primitive_desc_create", src_shape,
+                 weight_shape, (n, og * group, oh, ow), bias, group, stride,
+                 (top, left, *ends), dilation, dtype, src, dst, post_ops, transposed=True)
+
+
+def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bias_shape=None,
+           dtype: str = "float32", b_layout="any", post_ops=()) -> Kernel:
+    """dst = op(A) @ op(B) (+ bias, broadcast) (the cpu matmul with alpha = beta = 1;
+    an alpha is an eltwise linear post-op), over the last two axes, leading (batch)
+    axes broadcasting like numpy's: an operand of fewer dimensions is described with
+    leading dims of 1 (oneDNN takes operands and dst of one rank, broadcasting batch
+    dims of 1). A and B in their plain layouts (op transposes them by strides, no
+    copy). B (`weights`) is "any" when static (load_weights reorders it), "plain"
+    when it is computed per run. Tensors src, weights, bias, dst."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    if min(len(a_shape), len(b_shape)) < 2:
+        raise ValueError(f"oneDNN matmul: operands of 2 or more dimensions, found "
+                         f"{list(a_shape)} and {list(b_shape)}")
+    rank = max(len(a_shape), len(b_shape))
+    if rank > capi.DNNL_MAX_NDIMS:
+        raise Unsupported(f"oneDNN matmul: at most {capi.DNNL_MAX_NDIMS} dimensions")
+    a_shape = (1,) * (rank - len(a_shape)) + a_shape
+    b_shape = (1,) * (rank - len(b_shape)) + b_shape
+
+    def operand(shape, trans):
+        """The logical shape, and the layout of the operand in dtype and as held."""
+        order = list(range(len(shape)))
+        if trans:
+            shape = shape[:-2] + (shape[-1], shape[-2])
+            order[-2], order[-1] = order[-1], order[-2]
+        return shape, strided_desc(shape, dtype, order), strided_desc(shape, held(dtype), order)
+
+    a_log, a_d, a_plain = operand(a_shape, trans_a)
+    b_log, b_d, b_plain = operand(b_shape, trans_b)
+    if a_log[-1] != b_log[-2]:
+        raise ValueError(f"oneDNN matmul: A {list(a_shape)} and B {list(b_shape)} do not "
+                            "multiply")
+    batch = broadcast_shape(a_log[:-2], b_log[:-2])
+    dst_shape = tuple(batch) + (a_log[-2], b_log[-1])
+    if b_layout != "plain":
+        b_d = _desc(b_log, dtype, b_layout)
+    dst_d = plain_desc(dst_shape, dtype)
+    args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
+    plain = {"src": a_plain, "weights": b_plain, "dst": plain_desc(dst_shape, held(dtype))}
+    bias_d = None
+    if bias_shape is not None:
+        bias_shape = (1,) * (len(dst_shape) - len(bias_shape)) + tuple(bias_shape)
+        if broadcast_shape(dst_shape, bias_shape) != dst_shape:
+            raise ValueError(f"oneDNN matmul: bias {list(bias_shape)} does not broadcast "
+                                f"to {list(dst_shape)}")
+        bias_d = plain_desc(bias_shape, held(dtype))
+        args["bias"] = capi.DNNL_ARG_BIAS
+        plain["bias"] = bias_d
+    attr, extra = _attr(post_ops, dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create(
+        "dnnl_matmul_primitive_desc_create", capi.library().engine, a_d, b_d,
+        bias_d, dst_d, attr)
+    return Kernel("matmul", pd, args, plain, extra)
+
+
+def pool2d(src_shape, *, kind: str, size, stride, padding=(0, 0, 0, 0), dilation=(1, 1),
+           ceil_mode: bool = False, count_include_pad: bool = False, dtype: str = "float32",
+           src="plain", dst="any") -> Kernel:
+    """Max or average pooling (the cpu maxpool2d / avgpool2d); tensors src, dst."""
+    n, c, h, w = src_shape
+    size, stride, dilation = _pair(size, "size"), _pair(stride, "stride"), _pair(dilation,
+                                                                                 "dilation")
+    oh, ow = pool2d_output_hw((h, w), size, stride, padding, ceil_mode=ceil_mode,
+                              dilation=dilation)
+    top, left, bottom, right = padding
+    # oneDNN takes the end padding the output needs (ceil mode: more than the explicit).
+    ends = tuple((o - 1) * s + (k - 1) * d + 1 - i - b for o, s, k, d, i, b in
+                 zip((oh, ow), stride, size, dilation, (h, w), (top, left)))
+    if kind == "max":
+        alg = capi.dnnl_pooling_max
+    elif kind == "avg":
+        if count_include_pad and (ends[0] > bottom or ends[1] > right):
+            # oneDNN counts the implicit ceil-mode cells too; the cpu kernel does not.
+            raise Unsupported("oneDNN average pooling counting padding, in ceil mode")
+        alg = (capi.dnnl_pooling_avg_include_padding if count_include_pad
+               else capi.dnnl_pooling_avg_exclude_padding)
+    else:
+        raise ValueError(f"oneDNN pool2d: kind must be max or avg, found {kind!r}")
+    if min(ends) < 0:
+        ends = tuple(max(e, 0) for e in ends)  # windows never reach the explicit end padding
+    dst_shape = (n, c, oh, ow)
+    src_d = _desc(src_shape, dtype, src, f"{kind}pool2d", chooses=False)
+    attr, _ = _attr((), dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create(
+        "dnnl_pooling_forward_primitive_desc_create", capi.library().engine,
+        capi.dnnl_forward_inference, alg, src_d, _desc(dst_shape, dtype, dst), capi.dims(stride), capi.dims(size),
+        capi.dims([d - 1 for d in dilation]), capi.dims((top, left)), capi.dims(ends),
+        attr)
+    return Kernel(f"{kind}pool2d", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+                  {"src": plain_desc(src_shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
+
+
+def _unary(what, function, shape, dtype, src, dst, before=(), after=(), *, dst_shape=None,
+           stats=None) -> Kernel:
+    """A primitive of one source and one destination, made by
+    `function(engine, forward_inference, *before, src, dst, *after, attr)`; `stats`
+    are further [C] tensors (batchnorm's): name -> (arg, desc)."""
+    dst_shape = tuple(shape) if dst_shape is None else tuple(dst_shape)
+    src_d = _desc(shape, dtype, src, what, chooses=False)
+    # A dst "any" of the source's shape takes the source's layout (no reorder between).
+    dst_d = _desc(dst_shape, dtype, src_d if dst == "any" and dst_shape == tuple(shape)
+                  else dst)
+    attr, _ = _attr((), dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create(function, capi.library().engine, capi.dnnl_forward_inference,
+                                   *before, src_d, dst_d, *after, attr)
+    args = {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST}
+    plain = {"src": plain_desc(shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))}
+    for name, (arg, desc) in (stats or {}).items():
+        args[name] = arg
+        plain[name] = desc
+    return Kernel(what, pd, args, plain)
+
+
+def eltwise(shape, name: str, alpha: float = 0.0, beta: float = 0.0, *,
+            dtype: str = "float32", src="plain", dst="any") -> Kernel:
+    """dst = f(src), f one of ELTWISE (relu: alpha is the negative slope; clip:
+    alpha, beta are min, max); tensors src, dst (may be the same buffer)."""
+    alg = _lookup(ELTWISE, name, "element-wise function")
+    return _unary(name, "dnnl_eltwise_forward_primitive_desc_create", shape, dtype, src, dst,
+                  (alg,), (float(alpha), float(beta)))
+
+
+def binary(shape0, shape1, name: str, *, dtype: str = "float32", src0="plain", src1="plain",
+           dst="any", post_ops=()) -> Kernel:
+    """dst = src0 <name> src1 (add, mul, sub, div, max, min), src1 broadcasting to src0's
+    shape (oneDNN broadcasts the second operand only); tensors src0, src1, dst."""
+    alg = _lookup(BINARY, name, "binary function")
+    shape0, shape1 = tuple(shape0), tuple(shape1)
+    dst_shape = broadcast_shape(shape0, shape1)
+    if dst_shape != shape0:
+        raise Unsupported("oneDNN binary: the first operand must have the result's shape")
+    shape1 = (1,) * (len(shape0) - len(shape1)) + shape1
+    src0_d = _desc(shape0, dtype, src0, name, chooses=False)
+    src1_d = _desc(shape1, dtype, src1, name, chooses=False)
+    dst_d = _desc(dst_shape, dtype, src0_d if dst == "any" else dst)
+    attr, extra = _attr(post_ops, dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create("dnnl_binary_primitive_desc_create", capi.library().engine,
+                                   alg, src0_d, src1_d, dst_d, attr)
+    return Kernel(name, pd, {"src0": capi.DNNL_ARG_SRC, "src1": capi.DNNL_ARG_SRC_1,
+                             "dst": capi.DNNL_ARG_DST},
+                  {"src0": plain_desc(shape0, held(dtype)), "src1": plain_desc(shape1, held(dtype)),
+                   "dst": plain_desc(dst_shape, held(dtype))}, extra)
+
+
+def concat(shapes, axis: int, *, dtype: str = "float32", srcs=None, dst="any") -> Kernel:
+    """dst = the sources joined along `axis`; tensors src0 .. src<n-1>, dst. `srcs` is
+    one layout per source (default plain)."""
+    shapes = [tuple(s) for s in shapes]
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    dst_shape = tuple(out)
+    descs = [_desc(s, dtype, layout, "concat", chooses=False) for s, layout in
+             zip(shapes, srcs if srcs is not None else ["plain"] * len(shapes))]
+    handles = (ctypes.c_void_p * len(descs))(*(d.handle.value for d in descs))
+    dst_d = None if dst == "any" else _desc(dst_shape, dtype, dst)
+    attr, _ = _attr((), dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create("dnnl_concat_primitive_desc_create", capi.library().engine,
+                                   dst_d, len(descs), axis, handles,
+                                   attr)
+    args = {f"src{i}": capi.DNNL_ARG_MULTIPLE_SRC + i for i in range(len(shapes))}
+    args["dst"] = capi.DNNL_ARG_DST
+    plain = {f"src{i}": plain_desc(s, held(dtype)) for i, s in enumerate(shapes)}
+    plain["dst"] = plain_desc(dst_shape, held(dtype))
+    return Kernel("concat", pd, args, plain)
+
+
+def batchnorm(shape, epsilon: float, *, relu: bool = False, dtype: str = "float32",
+              src="plain", dst="any") -> Kernel:
+    """Inference batch normalization over axis 1 (the cpu batchnorm), then a relu if
+    `relu`; tensors src, mean, variance, scale, shift ([C] float32 each), dst."""
+    args = {"mean": capi.DNNL_ARG_MEAN, "variance": capi.DNNL_ARG_VARIANCE,
+            "scale": capi.DNNL_ARG_SCALE, "shift": capi.DNNL_ARG_SHIFT}
+    stats = {name: (arg, plain_desc((shape[1],), "float32")) for name, arg in args.items()}
+    flags = capi.dnnl_use_global_stats | capi.dnnl_use_scale | capi.dnnl_use_shift
+    if relu:
+        flags |= capi.dnnl_fuse_norm_relu
+    return _unary("batchnorm", "dnnl_batch_normalization_forward_primitive_desc_create", shape,
+                  dtype, src, dst, (), (float(epsilon), flags), stats=stats)
+
+
+def layernorm(shape, epsilon: float, *, scale: bool = True, shift: bool = True,
+              dtype: str = "float32", src="plain", dst="any") -> Kernel:
+    """Layer normalization over the last axis, its statistics (the mean and the biased
+    variance) computed in float32 (the cpu layernorm over one axis: normalize the
+    trailing axes of a plain tensor by describing them as one); tensors src, scale,
+    shift ([C] float32 each, when `scale` / `shift`), dst."""
+    stats = {}
+    flags = capi.dnnl_normalization_flags_none
+    if scale:
+        stats["scale"] = (capi.DNNL_ARG_SCALE, plain_desc((shape[-1],), "float32"))
+        flags |= capi.dnnl_use_scale
+    if shift:
+        stats["shift"] = (capi.DNNL_ARG_SHIFT, plain_desc((shape[-1],), "float32"))
+        flags |= capi.dnnl_use_shift
+    return _unary("layernorm", "dnnl_layer_normalization_forward_primitive_desc_create",
+                  shape, dtype, src, dst, (), (None, float(epsilon), flags), stats=stats)
+
+
+def lrn(shape, *, size: int, alpha: float, beta: float, bias: float, dtype: str = "float32",
+        src="plain", dst="any") -> Kernel:
+    """Local response normalization across channels (the cpu lrn), odd sizes; tensors
+    src, dst."""
+    if size % 2 == 0:
+        # oneDNN's window is symmetric; the cpu kernel's reaches one channel further.
+        raise Unsupported("oneDNN LRN of an even size")
+    return _unary("lrn", "dnnl_lrn_forward_primitive_desc_create", shape, dtype, src, dst,
+                  (capi.dnnl_lrn_across_channels,),
+                  (int(size), float(alpha), float(beta), float(bias)))
+
+
+def softmax(shape, axis: int, *, dtype: str = "float32", src="plain", dst="any") -> Kernel:
+    """Softmax along `axis` (the cpu softmax); tensors src, dst."""
+    return _unary("softmax", "dnnl_softmax_forward_primitive_desc_create", shape, dtype, src,
+                  dst, (capi.dnnl_softmax_accurate,), (int(axis),))
+
+
+REDUCTION = {"mean": capi.dnnl_reduction_mean, "sum": capi.dnnl_reduction_sum,
+             "max": capi.dnnl_reduction_max, "min": capi.dnnl_reduction_min}
+
+
+def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") -> Kernel:
+    """dst = the mean, sum, max or min of src over `axes`, which stay with size 1; dst
+    plain; tensors src, dst."""
+    alg = _lookup(REDUCTION, name, "reduction")
+    shape = tuple(shape)
+    dst_shape = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    if dst_shape == shape:
+        raise Unsupported("oneDNN reduction: every reduced axis has one element")
+    src_d = _desc(shape, dtype, src, f"reduce {name}", chooses=False)
+    dst_d = _desc(dst_shape, dtype, "plain")
+    attr, _ = _attr((), dst_shape, dtype)
+    pd = capi.PrimitiveDesc.create("dnnl_reduction_primitive_desc_create",
+                                   capi.library().engine, alg, src_d, dst_d, 0.0, 0.0, attr)
+    return Kernel(f"reduce {name}", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+                  {"src": plain_desc(shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
+
+
+def shuffle(shape, axis: int, group_size: int, *, dtype: str = "float32", src="plain",
+            dst="any") -> Kernel:
+    """A channel shuffle along `axis` (the cpu channel_shuffle with `group` groups is
+    oneDNN's shuffle with group_size = shape[axis] / group); tensors src, dst."""
+    return _unary("shuffle", "dnnl_shuffle_forward_primitive_desc_create", shape, dtype, src,
+                  dst, (), (int(axis), int(group_size)))
+
+
+def resample(src_shape, dst_shape, mode: str, *, dtype: str = "float32", src="plain",
+             dst="any") -> Kernel:
+    """Resampling of the spatial axes (2 onwards) to dst_shape: mode "linear" is the
+    cpu resize's TL_LINEAR (half-pixel centres); tensors src, dst."""
+    src_shape, dst_shape = tuple(src_shape), tuple(dst_shape)
+    if src_shape[:2] != dst_shape[:2] or len(src_shape) < 3:
+        raise Unsupported("oneDNN resampling: only the spatial axes (2 onwards) change")
+    if mode == "linear":
+        alg = capi.dnnl_resampling_linear
+    elif mode == "nearest":
+        alg = capi.dnnl_resampling_nearest
+    else:
+        raise ValueError(f"oneDNN resample: mode must be linear or nearest, found {mode!r}")
+    # No factors: oneDNN derives them from the shapes.
+    return _unary("resample", "dnnl_resampling_forward_primitive_desc_create", src_shape, dtype,
+                  src, dst, (alg, None), dst_shape=dst_shape)
+
+
+def reorder(src: MemoryDesc, dst: MemoryDesc) -> Kernel:
+    """Copy a tensor from one layout (or data type) to another; tensors src, dst."""
+    lib = capi.library()
+    attr, _ = _attr((), src.shape, src.dtype)
+    pd = capi.PrimitiveDesc.create("dnnl_reorder_primitive_desc_create", src, lib.engine,
+                                   dst, lib.engine, attr)
+    return Kernel("reorder", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+                  {"src": plain_desc(src.shape, src.dtype), "dst": plain_desc(dst.shape,
+                                                                              dst.dtype)})

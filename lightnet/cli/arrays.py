@@ -1,0 +1,157 @@
+"""A model's inputs and outputs on the command line: arrays read from .npy and
+.npz files (`--input`), outputs written to an .npz (`--save`) or summarized
+in a few lines a person can read.
+
+Files are read with numpy's own format readers and never unpickled; every
+array's dtype and shape is checked against the model's input from the file's
+header, before its data is read.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from lightnet.errors import LightNetError
+from lightnet.files import weight_file
+
+TOP = 5  # how many of a classifier's best scores a summary lists
+
+
+def parse_input(text: str) -> tuple[str | None, str]:
+    """An `--input` argument: `NAME=FILE.npy` gives input NAME, `FILE.npz`
+    gives inputs by their names: (NAME or None, FILE). ValueError otherwise."""
+    name, sep, path = text.partition("=")
+    if sep and name and path:
+        if path.lower().endswith(".npy"):
+            return name, path
+        raise ValueError(f"expected NAME=FILE.npy (a .npy file for input NAME), found {text!r}")
+    if not sep and text.lower().endswith(".npz"):
+        return None, text
+    raise ValueError(f"expected NAME=FILE.npy or FILE.npz (arrays by input name), found {text!r}")
+
+
+def read_inputs(specs, inputs) -> dict[str, np.ndarray]:
+    """The arrays of `specs` ((name or None, path) pairs, parse_input's) by input
+    name, each checked against its entry in `inputs` ({name: TensorEntry})."""
+    arrays: dict[str, np.ndarray] = {}
+    where: dict[str, str] = {}
+
+    def take(path, name, read):
+        if name not in inputs:
+            known = ", ".join(inputs) or "none"
+            raise LightNetError(f"{path}: '{name}' is not an input of the model "
+                                f"(inputs: {known})")
+        if name in arrays:
+            raise LightNetError(f"{path}: input '{name}' is given twice (also by "
+                                f"{where[name]})")
+        arrays[name] = _checked_read(path, inputs[name], read)
+        where[name] = str(path)
+
+    for name, path in specs:
+        path = Path(path)
+        if not path.is_file():
+            raise LightNetError(f"{path}: no such input file")
+        if name is not None:
+            take(path, name, lambda f=path: f.open("rb"))
+            continue
+        try:
+            with zipfile.ZipFile(path) as npz:
+                for member in npz.namelist():
+                    if not member.endswith(".npy"):
+                        raise LightNetError(f"{path}: not a valid .npz file: member "
+                                            f"'{member}' is not a .npy array")
+                    take(path, member[: -len(".npy")], lambda z=npz, m=member: z.open(m))
+        except (OSError, zipfile.BadZipFile) as e:
+            raise LightNetError(f"{path}: not a valid .npz file: {e}") from None
+    return arrays
+
+
+def input_shapes(specs) -> dict[str, tuple[int, ...]]:
+    """The shape of every array `specs` give, from the files' headers, by input
+    name: what binds a model's symbolic dims before the arrays are read. A file
+    that cannot be read is left out (read_inputs then says what is wrong)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def header(opener):
+        with opener() as f:
+            version = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            return tuple(read(f)[0])
+
+    for name, path in specs:
+        try:
+            if name is not None:
+                shapes.setdefault(name, header(lambda: open(path, "rb")))
+                continue
+            with zipfile.ZipFile(path) as npz:
+                for member in npz.namelist():
+                    if member.endswith(".npy"):
+                        shapes.setdefault(member[: -len(".npy")],
+                                          header(lambda m=member: npz.open(m)))
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+            continue
+    return shapes
+
+
+def _checked_read(path: Path, entry, opener) -> np.ndarray:
+    """Read one .npy array from the file object `opener()` opens, checked
+    against `entry` from its header, before the data is read."""
+    try:
+        with opener() as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"unknown .npy format version {version}")
+            if dtype.hasobject:
+                raise LightNetError(f"{path}: holds pickled objects, which are never loaded")
+            if dtype != entry.dtype.np:
+                raise LightNetError(f"{path}: input '{entry.name}': expected dtype "
+                                    f"{entry.dtype.np}, found {dtype}")
+            if tuple(shape) != entry.shape:
+                raise LightNetError(f"{path}: input '{entry.name}': expected shape "
+                                    f"{entry.shape}, found {tuple(shape)}")
+            data = f.read(entry.nbytes)
+    except LightNetError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise LightNetError(f"{path}: input '{entry.name}': not a valid .npy array: "
+                            f"{e}") from None
+    if len(data) != entry.nbytes:
+        raise LightNetError(f"{path}: input '{entry.name}': not a valid .npy array: its data "
+                            f"ends after {len(data)} of {entry.nbytes} bytes")
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def save(path, outputs: dict[str, np.ndarray]) -> None:
+    """Write every output to an .npz, by name (np.load reads it back)."""
+    try:
+        weight_file.write_npz(path, outputs)
+    except OSError as e:
+        raise LightNetError(f"{path}: cannot write the outputs: {e.strerror}") from None
+
+
+def summary(name: str, array: np.ndarray) -> str:
+    """`name: float32[1, 1000]  min -3.1  max 9.4  mean 0.0021`, and for a
+    classifier's scores ([1, K] or [1, K, 1, 1]) a second line with the top 5:
+    `  top 5: 281 (9.4), 282 (8.1), ...` (index into K, value)."""
+    shape = ", ".join(map(str, array.shape))
+    values = array.astype(np.float64) if array.dtype == np.bool_ else array
+    line = (f"{name}: {array.dtype}[{shape}]  min {_number(values.min())}  "
+            f"max {_number(values.max())}  mean {_number(values.mean())}")
+    if array.ndim in (2, 4) and array.shape[0] == 1 and all(d == 1 for d in array.shape[2:]):
+        scores = values.reshape(-1)
+        best = np.argsort(-scores.astype(np.float64), kind="stable")[:TOP]
+        line += f"\n  top {len(best)}: " + ", ".join(f"{i} ({_number(scores[i])})"
+                                                     for i in best)
+    return line
+
+
+def _number(value) -> str:
+    return f"{float(value):.6g}"

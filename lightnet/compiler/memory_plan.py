@@ -1,0 +1,377 @@
+"""Memory planning: the plan that fills one arena per memory type.
+
+Nothing is allocated here: the plan gives every tensor that owns its memory an
+offset, reusing a tensor's bytes once its last reader has run. The context then
+allocates each arena once and binds numpy views at the offsets. Weights (static
+tensors whose data comes from the weight file) are not in the arena: the
+context binds them to the arrays it read, so they are never copied.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import os
+import re
+import dataclasses
+import random
+from dataclasses import dataclass
+
+from lightnet.errors import LightNetError
+from lightnet.ir.tensor import MemType, TensorTable
+
+
+def align_up(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+@dataclass(frozen=True)
+class MemReport:
+    """Per memory type: bytes of the planned arena, of every arena tensor without
+    reuse, the lower bound (the largest total of simultaneously live arena
+    tensors), and of the weights kept outside the arena."""
+
+    mtype: MemType
+    arena: int
+    total: int
+    lower_bound: int
+    weights: int = 0
+
+    @property
+    def needed(self) -> int:
+        """Every byte the loaded model holds in this memory type."""
+        return self.arena + self.weights
+
+    def describe(self) -> str:
+        """The report as one line (`lightnet --mem-report`, `lightnet info`)."""
+        ratio = self.arena / self.lower_bound if self.lower_bound else 1.0
+        return (f"memory {self.mtype}: arena {self.arena} bytes, all tensors {self.total} "
+                f"bytes, lower bound {self.lower_bound} bytes (arena / lower bound = "
+                f"{ratio:.3f}); weights {self.weights} bytes")
+
+
+def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
+    """Let producers write straight into their part of an assembled output.
+
+    An op whose description says `assemble` (concat) builds an output from its
+    variadic inputs laid end to end along an axis. When everything before that
+    axis has size 1, each input is a contiguous block of the output: an input
+    that owns its memory, is not static, not a model input or output, not given
+    twice, becomes that block (owner + owner_offset), so no copy is made. That
+    holds only when every input is in the output's layout: all plain, or, in a
+    layout of its own, every input a whole block of the output's
+    (Layout.is_block_of; oneDNN's: channels in blocks of 16 with a batch of 1, each
+    input a multiple of 16 channels); otherwise none is placed (a plain part of a
+    blocked output, or a part of a partial block, needs the op's primitive).
+    Returns how many inputs were placed.
+    """
+    placed = 0
+    for op in ops:
+        if op.proto.assemble is None:
+            continue
+        out_arg, in_arg, axis_param = op.proto.assemble
+        dst = tensors[op.tensors_out[out_arg]]
+        axis = op.values[axis_param]
+        if math.prod(dst.shape[:axis]) != 1:
+            continue
+        names = [op.tensors_in[a] for a in op.variadic_in(in_arg)]
+        entries = [tensors[n] for n in names]
+        if dst.layout is None:
+            fits = all(e.layout is None for e in entries)
+        else:
+            fits = all(e.layout is not None and e.layout.is_block_of(dst.layout, axis)
+                       for e in entries)
+        if not fits:
+            # The op copies the parts it was not given as bytes, which is right only
+            # for parts in the output's own layout.
+            continue
+        offset = 0
+        for name, entry in zip(names, entries):
+            if (entry.owner is None and not entry.static and not entry.input
+                    and name not in keep and names.count(name) == 1
+                    and entry.mtype is dst.mtype and tensors.root(dst.name) is not entry):
+                entry.owner, entry.owner_offset = dst.name, offset
+                placed += 1
+            offset += entry.nbytes if dst.layout is None else entry.stored_nbytes
+    return placed
+
+
+@dataclass
+class _Block:
+    """Something the plan places: a root tensor or an op's scratch, with the
+    first and last op index at which it is live (inclusive)."""
+
+    mtype: MemType
+    nbytes: int
+    first: int
+    last: int
+    scratch: bool = False
+    offset: int = 0
+
+
+# The placed blocks are found by lifetime in buckets of this many ops, so that
+# placing one looks only at those live near it (a chain of 50,000 ops has 50,000
+# blocks, each live with two others).
+_BUCKET_OPS = 32
+
+
+def _place_in_order(blocks: list[_Block], align: int) -> int:
+    """Put each block, in order, at the tightest aligned gap left by the blocks
+    already placed that are live at the same time, else above them; returns
+    the arena size.
+
+    The blocks live through the whole plan (constants, inputs, weights reordered
+    into the arena) overlap every other: one goes above all placed before it, and
+    what is kept of them is the free intervals between them (and below the first),
+    by start and by (size, start), and where the last one stops (`top`). The others
+    are indexed by the buckets of ops their lifetime covers. A block's gaps are the
+    free intervals the blocks live with it do not reach (the tightest by size, then
+    the lowest), and what is left of those they cut, and of the space between `top`
+    and the highest of them: found without going over every block live through the
+    plan (thousands, in a model of thousands of reordered weights)."""
+    if not blocks:
+        return 0
+    lo, hi = min(b.first for b in blocks), max(b.last for b in blocks)
+    free: list[tuple[int, int]] = []  # [start, stop) between the blocks always live
+    fitting: list[tuple[int, int]] = []  # the same as (size, start)
+    top = 0
+    buckets: dict[int, list[tuple[_Block, int]]] = {}  # bucket -> (block, its stop)
+    end = 0
+    for block in blocks:
+        size = align_up(max(block.nbytes, 1), align)
+        if block.first <= lo and block.last >= hi:
+            # Live with every block placed, whose memory is one run from 0 to `end`:
+            # each starts at 0 or where one placed before stops, so no gap is left
+            # below `end` that no block covers. The block goes at `end`.
+            block.offset = end
+            _cover(free, fitting, top, end, end + size)
+            top = end + size
+        else:
+            block.offset = _tightest(block, size, buckets, free, fitting, top)
+            for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
+                buckets.setdefault(k, []).append((block, block.offset + size))
+        end = max(end, block.offset + size)
+    return end
+
+
+def _tightest(block: _Block, size: int, buckets, free, fitting, top: int) -> int:
+    """The offset of `block` (not always live; see _place_in_order)."""
+    live = []  # (start, stop) of the placed blocks live with this one
+    seen = set()
+    for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
+        for other, stop in buckets.get(k, ()):
+            if (other.first <= block.last and block.first <= other.last
+                    and id(other) not in seen):
+                seen.add(id(other))
+                live.append((other.offset, stop))
+    live.sort()
+    highest = max(top, max((stop for _, stop in live), default=0))
+    cut = set()  # the starts of the free intervals the live blocks reach
+    parts = [(top, highest)]
+    for start, stop in live:
+        i = bisect.bisect_right(free, (start, math.inf)) - 1
+        if i < 0 or free[i][1] <= start:
+            i += 1
+        while i < len(free) and free[i][0] < stop:
+            if free[i][0] not in cut:
+                cut.add(free[i][0])
+                parts.append(free[i])
+            i += 1
+    best = None  # (size, start) of the tightest gap that fits
+    for a, b in parts:  # what the live blocks leave of each
+        at = a
+        for start, stop in live:
+            if start >= b:
+                break
+            if stop <= at:
+                continue
+            if start - at >= size and (best is None or (start - at, at) < best):
+                best = (start - at, at)
+            at = max(at, stop)
+            if at >= b:
+                break
+        if b - at >= size and (best is None or (b - at, at) < best):
+            best = (b - at, at)
+    i = bisect.bisect_left(fitting, (size, -1))
+    while i < len(fitting) and fitting[i][1] in cut:
+        i += 1
+    if i < len(fitting) and (best is None or fitting[i] < best):
+        best = fitting[i]
+    return highest if best is None else best[1]
+
+
+def _cover(free: list[tuple[int, int]], fitting: list[tuple[int, int]], top: int,
+           start: int, stop: int) -> None:
+    """One more block always live, at [start, stop) (at or above `top`, where the
+    last one stops): the space from `top` up to it becomes a free interval."""
+    if start > top:
+        free.append((top, start))
+        bisect.insort(fitting, (start - top, top))
+
+
+# Placing offline is NP-hard, and greedy by size can be unlucky: ResNet-50's
+# blocks in that order need 1.3x the lower bound, the same order with the sizes
+# jittered by up to 30 % reaches it. So the plan tries the plain order and up
+# to _TRIALS - 1 jittered ones (seeded: plans are deterministic), keeping the
+# smallest arena and stopping once it is within 1 % of the lower bound. A trial
+# costs O(blocks^2): models with more than _TRIAL_BLOCKS blocks get the plain
+# order only (compiling stays under a second or so).
+_TRIALS = 16
+_TRIAL_BLOCKS = 1000
+# Keeping every op's scratch at offset 0 keeps it warm (MobileNet v2's
+# depthwise layers ran 1.5-1.9x slower on cold scratch); it is given up only
+# when it would cost more than this much memory over the lower bound.
+_WARM_SCRATCH_SLACK = 1.10
+
+
+def _place(blocks: list[_Block], align: int, lower_bound: int) -> int:
+    """Offsets for `blocks` so that no two with overlapping lifetimes share a
+    byte; returns the arena size.
+
+    Greedy by size (as TFLite's arena planner), scratch first if that keeps
+    the arena within _WARM_SCRATCH_SLACK of the lower bound: no two ops'
+    scratch are live together, so then all of it lands at offset 0."""
+    best = None
+    for scratch_first in (True, False):
+        rng = random.Random(0)
+        for trial in range(_TRIALS if len(blocks) <= _TRIAL_BLOCKS else 1):
+            jitter = [1.0 if trial == 0 else rng.uniform(0.7, 1.3) for _ in blocks]
+            order = sorted(range(len(blocks)), key=lambda i: (
+                scratch_first and not blocks[i].scratch, -blocks[i].nbytes * jitter[i]))
+            copies = [dataclasses.replace(blocks[i]) for i in order]
+            arena = _place_in_order(copies, align)
+            if best is None or arena < best[0]:
+                best = (arena, {i: c.offset for i, c in zip(order, copies)})
+            if best[0] <= 1.01 * lower_bound:
+                break
+        if best[0] <= _WARM_SCRATCH_SLACK * lower_bound:
+            break
+    for i, block in enumerate(blocks):
+        block.offset = best[1][i] if best else 0
+    return best[0] if best else 0
+
+
+def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
+    """Give every tensor owning its memory an offset in its memory type's arena.
+
+    `ops` is the run order; `keep` names tensors that must survive the run
+    (model outputs). A tensor is live from the op that first writes it (or a
+    view of it: a part of a concat) to its last reader; static tensors and
+    inputs, filled before the run, from the start to the end, as are kept
+    ones. Views (tensors with an owner) share their root's memory and keep it
+    alive while they are read. Weights from the weight file get no offset (see
+    the module docstring). An op's scratch (`op.scratch` bytes) is live while
+    the op runs; its offset goes to `op.scratch_offset`. A tensor in a layout of
+    its own (a oneDNN blocked one) takes its layout's bytes, padding included.
+    """
+    roots, first, last = {}, {}, {}
+    for i, op in enumerate(ops):
+        for name in op.tensors_out.values():
+            entry = tensors[name]
+            if entry.mtype is MemType.NONE:
+                raise LightNetError(
+                    f"op '{op.name}' ({op.optype}) is abstract and cannot run: "
+                    "compile the model for a target first"
+                )
+            roots[name] = tensors.root(name).name
+            first.setdefault(roots[name], i)
+            last.setdefault(roots[name], i)
+        for name in op.tensors_in.values():
+            last[roots[name]] = i
+    for name in keep:
+        last[roots[name]] = len(ops)
+
+    blocks: dict[object, _Block] = {}
+    weights: dict[MemType, int] = {}
+    for root in first:
+        entry = tensors[root]
+        if entry.from_file:
+            entry.offset = None
+            weights[entry.mtype] = weights.get(entry.mtype, 0) + entry.stored_nbytes
+        elif entry.static or entry.input:
+            blocks[root] = _Block(entry.mtype, entry.stored_nbytes, 0, len(ops))
+        else:
+            blocks[root] = _Block(entry.mtype, entry.stored_nbytes, first[root], last[root])
+    for i, op in enumerate(ops):
+        op.scratch_offset = None
+        if op.scratch:
+            blocks[op.scratch_key] = _Block(op.proto.mtype, op.scratch, i, i, scratch=True)
+
+    reports = {}
+    for mtype in dict.fromkeys([*(b.mtype for b in blocks.values()), *weights]):
+        mine = [b for b in blocks.values() if b.mtype is mtype]
+        change = [0] * (len(ops) + 2)  # bytes becoming live at each op (negative: freed)
+        for b in mine:
+            change[b.first] += b.nbytes
+            change[b.last + 1] -= b.nbytes
+        lower_bound = max(itertools.accumulate(change), default=0)
+        arena = _place(mine, mtype.align, lower_bound)
+        reports[mtype] = MemReport(mtype, arena, sum(b.nbytes for b in mine), lower_bound,
+                                   weights.get(mtype, 0))
+    for key, block in blocks.items():
+        if isinstance(key, str):
+            tensors[key].offset = block.offset
+    for op in ops:
+        if op.scratch:
+            op.scratch_offset = blocks[op.scratch_key].offset
+    for name, root in roots.items():
+        if root != name:
+            base = tensors[root].offset
+            tensors[name].offset = None if base is None else tensors.offset_in_root(name) + base
+    return reports
+
+
+# Memory limits ---------------------------------------------------------------------------
+
+_SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*\Z", re.I)
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text, unit: str = "bytes") -> int:
+    """A number of bytes (or other `unit`s): an int, or a string like `4096`,
+    `512K`, `64M`, `2G` (binary units: K = 1024). ValueError saying why not."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"expected a number of {unit} >= 0, found {text}")
+        return text
+    m = _SIZE.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"expected a number of {unit}, optionally with a suffix K, M or G "
+                         f"(e.g. 512M), found {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def available_memory() -> int | None:
+    """The bytes of memory the machine can still give: MemAvailable of
+    /proc/meminfo, else the free physical pages; None when neither is known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the unit is kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def memory_limit(limit: int | None) -> int | None:
+    """The limit in force: `limit`, or (None) the machine's available memory
+    (None when that is not known either)."""
+    return available_memory() if limit is None else limit
+
+
+def check_limit(reports: dict[MemType, MemReport], limit: int | None, label: str) -> None:
+    """Refuse a plan whose arena and weights of host memory exceed `limit`
+    bytes (None: the machine's available memory), before anything is allocated."""
+    limit = memory_limit(limit)
+    if limit is None:
+        return
+    for report in reports.values():
+        if report.needed > limit:
+            raise LightNetError(f"{label}: the model needs {report.needed} bytes of "
+                                f"{report.mtype} memory, more than the limit of {limit} "
+                                "bytes (--memory-limit)")

@@ -1,0 +1,219 @@
+"""Optimizer rules at run time: what their conditions see of an op, and how
+they build ops.
+
+`when` expressions in descriptions/optimizers read `op.params.group`,
+`op.ins.src.shape`, `op.outs.dst.static`, `op.consumers("dst")`,
+`op.producer("src")` and, when the model is compiled with its weights,
+`op.value("weight")`; the generated optimizer functions build an OpView, and
+make the replacement ops (and the weights a rule folds) with a Builder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+
+from lightnet.auto.registry import OP_PROTOS
+from lightnet.errors import LightNetError
+from lightnet.ir.op import Op, unique_name
+from lightnet.ir.param import Param
+from lightnet.ir.tensor import DType
+
+
+@dataclass(frozen=True)
+class Combiner:
+    """A rule over a window of adjacent ops: `func(ctx, window)` returns the
+    replacement ops, or None when the window does not match. A window entry
+    `*` matches any op."""
+
+    name: str
+    window: tuple[str, ...]
+    func: Callable
+
+
+class OpView:
+    """What a rule's condition sees of op `op`: `params`, `ins` and `outs` are made
+    when first read (most windows fail on an optype)."""
+
+    def __init__(self, ctx, op):
+        self.name = op.name
+        self.optype = op.optype
+        self._ctx = ctx
+        self._op = op
+
+    @cached_property
+    def params(self) -> SimpleNamespace:
+        return SimpleNamespace(**self._op.values)
+
+    @cached_property
+    def ins(self) -> SimpleNamespace:
+        tensors = self._ctx.tensors
+        return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_in.items()})
+
+    @cached_property
+    def outs(self) -> SimpleNamespace:
+        tensors = self._ctx.tensors
+        return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_out.items()})
+
+    def given(self, arg: str) -> bool:
+        """Whether input `arg` (an optional one) is given."""
+        return arg in self._op.tensors_in
+
+    def out_names(self) -> list[str]:
+        """The names of every output."""
+        return list(self._op.tensors_out.values())
+
+    def readers(self, tensor) -> int:
+        """How many ops read `tensor` (an entry or a name)."""
+        return self._ctx.dfg.num_consumers(_name(tensor))
+
+    def consumers(self, arg: str) -> int:
+        """How many ops read output `arg`."""
+        return self._ctx.dfg.num_consumers(self._op.tensors_out[arg])
+
+    def value(self, arg: str) -> np.ndarray | None:
+        """The data of input `arg` at compile time: known for weights (and
+        what ops compute from weights and params) when the model is compiled
+        with its weights; None otherwise, and for an optional input not given."""
+        name = self._op.tensors_in.get(arg)
+        return None if name is None else self._ctx.value(name)
+
+    def known(self, *args: str) -> bool:
+        """Whether the data of every input in `args` is known at compile time."""
+        return all(self.value(a) is not None for a in args)
+
+    def may_overwrite(self, tensor) -> bool:
+        """Whether this op may write into `tensor`'s memory (a residual added in place):
+        a tensor the run makes (not an input, a weight, a model output or a view), every
+        reader of which but one (the op the rule removes) runs before this op."""
+        name = _name(tensor)
+        entry = self._ctx.tensors[name]
+        if entry.static or entry.input or entry.owner is not None or not entry.creator:
+            return False
+        ops = self._ctx.ops
+        here = ops.index(self._op)
+        readers = [ops.index(self._ctx.dfg.ops[r]) for r in self._ctx.dfg.consumers.get(name, [])]
+        return len(readers) >= 1 and sum(i >= here for i in readers) <= 1 and here not in readers
+
+    def producer(self, arg: str) -> str | None:
+        """The optype of the op that produced input `arg`."""
+        prev = self._ctx.dfg.prev(self._op, self._op.tensors_in[arg])
+        return None if prev is None else prev.optype
+
+
+class Builder:
+    """Makes the ops a rule puts in place, with op and tensor names unique in
+    the context. An op built `like` another starts from its name, tensors and
+    params; the first op built like X keeps X's name, later ones get new names.
+    `create_ops` holds the create ops of the weights the rule folded; they are
+    the arch's create op, else its `fallback` arch's (dnnl's weights are the cpu's)."""
+
+    def __init__(self, ctx, arch: str, fallback: str | None = None):
+        self.ctx = ctx
+        self.arch = arch
+        self.fallback = fallback
+        self.op_names: set[str] = set()
+        self.tensor_names: set[str] = set()
+        self.create_ops: list[Op] = []
+
+    def _taken(self):
+        return _AnyOf(self.ctx.tensors.keys(), self.ctx.dfg.producer.keys(), self.tensor_names)
+
+    def _op_names(self):
+        return _AnyOf(self.ctx.dfg.ops.keys(), self.op_names)
+
+    def tensor(self, prefix: str) -> str:
+        name = unique_name(prefix, self._taken())
+        self.tensor_names.add(name)
+        return name
+
+    def constant(self, name: str, value) -> str:
+        """A new weight holding `value`, static data the rule computed at
+        compile time: its tensor name (`name`, or `name_N` when taken). Its
+        create op (from_file: the data goes with the model's weights) is in
+        `create_ops`; the compile pipeline moves it to the front."""
+        if not isinstance(value, np.ndarray):
+            raise LightNetError(f"a rule folding '{name}' computed a {type(value).__name__}, "
+                                "not an array")
+        dtype = DType.from_numpy(value.dtype)
+        taken = self._taken()
+        if name in taken:
+            name = unique_name(f"{name}_", taken)
+        self.tensor_names.add(name)
+        dims = list(value.shape) or [1]
+        data = np.ascontiguousarray(value).reshape(dims)
+        data.flags.writeable = False
+        self.ctx.add_weight(name, data)
+        op_names = self._op_names()
+        op_name = name if name not in op_names else unique_name(f"{name}_", op_names)
+        self.create_ops.append(self.op(self._creator(), name=op_name, outs={"dst": name},
+                                       params={"dtype": dtype.name, "dims": dims,
+                                               "from_file": True}))
+        return name
+
+    def _creator(self) -> str:
+        """The create op of the arch, else of its fallback."""
+        if f"create_{self.arch}" in OP_PROTOS or self.fallback is None:
+            return f"create_{self.arch}"
+        return f"create_{self.fallback}"
+
+    def constants(self, stem: str, names: tuple[str, ...], values) -> tuple[str, ...]:
+        """`constant` for each of `names` (tensor `stem_name`) and the arrays
+        `values` (a tuple of as many)."""
+        if not isinstance(values, tuple) or len(values) != len(names):
+            raise LightNetError(f"a rule folding {', '.join(names)} of '{stem}' computed "
+                                f"{type(values).__name__}, not a tuple of {len(names)} arrays")
+        return tuple(self.constant(f"{stem}_{n}", v) for n, v in zip(names, values))
+
+    def op(self, optype=None, like=None, name=None, ins=None, outs=None, params=None,
+           rename=None) -> Op:
+        base = like._op if isinstance(like, OpView) else like
+        proto = base.proto if optype is None else OP_PROTOS[optype]
+        optype = proto.optype
+        tensors_in = dict(base.tensors_in) if base else {}
+        tensors_out = dict(base.tensors_out) if base else {}
+        op_params = dict(base.params) if base else {}
+        for arg, tensor in (ins or {}).items():
+            _assign(tensors_in, arg, tensor)
+        for arg, tensor in (outs or {}).items():
+            _assign(tensors_out, arg, tensor)
+        for arg, value in (params or {}).items():
+            op_params[arg] = Param.from_value(arg, value)
+        renames = {_name(old): _name(new) for old, new in (rename or ())}
+        for tensors in (tensors_in, tensors_out):
+            for arg, tname in tensors.items():
+                tensors[arg] = renames.get(tname, tname)
+        if name is None:
+            if base is not None and base.name not in self.op_names:
+                name = base.name
+            else:
+                name = unique_name(optype, self._op_names())
+        self.op_names.add(name)
+        return Op(proto, name, tensors_in, tensors_out, op_params)
+
+
+class _AnyOf:
+    """The names in any of several collections (a set, a dict's keys), without joining
+    them into one set: each rule would otherwise copy every name of the model."""
+
+    def __init__(self, *collections):
+        self.collections = collections
+
+    def __contains__(self, name) -> bool:
+        return any(name in c for c in self.collections)
+
+
+def _name(tensor) -> str:
+    return tensor if isinstance(tensor, str) else tensor.name
+
+
+def _assign(tensors: dict, arg: str, tensor) -> None:
+    """Set arg to a tensor (an entry or a name); None leaves it out."""
+    if tensor is None:
+        tensors.pop(arg, None)
+    else:
+        tensors[arg] = _name(tensor)

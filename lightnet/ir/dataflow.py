@@ -1,0 +1,139 @@
+"""The data-flow graph of a model: ops as nodes, tensor names as edges.
+
+Tensors consumed but produced by no op are dangling ins; tensors produced but
+consumed by no op are dangling outs (the model's outputs). Passes ask it who
+consumes an op's output and who produced an op's input.
+"""
+
+from __future__ import annotations
+
+from lightnet.errors import LightNetError
+from lightnet.ir.digraph import CycleError, Graph
+from lightnet.ir.op import Op
+
+
+class DataFlowGraph:
+    def __init__(self, ops=()):
+        self.graph = Graph()
+        self.ops: dict[str, Op] = {}
+        self.producer: dict[str, str] = {}  # tensor -> op name
+        self.consumers: dict[str, list[str]] = {}  # tensor -> op names, in add order
+        for op in ops:
+            self.add(op)
+
+    def add(self, op: Op) -> None:
+        """Add `op` and link it with the ops producing its inputs and consuming its outputs."""
+        if op.name in self.ops:
+            raise LightNetError(f"op name '{op.name}' is used twice")
+        # Check every output before changing anything, so a failed add leaves
+        # the graph as it was.
+        produced = {}
+        for tname in op.tensors_out.values():
+            other = self.producer.get(tname) or produced.get(tname)
+            if other is not None:
+                raise LightNetError(
+                    f"tensor '{tname}' is produced by both op '{other}' and op '{op.name}'"
+                )
+            produced[tname] = op.name
+        self.ops[op.name] = op
+        self.graph.add(op.name)
+        for tname in op.tensors_in.values():
+            self.consumers.setdefault(tname, []).append(op.name)
+            if tname in self.producer:
+                self.graph.link(self.producer[tname], op.name, tname)
+        for tname in op.tensors_out.values():
+            self.producer[tname] = op.name
+            for consumer in self.consumers.get(tname, ()):
+                self.graph.link(op.name, consumer, tname)
+
+    def remove(self, op: Op) -> None:
+        """Remove `op` and its edges; its inputs and outputs may become dangling."""
+        del self.ops[op.name]
+        self.graph.remove(op.name)
+        for tname in op.tensors_in.values():
+            self.consumers[tname].remove(op.name)
+            if not self.consumers[tname]:
+                del self.consumers[tname]
+        for tname in op.tensors_out.values():
+            del self.producer[tname]
+
+    def clear(self) -> None:
+        """Remove every op (what removing each one leaves: an empty graph)."""
+        self.graph = Graph()
+        self.ops, self.producer, self.consumers = {}, {}, {}
+
+    def link(self, op1: Op, op2: Op, tname: str) -> None:
+        self.graph.link(op1.name, op2.name, tname)
+
+    def unlink(self, op1: Op, op2: Op, tname: str) -> None:
+        self.graph.unlink(op1.name, op2.name, tname)
+
+    def nexts(self, op: Op, tname: str) -> list[Op]:
+        """The ops consuming `tname`, an output of `op`."""
+        if tname not in op.tensors_out.values():
+            return []
+        return [self.ops[n] for n in self.consumers.get(tname, ())]
+
+    def prev(self, op: Op, tname: str) -> Op | None:
+        """The op producing `tname`, an input of `op`."""
+        if tname not in op.tensors_in.values() or tname not in self.producer:
+            return None
+        return self.ops[self.producer[tname]]
+
+    def num_consumers(self, tname: str) -> int:
+        return len(self.consumers.get(tname, ()))
+
+    @property
+    def dangling_ins(self) -> list[str]:
+        return [t for t in self.consumers if t not in self.producer]
+
+    @property
+    def dangling_outs(self) -> list[str]:
+        return [t for t in self.producer if t not in self.consumers]
+
+    def check(self) -> None:
+        """Every input must be produced by an op, and the graph must be acyclic."""
+        for tname in self.dangling_ins:
+            raise LightNetError(
+                f"op '{self.consumers[tname][0]}' reads tensor '{tname}', which no op produces"
+            )
+        try:
+            self.graph.topsort_layers()
+        except CycleError as e:
+            raise LightNetError(f"the model has a cycle among ops {e.nodes}") from None
+
+    def to_dot(self, tensors, filled=()) -> str:
+        """Graphviz DOT: ops as boxes (filled for ops of the architectures `filled`,
+        such as dnnl's, whose reorders then show where tensors cross), tensors as
+        labelled edges (with a layout of their own when they have one); model outputs
+        as edges to plain `output` nodes."""
+        lines = ["digraph lightnet {", "  node [shape=box, fontname=monospace];"]
+        for name, op in self.ops.items():
+            label = _dot_id(name + "\n" + op.optype)
+            style = ", style=filled, fillcolor=lightblue" if op.arch in filled else ""
+            lines.append(f"  {_dot_id(name)} [label={label}{style}];")
+        for name in self.graph.nodes:
+            for succ, tname in self.graph.successors(name):
+                lines.append(f"  {_dot_id(name)} -> {_dot_id(succ)} "
+                             f"[label={_dot_id(_tensor_label(tensors, tname))}];")
+        for tname in self.dangling_outs:
+            out = _dot_id(f"out:{tname}")
+            lines.append(f"  {out} [shape=plaintext, label={_dot_id(tname)}];")
+            lines.append(f"  {_dot_id(self.producer[tname])} -> {out} "
+                         f"[label={_dot_id(_tensor_label(tensors, tname))}];")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _tensor_label(tensors, tname: str) -> str:
+    entry = tensors.get(tname)
+    if entry is None:
+        return tname
+    layout = f" {entry.layout.format}" if entry.layout is not None else ""
+    return f"{tname} {entry.describe()}{layout}"
+
+
+def _dot_id(text: str) -> str:
+    """A quoted DOT identifier."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'

@@ -1,0 +1,272 @@
+"""Operators: prototypes (what an optype is) and ops (one use of it in a model).
+
+An op's lifecycle: `pre_run` checks its inputs and params and registers its
+outputs in the tensor table (init -> checked); `load` runs its static_run once
+against the bound arena arrays and returns its run function (checked -> ready);
+that function runs many times; `post_run` frees private state and unregisters
+the outputs (-> end). Prototypes are generated from descriptions/ops/*.yaml.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from lightnet.errors import CheckError
+from lightnet.ir.checks import check_declared
+from lightnet.ir.param import REQUIRED, Param, ParamType
+from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
+
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument an optype takes or gives, with the constraints its
+    description declares (checked by lightnet.ir.checks.check_declared).
+
+    A variadic input `src` is given as `src1`, `src2`, ... (at least `min`).
+    `dtype` is the accepted dtypes (empty: any); `len` a number of elements;
+    `sametype` / `sameshape` name another input; `static` None means either.
+    """
+
+    arg_name: str
+    optional: bool = False
+    variadic: bool = False
+    min: int = 1
+    dtype: tuple[DType, ...] = ()
+    ndim: int | None = None
+    len: int | None = None
+    static: bool | None = None
+    sametype: str | None = None
+    sameshape: str | None = None
+
+
+@dataclass(frozen=True)
+class ParamArg:
+    """A param an optype takes, with its declared constraints: numbers (and
+    number arrays) typed as `realtype` (int, float or double); `length` of an
+    array; `bounds` as (rule, value) pairs, rule one of eq ne gt ge lt le
+    (each element of an array); `choices` of a string (or of each element)."""
+
+    arg_name: str
+    ptype: ParamType
+    default: object = REQUIRED
+    realtype: str | None = None
+    length: int | None = None
+    bounds: tuple[tuple[str, object], ...] = ()
+    choices: tuple = ()
+
+
+@dataclass(frozen=True)
+class OpProto:
+    """Everything the runtime knows of an optype, built by its generated module.
+
+    The declared constraints of the args are checked first (the same for
+    every op); then pre_run(op, tensors) makes the op's own checks and defines
+    its outputs; scratch(op, tensors) gives the bytes of scratch memory it
+    needs while it runs; views(op, arrays) returns the arrays of outputs that
+    share an input's memory; load(op, arrays) runs static_run and returns the
+    run function; post_run(op) frees private state. `assemble` lets the
+    memory planner place the inputs inside the output.
+    """
+
+    optype: str
+    arch: str
+    mtype: MemType
+    tensors_in: tuple[TensorArg, ...]
+    tensors_out: tuple[TensorArg, ...]
+    params: tuple[ParamArg, ...]
+    pre_run: Callable
+    source: str
+    scratch: Callable | None = None
+    views: Callable | None = None
+    load: Callable | None = None
+    post_run: Callable | None = None
+    assemble: tuple[str, str, str] | None = None  # (output, variadic input, axis param)
+
+
+@dataclass
+class Op:
+    """One operator of a model: a prototype applied to named tensors and params.
+
+    `tensors_in` / `tensors_out` map arg names to tensor names, in IR order.
+    `values` holds the checked param values (defaults applied, typed as the
+    description says), set by pre_run and read by load. `priv` is the op's
+    private state between static_run and run. `scratch` is the bytes of
+    scratch memory it needs while it runs (set by pre_run), planned in the
+    arena like a tensor that lives during this op only.
+    """
+
+    proto: OpProto
+    name: str
+    tensors_in: dict[str, str]
+    tensors_out: dict[str, str]
+    params: dict[str, Param]
+    values: dict = field(default_factory=dict)
+    priv: dict = field(default_factory=dict)
+    scratch: int = 0
+    scratch_offset: int | None = None  # in the arena, once planned
+    seed: int = 0  # of the random values static_run makes (the context's seed)
+
+    @property
+    def optype(self) -> str:
+        return self.proto.optype
+
+    @property
+    def arch(self) -> str:
+        return self.proto.arch
+
+    @property
+    def scratch_key(self) -> tuple[str, str]:
+        """Where the loaded context binds the op's scratch in `arrays` (not a
+        string, so no tensor name can take it)."""
+        return ("scratch", self.name)
+
+    def tensor_names(self):
+        """Every tensor this op reads or writes."""
+        return [*self.tensors_in.values(), *self.tensors_out.values()]
+
+    def variadic_in(self, arg_name: str) -> list[str]:
+        """Arg names `arg_name1`, `arg_name2`, ... this op is given, in order."""
+        names = []
+        while f"{arg_name}{len(names) + 1}" in self.tensors_in:
+            names.append(f"{arg_name}{len(names) + 1}")
+        return names
+
+    def arrays_in(self, arrays: dict, arg_name: str) -> list[np.ndarray]:
+        return [arrays[self.tensors_in[a]] for a in self.variadic_in(arg_name)]
+
+    def array(self, arrays: dict, arg_name: str) -> np.ndarray | None:
+        """The bound array of an input or output arg (None: optional, absent)."""
+        name = self.tensors_in.get(arg_name) or self.tensors_out.get(arg_name)
+        return None if name is None else arrays[name]
+
+    def pre_run(self, tensors: TensorTable) -> None:
+        """Check the op and register its outputs. A helper that rejects the
+        arguments (a shape function raising ValueError, say) is reported as a
+        failed check of this op, like every other."""
+        self.values = {}
+        self.scratch = 0
+        try:
+            check_declared(self, tensors)
+            self.proto.pre_run(self, tensors)
+            if self.proto.scratch is not None:
+                self.proto.scratch(self, tensors)
+        except (ValueError, ArithmeticError, IndexError, TypeError) as e:
+            raise CheckError(self.name, self.optype, "op", "infer",
+                             "arguments its shapes can be computed from", str(e)) from e
+
+    def post_run(self, tensors: TensorTable) -> None:
+        """Free private state and unregister the outputs."""
+        if self.proto.post_run is not None:
+            self.proto.post_run(self)
+        self.priv.clear()
+        for name in self.tensors_out.values():
+            tensors.pop(name, None)
+
+    def copy_as(self, proto: OpProto, name: str | None = None) -> "Op":
+        """This op's tensors and params under another optype (e.g. slice -> slice_cpu)."""
+        return Op(proto, name or self.name, dict(self.tensors_in),
+                  dict(self.tensors_out), dict(self.params))
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "optype": self.optype,
+            "tensors_in": [{"arg_name": a, "name": n} for a, n in self.tensors_in.items()],
+            "tensors_out": [{"arg_name": a, "name": n} for a, n in self.tensors_out.items()],
+            "params": [{"arg_name": a, "value": p.to_json()} for a, p in self.params.items()],
+        }
+
+
+def _state(entry: TensorEntry) -> tuple:
+    """Everything `entry` says (its fields, in order), to compare with what it said."""
+    return tuple(entry.__dict__.values())
+
+
+class CheckMemo:
+    """What the ops of a model made when they were checked (pre_run), while it
+    compiles: an op a pass takes out (Context.remove_ops) and puts back with nothing
+    it reads changed is not checked anew (the dnnl layout pass takes every op out and
+    puts them back, twice, to insert a few reorders).
+
+    An op's check depends on its optype, name, params, tensor names and seed and on
+    the entries of the tensors it reads. When all of them are what they were when it
+    was taken out, checking it would define the same outputs again: pre_run puts back
+    the entries it had (and the values and scratch it had made). Checked anew every
+    time are an op whose check changed an entry it read (a dnnl op choosing the
+    layout of a tensor the layout pass left to it), the op that made that entry (its
+    entry, as taken out, is no longer what the op made), an op keeping a value marked
+    `keeps_entries` (one that reads entries again at load) and an op of several
+    outputs (its check defines them in its own order, which the tensor table keeps).
+    Context.compile holds one while it runs."""
+
+    def __init__(self):
+        self._taken: dict[str, tuple] = {}  # op name -> what it read and made
+        self._never: set[str] = set()  # the ops checked anew every time
+
+    def take_out(self, op: Op, tensors: TensorTable) -> None:
+        """Remember what `op`, about to be taken out of the model, read and made."""
+        name = op.name
+        if name in self._never or len(op.tensors_out) > 1:
+            return  # (several outputs: put back in the order their check defines them)
+        read, made = [], []
+        for n in op.tensors_in.values():
+            entry = tensors.get(n)
+            if entry is None:
+                return
+            read.append(tuple(entry.__dict__.values()))
+        for n in op.tensors_out.values():
+            entry = tensors.get(n)
+            if entry is None or entry.creator != name:
+                return
+            made.append(entry)
+        self._taken[name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
+                             tuple(op.tensors_out.items()), dict(op.params), read, made,
+                             op.values, op.scratch)
+
+    def pre_run(self, op: Op, tensors: TensorTable) -> None:
+        """`op.pre_run(tensors)`, or what it would do again (see the class)."""
+        taken = self._taken.pop(op.name, None)
+        if taken is not None and taken[0] is op and self._same(taken, op, tensors):
+            for entry in taken[7]:
+                tensors[entry.name] = entry
+            op.values, op.scratch = taken[8], taken[9]
+            return
+        ins = [tensors.get(n) for n in op.tensors_in.values()]
+        read = [None if e is None else _state(e) for e in ins]
+        op.pre_run(tensors)  # raises when an input is missing
+        if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
+            self._never.add(op.name)
+        for was, entry in zip(read, ins):
+            if was != _state(entry):  # it changed what it read
+                self._never.update((op.name, entry.creator))
+
+    def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
+        """Whether `op` reads now what it read when it was taken out (`taken`), and may
+        define its outputs again: its params the same objects (a param equal to
+        another may still differ: -0.0 and 0.0)."""
+        _, proto, seed, tensors_in, tensors_out, params, read = taken[:7]
+        if (proto is not op.proto or seed != op.seed or op.name in self._never
+                or tensors_in != tuple(op.tensors_in.items())
+                or tensors_out != tuple(op.tensors_out.items())
+                or len(params) != len(op.params)):
+            return False
+        for arg, value in op.params.items():
+            if params.get(arg) is not value:
+                return False
+        for was, (_, n) in zip(read, tensors_in):
+            entry = tensors.get(n)
+            if entry is None or was != tuple(entry.__dict__.values()):
+                return False
+        return not any(n in tensors for _, n in tensors_out)
+
+
+def unique_name(prefix: str, taken) -> str:
+    """`prefix` followed by the smallest serial number not in `taken`."""
+    n = 1
+    while f"{prefix}{n}" in taken:
+        n += 1
+    return f"{prefix}{n}"
