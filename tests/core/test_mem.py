@@ -293,9 +293,9 @@ def test_plan_random_real_models():
 
 
 def reference_place_in_order(blocks, align):
-    """What lightnet.mem._place_in_order computes, written plainly: each block, in
-    order, at the tightest aligned gap (the lowest of equal ones) among the placed
-    blocks live at the same time, else above all of them."""
+    """What lightnet.compiler.memory_plan._place_in_order computes, written plainly:
+    each block, in order, at the tightest aligned gap (the lowest of equal ones) among
+    the placed blocks live at the same time, else above all of them."""
     placed, end = [], 0
     for block in blocks:
         size = align_up(max(block.nbytes, 1), align)
@@ -319,7 +319,7 @@ def test_placement_matches_the_plain_algorithm(seed):
     reorders into the arena), others briefly or long, of sizes equal and not."""
     import dataclasses
 
-    from lightnet import mem
+    from lightnet.compiler import memory_plan as mem
 
     rng = random.Random(seed)
     for _ in range(200):
