@@ -24,7 +24,7 @@ import io
 import re
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -851,6 +851,21 @@ def message_of(fn):
     return str(e.value)
 
 
+def arch_package(source: str):
+    """An arch description whose `package` is missing (source "") or defines a bad ARCH."""
+    def trigger(tmp) -> str:
+        from lightnet.archs import registry
+
+        if source:
+            (tmp / "lightnet_gpu_arch.py").write_text(source)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.syspath_prepend(str(tmp))
+            gpu = replace(registry.ARCHS["cpu"], name="gpu", package="lightnet_gpu_arch")
+            patch.setitem(registry.ARCHS, "gpu", gpu)
+            return message(registry._arch_class, "gpu")
+    return trigger
+
+
 TRIGGERS = {
     # IR
     "ir.read": lambda tmp: run_model(tmp / "nope.json"),
@@ -899,6 +914,7 @@ TRIGGERS = {
     "check.output": checker_define("dtype"),
     "check.size": lambda tmp: run_model({"ops": [create(dims=[2**31 - 1] * 2)]}),
     # Compile
+    "compile.arch-package": arch_package(""),
     "compile.target": lambda tmp: message(lambda: Context().compile("gpu")),
     "compile.dnnl": lambda tmp: without_onednn(lambda: (c := Context(), c.init(example_doc()),
                                                         c.compile("dnnl"))),
@@ -1106,6 +1122,7 @@ ALSO = {
         gen(params="a:\n  extends: b\n  params: {x: {type: int}}\n"),
         gen(params="a:\n  params: {}\n")],
     "compile.pass": [pass_changed],
+    "compile.arch-package": [arch_package("ARCH = None")],
     "compile.fold": [bad_fold("tuple")],
     "memory.limit": [fold_over_limit],
     "onnx.tensor": [lambda tmp: onnx_invalid("tensor-type"),

@@ -125,7 +125,7 @@ def _arch_class(name: str) -> type[Arch]:
     `package`, else lightnet.archs.<name>.arch); Arch for one without."""
     described = ARCHS.get(name)
     if described is not None and described.package is not None:
-        return importlib.import_module(described.package).ARCH
+        return _described_package(name, described.package)
     try:
         module = importlib.import_module(f"lightnet.archs.{name}.arch")
     except ModuleNotFoundError as e:
@@ -133,6 +133,20 @@ def _arch_class(name: str) -> type[Arch]:
             raise
         return Arch
     return module.ARCH
+
+
+def _described_package(name: str, package: str) -> type[Arch]:
+    """The ARCH of the module an arch description names as its `package`."""
+    where = f"descriptions/archs/{name}.yaml: package '{package}'"
+    try:
+        module = importlib.import_module(package)
+    except ModuleNotFoundError as e:
+        raise LightNetError(f"{where}: cannot be imported ({e})") from None
+    arch = getattr(module, "ARCH", None)
+    if not (isinstance(arch, type) and issubclass(arch, Arch)):
+        raise LightNetError(f"{where}: expected ARCH, a subclass of "
+                            f"lightnet.archs.registry.Arch, found {arch!r}")
+    return arch
 
 
 @cache
