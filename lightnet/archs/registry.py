@@ -55,6 +55,8 @@ class Arch:
     # ops, which compute in what they read (lightnet.archs.dnnl.layout_pass).
     float32_ops: frozenset[str] = frozenset()
     elementwise_ops: frozenset[str] = frozenset()
+    # The library whose kernels kernel_counts() names (`lightnet info`).
+    library: str | None = None
 
     # Where target auto tries it: the available architecture of the lowest rank is
     # chosen; None: never.
@@ -68,8 +70,6 @@ class Arch:
     # (OpenMP's, waiting for the next op): the other architectures' kernels then run
     # one thread beside them.
     owns_cores: ClassVar[bool] = False
-    # The library whose kernels kernel_counts() names (`lightnet info`).
-    library: ClassVar[str | None] = None
 
     def unavailable(self) -> str | None:
         """Why it cannot be used on this machine, in one line; None when it can."""
@@ -162,7 +162,8 @@ def archs() -> dict[str, Arch]:
         if described is not None:
             arch = replace(arch, fallback=described.fallback,
                            float32_ops=described.float32_ops,
-                           elementwise_ops=described.elementwise_ops)
+                           elementwise_ops=described.elementwise_ops,
+                           library=described.library)
         optimizers = OPTIMIZERS.get(name)
         if optimizers is not None:
             arch = replace(arch, expanders=optimizers.EXPANDERS, combiners=optimizers.COMBINERS)

@@ -16,7 +16,8 @@ class ArchDescription:
     ops, the dtypes they compute in, the arch that lowers what it does not
     take, its ops that compute in float32 whatever the model's precision, and
     its element-wise ops (in a reduced precision they compute in what they read),
-    and the module defining its Arch (ARCH; None: lightnet.archs.<name>.arch)."""
+    the library its kernels are (what reports call them) and the module defining
+    its Arch (ARCH; None: lightnet.archs.<name>.arch)."""
 
     name: str
     mtype: MemType
@@ -24,6 +25,7 @@ class ArchDescription:
     fallback: str | None
     float32_ops: frozenset[str]
     elementwise_ops: frozenset[str]
+    library: str
     package: str | None
 
 
@@ -35,6 +37,7 @@ ARCHS = {
         fallback=None,
         float32_ops=frozenset(),
         elementwise_ops=frozenset(),
+        library="cpu",
         package=None,
     ),
     "dnnl": ArchDescription(
@@ -57,6 +60,7 @@ ARCHS = {
                 "slice_dnnl",
             }
         ),
+        library="oneDNN",
         package=None,
     ),
 }

@@ -24,7 +24,6 @@ class Dnnl(Arch):
                                 provides=["laid-out", "ops-final"], targets=["dnnl"]),)
     precisions = ("f32", "bf16")
     owns_cores = True
-    library = "oneDNN"
 
     def unavailable(self) -> str | None:
         return capi.unavailable_reason()
