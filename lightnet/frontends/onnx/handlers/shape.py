@@ -14,7 +14,7 @@ from ..dtypes import tl_dtype
 from ..errors import Unsupported
 from ..folding import (flatten_shape, normalize_axes, reshape_target, slice_inputs, slice_params,
                        split_sizes, squeeze_axes, unsqueeze_shape)
-from ..graph import Node, Val, lnshape
+from ..graph import Node, Val, lnshape, pyval
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -256,6 +256,22 @@ def tile(c: Converter, n: Node):
                        {"elew_op": "TL_SUM"}, x.dtype, copies, hint=hint)
             y = c.reshape(y, shape)
     c.reshape_output(n, y, y.shape)
+
+
+@handler("Range", 11)
+def range_(c: Converter, n: Node):
+    """A Range left unfolded because its length follows a symbolic dim (position ids
+    to the sequence length): an arange op, its bounds params that follow the dim."""
+    start, limit, delta = (np.asarray(c.const(n.input(i), what)).reshape(-1)
+                           for i, what in enumerate(("start", "limit", "delta")))
+    if start.size != 1 or limit.size != 1 or delta.size != 1:
+        raise Unsupported("start, limit and delta of more than one element")
+    dtype = tl_dtype(c.onnx.helper.np_dtype_to_tensor_dtype(start.dtype), "start")
+    if dtype == "TL_BOOL" or delta[0] == 0:
+        raise Unsupported(f"a Range of {dtype} with delta {delta[0]}")
+    c.emit("arange", {}, {"dtype": dtype, "start": pyval(start[0]),
+                              "stop": pyval(limit[0]), "step": pyval(delta[0])},
+           dtype, c.out_shape(n), out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
 def _not_folded(reason: str):
