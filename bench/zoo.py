@@ -31,7 +31,10 @@ ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
 The transformers encoders take input_ids and an attention_mask (the last 16 of 128
-tokens padding), both int64.
+tokens padding), both int64; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
+the same models (the same seeded weights) exported with dynamic batch and sequence
+axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
+manifest entries saying so (`dynamic_axes`).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -80,7 +83,10 @@ YOLOS = (
     "yolo11n-cls", "yolo12n", "yolo26n",
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
-MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS)
+# The same models (same weights) exported with dynamic batch and sequence axes.
+DYNAMIC = "-dynamic"
+TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
+MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC)
 
 
 def one_line(e: BaseException) -> str:
@@ -157,6 +163,8 @@ def _build(name: str):
         return _yolo(name)
     if name in TRANSFORMERS:
         return _transformer(name)
+    if name in TRANSFORMERS_DYNAMIC:
+        return _transformer(name[:-len(DYNAMIC)])
     return _torchvision(name)
 
 
@@ -213,9 +221,10 @@ def export_one(name: str, cache: str) -> dict:
     """Build, randomize and export model `name` to `cache`; its manifest entry."""
     import torch
 
-    torch.manual_seed(zlib.crc32(name.encode()))
+    seed = zlib.crc32(name.removesuffix(DYNAMIC).encode())  # -dynamic: the same weights
+    torch.manual_seed(seed)
     model, inputs, family = _build(name)
-    _randomize(torch, model, inputs, zlib.crc32(name.encode()) + 1)
+    _randomize(torch, model, inputs, seed + 1)
     model.eval()
     if family.startswith("ultralytics"):
         _export_mode(model)
@@ -239,8 +248,15 @@ def export_one(name: str, cache: str) -> dict:
     if not all(math.isfinite(v) for v in largest):
         raise ValueError(f"outputs not finite: max |y| {largest}")
     path = os.path.join(cache, f"{name}.onnx")
+    dynamic = None
+    if name.endswith(DYNAMIC):  # inputs [batch, sequence]; outputs [batch, (sequence,) ...]
+        sequence = args[0].shape[1]
+        dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
+        dynamic.update({n: {0: "batch", 1: "sequence"} if y.dim() >= 2 and y.shape[1] == sequence
+                        else {0: "batch"} for n, y in zip(outputs, ys)})
     torch.onnx.export(flat, args, path + ".part", input_names=names, output_names=outputs,
-                      opset_version=OPSET, dynamo=False, do_constant_folding=True)
+                      opset_version=OPSET, dynamo=False, do_constant_folding=True,
+                      dynamic_axes=dynamic)
     os.replace(path + ".part", path)
     np.savez(os.path.join(cache, f"{name}.npz"), **inputs)
     with torch.no_grad():
@@ -249,7 +265,8 @@ def export_one(name: str, cache: str) -> dict:
     return {"name": name, "family": family, "file": f"{name}.onnx", "data": f"{name}.npz",
             "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype)}
                        for n, a in inputs.items()],
-            "outputs": outputs, "max_abs_output": largest, "float32_noise": noise}
+            "outputs": outputs, "max_abs_output": largest, "float32_noise": noise,
+            **({"dynamic_axes": dynamic} if dynamic else {})}
 
 
 def export(names, cache: str) -> int:

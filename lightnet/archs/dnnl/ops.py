@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lightnet.archs.dnnl import primitives
-from lightnet.archs.dnnl.primitives import Unsupported, eltwise_post_op, sum_post_op
+from lightnet.archs.dnnl.primitives import (Unsupported, binary_post_op, eltwise_post_op,
+                                             sum_post_op)
 from lightnet.errors import LightNetError
 
 PENDING = "any"
@@ -449,13 +450,14 @@ def _read_plain(entry, dtype: str, name: str, before: dict) -> None:
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
-           activation="none", **act) -> int:
-    """dst = alpha * A' @ B' + beta * bias with a fused activation, over stacks of
-    matrices (batch dims broadcasting); alpha is an eltwise linear post-op, so a bias
-    goes with alpha = beta = 1 only (beta = 0 leaves it out). A, a B computed per run
-    and the output plain (transposes are strides; a source a producer holds in a
-    layout of its own is reordered first, into the scratch); a static B (a weight) in
-    the layout the matmul chose."""
+           activation="none", addend=None, **act) -> int:
+    """dst = act(alpha * A' @ B' + beta * bias + addend), over stacks of matrices (batch
+    dims broadcasting); alpha is an eltwise linear post-op, so a bias goes with alpha =
+    beta = 1 only (beta = 0 leaves it out); the addend (broadcasting) a binary add
+    post-op, the activation an eltwise one. A, a B computed per run, the addend and
+    the output plain (transposes are strides; a source a producer holds in a layout
+    of its own is reordered first, into the scratch); a static B (a weight) in the
+    layout the matmul chose."""
     dtype = _computes_in(src1, src2)
     if bias is not None and beta == 0:
         bias = None
@@ -469,15 +471,20 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         _read_plain(src2, dtype, "weights", before)
     weights = "any" if src2.static and _pending(src2) else "plain"
     post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
+    args = {"src": "src1", "weights": "src2", "dst": "dst"}
+    if addend is not None:
+        args[f"post_op_{len(post)}"] = "addend"
+        if not addend.static:
+            _read_plain(addend, dtype, f"post_op_{len(post)}", before)
+        post.append(binary_post_op("add", addend.shape))
     post += _post_ops(None, activation, **act)
     kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
                      bias_shape=None if bias is None else bias.shape, dtype=dtype,
                      b_layout=weights, post_ops=post)
-    args = {"src": "src1", "weights": "src2", "dst": "dst"}
     if bias is not None:
         args["bias"] = "bias"
-    return _settle(op, Call(kernel, args,
-                            {"src1": src1, "src2": src2, "bias": bias, "dst": dst}, before))
+    return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
+                                           "addend": addend, "dst": dst}, before))
 
 
 def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_padding,
