@@ -14,8 +14,10 @@ __all__ = [
     "avgpool2d",
     "batchnorm",
     "bn2scale_wts",
+    "cast",
     "channel_shuffle",
     "clip",
+    "compare",
     "concat",
     "conv2d",
     "create",
@@ -33,7 +35,11 @@ __all__ = [
     "global_maxpool2d",
     "hard_sigmoid",
     "hard_swish",
+    "isnan",
+    "isinf",
     "layernorm",
+    "logic",
+    "logic_not",
     "lrelu",
     "lrn",
     "matmul",
@@ -60,6 +66,7 @@ __all__ = [
     "transpose",
     "unary",
     "upsample",
+    "where",
     "zeros",
 ]
 
@@ -249,6 +256,39 @@ def bn2scale_wts(
     )
 
 
+def cast(
+    src: Tensor,
+    *,
+    dtype: Literal[
+        "TL_DOUBLE",
+        "TL_FLOAT",
+        "TL_INT32",
+        "TL_INT16",
+        "TL_INT8",
+        "TL_UINT32",
+        "TL_UINT16",
+        "TL_UINT8",
+        "TL_BOOL",
+    ],
+    name: str | None = None,
+) -> Tensor:
+    """dst = src converted to `dtype`, element-wise (ONNX Cast), as C converts: a float to
+    an integer truncates toward zero, an integer to a narrower one wraps around, TL_BOOL
+    becomes 0 or 1, and any nonzero value (NaN too) becomes true. A float that does not
+    fit the integer dtype (NaN, an infinity, a value out of its range) gives an
+    undefined value, as in C and ONNX. Every dtype to every dtype.
+
+    Args:
+        src: The values.
+        dtype: The dtype converted to.
+        name: The op's name, and its output's; None: `cast` and a number not taken.
+
+    Returns:
+        dst: The converted values.
+    """
+    return apply("cast", {"src": src}, {"dtype": dtype}, name)
+
+
 def channel_shuffle(src: Tensor, *, group: int, name: str | None = None) -> Tensor:
     """ShuffleNet's channel shuffle of NCHW `src` with `group` groups: the channels, seen
     as `group` rows of C / group, are read column by column, so dst[:, j * group + i] =
@@ -283,6 +323,31 @@ def clip(src: Tensor, *, min: float, max: float, name: str | None = None) -> Ten
         dst: The clipped tensor.
     """
     return apply("clip", {"src": src}, {"min": min, "max": max}, name)
+
+
+def compare(
+    src1: Tensor,
+    src2: Tensor,
+    *,
+    cmp_op: Literal["TL_EQ", "TL_LT", "TL_LE", "TL_GT", "TL_GE"],
+    name: str | None = None,
+) -> Tensor:
+    """dst = src1 <cmp_op> src2 element-wise, a TL_BOOL tensor, with numpy broadcasting
+    (ONNX Equal, Less, LessOrEqual, Greater, GreaterOrEqual). Both inputs have one
+    dtype, any of them (TL_BOOL too, false < true). NaN compares unequal to everything,
+    itself included.
+
+    Args:
+        src1: The left operand.
+        src2: The right operand. (dtype of src1; the shapes broadcast, each trailing
+            dimension equal or 1)
+        cmp_op: The comparison: ==, <, <=, >, >=.
+        name: The op's name, and its output's; None: `compare` and a number not taken.
+
+    Returns:
+        dst: The truth of the comparison, with the broadcast shape of the inputs.
+    """
+    return apply("compare", {"src1": src1, "src2": src2}, {"cmp_op": cmp_op}, name)
 
 
 def concat(src: Sequence[Tensor], *, axis: int, name: str | None = None) -> Tensor:
@@ -780,6 +845,46 @@ def hard_swish(
     return apply("hard_swish", {"src": src}, {"alpha": alpha, "beta": beta}, name)
 
 
+def isnan(src: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = whether each element of float `src` is NaN, a TL_BOOL tensor (ONNX IsNaN).
+
+    Args:
+        src: The values. (dtype float)
+        name: The op's name, and its output's; None: `isnan` and a number not taken.
+
+    Returns:
+        dst: True where src is NaN.
+    """
+    return apply("isnan", {"src": src}, {}, name)
+
+
+def isinf(
+    src: Tensor,
+    *,
+    detect_positive: bool = True,
+    detect_negative: bool = True,
+    name: str | None = None,
+) -> Tensor:
+    """dst = whether each element of float `src` is an infinity of a sign detected, a
+    TL_BOOL tensor (ONNX IsInf).
+
+    Args:
+        src: The values. (dtype float)
+        detect_positive: +inf counts.
+        detect_negative: -inf counts.
+        name: The op's name, and its output's; None: `isinf` and a number not taken.
+
+    Returns:
+        dst: True where src is a detected infinity.
+    """
+    return apply(
+        "isinf",
+        {"src": src},
+        {"detect_positive": detect_positive, "detect_negative": detect_negative},
+        name,
+    )
+
+
 def layernorm(
     src: Tensor,
     scale: Tensor,
@@ -815,6 +920,42 @@ def layernorm(
         {"axis": axis, "epsilon": epsilon},
         name,
     )
+
+
+def logic(
+    src1: Tensor,
+    src2: Tensor,
+    *,
+    logic_op: Literal["TL_AND", "TL_OR", "TL_XOR"],
+    name: str | None = None,
+) -> Tensor:
+    """dst = src1 <logic_op> src2 element-wise on TL_BOOL tensors, with numpy broadcasting
+    (ONNX And, Or, Xor).
+
+    Args:
+        src1: The left operand. (dtype TL_BOOL)
+        src2: The right operand. (dtype TL_BOOL; the shapes broadcast, each trailing
+            dimension equal or 1)
+        logic_op: The operation.
+        name: The op's name, and its output's; None: `logic` and a number not taken.
+
+    Returns:
+        dst: The result, with the broadcast shape of the inputs.
+    """
+    return apply("logic", {"src1": src1, "src2": src2}, {"logic_op": logic_op}, name)
+
+
+def logic_not(src: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = not src element-wise on a TL_BOOL tensor (ONNX Not).
+
+    Args:
+        src: The input. (dtype TL_BOOL)
+        name: The op's name, and its output's; None: `logic_not` and a number not taken.
+
+    Returns:
+        dst: The negation.
+    """
+    return apply("logic_not", {"src": src}, {}, name)
 
 
 def lrelu(src: Tensor, *, negslope: float, name: str | None = None) -> Tensor:
@@ -1470,6 +1611,26 @@ def upsample(
         dst: The resampled tensor.
     """
     return apply("upsample", {"src": src}, {"mode": mode, "scales": scales}, name)
+
+
+def where(
+    cond: Tensor, src1: Tensor, src2: Tensor, *, name: str | None = None
+) -> Tensor:
+    """dst = src1 where cond is true, else src2, element-wise, the three inputs broadcast
+    together as numpy does (ONNX Where). `cond` is TL_BOOL; `src1` and `src2` have one
+    dtype, any of them.
+
+    Args:
+        cond: Which input each element comes from. (dtype TL_BOOL)
+        src1: The elements where cond is true.
+        src2: The elements where cond is false. (dtype of src1; the three shapes
+            broadcast, each trailing dimension equal or 1)
+        name: The op's name, and its output's; None: `where` and a number not taken.
+
+    Returns:
+        dst: The selection, with the broadcast shape of the inputs.
+    """
+    return apply("where", {"cond": cond, "src1": src1, "src2": src2}, {}, name)
 
 
 def zeros(

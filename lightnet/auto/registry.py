@@ -7,8 +7,10 @@ from lightnet.auto.ops import arange as arange_ops
 from lightnet.auto.ops import avgpool2d as avgpool2d_ops
 from lightnet.auto.ops import batchnorm as batchnorm_ops
 from lightnet.auto.ops import bn2scale_wts as bn2scale_wts_ops
+from lightnet.auto.ops import cast as cast_ops
 from lightnet.auto.ops import channel_shuffle as channel_shuffle_ops
 from lightnet.auto.ops import clip as clip_ops
+from lightnet.auto.ops import compare as compare_ops
 from lightnet.auto.ops import concat as concat_ops
 from lightnet.auto.ops import conv2d as conv2d_ops
 from lightnet.auto.ops import create as create_ops
@@ -26,7 +28,9 @@ from lightnet.auto.ops import global_pool as global_pool_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
+from lightnet.auto.ops import isnan as isnan_ops
 from lightnet.auto.ops import layernorm as layernorm_ops
+from lightnet.auto.ops import logic as logic_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
@@ -54,6 +58,7 @@ from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
 from lightnet.auto.ops import transpose as transpose_ops
 from lightnet.auto.ops import unary as unary_ops
 from lightnet.auto.ops import upsample as upsample_ops
+from lightnet.auto.ops import where as where_ops
 from lightnet.auto.ops import zeros as zeros_ops
 
 OP_PROTOS = {
@@ -63,8 +68,10 @@ OP_PROTOS = {
         avgpool2d_ops,
         batchnorm_ops,
         bn2scale_wts_ops,
+        cast_ops,
         channel_shuffle_ops,
         clip_ops,
+        compare_ops,
         concat_ops,
         conv2d_ops,
         create_ops,
@@ -82,7 +89,9 @@ OP_PROTOS = {
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,
+        isnan_ops,
         layernorm_ops,
+        logic_ops,
         lrelu_ops,
         lrn_ops,
         matmul_ops,
@@ -110,6 +119,7 @@ OP_PROTOS = {
         transpose_ops,
         unary_ops,
         upsample_ops,
+        where_ops,
         zeros_ops,
     )
     for proto in family.PROTOS

@@ -1,5 +1,5 @@
 """Shape and data movement: Concat, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
-Identity, Dropout, Cast, Pad, Slice, Split, Gather, Tile, and the constant ops that
+Identity, Dropout, Pad, Slice, Split, Gather, Tile, and the constant ops that
 reach mapping only when they could not be folded."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dispatch import handler
-from ..dtypes import tl_dtype
 from ..errors import Unsupported
 from ..folding import (flatten_shape, normalize_axes, reshape_target, slice_inputs, slice_params,
                        split_sizes, squeeze_axes, unsqueeze_shape)
@@ -97,16 +96,6 @@ def dropout(c: Converter, n: Node, *, ratio=0.5, is_test=0, seed=None, consumed_
 @handler("Identity", 1, 13, 14, 16, 19, 21, 23, 24)
 def identity(c: Converter, n: Node):
     x = c.val(n.input(0))
-    c.reshape_output(n, x, x.shape)
-
-
-@handler("Cast", 1, 6, 9, 13, 19, 21, 23, 24)
-def cast(c: Converter, n: Node, *, to, saturate=1, round_mode="up"):
-    # saturate and round_mode only concern 8- and 4-bit float targets, which are unsupported.
-    x = c.val(n.input(0))
-    target = tl_dtype(to, "Cast target")
-    if target != x.dtype:
-        raise Unsupported(f"a Cast from {x.dtype} to {target} of a computed tensor")
     c.reshape_output(n, x, x.shape)
 
 
