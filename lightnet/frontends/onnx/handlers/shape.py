@@ -1,5 +1,5 @@
 """Shape and data movement: Concat, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
-Identity, Dropout, Pad, Slice, Split, Gather, Tile, and the constant ops that
+Identity, Dropout, Pad, Slice, Split, Gather, Tile, Range, and the constant ops that
 reach mapping only when they could not be folded."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..dispatch import handler
+from ..dtypes import tl_dtype
 from ..errors import Unsupported
 from ..folding import (flatten_shape, normalize_axes, reshape_target, slice_inputs, slice_params,
                        split_sizes, squeeze_axes, unsqueeze_shape)
