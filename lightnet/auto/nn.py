@@ -21,15 +21,18 @@ __all__ = [
     "concat",
     "conv2d",
     "create",
+    "cumsum",
     "deconv2d",
     "detect_yolov3",
     "dot_product",
     "einsum",
     "elew",
     "erf",
+    "expand",
     "forward",
     "fprint",
     "gather",
+    "gather_elements",
     "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
@@ -54,6 +57,7 @@ __all__ = [
     "relu",
     "reshape",
     "resize",
+    "scatter_nd",
     "sigmoid",
     "slice",
     "softmax",
@@ -64,6 +68,7 @@ __all__ = [
     "tanh",
     "transform_bboxSQD",
     "transpose",
+    "trilu",
     "unary",
     "upsample",
     "where",
@@ -487,6 +492,36 @@ def create(
     )
 
 
+def cumsum(
+    src: Tensor,
+    *,
+    axis: int,
+    exclusive: bool = False,
+    reverse: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """dst = the running sums of src along `axis` (ONNX CumSum), in src's dtype (integer
+    sums wrap around): dst[i] = src[0] + ... + src[i]; with `exclusive` src[i] is left
+    out (dst[0] = 0), with `reverse` the sums run from the end. Every dtype but TL_BOOL.
+
+    Args:
+        src: The values. (dtype numeric)
+        axis: The axis summed along. (>= 0; < src.ndim)
+        exclusive: Each sum leaves its own element out.
+        reverse: The sums run from the last element.
+        name: The op's name, and its output's; None: `cumsum` and a number not taken.
+
+    Returns:
+        dst: The running sums.
+    """
+    return apply(
+        "cumsum",
+        {"src": src},
+        {"axis": axis, "exclusive": exclusive, "reverse": reverse},
+        name,
+    )
+
+
 def deconv2d(
     src: Tensor,
     weight: Tensor,
@@ -689,6 +724,23 @@ def erf(src: Tensor, *, name: str | None = None) -> Tensor:
     return apply("erf", {"src": src}, {}, name)
 
 
+def expand(src: Tensor, *, dims: Sequence[int], name: str | None = None) -> Tensor:
+    """dst = src broadcast to `dims` by numpy's rules (ONNX Expand, whose output shape the
+    importer computes): src's dims align with the last of `dims`, each equal or 1. Every
+    dtype.
+
+    Args:
+        src: The values.
+        dims: The output's dims. (each > 0; src broadcasts to dims, aligned at the last
+            dim, each dim equal or 1)
+        name: The op's name, and its output's; None: `expand` and a number not taken.
+
+    Returns:
+        dst: The broadcast values.
+    """
+    return apply("expand", {"src": src}, {"dims": dims}, name)
+
+
 def forward(src: Tensor, *, name: str | None = None) -> Tensor:
     """`dst` is `src`: same dtype, shape and memory (no copy, no run code). Used to give a
     tensor another name. Every dtype.
@@ -742,6 +794,32 @@ def gather(
         dst: The gathered entries.
     """
     return apply("gather", {"src": src, "indices": indices}, {"axis": axis}, name)
+
+
+def gather_elements(
+    src: Tensor, indices: Tensor, *, axis: int, name: str | None = None
+) -> Tensor:
+    """dst[p] = src[p with its `axis` coordinate replaced by indices[p]], for every
+    position p of `indices` (ONNX GatherElements; numpy take_along_axis): dst has the
+    indices' shape. `indices` has src's rank and no more entries than src on the other
+    axes; its values are data (computed at run time): a negative one counts from the
+    end, one outside the axis stops the run with an error. `src`: every dtype;
+    `indices`: an integer dtype.
+
+    Args:
+        src: The tensor gathered from.
+        indices: Positions along `axis`. (dtype integer; indices has src's rank and no
+            more entries than src on the other axes)
+        axis: The axis indexed. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `gather_elements` and a number not
+            taken.
+
+    Returns:
+        dst: The gathered elements.
+    """
+    return apply(
+        "gather_elements", {"src": src, "indices": indices}, {"axis": axis}, name
+    )
 
 
 def gelu(
@@ -1334,6 +1412,43 @@ def resize(
     return apply("resize", {"src": src}, {"mode": mode, "dims": dims}, name)
 
 
+def scatter_nd(
+    data: Tensor,
+    indices: Tensor,
+    updates: Tensor,
+    *,
+    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """dst = data with slices replaced (ONNX ScatterND): each index tuple t = indices[i...,
+    :] (k = indices' last dim numbers, k <= data.ndim) names the slice data[t] of data's
+    shape after its first k dims, which becomes updates[i...], or is combined with it by
+    `reduction` (add, mul, max, min). With none, of two updates of one slice the last
+    stays. Indices are data (computed at run time): a negative one counts from the end,
+    one outside its axis stops the run with an error. `data` and `updates`: one dtype,
+    any; `indices`: an integer dtype.
+
+    Args:
+        data: The tensor updated.
+        indices: The index tuples, on its last axis. (dtype integer; an index tuple has
+            at most data.ndim entries)
+        updates: The new slices. (dtype of data; updates has the shape
+            indices.shape[:-1] + data.shape[indices.shape[-1]:])
+        reduction: How an update combines with what is there (none replaces it).
+        name: The op's name, and its output's; None: `scatter_nd` and a number not
+            taken.
+
+    Returns:
+        dst: The updated tensor.
+    """
+    return apply(
+        "scatter_nd",
+        {"data": data, "indices": indices, "updates": updates},
+        {"reduction": reduction},
+        name,
+    )
+
+
 def sigmoid(src: Tensor, *, name: str | None = None) -> Tensor:
     """dst = 1 / (1 + exp(-src)) element-wise. TL_FLOAT or TL_DOUBLE.
 
@@ -1561,6 +1676,25 @@ def transpose(src: Tensor, *, axes: Sequence[int], name: str | None = None) -> T
         dst: The transposed tensor.
     """
     return apply("transpose", {"src": src}, {"axes": axes}, name)
+
+
+def trilu(
+    src: Tensor, *, upper: bool = True, k: int = 0, name: str | None = None
+) -> Tensor:
+    """dst = src with every matrix (its last two axes, [i, j]) cut to a triangle, the rest
+    zero (ONNX Trilu): the upper one keeps j - i >= k, the lower one j - i <= k. Every
+    dtype.
+
+    Args:
+        src: The matrices. (at least two dims)
+        upper: The upper triangle (else the lower).
+        k: The diagonal the triangle starts at (positive above the main one).
+        name: The op's name, and its output's; None: `trilu` and a number not taken.
+
+    Returns:
+        dst: The triangles.
+    """
+    return apply("trilu", {"src": src}, {"upper": upper, "k": k}, name)
 
 
 def unary(

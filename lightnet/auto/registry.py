@@ -14,15 +14,18 @@ from lightnet.auto.ops import compare as compare_ops
 from lightnet.auto.ops import concat as concat_ops
 from lightnet.auto.ops import conv2d as conv2d_ops
 from lightnet.auto.ops import create as create_ops
+from lightnet.auto.ops import cumsum as cumsum_ops
 from lightnet.auto.ops import deconv2d as deconv2d_ops
 from lightnet.auto.ops import detect_yolov3 as detect_yolov3_ops
 from lightnet.auto.ops import dot_product as dot_product_ops
 from lightnet.auto.ops import einsum as einsum_ops
 from lightnet.auto.ops import elew as elew_ops
 from lightnet.auto.ops import erf as erf_ops
+from lightnet.auto.ops import expand as expand_ops
 from lightnet.auto.ops import forward as forward_ops
 from lightnet.auto.ops import fprint as fprint_ops
 from lightnet.auto.ops import gather as gather_ops
+from lightnet.auto.ops import gather_elements as gather_elements_ops
 from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
@@ -46,6 +49,7 @@ from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reorder as reorder_ops
 from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import resize as resize_ops
+from lightnet.auto.ops import scatter_nd as scatter_nd_ops
 from lightnet.auto.ops import sigmoid as sigmoid_ops
 from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.ops import softmax as softmax_ops
@@ -56,6 +60,7 @@ from lightnet.auto.ops import swish as swish_ops
 from lightnet.auto.ops import tanh as tanh_ops
 from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
 from lightnet.auto.ops import transpose as transpose_ops
+from lightnet.auto.ops import trilu as trilu_ops
 from lightnet.auto.ops import unary as unary_ops
 from lightnet.auto.ops import upsample as upsample_ops
 from lightnet.auto.ops import where as where_ops
@@ -75,15 +80,18 @@ OP_PROTOS = {
         concat_ops,
         conv2d_ops,
         create_ops,
+        cumsum_ops,
         deconv2d_ops,
         detect_yolov3_ops,
         dot_product_ops,
         einsum_ops,
         elew_ops,
         erf_ops,
+        expand_ops,
         forward_ops,
         fprint_ops,
         gather_ops,
+        gather_elements_ops,
         gelu_ops,
         global_pool_ops,
         hard_sigmoid_ops,
@@ -107,6 +115,7 @@ OP_PROTOS = {
         reorder_ops,
         reshape_ops,
         resize_ops,
+        scatter_nd_ops,
         sigmoid_ops,
         slice_ops,
         softmax_ops,
@@ -117,6 +126,7 @@ OP_PROTOS = {
         tanh_ops,
         transform_bboxSQD_ops,
         transpose_ops,
+        trilu_ops,
         unary_ops,
         upsample_ops,
         where_ops,

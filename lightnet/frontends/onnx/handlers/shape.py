@@ -273,7 +273,5 @@ def _not_folded(reason: str):
 
 handler("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24)(_not_folded(
     "only value, value_float(s) and value_int(s) constants of numeric types"))
-handler("ConstantOfShape", 9, 20, 21, 23, 24)(_not_folded(
-    "a shape computed from data (only shapes known at import time)"))
 handler("Shape", 1, 13, 15, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
 handler("Size", 1, 13, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
