@@ -1028,13 +1028,16 @@ def combine_fuse_hard_sigmoid(ctx, window):
 
 
 def combine_fuse_gelu(ctx, window):
-    """Apply a gelu (either form) inside the convolution or matmul that feeds it."""
+    """Apply a gelu (either form) inside the convolution or matmul that feeds it
+    (a matmul only where oneDNN applies it faster there than apart:
+    dnnl.matmul_fuses_gelu)."""
     ops = [OpView(ctx, op) for op in window]
     if not (
         ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
+        and (ops[0].optype == "conv2d_dnnl" or dnnl.matmul_fuses_gelu())
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
