@@ -799,10 +799,12 @@ def combine_matmul_output_scale(ctx, window):
     """Scale a matmul's product by a known scalar that divides or multiplies it
     next, when nothing else reads the product and no bias, addend or activation
     is fused yet (attention's scores / sqrt(D)): alpha (a linear post-op), the
-    division not made."""
+    division not made; a batched product only where oneDNN applies its post-ops
+    cheaply (dnnl.matmul_post_ops_cheap)."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
+        (ops[0].outs.dst.ndim <= 2 or dnnl.matmul_post_ops_cheap())
+        and ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
         and ops[1].ins.src1.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[1].ins.src2.len == 1
@@ -834,11 +836,14 @@ def combine_matmul_output_scale(ctx, window):
 def combine_matmul_addend(ctx, window):
     """Add a tensor that broadcasts to a matmul's product inside the matmul (a
     binary add post-op), when nothing else reads the product and no addend or
-    activation is fused yet: attention's additive mask on its scores. A 1-D
-    bias of the product's last dim is matmul_bias's."""
+    activation is fused yet: attention's additive mask on its scores (a batched
+    product only where oneDNN applies its post-ops cheaply:
+    dnnl.matmul_post_ops_cheap). A 1-D bias of the product's last dim is
+    matmul_bias's."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[1].params.elew_op == "TL_SUM"
+        (ops[0].outs.dst.ndim <= 2 or dnnl.matmul_post_ops_cheap())
+        and ops[1].params.elew_op == "TL_SUM"
         and ops[0].consumers("dst") == 1
         and ops[1].ins.src1.name != ops[1].ins.src2.name
         and ops[0].outs.dst.name in (ops[1].ins.src1.name, ops[1].ins.src2.name)
@@ -1029,15 +1034,15 @@ def combine_fuse_hard_sigmoid(ctx, window):
 
 def combine_fuse_gelu(ctx, window):
     """Apply a gelu (either form) inside the convolution or matmul that feeds it
-    (a matmul only where oneDNN applies it faster there than apart:
-    dnnl.matmul_fuses_gelu)."""
+    (a matmul only where oneDNN applies it as cheaply there as apart:
+    dnnl.matmul_post_ops_cheap)."""
     ops = [OpView(ctx, op) for op in window]
     if not (
         ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
-        and (ops[0].optype == "conv2d_dnnl" or dnnl.matmul_fuses_gelu())
+        and (ops[0].optype == "conv2d_dnnl" or dnnl.matmul_post_ops_cheap())
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
