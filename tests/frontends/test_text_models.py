@@ -25,6 +25,19 @@ def bert_file(tmp_path_factory):
     return path
 
 
+def test_what_follows_the_sequence_is_computed_not_folded(bert_file):
+    """The position ids (a Range to the sequence length) and the token types (a slice of
+    a [1, 512] buffer to it) change size with the sequence: ops whose params follow it,
+    not weights of one size (the importer folds the rest of the shape arithmetic)."""
+    from lightnet.frontends.onnx import convert
+
+    ir, _ = convert(bert_file)
+    params = {op["optype"]: {p["arg_name"]: p["value"] for p in op["params"]}
+              for op in ir["ops"] if op["optype"] in ("arange", "slice")}
+    assert params["arange"] == {"dtype": "TL_INT32", "start": 0, "stop": "sequence", "step": 1}
+    assert params["slice"] == {"axis": 1, "start": 0, "len": "sequence"}
+
+
 @pytest.mark.parametrize("target", ["dnnl", "cpu"])
 def test_bert_any_sequence_one_session(bert_file, target):
     from onnx import load

@@ -52,7 +52,7 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
                    if d.dim_param and not d.HasField("dim_value")} - set(dims)
                   - {t.name for t in proto.graph.initializer})
 
-    unfolded: frozenset = frozenset()
+    unfolded = dim_dependent(proto, free, dims, shapes, fold_limit) if free else frozenset()
 
     def build(values):
         c = Converter(proto, values, shapes, fold_limit, unfolded)
@@ -63,7 +63,6 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
 
     if not free:
         return build(dims)
-    unfolded = dim_dependent(proto, free, dims, shapes, fold_limit)
     return symbolic.generalize(build, free, dims, "the imported model")
 
 
