@@ -90,21 +90,24 @@ class Ours:
     def __init__(self, d: str, threads: int, target: str):
         import lightnet
         from lightnet.archs.dnnl import ops as dnnl_ops
+        from lightnet.files.model_source import command_dims
 
         with open(os.path.join(d, "model.json")) as f:
             ir = json.load(f)
+        self.feed = _load_inputs(d)
         base = status("VmRSS")
         _reset_peak()
         t0 = time.perf_counter()
         ctx = lightnet.Context(threads=threads)
-        ctx.init(ir)
+        # Symbolic dims (a text model's batch and sequence) from the inputs' shapes.
+        ctx.init(ir, dims=command_dims(ir, "model.json",
+                                       shapes={n: x.shape for n, x in self.feed.items()}))
         target, _, precision = target.partition("-")
         ctx.compile(target, weights=os.path.join(d, "model.npz"),  # as `lightnet -f` does
                     precision=precision or "f32")
         ctx.load()
         self.setup = time.perf_counter() - t0
         self.ctx = ctx
-        self.feed = _load_inputs(d)
         self.run()
         self.info = {
             "setup": self.setup, "peak_growth": status("VmHWM") - base,
@@ -123,7 +126,9 @@ class Ours:
         self.ctx.run()
 
     def output(self):
-        return self.ctx.get_data(self.ctx.outputs[0])
+        """The model's first output, as its producer orders them (the interface's)."""
+        ports = self.ctx.interface.outputs if self.ctx.interface is not None else []
+        return self.ctx.get_data(ports[0].name if ports else self.ctx.outputs[0])
 
 
 class Ort:

@@ -31,13 +31,18 @@ ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
 The transformers encoders take input_ids and an attention_mask (the last 16 of 128
-tokens padding), both int64.
+tokens padding), both int64; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
+the same models (the same seeded weights) exported with dynamic batch and sequence
+axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
+manifest entries saying so (`dynamic_axes`).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
 weights, runs it and is compared output by output: the error is max|ours - ort| /
 max|ort|, the worst output's, and must be <= 1e-4, or twice the model's float32 noise
-where that is larger (tolerance). Every exception is one line (its
+where that is larger (tolerance); a model exported with dynamic axes is run at
+batch 1 and sequences 16, 128 and 384, and batch 2 at 16, through one Session (a
+plan per shape), each against ONNX Runtime. Every exception is one line (its
 stage; a LightNetError's message, anything else with its type), and each model and
 target runs in a child process (`check-one`) so that a crash is one row too. On dnnl,
 any oneDNN implementation whose name starts with "ref" (a reference, unoptimized
@@ -80,7 +85,10 @@ YOLOS = (
     "yolo11n-cls", "yolo12n", "yolo26n",
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
-MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS)
+# The same models (same weights) exported with dynamic batch and sequence axes.
+DYNAMIC = "-dynamic"
+TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
+MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC)
 
 
 def one_line(e: BaseException) -> str:
@@ -157,6 +165,8 @@ def _build(name: str):
         return _yolo(name)
     if name in TRANSFORMERS:
         return _transformer(name)
+    if name in TRANSFORMERS_DYNAMIC:
+        return _transformer(name[:-len(DYNAMIC)])
     return _torchvision(name)
 
 
@@ -213,9 +223,10 @@ def export_one(name: str, cache: str) -> dict:
     """Build, randomize and export model `name` to `cache`; its manifest entry."""
     import torch
 
-    torch.manual_seed(zlib.crc32(name.encode()))
+    seed = zlib.crc32(name.removesuffix(DYNAMIC).encode())  # -dynamic: the same weights
+    torch.manual_seed(seed)
     model, inputs, family = _build(name)
-    _randomize(torch, model, inputs, zlib.crc32(name.encode()) + 1)
+    _randomize(torch, model, inputs, seed + 1)
     model.eval()
     if family.startswith("ultralytics"):
         _export_mode(model)
@@ -239,8 +250,15 @@ def export_one(name: str, cache: str) -> dict:
     if not all(math.isfinite(v) for v in largest):
         raise ValueError(f"outputs not finite: max |y| {largest}")
     path = os.path.join(cache, f"{name}.onnx")
+    dynamic = None
+    if name.endswith(DYNAMIC):  # inputs [batch, sequence]; outputs [batch, (sequence,) ...]
+        sequence = args[0].shape[1]
+        dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
+        dynamic.update({n: {0: "batch", 1: "sequence"} if y.dim() >= 2 and y.shape[1] == sequence
+                        else {0: "batch"} for n, y in zip(outputs, ys)})
     torch.onnx.export(flat, args, path + ".part", input_names=names, output_names=outputs,
-                      opset_version=OPSET, dynamo=False, do_constant_folding=True)
+                      opset_version=OPSET, dynamo=False, do_constant_folding=True,
+                      dynamic_axes=dynamic)
     os.replace(path + ".part", path)
     np.savez(os.path.join(cache, f"{name}.npz"), **inputs)
     with torch.no_grad():
@@ -249,7 +267,8 @@ def export_one(name: str, cache: str) -> dict:
     return {"name": name, "family": family, "file": f"{name}.onnx", "data": f"{name}.npz",
             "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype)}
                        for n, a in inputs.items()],
-            "outputs": outputs, "max_abs_output": largest, "float32_noise": noise}
+            "outputs": outputs, "max_abs_output": largest, "float32_noise": noise,
+            **({"dynamic_axes": dynamic} if dynamic else {})}
 
 
 def export(names, cache: str) -> int:
@@ -333,9 +352,31 @@ def tolerance(entry: dict) -> float:
     return max(TOLERANCE, 2 * entry["float32_noise"])
 
 
+# The (batch, sequence) shapes a model exported with dynamic axes is checked at, through
+# one Session: a plan per shape.
+DYNAMIC_SHAPES = ((1, 16), (1, 128), (1, 384), (2, 16))
+
+
+def dynamic_feeds(entry: dict, feed: dict) -> list[dict]:
+    """The inputs of a model exported with dynamic axes at each of DYNAMIC_SHAPES:
+    token ids drawn from those it was exported with (so in its vocabulary), masks
+    whose last quarter of each row but the first is padding."""
+    rng = np.random.default_rng(0)
+    ids, = (a for n, a in feed.items() if "mask" not in n)
+    feeds = []
+    for batch, sequence in DYNAMIC_SHAPES:
+        mask = np.ones((batch, sequence), np.int64)
+        mask[1:, sequence - sequence // 4:] = 0
+        feeds.append({n: (rng.choice(ids.reshape(-1), (batch, sequence)) if "mask" not in n
+                          else mask).astype(a.dtype) for n, a in feed.items()})
+    return feeds
+
+
 def check_one(cache: str, entry: dict, target: str) -> dict:
     """Model `entry` on `target` against ONNX Runtime: {"status": ok | wrong | refused |
-    error, "err", "message", "ref", "seconds"}; every exception caught, with its stage."""
+    error, "err", "message", "ref", "seconds"}; every exception caught, with its stage.
+    A model exported with dynamic axes runs each shape of DYNAMIC_SHAPES through one
+    Session (its error the worst shape's)."""
     import onnxruntime as ort
 
     import lightnet
@@ -345,32 +386,29 @@ def check_one(cache: str, entry: dict, target: str) -> dict:
     result = {"status": "error", "err": None, "message": "", "ref": []}
     path = os.path.join(cache, entry["file"])
     feed = inputs_of(cache, entry)
+    feeds = dynamic_feeds(entry, feed) if entry.get("dynamic_axes") else [feed]
     stage = "import"
     try:
         ir, weights = convert(path)
         stage = "ort"
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        refs = [dict(zip([o.name for o in sess.get_outputs()], sess.run(None, f)))
+                for f in feeds]
         stage = "compile"
-        ctx = lightnet.Context()
-        ctx.init(ir)
-        ctx.compile(target, weights=weights)
-        stage = "load"
-        ctx.load()
-        if target == "dnnl":
-            result["ref"] = ref_kernels(ctx)
-        stage = "run"
-        for name, array in feed.items():
-            ctx.set_data(name, array)
-        ctx.run()
-        stage = "compare"
+        session = lightnet.Session(ir, target=target, datafile=weights)
         errs = []
-        for name, want in ref.items():
-            have = ctx.get_data(name)
-            if have.shape != want.shape:
-                raise ValueError(f"output {name}: shape {list(have.shape)}, ONNX Runtime's "
-                                 f"{list(want.shape)}")
-            errs.append(rel_error(have, want))
+        for f, ref in zip(feeds, refs):
+            stage = "run"
+            outputs = session.run(f)
+            if target == "dnnl":
+                result["ref"] = sorted(set(result["ref"]) | set(ref_kernels(session.ctx)))
+            stage = "compare"
+            for name, want in ref.items():
+                have = outputs[name]
+                if have.shape != want.shape:
+                    raise ValueError(f"output {name}: shape {list(have.shape)}, ONNX "
+                                     f"Runtime's {list(want.shape)}")
+                errs.append(rel_error(have, want))
         result["err"] = max(errs)
         result["status"] = "ok" if result["err"] <= tolerance(entry) else "wrong"
     except Exception as e:  # noqa: BLE001 - every failure is a row of the table

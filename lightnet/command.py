@@ -84,3 +84,13 @@ def _elements(text: str) -> int:
         return memory_plan.parse_size(text, unit="elements")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """A `--shape INPUT=D1,D2,...` argument: (INPUT, dims)."""
+    name, sep, value = text.partition("=")
+    dims = value.split(",")
+    if not sep or not name or not all(d.strip().isdigit() and int(d) >= 1 for d in dims):
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with every D >= 1, "
+                                         f"found {text!r}")
+    return name, tuple(int(d) for d in dims)

@@ -169,8 +169,69 @@ def test_wrong_inputs_are_one_line_exit_1(onnx_model, tmp_path):
         "nope.npy: no such input file")
     usage = lightnet(onnx_model, "--input", "x.txt", cwd=tmp_path)
     assert usage.returncode == 2 and usage.stderr.splitlines()[-1] == (
-        "lightnet: error: argument --input: expected NAME=FILE.npy or FILE.npz (arrays by "
-        "input name), found 'x.txt'")
+        "lightnet: error: argument --input: expected NAME=FILE.npy, FILE.npy (a model's one "
+        "input) or FILE.npz (arrays by input name), found 'x.txt'")
+
+
+def test_one_input_without_a_name(onnx_model, tmp_path):
+    x = np.random.default_rng(3).random((2, C, H, W), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ok(lightnet(onnx_model, "--input", "x.npy", "--save", "y.npz", cwd=tmp_path))
+    with np.load(tmp_path / "y.npz") as saved:  # its batch 2 from the array
+        assert np.array_equal(saved["y"], Session(str(onnx_model)).run({"x": x})["y"])
+
+
+@pytest.fixture(scope="module")
+def text_model(tmp_path_factory):
+    pytest.importorskip("onnx")
+    from tests.frontends import textmodels
+
+    path = tmp_path_factory.mktemp("text") / "bert.onnx"
+    path.write_bytes(textmodels.encoder(layers=1).SerializeToString())
+    return path
+
+
+def test_text_model_inputs_on_the_command_line(text_model, tmp_path):
+    from tests.frontends import textmodels
+
+    feeds = textmodels.feeds(1, 24)
+    np.save(tmp_path / "ids.npy", feeds["input_ids"])  # int64, as a tokenizer gives them
+    np.save(tmp_path / "mask.npy", feeds["attention_mask"])
+    ok(lightnet(text_model, "--input", "input_ids=ids.npy", "--input", "attention_mask=mask.npy",
+                "--save", "y.npz", "-t", "cpu", cwd=tmp_path))
+    want = Session(str(text_model), target="cpu").run(feeds)["last_hidden_state"]
+    with np.load(tmp_path / "y.npz") as saved:
+        assert np.array_equal(saved["last_hidden_state"], want)
+    assert_one_error_line(
+        lightnet(text_model, "--input", "ids.npy", cwd=tmp_path),
+        "ids.npy: the model has 2 inputs (input_ids, attention_mask): a .npy file without a "
+        "name is for a model of one input; give NAME=FILE.npy or an .npz of arrays by name")
+    np.save(tmp_path / "big.npy", np.full((1, 24), 2**40, np.int64))
+    assert_one_error_line(
+        lightnet(text_model, "--input", "input_ids=big.npy", cwd=tmp_path),
+        "input 'input_ids': int64 value 1099511627776 does not fit in the model's int32 "
+        "tensor [-2147483648, 2147483647]")
+
+
+def test_bench_a_text_model_at_a_shape(text_model, tmp_path):
+    out = ok(lightnet("bench", text_model, "--shape", "input_ids=2,40", "--warmup", "2",
+                      "--runs", "2", "--threads", "1", "-t", "cpu", cwd=tmp_path))
+    lines = bench_figures(out, 2)["lines"]
+    assert lines[2] == ("inputs: input_ids int32[2, 40] (zeros), attention_mask int32[2, 40] "
+                        "(zeros)")
+    np.save(tmp_path / "ids.npy", np.ones((1, 7), np.int64))
+    out = ok(lightnet("bench", text_model, "--input", "input_ids=ids.npy", "--warmup", "2",
+                      "--runs", "2", "--threads", "1", "-t", "cpu", cwd=tmp_path))
+    assert bench_figures(out, 2)["lines"][2] == (
+        "inputs: input_ids int32[1, 7] (given), attention_mask int32[1, 7] (zeros)")
+    assert_one_error_line(
+        lightnet("bench", text_model, "--shape", "ids=1,384", cwd=tmp_path),
+        f"{text_model}: --shape ids=1,384: the model has no input 'ids' (inputs: input_ids, "
+        "attention_mask)")
+    assert_one_error_line(
+        lightnet("bench", text_model, "--shape", "input_ids=384", cwd=tmp_path),
+        f"{text_model}: --shape input_ids=384: input 'input_ids': expected 2 dims "
+        "[batch, sequence], found [384]")
 
 
 def test_onnx_options_and_compiled_round_trip(onnx_model, ir_model, tmp_path):

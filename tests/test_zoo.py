@@ -1,7 +1,9 @@
 """The model zoo (bench/zoo.py) against ONNX Runtime, model by model and target by
 target, as `bench/zoo.py check` runs it: LightNet imports the model, its outputs are
 within 1e-4 of ORT's (or twice its own float32 noise) and, on dnnl, no op runs a ref
-(unoptimized) oneDNN kernel.
+(unoptimized) oneDNN kernel. A model exported with dynamic batch and sequence axes
+(bert-dynamic, distilbert-dynamic, gpt2-dynamic) runs batch 1 at sequences 16, 128
+and 384 and batch 2 at 16 through one Session, each against ORT (zoo.check_one).
 
 Slow, and skipped unless the zoo has been exported (`bench/zoo.py export`, in an
 environment with the `zoo` extra) to bench/zoo.py's cache: ~/.cache/lightnet-zoo, or

@@ -14,26 +14,35 @@ __all__ = [
     "avgpool2d",
     "batchnorm",
     "bn2scale_wts",
+    "cast",
     "channel_shuffle",
     "clip",
+    "compare",
     "concat",
     "conv2d",
     "create",
+    "cumsum",
     "deconv2d",
     "detect_yolov3",
     "dot_product",
     "einsum",
     "elew",
     "erf",
+    "expand",
     "forward",
     "fprint",
     "gather",
+    "gather_elements",
     "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
     "hard_sigmoid",
     "hard_swish",
+    "isnan",
+    "isinf",
     "layernorm",
+    "logic",
+    "logic_not",
     "lrelu",
     "lrn",
     "matmul",
@@ -48,6 +57,7 @@ __all__ = [
     "relu",
     "reshape",
     "resize",
+    "scatter_nd",
     "sigmoid",
     "slice",
     "softmax",
@@ -58,8 +68,10 @@ __all__ = [
     "tanh",
     "transform_bboxSQD",
     "transpose",
+    "trilu",
     "unary",
     "upsample",
+    "where",
     "zeros",
 ]
 
@@ -249,6 +261,39 @@ def bn2scale_wts(
     )
 
 
+def cast(
+    src: Tensor,
+    *,
+    dtype: Literal[
+        "TL_DOUBLE",
+        "TL_FLOAT",
+        "TL_INT32",
+        "TL_INT16",
+        "TL_INT8",
+        "TL_UINT32",
+        "TL_UINT16",
+        "TL_UINT8",
+        "TL_BOOL",
+    ],
+    name: str | None = None,
+) -> Tensor:
+    """dst = src converted to `dtype`, element-wise (ONNX Cast), as C converts: a float to
+    an integer truncates toward zero, an integer to a narrower one wraps around, TL_BOOL
+    becomes 0 or 1, and any nonzero value (NaN too) becomes true. A float that does not
+    fit the integer dtype (NaN, an infinity, a value out of its range) gives an
+    undefined value, as in C and ONNX. Every dtype to every dtype.
+
+    Args:
+        src: The values.
+        dtype: The dtype converted to.
+        name: The op's name, and its output's; None: `cast` and a number not taken.
+
+    Returns:
+        dst: The converted values.
+    """
+    return apply("cast", {"src": src}, {"dtype": dtype}, name)
+
+
 def channel_shuffle(src: Tensor, *, group: int, name: str | None = None) -> Tensor:
     """ShuffleNet's channel shuffle of NCHW `src` with `group` groups: the channels, seen
     as `group` rows of C / group, are read column by column, so dst[:, j * group + i] =
@@ -283,6 +328,31 @@ def clip(src: Tensor, *, min: float, max: float, name: str | None = None) -> Ten
         dst: The clipped tensor.
     """
     return apply("clip", {"src": src}, {"min": min, "max": max}, name)
+
+
+def compare(
+    src1: Tensor,
+    src2: Tensor,
+    *,
+    cmp_op: Literal["TL_EQ", "TL_LT", "TL_LE", "TL_GT", "TL_GE"],
+    name: str | None = None,
+) -> Tensor:
+    """dst = src1 <cmp_op> src2 element-wise, a TL_BOOL tensor, with numpy broadcasting
+    (ONNX Equal, Less, LessOrEqual, Greater, GreaterOrEqual). Both inputs have one
+    dtype, any of them (TL_BOOL too, false < true). NaN compares unequal to everything,
+    itself included.
+
+    Args:
+        src1: The left operand.
+        src2: The right operand. (dtype of src1; the shapes broadcast, each trailing
+            dimension equal or 1)
+        cmp_op: The comparison: ==, <, <=, >, >=.
+        name: The op's name, and its output's; None: `compare` and a number not taken.
+
+    Returns:
+        dst: The truth of the comparison, with the broadcast shape of the inputs.
+    """
+    return apply("compare", {"src1": src1, "src2": src2}, {"cmp_op": cmp_op}, name)
 
 
 def concat(src: Sequence[Tensor], *, axis: int, name: str | None = None) -> Tensor:
@@ -418,6 +488,36 @@ def create(
             "ran": ran,
             "from_file": from_file,
         },
+        name,
+    )
+
+
+def cumsum(
+    src: Tensor,
+    *,
+    axis: int,
+    exclusive: bool = False,
+    reverse: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """dst = the running sums of src along `axis` (ONNX CumSum), in src's dtype (integer
+    sums wrap around): dst[i] = src[0] + ... + src[i]; with `exclusive` src[i] is left
+    out (dst[0] = 0), with `reverse` the sums run from the end. Every dtype but TL_BOOL.
+
+    Args:
+        src: The values. (dtype numeric)
+        axis: The axis summed along. (>= 0; < src.ndim)
+        exclusive: Each sum leaves its own element out.
+        reverse: The sums run from the last element.
+        name: The op's name, and its output's; None: `cumsum` and a number not taken.
+
+    Returns:
+        dst: The running sums.
+    """
+    return apply(
+        "cumsum",
+        {"src": src},
+        {"axis": axis, "exclusive": exclusive, "reverse": reverse},
         name,
     )
 
@@ -624,6 +724,23 @@ def erf(src: Tensor, *, name: str | None = None) -> Tensor:
     return apply("erf", {"src": src}, {}, name)
 
 
+def expand(src: Tensor, *, dims: Sequence[int], name: str | None = None) -> Tensor:
+    """dst = src broadcast to `dims` by numpy's rules (ONNX Expand, whose output shape the
+    importer computes): src's dims align with the last of `dims`, each equal or 1. Every
+    dtype.
+
+    Args:
+        src: The values.
+        dims: The output's dims. (each > 0; src broadcasts to dims, aligned at the last
+            dim, each dim equal or 1)
+        name: The op's name, and its output's; None: `expand` and a number not taken.
+
+    Returns:
+        dst: The broadcast values.
+    """
+    return apply("expand", {"src": src}, {"dims": dims}, name)
+
+
 def forward(src: Tensor, *, name: str | None = None) -> Tensor:
     """`dst` is `src`: same dtype, shape and memory (no copy, no run code). Used to give a
     tensor another name. Every dtype.
@@ -677,6 +794,32 @@ def gather(
         dst: The gathered entries.
     """
     return apply("gather", {"src": src, "indices": indices}, {"axis": axis}, name)
+
+
+def gather_elements(
+    src: Tensor, indices: Tensor, *, axis: int, name: str | None = None
+) -> Tensor:
+    """dst[p] = src[p with its `axis` coordinate replaced by indices[p]], for every
+    position p of `indices` (ONNX GatherElements; numpy take_along_axis): dst has the
+    indices' shape. `indices` has src's rank and no more entries than src on the other
+    axes; its values are data (computed at run time): a negative one counts from the
+    end, one outside the axis stops the run with an error. `src`: every dtype;
+    `indices`: an integer dtype.
+
+    Args:
+        src: The tensor gathered from.
+        indices: Positions along `axis`. (dtype integer; indices has src's rank and no
+            more entries than src on the other axes)
+        axis: The axis indexed. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `gather_elements` and a number not
+            taken.
+
+    Returns:
+        dst: The gathered elements.
+    """
+    return apply(
+        "gather_elements", {"src": src, "indices": indices}, {"axis": axis}, name
+    )
 
 
 def gelu(
@@ -780,6 +923,46 @@ def hard_swish(
     return apply("hard_swish", {"src": src}, {"alpha": alpha, "beta": beta}, name)
 
 
+def isnan(src: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = whether each element of float `src` is NaN, a TL_BOOL tensor (ONNX IsNaN).
+
+    Args:
+        src: The values. (dtype float)
+        name: The op's name, and its output's; None: `isnan` and a number not taken.
+
+    Returns:
+        dst: True where src is NaN.
+    """
+    return apply("isnan", {"src": src}, {}, name)
+
+
+def isinf(
+    src: Tensor,
+    *,
+    detect_positive: bool = True,
+    detect_negative: bool = True,
+    name: str | None = None,
+) -> Tensor:
+    """dst = whether each element of float `src` is an infinity of a sign detected, a
+    TL_BOOL tensor (ONNX IsInf).
+
+    Args:
+        src: The values. (dtype float)
+        detect_positive: +inf counts.
+        detect_negative: -inf counts.
+        name: The op's name, and its output's; None: `isinf` and a number not taken.
+
+    Returns:
+        dst: True where src is a detected infinity.
+    """
+    return apply(
+        "isinf",
+        {"src": src},
+        {"detect_positive": detect_positive, "detect_negative": detect_negative},
+        name,
+    )
+
+
 def layernorm(
     src: Tensor,
     scale: Tensor,
@@ -815,6 +998,42 @@ def layernorm(
         {"axis": axis, "epsilon": epsilon},
         name,
     )
+
+
+def logic(
+    src1: Tensor,
+    src2: Tensor,
+    *,
+    logic_op: Literal["TL_AND", "TL_OR", "TL_XOR"],
+    name: str | None = None,
+) -> Tensor:
+    """dst = src1 <logic_op> src2 element-wise on TL_BOOL tensors, with numpy broadcasting
+    (ONNX And, Or, Xor).
+
+    Args:
+        src1: The left operand. (dtype TL_BOOL)
+        src2: The right operand. (dtype TL_BOOL; the shapes broadcast, each trailing
+            dimension equal or 1)
+        logic_op: The operation.
+        name: The op's name, and its output's; None: `logic` and a number not taken.
+
+    Returns:
+        dst: The result, with the broadcast shape of the inputs.
+    """
+    return apply("logic", {"src1": src1, "src2": src2}, {"logic_op": logic_op}, name)
+
+
+def logic_not(src: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = not src element-wise on a TL_BOOL tensor (ONNX Not).
+
+    Args:
+        src: The input. (dtype TL_BOOL)
+        name: The op's name, and its output's; None: `logic_not` and a number not taken.
+
+    Returns:
+        dst: The negation.
+    """
+    return apply("logic_not", {"src": src}, {}, name)
 
 
 def lrelu(src: Tensor, *, negslope: float, name: str | None = None) -> Tensor:
@@ -1193,6 +1412,43 @@ def resize(
     return apply("resize", {"src": src}, {"mode": mode, "dims": dims}, name)
 
 
+def scatter_nd(
+    data: Tensor,
+    indices: Tensor,
+    updates: Tensor,
+    *,
+    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """dst = data with slices replaced (ONNX ScatterND): each index tuple t = indices[i...,
+    :] (k = indices' last dim numbers, k <= data.ndim) names the slice data[t] of data's
+    shape after its first k dims, which becomes updates[i...], or is combined with it by
+    `reduction` (add, mul, max, min). With none, of two updates of one slice the last
+    stays. Indices are data (computed at run time): a negative one counts from the end,
+    one outside its axis stops the run with an error. `data` and `updates`: one dtype,
+    any; `indices`: an integer dtype.
+
+    Args:
+        data: The tensor updated.
+        indices: The index tuples, on its last axis. (dtype integer; an index tuple has
+            at most data.ndim entries)
+        updates: The new slices. (dtype of data; updates has the shape
+            indices.shape[:-1] + data.shape[indices.shape[-1]:])
+        reduction: How an update combines with what is there (none replaces it).
+        name: The op's name, and its output's; None: `scatter_nd` and a number not
+            taken.
+
+    Returns:
+        dst: The updated tensor.
+    """
+    return apply(
+        "scatter_nd",
+        {"data": data, "indices": indices, "updates": updates},
+        {"reduction": reduction},
+        name,
+    )
+
+
 def sigmoid(src: Tensor, *, name: str | None = None) -> Tensor:
     """dst = 1 / (1 + exp(-src)) element-wise. TL_FLOAT or TL_DOUBLE.
 
@@ -1422,6 +1678,25 @@ def transpose(src: Tensor, *, axes: Sequence[int], name: str | None = None) -> T
     return apply("transpose", {"src": src}, {"axes": axes}, name)
 
 
+def trilu(
+    src: Tensor, *, upper: bool = True, k: int = 0, name: str | None = None
+) -> Tensor:
+    """dst = src with every matrix (its last two axes, [i, j]) cut to a triangle, the rest
+    zero (ONNX Trilu): the upper one keeps j - i >= k, the lower one j - i <= k. Every
+    dtype.
+
+    Args:
+        src: The matrices. (at least two dims)
+        upper: The upper triangle (else the lower).
+        k: The diagonal the triangle starts at (positive above the main one).
+        name: The op's name, and its output's; None: `trilu` and a number not taken.
+
+    Returns:
+        dst: The triangles.
+    """
+    return apply("trilu", {"src": src}, {"upper": upper, "k": k}, name)
+
+
 def unary(
     src: Tensor,
     *,
@@ -1470,6 +1745,26 @@ def upsample(
         dst: The resampled tensor.
     """
     return apply("upsample", {"src": src}, {"mode": mode, "scales": scales}, name)
+
+
+def where(
+    cond: Tensor, src1: Tensor, src2: Tensor, *, name: str | None = None
+) -> Tensor:
+    """dst = src1 where cond is true, else src2, element-wise, the three inputs broadcast
+    together as numpy does (ONNX Where). `cond` is TL_BOOL; `src1` and `src2` have one
+    dtype, any of them.
+
+    Args:
+        cond: Which input each element comes from. (dtype TL_BOOL)
+        src1: The elements where cond is true.
+        src2: The elements where cond is false. (dtype of src1; the three shapes
+            broadcast, each trailing dimension equal or 1)
+        name: The op's name, and its output's; None: `where` and a number not taken.
+
+    Returns:
+        dst: The selection, with the broadcast shape of the inputs.
+    """
+    return apply("where", {"cond": cond, "src1": src1, "src2": src2}, {}, name)
 
 
 def zeros(

@@ -7,26 +7,33 @@ from lightnet.auto.ops import arange as arange_ops
 from lightnet.auto.ops import avgpool2d as avgpool2d_ops
 from lightnet.auto.ops import batchnorm as batchnorm_ops
 from lightnet.auto.ops import bn2scale_wts as bn2scale_wts_ops
+from lightnet.auto.ops import cast as cast_ops
 from lightnet.auto.ops import channel_shuffle as channel_shuffle_ops
 from lightnet.auto.ops import clip as clip_ops
+from lightnet.auto.ops import compare as compare_ops
 from lightnet.auto.ops import concat as concat_ops
 from lightnet.auto.ops import conv2d as conv2d_ops
 from lightnet.auto.ops import create as create_ops
+from lightnet.auto.ops import cumsum as cumsum_ops
 from lightnet.auto.ops import deconv2d as deconv2d_ops
 from lightnet.auto.ops import detect_yolov3 as detect_yolov3_ops
 from lightnet.auto.ops import dot_product as dot_product_ops
 from lightnet.auto.ops import einsum as einsum_ops
 from lightnet.auto.ops import elew as elew_ops
 from lightnet.auto.ops import erf as erf_ops
+from lightnet.auto.ops import expand as expand_ops
 from lightnet.auto.ops import forward as forward_ops
 from lightnet.auto.ops import fprint as fprint_ops
 from lightnet.auto.ops import gather as gather_ops
+from lightnet.auto.ops import gather_elements as gather_elements_ops
 from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
+from lightnet.auto.ops import isnan as isnan_ops
 from lightnet.auto.ops import layernorm as layernorm_ops
+from lightnet.auto.ops import logic as logic_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
@@ -42,6 +49,7 @@ from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reorder as reorder_ops
 from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import resize as resize_ops
+from lightnet.auto.ops import scatter_nd as scatter_nd_ops
 from lightnet.auto.ops import sigmoid as sigmoid_ops
 from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.ops import softmax as softmax_ops
@@ -52,8 +60,10 @@ from lightnet.auto.ops import swish as swish_ops
 from lightnet.auto.ops import tanh as tanh_ops
 from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
 from lightnet.auto.ops import transpose as transpose_ops
+from lightnet.auto.ops import trilu as trilu_ops
 from lightnet.auto.ops import unary as unary_ops
 from lightnet.auto.ops import upsample as upsample_ops
+from lightnet.auto.ops import where as where_ops
 from lightnet.auto.ops import zeros as zeros_ops
 
 OP_PROTOS = {
@@ -63,26 +73,33 @@ OP_PROTOS = {
         avgpool2d_ops,
         batchnorm_ops,
         bn2scale_wts_ops,
+        cast_ops,
         channel_shuffle_ops,
         clip_ops,
+        compare_ops,
         concat_ops,
         conv2d_ops,
         create_ops,
+        cumsum_ops,
         deconv2d_ops,
         detect_yolov3_ops,
         dot_product_ops,
         einsum_ops,
         elew_ops,
         erf_ops,
+        expand_ops,
         forward_ops,
         fprint_ops,
         gather_ops,
+        gather_elements_ops,
         gelu_ops,
         global_pool_ops,
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,
+        isnan_ops,
         layernorm_ops,
+        logic_ops,
         lrelu_ops,
         lrn_ops,
         matmul_ops,
@@ -98,6 +115,7 @@ OP_PROTOS = {
         reorder_ops,
         reshape_ops,
         resize_ops,
+        scatter_nd_ops,
         sigmoid_ops,
         slice_ops,
         softmax_ops,
@@ -108,8 +126,10 @@ OP_PROTOS = {
         tanh_ops,
         transform_bboxSQD_ops,
         transpose_ops,
+        trilu_ops,
         unary_ops,
         upsample_ops,
+        where_ops,
         zeros_ops,
     )
     for proto in family.PROTOS

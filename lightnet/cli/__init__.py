@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from lightnet.cli import arrays, bench, info, run
-from lightnet.command import fold_limit_option, report_errors, show_warnings
+from lightnet.command import fold_limit_option, parse_shape, report_errors, show_warnings
 from lightnet.compiler import memory_plan, pipeline, targets
 
 USAGE = """lightnet [options] MODEL
@@ -49,10 +49,12 @@ def parser() -> argparse.ArgumentParser:
                    help="print each target's compile pipeline (the passes in the order they "
                         "run, with what each requires and provides), and exit")
     p.add_argument("--input", dest="inputs", action="append", default=[],
-                   type=_input, metavar="NAME=FILE.npy|FILE.npz",
-                   help="the array of input NAME (.npy), or arrays by input name (.npz); "
-                        "repeatable. Each must have its input's dtype and shape; their shapes "
-                        "give the model's symbolic dims their values (1 without)")
+                   type=_input, metavar="NAME=FILE.npy|FILE.npy|FILE.npz",
+                   help="the array of input NAME (.npy), of the model's one input (a .npy "
+                        "without a name), or arrays by input name (.npz); repeatable. Each "
+                        "must have its input's dtype and shape (or those the model declares: "
+                        "int64 token ids); their shapes give the model's symbolic dims their "
+                        "values (1 without)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every output to FILE.npz (by name) instead of printing "
                         "their summaries")
@@ -126,6 +128,15 @@ def bench_parser() -> argparse.ArgumentParser:
                    help="the batch: the value of the symbolic first dim (\"N\") of every "
                         "input; a model whose batch is fixed takes only that one (default: "
                         "a symbolic dim is 1)")
+    p.add_argument("--shape", dest="shapes", metavar="INPUT=D1,D2,...", action="append",
+                   type=parse_shape, default=[],
+                   help="the shape of input INPUT (repeatable), which gives the model's "
+                        "symbolic dims their values (input_ids=1,384)")
+    p.add_argument("--input", dest="inputs", action="append", default=[],
+                   type=_input, metavar="NAME=FILE.npy|FILE.npy|FILE.npz",
+                   help="the array of input NAME, of the model's one input (a .npy without "
+                        "a name), or arrays by input name (.npz); repeatable. Inputs not "
+                        "given are random (floats) or zeros (integers, bools)")
     _memory_limit(p)
     _threads_option(p)
     _debug(p)

@@ -16,28 +16,56 @@ import numpy as np
 
 from lightnet.errors import LightNetError
 from lightnet.files import weight_file
+from lightnet.runtime.borders import Borders
 
 TOP = 5  # how many of a classifier's best scores a summary lists
 
 
 def parse_input(text: str) -> tuple[str | None, str]:
     """An `--input` argument: `NAME=FILE.npy` gives input NAME, `FILE.npz`
-    gives inputs by their names: (NAME or None, FILE). ValueError otherwise."""
+    gives inputs by their names, `FILE.npy` the model's one input: (NAME or
+    None, FILE). ValueError otherwise."""
     name, sep, path = text.partition("=")
     if sep and name and path:
         if path.lower().endswith(".npy"):
             return name, path
         raise ValueError(f"expected NAME=FILE.npy (a .npy file for input NAME), found {text!r}")
-    if not sep and text.lower().endswith(".npz"):
+    if not sep and text.lower().endswith((".npz", ".npy")):
         return None, text
-    raise ValueError(f"expected NAME=FILE.npy or FILE.npz (arrays by input name), found {text!r}")
+    raise ValueError(f"expected NAME=FILE.npy, FILE.npy (a model's one input) or FILE.npz "
+                     f"(arrays by input name), found {text!r}")
 
 
-def read_inputs(specs, inputs) -> dict[str, np.ndarray]:
+def _is_npy(path) -> bool:
+    return str(path).lower().endswith(".npy")
+
+
+def named(specs, names) -> list[tuple[str | None, str]]:
+    """`specs` with a bare FILE.npy given the name of the model's one input
+    (`names`: the model's inputs); a model of more inputs or none is an error."""
+    result = []
+    for name, path in specs:
+        if name is None and _is_npy(path):
+            if len(names) != 1:
+                raise LightNetError(
+                    f"{path}: the model has {len(names)} inputs "
+                    f"({', '.join(names) or 'none'}): a .npy file without a name is for a "
+                    "model of one input; give NAME=FILE.npy or an .npz of arrays by name")
+            name = names[0]
+        result.append((name, path))
+    return result
+
+
+def read_inputs(specs, inputs, declared: dict | None = None) -> dict[str, np.ndarray]:
     """The arrays of `specs` ((name or None, path) pairs, parse_input's) by input
-    name, each checked against its entry in `inputs` ({name: TensorEntry})."""
+    name, each checked against its entry in `inputs` ({name: TensorEntry}): of the
+    tensor's dtype and shape, or of those the model declares for it (`declared`:
+    {name: (dtype, shape)}, the model's interface: int64 token ids), which the
+    caller converts (Borders.to_tensor)."""
     arrays: dict[str, np.ndarray] = {}
     where: dict[str, str] = {}
+    specs = named(specs, list(inputs))
+    declared = declared or {}
 
     def take(path, name, read):
         if name not in inputs:
@@ -47,7 +75,7 @@ def read_inputs(specs, inputs) -> dict[str, np.ndarray]:
         if name in arrays:
             raise LightNetError(f"{path}: input '{name}' is given twice (also by "
                                 f"{where[name]})")
-        arrays[name] = _checked_read(path, inputs[name], read)
+        arrays[name] = _checked_read(path, inputs[name], read, declared.get(name))
         where[name] = str(path)
 
     for name, path in specs:
@@ -69,11 +97,24 @@ def read_inputs(specs, inputs) -> dict[str, np.ndarray]:
     return arrays
 
 
-def input_shapes(specs) -> dict[str, tuple[int, ...]]:
+def read_fed(specs, ctx) -> dict[str, np.ndarray]:
+    """The arrays of `specs` for the inputs of `ctx` (initialized), as its tensors
+    hold them: an array of an input's declared dtype and shape (int64 token ids
+    for a TL_INT32 tensor) converted, its integers range-checked."""
+    borders = Borders(ctx)
+    declared = {n: borders.declared(n) for n in ctx.inputs}
+    fed = read_inputs(specs, {n: ctx.tensors[n] for n in ctx.inputs}, declared)
+    return {n: borders.to_tensor(n, a) for n, a in fed.items()}
+
+
+def input_shapes(specs, names) -> dict[str, tuple[int, ...]]:
     """The shape of every array `specs` give, from the files' headers, by input
-    name: what binds a model's symbolic dims before the arrays are read. A file
-    that cannot be read is left out (read_inputs then says what is wrong)."""
+    name (`names`: the model's inputs): what binds a model's symbolic dims before
+    the arrays are read. A file that cannot be read is left out (read_inputs then
+    says what is wrong)."""
     shapes: dict[str, tuple[int, ...]] = {}
+    specs = [(n if n is not None or len(names) != 1 or not _is_npy(p) else names[0], p)
+             for n, p in specs]
 
     def header(opener):
         with opener() as f:
@@ -84,8 +125,9 @@ def input_shapes(specs) -> dict[str, tuple[int, ...]]:
 
     for name, path in specs:
         try:
-            if name is not None:
-                shapes.setdefault(name, header(lambda: open(path, "rb")))
+            if name is not None or _is_npy(path):
+                if name is not None:
+                    shapes.setdefault(name, header(lambda: open(path, "rb")))
                 continue
             with zipfile.ZipFile(path) as npz:
                 for member in npz.namelist():
@@ -97,9 +139,14 @@ def input_shapes(specs) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _checked_read(path: Path, entry, opener) -> np.ndarray:
+def _checked_read(path: Path, entry, opener, declared=None) -> np.ndarray:
     """Read one .npy array from the file object `opener()` opens, checked
-    against `entry` from its header, before the data is read."""
+    against `entry` (or the `declared` (dtype, shape)) from its header, before the
+    data is read."""
+    dtypes, shapes = [entry.dtype.np], [tuple(entry.shape)]
+    if declared is not None:
+        dtypes.insert(0, np.dtype(declared[0]))
+        shapes.insert(0, tuple(declared[1]))
     try:
         with opener() as f:
             version = np.lib.format.read_magic(f)
@@ -111,21 +158,22 @@ def _checked_read(path: Path, entry, opener) -> np.ndarray:
                 raise ValueError(f"unknown .npy format version {version}")
             if dtype.hasobject:
                 raise LightNetError(f"{path}: holds pickled objects, which are never loaded")
-            if dtype != entry.dtype.np:
+            if dtype not in dtypes:
                 raise LightNetError(f"{path}: input '{entry.name}': expected dtype "
-                                    f"{entry.dtype.np}, found {dtype}")
-            if tuple(shape) != entry.shape:
+                                    f"{dtypes[0]}, found {dtype}")
+            if tuple(shape) not in shapes:
                 raise LightNetError(f"{path}: input '{entry.name}': expected shape "
-                                    f"{entry.shape}, found {tuple(shape)}")
-            data = f.read(entry.nbytes)
+                                    f"{shapes[0]}, found {tuple(shape)}")
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            data = f.read(nbytes)
     except LightNetError:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise LightNetError(f"{path}: input '{entry.name}': not a valid .npy array: "
                             f"{e}") from None
-    if len(data) != entry.nbytes:
+    if len(data) != nbytes:
         raise LightNetError(f"{path}: input '{entry.name}': not a valid .npy array: its data "
-                            f"ends after {len(data)} of {entry.nbytes} bytes")
+                            f"ends after {len(data)} of {nbytes} bytes")
     return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
 
 

@@ -1,8 +1,11 @@
 """`lightnet bench MODEL`: the latency of one run of a compiled, loaded model.
 
-The inputs are random, of each input's dtype and shape (floats uniform in
-[0, 1), integers 0 or 1, so that index inputs stay in range; seeded, so every
-bench runs on the same data), set once. After the warm-up runs, each timed run
+The inputs are those `--input` gives, else of each input's dtype and shape:
+floats random, uniform in [0, 1) (seeded, so every bench runs on the same
+data), integers and bools zeros, which every index input accepts (a token id,
+a mask). `--shape NAME=D1,D2,...` and `--batch` give a model's symbolic dims
+their values (the shape of an `--input` too; any other is 1). The output says
+which inputs are random, zeros or given. After the warm-up runs, each timed run
 is one `Context.run()`: the model's ops, without copying inputs in or outputs
 out. What print ops print is discarded while they run.
 """
@@ -16,17 +19,20 @@ import time
 import numpy as np
 
 from lightnet.archs.registry import archs, threads_set
+from lightnet.cli import arrays
 from lightnet.cli.run import kernel_lines
 from lightnet.compiler import targets
 from lightnet.files import model_source
 from lightnet.runtime.context import Context
 
 
-def random_input(entry, rng: np.random.Generator) -> np.ndarray:
+def default_input(entry, rng: np.random.Generator) -> tuple[np.ndarray, str]:
+    """(array, how it was made) of an input no --input gives: floats random in
+    [0, 1), anything else zeros (in range for any index or mask)."""
     dtype = entry.dtype.np
     if dtype.kind == "f":
-        return rng.random(entry.shape, dtype=dtype)
-    return rng.integers(0, 2, entry.shape).astype(dtype)
+        return rng.random(entry.shape, dtype=dtype), "random"
+    return np.zeros(entry.shape, dtype), "zeros"
 
 
 def measure(ctx: Context, warmup: int, runs: int | None, duration: float) -> list[float]:
@@ -56,21 +62,30 @@ def statistics(times: list[float]) -> dict[str, float]:
 def bench(args, out) -> None:
     ctx = Context(memory_limit=args.memory_limit, threads=args.threads,
                   fold_limit=args.fold_limit)
-    weights = model_source.init(ctx, args.model, args.datafile, batch=args.batch)
+    doc, label, weights = model_source.read(args.model, args.datafile, ctx.fold_limit)
+    names = model_source.input_names(doc)
+    shapes = {**arrays.input_shapes(args.inputs, names), **dict(args.shapes)}
+    ctx.init(doc, dims=model_source.command_dims(doc, label, args.batch, shapes,
+                                                      strict=dict(args.shapes)),
+             label=label)
+    fed = arrays.read_fed(args.inputs, ctx)
     ctx.compile(args.target, weights=weights if weights is not None else {},
                 precision=args.precision)
     ctx.load()
     rng = np.random.default_rng(0)
     entries = [ctx.tensors[n] for n in ctx.inputs]
+    how = {}
     for entry in entries:
-        ctx.set_data(entry.name, random_input(entry, rng))
+        array, how[entry.name] = ((fed[entry.name], "given") if entry.name in fed
+                                  else default_input(entry, rng))
+        ctx.set_data(entry.name, array)
     with threads_set(args.threads):  # what the runs see
         threads = next(n for a in archs().values() if (n := a.thread_count()) is not None)
         kernels = kernel_lines(ctx.ops)
     print(f"model: {ctx.label}", file=out)
     print(f"target: {targets.resolve(args.target)}", file=out)
-    inputs = ", ".join(f"{e.name} {e.describe()}" for e in entries)
-    print(f"inputs: {inputs} (random)" if inputs else "inputs: none", file=out)
+    inputs = ", ".join(f"{e.name} {e.describe()} ({how[e.name]})" for e in entries)
+    print(f"inputs: {inputs}" if inputs else "inputs: none", file=out)
     print(f"threads: {threads}", file=out)
     for line in kernels:
         print(f"kernels: {line}", file=out)

@@ -26,9 +26,9 @@ def run(args, out) -> None:
         raise LightNetError(f"{args.model}: -r runs the IR as compiled, in the precision "
                             "given to -c (drop --precision)")
     doc, label, weights = model_source.read(args.model, args.datafile, args.fold_limit)
-    shapes = arrays.input_shapes(args.inputs)
+    shapes = arrays.input_shapes(args.inputs, model_source.input_names(doc))
     ctx.init(doc, dims=model_source.command_dims(doc, label, shapes=shapes), label=label)
-    feeds = arrays.read_inputs(args.inputs, {n: ctx.tensors[n] for n in ctx.inputs})
+    feeds = arrays.read_fed(args.inputs, ctx)
     if args.dot_before:
         write_text(args.dot_before, dot(ctx))
     known = None

@@ -47,6 +47,19 @@ def read(model, datafile=None, fold_limit=None):
     return doc, str(model), weights
 
 
+def input_names(doc) -> list[str]:
+    """The names of the tensors of a model's `input` ops, in order (what is malformed
+    is skipped: the model's check reports it)."""
+    names = []
+    for op in doc.get("ops", []) if isinstance(doc, dict) else []:
+        if isinstance(op, dict) and op.get("optype") == "input":
+            outs = op.get("tensors_out")
+            if isinstance(outs, list) and outs and isinstance(outs[0], dict) \
+                    and isinstance(outs[0].get("name"), str):
+                names.append(outs[0]["name"])
+    return names
+
+
 def init(ctx, model, datafile=None, batch: int | None = None, shapes: dict | None = None):
     """ctx.init(model) with the dims the command line gives (command_dims), and
     the weights to compile it with (see read)."""
@@ -55,13 +68,15 @@ def init(ctx, model, datafile=None, batch: int | None = None, shapes: dict | Non
     return weights
 
 
-def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None = None):
+def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None = None,
+                 strict=()):
     """The values of a model's symbolic dims on the command line: `batch`
     (--batch) is the symbolic first dim of every input, `shapes` (the arrays of
-    --input, {name: shape}) give the dims they show, and any dim still without a
-    value is 1."""
+    --input, or --shape: {name: shape}) give the dims they show, and any dim still
+    without a value is 1. `strict`: the names of the shapes given by --shape, each
+    an error here when it names no input or does not fit its input."""
     symbols = symbolic.names(doc)
-    if not symbols and batch is None:
+    if not symbols and batch is None and not strict:
         return {}
     patterns = {n: own for n, (_, _, own) in signature(doc, label)[0].items()}
     dims: dict[str, int] = {}
@@ -86,5 +101,12 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
     for name, shape in (shapes or {}).items():
         if name in patterns:
             # What does not fit is reported when the arrays are read against the inputs.
-            symbolic.match(patterns[name], shape, dims)
+            problem = symbolic.match(patterns[name], shape, dims)
+            if problem is not None and name in strict:
+                raise LightNetError(f"{label}: --shape {name}={','.join(map(str, shape))}: "
+                                    f"input '{name}': {problem}")
+        elif name in strict:
+            raise LightNetError(f"{label}: --shape {name}={','.join(map(str, shape))}: the "
+                                f"model has no input '{name}' (inputs: "
+                                f"{', '.join(patterns) or 'none'})")
     return {**{n: 1 for n in symbols}, **dims}

@@ -187,6 +187,13 @@ def match(pattern, shape, dims: dict) -> str | None:
     return None
 
 
+def probe_dims(symbols: list[str]) -> list[dict[str, int]]:
+    """The values of `symbols` generalize builds with: every symbol at its probe
+    value, then each one in turn at another."""
+    base = {s: PROBES[i] for i, s in enumerate(symbols)}
+    return [base] + [{**base, s: PROBES[len(symbols) + i]} for i, s in enumerate(symbols)]
+
+
 def generalize(build, symbols: list[str], fixed: dict, label: str):
     """The IR (and weights) `build(dims)` makes, with the symbolic dims `symbols`
     written as names: `build` runs once with every symbol at a probe value and

@@ -559,6 +559,37 @@ def test_what_only_looks_like_gelu_is_left_alone(tmp_path):
     assert "erf" in computed_optypes(ir) and "gelu" not in computed_optypes(ir)
 
 
+def gelu_tanh_nodes(cubic=0.044715, swapped=False):
+    """GPT-2's GELU as transformers exports it: 0.5 * x * (1 + tanh(sqrt(2 / pi) *
+    (x + 0.044715 * x ** 3))); `swapped`: every commutative pair the other way."""
+    def pair(a, b):
+        return [b, a] if swapped else [a, b]
+
+    nodes = [helper.make_node("Mul", pair("x", "half"), ["h"]),
+             helper.make_node("Pow", ["x", "three"], ["c"]),
+             helper.make_node("Mul", pair("c", "k"), ["ck"]),
+             helper.make_node("Add", pair("x", "ck"), ["a"]),
+             helper.make_node("Mul", pair("a", "root"), ["r"]),
+             helper.make_node("Tanh", ["r"], ["t"]),
+             helper.make_node("Add", pair("t", "one"), ["p"]),
+             helper.make_node("Mul", pair("h", "p"), ["y"])]
+    inits = {"half": np.array(0.5, np.float32), "three": np.array(3, np.float32),
+             "k": np.array(cubic, np.float32), "one": np.array(1, np.float32),
+             "root": np.array(math.sqrt(2 / math.pi), np.float32)}
+    return nodes, inits
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+def test_gelu_tanh_form_fuses(swapped, tmp_path):
+    nodes, inits = gelu_tanh_nodes(swapped=swapped)
+    m = node_model(nodes, [("x", (3, 40))], inits)
+    assert check_ops(m, tmp_path) == ["gelu"]
+    assert [p["value"] for op in convert(m)[0]["ops"] if op["optype"] == "gelu"
+            for p in op["params"] if p["arg_name"] == "approximate"] == ["tanh"]
+    nodes, inits = gelu_tanh_nodes(cubic=0.05)  # not GELU: left as it is
+    assert "gelu" not in check_ops(node_model(nodes, [("x", (3, 40))], inits), tmp_path)
+
+
 @pytest.mark.parametrize("order", [["x", "s"], ["s", "x"]])
 def test_silu_fuses_to_swish(order, tmp_path):
     nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", order, ["y"])]

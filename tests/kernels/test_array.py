@@ -197,6 +197,17 @@ def test_pick1d_random_against_loop():
     np.testing.assert_allclose(dst, expected, rtol=RTOL, atol=ATOL)
 
 
+def test_pick1d_negative_and_out_of_range():
+    src = np.arange(6, dtype=np.float32)  # chunks of 2: [0 1] [2 3] [4 5]
+    _, dst = arena_view((4,))
+    pick1d(src, np.array([-1, -3], np.int32), dst, len=2, stride=2)
+    np.testing.assert_array_equal(dst, [4, 5, 0, 1])  # counted from the end
+    for bad in (3, -4):
+        with pytest.raises(ValueError, match=rf"src_index holds {bad}: expected a chunk "
+                                             r"number in \[-3, 2\] \(src has 3 chunks of 2\)"):
+            pick1d(src, np.array([0, bad], np.int32), dst, len=2, stride=2)
+
+
 def test_pick1d_shape():
     assert pick1d_shape(5, 4) == (20,)
 

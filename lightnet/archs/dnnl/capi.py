@@ -332,6 +332,7 @@ class Library:
         version = self.dnnl_version().contents
         self.version = f"{version.major}.{version.minor}.{version.patch}"
         isa = self.dnnl_get_effective_cpu_isa()
+        self.isa = isa
         self.cpu_isa = CPU_ISA_NAMES.get(isa, "unknown")
         self.bf16 = bf16_support(isa)
         engine, stream = c_void_p(), c_void_p()

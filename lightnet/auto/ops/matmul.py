@@ -222,7 +222,8 @@ def matmul_dnnl_pre_run(op, tensors):
     """matmul's checks, then those matmul_dnnl adds."""
     matmul_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    src1, src2, bias, alpha, beta = ck.get("src1", "src2", "bias", "alpha", "beta")
+    src1, src2, bias, addend, dst = ck.get("src1", "src2", "bias", "addend", "dst")
+    alpha, beta = ck.get("alpha", "beta")
     activation_clip_max(ck)
     dnnl_dtype(ck, "src1")
     ck.satisfy(
@@ -239,14 +240,25 @@ def matmul_dnnl_pre_run(op, tensors):
         "oneDNN takes at most 12 dims",
         lambda: found(src1=src1, src2=src2),
     )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        addend is None
+        or (
+            addend.ndim <= dst.ndim
+            and all(a in (1, d) for a, d in zip(addend.shape[::-1], dst.shape[::-1]))
+        ),
+        "addend is None or (addend.ndim <= dst.ndim and all(a in (1, d) for a, d in zip(addend.shape[::-1], dst.shape[::-1])))",
+        "the addend broadcasts to the output",
+        lambda: found(addend=addend, dst=dst),
+    )
 
 
 def matmul_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
-    src1, src2, bias, dst, transA = ck.get("src1", "src2", "bias", "dst", "transA")
-    transB, alpha, beta, activation = ck.get("transB", "alpha", "beta", "activation")
-    negslope, clip_min, clip_max = ck.get("negslope", "clip_min", "clip_max")
-    hard_alpha, hard_beta = ck.get("hard_alpha", "hard_beta")
+    src1, src2, bias, addend, dst = ck.get("src1", "src2", "bias", "addend", "dst")
+    transA, transB, alpha, beta = ck.get("transA", "transB", "alpha", "beta")
+    activation, negslope, clip_min = ck.get("activation", "negslope", "clip_min")
+    clip_max, hard_alpha, hard_beta = ck.get("clip_max", "hard_alpha", "hard_beta")
     (swish_alpha,) = ck.get("swish_alpha")
     ck.scratch(
         dnnl.matmul(
@@ -266,15 +278,19 @@ def matmul_dnnl_scratch(op, tensors):
             hard_alpha=hard_alpha,
             hard_beta=hard_beta,
             swish_alpha=swish_alpha,
+            addend=addend,
         )
     )
 
 
 def matmul_dnnl_load(op, arrays):
     src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    bias, addend = op.array(arrays, "bias"), op.array(arrays, "addend")
+    dst = op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
-    execute = dnnl.bind(op, scratch, src1=src1, src2=src2, bias=bias, dst=dst)
+    execute = dnnl.bind(
+        op, scratch, src1=src1, src2=src2, bias=bias, addend=addend, dst=dst
+    )
     return lambda: execute()
 
 
@@ -283,6 +299,10 @@ MATMUL_DNNL = replace(
     optype="matmul_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
+    tensors_in=(
+        *MATMUL.tensors_in,
+        TensorArg("addend", optional=True, sametype="src1"),
+    ),
     params=(*MATMUL.params, *ACTIVATION_DNNL),
     pre_run=matmul_dnnl_pre_run,
     scratch=matmul_dnnl_scratch,

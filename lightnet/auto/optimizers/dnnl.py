@@ -795,6 +795,85 @@ def combine_matmul_scale(ctx, window):
     ]
 
 
+def combine_matmul_output_scale(ctx, window):
+    """Scale a matmul's product by a known scalar that divides or multiplies it
+    next, when nothing else reads the product and no bias, addend or activation
+    is fused yet (attention's scores / sqrt(D)): alpha (a linear post-op), the
+    division not made; a batched product only where oneDNN applies its post-ops
+    cheaply (dnnl.matmul_post_ops_cheap)."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        (ops[0].outs.dst.ndim <= 2 or dnnl.matmul_post_ops_cheap())
+        and ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
+        and ops[1].ins.src1.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[1].ins.src2.len == 1
+        and ops[1].value("src2") is not None
+        and float(ops[1].value("src2").reshape(-1)[0]) != 0
+        and ops[1].outs.dst.shape == ops[0].outs.dst.shape
+        and (not ops[0].given("bias") or ops[0].params.beta == 0)
+        and not ops[0].given("addend")
+        and ops[0].params.activation == "none"
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "alpha": ops[0].params.alpha
+                * (
+                    float(ops[1].value("src2").reshape(-1)[0])
+                    if ops[1].params.elew_op == "TL_MUL"
+                    else 1 / float(ops[1].value("src2").reshape(-1)[0])
+                )
+            },
+        )
+    ]
+
+
+def combine_matmul_addend(ctx, window):
+    """Add a tensor that broadcasts to a matmul's product inside the matmul (a
+    binary add post-op), when nothing else reads the product and no addend or
+    activation is fused yet: attention's additive mask on its scores (a batched
+    product only where oneDNN applies its post-ops cheaply:
+    dnnl.matmul_post_ops_cheap). A 1-D bias of the product's last dim is
+    matmul_bias's."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        (ops[0].outs.dst.ndim <= 2 or dnnl.matmul_post_ops_cheap())
+        and ops[1].params.elew_op == "TL_SUM"
+        and ops[0].consumers("dst") == 1
+        and ops[1].ins.src1.name != ops[1].ins.src2.name
+        and ops[0].outs.dst.name in (ops[1].ins.src1.name, ops[1].ins.src2.name)
+        and ops[1].outs.dst.shape == ops[0].outs.dst.shape
+        and not ops[0].given("addend")
+        and ops[0].params.activation == "none"
+        and (
+            ops[1].ins.src2
+            if ops[1].ins.src1.name == ops[0].outs.dst.name
+            else ops[1].ins.src1
+        ).ndim
+        >= 2
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            ins={
+                "addend": (
+                    ops[1].ins.src2
+                    if ops[1].ins.src1.name == ops[0].outs.dst.name
+                    else ops[1].ins.src1
+                )
+            },
+            outs={"dst": ops[1].outs.dst},
+        )
+    ]
+
+
 def combine_fuse_relu(ctx, window):
     """Apply a relu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
@@ -954,13 +1033,16 @@ def combine_fuse_hard_sigmoid(ctx, window):
 
 
 def combine_fuse_gelu(ctx, window):
-    """Apply a gelu (either form) inside the convolution or matmul that feeds it."""
+    """Apply a gelu (either form) inside the convolution or matmul that feeds it
+    (a matmul only where oneDNN applies it as cheaply there as apart:
+    dnnl.matmul_post_ops_cheap)."""
     ops = [OpView(ctx, op) for op in window]
     if not (
         ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
+        and (ops[0].optype == "conv2d_dnnl" or dnnl.matmul_post_ops_cheap())
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
@@ -1055,6 +1137,10 @@ COMBINERS = (
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
+    Combiner(
+        "matmul_output_scale", ("matmul_dnnl", "elew_dnnl"), combine_matmul_output_scale
+    ),
+    Combiner("matmul_addend", ("matmul_dnnl", "elew_dnnl"), combine_matmul_addend),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
     Combiner("batchnorm_relu", ("batchnorm_dnnl", "relu_dnnl"), combine_batchnorm_relu),
     Combiner("fuse_lrelu", ("*", "lrelu_dnnl"), combine_fuse_lrelu),

@@ -52,8 +52,10 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
                    if d.dim_param and not d.HasField("dim_value")} - set(dims)
                   - {t.name for t in proto.graph.initializer})
 
+    unfolded = dim_dependent(proto, free, dims, shapes, fold_limit) if free else frozenset()
+
     def build(values):
-        c = Converter(proto, values, shapes, fold_limit)
+        c = Converter(proto, values, shapes, fold_limit, unfolded)
         ir, weights = c.run()
         if check:
             c.check(ir)
@@ -62,6 +64,20 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
     if not free:
         return build(dims)
     return symbolic.generalize(build, free, dims, "the imported model")
+
+
+def dim_dependent(proto, free: list[str], dims: dict, shapes, fold_limit) -> frozenset[int]:
+    """The nodes constant folding computes whose outputs change shape with the
+    symbolic dims `free` (a Range to the sequence length, the slice of a position
+    table): folded, each would be a weight of another size for each value of the
+    dims; mapped to ops, their sizes are params that follow the dims."""
+    probes = symbolic.probe_dims(free)
+    base = Converter(proto, {**dims, **probes[0]}, shapes, fold_limit).folded_shapes()
+    changed = set()
+    for values in probes[1:]:
+        other = Converter(proto, {**dims, **values}, shapes, fold_limit).folded_shapes()
+        changed.update(i for i, s in base.items() if other.get(i, s) != s)
+    return frozenset(changed)
 
 
 def dims_of_shapes(proto, shapes: dict, dims: dict) -> dict:

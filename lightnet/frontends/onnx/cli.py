@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lightnet.command import fold_limit_option, report_errors
+from lightnet.command import fold_limit_option, parse_shape, report_errors
 
 from .api import import_model
 
@@ -18,15 +18,6 @@ def _parse_dim(text: str):
     if not sep or not name or not value.strip().isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE with VALUE >= 1, found {text!r}")
     return name, int(value)
-
-
-def _parse_shape(text: str):
-    name, sep, value = text.partition("=")
-    dims = value.split(",")
-    if not sep or not name or not all(d.strip().isdigit() and int(d) >= 1 for d in dims):
-        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with every D >= 1, "
-                                         f"found {text!r}")
-    return name, tuple(int(d) for d in dims)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", metavar="NAME=VALUE", action="append", type=_parse_dim, default=[],
                    help="value of the symbolic input dim NAME (repeatable); a symbolic dim "
                         "not given stays symbolic in the IR; an unnamed batch dim becomes 1")
-    p.add_argument("--shape", metavar="INPUT=D1,D2,...", action="append", type=_parse_shape,
+    p.add_argument("--shape", metavar="INPUT=D1,D2,...", action="append", type=parse_shape,
                    default=[], help="the whole shape of input INPUT (repeatable): fixes its "
                                     "symbolic dims, for a model with static shapes")
     fold_limit_option(p)

@@ -40,7 +40,7 @@ class Converter:
     (`val`, `const`) and append ops (`emit` and the helpers built on it)."""
 
     def __init__(self, model, dims: dict | None, shapes: dict | None = None,
-                 fold_limit: int | None = None):
+                 fold_limit: int | None = None, unfolded=frozenset()):
         self.onnx = onnx_package()
         # What folding and the shape inference between its rounds may still touch.
         self.fold_budget = FoldBudget(fold_limit)
@@ -65,6 +65,10 @@ class Converter:
         self.poisoned: set[str] = set()
         self.graph_output_names = {o.name for o in model.graph.output}
         self.schemas: dict[str, Schema | None] = {}  # op type -> its schema at the opset
+        # Indices of nodes mapped to ops even when their inputs are constants: those whose
+        # values change size with a symbolic dim (a Range to the sequence length), which
+        # a weight could not hold for every value of the dim (api.dim_dependent).
+        self.unfolded = frozenset(unfolded)
 
     # Names ---------------------------------------------------------------------
 
@@ -89,6 +93,23 @@ class Converter:
     # Graph preparation -----------------------------------------------------------
 
     def run(self):
+        self._prepare()
+        self._fold()
+        self._fuse()
+        self._map()
+        self._finish()
+        return {"ops": self.ops, "interface": self._interface()}, self.weights
+
+    def folded_shapes(self) -> dict[int, tuple]:
+        """{node index: the shapes of its outputs} of every node constant folding
+        computes (nothing is mapped)."""
+        self._prepare()
+        self._fold()
+        return {n.index: tuple(self.consts[o].shape if o in self.consts else None
+                               for o in n.outputs)
+                for n in self.nodes if n.index in self.folded}
+
+    def _prepare(self):
         onnx = self.onnx
         g = self.graph
         for t in g.initializer:
@@ -106,11 +127,6 @@ class Converter:
         self.nodes = [self._node(i, n) for i, n in enumerate(g.node)]
         self.consumed = {x for n in g.node for x in n.input if x} | self.graph_output_names
         self._fix_inputs()
-        self._fold()
-        self._fuse()
-        self._map()
-        self._finish()
-        return {"ops": self.ops, "interface": self._interface()}, self.weights
 
     def _schema(self, op_type: str) -> Schema | None:
         """The schema of `op_type` at the model's opset (None: ONNX has none)."""
@@ -270,7 +286,7 @@ class Converter:
             self._set_const(n.outputs[0], value)
             return True
         folder = FOLDERS.get(n.op_type)
-        if folder is None:
+        if folder is None or n.index in self.unfolded:
             return False
         if n.op_type == "Dropout" and len(n.outputs) > 1 and n.outputs[1] in self.consumed:
             return False

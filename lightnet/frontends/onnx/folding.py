@@ -379,6 +379,49 @@ def _fold_where(n, ins):
     return [np.where(np.asarray(ins[0]), ins[1], ins[2])]
 
 
+def _fold_gather_elements(n, ins, *, axis=0):
+    from lightnet.archs.cpu.kernels import gather_elements
+
+    data, indices = np.asarray(ins[0]), np.asarray(ins[1])
+    out = np.empty(indices.shape, data.dtype)
+    gather_elements(data, indices, out, axis=normalize_axes([axis], data.ndim)[0])
+    return [out]
+
+
+def _fold_scatter_nd(n, ins, *, reduction="none"):
+    from lightnet.archs.cpu.kernels import scatter_nd
+
+    data = np.asarray(ins[0])
+    out = np.empty(data.shape, data.dtype)
+    scatter_nd(data, np.asarray(ins[1]), np.asarray(ins[2], data.dtype), out, reduction=reduction)
+    return [out]
+
+
+def _fold_cumsum(n, ins, *, exclusive=0, reverse=0):
+    from lightnet.archs.cpu.kernels import cumsum
+
+    x = np.asarray(ins[0])
+    out = np.empty(x.shape, x.dtype)
+    axis = normalize_axes([int(np.asarray(ins[1]).reshape(-1)[0])], x.ndim)[0]
+    cumsum(x, out, axis=axis, exclusive=bool(exclusive), reverse=bool(reverse))
+    return [out]
+
+
+def _fold_trilu(n, ins, *, upper=1):
+    x = np.asarray(ins[0])
+    k = int(np.asarray(ins[1]).reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    return [np.triu(x, k) if upper else np.tril(x, k)]
+
+
+def _fold_isnan(n, ins):
+    return [np.isnan(np.asarray(ins[0]))]
+
+
+def _fold_isinf(n, ins, *, detect_positive=1, detect_negative=1):
+    x = np.asarray(ins[0])
+    return [(np.isposinf(x) & bool(detect_positive)) | (np.isneginf(x) & bool(detect_negative))]
+
+
 def _fold_tile(n, ins):
     return [np.tile(np.asarray(ins[0]), [int(r) for r in np.asarray(ins[1]).reshape(-1)])]
 
@@ -438,6 +481,13 @@ FOLDERS = {
     "Expand": _fold_expand,
     "Where": _fold_where,
     "Tile": _fold_tile,
+    "GatherElements": _fold_gather_elements,
+    "ScatterND": _fold_scatter_nd,
+    "CumSum": _fold_cumsum,
+    "Trilu": _fold_trilu,
+    "Xor": _binary(np.logical_xor),
+    "IsNaN": _fold_isnan,
+    "IsInf": _fold_isinf,
     "ReduceProd": _reduce(np.prod),
     "ReduceSum": _reduce(np.sum),
     "ReduceMax": _reduce(np.max),

@@ -2,7 +2,9 @@
 the nodes are mapped and replaced by the single ONNX node they compute:
 
 - GELU, x * 0.5 * (1 + erf(x / sqrt(2))) with its products in any order (and
-  x * (1 / sqrt(2)) for the division), becomes Gelu;
+  x * (1 / sqrt(2)) for the division), becomes Gelu; its tanh form (GPT-2's),
+  x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3))), Gelu with
+  approximate "tanh";
 - SiLU, x * Sigmoid(x), becomes Swish;
 - x * HardSigmoid(x) with alpha 1/6 and beta 0.5 becomes HardSwish;
 - layer normalization written out, ReduceMean - Sub - Pow 2 (or d * d) -
@@ -99,7 +101,13 @@ def _gelu(g: _Graph, erf):
     if x is None or plus is None or plus.op_type != "Add" or not _near(
             g.scalar(_other(plus, erf.outputs[0])), 1.0):
         return None
-    # The product of x, 0.5 and (1 + erf), in any association.
+    tail = _half_x_times(g, plus, x)
+    return None if tail is None else ([scaled, erf, plus] + tail, x)
+
+
+def _half_x_times(g: _Graph, plus, x):
+    """The product of x, 0.5 and `plus`'s output (1 + erf, 1 + tanh) in any
+    association: its Mul nodes, or None."""
     first = g.only_reader(plus.outputs[0])
     if first is None or first.op_type != "Mul":
         return None
@@ -112,12 +120,48 @@ def _gelu(g: _Graph, erf):
         third = _other(last, first.outputs[0])
         if not (_near(g.scalar(third), 0.5) if factor == x else third == x):
             return None
-        return [scaled, erf, plus, first, last], x
+        return [first, last]
     half = g.made_by(factor, "Mul")  # (x * 0.5) * (1 + erf)
     if half is not None and g.internal(factor, first) and x in half.inputs and _near(
             g.scalar(_other(half, x)), 0.5):
-        return [scaled, erf, plus, half, first], x
+        return [half, first]
     return None
+
+
+def _scaled_by(g: _Graph, name, reader, value):
+    """(node, other input) when `name` is made by a Mul of something by the constant
+    `value` and read by `reader` alone, else None."""
+    mul = g.made_by(name, "Mul")
+    if mul is None or not g.internal(name, reader):
+        return None
+    other = next((a for a, b in (mul.inputs, mul.inputs[::-1]) if _near(g.scalar(b), value)),
+                 None)
+    return None if other is None else (mul, other)
+
+
+def _gelu_tanh(g: _Graph, tanh):
+    """Tanh at the heart of GPT-2's GELU, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x +
+    0.044715 * x ** 3))), its products in any order: the nodes and the Gelu's input."""
+    inner = _scaled_by(g, tanh.inputs[0], tanh, math.sqrt(2 / math.pi))
+    if inner is None:
+        return None
+    add = g.made_by(inner[1], "Add")
+    if add is None or not g.internal(inner[1], inner[0]):
+        return None
+    for x, cubic in (add.inputs, add.inputs[::-1]):
+        scaled = _scaled_by(g, cubic, add, 0.044715)
+        power = g.made_by(scaled[1], "Pow") if scaled else None
+        if power is not None and power.inputs[0] == x and g.internal(scaled[1], scaled[0]) \
+                and _near(g.scalar(power.input(1)), 3.0):
+            break
+    else:
+        return None
+    plus = g.only_reader(tanh.outputs[0])
+    if plus is None or plus.op_type != "Add" or not _near(
+            g.scalar(_other(plus, tanh.outputs[0])), 1.0):
+        return None
+    tail = _half_x_times(g, plus, x)
+    return None if tail is None else ([power, scaled[0], add, inner[0], tanh, plus] + tail, x)
 
 
 def _swish(g: _Graph, sigmoid):
@@ -241,6 +285,10 @@ def fuse(nodes, consts, protected, rank_of, add_const):
             found = _gelu(g, n)
             if found:
                 replace(found[0], "Gelu", GELU_VERSION, [found[1]], approximate="none")
+        elif n.op_type == "Tanh":
+            found = _gelu_tanh(g, n)
+            if found:
+                replace(found[0], "Gelu", GELU_VERSION, [found[1]], approximate="tanh")
         elif n.op_type == "Sigmoid":
             found = _swish(g, n)
             if found:

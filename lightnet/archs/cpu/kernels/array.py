@@ -144,10 +144,19 @@ def pick1d(
     i < len, dst[i*stride : (i+1)*stride] = src[k*stride : (k+1)*stride] with
     k = src_index[i]. So `stride` is the chunk width, `len` the number of chunks
     picked (the first `len` entries of `src_index`), and dst has len*stride
-    elements.
+    elements. An index outside [-chunks, chunks) is an error naming it (the
+    indices are data: token ids beyond an embedding table, say).
     """
     chunks = src[: src.shape[0] // stride * stride].reshape(-1, stride)
-    np.take(chunks, src_index[:len], axis=0, out=dst.reshape(len, stride))
+    index = src_index[:len]
+    count = chunks.shape[0]
+    low, high = int(index.min()), int(index.max())
+    if low < -count or high >= count:
+        bad = low if low < -count else high
+        raise ValueError(f"src_index holds {bad}: expected a chunk number in [{-count}, "
+                         f"{count - 1}] (src has {count} chunks of {stride})")
+    # In range, "wrap" is "raise" without its copy of the result (negatives count back).
+    np.take(chunks, index, axis=0, out=dst.reshape(len, stride), mode="wrap")
 
 
 def gather_shape(src_shape, indices_shape, axis: int) -> tuple:

@@ -1,5 +1,5 @@
-"""Element-wise arithmetic: binary and variadic ops, Abs and Expand as LightNet `elew`
-ops; Neg, Reciprocal, Sqrt and Exp as `unary` ops."""
+"""Element-wise arithmetic: binary and variadic ops and Abs as LightNet `elew` ops; Neg,
+Reciprocal, Sqrt and Exp as `unary` ops; Expand as `expand`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..dispatch import handler
 from ..dtypes import NP_OF_TL
 from ..errors import Unsupported
 from ..folding import legacy_b_shape
-from ..graph import FLOAT_TL, Node, Val
+from ..graph import FLOAT_TL, Node, Val, lnshape
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -130,11 +130,12 @@ def exp_(c: Converter, n: Node, *, consumed_inputs=None):
 
 @handler("Expand", 8, 13)
 def expand(c: Converter, n: Node):
+    from lightnet.archs.cpu.kernels import broadcast_shape
+
     x = c.val(n.input(0))
-    c.const(n.input(1), "shape")
-    shape = c.out_shape(n)
-    if tuple(shape) == x.shape:
+    shape = broadcast_shape(x.shape, [int(d) for d in c.const(n.input(1), "shape").reshape(-1)])
+    if shape == x.shape:
         c.reshape_output(n, x, shape)
         return
-    zeros = c.zeros(shape, x.dtype, f"{n.outputs[0]}_zeros")
-    elew(c, n, x, zeros, "TL_SUM")
+    c.emit("expand", {"src": x}, {"dims": list(lnshape(shape))}, x.dtype, shape,
+           out=n.outputs[0], hint=n.name or n.outputs[0])

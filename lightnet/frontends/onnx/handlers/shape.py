@@ -1,5 +1,5 @@
 """Shape and data movement: Concat, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
-Identity, Dropout, Cast, Pad, Slice, Split, Gather, Tile, and the constant ops that
+Identity, Dropout, Pad, Slice, Split, Gather, Tile, Range, and the constant ops that
 reach mapping only when they could not be folded."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..dtypes import tl_dtype
 from ..errors import Unsupported
 from ..folding import (flatten_shape, normalize_axes, reshape_target, slice_inputs, slice_params,
                        split_sizes, squeeze_axes, unsqueeze_shape)
-from ..graph import Node, Val, lnshape
+from ..graph import Node, Val, lnshape, pyval
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -97,16 +97,6 @@ def dropout(c: Converter, n: Node, *, ratio=0.5, is_test=0, seed=None, consumed_
 @handler("Identity", 1, 13, 14, 16, 19, 21, 23, 24)
 def identity(c: Converter, n: Node):
     x = c.val(n.input(0))
-    c.reshape_output(n, x, x.shape)
-
-
-@handler("Cast", 1, 6, 9, 13, 19, 21, 23, 24)
-def cast(c: Converter, n: Node, *, to, saturate=1, round_mode="up"):
-    # saturate and round_mode only concern 8- and 4-bit float targets, which are unsupported.
-    x = c.val(n.input(0))
-    target = tl_dtype(to, "Cast target")
-    if target != x.dtype:
-        raise Unsupported(f"a Cast from {x.dtype} to {target} of a computed tensor")
     c.reshape_output(n, x, x.shape)
 
 
@@ -258,6 +248,22 @@ def tile(c: Converter, n: Node):
     c.reshape_output(n, y, y.shape)
 
 
+@handler("Range", 11)
+def range_(c: Converter, n: Node):
+    """A Range left unfolded because its length follows a symbolic dim (position ids
+    to the sequence length): an arange op, its bounds params that follow the dim."""
+    start, limit, delta = (np.asarray(c.const(n.input(i), what)).reshape(-1)
+                           for i, what in enumerate(("start", "limit", "delta")))
+    if start.size != 1 or limit.size != 1 or delta.size != 1:
+        raise Unsupported("start, limit and delta of more than one element")
+    dtype = tl_dtype(c.onnx.helper.np_dtype_to_tensor_dtype(start.dtype), "start")
+    if dtype == "TL_BOOL" or delta[0] == 0:
+        raise Unsupported(f"a Range of {dtype} with delta {delta[0]}")
+    c.emit("arange", {}, {"dtype": dtype, "start": pyval(start[0]),
+                              "stop": pyval(limit[0]), "step": pyval(delta[0])},
+           dtype, c.out_shape(n), out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
 def _not_folded(reason: str):
     """A node of an op that maps only by folding: reaching the mapping means it could not be."""
     def handle(c: Converter, n: Node, **attributes):
@@ -267,7 +273,5 @@ def _not_folded(reason: str):
 
 handler("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24)(_not_folded(
     "only value, value_float(s) and value_int(s) constants of numeric types"))
-handler("ConstantOfShape", 9, 20, 21, 23, 24)(_not_folded(
-    "a shape computed from data (only shapes known at import time)"))
 handler("Shape", 1, 13, 15, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
 handler("Size", 1, 13, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))

@@ -1,0 +1,110 @@
+"""Kernels that move elements by position: broadcasting (expand), running sums (cumsum),
+triangles (trilu), and the element-wise gathers and scatters of computed indices
+(gather_elements, scatter_nd). Indices are data here: one out of range stops the run
+with an IndexError naming it."""
+
+import numpy as np
+
+__all__ = [
+    "cumsum",
+    "expand",
+    "gather_elements",
+    "gather_elements_fits",
+    "scatter_nd",
+    "scatter_nd_updates_shape",
+    "trilu",
+    "trilu_keep",
+]
+
+
+def expand(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = src broadcast to dst's shape (numpy's rules)."""
+    np.copyto(dst, src)
+
+
+def _along(a: np.ndarray, axis: int, index) -> np.ndarray:
+    """The view of `a` taking `index` (a slice) along `axis`."""
+    return a[(slice(None),) * axis + (index,)]
+
+
+def cumsum(src: np.ndarray, dst: np.ndarray, *, axis: int, exclusive: bool,
+           reverse: bool) -> None:
+    """dst = the running sums of src along `axis`, in src's dtype (integers wrap around):
+    from the end with `reverse`, each sum without its own element with `exclusive`."""
+    if reverse:
+        src, dst = np.flip(src, axis), np.flip(dst, axis)
+    if not exclusive:
+        np.cumsum(src, axis=axis, dtype=dst.dtype, out=dst)
+        return
+    _along(dst, axis, slice(0, 1)).fill(0)
+    if src.shape[axis] > 1:
+        np.cumsum(_along(src, axis, slice(0, -1)), axis=axis, dtype=dst.dtype,
+                  out=_along(dst, axis, slice(1, None)))
+
+
+def trilu_keep(rows: int, cols: int, upper: bool, k: int) -> np.ndarray:
+    """The [rows, cols] mask of the elements trilu keeps: j - i >= k for the upper
+    triangle, j - i <= k for the lower one."""
+    i, j = np.indices((rows, cols))
+    return (j - i >= k) if upper else (j - i <= k)
+
+
+def trilu(src: np.ndarray, dst: np.ndarray, *, drop: np.ndarray) -> None:
+    """dst = src with the elements of each matrix (the last two axes) where `drop`
+    (trilu_keep's complement) is true set to zero."""
+    np.copyto(dst, src)
+    np.copyto(dst, np.zeros((), dst.dtype), where=drop)
+
+
+def gather_elements_fits(src_shape, indices_shape, axis: int) -> bool:
+    """Whether gather_elements' indices fit src: one rank, and on every other axis no
+    more entries than src has."""
+    return len(src_shape) == len(indices_shape) and all(
+        i <= s for d, (i, s) in enumerate(zip(indices_shape, src_shape)) if d != axis)
+
+
+def _checked(indices: np.ndarray, size: int, what: str) -> np.ndarray:
+    """`indices` into an axis of `size` entries, negative ones counted from the end;
+    IndexError naming the first one outside [-size, size)."""
+    idx = indices.astype(np.intp)
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        raise IndexError(f"{what} {int(idx[bad].reshape(-1)[0])} is out of range for an axis "
+                         f"of {size} entries (valid: {-size} to {size - 1})")
+    idx[idx < 0] += size
+    return idx
+
+
+def gather_elements(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
+                    axis: int) -> None:
+    """dst[..., i, ...] = src[..., indices[..., i, ...], ...] along `axis`, every other
+    position the same (ONNX GatherElements; numpy take_along_axis)."""
+    idx = _checked(indices, src.shape[axis], "index")
+    region = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
+    dst[...] = np.take_along_axis(src[region], idx, axis=axis)
+
+
+def scatter_nd_updates_shape(data_shape, indices_shape) -> tuple:
+    """The shape scatter_nd's updates must have: indices' without its last axis, then
+    data's after the k axes an index names (k = indices' last dim)."""
+    k = indices_shape[-1]
+    return tuple(indices_shape[:-1]) + tuple(data_shape[k:])
+
+
+_REDUCERS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, dst: np.ndarray, *,
+               reduction: str) -> None:
+    """dst = data, then for each index tuple t = indices[i..., :], dst[t] = updates[i...]
+    (ONNX ScatterND), or combined with it by `reduction` (add, mul, max, min). With none,
+    of two updates of one place the last stays."""
+    np.copyto(dst, data)
+    k = indices.shape[-1]
+    flat = indices.reshape(-1, k)
+    places = tuple(_checked(flat[:, d], data.shape[d], f"index on axis {d}") for d in range(k))
+    values = updates.reshape((flat.shape[0],) + data.shape[k:])
+    if reduction == "none":
+        dst[places] = values
+    else:
+        _REDUCERS[reduction].at(dst, places, values)

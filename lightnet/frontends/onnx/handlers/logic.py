@@ -1,0 +1,116 @@
+"""Booleans and masks: Cast, the comparisons (Equal, Less, LessOrEqual, Greater,
+GreaterOrEqual), the logic ops (And, Or, Xor, Not), Where, IsNaN and IsInf, as LightNet's
+`cast`, `compare`, `logic`, `logic_not`, `where`, `isnan` and `isinf` ops."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..dispatch import handler
+from ..dtypes import tl_dtype
+from ..errors import Unsupported
+from ..folding import legacy_b_shape
+from ..graph import Node, Val
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+_COMPARE = {"Equal": "TL_EQ", "Less": "TL_LT", "LessOrEqual": "TL_LE", "Greater": "TL_GT",
+            "GreaterOrEqual": "TL_GE"}
+_LOGIC = {"And": "TL_AND", "Or": "TL_OR", "Xor": "TL_XOR"}
+
+
+def _out(n: Node) -> dict:
+    return {"out": n.outputs[0], "hint": n.name or n.outputs[0]}
+
+
+def _broadcast(*shapes) -> tuple[int, ...]:
+    from lightnet.archs.cpu.kernels import broadcast_shape
+
+    shape = shapes[0]
+    for s in shapes[1:]:
+        shape = broadcast_shape(shape, s)
+    return shape
+
+
+def cast_to(c: Converter, n: Node, x: Val, dtype: str, *, out=True) -> Val:
+    """`x` as `dtype`: itself when it has it, else a `cast` op (the node's output, or
+    with out=False a helper tensor)."""
+    if x.dtype == dtype:
+        if out:
+            c.reshape_output(n, x, x.shape)
+        return x
+    kwargs = _out(n) if out else {"hint": f"{n.outputs[0]}_as_{dtype}"}
+    return c.emit("cast", {"src": x}, {"dtype": dtype}, dtype, x.shape, **kwargs)
+
+
+@handler("Cast", 1, 6, 9, 13, 19, 21, 23, 24)
+def cast(c: Converter, n: Node, *, to, saturate=1, round_mode="up"):
+    # saturate and round_mode only concern 8- and 4-bit float targets, which are unsupported.
+    x = c.val(n.input(0))
+    cast_to(c, n, x, tl_dtype(to, "Cast target"))
+
+
+def _operands(c: Converter, n: Node, broadcast, axis) -> tuple[Val, Val]:
+    """The two operands of a binary node, B aligned as before version 7 when asked."""
+    a, b = c.val(n.input(0)), c.val(n.input(1))
+    if a.dtype != b.dtype:
+        raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
+    return a, c.reshape(b, legacy_b_shape(n.version, a.rank, b.shape, broadcast, axis))
+
+
+@handler("Equal", 1, 7, 11, 13, 19)
+@handler("Less", 1, 7, 9, 13)
+@handler("Greater", 1, 7, 9, 13)
+@handler("LessOrEqual", 12, 16)
+@handler("GreaterOrEqual", 12, 16)
+def compare(c: Converter, n: Node, *, broadcast=0, axis=None):
+    a, b = _operands(c, n, broadcast, axis)
+    c.emit("compare", {"src1": a, "src2": b}, {"cmp_op": _COMPARE[n.op_type]}, "TL_BOOL",
+           _broadcast(a.shape, b.shape), **_out(n))
+
+
+@handler("And", 1, 7)
+@handler("Or", 1, 7)
+@handler("Xor", 1, 7)
+def logic(c: Converter, n: Node, *, broadcast=0, axis=None):
+    a, b = _operands(c, n, broadcast, axis)
+    if a.dtype != "TL_BOOL":
+        raise Unsupported(f"operands of dtype {a.dtype} (only bool)")
+    c.emit("logic", {"src1": a, "src2": b}, {"logic_op": _LOGIC[n.op_type]}, "TL_BOOL",
+           _broadcast(a.shape, b.shape), **_out(n))
+
+
+@handler("Not", 1)
+def logic_not(c: Converter, n: Node):
+    x = c.val(n.input(0))
+    if x.dtype != "TL_BOOL":
+        raise Unsupported(f"an input of dtype {x.dtype} (only bool)")
+    c.emit("logic_not", {"src": x}, {}, "TL_BOOL", x.shape, **_out(n))
+
+
+@handler("Where", 9, 16)
+def where(c: Converter, n: Node):
+    cond, a, b = (c.val(n.input(i)) for i in range(3))
+    if cond.dtype != "TL_BOOL":
+        raise Unsupported(f"a condition of dtype {cond.dtype} (only bool)")
+    if a.dtype != b.dtype:
+        raise Unsupported(f"X and Y of dtypes {a.dtype} and {b.dtype}")
+    c.emit("where", {"cond": cond, "src1": a, "src2": b}, {}, a.dtype,
+           _broadcast(cond.shape, a.shape, b.shape), **_out(n))
+
+
+@handler("IsNaN", 9, 13, 20)
+def isnan(c: Converter, n: Node):
+    x = c.val(n.input(0))
+    x.require_float("IsNaN input")
+    c.emit("isnan", {"src": x}, {}, "TL_BOOL", x.shape, **_out(n))
+
+
+@handler("IsInf", 10, 20)
+def isinf(c: Converter, n: Node, *, detect_positive=1, detect_negative=1):
+    x = c.val(n.input(0))
+    x.require_float("IsInf input")
+    c.emit("isinf", {"src": x}, {"detect_positive": bool(detect_positive),
+                                 "detect_negative": bool(detect_negative)},
+           "TL_BOOL", x.shape, **_out(n))
