@@ -245,3 +245,35 @@ def test_session_takes_and_gives_numpy_bool():
     np.testing.assert_array_equal(y, [False, True, False])
     with pytest.raises(LightNetError, match="x"):
         s.run({"x": np.array([1.0, 0.0, 1.0], np.float32)})
+
+
+def test_cast_like_and_half_precision():
+    """CastLike casts to its second input's type; a cast of computed float32 to float16
+    is refused (LightNet holds float16 as float32 and would not round), one from float16
+    is nothing."""
+    ins = [("x", TensorProto.FLOAT, [4]), ("like", TensorProto.INT32, [1])]
+    m = model([helper.make_node("Add", ["x", "x"], ["t"]),
+               helper.make_node("CastLike", ["t", "like"], ["y"])], ins,
+              [("y", TensorProto.INT32, [4])])
+    feeds = {"x": np.array([1.3, -2.6, 0.2, 7.5], np.float32), "like": np.zeros(1, np.int32)}
+    ir = check(m, feeds)
+    assert "cast" in optypes(ir)
+    m = model([helper.make_node("Add", ["x", "x"], ["t"]),
+               helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT16)],
+              [("x", TensorProto.FLOAT, [4])], [("y", TensorProto.FLOAT16, [4])])
+    with pytest.raises(UnsupportedModelError, match=r"Cast-13\): a Cast from float to float16 "
+                       r"of a computed tensor \(LightNet holds float16 as float32, unrounded\)"):
+        onnx2ln.convert(m)
+    m = model([helper.make_node("Add", ["x", "x"], ["t"]),
+               helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT)],
+              [("x", TensorProto.FLOAT16, [4])], [("y", TensorProto.FLOAT, [4])])
+    ir = check(m, {"x": np.array([1, 2.5, -3, 0.125], np.float16)})
+    assert optypes(ir) == {"elew"}
+
+
+def test_empty_input_is_refused():
+    m = model([helper.make_node("Not", ["x"], ["y"])], [("x", TensorProto.BOOL, [0])],
+              [("y", TensorProto.BOOL, [0])])
+    with pytest.raises(LightNetError, match=r"input 'x' dim 0 is 0 \(empty tensors are not "
+                       r"supported\)"):
+        onnx2ln.convert(m)
