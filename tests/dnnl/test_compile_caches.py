@@ -249,10 +249,11 @@ def test_an_op_put_back_unchanged_is_not_checked_again(monkeypatch):
     ctx.init(chain(200))
     checked.clear()
     ctx.compile("dnnl")
-    # 201 ops lowered (each checked), then taken out and put back twice by the layout
-    # pass, with a reorder at either end: only the ops next to the reorders (and the
-    # reorders) are checked again.
-    assert 201 <= len(checked) <= 201 + 10
+    # 201 ops lowered, then taken out and put back twice by the layout pass, with a
+    # reorder at either end: checked are one op of each signature (the input, each
+    # function of the chain, the first op reading the reordered input) and the reorders.
+    assert len(checked) <= 10
+    assert {"relu1", "sigmoid1", "tanh1"} <= set(checked)
     # By hand: ops put back as they were are not checked; one whose tensors changed is,
     # and so is an op reading a tensor whose entry differs.
     ctx = Context()
