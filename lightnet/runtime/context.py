@@ -483,14 +483,17 @@ class Context:
             else:  # what an op asking for 0 bytes (this time) gets
                 arrays[op.scratch_key] = no_scratch
         runs = []
-        for op in self.ops:
-            if op.proto.load is not None:
-                try:
-                    run = op.proto.load(op, arrays)
-                except (*_DATA_ERRORS, MemoryError) as e:  # MemoryError: a workspace
-                    raise self._op_error(op, "load", e) from e
-                if run is not None:
-                    runs.append((op, run))
+        with contextlib.ExitStack() as caches:
+            for arch in archs().values():  # e.g. a oneDNN memory object per tensor
+                caches.enter_context(arch.loading())
+            for op in self.ops:
+                if op.proto.load is not None:
+                    try:
+                        run = op.proto.load(op, arrays)
+                    except (*_DATA_ERRORS, MemoryError) as e:  # MemoryError: a workspace
+                        raise self._op_error(op, "load", e) from e
+                    if run is not None:
+                        runs.append((op, run))
         self._run_ops = tuple(runs)
         self._runs = tuple(run for _, run in runs)
         owned = any(get_arch(name).owns_cores for name in {op.arch for op in self.ops})
