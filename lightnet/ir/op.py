@@ -295,8 +295,9 @@ def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
             layout = getattr(layout, "key", None)
             if layout is None:
                 return None
-        # (Enums by value: hashing an enum runs Python code.)
-        entries.append((e.dtype.value, e.shape, e.mtype.value, e.static, e.owner,
+        # Enum members by identity (they live as long as the process): hashing one, or
+        # reading its value, runs Python code.
+        entries.append((id(e.dtype), e.shape, id(e.mtype), e.static, e.owner,
                         e.owner_offset, e.from_file, e.input, e.offset, layout))
     names = [*op.tensors_in.values(), *op.tensors_out.values()]
     # Which args name the same tensor (an op reading one tensor twice).
