@@ -41,6 +41,7 @@ class Arch:
       auto_rank;
     - compiling (Context.compile): passes, precisions and precision(), compiling(),
       slow_kernel();
+    - loading (Context.load): loading();
     - running (Context.run): owns_cores, check_threads(), threads();
     - reporting (`lightnet info`, `bench`, `--profile`): library, kernel_counts(),
       describe_kernels(), thread_count().
@@ -88,6 +89,12 @@ class Arch:
         """A context manager Context.compile holds while it compiles (every pass, every
         compile again for a refused op): where the architecture keeps what a compile
         makes more than once (dnnl: each oneDNN primitive)."""
+        return _UNCHANGED
+
+    def loading(self):
+        """A context manager Context.load holds while it binds the ops: where the
+        architecture keeps what the ops' loads make more than once (dnnl: a oneDNN
+        memory object over each tensor, which its reader and its producer share)."""
         return _UNCHANGED
 
     def slow_kernel(self, op) -> str | None:

@@ -14,7 +14,6 @@ import itertools
 import math
 import os
 import re
-import dataclasses
 import random
 from dataclasses import dataclass
 
@@ -239,7 +238,8 @@ def _place(blocks: list[_Block], align: int, lower_bound: int) -> int:
             jitter = [1.0 if trial == 0 else rng.uniform(0.7, 1.3) for _ in blocks]
             order = sorted(range(len(blocks)), key=lambda i: (
                 scratch_first and not blocks[i].scratch, -blocks[i].nbytes * jitter[i]))
-            copies = [dataclasses.replace(blocks[i]) for i in order]
+            copies = [_Block(b.mtype, b.nbytes, b.first, b.last, b.scratch, b.offset)
+                      for b in map(blocks.__getitem__, order)]  # not replace(): slower
             arena = _place_in_order(copies, align)
             if best is None or arena < best[0]:
                 best = (arena, {i: c.offset for i, c in zip(order, copies)})

@@ -35,16 +35,22 @@ class DataFlowGraph:
                     f"tensor '{tname}' is produced by both op '{other}' and op '{op.name}'"
                 )
             produced[tname] = op.name
-        self.ops[op.name] = op
-        self.graph.add(op.name)
+        name, graph, producer, consumers = op.name, self.graph, self.producer, self.consumers
+        self.ops[name] = op
+        graph.add(name)
         for tname in op.tensors_in.values():
-            self.consumers.setdefault(tname, []).append(op.name)
-            if tname in self.producer:
-                self.graph.link(self.producer[tname], op.name, tname)
+            readers = consumers.get(tname)
+            if readers is None:
+                consumers[tname] = [name]
+            else:
+                readers.append(name)
+            made_by = producer.get(tname)
+            if made_by is not None:
+                graph.link(made_by, name, tname)
         for tname in op.tensors_out.values():
-            self.producer[tname] = op.name
-            for consumer in self.consumers.get(tname, ()):
-                self.graph.link(op.name, consumer, tname)
+            producer[tname] = name
+            for consumer in consumers.get(tname, ()):
+                graph.link(name, consumer, tname)
 
     def remove(self, op: Op) -> None:
         """Remove `op` and its edges; its inputs and outputs may become dangling."""

@@ -46,10 +46,15 @@ class Graph:
             self._succ[pred].remove((node, data))
 
     def link(self, a, b, data=None) -> None:
-        self.add(a)
-        self.add(b)
-        self._succ[a].append((b, data))
-        self._pred[b].append((a, data))
+        succ, pred = self._succ.get(a), self._pred.get(b)
+        if succ is None:
+            self.add(a)
+            succ = self._succ[a]
+        if pred is None:
+            self.add(b)
+            pred = self._pred[b]
+        succ.append((b, data))
+        pred.append((a, data))
 
     def unlink(self, a, b, data=None) -> bool:
         """Remove one edge a -> b carrying `data`; False if there was none."""

@@ -123,12 +123,67 @@ def parse(doc, label: str) -> list[OpSpec]:
     specs = []
     names = set()
     for index, op in enumerate(doc["ops"]):
-        spec = _parse_op(op, f"{label}: op {index}")
+        spec = _well_formed_op(op)
+        if spec is None:  # checked field by field, for the message
+            spec = _parse_op(op, f"{label}: op {index}")
         if spec.name in names:
             raise LightNetError(f"{label}: op {index}: name '{spec.name}' is used by an earlier op")
         names.add(spec.name)
         specs.append(spec)
     return specs
+
+
+_OP_FIELDS = frozenset({"name", "optype", "tensors_in", "tensors_out", "params"})
+_ITEM_FIELDS = {"name": frozenset({"arg_name", "name", "offset"}),
+                "value": frozenset({"arg_name", "value", "offset"})}
+
+
+def _is_name(value) -> bool:
+    """Whether `value` is a name name_problem finds nothing wrong with."""
+    return (type(value) is str and 0 < len(value) <= limits.MAX_NAME_LENGTH
+            and (value.isascii() or is_text(value)))
+
+
+def _well_formed_op(op) -> OpSpec | None:
+    """What _parse_op returns for an op it accepts, found without building a message
+    for every field (most ops of a model are well formed); None for anything else,
+    which _parse_op then reports."""
+    if type(op) is not dict or not op.keys() <= _OP_FIELDS:
+        return None
+    name, optype = op.get("name"), op.get("optype")
+    if not (_is_name(name) and _is_name(optype)):
+        return None
+    tensors_in = _well_formed_list(op.get("tensors_in", []), "name")
+    tensors_out = _well_formed_list(op.get("tensors_out", []), "name")
+    values = _well_formed_list(op.get("params", []), "value")
+    if tensors_in is None or tensors_out is None or values is None:
+        return None
+    params = {}
+    for arg, value in values.items():
+        try:
+            params[arg] = Param.from_value(arg, value)
+        except ValueError:
+            return None
+    return OpSpec(name, optype, tensors_in, tensors_out, params)
+
+
+def _well_formed_list(items, value_key: str) -> dict | None:
+    """What _parse_list returns for a list it accepts; None for anything else."""
+    if type(items) is not list:
+        return None
+    known = _ITEM_FIELDS[value_key]
+    result = {}
+    for item in items:
+        if type(item) is not dict or not item.keys() <= known:
+            return None
+        arg = item.get("arg_name")
+        if not _is_name(arg) or arg in result or value_key not in item:
+            return None
+        value = item[value_key]
+        if value_key == "name" and not _is_name(value):
+            return None
+        result[arg] = value
+    return result
 
 
 def _parse_op(op, where: str) -> OpSpec:

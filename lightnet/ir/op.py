@@ -201,11 +201,21 @@ class CheckMemo:
     entry, as taken out, is no longer what the op made), an op keeping a value marked
     `keeps_entries` (one that reads entries again at load) and an op of several
     outputs (its check defines them in its own order, which the tensor table keeps).
-    Context.compile holds one while it runs."""
+
+    An op of the same signature as one checked before (its prototype, seed, args and
+    their pattern of tensor names, params by value, and the entries it reads by their
+    content: dtype, shape, layout, ...) is not checked either: a check reads nothing
+    else (the generated pre_run reads the op through a Checker), so it would pass again
+    and define the same outputs, which the memo defines under the op's own names,
+    with a copy of the values and the scratch the first op made (a chain of thousands
+    of relus is checked once per shape). An op whose check changed an entry it read,
+    or keeps entries, or did not define exactly its outputs, gives no signature.
+    Context.init and Context.compile hold one while they run."""
 
     def __init__(self):
         self._taken: dict[str, tuple] = {}  # op name -> what it read and made
         self._never: set[str] = set()  # the ops checked anew every time
+        self._made: dict[tuple, tuple] = {}  # a signature -> what its check made
 
     def take_out(self, op: Op, tensors: TensorTable) -> None:
         """Remember what `op`, about to be taken out of the model, read and made."""
@@ -236,13 +246,24 @@ class CheckMemo:
             op.values, op.scratch = taken[8], taken[9]
             return
         ins = [tensors.get(n) for n in op.tensors_in.values()]
+        key = None if None in ins else _signature(op, ins)
+        if key is not None:
+            made = self._made.get(key)
+            if made is not None and _define_again(made, op, tensors):
+                return
         read = [None if e is None else _state(e) for e in ins]
         op.pre_run(tensors)  # raises when an input is missing
         if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
             self._never.add(op.name)
+            key = None
         for was, entry in zip(read, ins):
             if was != _state(entry):  # it changed what it read
                 self._never.update((op.name, entry.creator))
+                key = None
+        if key is not None:
+            made = _made(op, tensors)
+            if made is not None:
+                self._made[key] = made
 
     def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
         """Whether `op` reads now what it read when it was taken out (`taken`), and may
@@ -262,6 +283,71 @@ class CheckMemo:
             if entry is None or was != tuple(entry.__dict__.values()):
                 return False
         return not any(n in tensors for _, n in tensors_out)
+
+
+def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
+    """What `op`'s check depends on (see CheckMemo), as a hashable key: None when an
+    entry it reads has a layout the memo cannot key by content."""
+    entries = []
+    for e in ins:
+        layout = e.layout
+        if layout is not None:
+            layout = getattr(layout, "key", None)
+            if layout is None:
+                return None
+        # Enum members by identity (they live as long as the process): hashing one, or
+        # reading its value, runs Python code.
+        entries.append((id(e.dtype), e.shape, id(e.mtype), e.static, e.owner,
+                        e.owner_offset, e.from_file, e.input, e.offset, layout))
+    names = [*op.tensors_in.values(), *op.tensors_out.values()]
+    # Which args name the same tensor (an op reading one tensor twice).
+    pattern = None if len(set(names)) == len(names) else tuple(map(names.index, names))
+    # The prototype by identity (a frozen dataclass hashes all its fields); the memo
+    # keeps it alive (see _made), so no other object takes its id.
+    return (id(op.proto), op.seed, tuple(op.tensors_in), tuple(op.tensors_out), pattern,
+            tuple((arg, p.key) for arg, p in op.params.items()), tuple(entries))
+
+
+def _made(op: Op, tensors: TensorTable) -> tuple | None:
+    """What `op`'s check (just run) made, with no tensor name of its own: its values,
+    scratch and the fields of the entries it defined, in the order it defined them
+    (each by the position of its output, its owner by the position of the input),
+    None when it did not define exactly its outputs."""
+    outs = list(op.tensors_out.values())
+    defined = []
+    for name in reversed(tensors):
+        if len(defined) == len(outs):
+            break
+        defined.append(name)
+    defined.reverse()
+    if sorted(defined) != sorted(outs) or len(set(outs)) != len(outs):
+        return None
+    ins = list(op.tensors_in.values())
+    entries = []
+    for name in defined:
+        fields = dict(tensors[name].__dict__)
+        if fields.pop("creator") != op.name or fields["owner"] not in (None, *ins):
+            return None
+        del fields["name"]
+        owner = fields.pop("owner")
+        entries.append((outs.index(name), None if owner is None else ins.index(owner), fields))
+    return op.proto, dict(op.values), op.scratch, entries
+
+
+def _define_again(made: tuple, op: Op, tensors: TensorTable) -> bool:
+    """Define `op`'s outputs as the check of its signature did (`made`, see _made);
+    False, defining nothing, when one of them is defined already (its check fails)."""
+    proto, values, scratch, entries = made
+    outs = list(op.tensors_out.values())
+    if proto is not op.proto or any(name in tensors for name in outs):
+        return False
+    ins = list(op.tensors_in.values())
+    for out, owner, fields in entries:
+        name = outs[out]
+        tensors[name] = TensorEntry(name=name, creator=op.name,
+                                    owner=None if owner is None else ins[owner], **fields)
+    op.values, op.scratch = dict(values), scratch
+    return True
 
 
 def unique_name(prefix: str, taken) -> str:

@@ -161,6 +161,21 @@ class Param:
     def array_int(self) -> tuple[int, ...]:
         return tuple(saturate_int(v) for v in self.value)
 
+    @property
+    def key(self) -> tuple:
+        """The param by type and value, hashable, as equal as two params that every
+        view sees alike: a number by its exact value (-0.0 is not 0.0, 1 not 1.0).
+        Computed once (not a cached_property, which takes a lock)."""
+        key = self.__dict__.get("_key")
+        if key is None:
+            value = self.value
+            if self.ptype is ParamType.NUMBER:
+                value = _number_key(value)
+            elif self.ptype is ParamType.ARRAY_NUMBER:
+                value = tuple(map(_number_key, value))
+            key = self.__dict__["_key"] = (self.arg_name, self.ptype.value, value)
+        return key
+
     def typed(self, realtype: str | None):
         """The value as descriptions see it: numbers (and number arrays) as
         `realtype` int, float or double; arrays as tuples."""
@@ -182,6 +197,10 @@ class Param:
 
     def __str__(self) -> str:
         return json.dumps(self.to_json())
+
+
+def _number_key(v) -> tuple:
+    return (type(v), v.hex() if type(v) is float else v)
 
 
 def _json_number(v: float):

@@ -110,7 +110,7 @@ class Context:
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
         self._values_nbytes = 0  # the bytes of _values' arrays
-        self._checks: CheckMemo | None = None  # the checks of ops while compiling
+        self._checks: CheckMemo | None = None  # the checks of ops while building
         # The ops compile() lowered for the fallback architecture because the target's
         # library had only its reference kernel for them: name -> (optype, kernel).
         self.refused: dict[str, tuple[str, str]] = {}
@@ -159,7 +159,11 @@ class Context:
             warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
                           f"ops, compiled for the target: {', '.join(foreign)}",
                           LightNetWarning, stacklevel=2)
-        self.add_ops(0, ops)
+        self._checks = CheckMemo()  # ops of one signature checked once
+        try:
+            self.add_ops(0, ops)
+        finally:
+            self._checks = None
         self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
@@ -479,14 +483,17 @@ class Context:
             else:  # what an op asking for 0 bytes (this time) gets
                 arrays[op.scratch_key] = no_scratch
         runs = []
-        for op in self.ops:
-            if op.proto.load is not None:
-                try:
-                    run = op.proto.load(op, arrays)
-                except (*_DATA_ERRORS, MemoryError) as e:  # MemoryError: a workspace
-                    raise self._op_error(op, "load", e) from e
-                if run is not None:
-                    runs.append((op, run))
+        with contextlib.ExitStack() as caches:
+            for arch in archs().values():  # e.g. a oneDNN memory object per tensor
+                caches.enter_context(arch.loading())
+            for op in self.ops:
+                if op.proto.load is not None:
+                    try:
+                        run = op.proto.load(op, arrays)
+                    except (*_DATA_ERRORS, MemoryError) as e:  # MemoryError: a workspace
+                        raise self._op_error(op, "load", e) from e
+                    if run is not None:
+                        runs.append((op, run))
         self._run_ops = tuple(runs)
         self._runs = tuple(run for _, run in runs)
         owned = any(get_arch(name).owns_cores for name in {op.arch for op in self.ops})

@@ -273,3 +273,18 @@ def test_to_json(value, expected, text):
     assert str(p) == text
     # What it writes reads back as the same param.
     assert Param.from_value("x", json.loads(str(p))) == p
+
+
+def test_a_params_key_tells_apart_what_its_views_tell_apart():
+    """Param.key (what lightnet.ir.op.CheckMemo keys checks by): equal for equal params,
+    different for -0.0 and 0.0, an int and a float, a bool and a number, an array's type."""
+    key = lambda v, arg="p": Param.from_value(arg, v).key  # noqa: E731
+    assert key(1.5) == key(1.5) and key([1, 2]) == key([1.0, 2.0])
+    assert key(0.0) != key(-0.0)
+    assert key([0.0]) != key([-0.0])
+    assert key(True) != key(1)
+    assert key("1") != key(1)
+    assert key(1, "a") != key(1, "b")
+    assert Param("p", ParamType.NUMBER, 1).key != Param("p", ParamType.NUMBER, 1.0).key
+    assert Param("p", ParamType.ARRAY_NUMBER, ()).key != Param("p", ParamType.ARRAY_BOOL, ()).key
+    assert len({key([1, 2]), key([1.0, 2.0]), key([2, 1])}) == 2  # hashable

@@ -4,7 +4,7 @@ OpenMP threads; whatever oneDNN does not take runs on its fallback, the cpu."""
 
 from __future__ import annotations
 
-from lightnet.archs.dnnl import capi, layout_pass, ops
+from lightnet.archs.dnnl import capi, layout_pass, ops, primitives
 from lightnet.archs.registry import Arch
 from lightnet.compiler import pipeline
 from lightnet.errors import LightNetError
@@ -52,6 +52,11 @@ class Dnnl(Arch):
     def compiling(self):
         """Each oneDNN primitive made once per compile (ops.kernel_cache)."""
         return ops.kernel_cache()
+
+    def loading(self):
+        """One oneDNN memory object per tensor and layout while a model loads
+        (primitives.memory_cache)."""
+        return primitives.memory_cache()
 
     def slow_kernel(self, op) -> str | None:
         """oneDNN's reference implementations (`ref:...`): correct, but written for

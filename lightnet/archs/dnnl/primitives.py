@@ -41,6 +41,8 @@ naming the op); a call oneDNN refuses raises LightNetError (see capi).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 from dataclasses import dataclass
 
@@ -225,25 +227,24 @@ class Kernel:
     def format(self, name: str) -> str:
         return self.descs[name].format
 
-    def bind(self, buffers: dict[str, np.ndarray], scratchpad: np.ndarray | None = None
-             ) -> capi.Execute:
+    def bind(self, buffers: dict[str, np.ndarray], scratchpad: np.ndarray | None = None,
+             share: bool = True) -> capi.Execute:
         """The run call over `buffers` (one per tensor, by name: arena views of at least
-        nbytes(name) bytes, C-contiguous) and `scratchpad` (at least `scratchpad` bytes)."""
+        nbytes(name) bytes, C-contiguous) and `scratchpad` (at least `scratchpad` bytes).
+        `share=False`: memories of their own, not from the memory_cache (buffers that
+        live no longer than the call)."""
         missing = [n for n in self.args if n not in buffers]
         if missing:
             raise ValueError(f"oneDNN {self.what}: no buffer for {missing}")
         memories = {}
         for name, arg in self.args.items():
-            memories[arg] = capi.Memory(self.descs[name],
-                                        _address(buffers[name], self.nbytes(name),
-                                                 f"{self.what} {name}"), buffers[name])
+            memories[arg] = _memory(self.descs[name], buffers[name], self.what, name, share)
         if self.scratchpad:
             if scratchpad is None:
                 raise ValueError(f"oneDNN {self.what}: needs a scratchpad of "
                                     f"{self.scratchpad} bytes")
-            memories[capi.DNNL_ARG_SCRATCHPAD] = capi.Memory(
-                self.scratchpad_desc, _address(scratchpad, self.scratchpad,
-                                               f"{self.what} scratchpad"), scratchpad)
+            memories[capi.DNNL_ARG_SCRATCHPAD] = _memory(self.scratchpad_desc, scratchpad,
+                                                         self.what, "scratchpad", share)
         return capi.Execute(self.primitive, memories, self.what)
 
     def load_weights(self, name: str, data: np.ndarray, buffer: np.ndarray) -> None:
@@ -253,18 +254,60 @@ class Kernel:
         if data.nbytes != self.plain[name].nbytes:
             raise ValueError(f"oneDNN {self.what}: {name} has {data.nbytes} bytes, "
                                 f"expected {self.plain[name].nbytes}")
-        reorder(self.plain[name], self.descs[name]).bind({"src": data, "dst": buffer})()
+        reorder(self.plain[name], self.descs[name]).bind({"src": data, "dst": buffer},
+                                                         share=False)()
 
     def __repr__(self) -> str:
         layouts = ", ".join(f"{n}: {d.format}" for n, d in self.descs.items())
         return f"<{self.what} [{self.impl_info}] {layouts}; scratchpad {self.scratchpad}>"
 
 
-def _address(buffer: np.ndarray, nbytes: int, what: str) -> int:
+# The memory objects made while a model loads (memory_cache), by layout and address:
+# None outside a load.
+_memories: contextvars.ContextVar[dict | None] = contextvars.ContextVar("dnnl_memories",
+                                                                        default=None)
+
+
+@contextlib.contextmanager
+def memory_cache():
+    """Within the block, one memory object per layout (by its content) and address: a
+    tensor's producer and its readers bind the same one (the memories of a chain of N
+    ops are N + 1, not 2N). A memory is only a layout and a pointer into a buffer it
+    keeps alive, so no other buffer has its address while it is cached; the cache is
+    dropped when the block ends (Context.load holds one), before any buffer is freed.
+    A block inside another shares the outer one's."""
+    if _memories.get() is not None:
+        yield
+        return
+    token = _memories.set({})
+    try:
+        yield
+    finally:
+        _memories.reset(token)
+
+
+def _memory(desc: MemoryDesc, buffer: np.ndarray, what: str, name: str,
+            share: bool = True) -> capi.Memory:
+    """A memory object over `buffer` in layout `desc` (checked to hold its bytes): the
+    memory_cache's when `share`."""
+    address = _address(buffer, desc.nbytes, what, name)
+    cache = _memories.get() if share else None
+    if cache is None:
+        return capi.Memory(desc, address, buffer)
+    key = (desc.key, address)
+    memory = cache.get(key)
+    if memory is None:
+        memory = cache[key] = capi.Memory(desc, address, buffer)
+    return memory
+
+
+def _address(buffer: np.ndarray, nbytes: int, what: str, name: str) -> int:
+    """Where the bytes of `buffer` (tensor `name` of primitive `what`) start."""
     if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
-        raise ValueError(f"oneDNN {what}: the buffer must be a C-contiguous numpy array")
+        raise ValueError(f"oneDNN {what} {name}: the buffer must be a C-contiguous numpy "
+                         "array")
     if buffer.nbytes < nbytes:
-        raise ValueError(f"oneDNN {what}: the buffer has {buffer.nbytes} bytes, "
+        raise ValueError(f"oneDNN {what} {name}: the buffer has {buffer.nbytes} bytes, "
                             f"the primitive needs {nbytes}")
     return buffer.__array_interface__["data"][0]
 

@@ -118,14 +118,15 @@ class Converter:
         for t in getattr(g, "sparse_initializer", []):
             raise LightNetError(f"sparse initializer '{t.values.name}' is not supported")
         self.used_tensor_names.update(self.consts)
-        for n in g.node:
-            self.used_tensor_names.update(x for x in n.output if x)
-            self.used_tensor_names.update(x for x in n.input if x)
+        self.nodes = [self._node(i, n) for i, n in enumerate(g.node)]
+        # (The nodes' names read from the Node lists: each access to a protobuf field
+        # makes a new Python object.)
+        self.used_tensor_names.update(x for n in self.nodes for x in (*n.outputs, *n.inputs)
+                                      if x)
         self.inputs = [i for i in g.input if i.name not in self.consts]
         self.used_tensor_names.update(i.name for i in g.input)
         self.used_tensor_names.update(o.name for o in g.output)
-        self.nodes = [self._node(i, n) for i, n in enumerate(g.node)]
-        self.consumed = {x for n in g.node for x in n.input if x} | self.graph_output_names
+        self.consumed = {x for n in self.nodes for x in n.inputs if x} | self.graph_output_names
         self._fix_inputs()
 
     def _schema(self, op_type: str) -> Schema | None:
@@ -139,16 +140,20 @@ class Converter:
         return self.schemas[op_type]
 
     def _node(self, index, n) -> Node:
-        domain = n.domain if n.domain not in ("ai.onnx",) else ""
-        schema = self._schema(n.op_type) if domain == "" else None
+        domain, op_type = n.domain, n.op_type
+        if domain == "ai.onnx":
+            domain = ""
+        schema = self._schema(op_type) if domain == "" else None
         version = 0 if schema is None else schema.version
-        op_type = n.op_type if domain == "" else f"{domain}.{n.op_type}"
+        if domain:
+            op_type = f"{domain}.{op_type}"
         node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
-        what = f"node {node.label} ({op_type}-{version})"
         problem = None if schema is None else node_problem(self.onnx, schema, n)
         if problem is not None:
-            raise LightNetError(f"{what}: {problem}")
-        node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in n.attribute}
+            raise LightNetError(f"node {node.label} ({op_type}-{version}): {problem}")
+        if len(n.attribute):
+            what = f"node {node.label} ({op_type}-{version})"
+            node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in n.attribute}
         return node
 
     def _fix_inputs(self):
@@ -225,18 +230,21 @@ class Converter:
                                                          strict_mode=False)
         except Exception:
             inferred = model
-        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-            t = vi.type.tensor_type
-            if not vi.type.HasField("tensor_type"):
+        info = self.info
+        for vi in (*inferred.graph.value_info, *inferred.graph.output):
+            typ = vi.type
+            if not typ.HasField("tensor_type"):
                 continue
+            t = typ.tensor_type
             shape = None
             if t.HasField("shape"):
                 dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
                 shape = None if None in dims else tuple(dims)
-            old = self.info.get(vi.name)
-            if old is None or old[1] is None or t.elem_type:
-                self.info[vi.name] = (t.elem_type or (old[0] if old else 0),
-                                      shape if shape is not None else (old[1] if old else None))
+            name, elem = vi.name, t.elem_type
+            old = info.get(name)
+            if old is None or old[1] is None or elem:
+                info[name] = (elem or (old[0] if old else 0),
+                              shape if shape is not None else (old[1] if old else None))
 
     def _fold(self):
         self.folded = set()

@@ -68,6 +68,8 @@ def accepted_attributes(func: Callable) -> tuple[tuple[str, ...], frozenset[str]
 def attribute_arguments(func: Callable, n: Node) -> dict:
     """The node's attributes as keyword arguments of `func`, checked against its signature."""
     names, required, takes_any = accepted_attributes(func)
+    if not n.attrs and not required:
+        return {}
     if not takes_any:
         unknown = sorted(set(n.attrs) - set(names))
         if unknown:

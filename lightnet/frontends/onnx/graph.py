@@ -126,18 +126,21 @@ class Schema:
 def node_problem(onnx, schema: Schema, n) -> str | None:
     """What makes ONNX NodeProto `n` break its op's schema (too few or too many
     inputs or outputs, an attribute missing or of another type), if anything."""
-    for kind, given, (least, most) in (("inputs", len(n.input), schema.inputs),
-                                       ("outputs", len(n.output), schema.outputs)):
+    inputs, outputs = n.input, n.output
+    for kind, given, (least, most) in (("inputs", len(inputs), schema.inputs),
+                                       ("outputs", len(outputs), schema.outputs)):
         if not least <= given <= most:
             expected = f"{least}" if least == most else (
                 f"at least {least}" if most >= 2**31 - 1 else f"{least} to {most}")
             return f"expected {expected} {kind}, found {given} (an invalid ONNX model)"
     # The first input is the data (exporters leave a later required one empty, as
     # Resize-11's roi, which ONNX Runtime takes).
-    if schema.first_input is not None and n.input and not n.input[0] and (
+    if schema.first_input is not None and inputs and not inputs[0] and (
             schema.first_input[1]):
         return (f"input 0 ('{schema.first_input[0]}') is required, and empty (an invalid "
                 "ONNX model)")
+    if not schema.attributes:
+        return None  # (no attribute is declared: none is required, none has a type)
     given = {a.name for a in n.attribute}
     for name, (_, required) in schema.attributes.items():
         if required and name not in given:
