@@ -327,16 +327,19 @@ def _post_ops(residual, activation: str, **params):
 
 
 def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
-           activation="none", **act) -> int:
+           activation="none", layout="any", **act) -> int:
     """A convolution with its fused residual (a sum post-op: dst is the residual's
     memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
     bias may be None.
 
-    It reads its source in the layout the producer chose. Where oneDNN has no direct
-    implementation for that layout with its own choice of output (it would run its
-    GEMM-based or reference one), the output takes the source's layout; failing that,
-    the source is reordered first, into the op's scratch, to the layout the convolution
-    prefers, if that runs a faster kernel (_slowness)."""
+    `layout` "any": it reads its source in the layout the producer chose. Where oneDNN
+    has no direct implementation for that layout with its own choice of output (it
+    would run its GEMM-based or reference one), the output takes the source's layout;
+    failing that, the source is reordered first, into the op's scratch, to the layout
+    the convolution prefers, if that runs a faster kernel (_slowness).
+    "channels_last" (the layout pass's choice, lightnet.archs.dnnl.conv_layouts):
+    source and output channels-last, a source held otherwise reordered first, unless
+    the residual is held otherwise or that kernel is slower (then as "any")."""
     pending = residual is not None and _pending(residual)
     fixed_dst = residual is not None and not pending
 
@@ -347,18 +350,21 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
             src=src_layout, dst=dst_layout,
             post_ops=_post_ops(residual, activation, **act))
 
-    src_layout = _layout(src, chooses=True)
-    dst_layout = _layout(residual) if fixed_dst else "any"
-    kernel = create(src_layout, dst_layout)
     before = {}
-    if _slowness(kernel) and src_layout != "any":
-        if not fixed_dst and _format(src) in primitives.TAGS_4D:
-            kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
-        if _slowness(kernel):
-            preferred = create("any", dst_layout)
-            if _slowness(preferred) < _slowness(kernel):
-                before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
-                kernel = preferred
+    kernel = _chosen(create, layout, src, residual if fixed_dst else None, before)
+    if kernel is None:
+        src_layout = _layout(src, chooses=True)
+        dst_layout = _layout(residual) if fixed_dst else "any"
+        kernel = create(src_layout, dst_layout)
+        if _slowness(kernel) and src_layout != "any":
+            if not fixed_dst and _format(src) in primitives.TAGS_4D:
+                kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
+            if _slowness(kernel):
+                preferred = create("any", dst_layout)
+                if _slowness(preferred) < _slowness(kernel):
+                    before["src"] = _create(primitives.reorder, _desc(src),
+                                            preferred.descs["src"])
+                    kernel = preferred
     if pending:
         record(residual, kernel.descs["dst"])
     if residual is not None:
@@ -366,6 +372,23 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     call = Call(kernel, {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"},
                 {"src": src, "weight": weight, "bias": bias, "dst": dst}, before)
     return _settle(op, call)
+
+
+def _chosen(create, layout: str, src, residual, before: dict):
+    """The convolution in the layout the layout pass chose for it (`layout`
+    channels_last), its source reordered into it first where the producer holds it
+    otherwise (`before`); None for "any", where a given residual (its output's memory)
+    is held otherwise, or where that kernel is not direct."""
+    if layout == "any":
+        return None
+    kernel = create(_tagged(src.shape, _dtype(src), ("acdb",))[0], "acdb")
+    if _slowness(kernel):
+        return None
+    if residual is not None and _desc(residual) != kernel.descs["dst"]:
+        return None
+    if not _pending(src) and _desc(src) != kernel.descs["src"]:
+        before["src"] = _create(primitives.reorder, _desc(src), kernel.descs["src"])
+    return kernel
 
 
 def _reference(kernel) -> bool:
