@@ -5,10 +5,11 @@ On AVX2 (no AVX-512), oneDNN 3.2 runs a dense convolution on channels in blocks 
 (acdb) with its brgemm kernel (`brgconv:avx2`). Measured at 2 threads (AMD EPYC Zen 3,
 random data): a 3x3 convolution of at least 64 output channels takes 0.65-0.8 of its
 blocked time channels-last where its output is at most 16x16 (resnet18's 512-channel
-3x3 at 7x7: 2.0 against 2.6 ms), 0.85-0.92 up to 32x32, 0.87-1.03 larger; one of 32
-output channels (DenseNet's) 0.86 at 7x7, 1.19 at 56x56; a 1x1 one 1.1-1.25 of its
+3x3 at 7x7: 2.0 against 2.6 ms), 0.85-0.95 up to 32x32, 1.02-1.07 larger (0.87 from
+256 channels); one of 32 output channels (DenseNet's) 0.86 at 7x7, 1.19 at 56x56; a 1x1 one 1.1-1.25 of its
 blocked time (0.95-0.98 at 7x7 or strided), a depthwise one 1.1-1.3; a reorder
-between the two layouts costs about 0.05 ms per MB.
+between the two layouts costs about 0.05 ms per MB, and so does a concat
+channels-last (blocked, the convolutions write its parts in place).
 
 A convolution's source and output are in one layout (each kernel reads and writes
 one), and the ops between convolutions (activations, pools, batchnorms, concats,
@@ -18,8 +19,8 @@ costs less by a model of the time of the convolutions writing it (their multiply
 at a rate per kind, times the factor above) and of the reorders where a convolution
 reads a group laid out otherwise than its own output: starting from all blocked,
 each group in turn takes the cheaper layout given the others, until none changes.
-A group that stays blocked keeps oneDNN's choice (`any`: a convolution reading a
-channels-last source writes channels-last). The model is a pure function of the
+A convolution writing a blocked group from a channels-last one runs blocked (its
+source reordered); the others of blocked groups keep oneDNN's choice (`any`). The model is a pure function of the
 shapes, so every compile of a model chooses alike.
 """
 
@@ -40,8 +41,8 @@ FOLLOWERS = frozenset({
 # The instruction sets the time model was measured on.
 ISAS = ("avx2", "avx2_vnni", "avx2_vnni_2")
 
-RATE_1X1 = 70e6  # multiply-adds per ms of a blocked 1x1 convolution
-RATE = 40e6  # ... of a blocked dense one of a larger kernel
+RATE_1X1 = 75e6  # multiply-adds per ms of a blocked 1x1 convolution
+RATE = 65e6  # ... of a blocked dense one of a larger kernel
 RATE_GROUPED = 20e6  # ... of a grouped or depthwise one
 REORDER = 0.05e-6  # ms per byte reordered between the two layouts
 MARGIN = 0.97  # a group goes channels-last where it saves at least 3 % of its time
@@ -67,7 +68,7 @@ def channels_last_factor(src_shape, weight_shape, dst_shape, group: int,
         return 0.8
     if area <= 1024:
         return 0.9
-    return 0.9 if o >= 128 and area <= 3136 else 1.0
+    return 0.9 if src_shape[1] >= 256 else 1.05
 
 
 def _blocked_ms(src_shape, weight_shape, dst_shape, group: int) -> float:
@@ -78,10 +79,11 @@ def _blocked_ms(src_shape, weight_shape, dst_shape, group: int) -> float:
 
 
 def choose(ops, tensors) -> dict[str, str]:
-    """The convolutions of `ops` (in run order; `tensors`: the model's entries by name)
-    that run channels-last, by name ("channels_last"); the others keep "any" (their
-    source's layout or oneDNN's choice). Empty on other instruction sets than the
-    model was measured on."""
+    """The layout ("channels_last" or "blocked") the convolutions of `ops` (in run
+    order; `tensors`: the model's entries by name) run in, by name: those of
+    channels-last groups, and those writing a blocked group from a channels-last one;
+    the others keep "any" (their source's layout or oneDNN's choice). Empty on other
+    instruction sets than the model was measured on."""
     if capi.library().cpu_isa not in ISAS:
         return {}
     parent: dict[str, str] = {}
@@ -130,6 +132,10 @@ def choose(ops, tensors) -> dict[str, str]:
         writers.setdefault(find(dst), []).append((_blocked_ms(*shapes), factor))
         if find(src) != find(dst):
             crossings.append((find(src), find(dst), tensors[src].nbytes * REORDER))
+    for op in ops:  # a concat channels-last copies its parts
+        if op.optype == "concat_dnnl" and find(op.tensors_out["dst"]) in writers:
+            writers[find(op.tensors_out["dst"])].append(
+                (tensors[op.tensors_out["dst"]].nbytes * REORDER, 2.0))
     groups = sorted(writers)
     last = dict.fromkeys(groups, False)  # group -> channels-last
 
@@ -150,4 +156,11 @@ def choose(ops, tensors) -> dict[str, str]:
                 last[group], changed = better, True
         if not changed:
             break
-    return {op.name: "channels_last" for op in convs if last[find(op.tensors_out["dst"])]}
+    chosen = {}
+    for op in convs:
+        src, dst = find(op.tensors_in["src"]), find(op.tensors_out["dst"])
+        if last[dst]:
+            chosen[op.name] = "channels_last"
+        elif last.get(src, False):
+            chosen[op.name] = "blocked"
+    return chosen

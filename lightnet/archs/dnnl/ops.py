@@ -337,9 +337,10 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     would run its GEMM-based or reference one), the output takes the source's layout;
     failing that, the source is reordered first, into the op's scratch, to the layout
     the convolution prefers, if that runs a faster kernel (_slowness).
-    "channels_last" (the layout pass's choice, lightnet.archs.dnnl.conv_layouts):
-    source and output channels-last, a source held otherwise reordered first, unless
-    the residual is held otherwise or that kernel is slower (then as "any")."""
+    "channels_last" or "blocked" (the layout pass's choice on AVX2,
+    lightnet.archs.dnnl.conv_layouts): source and output in that layout, a source held
+    otherwise reordered first, unless the residual is held otherwise or that kernel is
+    slower (then as "any")."""
     pending = residual is not None and _pending(residual)
     fixed_dst = residual is not None and not pending
 
@@ -374,14 +375,19 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     return _settle(op, call)
 
 
+# The blocked layout of conv_layouts' "blocked" (AVX2's block of 8 channels).
+BLOCKED = "aBcd8b"
+
+
 def _chosen(create, layout: str, src, residual, before: dict):
     """The convolution in the layout the layout pass chose for it (`layout`
-    channels_last), its source reordered into it first where the producer holds it
+    channels_last or blocked), its source reordered into it first where the producer holds it
     otherwise (`before`); None for "any", where a given residual (its output's memory)
     is held otherwise, or where that kernel is not direct."""
     if layout == "any":
         return None
-    kernel = create(_tagged(src.shape, _dtype(src), ("acdb",))[0], "acdb")
+    tag = "acdb" if layout == "channels_last" else BLOCKED
+    kernel = create(_tagged(src.shape, _dtype(src), (tag,))[0], tag)
     if _slowness(kernel):
         return None
     if residual is not None and _desc(residual) != kernel.descs["dst"]:
@@ -645,12 +651,27 @@ def shuffle(op, src, dst, *, group) -> int:
 
 def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
            count_include_pad=False) -> int:
-    """Max or average pooling, reading its source in the producer's layout."""
-    kernel = _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride, padding=padding,
-                               dilation=dilation, ceil_mode=ceil_mode,
-                               count_include_pad=count_include_pad, dtype=_dtype(src),
-                               src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    """Max or average pooling, reading its source in the producer's layout; a plain
+    one channels-last instead (reordered first, into the op's scratch, unless left to
+    it), where oneDNN has no jit kernel for plain (its `simple_nchw` loop took 2.4 ms
+    on AlexNet's 3x3 max pool of 64x55x55, its jit kernel channels-last 0.05)."""
+
+    def create(layout):
+        return _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride,
+                       padding=padding, dilation=dilation, ceil_mode=ceil_mode,
+                       count_include_pad=count_include_pad, dtype=_dtype(src), src=layout)
+
+    kernel = create(_layout(src))
+    before = {}
+    if not kernel.impl_info.startswith("jit") and _format(src) in (None, PENDING):
+        acdb = _tagged(src.shape, _dtype(src), ("acdb",))[0]
+        again = create(acdb)
+        if again.impl_info.startswith("jit"):
+            if not _pending(src):
+                before["src"] = _create(primitives.reorder, _desc(src), acdb)
+            kernel = again
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
 
 
 def resample(op, src, dst, *, mode: str) -> int:

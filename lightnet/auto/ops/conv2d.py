@@ -401,7 +401,12 @@ CONV2D_DNNL = replace(
     params=(
         *CONV2D.params,
         *ACTIVATION_DNNL,
-        ParamArg("layout", ParamType.STRING, "any", choices=("any", "channels_last")),
+        ParamArg(
+            "layout",
+            ParamType.STRING,
+            "any",
+            choices=("any", "blocked", "channels_last"),
+        ),
     ),
     pre_run=conv2d_dnnl_pre_run,
     scratch=conv2d_dnnl_scratch,
