@@ -3,11 +3,11 @@
 On AVX2 (no AVX-512), oneDNN 3.2 runs a dense convolution on channels in blocks of 8
 (nChw8c, its `any` choice) with its direct kernel (`jit:avx2`), and on channels-last
 (acdb) with its brgemm kernel (`brgconv:avx2`). Measured at 2 threads (AMD EPYC Zen 3,
-random data): a 3x3 convolution of at least 64 output channels takes 0.65-0.8 of its
-blocked time channels-last where its output is at most 16x16 (resnet18's 512-channel
-3x3 at 7x7: 2.0 against 2.6 ms), 0.85-0.95 up to 32x32, 1.02-1.07 larger (0.87 from
-256 channels); one of 32 output channels (DenseNet's) 0.86 at 7x7, 1.19 at 56x56; a 1x1 one 1.1-1.25 of its
-blocked time (0.95-0.98 at 7x7 or strided), a depthwise one 1.1-1.3; a reorder
+random data), channels-last over blocked time: a 3x3 convolution of at least 64 output
+channels 0.65-0.8 where its output is at most 16x16 (resnet18's 512-channel 3x3 at
+7x7: 2.0 against 2.6 ms), 0.78-0.95 up to 32x32, 1.02-1.07 larger (0.87 from 256
+input channels); one of 32 output channels (DenseNet's) 0.86 at 7x7, 1.19 at 56x56;
+a 1x1 one 1.1-1.25 (0.95-0.98 at 7x7 or strided); a depthwise one 1.1-1.3. A reorder
 between the two layouts costs about 0.05 ms per MB, and so does a concat
 channels-last (blocked, the convolutions write its parts in place).
 
@@ -20,8 +20,8 @@ at a rate per kind, times the factor above) and of the reorders where a convolut
 reads a group laid out otherwise than its own output: starting from all blocked,
 each group in turn takes the cheaper layout given the others, until none changes.
 A convolution writing a blocked group from a channels-last one runs blocked (its
-source reordered); the others of blocked groups keep oneDNN's choice (`any`). The model is a pure function of the
-shapes, so every compile of a model chooses alike.
+source reordered); the others of blocked groups keep oneDNN's choice (`any`). The
+model is a pure function of the shapes, so every compile of a model chooses alike.
 """
 
 from __future__ import annotations
@@ -113,17 +113,15 @@ def choose(ops, tensors) -> dict[str, str]:
             for n in names[1:]:
                 join(names[0], n)
         elif op.optype == CONV:
-            src, dst = op.tensors_in["src"], op.tensors_out["dst"]
-            residual = op.tensors_in.get("residual")
-            if residual is not None:
-                join(dst, residual)
+            if op.tensors_in.get("residual") is not None:
+                join(op.tensors_out["dst"], op.tensors_in["residual"])
             convs.append(op)
     if not convs:
         return {}
-    # Per group: [(blocked time, factor)] of the convolutions writing it; per
-    # convolution reading another group than it writes: (src group, dst group, bytes).
+    # Per group: [(blocked ms, channels-last factor)] of what writes it, and the
+    # groups its convolutions read or its readers write, with the ms of a reorder.
     writers: dict[str, list[tuple[float, float]]] = {}
-    crossings: list[tuple[str, str, float]] = []
+    borders: dict[str, list[tuple[str, float]]] = {}
     for op in convs:
         src, dst = op.tensors_in["src"], op.tensors_out["dst"]
         shapes = (tensors[src].shape, tensors[op.tensors_in["weight"]].shape,
@@ -131,8 +129,10 @@ def choose(ops, tensors) -> dict[str, str]:
         factor = channels_last_factor(*shapes, stride=op.values.get("stride", (1, 1)))
         writers.setdefault(find(dst), []).append((_blocked_ms(*shapes), factor))
         if find(src) != find(dst):
-            crossings.append((find(src), find(dst), tensors[src].nbytes * REORDER))
-    for op in ops:  # a concat channels-last copies its parts
+            ms = tensors[src].nbytes * REORDER
+            borders.setdefault(find(src), []).append((find(dst), ms))
+            borders.setdefault(find(dst), []).append((find(src), ms))
+    for op in ops:  # channels-last, a concat copies its parts (twice its blocked 0 ms)
         if op.optype == "concat_dnnl" and find(op.tensors_out["dst"]) in writers:
             writers[find(op.tensors_out["dst"])].append(
                 (tensors[op.tensors_out["dst"]].nbytes * REORDER, 2.0))
@@ -141,12 +141,8 @@ def choose(ops, tensors) -> dict[str, str]:
 
     def cost(group: str, channels_last: bool) -> float:
         total = sum(t * (f if channels_last else 1.0) for t, f in writers[group])
-        for a, b, ms in crossings:
-            if a == group and b in last and last[b] != channels_last:
-                total += ms
-            elif b == group and a in last and last[a] != channels_last:
-                total += ms
-        return total
+        return total + sum(ms for other, ms in borders.get(group, ())
+                           if last.get(other, channels_last) != channels_last)
 
     for _ in range(10):
         changed = False
