@@ -1146,19 +1146,25 @@ def test_a_pool_of_a_plain_source_runs_channels_last(kind):
 AVX2 = capi.library().cpu_isa.startswith("avx2")
 
 
-@pytest.mark.skipif(not AVX2, reason="the time model of conv_layouts is AVX2's")
-def test_small_3x3_convolutions_run_channels_last_with_the_group_they_write():
-    """3x3 convolutions of 64 channels at 16x16 run channels-last (oneDNN's brgemm
-    kernel), and so does the 1x1 one writing the residual their block adds to (one
-    group of tensors) and the small 1x1 one after it (a reorder would cost more than
-    it loses); the block agrees with cpu."""
+def small_residual_block():
+    """1x1 convolution, two 3x3 ones of 64 channels at 16x16 adding the first's output
+    (a fused residual), a 1x1 one."""
     m = ModelBuilder()
     x = m.relu(m.conv(m.input("data", [1, 16, 16, 16]), 16, 64, 1))
     y = m.relu(m.conv(x, 64, 64, 3, pad=1))
     y = m.conv(y, 64, 64, 3, pad=1)
     z = m.relu(m.op("elew", {"src1": y, "src2": x}, elew_op="TL_SUM"))
     m.conv(z, 64, 24, 1)
-    ctx = check_against_cpu(m.to_dict())
+    return m.to_dict()
+
+
+@pytest.mark.skipif(not AVX2, reason="the time model of conv_layouts is AVX2's")
+def test_small_3x3_convolutions_run_channels_last_with_the_group_they_write():
+    """3x3 convolutions of 64 channels at 16x16 run channels-last (oneDNN's brgemm
+    kernel), and so does the 1x1 one writing the residual their block adds to (one
+    group of tensors) and the small 1x1 one after it (a reorder would cost more than
+    it loses); the block agrees with cpu."""
+    ctx = check_against_cpu(small_residual_block())
     convs = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
     assert [op.values["layout"] for op in convs] == ["channels_last"] * 4
     assert convs[2].tensors_in.get("residual") is not None  # the add fused as a sum
@@ -1166,6 +1172,27 @@ def test_small_3x3_convolutions_run_channels_last_with_the_group_they_write():
         assert ctx.tensors[op.tensors_in["src"]].layout.format == "acdb"
     for op in convs[1:3]:
         assert "brgconv" in op.values["call"].impl_info, op.values["call"].impl_info
+
+
+@pytest.mark.skipif(not AVX2, reason="the time model of conv_layouts is AVX2's")
+def test_the_layout_choice_round_trips_in_the_compiled_ir():
+    """The compiled IR records each convolution's layout param; run again from it, the
+    model computes the same bytes, and compiling it again changes nothing."""
+    doc = small_residual_block()
+    inputs = random_inputs(doc)
+    ctx = compiled(doc, "dnnl", load=True)
+    ours = run(ctx, inputs)
+    text = ctx.print()
+    assert text.count("channels_last") == 4
+    again = Context()
+    again.init(json.loads(text))
+    again.load()
+    out = run(again, inputs)
+    for name in ours:
+        np.testing.assert_array_equal(out[name], ours[name])
+    again.unload()
+    again.compile("dnnl")
+    assert again.print() == text
 
 
 def test_a_weight_two_convolutions_read_is_reordered_for_each():
