@@ -827,7 +827,7 @@ def test_a_concat_of_whole_channel_blocks_is_written_in_place(channels):
     x = m.input("data", [1, 3, 9, 9])
     parts = [m.conv(x, 3, c, 3, pad=1) for c in channels]
     y = m.op("concat", {f"src{i + 1}": p for i, p in enumerate(parts)}, axis=1)
-    m.relu(m.conv(y, sum(channels), 16, 3, pad=1))
+    m.relu(m.conv(y, sum(channels), 16, 1))  # (a 3x3 one here runs channels-last)
     ctx = check_against_cpu(m.to_dict(), optypes=["concat_dnnl"])
     (op,) = [op for op in ctx.ops if op.optype == "concat_dnnl"]
     dst = ctx.tensors[op.tensors_out["dst"]]
@@ -1175,17 +1175,82 @@ def test_grouped_convolutions_of_odd_group_widths_run_fast_kernels(c, group, k, 
 
 @pytest.mark.parametrize("k,group", [(7, 16), (3, 16), (3, 1)])
 def test_a_plain_source_is_reordered_rather_than_convolved_by_gemm(k, group):
-    """A max pool of the (plain) input writes plain; oneDNN convolves a plain source by
+    """A relu of the (plain) input writes plain; oneDNN convolves a plain source by
     im2col and a GEMM (`gemm:jit`, a depthwise 7x7 several times slower than its direct
     kernel), so the convolution reorders it into the layout it prefers first."""
     m = ModelBuilder()
-    x = m.op("maxpool2d", {"src": m.input("data", [1, 16, 17, 17])}, size=[2, 2],
-             stride=[1, 1], padding=[0, 0, 0, 0])
+    x = m.relu(m.input("data", [1, 16, 17, 17]))
     m.conv(x, 16, 16, k, pad=k // 2, group=group)
     ctx = check_against_cpu(m.to_dict())
     (conv,) = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
     assert ctx.tensors[conv.tensors_in["src"]].layout is None
     assert "gemm" not in conv.values["call"].impl_info, conv.values["call"].impl_info
+
+
+@pytest.mark.parametrize("kind", ["maxpool2d", "avgpool2d"])
+def test_a_pool_of_a_plain_source_runs_channels_last(kind):
+    """oneDNN pools a plain source by a simple loop (`simple_nchw`, 50x its jit kernel on
+    AlexNet's first max pool): the pool reads the input channels-last instead."""
+    m = ModelBuilder()
+    x = m.op(kind, {"src": m.input("data", [1, 13, 17, 17])}, size=[3, 3], stride=[2, 2],
+             padding=[0, 0, 0, 0])
+    m.relu(x)
+    ctx = check_against_cpu(m.to_dict())
+    (pool,) = [op for op in ctx.ops if op.optype == f"{kind}_dnnl"]
+    assert pool.values["call"].impl_info.startswith("jit"), pool.values["call"].impl_info
+    assert ctx.tensors[pool.tensors_out["dst"]].layout.format == "acdb"
+
+
+AVX2 = capi.library().cpu_isa.startswith("avx2")
+
+
+def small_residual_block():
+    """1x1 convolution, two 3x3 ones of 64 channels at 16x16 adding the first's output
+    (a fused residual), a 1x1 one."""
+    m = ModelBuilder()
+    x = m.relu(m.conv(m.input("data", [1, 16, 16, 16]), 16, 64, 1))
+    y = m.relu(m.conv(x, 64, 64, 3, pad=1))
+    y = m.conv(y, 64, 64, 3, pad=1)
+    z = m.relu(m.op("elew", {"src1": y, "src2": x}, elew_op="TL_SUM"))
+    m.conv(z, 64, 24, 1)
+    return m.to_dict()
+
+
+@pytest.mark.skipif(not AVX2, reason="the time model of conv_layouts is AVX2's")
+def test_small_3x3_convolutions_run_channels_last_with_the_group_they_write():
+    """3x3 convolutions of 64 channels at 16x16 run channels-last (oneDNN's brgemm
+    kernel), and so does the 1x1 one writing the residual their block adds to (one
+    group of tensors) and the small 1x1 one after it (a reorder would cost more than
+    it loses); the block agrees with cpu."""
+    ctx = check_against_cpu(small_residual_block())
+    convs = [op for op in ctx.ops if op.optype == "conv2d_dnnl"]
+    assert [op.values["layout"] for op in convs] == ["channels_last"] * 4
+    assert convs[2].tensors_in.get("residual") is not None  # the add fused as a sum
+    for op in convs[1:]:
+        assert ctx.tensors[op.tensors_in["src"]].layout.format == "acdb"
+    for op in convs[1:3]:
+        assert "brgconv" in op.values["call"].impl_info, op.values["call"].impl_info
+
+
+@pytest.mark.skipif(not AVX2, reason="the time model of conv_layouts is AVX2's")
+def test_the_layout_choice_round_trips_in_the_compiled_ir():
+    """The compiled IR records each convolution's layout param; run again from it, the
+    model computes the same bytes, and compiling it again changes nothing."""
+    doc = small_residual_block()
+    inputs = random_inputs(doc)
+    ctx = compiled(doc, "dnnl", load=True)
+    ours = run(ctx, inputs)
+    text = ctx.print()
+    assert text.count("channels_last") == 4
+    again = Context()
+    again.init(json.loads(text))
+    again.load()
+    out = run(again, inputs)
+    for name in ours:
+        np.testing.assert_array_equal(out[name], ours[name])
+    again.unload()
+    again.compile("dnnl")
+    assert again.print() == text
 
 
 def test_a_weight_two_convolutions_read_is_reordered_for_each():

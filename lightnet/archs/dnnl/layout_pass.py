@@ -36,6 +36,7 @@ converts where a dnnl op reads a tensor held in the other data type.
 
 from __future__ import annotations
 
+from lightnet.archs.dnnl import conv_layouts
 from lightnet.archs.registry import get_arch, get_proto
 from lightnet.ir.op import Op, unique_name
 from lightnet.ir.param import Param
@@ -73,6 +74,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     if not any(_is_dnnl(op) for op in ops):
         return
     tensors = ctx.tensors
+    chose = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else False
     producer = {n: op for op in ops for n in op.tensors_out.values()}
     readers = {n: [ctx.dfg.ops[r] for r in ctx.dfg.consumers.get(n, [])] for n in tensors}
     outputs = set(ctx.outputs)
@@ -181,7 +183,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                     if _is_dnnl(r):
                         ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
                 result.append(new_op(REORDER, new, name, to="plain"))
-    if len(result) == len(ops):
+    if len(result) == len(ops) and not chose:
         return
     ctx.remove_ops(0, len(ops))
     for op, arg, new in ins:
@@ -190,6 +192,24 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         op.tensors_out[arg] = new
     ctx.add_ops(0, result)
     _drop_copies(ctx)
+
+
+def _choose_conv_layouts(ops, tensors) -> bool:
+    """Set the `layout` param of each convolution to the one conv_layouts chooses
+    (blocked, channels_last, or any: left out); whether one changed."""
+    chosen = conv_layouts.choose(ops, tensors)
+    changed = False
+    for op in ops:
+        if op.optype != conv_layouts.CONV:
+            continue
+        layout = chosen.get(op.name, "any")
+        if op.values.get("layout", "any") != layout:
+            if layout == "any":
+                del op.params["layout"]
+            else:
+                op.params["layout"] = Param.from_value("layout", layout)
+            changed = True
+    return changed
 
 
 def _drop_copies(ctx) -> None:

@@ -335,16 +335,20 @@ def _post_ops(residual, activation: str, **params):
 
 
 def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
-           activation="none", **act) -> int:
+           activation="none", layout="any", **act) -> int:
     """A convolution with its fused residual (a sum post-op: dst is the residual's
     memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
     bias may be None.
 
-    It reads its source in the layout the producer chose. Where oneDNN has no direct
-    implementation for that layout with its own choice of output (it would run its
-    GEMM-based or reference one), the output takes the source's layout; failing that,
-    the source is reordered first, into the op's scratch, to the layout the convolution
-    prefers, if that runs a faster kernel (_slowness)."""
+    `layout` "any": it reads its source in the layout the producer chose. Where oneDNN
+    has no direct implementation for that layout with its own choice of output (it
+    would run its GEMM-based or reference one), the output takes the source's layout;
+    failing that, the source is reordered first, into the op's scratch, to the layout
+    the convolution prefers, if that runs a faster kernel (_slowness).
+    "channels_last" or "blocked" (the layout pass's choice on AVX2,
+    lightnet.archs.dnnl.conv_layouts): source and output in that layout, a source held
+    otherwise reordered first, unless the residual is held otherwise or that kernel is
+    slower (then as "any")."""
     pending = residual is not None and _pending(residual)
     fixed_dst = residual is not None and not pending
 
@@ -355,18 +359,21 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
             src=src_layout, dst=dst_layout,
             post_ops=_post_ops(residual, activation, **act))
 
-    src_layout = _layout(src, chooses=True)
-    dst_layout = _layout(residual) if fixed_dst else "any"
-    kernel = create(src_layout, dst_layout)
     before = {}
-    if _slowness(kernel) and src_layout != "any":
-        if not fixed_dst and _format(src) in primitives.TAGS_4D:
-            kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
-        if _slowness(kernel):
-            preferred = create("any", dst_layout)
-            if _slowness(preferred) < _slowness(kernel):
-                before["src"] = _create(primitives.reorder, _desc(src), preferred.descs["src"])
-                kernel = preferred
+    kernel = _chosen(create, layout, src, residual if fixed_dst else None, before)
+    if kernel is None:
+        src_layout = _layout(src, chooses=True)
+        dst_layout = _layout(residual) if fixed_dst else "any"
+        kernel = create(src_layout, dst_layout)
+        if _slowness(kernel) and src_layout != "any":
+            if not fixed_dst and _format(src) in primitives.TAGS_4D:
+                kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
+            if _slowness(kernel):
+                preferred = create("any", dst_layout)
+                if _slowness(preferred) < _slowness(kernel):
+                    before["src"] = _create(primitives.reorder, _desc(src),
+                                            preferred.descs["src"])
+                    kernel = preferred
     if pending:
         record(residual, kernel.descs["dst"])
     if residual is not None:
@@ -374,6 +381,28 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
     call = Call(kernel, {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"},
                 {"src": src, "weight": weight, "bias": bias, "dst": dst}, before)
     return _settle(op, call)
+
+
+# The blocked layout of conv_layouts' "blocked" (AVX2's block of 8 channels).
+BLOCKED = "aBcd8b"
+
+
+def _chosen(create, layout: str, src, residual, before: dict):
+    """The convolution in the layout the layout pass chose for it (`layout`
+    channels_last or blocked), its source reordered into it first where the producer holds it
+    otherwise (`before`); None for "any", where a given residual (its output's memory)
+    is held otherwise, or where that kernel is not direct."""
+    if layout == "any":
+        return None
+    tag = "acdb" if layout == "channels_last" else BLOCKED
+    kernel = create(_tagged(src.shape, _dtype(src), (tag,))[0], tag)
+    if _slowness(kernel):
+        return None
+    if residual is not None and _desc(residual) != kernel.descs["dst"]:
+        return None
+    if not _pending(src) and _desc(src) != kernel.descs["src"]:
+        before["src"] = _create(primitives.reorder, _desc(src), kernel.descs["src"])
+    return kernel
 
 
 def _reference(kernel) -> bool:
@@ -652,12 +681,27 @@ def shuffle(op, src, dst, *, group) -> int:
 
 def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
            count_include_pad=False) -> int:
-    """Max or average pooling, reading its source in the producer's layout."""
-    kernel = _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride, padding=padding,
-                               dilation=dilation, ceil_mode=ceil_mode,
-                               count_include_pad=count_include_pad, dtype=_dtype(src),
-                               src=_layout(src))
-    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+    """Max or average pooling, reading its source in the producer's layout; a plain
+    one channels-last instead (reordered first, into the op's scratch, unless left to
+    it), where oneDNN has no jit kernel for plain (its `simple_nchw` loop took 2.4 ms
+    on AlexNet's 3x3 max pool of 64x55x55, its jit kernel channels-last 0.05)."""
+
+    def create(layout):
+        return _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride,
+                       padding=padding, dilation=dilation, ceil_mode=ceil_mode,
+                       count_include_pad=count_include_pad, dtype=_dtype(src), src=layout)
+
+    kernel = create(_layout(src))
+    before = {}
+    if not kernel.impl_info.startswith("jit") and _format(src) in (None, PENDING):
+        acdb = _tagged(src.shape, _dtype(src), ("acdb",))[0]
+        again = create(acdb)
+        if again.impl_info.startswith("jit"):
+            if not _pending(src):
+                before["src"] = _create(primitives.reorder, _desc(src), acdb)
+            kernel = again
+    return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst},
+                            before))
 
 
 def resample(op, src, dst, *, mode: str) -> int:

@@ -356,7 +356,7 @@ def conv2d_dnnl_scratch(op, tensors):
     dst, stride, padding, dilation = ck.get("dst", "stride", "padding", "dilation")
     group, activation, negslope = ck.get("group", "activation", "negslope")
     clip_min, clip_max, hard_alpha = ck.get("clip_min", "clip_max", "hard_alpha")
-    hard_beta, swish_alpha = ck.get("hard_beta", "swish_alpha")
+    hard_beta, swish_alpha, layout = ck.get("hard_beta", "swish_alpha", "layout")
     ck.scratch(
         dnnl.conv2d(
             op,
@@ -376,6 +376,7 @@ def conv2d_dnnl_scratch(op, tensors):
             hard_alpha=hard_alpha,
             hard_beta=hard_beta,
             swish_alpha=swish_alpha,
+            layout=layout,
         )
     )
 
@@ -397,7 +398,16 @@ CONV2D_DNNL = replace(
         *CONV2D.tensors_in,
         TensorArg("residual", optional=True, sametype="src"),
     ),
-    params=(*CONV2D.params, *ACTIVATION_DNNL),
+    params=(
+        *CONV2D.params,
+        *ACTIVATION_DNNL,
+        ParamArg(
+            "layout",
+            ParamType.STRING,
+            "any",
+            choices=("any", "blocked", "channels_last"),
+        ),
+    ),
     pre_run=conv2d_dnnl_pre_run,
     scratch=conv2d_dnnl_scratch,
     load=conv2d_dnnl_load,
