@@ -1109,22 +1109,39 @@ def rearange(
 def reduce(
     src: Tensor,
     *,
-    func: Literal["mean", "sum", "max", "min"],
+    func: Literal[
+        "mean",
+        "sum",
+        "max",
+        "min",
+        "prod",
+        "sum_square",
+        "l1",
+        "l2",
+        "log_sum",
+        "log_sum_exp",
+    ],
     axes: Sequence[int],
     keepdims: bool = True,
     name: str | None = None,
 ) -> Tensor:
-    """dst = the mean, sum, max or min (`func`) of `src` over `axes` (ONNX ReduceMean,
-    ReduceSum, ReduceMax, ReduceMin), computed in `src`'s dtype: integer sums wrap
-    around. With `keepdims` the reduced axes stay with size 1, else they are dropped
-    (all of them: dst is [1]). mean takes TL_FLOAT or TL_DOUBLE, the others every
-    numeric dtype.
+    """dst = the `func` reduction of `src` over `axes`: mean, sum, max, min, prod,
+    sum_square (the sum of squares), l1 (the sum of absolute values), l2 (the root of
+    the sum of squares), log_sum (the log of the sum) or log_sum_exp (the log of the sum
+    of exps, computed from the maxima so that it does not overflow) (ONNX ReduceMean,
+    ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2,
+    ReduceLogSum, ReduceLogSumExp), computed in `src`'s dtype: integer sums and products
+    wrap around. With `keepdims` the reduced axes stay with size 1, else they are
+    dropped (all of them: dst is [1]). mean, l2, log_sum and log_sum_exp take TL_FLOAT
+    or TL_DOUBLE, the others every numeric dtype.
 
     Args:
         src: The input. (dtype numeric)
-        func: The reduction. (a mean is taken of floating-point values)
-        axes: The axes reduced. (each >= 0; each < src.ndim; at least one axis is
-            reduced; no axis is named twice)
+        func: The reduction. (a mean, a root or a log is taken of floating-point values)
+        axes: The axes reduced; none: each element is reduced alone (ONNX's
+            noop_with_empty_axes: sum_square squares it, l1 and l2 take its absolute
+            value, log_sum its log). (each >= 0; each < src.ndim; no axis is named
+            twice)
         keepdims: Keep the reduced axes with size 1.
         name: The op's name, and its output's; None: `reduce` and a number not taken.
 

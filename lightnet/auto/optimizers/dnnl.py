@@ -67,7 +67,10 @@ def expand_reduce(ctx, target):
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if any(op.ins.src.shape[a] > 1 for a in op.params.axes):
+    if any(op.ins.src.shape[a] > 1 for a in op.params.axes) and op.params.func not in (
+        "log_sum",
+        "log_sum_exp",
+    ):
         return [b.op("reduce_dnnl", like=op)]
     return None
 

@@ -1,0 +1,100 @@
+"""The standard ONNX operators beyond CNN blocks (reductions, strided slices, TopK,
+ArgMax / ArgMin, GatherND, ScatterElements, DepthToSpace / SpaceToDepth, group and
+instance normalization): small onnx.helper graphs run by LightNet and by ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+from lightnet.frontends import onnx as onnx2ln  # noqa: E402
+from tests.frontends.onnxutil import init, run_lightnet, run_ort  # noqa: E402
+
+RNG = np.random.default_rng(2028)
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def model(nodes, inputs, outputs, inits=(), opset=18):
+    """A model of `nodes`; inputs and outputs are (name, shape[, elem type]), float by
+    default, an output shape None for ONNX to infer."""
+    def vi(spec):
+        name, shape, *elem = spec
+        return helper.make_tensor_value_info(name, elem[0] if elem else F, shape)
+
+    graph = helper.make_graph(nodes, "g", [vi(i) for i in inputs], [vi(o) for o in outputs],
+                              list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def check(m, feeds, tmp_path, rtol=1e-5, atol=1e-6):
+    """LightNet's outputs equal ONNX Runtime's: values, dtype and shape. Returns the IR."""
+    want = run_ort(m, feeds)
+    got, ir = run_lightnet(m, feeds, tmp_path)
+    for name, value in want.items():
+        assert (got[name].dtype, got[name].shape) == (value.dtype, value.shape), name
+        np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+    return ir
+
+
+def optypes(ir):
+    return [op["optype"] for op in ir["ops"] if op["optype"] not in ("input", "create")]
+
+
+def refusal(m) -> str:
+    with pytest.raises(onnx2ln.UnsupportedModelError) as info:
+        onnx2ln.convert(m)
+    return str(info.value)
+
+
+# --- reductions ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                                "ReduceLogSum", "ReduceLogSumExp", "ReduceMean", "ReduceMax"])
+@pytest.mark.parametrize("axes,keepdims", [([1], 1), ([0, -1], 0), (None, 1)])
+def test_reductions_match_onnxruntime(op, axes, keepdims, tmp_path):
+    ins, inits = ["x"], []
+    if axes is not None:
+        ins.append("axes")
+        inits.append(init("axes", np.array(axes, np.int64)))
+    m = model([helper.make_node(op, ins, ["y"], keepdims=keepdims)], [("x", [2, 3, 4])],
+              [("y", None)], inits)
+    x = RNG.uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+    ir = check(m, {"x": x}, tmp_path)
+    assert "reduce" in optypes(ir)
+
+
+def test_reduction_of_an_older_opset_takes_axes_as_attribute(tmp_path):
+    m = model([helper.make_node("ReduceL2", ["x"], ["y"], axes=[2], keepdims=0)],
+              [("x", [2, 3, 4])], [("y", None)], opset=13)
+    check(m, {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32)}, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                                "ReduceProd"])
+def test_empty_axes_with_noop_reduce_each_element_alone(op, tmp_path):
+    m = model([helper.make_node(op, ["x", "axes"], ["y"], noop_with_empty_axes=1)],
+              [("x", [2, 3])], [("y", None)], [init("axes", np.zeros(0, np.int64))])
+    ir = check(m, {"x": RNG.uniform(0.5, 2, (2, 3)).astype(np.float32)}, tmp_path)
+    assert "reduce" not in optypes(ir) if op == "ReduceProd" else "reduce" in optypes(ir)
+
+
+def test_integer_reductions_and_float_only_ones(tmp_path):
+    m = model([helper.make_node("ReduceProd", ["x"], ["y"], keepdims=0),
+               helper.make_node("ReduceL1", ["x"], ["z"], keepdims=0)],
+              [("x", [2, 3], TensorProto.INT32)],
+              [("y", None, TensorProto.INT32), ("z", None, TensorProto.INT32)])
+    check(m, {"x": np.array([[1, -2, 3], [4, 5, -6]], np.int32)}, tmp_path)
+    m = model([helper.make_node("ReduceLogSumExp", ["x"], ["y"])],
+              [("x", [2, 3], TensorProto.INT32)], [("y", None, TensorProto.INT32)])
+    assert "ReduceLogSumExp" in refusal(m) and "float" in refusal(m)
+
+
+def test_axes_computed_at_run_time_are_refused():
+    m = model([helper.make_node("ReduceL1", ["x", "axes"], ["y"])],
+              [("x", [2, 3]), ("axes", [1], I64)], [("y", None)])
+    assert "axes 'axes' must be a constant" in refusal(m)
