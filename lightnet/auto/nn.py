@@ -11,6 +11,7 @@ from lightnet.ir.builder import Action, Tensor, apply
 
 __all__ = [
     "arange",
+    "arg_reduce",
     "avgpool2d",
     "batchnorm",
     "bn2scale_wts",
@@ -100,6 +101,45 @@ def arange(
     """
     return apply(
         "arange", {}, {"dtype": dtype, "start": start, "stop": stop, "step": step}, name
+    )
+
+
+def arg_reduce(
+    src: Tensor,
+    *,
+    func: Literal["max", "min"],
+    axis: int,
+    keepdims: bool = True,
+    select_last_index: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """dst = the index along `axis` of the maximum or minimum (`func`) of `src` (ONNX
+    ArgMax, ArgMin): the first one on ties, the last with `select_last_index`. With
+    `keepdims` the axis stays with size 1, else it is dropped (a 1-D src gives [1]).
+    Every numeric dtype; dst is TL_INT32.
+
+    Args:
+        src: The tensor searched. (dtype numeric)
+        func: Search the maxima or the minima.
+        axis: The axis searched. (>= 0; < src.ndim)
+        keepdims: Keep the axis with size 1.
+        select_last_index: On ties take the last index.
+        name: The op's name, and its output's; None: `arg_reduce` and a number not
+            taken.
+
+    Returns:
+        dst: The indices.
+    """
+    return apply(
+        "arg_reduce",
+        {"src": src},
+        {
+            "func": func,
+            "axis": axis,
+            "keepdims": keepdims,
+            "select_last_index": select_last_index,
+        },
+        name,
     )
 
 

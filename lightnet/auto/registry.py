@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from lightnet.auto.ops import arange as arange_ops
+from lightnet.auto.ops import arg_reduce as arg_reduce_ops
 from lightnet.auto.ops import avgpool2d as avgpool2d_ops
 from lightnet.auto.ops import batchnorm as batchnorm_ops
 from lightnet.auto.ops import bn2scale_wts as bn2scale_wts_ops
@@ -60,6 +61,7 @@ OP_PROTOS = {
     proto.optype: proto
     for family in (
         arange_ops,
+        arg_reduce_ops,
         avgpool2d_ops,
         batchnorm_ops,
         bn2scale_wts_ops,

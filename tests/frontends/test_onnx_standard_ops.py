@@ -98,3 +98,22 @@ def test_axes_computed_at_run_time_are_refused():
     m = model([helper.make_node("ReduceL1", ["x", "axes"], ["y"])],
               [("x", [2, 3]), ("axes", [1], I64)], [("y", None)])
     assert "axes 'axes' must be a constant" in refusal(m)
+
+
+# --- ArgMax / ArgMin ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("attrs", [{}, {"axis": -1, "keepdims": 0},
+                                   {"axis": 1, "select_last_index": 1}])
+def test_arg_max_and_min_match_onnxruntime(op, attrs, tmp_path):
+    m = model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", [3, 4, 5])],
+              [("y", None, I64)], opset=13)
+    x = RNG.integers(-2, 3, (3, 4, 5)).astype(np.float32)  # ties
+    ir = check(m, {"x": x}, tmp_path)
+    assert optypes(ir)[0] == "arg_reduce"
+
+
+def test_arg_max_of_an_integer_tensor(tmp_path):
+    m = model([helper.make_node("ArgMax", ["x"], ["y"], axis=0, keepdims=0)],
+              [("x", [4, 2], TensorProto.INT32)], [("y", None, I64)], opset=11)
+    check(m, {"x": np.array([[1, 9], [7, 9], [7, 0], [-3, 2]], np.int32)}, tmp_path)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from lightnet.archs.cpu.kernels.reduce import (
+    arg_reduce,
     reduce,
     reduce_axes_shape,
     reduce_scratch,
@@ -228,3 +229,37 @@ def test_reduce_integers_in_their_dtype():
     reduce(np.array([[1, -5, 3], [7, 2, 2]], np.int32), dst, func="l1", axes=(1,),
            keepdims=False)
     assert dst.tolist() == [9, 11]
+
+
+# --- arg_reduce -------------------------------------------------------------------------
+
+def naive_arg(src, func, axis, last):
+    """Index of the first (or last) extreme of each line along `axis`, by a loop."""
+    moved = np.moveaxis(src, axis, -1)
+    out = np.zeros(moved.shape[:-1], np.int64)
+    for idx in np.ndindex(*moved.shape[:-1]):
+        line = list(moved[idx])
+        best = max(line) if func == "max" else min(line)
+        hits = [i for i, v in enumerate(line) if v == best]
+        out[idx] = hits[-1] if last else hits[0]
+    return np.expand_dims(out, axis)
+
+
+@pytest.mark.parametrize("func", ["max", "min"])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_arg_reduce_matches_a_loop_with_ties(func, axis, last, keepdims):
+    rng = np.random.default_rng(axis + 3 * last)
+    src = rng.integers(-2, 3, (3, 4, 5)).astype(np.float32)  # many ties
+    want = naive_arg(src, func, axis, last)
+    arena, dst = arena_view(reduce_axes_shape(src.shape, [axis], keepdims), np.int32)
+    assert arg_reduce(src, dst, func=func, axis=axis, keepdims=keepdims,
+                      select_last_index=last) is None
+    np.testing.assert_array_equal(dst, want.reshape(dst.shape))
+    assert_guards(arena)
+
+
+def test_arg_reduce_unknown_func():
+    with pytest.raises(ValueError, match="unknown arg reduction 'median'"):
+        arg_reduce(np.ones(3), np.empty(1, np.int32), func="median", axis=0, keepdims=True)

@@ -8,6 +8,7 @@ from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
     "REDUCE_FUNCS",
+    "arg_reduce",
     "maxreduce",
     "maxreduce_arg",
     "reduce",
@@ -152,3 +153,20 @@ def reduce(src: np.ndarray, dst: np.ndarray, *, func: str, axes, keepdims: bool,
     np.add.reduce(terms, axis=axes, keepdims=True, out=out)
     if func == "l2":
         np.sqrt(out, out=out)
+
+
+def arg_reduce(src: np.ndarray, dst: np.ndarray, *, func: str, axis: int, keepdims: bool,
+               select_last_index: bool = False) -> None:
+    """dst = the int32 index along `axis` of each maximum or minimum (`func`) of src, the
+    first one on ties or, with `select_last_index`, the last (ONNX ArgMax / ArgMin);
+    dst has reduce_axes_shape(src.shape, [axis], keepdims) and is written through its
+    kept-dims view. The last index is the first one in src reversed along `axis`."""
+    search = {"max": np.argmax, "min": np.argmin}.get(func)
+    if search is None:
+        raise ValueError(f"unknown arg reduction {func!r} (known: max, min)")
+    out = dst.reshape(reduce_shape(src.shape, axis))
+    if select_last_index:
+        found = search(np.flip(src, axis), axis=axis, keepdims=True)
+        np.subtract(src.shape[axis] - 1, found, out=out, casting="unsafe")
+    else:
+        np.copyto(out, search(src, axis=axis, keepdims=True), casting="unsafe")

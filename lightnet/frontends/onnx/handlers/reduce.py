@@ -1,5 +1,6 @@
 """Reductions over any axes: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
-ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp."""
+ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp; and the index of
+the extreme along one axis: ArgMax, ArgMin."""
 
 from __future__ import annotations
 
@@ -54,5 +55,23 @@ def reduce(c: Converter, n: Node, *, axes=None, keepdims=1, noop_with_empty_axes
         raise Unsupported("bool input")
     y = c.emit("reduce", {"src": x}, {"func": func, "axes": axes, "keepdims": bool(keepdims)},
                x.dtype, reduce_axes_shape(x.shape, axes, bool(keepdims)),
+               hint=n.name or n.outputs[0])
+    c.reshape_output(n, y, c.out_shape(n))
+
+
+@handler("ArgMax", 1, 11, 12, 13)
+@handler("ArgMin", 1, 11, 12, 13)
+def arg_reduce(c: Converter, n: Node, *, axis=0, keepdims=1, select_last_index=0):
+    """One arg_reduce op; its int32 indices are the int64 ones ONNX declares."""
+    from lightnet.archs.cpu.kernels import reduce_axes_shape
+
+    x = c.val(n.input(0))
+    if x.dtype == "TL_BOOL":
+        raise Unsupported("bool input")
+    axis = normalize_axes([axis], x.rank)[0]
+    y = c.emit("arg_reduce", {"src": x},
+               {"func": n.op_type[3:].lower(), "axis": axis, "keepdims": bool(keepdims),
+                "select_last_index": bool(select_last_index)},
+               "TL_INT32", reduce_axes_shape(x.shape, [axis], bool(keepdims)),
                hint=n.name or n.outputs[0])
     c.reshape_output(n, y, c.out_shape(n))
