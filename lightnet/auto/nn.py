@@ -54,6 +54,7 @@ __all__ = [
     "softmax",
     "sort1d",
     "sort1d_by_key",
+    "strided_slice",
     "submean",
     "swish",
     "tanh",
@@ -1345,6 +1346,33 @@ def sort1d_by_key(
     """
     return apply(
         "sort1d_by_key", {"src_key": src_key, "src_val": src_val}, {"dir": dir}, name
+    )
+
+
+def strided_slice(
+    src: Tensor, *, axis: int, start: int, step: int, len: int, name: str | None = None
+) -> Tensor:
+    """Take `len` entries of `src` along `axis`, `step` apart, from `start` (ONNX Slice
+    with steps: 2 takes every other entry, as Swin's and LeViT's patch merging do; -1
+    reverses). Accepts every dtype.
+
+    Args:
+        src: The tensor to slice.
+        axis: The axis to slice. (>= 0; < src.ndim)
+        start: First index taken. (>= 0; < src.shape[axis])
+        step: Distance between the indices taken (negative: backwards). (!= 0)
+        len: Number of entries taken. (> 0; the last index taken is inside the axis)
+        name: The op's name, and its output's; None: `strided_slice` and a number not
+            taken.
+
+    Returns:
+        dst: The entries taken, with `src`'s dtype.
+    """
+    return apply(
+        "strided_slice",
+        {"src": src},
+        {"axis": axis, "start": start, "step": step, "len": len},
+        name,
     )
 
 

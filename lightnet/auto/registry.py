@@ -48,6 +48,7 @@ from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.ops import softmax as softmax_ops
 from lightnet.auto.ops import sort1d as sort1d_ops
 from lightnet.auto.ops import sort1d_by_key as sort1d_by_key_ops
+from lightnet.auto.ops import strided_slice as strided_slice_ops
 from lightnet.auto.ops import submean as submean_ops
 from lightnet.auto.ops import swish as swish_ops
 from lightnet.auto.ops import tanh as tanh_ops
@@ -105,6 +106,7 @@ OP_PROTOS = {
         softmax_ops,
         sort1d_ops,
         sort1d_by_key_ops,
+        strided_slice_ops,
         submean_ops,
         swish_ops,
         tanh_ops,

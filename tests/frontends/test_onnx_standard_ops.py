@@ -117,3 +117,43 @@ def test_arg_max_of_an_integer_tensor(tmp_path):
     m = model([helper.make_node("ArgMax", ["x"], ["y"], axis=0, keepdims=0)],
               [("x", [4, 2], TensorProto.INT32)], [("y", None, I64)], opset=11)
     check(m, {"x": np.array([[1, 9], [7, 9], [7, 0], [-3, 2]], np.int32)}, tmp_path)
+
+
+# --- Slice with steps -------------------------------------------------------------------
+
+def test_patch_merging_takes_every_other_row_and_column(tmp_path):
+    """Swin's patch merging: x[:, 0::2, 0::2], x[:, 1::2, 0::2], ... concatenated."""
+    nodes, parts, inits = [], [], [init("axes", np.array([1, 2], np.int64)),
+                                    init("steps", np.array([2, 2], np.int64)),
+                                    init("ends", np.array([2**62, 2**62], np.int64))]
+    for k, (r, col) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
+        inits.append(init(f"starts{k}", np.array([r, col], np.int64)))
+        nodes.append(helper.make_node("Slice", ["x", f"starts{k}", "ends", "axes", "steps"],
+                                      [f"p{k}"]))
+        parts.append(f"p{k}")
+    nodes.append(helper.make_node("Concat", parts, ["y"], axis=-1))
+    m = model(nodes, [("x", [1, 8, 6, 3])], [("y", None)], inits, opset=13)
+    ir = check(m, {"x": RNG.standard_normal((1, 8, 6, 3)).astype(np.float32)}, tmp_path)
+    assert optypes(ir).count("strided_slice") == 8
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([-1], [-2**62], [1], [-1]),          # reversed
+    ([8, 1], [0, 5], [0, 2], [-3, 2]),    # backwards and forwards, clamped
+    ([0], [3], [-1], [5]),                # one entry: a plain slice
+])
+def test_slices_with_steps_match_onnxruntime(starts, ends, axes, steps, tmp_path):
+    inits = [init("s", np.array(starts, np.int64)), init("e", np.array(ends, np.int64)),
+             init("a", np.array(axes, np.int64)), init("t", np.array(steps, np.int64))]
+    m = model([helper.make_node("Relu", ["x"], ["r"]),
+               helper.make_node("Slice", ["r", "s", "e", "a", "t"], ["y"])],
+              [("x", [9, 4, 6])], [("y", None)], inits, opset=13)
+    check(m, {"x": RNG.standard_normal((9, 4, 6)).astype(np.float32)}, tmp_path)
+
+
+def test_an_empty_strided_slice_is_refused():
+    inits = [init("s", np.array([0], np.int64)), init("e", np.array([3], np.int64)),
+             init("a", np.array([0], np.int64)), init("t", np.array([-1], np.int64))]
+    m = model([helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])],
+              [("x", [4, 2])], [("y", None)], inits, opset=13)
+    assert "an empty slice" in refusal(m)
