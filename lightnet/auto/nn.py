@@ -58,6 +58,7 @@ __all__ = [
     "submean",
     "swish",
     "tanh",
+    "topk",
     "transform_bboxSQD",
     "transpose",
     "unary",
@@ -1436,6 +1437,42 @@ def tanh(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The values, in (-1, 1).
     """
     return apply("tanh", {"src": src}, {}, name)
+
+
+def topk(
+    src: Tensor,
+    *,
+    axis: int,
+    k: int,
+    largest: bool = True,
+    sorted: bool = True,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The `k` largest (or, without `largest`, smallest) entries of `src` along `axis`, in
+    order from the most extreme, and their indices (ONNX TopK; equal values in the order
+    of their indices). `sorted` false lets ONNX return them in any order; they come
+    sorted anyway. Every numeric dtype; `indices` is TL_INT32.
+
+    Args:
+        src: The tensor searched. (dtype numeric)
+        axis: The axis searched. (>= 0; < src.ndim)
+        k: How many entries are taken. (> 0; <= src.shape[axis])
+        largest: Take the largest (else the smallest).
+        sorted: ONNX's `sorted`; the result is sorted either way.
+        name: The op's name (its outputs are `<name>_<output>`); None: `topk` and a
+            number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        values: The k extreme entries of each line.
+        indices: Their indices along axis.
+    """
+    return apply(
+        "topk",
+        {"src": src},
+        {"axis": axis, "k": k, "largest": largest, "sorted": sorted},
+        name,
+    )
 
 
 def transform_bboxSQD(

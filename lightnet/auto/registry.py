@@ -52,6 +52,7 @@ from lightnet.auto.ops import strided_slice as strided_slice_ops
 from lightnet.auto.ops import submean as submean_ops
 from lightnet.auto.ops import swish as swish_ops
 from lightnet.auto.ops import tanh as tanh_ops
+from lightnet.auto.ops import topk as topk_ops
 from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
 from lightnet.auto.ops import transpose as transpose_ops
 from lightnet.auto.ops import unary as unary_ops
@@ -110,6 +111,7 @@ OP_PROTOS = {
         submean_ops,
         swish_ops,
         tanh_ops,
+        topk_ops,
         transform_bboxSQD_ops,
         transpose_ops,
         unary_ops,

@@ -157,3 +157,43 @@ def test_an_empty_strided_slice_is_refused():
     m = model([helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])],
               [("x", [4, 2])], [("y", None)], inits, opset=13)
     assert "an empty slice" in refusal(m)
+
+
+# --- TopK ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attrs", [{}, {"axis": 0, "largest": 0}])
+def test_topk_matches_onnxruntime(attrs, tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["r"]),
+               helper.make_node("TopK", ["r", "k"], ["v", "i"], **attrs)],
+              [("x", [4, 6])], [("v", None), ("i", None, I64)],
+              [init("k", np.array([3], np.int64))], opset=11)
+    x = RNG.integers(-3, 4, (4, 6)).astype(np.float32)  # ties, and zeros from the Relu
+    ir = check(m, {"x": x}, tmp_path)
+    assert "topk" in optypes(ir)
+
+
+def test_topk_unsorted_gives_the_same_entries(tmp_path):
+    """sorted 0 lets ONNX Runtime return the k entries in any order; LightNet sorts them."""
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, sorted=0)],
+              [("x", [4, 6])], [("v", None), ("i", None, I64)],
+              [init("k", np.array([3], np.int64))], opset=11)
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    want = run_ort(m, {"x": x})
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(got["v"], -np.sort(-want["v"], axis=1))
+    np.testing.assert_array_equal(np.sort(got["i"], axis=1), np.sort(want["i"], axis=1))
+    np.testing.assert_array_equal(np.take_along_axis(x, got["i"], axis=1), got["v"])
+
+
+def test_topk_of_opset_1_and_its_values_alone(tmp_path):
+    m = model([helper.make_node("TopK", ["x"], ["v", "i"], k=2)],
+              [("x", [3, 5])], [("v", None)], opset=1)
+    m.ir_version = 3
+    got, _ = run_lightnet(m, {"x": np.array([[1, 4, 2, 4, 0]] * 3, np.float32)}, tmp_path)
+    np.testing.assert_array_equal(got["v"], [[4, 4]] * 3)
+
+
+def test_topk_with_k_beyond_the_axis_is_refused():
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"])], [("x", [2, 3])],
+              [("v", None), ("i", None, I64)], [init("k", np.array([4], np.int64))], opset=11)
+    assert "K 4 for an axis of 3 (expected 1 to 3" in refusal(m)
