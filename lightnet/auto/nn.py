@@ -29,6 +29,7 @@ __all__ = [
     "forward",
     "fprint",
     "gather",
+    "gather_nd",
     "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
@@ -49,6 +50,7 @@ __all__ = [
     "relu",
     "reshape",
     "resize",
+    "scatter_elements",
     "sigmoid",
     "slice",
     "softmax",
@@ -721,6 +723,32 @@ def gather(
     return apply("gather", {"src": src, "indices": indices}, {"axis": axis}, name)
 
 
+def gather_nd(
+    src: Tensor, indices: Tensor, *, batch_dims: int = 0, name: str | None = None
+) -> Tensor:
+    """dst = the slices of `src` that the last axis of `indices` addresses (ONNX GatherND):
+    for each position p of indices.shape[:-1], the entry (or slice) of `src` at src[p's
+    first `batch_dims` indices][indices[p]]. Negative indices count from the end of
+    their axis; one outside it is an error when the model runs. Every dtype; `indices`
+    is TL_INT32 and may be computed.
+
+    Args:
+        src: The tensor gathered from.
+        indices: Index tuples along the last axis (of length q: src's axes batch_dims to
+            batch_dims + q). (dtype TL_INT32; the batch axes leave the axis of the index
+            tuples; each index tuple addresses between 1 and all of the non-batch axes
+            of src; indices and src have the same batch axes)
+        batch_dims: Leading axes taken together. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `gather_nd` and a number not taken.
+
+    Returns:
+        dst: The gathered entries.
+    """
+    return apply(
+        "gather_nd", {"src": src, "indices": indices}, {"batch_dims": batch_dims}, name
+    )
+
+
 def gelu(
     src: Tensor,
     *,
@@ -1250,6 +1278,43 @@ def resize(
         dst: The resampled tensor.
     """
     return apply("resize", {"src": src}, {"mode": mode, "dims": dims}, name)
+
+
+def scatter_elements(
+    data: Tensor,
+    indices: Tensor,
+    updates: Tensor,
+    *,
+    axis: int,
+    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """dst = `data` with each entry of `updates` written at the position that replaces its
+    own index along `axis` with the one `indices` holds there (ONNX ScatterElements);
+    with a `reduction` (add, mul, max, min) combined with what is there instead, every
+    update counted (several updates of one position: none keeps one of them). Negative
+    indices count from the end of the axis; one outside it is an error when the model
+    runs. Every dtype but TL_BOOL; `indices` is TL_INT32 and may be computed.
+
+    Args:
+        data: The tensor written into (a copy of it). (dtype numeric)
+        indices: Indices along axis, of updates' shape. (dtype TL_INT32; indices has
+            data's rank; indices is no larger than data along any axis)
+        updates: The values written. (dtype of data; shape of indices)
+        axis: The axis the indices are along. (>= 0; < data.ndim)
+        reduction: How an update combines with the entry it lands on.
+        name: The op's name, and its output's; None: `scatter_elements` and a number not
+            taken.
+
+    Returns:
+        dst: The result.
+    """
+    return apply(
+        "scatter_elements",
+        {"data": data, "indices": indices, "updates": updates},
+        {"axis": axis, "reduction": reduction},
+        name,
+    )
 
 
 def sigmoid(src: Tensor, *, name: str | None = None) -> Tensor:

@@ -22,6 +22,7 @@ from lightnet.auto.ops import erf as erf_ops
 from lightnet.auto.ops import forward as forward_ops
 from lightnet.auto.ops import fprint as fprint_ops
 from lightnet.auto.ops import gather as gather_ops
+from lightnet.auto.ops import gather_nd as gather_nd_ops
 from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
@@ -43,6 +44,7 @@ from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reorder as reorder_ops
 from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import resize as resize_ops
+from lightnet.auto.ops import scatter_elements as scatter_elements_ops
 from lightnet.auto.ops import sigmoid as sigmoid_ops
 from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.ops import softmax as softmax_ops
@@ -81,6 +83,7 @@ OP_PROTOS = {
         forward_ops,
         fprint_ops,
         gather_ops,
+        gather_nd_ops,
         gelu_ops,
         global_pool_ops,
         hard_sigmoid_ops,
@@ -102,6 +105,7 @@ OP_PROTOS = {
         reorder_ops,
         reshape_ops,
         resize_ops,
+        scatter_elements_ops,
         sigmoid_ops,
         slice_ops,
         softmax_ops,

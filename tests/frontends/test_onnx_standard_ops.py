@@ -197,3 +197,40 @@ def test_topk_with_k_beyond_the_axis_is_refused():
     m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"])], [("x", [2, 3])],
               [("v", None), ("i", None, I64)], [init("k", np.array([4], np.int64))], opset=11)
     assert "K 4 for an axis of 3 (expected 1 to 3" in refusal(m)
+
+
+# --- GatherND, ScatterElements ---------------------------------------------------------
+
+@pytest.mark.parametrize("batch_dims,ishape", [(0, [2, 3, 2]), (1, [2, 4, 1]), (0, [5, 3])])
+def test_gather_nd_of_computed_indices_matches_onnxruntime(batch_dims, ishape, tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["r"]),
+               helper.make_node("GatherND", ["r", "i"], ["y"], batch_dims=batch_dims)],
+              [("x", [2, 3, 4]), ("i", ishape, I64)], [("y", None)], opset=13)
+    q = ishape[-1]
+    dims = [2, 3, 4][batch_dims:batch_dims + q]
+    i = np.stack([RNG.integers(-d, d, ishape[:-1]) for d in dims], -1).astype(np.int64)
+    ir = check(m, {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32), "i": i}, tmp_path)
+    assert "gather_nd" in optypes(ir)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements_matches_onnxruntime(reduction, tmp_path):
+    m = model([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1,
+                                reduction=reduction)],
+              [("x", [3, 5]), ("i", [3, 2], I64), ("u", [3, 2])], [("y", None)], opset=18)
+    i = np.array([[0, 4], [-1, 2], [3, 1]], np.int64)
+    feeds = {"x": RNG.standard_normal((3, 5)).astype(np.float32), "i": i,
+             "u": RNG.standard_normal((3, 2)).astype(np.float32)}
+    check(m, feeds, tmp_path)
+
+
+def test_an_index_outside_its_axis_is_an_error_when_the_model_runs(tmp_path):
+    from lightnet import LightNetError
+
+    m = model([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0)],
+              [("x", [3]), ("i", [1], I64), ("u", [1])], [("y", None)], opset=13)
+    feeds = {"x": np.zeros(3, np.float32), "i": np.array([3], np.int64),
+             "u": np.ones(1, np.float32)}
+    with pytest.raises(LightNetError, match=r"\(scatter_elements.*\): run: IndexError: "
+                                            r"index 3 of axis 0 \(of 3 entries\)"):
+        run_lightnet(m, feeds, tmp_path)

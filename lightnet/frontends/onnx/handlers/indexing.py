@@ -52,3 +52,41 @@ def _topk(c: Converter, n: Node, k: int, axis: int, largest: bool):
                    {"values": (x.dtype, shape, n.outputs[0]),
                     "indices": ("TL_INT32", shape, n.outputs[1] if len(n.outputs) > 1 else "")},
                    hint=n.name or n.outputs[0])
+
+
+def _indices(c: Converter, name: str, what: str):
+    """An indices input: TL_INT32 (ONNX's int64 ones are range-checked into it)."""
+    v = c.val(name)
+    if v.dtype != "TL_INT32":
+        raise Unsupported(f"{what} of dtype {v.dtype} (expected int32 or int64)")
+    return v
+
+
+@handler("GatherND", 11, 12, 13)
+def gather_nd(c: Converter, n: Node, *, batch_dims=0):
+    x = c.val(n.input(0))
+    idx = _indices(c, n.input(1), "indices")
+    q = idx.shape[-1] if idx.rank else 0
+    if not 1 <= q <= x.rank - batch_dims:
+        raise Unsupported(f"index tuples of {q} for {x.rank - batch_dims} non-batch axes "
+                          "(expected 1 or more)")
+    shape = idx.shape[:-1] + x.shape[batch_dims + q:]
+    y = c.emit("gather_nd", {"src": x, "indices": idx}, {"batch_dims": batch_dims}, x.dtype,
+               shape or (1,), hint=n.name or n.outputs[0])
+    c.reshape_output(n, y, c.out_shape(n))
+
+
+@handler("Scatter", 9, 11)
+@handler("ScatterElements", 11, 13, 16, 18)
+def scatter_elements(c: Converter, n: Node, *, axis=0, reduction="none"):
+    data = c.val(n.input(0))
+    if data.dtype == "TL_BOOL":
+        raise Unsupported("bool data")
+    idx = _indices(c, n.input(1), "indices")
+    updates = c.val(n.input(2))
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise Unsupported(f"reduction {reduction}")
+    axis = normalize_axes([axis], data.rank)[0]
+    c.emit("scatter_elements", {"data": data, "indices": idx, "updates": updates},
+           {"axis": axis, "reduction": reduction}, data.dtype, data.shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])
