@@ -234,3 +234,30 @@ def test_an_index_outside_its_axis_is_an_error_when_the_model_runs(tmp_path):
     with pytest.raises(LightNetError, match=r"\(scatter_elements.*\): run: IndexError: "
                                             r"index 3 of axis 0 \(of 3 entries\)"):
         run_lightnet(m, feeds, tmp_path)
+
+
+# --- DepthToSpace, SpaceToDepth -----------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_matches_onnxruntime(mode, tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["r"]),
+               helper.make_node("DepthToSpace", ["r"], ["y"], blocksize=2, mode=mode)],
+              [("x", [2, 12, 3, 4])], [("y", None)], opset=13)
+    ir = check(m, {"x": RNG.standard_normal((2, 12, 3, 4)).astype(np.float32)}, tmp_path)
+    assert "transpose" in optypes(ir)
+
+
+def test_space_to_depth_matches_onnxruntime_and_inverts_depth_to_space(tmp_path):
+    m = model([helper.make_node("SpaceToDepth", ["x"], ["s"], blocksize=3),
+               helper.make_node("DepthToSpace", ["s"], ["y"], blocksize=3)],
+              [("x", [1, 2, 6, 9])], [("s", None), ("y", None)], opset=13)
+    x = RNG.standard_normal((1, 2, 6, 9)).astype(np.float32)
+    check(m, {"x": x}, tmp_path)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(got["y"], x)
+
+
+def test_space_to_depth_of_a_size_not_a_multiple_of_the_block_is_refused():
+    m = model([helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=4)],
+              [("x", [1, 2, 6, 8])], [("y", None)], opset=13)
+    assert "spatial size 6x8 for blocksize 4 (not multiples of it)" in refusal(m)

@@ -2,4 +2,4 @@
 (see dispatch.py for how a handler declares the attributes it accepts)."""
 
 from . import (activations, conv, elementwise, indexing, matmul, normalization,  # noqa: F401
-               reduce, resize, shape)
+               reduce, resize, shape, space_depth)
