@@ -33,6 +33,7 @@ __all__ = [
     "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
+    "groupnorm",
     "hard_sigmoid",
     "hard_swish",
     "layernorm",
@@ -805,6 +806,41 @@ def global_maxpool2d(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The maxima [N, C, 1, 1], with `src`'s dtype.
     """
     return apply("global_maxpool2d", {"src": src}, {}, name)
+
+
+def groupnorm(
+    src: Tensor,
+    scale: Tensor,
+    bias: Tensor,
+    *,
+    groups: int,
+    epsilon: float = 1e-05,
+    name: str | None = None,
+) -> Tensor:
+    """Group normalization (ONNX GroupNormalization; InstanceNormalization is one group per
+    channel): the channels (axis 1) of `src` [N, C, ...] are split into `groups` groups
+    of consecutive channels, and for each sample and group dst = (src - mean) / sqrt(var
+    + epsilon), mean and the biased variance taken over the group's channels and every
+    axis after them; then each channel c is multiplied by scale[c] and bias[c] is added.
+    TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src: The input [N, C, ...]. (dtype float; src has a channel axis)
+        scale: One factor per channel. (ndim 1; len src.shape[1]; dtype of src)
+        bias: One term per channel. (ndim 1; len src.shape[1]; dtype of src)
+        groups: Number of groups of channels. (> 0; the groups divide the channels)
+        epsilon: Added to the variance. (>= 0)
+        name: The op's name, and its output's; None: `groupnorm` and a number not taken.
+
+    Returns:
+        dst: The normalized values.
+    """
+    return apply(
+        "groupnorm",
+        {"src": src, "scale": scale, "bias": bias},
+        {"groups": groups, "epsilon": epsilon},
+        name,
+    )
 
 
 def hard_sigmoid(

@@ -25,6 +25,7 @@ from lightnet.auto.ops import gather as gather_ops
 from lightnet.auto.ops import gather_nd as gather_nd_ops
 from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
+from lightnet.auto.ops import groupnorm as groupnorm_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
@@ -86,6 +87,7 @@ OP_PROTOS = {
         gather_nd_ops,
         gelu_ops,
         global_pool_ops,
+        groupnorm_ops,
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,

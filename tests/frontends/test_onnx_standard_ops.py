@@ -261,3 +261,52 @@ def test_space_to_depth_of_a_size_not_a_multiple_of_the_block_is_refused():
     m = model([helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=4)],
               [("x", [1, 2, 6, 8])], [("y", None)], opset=13)
     assert "spatial size 6x8 for blocksize 4 (not multiples of it)" in refusal(m)
+
+
+# --- GroupNormalization, InstanceNormalization ---------------------------------------------
+
+def group_norm_reference(x, scale, bias, groups, epsilon):
+    """Per-channel scale and bias (GroupNormalization-21), in float64."""
+    n, c = x.shape[:2]
+    g = x.astype(np.float64).reshape(n, groups, -1)
+    y = (g - g.mean(2, keepdims=True)) / np.sqrt(g.var(2, keepdims=True) + epsilon)
+    return (y.reshape(n, c, -1) * scale[:, None] + bias[:, None]).reshape(x.shape)
+
+
+def test_group_normalization_21_per_channel(tmp_path):
+    m = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2,
+                                epsilon=1e-3)],
+              [("x", [2, 6, 3, 3]), ("s", [6]), ("b", [6])], [("y", None)], opset=21)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32)
+             for k, s in (("x", (2, 6, 3, 3)), ("s", (6,)), ("b", (6,)))}
+    got, ir = run_lightnet(m, feeds, tmp_path)
+    np.testing.assert_allclose(got["y"], group_norm_reference(feeds["x"], feeds["s"],
+                                                               feeds["b"], 2, 1e-3),
+                               rtol=1e-4, atol=1e-5)
+    assert "groupnorm" in optypes(ir)
+
+
+def test_group_normalization_18_repeats_the_group_scale_and_bias(tmp_path):
+    s, b = np.array([2.0, -1.0], np.float32), np.array([0.5, 0.0], np.float32)
+    m = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)],
+              [("x", [1, 4, 5])], [("y", None)], [init("s", s), init("b", b)], opset=18)
+    x = RNG.standard_normal((1, 4, 5)).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    want = group_norm_reference(x, np.repeat(s, 2), np.repeat(b, 2), 2, 1e-5)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_group_normalization_with_groups_not_dividing_the_channels_is_refused():
+    m = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=4)],
+              [("x", [1, 6, 5]), ("s", [6]), ("b", [6])], [("y", None)], opset=21)
+    assert "4 groups of the channels of [1, 6, 5]" in refusal(m)
+
+
+def test_instance_normalization_matches_onnxruntime(tmp_path):
+    m = model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)],
+              [("x", [2, 3, 4, 5])], [("y", None)],
+              [init("s", RNG.standard_normal(3).astype(np.float32)),
+               init("b", RNG.standard_normal(3).astype(np.float32))], opset=6)
+    check(m, {"x": RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)}, tmp_path,
+          rtol=1e-4, atol=1e-5)
