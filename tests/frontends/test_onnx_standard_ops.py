@@ -310,3 +310,35 @@ def test_instance_normalization_matches_onnxruntime(tmp_path):
                init("b", RNG.standard_normal(3).astype(np.float32))], opset=6)
     check(m, {"x": RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)}, tmp_path,
           rtol=1e-4, atol=1e-5)
+
+
+# --- blocks of real models ------------------------------------------------------------------
+
+def test_convnext_v2_global_response_normalization(tmp_path):
+    """ConvNeXt-V2's GRN (channels last): Gx = ReduceL2 over H, W; Nx = Gx / (mean_C(Gx) +
+    1e-6); y = gamma * (x * Nx) + beta + x."""
+    nodes = [
+        helper.make_node("ReduceL2", ["x", "hw"], ["gx"], keepdims=1),
+        helper.make_node("ReduceMean", ["gx", "c"], ["gm"], keepdims=1),
+        helper.make_node("Add", ["gm", "eps"], ["gd"]),
+        helper.make_node("Div", ["gx", "gd"], ["nx"]),
+        helper.make_node("Mul", ["x", "nx"], ["xn"]),
+        helper.make_node("Mul", ["xn", "gamma"], ["g"]),
+        helper.make_node("Add", ["g", "beta"], ["gb"]),
+        helper.make_node("Add", ["gb", "x"], ["y"]),
+    ]
+    inits = [init("hw", np.array([1, 2], np.int64)), init("c", np.array([-1], np.int64)),
+             init("eps", np.array(1e-6, np.float32)),
+             init("gamma", RNG.standard_normal(8).astype(np.float32)),
+             init("beta", RNG.standard_normal(8).astype(np.float32))]
+    m = model(nodes, [("x", [2, 5, 5, 8])], [("y", None)], inits, opset=18)
+    ir = check(m, {"x": RNG.standard_normal((2, 5, 5, 8)).astype(np.float32)}, tmp_path,
+               rtol=1e-4, atol=1e-5)
+    assert optypes(ir).count("reduce") == 2
+
+
+def test_tile_of_a_computed_tensor(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["r"]),
+               helper.make_node("Tile", ["r", "reps"], ["y"])],
+              [("x", [2, 3])], [("y", None)], [init("reps", np.array([3, 2], np.int64))])
+    check(m, {"x": RNG.standard_normal((2, 3)).astype(np.float32)}, tmp_path)
