@@ -11,6 +11,7 @@ from lightnet.ir.builder import Action, Tensor, apply
 
 __all__ = [
     "arange",
+    "arg_reduce",
     "avgpool2d",
     "batchnorm",
     "bn2scale_wts",
@@ -33,9 +34,11 @@ __all__ = [
     "fprint",
     "gather",
     "gather_elements",
+    "gather_nd",
     "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
+    "groupnorm",
     "hard_sigmoid",
     "hard_swish",
     "isnan",
@@ -57,15 +60,18 @@ __all__ = [
     "relu",
     "reshape",
     "resize",
+    "scatter_elements",
     "scatter_nd",
     "sigmoid",
     "slice",
     "softmax",
     "sort1d",
     "sort1d_by_key",
+    "strided_slice",
     "submean",
     "swish",
     "tanh",
+    "topk",
     "transform_bboxSQD",
     "transpose",
     "trilu",
@@ -112,6 +118,45 @@ def arange(
     """
     return apply(
         "arange", {}, {"dtype": dtype, "start": start, "stop": stop, "step": step}, name
+    )
+
+
+def arg_reduce(
+    src: Tensor,
+    *,
+    func: Literal["max", "min"],
+    axis: int,
+    keepdims: bool = True,
+    select_last_index: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """dst = the index along `axis` of the maximum or minimum (`func`) of `src` (ONNX
+    ArgMax, ArgMin): the first one on ties, the last with `select_last_index`. With
+    `keepdims` the axis stays with size 1, else it is dropped (a 1-D src gives [1]).
+    Every numeric dtype; dst is TL_INT32.
+
+    Args:
+        src: The tensor searched. (dtype numeric)
+        func: Search the maxima or the minima.
+        axis: The axis searched. (>= 0; < src.ndim)
+        keepdims: Keep the axis with size 1.
+        select_last_index: On ties take the last index.
+        name: The op's name, and its output's; None: `arg_reduce` and a number not
+            taken.
+
+    Returns:
+        dst: The indices.
+    """
+    return apply(
+        "arg_reduce",
+        {"src": src},
+        {
+            "func": func,
+            "axis": axis,
+            "keepdims": keepdims,
+            "select_last_index": select_last_index,
+        },
+        name,
     )
 
 
@@ -822,6 +867,32 @@ def gather_elements(
     )
 
 
+def gather_nd(
+    src: Tensor, indices: Tensor, *, batch_dims: int = 0, name: str | None = None
+) -> Tensor:
+    """dst = the slices of `src` that the last axis of `indices` addresses (ONNX GatherND):
+    for each position p of indices.shape[:-1], the entry (or slice) of `src` at src[p's
+    first `batch_dims` indices][indices[p]]. Negative indices count from the end of
+    their axis; one outside it is an error when the model runs. Every dtype; `indices`
+    is TL_INT32 and may be computed.
+
+    Args:
+        src: The tensor gathered from.
+        indices: Index tuples along the last axis (of length q: src's axes batch_dims to
+            batch_dims + q). (dtype TL_INT32; the batch axes leave the axis of the index
+            tuples; each index tuple addresses between 1 and all of the non-batch axes
+            of src; indices and src have the same batch axes)
+        batch_dims: Leading axes taken together. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `gather_nd` and a number not taken.
+
+    Returns:
+        dst: The gathered entries.
+    """
+    return apply(
+        "gather_nd", {"src": src, "indices": indices}, {"batch_dims": batch_dims}, name
+    )
+
+
 def gelu(
     src: Tensor,
     *,
@@ -878,6 +949,41 @@ def global_maxpool2d(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The maxima [N, C, 1, 1], with `src`'s dtype.
     """
     return apply("global_maxpool2d", {"src": src}, {}, name)
+
+
+def groupnorm(
+    src: Tensor,
+    scale: Tensor,
+    bias: Tensor,
+    *,
+    groups: int,
+    epsilon: float = 1e-05,
+    name: str | None = None,
+) -> Tensor:
+    """Group normalization (ONNX GroupNormalization; InstanceNormalization is one group per
+    channel): the channels (axis 1) of `src` [N, C, ...] are split into `groups` groups
+    of consecutive channels, and for each sample and group dst = (src - mean) / sqrt(var
+    + epsilon), mean and the biased variance taken over the group's channels and every
+    axis after them; then each channel c is multiplied by scale[c] and bias[c] is added.
+    TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src: The input [N, C, ...]. (dtype float; src has a channel axis)
+        scale: One factor per channel. (ndim 1; len src.shape[1]; dtype of src)
+        bias: One term per channel. (ndim 1; len src.shape[1]; dtype of src)
+        groups: Number of groups of channels. (> 0; the groups divide the channels)
+        epsilon: Added to the variance. (>= 0)
+        name: The op's name, and its output's; None: `groupnorm` and a number not taken.
+
+    Returns:
+        dst: The normalized values.
+    """
+    return apply(
+        "groupnorm",
+        {"src": src, "scale": scale, "bias": bias},
+        {"groups": groups, "epsilon": epsilon},
+        name,
+    )
 
 
 def hard_sigmoid(
@@ -1328,22 +1434,39 @@ def rearange(
 def reduce(
     src: Tensor,
     *,
-    func: Literal["mean", "sum", "max", "min"],
+    func: Literal[
+        "mean",
+        "sum",
+        "max",
+        "min",
+        "prod",
+        "sum_square",
+        "l1",
+        "l2",
+        "log_sum",
+        "log_sum_exp",
+    ],
     axes: Sequence[int],
     keepdims: bool = True,
     name: str | None = None,
 ) -> Tensor:
-    """dst = the mean, sum, max or min (`func`) of `src` over `axes` (ONNX ReduceMean,
-    ReduceSum, ReduceMax, ReduceMin), computed in `src`'s dtype: integer sums wrap
-    around. With `keepdims` the reduced axes stay with size 1, else they are dropped
-    (all of them: dst is [1]). mean takes TL_FLOAT or TL_DOUBLE, the others every
-    numeric dtype.
+    """dst = the `func` reduction of `src` over `axes`: mean, sum, max, min, prod,
+    sum_square (the sum of squares), l1 (the sum of absolute values), l2 (the root of
+    the sum of squares), log_sum (the log of the sum) or log_sum_exp (the log of the sum
+    of exps, computed from the maxima so that it does not overflow) (ONNX ReduceMean,
+    ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2,
+    ReduceLogSum, ReduceLogSumExp), computed in `src`'s dtype: integer sums and products
+    wrap around. With `keepdims` the reduced axes stay with size 1, else they are
+    dropped (all of them: dst is [1]). mean, l2, log_sum and log_sum_exp take TL_FLOAT
+    or TL_DOUBLE, the others every numeric dtype.
 
     Args:
         src: The input. (dtype numeric)
-        func: The reduction. (a mean is taken of floating-point values)
-        axes: The axes reduced. (each >= 0; each < src.ndim; at least one axis is
-            reduced; no axis is named twice)
+        func: The reduction. (a mean, a root or a log is taken of floating-point values)
+        axes: The axes reduced; none: each element is reduced alone (ONNX's
+            noop_with_empty_axes: sum_square squares it, l1 and l2 take its absolute
+            value, log_sum its log). (each >= 0; each < src.ndim; no axis is named
+            twice)
         keepdims: Keep the reduced axes with size 1.
         name: The op's name, and its output's; None: `reduce` and a number not taken.
 
@@ -1410,6 +1533,43 @@ def resize(
         dst: The resampled tensor.
     """
     return apply("resize", {"src": src}, {"mode": mode, "dims": dims}, name)
+
+
+def scatter_elements(
+    data: Tensor,
+    indices: Tensor,
+    updates: Tensor,
+    *,
+    axis: int,
+    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """dst = `data` with each entry of `updates` written at the position that replaces its
+    own index along `axis` with the one `indices` holds there (ONNX ScatterElements);
+    with a `reduction` (add, mul, max, min) combined with what is there instead, every
+    update counted (several updates of one position: none keeps one of them). Negative
+    indices count from the end of the axis; one outside it is an error when the model
+    runs. Every dtype but TL_BOOL; `indices` is TL_INT32 and may be computed.
+
+    Args:
+        data: The tensor written into (a copy of it). (dtype numeric)
+        indices: Indices along axis, of updates' shape. (dtype TL_INT32; indices has
+            data's rank; indices is no larger than data along any axis)
+        updates: The values written. (dtype of data; shape of indices)
+        axis: The axis the indices are along. (>= 0; < data.ndim)
+        reduction: How an update combines with the entry it lands on.
+        name: The op's name, and its output's; None: `scatter_elements` and a number not
+            taken.
+
+    Returns:
+        dst: The result.
+    """
+    return apply(
+        "scatter_elements",
+        {"data": data, "indices": indices, "updates": updates},
+        {"axis": axis, "reduction": reduction},
+        name,
+    )
 
 
 def scatter_nd(
@@ -1547,6 +1707,33 @@ def sort1d_by_key(
     )
 
 
+def strided_slice(
+    src: Tensor, *, axis: int, start: int, step: int, len: int, name: str | None = None
+) -> Tensor:
+    """Take `len` entries of `src` along `axis`, `step` apart, from `start` (ONNX Slice
+    with steps: 2 takes every other entry, as Swin's and LeViT's patch merging do; -1
+    reverses). Accepts every dtype.
+
+    Args:
+        src: The tensor to slice.
+        axis: The axis to slice. (>= 0; < src.ndim)
+        start: First index taken. (>= 0; < src.shape[axis])
+        step: Distance between the indices taken (negative: backwards). (!= 0)
+        len: Number of entries taken. (> 0; the last index taken is inside the axis)
+        name: The op's name, and its output's; None: `strided_slice` and a number not
+            taken.
+
+    Returns:
+        dst: The entries taken, with `src`'s dtype.
+    """
+    return apply(
+        "strided_slice",
+        {"src": src},
+        {"axis": axis, "start": start, "step": step, "len": len},
+        name,
+    )
+
+
 def submean(
     src: Tensor,
     *,
@@ -1607,6 +1794,42 @@ def tanh(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The values, in (-1, 1).
     """
     return apply("tanh", {"src": src}, {}, name)
+
+
+def topk(
+    src: Tensor,
+    *,
+    axis: int,
+    k: int,
+    largest: bool = True,
+    sorted: bool = True,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The `k` largest (or, without `largest`, smallest) entries of `src` along `axis`, in
+    order from the most extreme, and their indices (ONNX TopK; equal values in the order
+    of their indices). `sorted` false lets ONNX return them in any order; they come
+    sorted anyway. Every numeric dtype; `indices` is TL_INT32.
+
+    Args:
+        src: The tensor searched. (dtype numeric)
+        axis: The axis searched. (>= 0; < src.ndim)
+        k: How many entries are taken. (> 0; <= src.shape[axis])
+        largest: Take the largest (else the smallest).
+        sorted: ONNX's `sorted`; the result is sorted either way.
+        name: The op's name (its outputs are `<name>_<output>`); None: `topk` and a
+            number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        values: The k extreme entries of each line.
+        indices: Their indices along axis.
+    """
+    return apply(
+        "topk",
+        {"src": src},
+        {"axis": axis, "k": k, "largest": largest, "sorted": sorted},
+        name,
+    )
 
 
 def transform_bboxSQD(

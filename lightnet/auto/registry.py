@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from lightnet.auto.ops import arange as arange_ops
+from lightnet.auto.ops import arg_reduce as arg_reduce_ops
 from lightnet.auto.ops import avgpool2d as avgpool2d_ops
 from lightnet.auto.ops import batchnorm as batchnorm_ops
 from lightnet.auto.ops import bn2scale_wts as bn2scale_wts_ops
@@ -26,8 +27,10 @@ from lightnet.auto.ops import forward as forward_ops
 from lightnet.auto.ops import fprint as fprint_ops
 from lightnet.auto.ops import gather as gather_ops
 from lightnet.auto.ops import gather_elements as gather_elements_ops
+from lightnet.auto.ops import gather_nd as gather_nd_ops
 from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
+from lightnet.auto.ops import groupnorm as groupnorm_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
@@ -49,15 +52,18 @@ from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reorder as reorder_ops
 from lightnet.auto.ops import reshape as reshape_ops
 from lightnet.auto.ops import resize as resize_ops
+from lightnet.auto.ops import scatter_elements as scatter_elements_ops
 from lightnet.auto.ops import scatter_nd as scatter_nd_ops
 from lightnet.auto.ops import sigmoid as sigmoid_ops
 from lightnet.auto.ops import slice as slice_ops
 from lightnet.auto.ops import softmax as softmax_ops
 from lightnet.auto.ops import sort1d as sort1d_ops
 from lightnet.auto.ops import sort1d_by_key as sort1d_by_key_ops
+from lightnet.auto.ops import strided_slice as strided_slice_ops
 from lightnet.auto.ops import submean as submean_ops
 from lightnet.auto.ops import swish as swish_ops
 from lightnet.auto.ops import tanh as tanh_ops
+from lightnet.auto.ops import topk as topk_ops
 from lightnet.auto.ops import transform_bboxSQD as transform_bboxSQD_ops
 from lightnet.auto.ops import transpose as transpose_ops
 from lightnet.auto.ops import trilu as trilu_ops
@@ -70,6 +76,7 @@ OP_PROTOS = {
     proto.optype: proto
     for family in (
         arange_ops,
+        arg_reduce_ops,
         avgpool2d_ops,
         batchnorm_ops,
         bn2scale_wts_ops,
@@ -92,8 +99,10 @@ OP_PROTOS = {
         fprint_ops,
         gather_ops,
         gather_elements_ops,
+        gather_nd_ops,
         gelu_ops,
         global_pool_ops,
+        groupnorm_ops,
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,
@@ -115,15 +124,18 @@ OP_PROTOS = {
         reorder_ops,
         reshape_ops,
         resize_ops,
+        scatter_elements_ops,
         scatter_nd_ops,
         sigmoid_ops,
         slice_ops,
         softmax_ops,
         sort1d_ops,
         sort1d_by_key_ops,
+        strided_slice_ops,
         submean_ops,
         swish_ops,
         tanh_ops,
+        topk_ops,
         transform_bboxSQD_ops,
         transpose_ops,
         trilu_ops,

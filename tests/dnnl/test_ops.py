@@ -544,7 +544,7 @@ def test_unary_matches_numpy(func):
     assert np.array_equal(np.isnan(ours[y]), np.isnan(want))
 
 
-@pytest.mark.parametrize("func", ["mean", "sum"])
+@pytest.mark.parametrize("func", ["mean", "sum", "prod", "sum_square", "l1", "l2"])
 @pytest.mark.parametrize("shape,axes", [((1, 19, 6, 7), [2, 3]), ((2, 19, 6, 7), [1]),
                                         ((3, 10, 33), [2]), ((3, 10, 33), [0, 2])])
 @pytest.mark.parametrize("keepdims", [True, False])

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from lightnet.archs.cpu.kernels.norm import (
+    groupnorm,
+    groupnorm_scratch,
     batchnorm,
     bn2scale_wts,
     layernorm,
@@ -172,3 +174,21 @@ def test_layernorm_hand_computed():
     layernorm(np.array([[1.0, 3.0], [5.0, 5.0]]), np.array([2.0, 1.0]), np.array([0.0, 10.0]),
               dst, axis=1, epsilon=0.0 + 1e-12)
     np.testing.assert_allclose(dst, [[-2, 11], [0, 10]], atol=1e-5)
+
+
+# --- groupnorm --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,groups", [((2, 6, 4, 5), 3), ((1, 4, 7), 4), ((3, 8), 1)])
+def test_groupnorm_matches_float64_statistics(shape, groups):
+    rng = np.random.default_rng(groups)
+    src = rng.standard_normal(shape).astype(np.float32) * 3 + 1
+    scale = rng.standard_normal(shape[1]).astype(np.float32)
+    bias = rng.standard_normal(shape[1]).astype(np.float32)
+    g = src.astype(np.float64).reshape(shape[0], groups, -1)
+    want = ((g - g.mean(2, keepdims=True)) / np.sqrt(g.var(2, keepdims=True) + 1e-3))
+    want = (want.reshape(shape[0], shape[1], -1) * scale[:, None] + bias[:, None]).reshape(shape)
+    arena, dst = arena_view(shape)
+    ws = carve(None, groupnorm_scratch(shape, groups, np.float32))
+    groupnorm(src, scale, bias, dst, groups=groups, epsilon=1e-3, ws=ws)
+    np.testing.assert_allclose(dst, want, rtol=1e-4, atol=1e-5)
+    assert_guards(arena)

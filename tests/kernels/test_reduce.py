@@ -5,14 +5,17 @@ import numpy as np
 import pytest
 
 from lightnet.archs.cpu.kernels.reduce import (
+    arg_reduce,
     reduce,
     reduce_axes_shape,
+    reduce_scratch,
     maxreduce,
     maxreduce_arg,
     reduce_shape,
     softmax,
     softmax_workspace,
 )
+from lightnet.archs.cpu.kernels.scratch import carve
 from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -162,21 +165,31 @@ def naive_reduce(src, func, axes, keepdims):
             for i, v in zip(axes, red):
                 full[i] = v
             values.append(float(src[tuple(full)]))
-        result = {"mean": sum(values) / len(values), "sum": sum(values), "max": max(values),
-                  "min": min(values)}[func]
+        result = {"mean": lambda: sum(values) / len(values), "sum": lambda: sum(values),
+                  "max": lambda: max(values), "min": lambda: min(values),
+                  "prod": lambda: math.prod(values),
+                  "sum_square": lambda: sum(v * v for v in values),
+                  "l1": lambda: sum(abs(v) for v in values),
+                  "l2": lambda: math.sqrt(sum(v * v for v in values)),
+                  "log_sum": lambda: math.log(sum(values)),
+                  "log_sum_exp": lambda: math.log(sum(math.exp(v) for v in values))}[func]()
         out[idx if idx else (0,)] = result
     return out.reshape(reduce_axes_shape(src.shape, axes, keepdims))
 
 
-@pytest.mark.parametrize("func", ["mean", "sum", "max", "min"])
+@pytest.mark.parametrize("func", ["mean", "sum", "max", "min", "prod", "sum_square", "l1",
+                                  "l2", "log_sum", "log_sum_exp"])
 @pytest.mark.parametrize("axes", [(0,), (2,), (1, 3), (0, 2, 3), (3, 1), (0, 1, 2, 3)])
 @pytest.mark.parametrize("keepdims", [True, False])
 def test_reduce(func, axes, keepdims):
     rng = np.random.default_rng(len(axes) + 4 * keepdims)
     src = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    if func == "log_sum":
+        src = np.abs(src) + 0.1
     shape = reduce_axes_shape(src.shape, axes, keepdims)
     arena, dst = arena_view(shape)
-    assert reduce(src, dst, func=func, axes=axes, keepdims=keepdims) is None
+    ws = carve(None, reduce_scratch(src.shape, axes, func, dst.dtype))
+    assert reduce(src, dst, func=func, axes=axes, keepdims=keepdims, ws=ws) is None
     np.testing.assert_allclose(dst, naive_reduce(src, func, sorted(axes), keepdims),
                                rtol=RTOL, atol=ATOL)
     assert_guards(arena)
@@ -190,8 +203,16 @@ def test_reduce_shapes_and_errors():
         reduce_axes_shape((2, 3, 4), (3,), True)
     with pytest.raises(ValueError, match=r"axes \[1, 1\] name an axis twice"):
         reduce_axes_shape((2, 3, 4), (1, 1), True)
-    with pytest.raises(ValueError, match="unknown reduction 'prod'"):
-        reduce(np.ones((2, 2)), np.empty((2, 1)), func="prod", axes=(1,), keepdims=True)
+    with pytest.raises(ValueError, match="unknown reduction 'median'"):
+        reduce(np.ones((2, 2)), np.empty((2, 1)), func="median", axes=(1,), keepdims=True)
+
+
+def test_log_sum_exp_of_large_and_infinite_values():
+    src = np.array([[1000.0, 1000.0], [-np.inf, -np.inf], [np.inf, 0.0]], np.float32)
+    dst = np.empty(3, np.float32)
+    reduce(src, dst, func="log_sum_exp", axes=(1,), keepdims=False)
+    np.testing.assert_allclose(dst[0], 1000 + math.log(2), rtol=1e-6)
+    assert dst[1] == -np.inf and dst[2] == np.inf
 
 
 def test_reduce_integers_in_their_dtype():
@@ -202,3 +223,43 @@ def test_reduce_integers_in_their_dtype():
     reduce(np.array([[1, -5, 3], [7, 2, 2]], np.int32), dst, func="sum", axes=(1,),
            keepdims=False)
     assert dst.tolist() == [-1, 11]
+    reduce(np.array([[1, -5, 3], [7, 2, 2]], np.int32), dst, func="prod", axes=(1,),
+           keepdims=False)
+    assert dst.tolist() == [-15, 28]
+    reduce(np.array([[1, -5, 3], [7, 2, 2]], np.int32), dst, func="l1", axes=(1,),
+           keepdims=False)
+    assert dst.tolist() == [9, 11]
+
+
+# --- arg_reduce -------------------------------------------------------------------------
+
+def naive_arg(src, func, axis, last):
+    """Index of the first (or last) extreme of each line along `axis`, by a loop."""
+    moved = np.moveaxis(src, axis, -1)
+    out = np.zeros(moved.shape[:-1], np.int64)
+    for idx in np.ndindex(*moved.shape[:-1]):
+        line = list(moved[idx])
+        best = max(line) if func == "max" else min(line)
+        hits = [i for i, v in enumerate(line) if v == best]
+        out[idx] = hits[-1] if last else hits[0]
+    return np.expand_dims(out, axis)
+
+
+@pytest.mark.parametrize("func", ["max", "min"])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_arg_reduce_matches_a_loop_with_ties(func, axis, last, keepdims):
+    rng = np.random.default_rng(axis + 3 * last)
+    src = rng.integers(-2, 3, (3, 4, 5)).astype(np.float32)  # many ties
+    want = naive_arg(src, func, axis, last)
+    arena, dst = arena_view(reduce_axes_shape(src.shape, [axis], keepdims), np.int32)
+    assert arg_reduce(src, dst, func=func, axis=axis, keepdims=keepdims,
+                      select_last_index=last) is None
+    np.testing.assert_array_equal(dst, want.reshape(dst.shape))
+    assert_guards(arena)
+
+
+def test_arg_reduce_unknown_func():
+    with pytest.raises(ValueError, match="unknown arg reduction 'median'"):
+        arg_reduce(np.ones(3), np.empty(1, np.int32), func="median", axis=0, keepdims=True)

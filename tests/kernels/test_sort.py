@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.archs.cpu.kernels.sort import sort1d, sort1d_by_key
+from lightnet.archs.cpu.kernels.sort import sort1d, sort1d_by_key, topk
 from tests.helpers import arena_view, assert_guards
 
 ASC, DESC = "TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING"
@@ -115,3 +115,35 @@ def test_sort_empty_and_single():
         np.testing.assert_array_equal(dv, val)
         sort1d(key, dk, dir=DESC)
         assert math.prod(dk.shape) == n
+
+
+# --- topk ---------------------------------------------------------------------------------
+
+def naive_topk(src, axis, k, largest):
+    """TopK line by line: (value, index) pairs ordered by value, then index."""
+    moved = np.moveaxis(src, axis, -1)
+    values = np.empty(moved.shape[:-1] + (k,), src.dtype)
+    indices = np.empty(moved.shape[:-1] + (k,), np.int64)
+    for idx in np.ndindex(*moved.shape[:-1]):
+        pairs = sorted(enumerate(moved[idx].tolist()),
+                       key=lambda p: ((-p[1] if largest else p[1]), p[0]))[:k]
+        indices[idx] = [i for i, _ in pairs]
+        values[idx] = [v for _, v in pairs]
+    return np.moveaxis(values, -1, axis), np.moveaxis(indices, -1, axis)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int32])
+def test_topk_matches_a_sort_by_value_then_index(axis, largest, dtype):
+    src = np.random.default_rng(axis).integers(0, 4, (4, 5, 6)).astype(dtype)  # ties
+    k = src.shape[axis] - 1
+    want_values, want_indices = naive_topk(src, axis, k, largest)
+    shape = want_values.shape
+    arena_v, values = arena_view(shape, dtype, fill=99)
+    arena_i, indices = arena_view(shape, np.int32)
+    topk(src, values, indices, axis=axis, k=k, largest=largest)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(indices, want_indices)
+    assert_guards(arena_v, fill=99)
+    assert_guards(arena_i)

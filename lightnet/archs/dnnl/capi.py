@@ -113,7 +113,10 @@ dnnl_resampling_linear = 0x2FFF1
 dnnl_reduction_max = 0x2FFF2
 dnnl_reduction_min = 0x2FFF3
 dnnl_reduction_sum = 0x2FFF4
+dnnl_reduction_mul = 0x2FFF5
 dnnl_reduction_mean = 0x2FFF6
+dnnl_reduction_norm_lp_sum = 0x2FFF8
+dnnl_reduction_norm_lp_power_p_sum = 0x2FFFA
 dnnl_softmax_accurate = 0x30000
 
 # dnnl_normalization_flags_t

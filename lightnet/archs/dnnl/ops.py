@@ -733,7 +733,7 @@ def unary(op, src, dst, func: str) -> int:
 
 
 def reduce(op, src, dst, *, func: str, axes) -> int:
-    """The mean, sum, max or min over `axes` of the source in its producer's layout,
+    """The reduction over `axes` of the source in its producer's layout,
     else (oneDNN reduces blocked and channels-last sources by its reference kernel only)
     reordered plain first; the output plain. oneDNN keeps the reduced axes with size 1:
     a dst without them (no keepdims) holds the same bytes in the same order."""

@@ -85,7 +85,7 @@ BINARY = {"add": capi.dnnl_binary_add, "mul": capi.dnnl_binary_mul,
           "max": capi.dnnl_binary_max, "min": capi.dnnl_binary_min}
 
 
-def _lookup(table: dict, name: str, what: str) -> int:
+def _lookup(table: dict, name: str, what: str):
     try:
         return table[name]
     except KeyError:
@@ -633,14 +633,20 @@ def softmax(shape, axis: int, *, dtype: str = "float32", src="plain", dst="any")
                   dst, (capi.dnnl_softmax_accurate,), (int(axis),))
 
 
-REDUCTION = {"mean": capi.dnnl_reduction_mean, "sum": capi.dnnl_reduction_sum,
-             "max": capi.dnnl_reduction_max, "min": capi.dnnl_reduction_min}
+# reduce's func -> (oneDNN's algorithm, its p): l1 and l2 are the p-norms' root of the
+# sum of |x|^p, sum_square the sum of |x|^2 without the root.
+REDUCTION = {"mean": (capi.dnnl_reduction_mean, 0.0), "sum": (capi.dnnl_reduction_sum, 0.0),
+             "max": (capi.dnnl_reduction_max, 0.0), "min": (capi.dnnl_reduction_min, 0.0),
+             "prod": (capi.dnnl_reduction_mul, 0.0),
+             "l1": (capi.dnnl_reduction_norm_lp_sum, 1.0),
+             "l2": (capi.dnnl_reduction_norm_lp_sum, 2.0),
+             "sum_square": (capi.dnnl_reduction_norm_lp_power_p_sum, 2.0)}
 
 
 def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") -> Kernel:
-    """dst = the mean, sum, max or min of src over `axes`, which stay with size 1; dst
-    plain; tensors src, dst."""
-    alg = _lookup(REDUCTION, name, "reduction")
+    """dst = the `name` reduction of src over `axes` (mean, sum, max, min, prod, l1, l2,
+    sum_square), which stay with size 1; dst plain; tensors src, dst."""
+    alg, p = _lookup(REDUCTION, name, "reduction")
     shape = tuple(shape)
     dst_shape = tuple(1 if i in axes else d for i, d in enumerate(shape))
     if dst_shape == shape:
@@ -649,7 +655,7 @@ def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") ->
     dst_d = _desc(dst_shape, dtype, "plain")
     attr, _ = _attr((), dst_shape, dtype)
     pd = capi.PrimitiveDesc.create("dnnl_reduction_primitive_desc_create",
-                                   capi.library().engine, alg, src_d, dst_d, 0.0, 0.0, attr)
+                                   capi.library().engine, alg, src_d, dst_d, p, 0.0, attr)
     return Kernel(f"reduce {name}", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
                   {"src": plain_desc(shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
 

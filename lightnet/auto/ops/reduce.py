@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
@@ -21,19 +23,13 @@ def reduce_pre_run(op, tensors):
     src, func, axes, keepdims = ck.get("src", "func", "axes", "keepdims")
     ck.satisfy(
         "param 'func'",
-        func != "mean" or src.dtype.name in ("TL_FLOAT", "TL_DOUBLE"),
-        'func != "mean" or src.dtype.name in ("TL_FLOAT", "TL_DOUBLE")',
-        "a mean is taken of floating-point values",
+        func not in ("mean", "l2", "log_sum", "log_sum_exp")
+        or src.dtype.name in ("TL_FLOAT", "TL_DOUBLE"),
+        'func not in ("mean", "l2", "log_sum", "log_sum_exp") or src.dtype.name in ("TL_FLOAT", "TL_DOUBLE")',
+        "a mean, a root or a log is taken of floating-point values",
         lambda: found(src=src, func=func),
     )
     ck.compare_each("axes", axes, "lt", src.ndim, "src.ndim")
-    ck.satisfy(
-        "param 'axes'",
-        len(axes) >= 1,
-        "len(axes) >= 1",
-        "at least one axis is reduced",
-        lambda: found(axes=axes),
-    )
     ck.satisfy(
         "param 'axes'",
         len(set(axes)) == len(axes),
@@ -51,7 +47,22 @@ REDUCE = OpProto(
     tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("func", ParamType.STRING, choices=("mean", "sum", "max", "min")),
+        ParamArg(
+            "func",
+            ParamType.STRING,
+            choices=(
+                "mean",
+                "sum",
+                "max",
+                "min",
+                "prod",
+                "sum_square",
+                "l1",
+                "l2",
+                "log_sum",
+                "log_sum_exp",
+            ),
+        ),
         ParamArg("axes", ParamType.ARRAY_NUMBER, realtype="int", bounds=(("ge", 0),)),
         ParamArg("keepdims", ParamType.BOOL, True),
     ),
@@ -60,14 +71,35 @@ REDUCE = OpProto(
 )
 
 
+def reduce_cpu_scratch(op, tensors):
+    ck = Checker(op, tensors)
+    src, func, axes = ck.get("src", "func", "axes")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.reduce_scratch(src.shape, axes, func, src.dtype.np)
+        )
+    )
+
+
 def reduce_cpu_load(op, arrays):
     src, dst, func = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["func"]
     axes, keepdims = op.values["axes"], op.values["keepdims"]
-    return lambda: kernels.reduce(src, dst, func=func, axes=axes, keepdims=keepdims)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.carve(
+        scratch, kernels.reduce_scratch(src.shape, axes, func, dst.dtype)
+    )
+    return lambda: kernels.reduce(
+        src, dst, func=func, axes=axes, keepdims=keepdims, ws=ws
+    )
 
 
 REDUCE_CPU = replace(
-    REDUCE, optype="reduce_cpu", arch="cpu", mtype=MemType.CPU, load=reduce_cpu_load
+    REDUCE,
+    optype="reduce_cpu",
+    arch="cpu",
+    mtype=MemType.CPU,
+    scratch=reduce_cpu_scratch,
+    load=reduce_cpu_load,
 )
 
 

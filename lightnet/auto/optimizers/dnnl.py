@@ -70,6 +70,8 @@ def expand_reduce(ctx, target):
     if any(op.ins.src.shape[a] > 1 for a in op.params.axes) and op.params.func not in (
         "max",
         "min",
+        "log_sum",
+        "log_sum_exp",
     ):
         return [b.op("reduce_dnnl", like=op)]
     return None

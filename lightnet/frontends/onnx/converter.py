@@ -540,6 +540,26 @@ class Converter:
             self.vals[out] = v
         return v
 
+    def emit_outputs(self, optype: str, ins: dict, params: dict, outs: dict, *,
+                     hint: str = "") -> dict[str, Val]:
+        """Append an op of several outputs (TopK's values and indices): `outs` maps each
+        output arg to (dtype, shape, the ONNX tensor it is or None); returns their Vals."""
+        first = next(iter(outs))
+        ops_before = len(self.ops)
+        dtype, shape, onnx_name = outs[first]
+        vals = {first: self.emit(optype, ins, params, dtype, shape, out=onnx_name or None,
+                                 hint=hint)}
+        op = self.ops[ops_before]
+        for arg, (dtype, shape, onnx_name) in list(outs.items())[1:]:
+            name = onnx_name or self.fresh(f"{hint}_{arg}")
+            self.used_tensor_names.add(name)
+            op["tensors_out"].append({"arg_name": arg, "name": name})
+            vals[arg] = Val(name, dtype, tuple(int(d) for d in shape))
+            if onnx_name:
+                self.vals[onnx_name] = vals[arg]
+        op["tensors_out"][0]["arg_name"] = first
+        return vals
+
     def bind(self, onnx_name: str, v: Val):
         """ONNX tensor `onnx_name` is LightNet tensor `v` (no op needed)."""
         self.vals[onnx_name] = v

@@ -1,11 +1,15 @@
 """Normalization kernels: inference batch normalization, its folding into scale-layer
-weights, local response normalization across channels, and layer normalization."""
+weights, local response normalization across channels, layer normalization and group
+normalization."""
 
 import math
 
 import numpy as np
 
-__all__ = ["batchnorm", "bn2scale_wts", "layernorm", "layernorm_scratch", "lrn_scratch", "lrn"]
+from lightnet.archs.cpu.kernels.scratch import carve
+
+__all__ = ["batchnorm", "bn2scale_wts", "groupnorm", "groupnorm_scratch", "layernorm",
+           "layernorm_scratch", "lrn_scratch", "lrn"]
 
 
 def _coefficient(v):
@@ -112,3 +116,35 @@ def layernorm(src, scale, bias, dst, *, axis, epsilon, ws=None) -> None:
     np.multiply(dst, scale, out=dst)
     if bias is not None:
         np.add(dst, bias, out=dst)
+
+
+def groupnorm_scratch(shape, groups: int, dtype) -> tuple:
+    """Scratch layout of groupnorm (see kernels.scratch): each sample's and group's mean
+    and variance."""
+    stats = (shape[0], groups, 1)
+    return (("mean", stats, dtype), ("var", stats, dtype))
+
+
+def groupnorm(src, scale, bias, dst, *, groups: int, epsilon: float, ws=None) -> None:
+    """dst = (src - mean) / sqrt(var + epsilon) per sample and group of consecutive
+    channels (axis 1), then * scale + bias per channel (ONNX GroupNormalization).
+
+    The variance is the mean of the squared deviations, which dst holds for a while:
+    nothing but the statistics is kept besides dst."""
+    if ws is None:
+        ws = carve(None, groupnorm_scratch(src.shape, groups, dst.dtype))
+    mean, var = ws["mean"], ws["var"]
+    n, c = src.shape[:2]
+    grouped = src.reshape(n, groups, -1)
+    out = dst.reshape(n, groups, -1)
+    np.mean(grouped, axis=2, keepdims=True, out=mean)
+    np.subtract(grouped, mean, out=out)
+    np.multiply(out, out, out=out)
+    np.mean(out, axis=2, keepdims=True, out=var)
+    np.add(var, epsilon, out=var)
+    np.sqrt(var, out=var)
+    np.subtract(grouped, mean, out=out)
+    np.divide(out, var, out=out)
+    channels = dst.reshape(n, c, -1)
+    np.multiply(channels, scale.reshape(c, 1), out=channels)
+    np.add(channels, bias.reshape(c, 1), out=channels)

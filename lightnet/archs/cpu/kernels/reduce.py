@@ -1,4 +1,5 @@
-"""Reductions: softmax, max and argmax along one axis, and mean, sum, max or min
+"""Reductions: softmax, max and argmax along one axis, and the reductions of ONNX
+(mean, sum, max, min, prod, sum of squares, L1 and L2 norms, log-sum, log-sum-exp)
 over any axes."""
 
 import numpy as np
@@ -7,10 +8,12 @@ from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
     "REDUCE_FUNCS",
+    "arg_reduce",
     "maxreduce",
     "maxreduce_arg",
     "reduce",
     "reduce_axes_shape",
+    "reduce_scratch",
     "reduce_shape",
     "softmax",
     "softmax_scratch",
@@ -70,9 +73,13 @@ def maxreduce_arg(src: np.ndarray, dst: np.ndarray, arg: np.ndarray, *, axis: in
     np.copyto(arg, np.argmax(src, axis=axis, keepdims=True), casting="same_kind")
 
 
-REDUCE_FUNCS = ("mean", "sum", "max", "min")
+REDUCE_FUNCS = ("mean", "sum", "max", "min", "prod", "sum_square", "l1", "l2", "log_sum",
+                "log_sum_exp")
 
-_REDUCE_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+# Reductions of floating-point values only (a root, a log or an exp of the result).
+FLOAT_REDUCE_FUNCS = ("mean", "l2", "log_sum", "log_sum_exp")
+
+_REDUCE_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
 def reduce_axes_shape(shape, axes, keepdims: bool) -> tuple:
@@ -89,18 +96,77 @@ def reduce_axes_shape(shape, axes, keepdims: bool) -> tuple:
     return tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
 
 
-def reduce(src: np.ndarray, dst: np.ndarray, *, func: str, axes, keepdims: bool) -> None:
-    """dst = the mean, sum, max or min (`func`) of src over `axes`, in dst's dtype
-    (ONNX ReduceMean / ReduceSum / ReduceMax / ReduceMin). dst has
-    reduce_axes_shape(src.shape, axes, keepdims); whatever keepdims, it is
-    reduced into as the kept-dims view of its memory, which has the same order."""
+def reduce_scratch(shape, axes, func: str, dtype) -> tuple:
+    """Scratch layout of reduce (see kernels.scratch): the element-wise term
+    (|x|, x * x, exp(x - max)) of the reductions that sum one, and log_sum_exp's
+    maxima; none for the others."""
+    if func in ("sum_square", "l1", "l2"):
+        return (("terms", tuple(shape), dtype),)
+    if func == "log_sum_exp":
+        return (("terms", tuple(shape), dtype),
+                ("maxima", reduce_axes_shape(shape, axes, True), dtype))
+    return ()
+
+
+def reduce(src: np.ndarray, dst: np.ndarray, *, func: str, axes, keepdims: bool,
+           ws: dict | None = None) -> None:
+    """dst = the `func` reduction of src over `axes`, in dst's dtype (ONNX ReduceMean,
+    ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2,
+    ReduceLogSum, ReduceLogSumExp). dst has reduce_axes_shape(src.shape, axes,
+    keepdims); whatever keepdims, it is reduced into as the kept-dims view of its
+    memory, which has the same order. `ws` is carved from reduce_scratch (new when None).
+    log_sum_exp subtracts the maxima before exp, so large inputs do not overflow."""
+    if func not in REDUCE_FUNCS:
+        raise ValueError(f"unknown reduction {func!r} (known: {', '.join(REDUCE_FUNCS)})")
     axes = tuple(axes)
     out = dst.reshape(reduce_axes_shape(src.shape, axes, True))
     if func == "mean":
         np.mean(src, axis=axes, keepdims=True, out=out)
         return
-    try:
-        ufunc = _REDUCE_UFUNCS[func]
-    except KeyError:
-        raise ValueError(f"unknown reduction {func!r} (known: {', '.join(REDUCE_FUNCS)})") from None
-    ufunc.reduce(src, axis=axes, keepdims=True, out=out)
+    if func in _REDUCE_UFUNCS:
+        _REDUCE_UFUNCS[func].reduce(src, axis=axes, keepdims=True, out=out)
+        return
+    if func == "log_sum":
+        np.add.reduce(src, axis=axes, keepdims=True, out=out)
+        np.log(out, out=out)
+        return
+    if ws is None:
+        ws = carve(None, reduce_scratch(src.shape, axes, func, dst.dtype))
+    terms = ws["terms"]
+    if func == "log_sum_exp":
+        maxima = ws["maxima"]
+        np.maximum.reduce(src, axis=axes, keepdims=True, out=maxima)
+        # An all -inf (or inf) row: exp(x - max) would be NaN; its sum is exp(max).
+        np.copyto(maxima, 0, where=~np.isfinite(maxima))
+        np.subtract(src, maxima, out=terms)
+        np.exp(terms, out=terms)
+        np.add.reduce(terms, axis=axes, keepdims=True, out=out)
+        np.log(out, out=out)
+        np.add(out, maxima, out=out)
+        return
+    if func == "sum_square":
+        np.multiply(src, src, out=terms)
+    else:
+        np.abs(src, out=terms)
+        if func == "l2":
+            np.multiply(terms, terms, out=terms)
+    np.add.reduce(terms, axis=axes, keepdims=True, out=out)
+    if func == "l2":
+        np.sqrt(out, out=out)
+
+
+def arg_reduce(src: np.ndarray, dst: np.ndarray, *, func: str, axis: int, keepdims: bool,
+               select_last_index: bool = False) -> None:
+    """dst = the int32 index along `axis` of each maximum or minimum (`func`) of src, the
+    first one on ties or, with `select_last_index`, the last (ONNX ArgMax / ArgMin);
+    dst has reduce_axes_shape(src.shape, [axis], keepdims) and is written through its
+    kept-dims view. The last index is the first one in src reversed along `axis`."""
+    search = {"max": np.argmax, "min": np.argmin}.get(func)
+    if search is None:
+        raise ValueError(f"unknown arg reduction {func!r} (known: max, min)")
+    out = dst.reshape(reduce_shape(src.shape, axis))
+    if select_last_index:
+        found = search(np.flip(src, axis), axis=axis, keepdims=True)
+        np.subtract(src.shape[axis] - 1, found, out=out, casting="unsafe")
+    else:
+        np.copyto(out, search(src, axis=axis, keepdims=True), casting="unsafe")

@@ -1,8 +1,9 @@
-"""Stable 1-D sorts of keys, optionally carrying values along."""
+"""Stable 1-D sorts of keys, optionally carrying values along, and the k extreme
+entries along an axis (TopK)."""
 
 import numpy as np
 
-__all__ = ["sort1d", "sort1d_by_key"]
+__all__ = ["sort1d", "sort1d_by_key", "topk"]
 
 _DIRS = ("TL_SORT_DIR_ASCENDING", "TL_SORT_DIR_DESCENDING")
 
@@ -47,3 +48,22 @@ def sort1d_by_key(
         order = np.argsort(src_key, kind="stable")
     np.take(src_key, order, out=dst_key)
     np.take(src_val, order, out=dst_val)
+
+
+def topk(src: np.ndarray, values: np.ndarray, indices: np.ndarray, *, axis: int, k: int,
+         largest: bool = True) -> None:
+    """values, indices = the `k` largest (or smallest) entries of src along `axis`, the
+    most extreme first, equal ones in the order of their indices (ONNX TopK).
+
+    A stable ascending sort gives the smallest; for the largest, src is sorted
+    reversed along `axis` and the order read backwards, which keeps equal values in
+    ascending index order without negating (unsigned integers would wrap)."""
+    n = src.shape[axis]
+    if largest:
+        order = np.argsort(np.flip(src, axis), axis=axis, kind="stable")
+        order = (n - 1) - np.flip(order, axis)
+    else:
+        order = np.argsort(src, axis=axis, kind="stable")
+    first = np.take(order, np.arange(k), axis=axis)
+    np.copyto(indices, first, casting="unsafe")
+    np.copyto(values, np.take_along_axis(src, first, axis=axis))

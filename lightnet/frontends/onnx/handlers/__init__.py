@@ -2,4 +2,4 @@
 (see dispatch.py for how a handler declares the attributes it accepts)."""
 
 from . import (activations, conv, elementwise, indexing, logic, matmul,  # noqa: F401
-               normalization, reduce, resize, shape)
+               normalization, reduce, resize, shape, space_depth)

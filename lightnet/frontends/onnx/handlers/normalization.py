@@ -1,10 +1,12 @@
 """Normalization: BatchNormalization (inference), InstanceNormalization, LRN,
-LayerNormalization."""
+LayerNormalization, GroupNormalization."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..dispatch import handler
 from ..errors import Unsupported
@@ -86,4 +88,33 @@ def layer_norm(c: Converter, n: Node, *, axis=-1, epsilon=1e-5, stash_type=1):
                               f"axes {list(x.shape[axis:])}")
     c.emit("layernorm", {"src": x, "scale": scale, "bias": bias},
            {"axis": axis, "epsilon": epsilon}, x.dtype, x.shape, out=n.outputs[0],
+           hint=n.name or n.outputs[0])
+
+
+@handler("GroupNormalization", 18, 21)
+def group_norm(c: Converter, n: Node, *, num_groups, epsilon=1e-5, stash_type=1):
+    """One groupnorm op. Version 18 scales and shifts per group: constant scale and bias
+    are repeated to one per channel (computed ones are unsupported); from 21, per channel.
+    stash_type only names the type of the statistics, which are in the input's."""
+    x = c.val(n.input(0))
+    x.require_float("GroupNormalization input")
+    if x.rank < 2 or num_groups < 1 or x.shape[1] % num_groups:
+        raise Unsupported(f"{num_groups} groups of the channels of {list(x.shape)} "
+                          "(expected a number of groups dividing the channels)")
+    ch = x.shape[1]
+    args = []
+    for i, what in ((1, "scale"), (2, "bias")):
+        if n.version < 21:
+            value = np.asarray(c.const(n.input(i), what)).reshape(-1)
+            if value.size != num_groups:
+                raise Unsupported(f"{what} of {value.size} values for {num_groups} groups")
+            args.append(c.tensor_const(np.repeat(value, ch // num_groups), x.dtype,
+                                       f"{n.outputs[0]}_{what}"))
+        else:
+            v = c.val(n.input(i))
+            if v.shape != (ch,):
+                raise Unsupported(f"{what} of shape {list(v.shape)} (expected [{ch}])")
+            args.append(v)
+    c.emit("groupnorm", {"src": x, "scale": args[0], "bias": args[1]},
+           {"groups": num_groups, "epsilon": epsilon}, x.dtype, x.shape, out=n.outputs[0],
            hint=n.name or n.outputs[0])

@@ -158,12 +158,16 @@ def slice_(c: Converter, n: Node, *, starts=None, ends=None, axes=None):
     y = x
     for axis, start, end, step in slice_params(*slice_inputs(n.version, ins, starts, ends, axes),
                                                x.shape):
-        if step != 1:
-            raise Unsupported(f"step {step} on a computed tensor")
-        length = max(0, end - start)
+        length = len(range(start, end, step))
         if length == 0:
             raise Unsupported("an empty slice")
-        y = c.slice(y, axis, start, length, f"{n.outputs[0]}_axis{axis}")
+        hint = f"{n.outputs[0]}_axis{axis}"
+        if step == 1 or length == 1:
+            y = c.slice(y, axis, start, length, hint)
+        else:
+            y = c.emit("strided_slice", {"src": y},
+                       {"axis": axis, "start": start, "step": step, "len": length}, y.dtype,
+                       y.shape[:axis] + (length,) + y.shape[axis + 1:], hint=hint)
     c.reshape_output(n, y, y.shape)
 
 
