@@ -1425,23 +1425,68 @@ def transpose(src: Tensor, *, axes: Sequence[int], name: str | None = None) -> T
 def unary(
     src: Tensor,
     *,
-    func: Literal["exp", "neg", "reciprocal", "sqrt"],
+    func: Literal[
+        "exp",
+        "neg",
+        "reciprocal",
+        "sqrt",
+        "abs",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "log",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "softplus",
+        "softsign",
+        "mish",
+        "elu",
+        "celu",
+        "thresholded_relu",
+        "shrink",
+    ],
+    alpha: float = 1.0,
+    beta: float = 0.0,
     name: str | None = None,
 ) -> Tensor:
-    """dst = func(src) element-wise: exp, neg (-src), reciprocal (1 / src) or sqrt (ONNX
-    Exp, Neg, Reciprocal, Sqrt). exp overflows to inf, 1 / 0 is inf and the square root
-    of a negative number is NaN, as IEEE says. exp, reciprocal and sqrt take TL_FLOAT or
-    TL_DOUBLE; neg also the signed integers (wrapping at the dtype's minimum).
+    """dst = func(src) element-wise (ONNX Exp, Neg, Reciprocal, Sqrt, Abs, Sign, Floor,
+    Ceil, Round, Log, the trigonometric and hyperbolic functions and their inverses,
+    Softplus, Softsign, Mish, Elu, Celu, ThresholdedRelu, Shrink). round takes halves to
+    the even integer; sign is -1, 0 or 1; softplus is log(1 + exp(src)); softsign src /
+    (1 + |src|); mish src * tanh(softplus(src)); elu src > 0 ? src : alpha * (exp(src) -
+    1); celu max(0, src) + min(0, alpha * (exp(src / alpha) - 1)); thresholded_relu src
+    > alpha ? src : 0; shrink src < -alpha ? src + beta : src > alpha ? src - beta : 0.
+    Only these four take alpha and beta (shrink alone beta). As IEEE says: exp overflows
+    to inf, 1 / 0 is inf, log(0) is -inf, and a function outside its domain (sqrt or log
+    of a negative number, asin of 2) is NaN. abs and sign take every dtype but TL_BOOL,
+    neg also the signed integers (wrapping at the dtype's minimum), the others TL_FLOAT
+    or TL_DOUBLE.
 
     Args:
-        src: The input. (dtype TL_FLOAT, TL_DOUBLE, TL_INT32, TL_INT16, TL_INT8)
-        func: The function. (only neg takes integers)
+        src: The input. (dtype numeric)
+        func: The function. (only abs and sign take integers, and neg the signed ones)
+        alpha: elu's and celu's alpha, thresholded_relu's threshold, shrink's lambd.
+            (only elu, celu, thresholded_relu and shrink take alpha; celu divides by
+            alpha)
+        beta: shrink's bias. (only shrink takes beta)
         name: The op's name, and its output's; None: `unary` and a number not taken.
 
     Returns:
         dst: The values.
     """
-    return apply("unary", {"src": src}, {"func": func}, name)
+    return apply(
+        "unary", {"src": src}, {"func": func, "alpha": alpha, "beta": beta}, name
+    )
 
 
 def upsample(

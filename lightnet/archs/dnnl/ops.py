@@ -649,12 +649,16 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
 
 # The unary op's functions as oneDNN eltwise ones: (name, alpha, beta).
 _UNARY = {"exp": ("exp", 0.0, 0.0), "sqrt": ("sqrt", 0.0, 0.0),
-          "neg": ("linear", -1.0, 0.0), "reciprocal": ("pow", 1.0, -1.0)}
+          "neg": ("linear", -1.0, 0.0), "reciprocal": ("pow", 1.0, -1.0),
+          "abs": ("abs", 0.0, 0.0), "log": ("log", 0.0, 0.0), "round": ("round", 0.0, 0.0),
+          "mish": ("mish", 0.0, 0.0), "softplus": ("soft_relu", 1.0, 0.0)}
 
 
-def unary(op, src, dst, func: str) -> int:
-    """dst = func(src) (exp, neg, reciprocal, sqrt) as oneDNN's eltwise: neg is
-    linear -1 * x + 0, reciprocal pow 1 * x^-1."""
+def unary(op, src, dst, func: str, alpha: float = 1.0) -> int:
+    """dst = func(src) (see _UNARY and elu) as oneDNN's eltwise: neg is linear
+    -1 * x + 0, reciprocal pow 1 * x^-1, softplus soft_relu with alpha 1, elu takes alpha."""
+    if func == "elu":
+        return eltwise(op, src, dst, "elu", alpha, 0.0)
     return eltwise(op, src, dst, *_UNARY[func])
 
 

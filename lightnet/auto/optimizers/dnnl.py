@@ -61,6 +61,28 @@ def expand_elew(ctx, target):
     return None
 
 
+def expand_unary(ctx, target):
+    """Lower unary to unary_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.params.func in (
+        "exp",
+        "sqrt",
+        "neg",
+        "reciprocal",
+        "abs",
+        "log",
+        "round",
+        "mish",
+        "elu",
+        "softplus",
+    ):
+        return [b.op("unary_dnnl", like=op)]
+    return None
+
+
 def expand_reduce(ctx, target):
     """Lower reduce to reduce_dnnl."""
     op = OpView(ctx, target)
@@ -381,15 +403,6 @@ def expand_tanh(ctx, target):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [b.op("tanh_dnnl", like=op)]
-
-
-def expand_unary(ctx, target):
-    """Lower unary to unary_dnnl."""
-    op = OpView(ctx, target)
-    if not (op.ins.src.dtype == DType.TL_FLOAT):
-        return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("unary_dnnl", like=op)]
 
 
 def combine_channel_shuffle(ctx, window):
@@ -1003,6 +1016,7 @@ ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 EXPANDERS = {
     "avgpool2d": expand_avgpool2d,
     "elew": expand_elew,
+    "unary": expand_unary,
     "reduce": expand_reduce,
     "resize": expand_resize,
     "upsample": expand_upsample,
@@ -1029,7 +1043,6 @@ EXPANDERS = {
     "softmax": expand_softmax,
     "swish": expand_swish,
     "tanh": expand_tanh,
-    "unary": expand_unary,
 }
 
 COMBINERS = (

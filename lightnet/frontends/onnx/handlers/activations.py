@@ -12,7 +12,7 @@ from ..dispatch import handler
 from ..errors import Unsupported
 from ..folding import normalize_axes
 from ..graph import Node, Val
-from .elementwise import elew, exp
+from .elementwise import elew
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -129,33 +129,28 @@ def _clip(c: Converter, n: Node, x: Val, lo: float | None, hi: float | None):
         c.reshape_output(n, x, x.shape)
 
 
-def _elu_like(c: Converter, n: Node, alpha: float, gamma: float):
-    """gamma * (max(x, 0) + alpha * (exp(min(x, 0)) - 1))."""
+def _elu(c: Converter, n: Node, alpha: float, gamma: float):
+    """gamma * (x > 0 ? x : alpha * (exp(x) - 1)): a `unary` elu, scaled by gamma (Selu)."""
     x = c.val(n.input(0))
     x.require_float(f"{n.op_type} input")
-    zero = c.scalar(0, x.dtype, f"{n.outputs[0]}_zero")
-    pos = elew(c, n, x, zero, "TL_MAX", out=False)
-    neg = elew(c, n, x, zero, "TL_MIN", out=False)
-    expm1 = elew(c, n, exp(c, n, neg, out=False), c.scalar(1, x.dtype, f"{n.outputs[0]}_one"),
-                 "TL_SUB", out=False)
-    scaled = elew(c, n, expm1, c.scalar(alpha, x.dtype, f"{n.outputs[0]}_alpha"), "TL_MUL",
-                  out=False)
+    params = {"func": "elu", "alpha": float(alpha), "beta": 0.0}
     if gamma == 1:
-        elew(c, n, pos, scaled, "TL_SUM")
+        c.emit("unary", {"src": x}, params, x.dtype, x.shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
         return
-    y = elew(c, n, pos, scaled, "TL_SUM", out=False)
+    y = c.emit("unary", {"src": x}, params, x.dtype, x.shape, hint=f"{n.outputs[0]}_elu")
     elew(c, n, y, c.scalar(gamma, x.dtype, f"{n.outputs[0]}_gamma"), "TL_MUL")
 
 
 @handler("Elu", 1, 6, 22)
 def elu(c: Converter, n: Node, *, alpha=1.0, consumed_inputs=None):
-    _elu_like(c, n, alpha, 1.0)
+    _elu(c, n, alpha, 1.0)
 
 
 @handler("Selu", 1, 6, 22)
 def selu(c: Converter, n: Node, *, alpha=1.67326319217681884765625,
          gamma=1.05070102214813232421875, consumed_inputs=None):
-    _elu_like(c, n, alpha, gamma)
+    _elu(c, n, alpha, gamma)
 
 
 @handler("Softmax", 1, 11)
