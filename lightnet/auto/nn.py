@@ -40,6 +40,7 @@ __all__ = [
     "maxpool2d",
     "maxreduce",
     "maxreduce_arg",
+    "mod",
     "pad",
     "pick1d",
     "print",
@@ -1002,6 +1003,30 @@ def maxreduce_arg(
         arg: Their indices along axis.
     """
     return apply("maxreduce_arg", {"src": src}, {"axis": axis}, name)
+
+
+def mod(
+    src1: Tensor, src2: Tensor, *, fmod: bool = False, name: str | None = None
+) -> Tensor:
+    """dst = src1 mod src2 element-wise, with numpy broadcasting (ONNX Mod). With fmod
+    false the remainder has the sign of the divisor (Python's %, floor division); with
+    fmod true that of the dividend (C's fmod, truncating division). Both inputs have one
+    numeric dtype. An integer remainder by 0 is 0; a floating one is NaN, as is one of
+    an infinite dividend; an infinite divisor leaves a finite dividend of its sign (fmod
+    false: else the divisor) (ONNX Mod-28's special cases).
+
+    Args:
+        src1: The dividend. (dtype numeric)
+        src2: The divisor. (dtype numeric; dtype of src1; the shapes broadcast, each
+            trailing dimension equal or 1)
+        fmod: The sign of the remainder is the dividend's (true) or the divisor's
+            (false).
+        name: The op's name, and its output's; None: `mod` and a number not taken.
+
+    Returns:
+        dst: The remainders, with the broadcast shape of the inputs.
+    """
+    return apply("mod", {"src1": src1, "src2": src2}, {"fmod": fmod}, name)
 
 
 def pad(

@@ -33,6 +33,7 @@ from lightnet.auto.ops import matmul as matmul_ops
 from lightnet.auto.ops import maxpool2d as maxpool2d_ops
 from lightnet.auto.ops import maxreduce as maxreduce_ops
 from lightnet.auto.ops import maxreduce_arg as maxreduce_arg_ops
+from lightnet.auto.ops import mod as mod_ops
 from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
@@ -89,6 +90,7 @@ OP_PROTOS = {
         maxpool2d_ops,
         maxreduce_ops,
         maxreduce_arg_ops,
+        mod_ops,
         pad_ops,
         pick1d_ops,
         print_ops,

@@ -104,3 +104,46 @@ def test_an_integer_input_is_refused(op):
 def test_celu_alpha_zero_is_refused():
     with pytest.raises(LightNetError, match="alpha 0"):
         convert(one_node("Celu", alpha=0.0))
+
+
+def mod_model(shape_a, shape_b, elem, fmod, opset=13):
+    graph = helper.make_graph([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)], "g",
+                              [helper.make_tensor_value_info("a", elem, list(shape_a)),
+                               helper.make_tensor_value_info("b", elem, list(shape_b))],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("elem,dtype,fmod", [(TensorProto.INT32, np.int32, 0),
+                                             (TensorProto.INT32, np.int32, 1),
+                                             (TensorProto.INT16, np.int16, 0),
+                                             (TensorProto.FLOAT, np.float32, 1),
+                                             (TensorProto.DOUBLE, np.float64, 1)])
+def test_mod_matches_onnxruntime(elem, dtype, fmod, tmp_path):
+    m = mod_model((3, 1, 5), (4, 5), elem, fmod)
+    rng = np.random.default_rng(2)
+    a = (rng.uniform(-50, 50, (3, 1, 5))).astype(dtype)
+    b = rng.uniform(-9, 9, (4, 5)).astype(dtype)
+    b[b == 0] = 3
+    got, ir = run_lightnet(m, {"a": a, "b": b}, tmp_path)
+    assert [op["optype"] for op in ir["ops"]].count("mod") == 1
+    want = run_ort(m, {"a": a, "b": b})["y"]
+    assert got["y"].dtype == want.dtype
+    np.testing.assert_allclose(got["y"], want, rtol=1e-6, atol=1e-5)
+
+
+def test_mod_of_floats_with_fmod_0_is_the_floor_remainder(tmp_path):
+    m = mod_model((4,), (4,), TensorProto.FLOAT, 0, opset=18)
+    a = np.array([5.5, -5.5, 5.5, -5.5], np.float32)
+    b = np.array([2, 2, -2, -2], np.float32)
+    got, _ = run_lightnet(m, {"a": a, "b": b}, tmp_path)
+    np.testing.assert_array_equal(got["y"], [1.5, 0.5, -0.5, -1.5])
+
+
+def test_mod_of_two_dtypes_is_refused():
+    m = mod_model((2,), (2,), TensorProto.INT32, 0)
+    m.graph.input[1].type.tensor_type.elem_type = TensorProto.INT16
+    with pytest.raises(LightNetError, match="operands of dtypes TL_INT32 and TL_INT16"):
+        convert(m)

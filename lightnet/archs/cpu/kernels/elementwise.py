@@ -23,6 +23,7 @@ __all__ = [
     "hard_sigmoid",
     "hard_swish",
     "lrelu",
+    "mod",
     "relu",
     "sigmoid",
     "submean",
@@ -91,6 +92,14 @@ def elew(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, elew_op: str) -
         np.copyto(dst, result, casting="unsafe")
         return
     ufunc(src1, src2, out=dst, dtype=dst.dtype)
+
+
+def mod(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, fmod: bool) -> None:
+    """dst = src1 mod src2 with numpy broadcasting: the remainder has the sign of the
+    dividend (fmod, C's fmod) or of the divisor (np.mod, Python's %). By 0: 0 for
+    integers (numpy's rule), NaN for floats, without warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        (np.fmod if fmod else np.mod)(src1, src2, out=dst)
 
 
 def relu(src: np.ndarray, dst: np.ndarray) -> None:

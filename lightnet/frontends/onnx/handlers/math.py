@@ -1,6 +1,6 @@
-"""Element-wise functions of one input, mapped to LightNet's `unary`: Sign, Floor, Ceil,
-Round, Log, the trigonometric and hyperbolic functions and their inverses, and the
-activations Softplus, Softsign, Mish, Celu, ThresholdedRelu and Shrink."""
+"""Element-wise math: functions of one input mapped to LightNet's `unary` (Sign, Floor,
+Ceil, Round, Log, the trigonometric and hyperbolic functions and their inverses, and the
+activations Softplus, Softsign, Mish, Celu, ThresholdedRelu and Shrink), and Mod."""
 
 from __future__ import annotations
 
@@ -64,3 +64,18 @@ def thresholded_relu(c: Converter, n: Node, *, alpha=1.0):
 @handler("Shrink", 9)
 def shrink(c: Converter, n: Node, *, bias=0.0, lambd=0.5):
     _alpha_unary(c, n, "shrink", lambd, bias)
+
+
+@handler("Mod", 10, 13, 28)
+def mod(c: Converter, n: Node, *, fmod=0):
+    """fmod 0 is the floor remainder for floats too (Mod-28's rule; before, ONNX required
+    fmod 1 for floats)."""
+    a, b = c.val(n.input(0)), c.val(n.input(1))
+    if a.dtype != b.dtype:
+        raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
+    if a.dtype == "TL_BOOL":
+        raise Unsupported("bool operands")
+    from lightnet.archs.cpu.kernels import broadcast_shape
+
+    c.emit("mod", {"src1": a, "src2": b}, {"fmod": bool(fmod)}, a.dtype,
+           broadcast_shape(a.shape, b.shape), out=n.outputs[0], hint=n.name or n.outputs[0])
