@@ -34,6 +34,7 @@ __all__ = [
     "hard_sigmoid",
     "hard_swish",
     "layernorm",
+    "log_softmax",
     "lrelu",
     "lrn",
     "matmul",
@@ -816,6 +817,23 @@ def layernorm(
         {"axis": axis, "epsilon": epsilon},
         name,
     )
+
+
+def log_softmax(src: Tensor, *, axis: int, name: str | None = None) -> Tensor:
+    """dst = log(softmax(src)) along `axis`, computed as src - max - log(sum(exp(src -
+    max))) so it stays finite where softmax underflows to 0 (ONNX LogSoftmax). TL_FLOAT
+    or TL_DOUBLE.
+
+    Args:
+        src: The scores. (dtype float)
+        axis: The axis normalized. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `log_softmax` and a number not
+            taken.
+
+    Returns:
+        dst: The log-probabilities.
+    """
+    return apply("log_softmax", {"src": src}, {"axis": axis}, name)
 
 
 def lrelu(src: Tensor, *, negslope: float, name: str | None = None) -> Tensor:

@@ -27,6 +27,7 @@ from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
 from lightnet.auto.ops import layernorm as layernorm_ops
+from lightnet.auto.ops import log_softmax as log_softmax_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
@@ -84,6 +85,7 @@ OP_PROTOS = {
         hard_swish_ops,
         input_ops,
         layernorm_ops,
+        log_softmax_ops,
         lrelu_ops,
         lrn_ops,
         matmul_ops,

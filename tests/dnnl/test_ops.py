@@ -1185,6 +1185,18 @@ def test_softmax_matches_cpu(shape, axis):
     check_against_cpu(m.to_dict(), optypes=["softmax_dnnl"])
 
 
+@pytest.mark.parametrize("shape,axis", [((4, 1000), 1), ((2, 16, 8400), 1), ((3, 5, 7), 0),
+                                        ((1, 16, 6, 7), 1)])
+def test_log_softmax_matches_cpu(shape, axis):
+    """Plain inputs, and a convolution's output (in oneDNN's blocked layout)."""
+    m = ModelBuilder()
+    x = m.input("data", list(shape))
+    if len(shape) == 4:
+        x = m.conv(x, 16, 16, 3, pad=1)
+    m.op("log_softmax", {"src": x}, axis=axis)
+    check_against_cpu(m.to_dict(), optypes=["log_softmax_dnnl"])
+
+
 def layernorm_cases(count, seed):
     """(shape, axis, bias, epsilon): the last axis, or the trailing axes when those
     before the last are of size 1 (a 1-D scale then covers them)."""

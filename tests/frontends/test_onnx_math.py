@@ -147,3 +147,25 @@ def test_mod_of_two_dtypes_is_refused():
     m.graph.input[1].type.tensor_type.elem_type = TensorProto.INT16
     with pytest.raises(LightNetError, match="operands of dtypes TL_INT32 and TL_INT16"):
         convert(m)
+
+
+@pytest.mark.parametrize("opset,axis,shape", [(13, -1, (3, 40)), (13, 1, (2, 5, 7)),
+                                              (11, 1, (2, 5, 7)), (11, -1, (2, 5, 7))])
+def test_log_softmax_matches_onnxruntime(opset, axis, shape, tmp_path):
+    m = one_node("LogSoftmax", shape=shape, opset=opset, axis=axis)
+    x = (np.random.default_rng(4).standard_normal(shape) * 30).astype(np.float32)
+    got, ir = run_lightnet(m, {"x": x}, tmp_path)
+    assert "log_softmax" in [op["optype"] for op in ir["ops"]]
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_log_softmax_stays_finite_where_softmax_underflows():
+    m = one_node("LogSoftmax", shape=(1, 3), axis=-1)
+    x = np.array([[0, 500, 1000]], np.float32)
+    (got,) = Session(convert(m)[0]).run({"x": x}).values()
+    np.testing.assert_allclose(got, [[-1000, -500, 0]], rtol=1e-6)
+
+
+def test_log_softmax_of_integers_is_refused():
+    with pytest.raises(LightNetError, match="LogSoftmax input of dtype TL_INT32"):
+        convert(one_node("LogSoftmax", elem=TensorProto.INT32, axis=-1))

@@ -115,6 +115,7 @@ dnnl_reduction_min = 0x2FFF3
 dnnl_reduction_sum = 0x2FFF4
 dnnl_reduction_mean = 0x2FFF6
 dnnl_softmax_accurate = 0x30000
+dnnl_softmax_log = 0x30001
 
 # dnnl_normalization_flags_t
 dnnl_normalization_flags_none = 0x0

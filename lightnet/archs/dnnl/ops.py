@@ -532,14 +532,15 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
                             before))
 
 
-def softmax(op, src, dst, *, axis) -> int:
-    """Softmax along `axis` in the source's layout; where oneDNN has only its reference
-    kernel for that (a plain source and an axis not the last: YOLO's box head over 16
-    bins of axis 1), in a layout with `axis` innermost, the source reordered into it."""
+def softmax(op, src, dst, *, axis, log: bool = False) -> int:
+    """Softmax (or, `log`, its logarithm) along `axis` in the source's layout; where
+    oneDNN has only its reference kernel for that (a plain source and an axis not the
+    last: YOLO's box head over 16 bins of axis 1), in a layout with `axis` innermost, the
+    source reordered into it."""
     dtype = _dtype(src)
 
     def create(layout):
-        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout)
+        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout, log=log)
 
     before = {}
     inner = [a for a in range(src.ndim) if a != axis] + [axis]

@@ -342,6 +342,15 @@ def expand_hard_swish(ctx, target):
     return [b.op("hard_swish_dnnl", like=op)]
 
 
+def expand_log_softmax(ctx, target):
+    """Lower log_softmax to log_softmax_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("log_softmax_dnnl", like=op)]
+
+
 def expand_lrelu(ctx, target):
     """Lower lrelu to lrelu_dnnl."""
     op = OpView(ctx, target)
@@ -1036,6 +1045,7 @@ EXPANDERS = {
     "global_avgpool2d": expand_global_avgpool2d,
     "hard_sigmoid": expand_hard_sigmoid,
     "hard_swish": expand_hard_swish,
+    "log_softmax": expand_log_softmax,
     "lrelu": expand_lrelu,
     "maxpool2d": expand_maxpool2d,
     "relu": expand_relu,

@@ -1,5 +1,5 @@
 """Activations: Relu, Sigmoid, Tanh, Erf, Gelu, HardSigmoid, HardSwish, Swish, LeakyRelu,
-PRelu, Clip, Elu, Selu, Softmax."""
+PRelu, Clip, Elu, Selu, Softmax, LogSoftmax."""
 
 from __future__ import annotations
 
@@ -153,28 +153,36 @@ def selu(c: Converter, n: Node, *, alpha=1.67326319217681884765625,
     _elu(c, n, alpha, gamma)
 
 
-@handler("Softmax", 1, 11)
-def softmax_flattened(c: Converter, n: Node, *, axis=1):
-    """Before version 13: softmax over the input flattened to
-    [prod(d[:axis]), prod(d[axis:])], normalized over the second dim."""
-    x = c.val(n.input(0))
-    x.require_float("Softmax input")
-    rank = max(x.rank, 1)
-    axis = normalize_axes([axis], rank)[0]
-    c.require("softmax")
-    if axis == rank - 1:
-        c.emit("softmax", {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
+def _softmax_flattened(optype: str):
+    def handle(c: Converter, n: Node, *, axis=1):
+        """Before version 13: over the input flattened to
+        [prod(d[:axis]), prod(d[axis:])], normalized over the second dim."""
+        x = c.val(n.input(0))
+        x.require_float(f"{n.op_type} input")
+        rank = max(x.rank, 1)
+        axis = normalize_axes([axis], rank)[0]
+        c.require(optype)
+        if axis == rank - 1:
+            c.emit(optype, {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
+                   hint=n.name or n.outputs[0])
+            return
+        flat = c.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+        y = c.emit(optype, {"src": flat}, {"axis": 1}, x.dtype, flat.shape, hint=n.outputs[0])
+        c.reshape(y, x.shape, out=n.outputs[0])
+    return handle
+
+
+def _softmax(optype: str):
+    def handle(c: Converter, n: Node, *, axis=-1):
+        x = c.val(n.input(0))
+        x.require_float(f"{n.op_type} input")
+        axis = normalize_axes([axis], max(x.rank, 1))[0]
+        c.emit(optype, {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
                hint=n.name or n.outputs[0])
-        return
-    flat = c.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
-    y = c.emit("softmax", {"src": flat}, {"axis": 1}, x.dtype, flat.shape, hint=n.outputs[0])
-    c.reshape(y, x.shape, out=n.outputs[0])
+    return handle
 
 
-@handler("Softmax", 13)
-def softmax(c: Converter, n: Node, *, axis=-1):
-    x = c.val(n.input(0))
-    x.require_float("Softmax input")
-    axis = normalize_axes([axis], max(x.rank, 1))[0]
-    c.emit("softmax", {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
-           hint=n.name or n.outputs[0])
+handler("Softmax", 1, 11)(_softmax_flattened("softmax"))
+handler("Softmax", 13)(_softmax("softmax"))
+handler("LogSoftmax", 1, 11)(_softmax_flattened("log_softmax"))
+handler("LogSoftmax", 13)(_softmax("log_softmax"))
