@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lightnet.errors import LightNetError
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..folding import normalize_axes
@@ -103,10 +105,30 @@ def clip_attributes(c: Converter, n: Node, *, min=-_FLT_MAX, max=_FLT_MAX,  # no
 
 @handler("Clip", 11, 12, 13)
 def clip_inputs(c: Converter, n: Node):
-    """Input form: a missing bound is no bound (infinities pass through)."""
+    """Input form: a missing bound is no bound (infinities pass through); a computed bound
+    is an `elew` TL_MAX / TL_MIN (min > max then gives max, as ONNX says)."""
     x = _clip_input(c, n)
-    lo = float(c.const(n.input(1), "min").reshape(())) if n.has_input(1) else None
-    hi = float(c.const(n.input(2), "max").reshape(())) if n.has_input(2) else None
+    bounds = []
+    for i, what in ((1, "min"), (2, "max")):
+        if not n.has_input(i):
+            bounds.append(None)
+        elif c.is_const(n.input(i)):
+            bounds.append(float(c.const(n.input(i), what).reshape(())))
+        else:
+            bound = c.val(n.input(i))
+            if bound.shape and bound.shape != (1,):
+                raise LightNetError(f"node {n.label} (Clip-{n.version}): {what} has shape "
+                                    f"{list(bound.shape)}, expected a scalar (an invalid "
+                                    "ONNX model)")
+            bounds.append(bound)
+    lo, hi = bounds
+    if isinstance(lo, Val) or isinstance(hi, Val):
+        if lo is not None and hi is not None:
+            lo = lo if isinstance(lo, Val) else c.scalar(lo, x.dtype, f"{n.outputs[0]}_min")
+            x = elew(c, n, x, lo, "TL_MAX", out=False)
+            lo = None
+        _clip(c, n, x, lo, hi)
+        return
     _clip(c, n, x, lo, hi)
 
 
@@ -117,14 +139,18 @@ def _clip_input(c: Converter, n: Node) -> Val:
     return x
 
 
-def _clip(c: Converter, n: Node, x: Val, lo: float | None, hi: float | None):
+def _clip(c: Converter, n: Node, x: Val, lo, hi):
+    """x limited to [lo, hi]; each a number, a scalar Val, or None (no bound)."""
     if lo is not None and hi is not None:
+        lo = min(lo, hi)  # min > max: every value is max, as ONNX says
         c.emit("clip", {"src": x}, {"min": lo, "max": hi}, x.dtype, x.shape, out=n.outputs[0],
                hint=n.name or n.outputs[0])
     elif lo is not None:
-        elew(c, n, x, c.scalar(lo, x.dtype, f"{n.outputs[0]}_min"), "TL_MAX")
+        bound = lo if isinstance(lo, Val) else c.scalar(lo, x.dtype, f"{n.outputs[0]}_min")
+        elew(c, n, x, bound, "TL_MAX")
     elif hi is not None:
-        elew(c, n, x, c.scalar(hi, x.dtype, f"{n.outputs[0]}_max"), "TL_MIN")
+        bound = hi if isinstance(hi, Val) else c.scalar(hi, x.dtype, f"{n.outputs[0]}_max")
+        elew(c, n, x, bound, "TL_MIN")
     else:
         c.reshape_output(n, x, x.shape)
 
