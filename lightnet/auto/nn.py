@@ -33,6 +33,7 @@ __all__ = [
     "global_maxpool2d",
     "hard_sigmoid",
     "hard_swish",
+    "interpolate",
     "layernorm",
     "log_softmax",
     "lrelu",
@@ -780,6 +781,84 @@ def hard_swish(
         dst: The values.
     """
     return apply("hard_swish", {"src": src}, {"alpha": alpha, "beta": beta}, name)
+
+
+def interpolate(
+    src: Tensor,
+    *,
+    dims: Sequence[int],
+    scales: Sequence[float],
+    mode: Literal["nearest", "linear", "cubic"] = "nearest",
+    coordinate_mode: Literal[
+        "half_pixel",
+        "half_pixel_symmetric",
+        "pytorch_half_pixel",
+        "align_corners",
+        "asymmetric",
+        "tf_half_pixel_for_nn",
+        "tf_crop_and_resize",
+    ] = "half_pixel",
+    nearest_mode: Literal[
+        "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"
+    ] = "round_prefer_floor",
+    cubic_coeff_a: float = -0.75,
+    exclude_outside: bool = False,
+    antialias: bool = False,
+    roi: Sequence[float] = (),
+    extrapolation_value: float = 0.0,
+    name: str | None = None,
+) -> Tensor:
+    """ONNX Resize in full: `src` resampled to shape `dims`, axis by axis. Output index i
+    of an axis reads source coordinate x(i) of `coordinate_mode` (half_pixel: (i + 0.5)
+    / scale - 0.5; half_pixel_symmetric: that, centred; pytorch_half_pixel: half_pixel,
+    -0.5 for an output of length 1; align_corners: i * (in - 1) / (out - 1); asymmetric:
+    i / scale; tf_half_pixel_for_nn: (i + 0.5) / scale; tf_crop_and_resize: within the
+    axis's `roi` [start, end], a coordinate outside the axis giving
+    `extrapolation_value`), where out is scale * in. nearest rounds x by `nearest_mode`;
+    linear and cubic (Keys' kernel with `cubic_coeff_a`) weigh the neighbours of x, the
+    source edge repeating beyond the axis; `exclude_outside` gives the weights of
+    indices outside the axis to the others; `antialias` widens linear's and cubic's
+    filter by 1 / scale when downscaling. Every dtype with nearest, TL_FLOAT or
+    TL_DOUBLE with linear and cubic.
+
+    Args:
+        src: The tensor resampled.
+        dims: The shape of dst. (length src.ndim; each > 0)
+        scales: The scale of each axis in x(i) (ONNX's scales, or dims over src's
+            shape). (length src.ndim; each > 0)
+        mode: The interpolation. (linear and cubic need a floating dtype)
+        coordinate_mode: How an output index maps to a source coordinate.
+        nearest_mode: How nearest rounds the source coordinate.
+        cubic_coeff_a: The coefficient of the cubic kernel.
+        exclude_outside: Weigh only indices inside the axis.
+        antialias: Widen linear's and cubic's filter when downscaling.
+        roi: tf_crop_and_resize's region: the starts of every axis, then the ends
+            (fractions of the axis). (tf_crop_and_resize, and only it, takes a roi of
+            two values per axis)
+        extrapolation_value: tf_crop_and_resize's value outside the axis.
+        name: The op's name, and its output's; None: `interpolate` and a number not
+            taken.
+
+    Returns:
+        dst: The resampled tensor.
+    """
+    return apply(
+        "interpolate",
+        {"src": src},
+        {
+            "dims": dims,
+            "scales": scales,
+            "mode": mode,
+            "coordinate_mode": coordinate_mode,
+            "nearest_mode": nearest_mode,
+            "cubic_coeff_a": cubic_coeff_a,
+            "exclude_outside": exclude_outside,
+            "antialias": antialias,
+            "roi": roi,
+            "extrapolation_value": extrapolation_value,
+        },
+        name,
+    )
 
 
 def layernorm(

@@ -26,6 +26,7 @@ from lightnet.auto.ops import global_pool as global_pool_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
+from lightnet.auto.ops import interpolate as interpolate_ops
 from lightnet.auto.ops import layernorm as layernorm_ops
 from lightnet.auto.ops import log_softmax as log_softmax_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
@@ -84,6 +85,7 @@ OP_PROTOS = {
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,
+        interpolate_ops,
         layernorm_ops,
         log_softmax_ops,
         lrelu_ops,
