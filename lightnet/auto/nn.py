@@ -41,17 +41,24 @@ __all__ = [
     "groupnorm",
     "hard_sigmoid",
     "hard_swish",
+<<<<<<< HEAD
     "isnan",
     "isinf",
     "layernorm",
     "logic",
     "logic_not",
+=======
+    "interpolate",
+    "layernorm",
+    "log_softmax",
+>>>>>>> opsb
     "lrelu",
     "lrn",
     "matmul",
     "maxpool2d",
     "maxreduce",
     "maxreduce_arg",
+    "mod",
     "pad",
     "pick1d",
     "print",
@@ -1029,6 +1036,7 @@ def hard_swish(
     return apply("hard_swish", {"src": src}, {"alpha": alpha, "beta": beta}, name)
 
 
+<<<<<<< HEAD
 def isnan(src: Tensor, *, name: str | None = None) -> Tensor:
     """dst = whether each element of float `src` is NaN, a TL_BOOL tensor (ONNX IsNaN).
 
@@ -1065,6 +1073,82 @@ def isinf(
         "isinf",
         {"src": src},
         {"detect_positive": detect_positive, "detect_negative": detect_negative},
+=======
+def interpolate(
+    src: Tensor,
+    *,
+    dims: Sequence[int],
+    scales: Sequence[float],
+    mode: Literal["nearest", "linear", "cubic"] = "nearest",
+    coordinate_mode: Literal[
+        "half_pixel",
+        "half_pixel_symmetric",
+        "pytorch_half_pixel",
+        "align_corners",
+        "asymmetric",
+        "tf_half_pixel_for_nn",
+        "tf_crop_and_resize",
+    ] = "half_pixel",
+    nearest_mode: Literal[
+        "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"
+    ] = "round_prefer_floor",
+    cubic_coeff_a: float = -0.75,
+    exclude_outside: bool = False,
+    antialias: bool = False,
+    roi: Sequence[float] = (),
+    extrapolation_value: float = 0.0,
+    name: str | None = None,
+) -> Tensor:
+    """ONNX Resize in full: `src` resampled to shape `dims`, axis by axis. Output index i
+    of an axis reads source coordinate x(i) of `coordinate_mode` (half_pixel: (i + 0.5)
+    / scale - 0.5; half_pixel_symmetric: that, centred; pytorch_half_pixel: half_pixel,
+    -0.5 for an output of length 1; align_corners: i * (in - 1) / (out - 1); asymmetric:
+    i / scale; tf_half_pixel_for_nn: (i + 0.5) / scale; tf_crop_and_resize: within the
+    axis's `roi` [start, end], a coordinate outside the axis giving
+    `extrapolation_value`), where out is scale * in. nearest rounds x by `nearest_mode`;
+    linear and cubic (Keys' kernel with `cubic_coeff_a`) weigh the neighbours of x, the
+    source edge repeating beyond the axis; `exclude_outside` gives the weights of
+    indices outside the axis to the others; `antialias` widens linear's and cubic's
+    filter by 1 / scale when downscaling. Every dtype with nearest, TL_FLOAT or
+    TL_DOUBLE with linear and cubic.
+
+    Args:
+        src: The tensor resampled.
+        dims: The shape of dst. (length src.ndim; each > 0)
+        scales: The scale of each axis in x(i) (ONNX's scales, or dims over src's
+            shape). (length src.ndim; each > 0)
+        mode: The interpolation. (linear and cubic need a floating dtype)
+        coordinate_mode: How an output index maps to a source coordinate.
+        nearest_mode: How nearest rounds the source coordinate.
+        cubic_coeff_a: The coefficient of the cubic kernel.
+        exclude_outside: Weigh only indices inside the axis.
+        antialias: Widen linear's and cubic's filter when downscaling.
+        roi: tf_crop_and_resize's region: the starts of every axis, then the ends
+            (fractions of the axis). (tf_crop_and_resize, and only it, takes a roi of
+            two values per axis)
+        extrapolation_value: tf_crop_and_resize's value outside the axis.
+        name: The op's name, and its output's; None: `interpolate` and a number not
+            taken.
+
+    Returns:
+        dst: The resampled tensor.
+    """
+    return apply(
+        "interpolate",
+        {"src": src},
+        {
+            "dims": dims,
+            "scales": scales,
+            "mode": mode,
+            "coordinate_mode": coordinate_mode,
+            "nearest_mode": nearest_mode,
+            "cubic_coeff_a": cubic_coeff_a,
+            "exclude_outside": exclude_outside,
+            "antialias": antialias,
+            "roi": roi,
+            "extrapolation_value": extrapolation_value,
+        },
+>>>>>>> opsb
         name,
     )
 
@@ -1106,6 +1190,7 @@ def layernorm(
     )
 
 
+<<<<<<< HEAD
 def logic(
     src1: Tensor,
     src2: Tensor,
@@ -1140,6 +1225,23 @@ def logic_not(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The negation.
     """
     return apply("logic_not", {"src": src}, {}, name)
+=======
+def log_softmax(src: Tensor, *, axis: int, name: str | None = None) -> Tensor:
+    """dst = log(softmax(src)) along `axis`, computed as src - max - log(sum(exp(src -
+    max))) so it stays finite where softmax underflows to 0 (ONNX LogSoftmax). TL_FLOAT
+    or TL_DOUBLE.
+
+    Args:
+        src: The scores. (dtype float)
+        axis: The axis normalized. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `log_softmax` and a number not
+            taken.
+
+    Returns:
+        dst: The log-probabilities.
+    """
+    return apply("log_softmax", {"src": src}, {"axis": axis}, name)
+>>>>>>> opsb
 
 
 def lrelu(src: Tensor, *, negslope: float, name: str | None = None) -> Tensor:
@@ -1327,6 +1429,30 @@ def maxreduce_arg(
         arg: Their indices along axis.
     """
     return apply("maxreduce_arg", {"src": src}, {"axis": axis}, name)
+
+
+def mod(
+    src1: Tensor, src2: Tensor, *, fmod: bool = False, name: str | None = None
+) -> Tensor:
+    """dst = src1 mod src2 element-wise, with numpy broadcasting (ONNX Mod). With fmod
+    false the remainder has the sign of the divisor (Python's %, floor division); with
+    fmod true that of the dividend (C's fmod, truncating division). Both inputs have one
+    numeric dtype. An integer remainder by 0 is 0; a floating one is NaN, as is one of
+    an infinite dividend; an infinite divisor leaves a finite dividend of its sign (fmod
+    false: else the divisor) (ONNX Mod-28's special cases).
+
+    Args:
+        src1: The dividend. (dtype numeric)
+        src2: The divisor. (dtype numeric; dtype of src1; the shapes broadcast, each
+            trailing dimension equal or 1)
+        fmod: The sign of the remainder is the dividend's (true) or the divisor's
+            (false).
+        name: The op's name, and its output's; None: `mod` and a number not taken.
+
+    Returns:
+        dst: The remainders, with the broadcast shape of the inputs.
+    """
+    return apply("mod", {"src1": src1, "src2": src2}, {"fmod": fmod}, name)
 
 
 def pad(
@@ -1923,23 +2049,68 @@ def trilu(
 def unary(
     src: Tensor,
     *,
-    func: Literal["exp", "neg", "reciprocal", "sqrt"],
+    func: Literal[
+        "exp",
+        "neg",
+        "reciprocal",
+        "sqrt",
+        "abs",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "log",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "softplus",
+        "softsign",
+        "mish",
+        "elu",
+        "celu",
+        "thresholded_relu",
+        "shrink",
+    ],
+    alpha: float = 1.0,
+    beta: float = 0.0,
     name: str | None = None,
 ) -> Tensor:
-    """dst = func(src) element-wise: exp, neg (-src), reciprocal (1 / src) or sqrt (ONNX
-    Exp, Neg, Reciprocal, Sqrt). exp overflows to inf, 1 / 0 is inf and the square root
-    of a negative number is NaN, as IEEE says. exp, reciprocal and sqrt take TL_FLOAT or
-    TL_DOUBLE; neg also the signed integers (wrapping at the dtype's minimum).
+    """dst = func(src) element-wise (ONNX Exp, Neg, Reciprocal, Sqrt, Abs, Sign, Floor,
+    Ceil, Round, Log, the trigonometric and hyperbolic functions and their inverses,
+    Softplus, Softsign, Mish, Elu, Celu, ThresholdedRelu, Shrink). round takes halves to
+    the even integer; sign is -1, 0 or 1; softplus is log(1 + exp(src)); softsign src /
+    (1 + |src|); mish src * tanh(softplus(src)); elu src > 0 ? src : alpha * (exp(src) -
+    1); celu max(0, src) + min(0, alpha * (exp(src / alpha) - 1)); thresholded_relu src
+    > alpha ? src : 0; shrink src < -alpha ? src + beta : src > alpha ? src - beta : 0.
+    Only these four take alpha and beta (shrink alone beta). As IEEE says: exp overflows
+    to inf, 1 / 0 is inf, log(0) is -inf, and a function outside its domain (sqrt or log
+    of a negative number, asin of 2) is NaN. abs and sign take every dtype but TL_BOOL,
+    neg also the signed integers (wrapping at the dtype's minimum), the others TL_FLOAT
+    or TL_DOUBLE.
 
     Args:
-        src: The input. (dtype TL_FLOAT, TL_DOUBLE, TL_INT32, TL_INT16, TL_INT8)
-        func: The function. (only neg takes integers)
+        src: The input. (dtype numeric)
+        func: The function. (only abs and sign take integers, and neg the signed ones)
+        alpha: elu's and celu's alpha, thresholded_relu's threshold, shrink's lambd.
+            (only elu, celu, thresholded_relu and shrink take alpha; celu divides by
+            alpha)
+        beta: shrink's bias. (only shrink takes beta)
         name: The op's name, and its output's; None: `unary` and a number not taken.
 
     Returns:
         dst: The values.
     """
-    return apply("unary", {"src": src}, {"func": func}, name)
+    return apply(
+        "unary", {"src": src}, {"func": func, "alpha": alpha, "beta": beta}, name
+    )
 
 
 def upsample(

@@ -34,15 +34,22 @@ from lightnet.auto.ops import groupnorm as groupnorm_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
+<<<<<<< HEAD
 from lightnet.auto.ops import isnan as isnan_ops
 from lightnet.auto.ops import layernorm as layernorm_ops
 from lightnet.auto.ops import logic as logic_ops
+=======
+from lightnet.auto.ops import interpolate as interpolate_ops
+from lightnet.auto.ops import layernorm as layernorm_ops
+from lightnet.auto.ops import log_softmax as log_softmax_ops
+>>>>>>> opsb
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
 from lightnet.auto.ops import maxpool2d as maxpool2d_ops
 from lightnet.auto.ops import maxreduce as maxreduce_ops
 from lightnet.auto.ops import maxreduce_arg as maxreduce_arg_ops
+from lightnet.auto.ops import mod as mod_ops
 from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
@@ -106,15 +113,22 @@ OP_PROTOS = {
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,
+<<<<<<< HEAD
         isnan_ops,
         layernorm_ops,
         logic_ops,
+=======
+        interpolate_ops,
+        layernorm_ops,
+        log_softmax_ops,
+>>>>>>> opsb
         lrelu_ops,
         lrn_ops,
         matmul_ops,
         maxpool2d_ops,
         maxreduce_ops,
         maxreduce_arg_ops,
+        mod_ops,
         pad_ops,
         pick1d_ops,
         print_ops,

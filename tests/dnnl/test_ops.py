@@ -544,6 +544,42 @@ def test_unary_matches_numpy(func):
     assert np.array_equal(np.isnan(ours[y]), np.isnan(want))
 
 
+@pytest.mark.parametrize("func,alpha", [("abs", 1.0), ("log", 1.0), ("mish", 1.0),
+                                        ("softplus", 1.0), ("elu", 0.6)])
+def test_eltwise_unary_matches_cpu(func, alpha):
+    """The unary functions oneDNN's eltwise has, after a convolution (in its layout), on
+    values scaled by 4 (log reads their absolute values plus one)."""
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 5, 6, 7]), 5, 19, 3, pad=1)
+    x = m.op("elew", {"src1": x, "src2": m.weight("four", [1], 4.0, 4.0)}, elew_op="TL_MUL")
+    if func == "log":
+        x = m.op("elew", {"src1": m.op("unary", {"src": x}, func="abs"),
+                          "src2": m.weight("one", [1], 1.0, 1.0)}, elew_op="TL_SUM")
+    m.op("unary", {"src": x}, func=func, **({"alpha": alpha} if func == "elu" else {}))
+    ctx = check_against_cpu(m.to_dict(), optypes=["unary_dnnl"])
+    assert [op.optype for op in ctx.ops].count("unary_dnnl") == 1 + (func == "log")
+
+
+def test_round_halves_to_even_on_onednn():
+    m = ModelBuilder()
+    y = m.op("unary", {"src": m.input("data", [1, 8])}, func="round")
+    doc = m.to_dict()
+    ctx = compiled(doc, "dnnl")
+    assert "unary_dnnl" in [op.optype for op in ctx.ops]
+    ctx.load()
+    data = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4, 3.6]], np.float32)
+    np.testing.assert_array_equal(run(ctx, {"data": data})[y], [[0, 2, 2, -0, -2, -2, 2, 4]])
+
+
+@pytest.mark.parametrize("func", ["sign", "floor", "sin", "softsign", "shrink"])
+def test_unary_functions_onednn_lacks_run_on_the_cpu(func):
+    m = ModelBuilder()
+    x = m.conv(m.input("data", [1, 5, 6, 7]), 5, 19, 3, pad=1)
+    m.op("unary", {"src": x}, func=func)
+    ctx = check_against_cpu(m.to_dict())
+    assert "unary_cpu" in [op.optype for op in ctx.ops]
+
+
 @pytest.mark.parametrize("func", ["mean", "sum", "prod", "sum_square", "l1", "l2"])
 @pytest.mark.parametrize("shape,axes", [((1, 19, 6, 7), [2, 3]), ((2, 19, 6, 7), [1]),
                                         ((3, 10, 33), [2]), ((3, 10, 33), [0, 2])])
@@ -1270,6 +1306,18 @@ def test_softmax_matches_cpu(shape, axis):
     m = ModelBuilder()
     m.op("softmax", {"src": m.input("data", shape)}, axis=axis)
     check_against_cpu(m.to_dict(), optypes=["softmax_dnnl"])
+
+
+@pytest.mark.parametrize("shape,axis", [((4, 1000), 1), ((2, 16, 8400), 1), ((3, 5, 7), 0),
+                                        ((1, 16, 6, 7), 1)])
+def test_log_softmax_matches_cpu(shape, axis):
+    """Plain inputs, and a convolution's output (in oneDNN's blocked layout)."""
+    m = ModelBuilder()
+    x = m.input("data", list(shape))
+    if len(shape) == 4:
+        x = m.conv(x, 16, 16, 3, pad=1)
+    m.op("log_softmax", {"src": x}, axis=axis)
+    check_against_cpu(m.to_dict(), optypes=["log_softmax_dnnl"])
 
 
 def layernorm_cases(count, seed):

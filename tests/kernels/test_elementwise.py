@@ -386,5 +386,23 @@ def test_unary_neg_of_integers_and_unknown_func():
     dst = np.empty(3, np.int32)
     unary(np.array([5, -7, 0], np.int32), dst, func="neg")
     assert dst.tolist() == [-5, 7, 0]
-    with pytest.raises(ValueError, match="unknown unary func 'log'"):
-        unary(np.ones(2), np.empty(2), func="log")
+    with pytest.raises(ValueError, match="unknown unary func 'logit'"):
+        unary(np.ones(2), np.empty(2), func="logit")
+
+
+@pytest.mark.parametrize("func,alpha,beta,f", [
+    ("softplus", 1, 0, lambda v: math.log1p(math.exp(v)) if v < 30 else v),
+    ("softsign", 1, 0, lambda v: v / (1 + abs(v))),
+    ("mish", 1, 0, lambda v: v * math.tanh(math.log1p(math.exp(v)) if v < 30 else v)),
+    ("elu", 0.3, 0, lambda v: v if v > 0 else 0.3 * (math.exp(v) - 1)),
+    ("celu", 1.7, 0, lambda v: max(0, v) + min(0, 1.7 * (math.exp(v / 1.7) - 1))),
+    ("thresholded_relu", 0.4, 0, lambda v: v if v > 0.4 else 0.0),
+    ("shrink", 0.5, 0.2, lambda v: v + 0.2 if v < -0.5 else v - 0.2 if v > 0.5 else 0.0),
+    ("sign", 1, 0, lambda v: (v > 0) - (v < 0)),
+    ("round", 1, 0, round),  # Python's round takes halves to even
+])
+def test_unary_functions_against_a_scalar_loop(func, alpha, beta, f):
+    x = np.concatenate([np.linspace(-40, 40, 161), [-0.5, 0.5, 1.5, 2.5, 0.0]])
+    dst = np.empty_like(x)
+    unary(x, dst, func=func, alpha=alpha, beta=beta)
+    np.testing.assert_allclose(dst, scalar_loop(x, f), rtol=1e-12, atol=1e-300)

@@ -118,6 +118,7 @@ dnnl_reduction_mean = 0x2FFF6
 dnnl_reduction_norm_lp_sum = 0x2FFF8
 dnnl_reduction_norm_lp_power_p_sum = 0x2FFFA
 dnnl_softmax_accurate = 0x30000
+dnnl_softmax_log = 0x30001
 
 # dnnl_normalization_flags_t
 dnnl_normalization_flags_none = 0x0

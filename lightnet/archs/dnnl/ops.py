@@ -591,14 +591,15 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
                             before))
 
 
-def softmax(op, src, dst, *, axis) -> int:
-    """Softmax along `axis` in the source's layout; where oneDNN has only its reference
-    kernel for that (a plain source and an axis not the last: YOLO's box head over 16
-    bins of axis 1), in a layout with `axis` innermost, the source reordered into it."""
+def softmax(op, src, dst, *, axis, log: bool = False) -> int:
+    """Softmax (or, `log`, its logarithm) along `axis` in the source's layout; where
+    oneDNN has only its reference kernel for that (a plain source and an axis not the
+    last: YOLO's box head over 16 bins of axis 1), in a layout with `axis` innermost, the
+    source reordered into it."""
     dtype = _dtype(src)
 
     def create(layout):
-        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout)
+        return _create(primitives.softmax, src.shape, axis, dtype=dtype, src=layout, log=log)
 
     before = {}
     inner = [a for a in range(src.ndim) if a != axis] + [axis]
@@ -723,12 +724,16 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
 
 # The unary op's functions as oneDNN eltwise ones: (name, alpha, beta).
 _UNARY = {"exp": ("exp", 0.0, 0.0), "sqrt": ("sqrt", 0.0, 0.0),
-          "neg": ("linear", -1.0, 0.0), "reciprocal": ("pow", 1.0, -1.0)}
+          "neg": ("linear", -1.0, 0.0), "reciprocal": ("pow", 1.0, -1.0),
+          "abs": ("abs", 0.0, 0.0), "log": ("log", 0.0, 0.0), "round": ("round", 0.0, 0.0),
+          "mish": ("mish", 0.0, 0.0), "softplus": ("soft_relu", 1.0, 0.0)}
 
 
-def unary(op, src, dst, func: str) -> int:
-    """dst = func(src) (exp, neg, reciprocal, sqrt) as oneDNN's eltwise: neg is
-    linear -1 * x + 0, reciprocal pow 1 * x^-1."""
+def unary(op, src, dst, func: str, alpha: float = 1.0) -> int:
+    """dst = func(src) (see _UNARY and elu) as oneDNN's eltwise: neg is linear
+    -1 * x + 0, reciprocal pow 1 * x^-1, softplus soft_relu with alpha 1, elu takes alpha."""
+    if func == "elu":
+        return eltwise(op, src, dst, "elu", alpha, 0.0)
     return eltwise(op, src, dst, *_UNARY[func])
 
 

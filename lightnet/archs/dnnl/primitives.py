@@ -627,10 +627,13 @@ def lrn(shape, *, size: int, alpha: float, beta: float, bias: float, dtype: str 
                   (int(size), float(alpha), float(beta), float(bias)))
 
 
-def softmax(shape, axis: int, *, dtype: str = "float32", src="plain", dst="any") -> Kernel:
-    """Softmax along `axis` (the cpu softmax); tensors src, dst."""
+def softmax(shape, axis: int, *, dtype: str = "float32", src="plain", dst="any",
+            log: bool = False) -> Kernel:
+    """Softmax along `axis` (the cpu softmax), or its logarithm (log_softmax); tensors
+    src, dst."""
+    alg = capi.dnnl_softmax_log if log else capi.dnnl_softmax_accurate
     return _unary("softmax", "dnnl_softmax_forward_primitive_desc_create", shape, dtype, src,
-                  dst, (capi.dnnl_softmax_accurate,), (int(axis),))
+                  dst, (alg,), (int(axis),))
 
 
 # reduce's func -> (oneDNN's algorithm, its p): l1 and l2 are the p-norms' root of the

@@ -7,23 +7,47 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
+from lightnet.auto.dtypes import NUMERIC
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
-from lightnet.ir.tensor import DType, MemType
+from lightnet.ir.tensor import MemType
 
 
 def unary_pre_run(op, tensors):
     """Check a unary op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    src, func = ck.get("src", "func")
+    src, func, alpha, beta = ck.get("src", "func", "alpha", "beta")
     ck.satisfy(
         "param 'func'",
-        func == "neg" or src.dtype.name in ("TL_FLOAT", "TL_DOUBLE"),
-        'func == "neg" or src.dtype.name in ("TL_FLOAT", "TL_DOUBLE")',
-        "only neg takes integers",
+        src.dtype.name in ("TL_FLOAT", "TL_DOUBLE")
+        or func in ("abs", "sign")
+        or (func == "neg" and src.dtype.name in ("TL_INT32", "TL_INT16", "TL_INT8")),
+        'src.dtype.name in ("TL_FLOAT", "TL_DOUBLE") or func in ("abs", "sign") or (func == "neg" and src.dtype.name in ("TL_INT32", "TL_INT16", "TL_INT8"))',
+        "only abs and sign take integers, and neg the signed ones",
         lambda: found(src=src, func=func),
+    )
+    ck.satisfy(
+        "param 'alpha'",
+        func in ("elu", "celu", "thresholded_relu", "shrink") or alpha == 1,
+        'func in ("elu", "celu", "thresholded_relu", "shrink") or alpha == 1',
+        "only elu, celu, thresholded_relu and shrink take alpha",
+        lambda: found(func=func, alpha=alpha),
+    )
+    ck.satisfy(
+        "param 'alpha'",
+        func != "celu" or alpha != 0,
+        'func != "celu" or alpha != 0',
+        "celu divides by alpha",
+        lambda: found(func=func, alpha=alpha),
+    )
+    ck.satisfy(
+        "param 'beta'",
+        func == "shrink" or beta == 0,
+        'func == "shrink" or beta == 0',
+        "only shrink takes beta",
+        lambda: found(func=func, beta=beta),
     )
     ck.define("dst", src.dtype, src.shape)
 
@@ -32,23 +56,45 @@ UNARY = OpProto(
     optype="unary",
     arch="none",
     mtype=MemType.NONE,
-    tensors_in=(
-        TensorArg(
-            "src",
-            dtype=(
-                DType.TL_FLOAT,
-                DType.TL_DOUBLE,
-                DType.TL_INT32,
-                DType.TL_INT16,
-                DType.TL_INT8,
-            ),
-        ),
-    ),
+    tensors_in=(TensorArg("src", dtype=NUMERIC),),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg(
-            "func", ParamType.STRING, choices=("exp", "neg", "reciprocal", "sqrt")
+            "func",
+            ParamType.STRING,
+            choices=(
+                "exp",
+                "neg",
+                "reciprocal",
+                "sqrt",
+                "abs",
+                "sign",
+                "floor",
+                "ceil",
+                "round",
+                "log",
+                "sin",
+                "cos",
+                "tan",
+                "asin",
+                "acos",
+                "atan",
+                "sinh",
+                "cosh",
+                "asinh",
+                "acosh",
+                "atanh",
+                "softplus",
+                "softsign",
+                "mish",
+                "elu",
+                "celu",
+                "thresholded_relu",
+                "shrink",
+            ),
         ),
+        ParamArg("alpha", ParamType.NUMBER, 1.0, realtype="double"),
+        ParamArg("beta", ParamType.NUMBER, 0.0, realtype="double"),
     ),
     pre_run=unary_pre_run,
     source="descriptions/ops/unary.yaml",
@@ -57,7 +103,8 @@ UNARY = OpProto(
 
 def unary_cpu_load(op, arrays):
     src, dst, func = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["func"]
-    return lambda: kernels.unary(src, dst, func=func)
+    alpha, beta = op.values["alpha"], op.values["beta"]
+    return lambda: kernels.unary(src, dst, func=func, alpha=alpha, beta=beta)
 
 
 UNARY_CPU = replace(
@@ -69,13 +116,33 @@ def unary_dnnl_pre_run(op, tensors):
     """unary's checks, then those unary_dnnl adds."""
     unary_pre_run(op, tensors)
     ck = Checker(op, tensors)
+    (func,) = ck.get("func")
     dnnl_dtype(ck, "src")
+    ck.satisfy(
+        "op",
+        func
+        in (
+            "exp",
+            "sqrt",
+            "neg",
+            "reciprocal",
+            "abs",
+            "log",
+            "round",
+            "mish",
+            "elu",
+            "softplus",
+        ),
+        'func in ("exp", "sqrt", "neg", "reciprocal", "abs", "log", "round", "mish", "elu", "softplus")',
+        "oneDNN's eltwise has the function",
+        lambda: found(func=func),
+    )
 
 
 def unary_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
-    src, dst, func = ck.get("src", "dst", "func")
-    ck.scratch(dnnl.unary(op, src, dst, func))
+    src, dst, func, alpha = ck.get("src", "dst", "func", "alpha")
+    ck.scratch(dnnl.unary(op, src, dst, func, alpha))
 
 
 def unary_dnnl_load(op, arrays):

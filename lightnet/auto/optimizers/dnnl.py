@@ -61,6 +61,28 @@ def expand_elew(ctx, target):
     return None
 
 
+def expand_unary(ctx, target):
+    """Lower unary to unary_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if op.params.func in (
+        "exp",
+        "sqrt",
+        "neg",
+        "reciprocal",
+        "abs",
+        "log",
+        "round",
+        "mish",
+        "elu",
+        "softplus",
+    ):
+        return [b.op("unary_dnnl", like=op)]
+    return None
+
+
 def expand_reduce(ctx, target):
     """Lower reduce to reduce_dnnl."""
     op = OpView(ctx, target)
@@ -325,6 +347,15 @@ def expand_hard_swish(ctx, target):
     return [b.op("hard_swish_dnnl", like=op)]
 
 
+def expand_log_softmax(ctx, target):
+    """Lower log_softmax to log_softmax_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("log_softmax_dnnl", like=op)]
+
+
 def expand_lrelu(ctx, target):
     """Lower lrelu to lrelu_dnnl."""
     op = OpView(ctx, target)
@@ -386,15 +417,6 @@ def expand_tanh(ctx, target):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [b.op("tanh_dnnl", like=op)]
-
-
-def expand_unary(ctx, target):
-    """Lower unary to unary_dnnl."""
-    op = OpView(ctx, target)
-    if not (op.ins.src.dtype == DType.TL_FLOAT):
-        return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("unary_dnnl", like=op)]
 
 
 def combine_channel_shuffle(ctx, window):
@@ -1090,6 +1112,7 @@ ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 EXPANDERS = {
     "avgpool2d": expand_avgpool2d,
     "elew": expand_elew,
+    "unary": expand_unary,
     "reduce": expand_reduce,
     "resize": expand_resize,
     "upsample": expand_upsample,
@@ -1109,6 +1132,7 @@ EXPANDERS = {
     "global_avgpool2d": expand_global_avgpool2d,
     "hard_sigmoid": expand_hard_sigmoid,
     "hard_swish": expand_hard_swish,
+    "log_softmax": expand_log_softmax,
     "lrelu": expand_lrelu,
     "maxpool2d": expand_maxpool2d,
     "relu": expand_relu,
@@ -1116,7 +1140,6 @@ EXPANDERS = {
     "softmax": expand_softmax,
     "swish": expand_swish,
     "tanh": expand_tanh,
-    "unary": expand_unary,
 }
 
 COMBINERS = (

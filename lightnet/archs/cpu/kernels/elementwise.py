@@ -13,6 +13,7 @@ from lightnet.archs.cpu.kernels.special import erf, erf_scratch
 __all__ = [
     "GELU_APPROXIMATIONS",
     "UNARY_FUNCS",
+    "UNARY_PARAM_FUNCS",
     "broadcast_shape",
     "broadcasts_to",
     "clip",
@@ -22,6 +23,7 @@ __all__ = [
     "hard_sigmoid",
     "hard_swish",
     "lrelu",
+    "mod",
     "relu",
     "sigmoid",
     "submean",
@@ -90,6 +92,14 @@ def elew(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, elew_op: str) -
         np.copyto(dst, result, casting="unsafe")
         return
     ufunc(src1, src2, out=dst, dtype=dst.dtype)
+
+
+def mod(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, fmod: bool) -> None:
+    """dst = src1 mod src2 with numpy broadcasting: the remainder has the sign of the
+    dividend (fmod, C's fmod) or of the divisor (np.mod, Python's %). By 0: 0 for
+    integers (numpy's rule), NaN for floats, without warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        (np.fmod if fmod else np.mod)(src1, src2, out=dst)
 
 
 def relu(src: np.ndarray, dst: np.ndarray) -> None:
@@ -194,20 +204,92 @@ _UNARY_UFUNCS = {
     "neg": np.negative,
     "reciprocal": np.reciprocal,
     "sqrt": np.sqrt,
+    "abs": np.absolute,
+    "sign": np.sign,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.rint,  # halves to even
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
 }
-UNARY_FUNCS = tuple(_UNARY_UFUNCS)
 
 
-def unary(src: np.ndarray, dst: np.ndarray, *, func: str) -> None:
-    """dst = func(src) element-wise, func one of UNARY_FUNCS (ONNX Exp, Neg,
-    Reciprocal, Sqrt). As IEEE says: exp overflows to inf, 1 / 0 is inf, the
-    square root of a negative number is NaN (no warnings)."""
-    try:
-        ufunc = _UNARY_UFUNCS[func]
-    except KeyError:
-        raise ValueError(f"unknown unary func {func!r} (known: {', '.join(UNARY_FUNCS)})") from None
+def _softplus(src, dst, alpha, beta):
+    np.logaddexp(0, src, out=dst)  # log(1 + exp(src)) without overflow
+
+
+def _softsign(src, dst, alpha, beta):
+    np.absolute(src, out=dst)
+    np.add(dst, 1, out=dst)
+    np.divide(src, dst, out=dst)
+
+
+def _mish(src, dst, alpha, beta):
+    np.logaddexp(0, src, out=dst)
+    np.tanh(dst, out=dst)
+    np.multiply(dst, src, out=dst)
+
+
+def _elu(src, dst, alpha, beta):
+    """src > 0 ? src : alpha * (exp(src) - 1)."""
+    np.minimum(src, 0, out=dst)
+    np.expm1(dst, out=dst)
+    np.multiply(dst, alpha, out=dst)
+    np.copyto(dst, src, where=src > 0)
+
+
+def _celu(src, dst, alpha, beta):
+    """max(0, src) + min(0, alpha * (exp(src / alpha) - 1))."""
+    np.minimum(src, 0, out=dst)
+    np.divide(dst, alpha, out=dst)
+    np.expm1(dst, out=dst)
+    np.multiply(dst, alpha, out=dst)
+    np.copyto(dst, src, where=src > 0)
+
+
+def _thresholded_relu(src, dst, alpha, beta):
+    """src > alpha ? src : 0."""
+    np.copyto(dst, src)
+    np.copyto(dst, 0, where=~(src > alpha))
+
+
+def _shrink(src, dst, alpha, beta):
+    """src < -alpha ? src + beta : src > alpha ? src - beta : 0 (ONNX Shrink, lambd alpha,
+    bias beta), in src's dtype."""
+    dst[...] = 0
+    np.add(src, dst.dtype.type(beta), out=dst, where=src < -alpha, casting="unsafe")
+    np.subtract(src, dst.dtype.type(beta), out=dst, where=src > alpha, casting="unsafe")
+
+
+_UNARY_KERNELS = {"softplus": _softplus, "softsign": _softsign, "mish": _mish, "elu": _elu,
+                  "celu": _celu, "thresholded_relu": _thresholded_relu, "shrink": _shrink}
+UNARY_FUNCS = tuple(_UNARY_UFUNCS) + tuple(_UNARY_KERNELS)
+UNARY_PARAM_FUNCS = ("elu", "celu", "thresholded_relu", "shrink")
+
+
+def unary(src: np.ndarray, dst: np.ndarray, *, func: str, alpha: float = 1.0,
+          beta: float = 0.0) -> None:
+    """dst = func(src) element-wise, func one of UNARY_FUNCS; alpha and beta are the
+    parameters of UNARY_PARAM_FUNCS (see descriptions/ops/unary.yaml). dst is not src.
+    As IEEE says: exp overflows to inf, 1 / 0 is inf, log(0) is -inf, the square root or
+    log of a negative number is NaN (no warnings)."""
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        ufunc(src, out=dst)
+        if func in _UNARY_UFUNCS:
+            _UNARY_UFUNCS[func](src, out=dst)
+        elif func in _UNARY_KERNELS:
+            _UNARY_KERNELS[func](src, dst, alpha, beta)
+        else:
+            raise ValueError(f"unknown unary func {func!r} (known: {', '.join(UNARY_FUNCS)})")
 
 
 def lrelu(src: np.ndarray, dst: np.ndarray, *, negslope: float) -> None:

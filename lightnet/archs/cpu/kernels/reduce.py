@@ -9,6 +9,9 @@ from lightnet.archs.cpu.kernels.scratch import carve
 __all__ = [
     "REDUCE_FUNCS",
     "arg_reduce",
+    "log_softmax",
+    "log_softmax_scratch",
+    "log_softmax_workspace",
     "maxreduce",
     "maxreduce_arg",
     "reduce",
@@ -57,6 +60,33 @@ def softmax(src: np.ndarray, dst: np.ndarray, *, axis: int, ws: np.ndarray | Non
     np.exp(dst, out=dst)
     np.add.reduce(dst, axis=axis, keepdims=True, out=ws)
     np.divide(dst, ws, out=dst)
+
+
+def log_softmax_scratch(shape, dtype, *, axis: int) -> tuple:
+    """Scratch layout of log_softmax: two values per reduced row (its max, its sum)."""
+    rows = reduce_shape(shape, axis)
+    return (("max", rows, dtype), ("sum", rows, dtype))
+
+
+def log_softmax_workspace(shape, dtype, *, axis: int, scratch=None) -> dict:
+    """log_softmax's `ws`, carved from `scratch` (new when None)."""
+    return carve(scratch, log_softmax_scratch(shape, dtype, axis=axis))
+
+
+def log_softmax(src: np.ndarray, dst: np.ndarray, *, axis: int, ws: dict | None = None) -> None:
+    """dst = src - max - log(sum(exp(src - max))) along `axis`, in dst's dtype: the log of
+    softmax without taking the log of an exp that underflowed (finite where softmax is 0).
+    dst is not src."""
+    if ws is None:
+        ws = log_softmax_workspace(dst.shape, dst.dtype, axis=axis)
+    top, total = ws["max"], ws["sum"]
+    np.maximum.reduce(src, axis=axis, keepdims=True, out=top)
+    np.subtract(src, top, out=dst)
+    np.exp(dst, out=dst)
+    np.add.reduce(dst, axis=axis, keepdims=True, out=total)
+    np.log(total, out=total)
+    np.subtract(src, top, out=dst)  # shifted first: exact where src is near max
+    np.subtract(dst, total, out=dst)
 
 
 def maxreduce(src: np.ndarray, dst: np.ndarray, *, axis: int) -> None:

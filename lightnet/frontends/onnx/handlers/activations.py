@@ -1,5 +1,5 @@
 """Activations: Relu, Sigmoid, Tanh, Erf, Gelu, HardSigmoid, HardSwish, Swish, LeakyRelu,
-PRelu, Clip, Elu, Selu, Softmax."""
+PRelu, Clip, Elu, Selu, Softmax, LogSoftmax."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lightnet.errors import LightNetError
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..folding import normalize_axes
 from ..graph import Node, Val
-from .elementwise import elew, exp
+from .elementwise import elew
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -103,10 +105,30 @@ def clip_attributes(c: Converter, n: Node, *, min=-_FLT_MAX, max=_FLT_MAX,  # no
 
 @handler("Clip", 11, 12, 13)
 def clip_inputs(c: Converter, n: Node):
-    """Input form: a missing bound is no bound (infinities pass through)."""
+    """Input form: a missing bound is no bound (infinities pass through); a computed bound
+    is an `elew` TL_MAX / TL_MIN (min > max then gives max, as ONNX says)."""
     x = _clip_input(c, n)
-    lo = float(c.const(n.input(1), "min").reshape(())) if n.has_input(1) else None
-    hi = float(c.const(n.input(2), "max").reshape(())) if n.has_input(2) else None
+    bounds = []
+    for i, what in ((1, "min"), (2, "max")):
+        if not n.has_input(i):
+            bounds.append(None)
+        elif c.is_const(n.input(i)):
+            bounds.append(float(c.const(n.input(i), what).reshape(())))
+        else:
+            bound = c.val(n.input(i))
+            if bound.shape and bound.shape != (1,):
+                raise LightNetError(f"node {n.label} (Clip-{n.version}): {what} has shape "
+                                    f"{list(bound.shape)}, expected a scalar (an invalid "
+                                    "ONNX model)")
+            bounds.append(bound)
+    lo, hi = bounds
+    if isinstance(lo, Val) or isinstance(hi, Val):
+        if lo is not None and hi is not None:
+            lo = lo if isinstance(lo, Val) else c.scalar(lo, x.dtype, f"{n.outputs[0]}_min")
+            x = elew(c, n, x, lo, "TL_MAX", out=False)
+            lo = None
+        _clip(c, n, x, lo, hi)
+        return
     _clip(c, n, x, lo, hi)
 
 
@@ -117,69 +139,76 @@ def _clip_input(c: Converter, n: Node) -> Val:
     return x
 
 
-def _clip(c: Converter, n: Node, x: Val, lo: float | None, hi: float | None):
+def _clip(c: Converter, n: Node, x: Val, lo, hi):
+    """x limited to [lo, hi]; each a number, a scalar Val, or None (no bound)."""
     if lo is not None and hi is not None:
+        lo = min(lo, hi)  # min > max: every value is max, as ONNX says
         c.emit("clip", {"src": x}, {"min": lo, "max": hi}, x.dtype, x.shape, out=n.outputs[0],
                hint=n.name or n.outputs[0])
     elif lo is not None:
-        elew(c, n, x, c.scalar(lo, x.dtype, f"{n.outputs[0]}_min"), "TL_MAX")
+        bound = lo if isinstance(lo, Val) else c.scalar(lo, x.dtype, f"{n.outputs[0]}_min")
+        elew(c, n, x, bound, "TL_MAX")
     elif hi is not None:
-        elew(c, n, x, c.scalar(hi, x.dtype, f"{n.outputs[0]}_max"), "TL_MIN")
+        bound = hi if isinstance(hi, Val) else c.scalar(hi, x.dtype, f"{n.outputs[0]}_max")
+        elew(c, n, x, bound, "TL_MIN")
     else:
         c.reshape_output(n, x, x.shape)
 
 
-def _elu_like(c: Converter, n: Node, alpha: float, gamma: float):
-    """gamma * (max(x, 0) + alpha * (exp(min(x, 0)) - 1))."""
+def _elu(c: Converter, n: Node, alpha: float, gamma: float):
+    """gamma * (x > 0 ? x : alpha * (exp(x) - 1)): a `unary` elu, scaled by gamma (Selu)."""
     x = c.val(n.input(0))
     x.require_float(f"{n.op_type} input")
-    zero = c.scalar(0, x.dtype, f"{n.outputs[0]}_zero")
-    pos = elew(c, n, x, zero, "TL_MAX", out=False)
-    neg = elew(c, n, x, zero, "TL_MIN", out=False)
-    expm1 = elew(c, n, exp(c, n, neg, out=False), c.scalar(1, x.dtype, f"{n.outputs[0]}_one"),
-                 "TL_SUB", out=False)
-    scaled = elew(c, n, expm1, c.scalar(alpha, x.dtype, f"{n.outputs[0]}_alpha"), "TL_MUL",
-                  out=False)
+    params = {"func": "elu", "alpha": float(alpha), "beta": 0.0}
     if gamma == 1:
-        elew(c, n, pos, scaled, "TL_SUM")
+        c.emit("unary", {"src": x}, params, x.dtype, x.shape, out=n.outputs[0],
+               hint=n.name or n.outputs[0])
         return
-    y = elew(c, n, pos, scaled, "TL_SUM", out=False)
+    y = c.emit("unary", {"src": x}, params, x.dtype, x.shape, hint=f"{n.outputs[0]}_elu")
     elew(c, n, y, c.scalar(gamma, x.dtype, f"{n.outputs[0]}_gamma"), "TL_MUL")
 
 
 @handler("Elu", 1, 6, 22)
 def elu(c: Converter, n: Node, *, alpha=1.0, consumed_inputs=None):
-    _elu_like(c, n, alpha, 1.0)
+    _elu(c, n, alpha, 1.0)
 
 
 @handler("Selu", 1, 6, 22)
 def selu(c: Converter, n: Node, *, alpha=1.67326319217681884765625,
          gamma=1.05070102214813232421875, consumed_inputs=None):
-    _elu_like(c, n, alpha, gamma)
+    _elu(c, n, alpha, gamma)
 
 
-@handler("Softmax", 1, 11)
-def softmax_flattened(c: Converter, n: Node, *, axis=1):
-    """Before version 13: softmax over the input flattened to
-    [prod(d[:axis]), prod(d[axis:])], normalized over the second dim."""
-    x = c.val(n.input(0))
-    x.require_float("Softmax input")
-    rank = max(x.rank, 1)
-    axis = normalize_axes([axis], rank)[0]
-    c.require("softmax")
-    if axis == rank - 1:
-        c.emit("softmax", {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
+def _softmax_flattened(optype: str):
+    def handle(c: Converter, n: Node, *, axis=1):
+        """Before version 13: over the input flattened to
+        [prod(d[:axis]), prod(d[axis:])], normalized over the second dim."""
+        x = c.val(n.input(0))
+        x.require_float(f"{n.op_type} input")
+        rank = max(x.rank, 1)
+        axis = normalize_axes([axis], rank)[0]
+        c.require(optype)
+        if axis == rank - 1:
+            c.emit(optype, {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
+                   hint=n.name or n.outputs[0])
+            return
+        flat = c.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+        y = c.emit(optype, {"src": flat}, {"axis": 1}, x.dtype, flat.shape, hint=n.outputs[0])
+        c.reshape(y, x.shape, out=n.outputs[0])
+    return handle
+
+
+def _softmax(optype: str):
+    def handle(c: Converter, n: Node, *, axis=-1):
+        x = c.val(n.input(0))
+        x.require_float(f"{n.op_type} input")
+        axis = normalize_axes([axis], max(x.rank, 1))[0]
+        c.emit(optype, {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
                hint=n.name or n.outputs[0])
-        return
-    flat = c.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
-    y = c.emit("softmax", {"src": flat}, {"axis": 1}, x.dtype, flat.shape, hint=n.outputs[0])
-    c.reshape(y, x.shape, out=n.outputs[0])
+    return handle
 
 
-@handler("Softmax", 13)
-def softmax(c: Converter, n: Node, *, axis=-1):
-    x = c.val(n.input(0))
-    x.require_float("Softmax input")
-    axis = normalize_axes([axis], max(x.rank, 1))[0]
-    c.emit("softmax", {"src": x}, {"axis": axis}, x.dtype, x.shape, out=n.outputs[0],
-           hint=n.name or n.outputs[0])
+handler("Softmax", 1, 11)(_softmax_flattened("softmax"))
+handler("Softmax", 13)(_softmax("softmax"))
+handler("LogSoftmax", 1, 11)(_softmax_flattened("log_softmax"))
+handler("LogSoftmax", 13)(_softmax("log_softmax"))

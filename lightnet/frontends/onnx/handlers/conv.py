@@ -1,5 +1,5 @@
-"""Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool and the global
-pools, 2-D, with 1-D lifted to 2-D (H = 1)."""
+"""Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool and the
+global pools, 2-D, with 1-D lifted to 2-D (H = 1)."""
 
 from __future__ import annotations
 
@@ -195,3 +195,49 @@ def _global_pool(optype: str):
 
 handler("GlobalAveragePool", 1, 22)(_global_pool("global_avgpool2d"))
 handler("GlobalMaxPool", 1, 22)(_global_pool("global_maxpool2d"))
+
+
+@handler("LpPool", 2, 11, 18, 22)
+def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
+            dilations=None, p=2, pads=None, strides=None):
+    """(sum over the window of |x|^p)^(1/p), 2-D and 1-D: |x|^p (a `unary` abs and an
+    `elew` TL_POW), an `avgpool2d` counting the padding, times the window's area, to the
+    power 1 / p. The padding (also auto_pad's) is zeros, which add nothing."""
+    from lightnet.archs.cpu.kernels import autopad_padding, pool2d_output_hw
+
+    x = c.val(n.input(0))
+    x.require_float("LpPool input")
+    if x.rank not in (3, 4):
+        raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
+    if p <= 0:
+        raise Unsupported(f"p {p}")
+    k = x.rank - 2
+    strides, dilations, pads, autopad, kernel = _spatial_params(
+        k, kernel_shape, strides, dilations, pads, auto_pad)
+    if any(d != 1 for d in dilations):
+        raise Unsupported(f"dilations {dilations[-k:]}")
+    in_hw = tuple(x.shape[2:]) if k == 2 else (1,) + tuple(x.shape[2:])
+    padding = list(autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads)
+    if ceil_mode and tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
+            pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
+        raise Unsupported("ceil_mode 1 where it changes the output size")
+    shape = c.out_shape(n)
+    src = _lift(c, x) if k == 1 else x
+    hint = n.outputs[0]
+    mag = c.emit("unary", {"src": src}, {"func": "abs"}, x.dtype, src.shape, hint=f"{hint}_abs")
+    power = c.emit("elew", {"src1": mag, "src2": c.scalar(float(p), x.dtype, f"{hint}_p")},
+                   {"elew_op": "TL_POW"}, x.dtype, src.shape, hint=f"{hint}_pow")
+    shape2d = shape if k == 2 else shape[:2] + (1,) + shape[2:]
+    mean = c.emit("avgpool2d", {"src": power},
+                  {"size": kernel, "stride": strides, "padding": padding, "autopad": "NOTSET",
+                   "count_include_pad": True}, x.dtype, shape2d, hint=f"{hint}_mean")
+    total = c.emit("elew", {"src1": mean, "src2": c.scalar(float(math.prod(kernel)), x.dtype,
+                                                           f"{hint}_area")},
+                   {"elew_op": "TL_MUL"}, x.dtype, shape2d, hint=f"{hint}_sum")
+    if k == 2:
+        c.emit("elew", {"src1": total, "src2": c.scalar(1.0 / p, x.dtype, f"{hint}_root")},
+               {"elew_op": "TL_POW"}, x.dtype, shape, out=n.outputs[0], hint=n.name or hint)
+        return
+    y = c.emit("elew", {"src1": total, "src2": c.scalar(1.0 / p, x.dtype, f"{hint}_root")},
+               {"elew_op": "TL_POW"}, x.dtype, shape2d, hint=f"{hint}_norm")
+    c.reshape(y, shape, out=n.outputs[0])

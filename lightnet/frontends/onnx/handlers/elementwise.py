@@ -1,5 +1,5 @@
-"""Element-wise arithmetic: binary and variadic ops and Abs as LightNet `elew` ops; Neg,
-Reciprocal, Sqrt and Exp as `unary` ops; Expand as `expand`."""
+"""Element-wise arithmetic: binary and variadic ops as LightNet `elew` ops; Neg,
+Reciprocal, Sqrt, Exp and Abs as `unary` ops; Expand as `expand`."""
 
 from __future__ import annotations
 
@@ -117,8 +117,9 @@ def abs_(c: Converter, n: Node, *, consumed_inputs=None):
     if x.dtype.startswith("TL_UINT"):
         c.reshape_output(n, x, x.shape)
         return
-    negated = elew(c, n, x, c.scalar(-1, x.dtype, f"{n.outputs[0]}_minus1"), "TL_MUL", out=False)
-    elew(c, n, x, negated, "TL_MAX")
+    if x.dtype == "TL_BOOL":
+        raise Unsupported("bool input")
+    unary(c, n, x, "abs")
 
 
 @handler("Exp", 1, 6, 13)

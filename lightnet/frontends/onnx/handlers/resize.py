@@ -1,5 +1,6 @@
 """Resize and Upsample, mapped to LightNet's upsample (by scales) or resize (to dims),
-whichever computes exactly what ONNX's coordinate rules prescribe."""
+whichever computes exactly what ONNX's coordinate rules prescribe, else (Resize from
+version 11: cubic, antialiasing, tf_crop_and_resize, any coordinate rule) to interpolate."""
 
 from __future__ import annotations
 
@@ -59,9 +60,11 @@ def _onnx_resample_1d(x, n_out, scale, mode, ctm, nearest_mode):
 
 
 
-def _resample(c: Converter, n: Node, x: Val, scales, sizes, mode, ctm, nearest_mode):
+def _resample(c: Converter, n: Node, x: Val, scales, sizes, mode, ctm, nearest_mode,
+              general=None):
     """Map an ONNX resize of `x` to LightNet's upsample (by scales) or resize (to dims),
-    whichever computes exactly the same along every axis."""
+    whichever computes exactly the same along every axis; else call `general` (which maps
+    it to `interpolate`), or without one refuse it."""
     if mode not in ("nearest", "linear"):
         raise Unsupported(f"mode {mode}")
     from lightnet.archs.cpu import kernels
@@ -102,6 +105,9 @@ def _resample(c: Converter, n: Node, x: Val, scales, sizes, mode, ctm, nearest_m
             kernels.resize(src, got, mode=tl_mode, dims=(n_out,))
             ok_resize = np.allclose(got, want, rtol=1e-9, atol=1e-12)
     shape = tuple(out)
+    if not (ok_up or ok_resize) and general is not None:
+        general()
+        return
     if not (ok_up or ok_resize):
         detail = f"mode {mode}, coordinate_transformation_mode {ctm}"
         if mode == "nearest":
@@ -145,12 +151,12 @@ def resize(c: Converter, n: Node, *, mode="nearest", coordinate_transformation_m
            nearest_mode="round_prefer_floor", antialias=0, axes=None,
            keep_aspect_ratio_policy="stretch", cubic_coeff_a=-0.75, exclude_outside=0,
            extrapolation_value=0.0):
-    # cubic_coeff_a and exclude_outside only concern cubic mode, extrapolation_value
-    # tf_crop_and_resize: both unsupported.
+    """Scales and the output shape as ONNX's reference computes them; upsample or resize
+    where one computes exactly the same (they have oneDNN variants), else interpolate."""
     x = c.val(n.input(0))
     ctm = coordinate_transformation_mode
-    if ctm == "tf_crop_and_resize":
-        raise Unsupported("coordinate_transformation_mode tf_crop_and_resize")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode {mode}")
     scales = sizes = None
     if n.has_input(3):
         sizes = [int(s) for s in c.const(n.input(3), "sizes").reshape(-1)]
@@ -158,33 +164,61 @@ def resize(c: Converter, n: Node, *, mode="nearest", coordinate_transformation_m
         scales = [float(s) for s in c.const(n.input(2), "scales").reshape(-1)]
     else:
         raise Unsupported("neither scales nor sizes")
-    if axes is not None:
-        axes = normalize_axes(axes, x.rank)
-    given, expected = scales or sizes, x.rank if axes is None else len(axes)
-    if len(given) != expected:
-        raise Unsupported(f"{len(given)} {'scales' if scales else 'sizes'} for {expected} axes")
-    if axes is not None:
-        full = [1.0] * x.rank if scales is not None else list(x.shape)
-        for k, a in enumerate(axes):
-            full[a] = (scales or sizes)[k]
-        if scales is not None:
-            scales = full
-        else:
-            sizes = full
-    policy = keep_aspect_ratio_policy
-    if sizes is not None and policy != "stretch":
-        sel = axes if axes is not None else range(x.rank)
-        ratios = [sizes[a] / x.shape[a] for a in sel]
-        r = min(ratios) if policy == "not_larger" else max(ratios)
-        sizes = list(x.shape)
-        for a in sel:
-            sizes[a] = int(round(r * x.shape[a]))
-        scales, sizes = [r if a in sel else 1.0 for a in range(x.rank)], None
-        sizes_after = [int(round(s * d)) for s, d in zip(scales, x.shape)]
-        if sizes_after != [int(math.floor(s * d)) for s, d in zip(scales, x.shape)]:
-            raise Unsupported(f"keep_aspect_ratio_policy {policy}")
-    if antialias:
-        check = scales if scales is not None else [o / i for o, i in zip(sizes, x.shape)]
-        if any(s < 1 for s in check) and mode != "nearest":
-            raise Unsupported("antialias with downsampling")
-    _resample(c, n, x, scales, sizes, mode, ctm, nearest_mode)
+    sel = list(range(x.rank)) if axes is None else normalize_axes(axes, x.rank)
+    given = scales if scales is not None else sizes
+    if len(given) != len(sel):
+        raise Unsupported(f"{len(given)} {'scales' if scales else 'sizes'} for {len(sel)} axes")
+    roi = []
+    if ctm == "tf_crop_and_resize":
+        if not n.has_input(1):
+            raise Unsupported("tf_crop_and_resize without a roi")
+        given_roi = [float(v) for v in c.const(n.input(1), "roi").reshape(-1)]
+        if len(given_roi) != 2 * len(sel):
+            raise Unsupported(f"a roi of {len(given_roi)} values for {len(sel)} axes")
+        roi = [0.0] * x.rank + [1.0] * x.rank
+        for k, a in enumerate(sel):
+            roi[a], roi[x.rank + a] = given_roi[k], given_roi[len(sel) + k]
+    full_scales = [1.0] * x.rank
+    dims = list(x.shape)
+    if scales is not None:
+        for k, a in enumerate(sel):
+            full_scales[a] = scales[k]
+            dims[a] = int(math.floor(x.shape[a] * scales[k]))
+    else:
+        for k, a in enumerate(sel):
+            full_scales[a] = sizes[k] / x.shape[a]
+            dims[a] = sizes[k]
+        if keep_aspect_ratio_policy not in ("stretch", "not_larger", "not_smaller"):
+            raise Unsupported(f"keep_aspect_ratio_policy {keep_aspect_ratio_policy}")
+        if keep_aspect_ratio_policy != "stretch":
+            ratios = [full_scales[a] for a in sel]
+            r = min(ratios) if keep_aspect_ratio_policy == "not_larger" else max(ratios)
+            for a in sel:
+                full_scales[a] = r
+                dims[a] = int(r * x.shape[a] + 0.5)
+    if any(d < 1 for d in dims):
+        raise Unsupported(f"empty output {dims}")
+    if x.dtype not in FLOAT_TL and mode != "nearest":
+        raise Unsupported(f"{mode} mode on {x.dtype}")
+
+    def general():
+        c.require("interpolate")
+        c.emit("interpolate", {"src": x},
+               {"dims": dims, "scales": full_scales, "mode": mode, "coordinate_mode": ctm,
+                "nearest_mode": nearest_mode, "cubic_coeff_a": float(cubic_coeff_a),
+                "exclude_outside": bool(exclude_outside), "antialias": bool(antialias),
+                "roi": roi, "extrapolation_value": float(extrapolation_value)},
+               x.dtype, tuple(dims), out=n.outputs[0], hint=n.name or n.outputs[0])
+
+    simple = (mode in ("nearest", "linear") and not roi
+              and not (antialias and mode != "nearest" and any(s < 1 for s in full_scales))
+              and ctm in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                          "align_corners", "asymmetric", "tf_half_pixel_for_nn")
+              and nearest_mode in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+              and all(d == math.floor(i * s) for d, i, s in zip(dims, x.shape, full_scales)))
+    if simple:
+        by_sizes = sizes is not None and keep_aspect_ratio_policy == "stretch"
+        _resample(c, n, x, full_scales, dims if by_sizes else None, mode, ctm, nearest_mode,
+                  general)
+    else:
+        general()

@@ -85,16 +85,21 @@ def transpose(c: Converter, n: Node, *, perm=None):
 
 @handler("Dropout", 1, 6, 7, 10, 12, 13, 22)
 def dropout(c: Converter, n: Node, *, ratio=0.5, is_test=0, seed=None, consumed_inputs=None):
-    # At inference Dropout is the identity, whatever its ratio and seed.
-    if c.used(n, 1):
-        raise Unsupported("the mask output")
+    # At inference Dropout is the identity, whatever its ratio and seed; its mask keeps
+    # every element (from version 12; before, the spec leaves it open and ONNX Runtime
+    # gives false).
     if n.version >= 12 and n.has_input(2):
         if bool(np.asarray(c.const(n.input(2), "training_mode")).reshape(())):
             raise Unsupported("training_mode true")
     identity(c, n)
+    if c.used(n, 1):
+        if n.version < 12:
+            raise Unsupported(f"the mask output of Dropout-{n.version}")
+        x = c.val(n.input(0))
+        c.result(n, c.tensor_const(np.ones(x.shape, bool), "TL_BOOL", f"{n.outputs[1]}_mask"), 1)
 
 
-@handler("Identity", 1, 13, 14, 16, 19, 21, 23, 24)
+@handler("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)
 def identity(c: Converter, n: Node):
     x = c.val(n.input(0))
     c.reshape_output(n, x, x.shape)
