@@ -41,17 +41,13 @@ __all__ = [
     "groupnorm",
     "hard_sigmoid",
     "hard_swish",
-<<<<<<< HEAD
+    "interpolate",
     "isnan",
     "isinf",
     "layernorm",
+    "log_softmax",
     "logic",
     "logic_not",
-=======
-    "interpolate",
-    "layernorm",
-    "log_softmax",
->>>>>>> opsb
     "lrelu",
     "lrn",
     "matmul",
@@ -1036,44 +1032,6 @@ def hard_swish(
     return apply("hard_swish", {"src": src}, {"alpha": alpha, "beta": beta}, name)
 
 
-<<<<<<< HEAD
-def isnan(src: Tensor, *, name: str | None = None) -> Tensor:
-    """dst = whether each element of float `src` is NaN, a TL_BOOL tensor (ONNX IsNaN).
-
-    Args:
-        src: The values. (dtype float)
-        name: The op's name, and its output's; None: `isnan` and a number not taken.
-
-    Returns:
-        dst: True where src is NaN.
-    """
-    return apply("isnan", {"src": src}, {}, name)
-
-
-def isinf(
-    src: Tensor,
-    *,
-    detect_positive: bool = True,
-    detect_negative: bool = True,
-    name: str | None = None,
-) -> Tensor:
-    """dst = whether each element of float `src` is an infinity of a sign detected, a
-    TL_BOOL tensor (ONNX IsInf).
-
-    Args:
-        src: The values. (dtype float)
-        detect_positive: +inf counts.
-        detect_negative: -inf counts.
-        name: The op's name, and its output's; None: `isinf` and a number not taken.
-
-    Returns:
-        dst: True where src is a detected infinity.
-    """
-    return apply(
-        "isinf",
-        {"src": src},
-        {"detect_positive": detect_positive, "detect_negative": detect_negative},
-=======
 def interpolate(
     src: Tensor,
     *,
@@ -1148,7 +1106,46 @@ def interpolate(
             "roi": roi,
             "extrapolation_value": extrapolation_value,
         },
->>>>>>> opsb
+        name,
+    )
+
+
+def isnan(src: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = whether each element of float `src` is NaN, a TL_BOOL tensor (ONNX IsNaN).
+
+    Args:
+        src: The values. (dtype float)
+        name: The op's name, and its output's; None: `isnan` and a number not taken.
+
+    Returns:
+        dst: True where src is NaN.
+    """
+    return apply("isnan", {"src": src}, {}, name)
+
+
+def isinf(
+    src: Tensor,
+    *,
+    detect_positive: bool = True,
+    detect_negative: bool = True,
+    name: str | None = None,
+) -> Tensor:
+    """dst = whether each element of float `src` is an infinity of a sign detected, a
+    TL_BOOL tensor (ONNX IsInf).
+
+    Args:
+        src: The values. (dtype float)
+        detect_positive: +inf counts.
+        detect_negative: -inf counts.
+        name: The op's name, and its output's; None: `isinf` and a number not taken.
+
+    Returns:
+        dst: True where src is a detected infinity.
+    """
+    return apply(
+        "isinf",
+        {"src": src},
+        {"detect_positive": detect_positive, "detect_negative": detect_negative},
         name,
     )
 
@@ -1190,7 +1187,23 @@ def layernorm(
     )
 
 
-<<<<<<< HEAD
+def log_softmax(src: Tensor, *, axis: int, name: str | None = None) -> Tensor:
+    """dst = log(softmax(src)) along `axis`, computed as src - max - log(sum(exp(src -
+    max))) so it stays finite where softmax underflows to 0 (ONNX LogSoftmax). TL_FLOAT
+    or TL_DOUBLE.
+
+    Args:
+        src: The scores. (dtype float)
+        axis: The axis normalized. (>= 0; < src.ndim)
+        name: The op's name, and its output's; None: `log_softmax` and a number not
+            taken.
+
+    Returns:
+        dst: The log-probabilities.
+    """
+    return apply("log_softmax", {"src": src}, {"axis": axis}, name)
+
+
 def logic(
     src1: Tensor,
     src2: Tensor,
@@ -1225,23 +1238,6 @@ def logic_not(src: Tensor, *, name: str | None = None) -> Tensor:
         dst: The negation.
     """
     return apply("logic_not", {"src": src}, {}, name)
-=======
-def log_softmax(src: Tensor, *, axis: int, name: str | None = None) -> Tensor:
-    """dst = log(softmax(src)) along `axis`, computed as src - max - log(sum(exp(src -
-    max))) so it stays finite where softmax underflows to 0 (ONNX LogSoftmax). TL_FLOAT
-    or TL_DOUBLE.
-
-    Args:
-        src: The scores. (dtype float)
-        axis: The axis normalized. (>= 0; < src.ndim)
-        name: The op's name, and its output's; None: `log_softmax` and a number not
-            taken.
-
-    Returns:
-        dst: The log-probabilities.
-    """
-    return apply("log_softmax", {"src": src}, {"axis": axis}, name)
->>>>>>> opsb
 
 
 def lrelu(src: Tensor, *, negslope: float, name: str | None = None) -> Tensor:

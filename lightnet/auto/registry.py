@@ -34,15 +34,11 @@ from lightnet.auto.ops import groupnorm as groupnorm_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
 from lightnet.auto.ops import input as input_ops
-<<<<<<< HEAD
+from lightnet.auto.ops import interpolate as interpolate_ops
 from lightnet.auto.ops import isnan as isnan_ops
 from lightnet.auto.ops import layernorm as layernorm_ops
-from lightnet.auto.ops import logic as logic_ops
-=======
-from lightnet.auto.ops import interpolate as interpolate_ops
-from lightnet.auto.ops import layernorm as layernorm_ops
 from lightnet.auto.ops import log_softmax as log_softmax_ops
->>>>>>> opsb
+from lightnet.auto.ops import logic as logic_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
@@ -113,15 +109,11 @@ OP_PROTOS = {
         hard_sigmoid_ops,
         hard_swish_ops,
         input_ops,
-<<<<<<< HEAD
+        interpolate_ops,
         isnan_ops,
         layernorm_ops,
-        logic_ops,
-=======
-        interpolate_ops,
-        layernorm_ops,
         log_softmax_ops,
->>>>>>> opsb
+        logic_ops,
         lrelu_ops,
         lrn_ops,
         matmul_ops,
