@@ -169,3 +169,9 @@ def test_log_softmax_stays_finite_where_softmax_underflows():
 def test_log_softmax_of_integers_is_refused():
     with pytest.raises(LightNetError, match="LogSoftmax input of dtype TL_INT32"):
         convert(one_node("LogSoftmax", elem=TensorProto.INT32, axis=-1))
+
+
+def test_a_bfloat16_graph_input_is_refused():
+    """numpy has no bfloat16, so Session could not take the input."""
+    with pytest.raises(LightNetError, match="'x' is a bfloat16 input, which Session cannot take"):
+        convert(one_node("Celu", elem=TensorProto.BFLOAT16, opset=22))

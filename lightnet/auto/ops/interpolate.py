@@ -86,9 +86,7 @@ INTERPOLATE = OpProto(
 def interpolate_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, dst, dims, scales, mode = ck.get("src", "dst", "dims", "scales", "mode")
-    coordinate_mode, nearest_mode = ck.get("coordinate_mode", "nearest_mode")
-    cubic_coeff_a, exclude_outside = ck.get("cubic_coeff_a", "exclude_outside")
-    antialias, roi = ck.get("antialias", "roi")
+    (coordinate_mode,) = ck.get("coordinate_mode")
     ck.scratch(
         kernels.scratch_bytes(
             kernels.interpolate_scratch(
@@ -96,13 +94,8 @@ def interpolate_cpu_scratch(op, tensors):
                 dst.dtype.np,
                 dims=dims,
                 scales=scales,
-                roi=roi,
                 mode=mode,
                 coordinate_mode=coordinate_mode,
-                nearest_mode=nearest_mode,
-                cubic_coeff_a=cubic_coeff_a,
-                exclude_outside=exclude_outside,
-                antialias=antialias,
             )
         )
     )

@@ -17,7 +17,7 @@ from lightnet.ir.limits import FoldBudget
 
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
-from .dtypes import FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
+from .dtypes import BFLOAT16, FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
@@ -330,6 +330,9 @@ class Converter:
             elem = inp.type.tensor_type.elem_type
             shape = self.input_shapes[inp.name]
             try:
+                if elem == BFLOAT16:  # numpy has no bfloat16: Session could not take it
+                    raise Unsupported(f"'{inp.name}' is a bfloat16 input, which Session "
+                                      "cannot take (numpy has no bfloat16)")
                 dtype = tl_dtype(elem, f"'{inp.name}'")
             except Unsupported as e:
                 self.problems.append((GRAPH_INPUT, 0, str(e)))

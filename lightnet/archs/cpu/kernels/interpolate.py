@@ -115,68 +115,64 @@ def interpolate_table(n_in: int, n_out: int, scale: float, *, mode: str, coordin
     return index, weights, outside
 
 
-def _tables(src_shape, dims, scales, roi, params):
-    """The table of every axis, None for an identity axis."""
-    ndim = len(src_shape)
-    tables = []
-    for axis, (n_in, n_out, scale) in enumerate(zip(src_shape, dims, scales)):
-        axis_roi = (roi[axis], roi[axis + ndim]) if roi else (0.0, 1.0)
-        index, weights, outside = interpolate_table(n_in, n_out, scale, roi=axis_roi, **params)
-        single = weights is None or (weights.shape[1] == 1 and np.all(weights == 1))
-        identity = (n_in == n_out and outside is None and single
-                    and np.array_equal(index[:, 0], np.arange(n_out)))
-        tables.append(None if identity else (index, None if single else weights, outside))
-    return tables
+def _resampled(src_shape, dims, scales, coordinate_mode) -> list:
+    """Whether each axis is resampled: all but those of unchanged size and scale 1 under
+    a rule that then maps i to i (every rule but tf_half_pixel_for_nn and
+    tf_crop_and_resize; nearest, linear and cubic all read the source at an integer x)."""
+    return [not (n_in == n_out and scale == 1) or coordinate_mode in (
+        "tf_half_pixel_for_nn", "tf_crop_and_resize")
+        for n_in, n_out, scale in zip(src_shape, dims, scales)]
 
 
-def _stages(src_shape, dims, tables):
-    """(axis, shape after it) of every non-identity axis, in order."""
+def _stages(src_shape, dims, resampled):
+    """(axis, shape after it) of every resampled axis, in order."""
     shape, stages = list(src_shape), []
-    for axis, table in enumerate(tables):
-        if table is not None:
+    for axis, changed in enumerate(resampled):
+        if changed:
             shape[axis] = dims[axis]
             stages.append((axis, tuple(shape)))
     return stages
 
 
-def _layout(src_shape, dims, dtype, tables) -> tuple:
-    stages = _stages(src_shape, dims, tables)
-    layout = tuple((f"stage{k}", shape, dtype) for k, (_, shape) in enumerate(stages[:-1]))
-    if any(t is not None and t[1] is not None for t in tables):
-        layout += (("products", (max(math.prod(s) for _, s in stages),), dtype),)
-    return layout
-
-
-def _check(src_shape, dims, scales, roi, mode, dtype):
+def _check(src_shape, dims, scales, mode, dtype):
     if not (len(dims) == len(scales) == len(src_shape)):
         raise ValueError(f"{len(dims)} dims and {len(scales)} scales for a "
                          f"{len(src_shape)}-D source")
-    if roi and len(roi) != 2 * len(src_shape):
-        raise ValueError(f"roi has {len(roi)} values, expected {2 * len(src_shape)}")
     if mode != "nearest" and not np.issubdtype(np.dtype(dtype), np.floating):
         raise ValueError(f"{mode} interpolation needs a floating dtype, not {np.dtype(dtype)}")
 
 
-def interpolate_scratch(src_shape, dtype, *, dims, scales, roi=(), **params) -> tuple:
-    """Scratch layout (see kernels.scratch) of interpolate."""
-    _check(src_shape, dims, scales, roi, params["mode"], dtype)
-    tables = _tables(tuple(src_shape), tuple(dims), scales, roi, params)
-    return _layout(tuple(src_shape), tuple(dims), np.dtype(dtype), tables)
+def interpolate_scratch(src_shape, dtype, *, dims, scales, mode: str,
+                        coordinate_mode: str) -> tuple:
+    """Scratch layout (see kernels.scratch) of interpolate: the output of every stage but
+    the last (which writes dst), and for linear and cubic one buffer of products."""
+    _check(src_shape, dims, scales, mode, dtype)
+    stages = _stages(src_shape, dims, _resampled(src_shape, dims, scales, coordinate_mode))
+    layout = tuple((f"stage{k}", shape, dtype) for k, (_, shape) in enumerate(stages[:-1]))
+    if mode != "nearest" and stages:
+        layout += (("products", (max(math.prod(s) for _, s in stages),), dtype),)
+    return layout
 
 
 def interpolate_workspace(src_shape, dtype, *, dims, scales, roi=(), scratch=None,
                           **params) -> list:
-    """The stages (axis, indices, weights, extrapolated mask, output buffer) of
-    interpolate, their buffers carved from `scratch` (new when None)."""
+    """The stages (axis, taps: (indices, weights or None), extrapolated mask, output
+    buffer, products buffer) of interpolate, the buffers carved from `scratch` (new when
+    None); params are interpolate_table's."""
     dtype = np.dtype(dtype)
-    _check(src_shape, dims, scales, roi, params["mode"], dtype)
     src_shape, dims = tuple(src_shape), tuple(dims)
+    mode, coordinate_mode = params["mode"], params["coordinate_mode"]
+    if roi and len(roi) != 2 * len(src_shape):
+        raise ValueError(f"roi has {len(roi)} values, expected {2 * len(src_shape)}")
+    buffers = carve(scratch, interpolate_scratch(src_shape, dtype, dims=dims, scales=scales,
+                                                 mode=mode, coordinate_mode=coordinate_mode))
     ndim = len(src_shape)
-    tables = _tables(src_shape, dims, scales, roi, params)
-    buffers = carve(scratch, _layout(src_shape, dims, dtype, tables))
+    resampled = _resampled(src_shape, dims, scales, coordinate_mode)
     stages = []
-    for k, (axis, shape) in enumerate(_stages(src_shape, dims, tables)):
-        index, weights, outside = tables[axis]
+    for k, (axis, shape) in enumerate(_stages(src_shape, dims, resampled)):
+        axis_roi = (roi[axis], roi[axis + ndim]) if roi else (0.0, 1.0)
+        index, weights, outside = interpolate_table(src_shape[axis], dims[axis], scales[axis],
+                                                    roi=axis_roi, **params)
         bshape = (-1,) + (1,) * (ndim - axis - 1)
         taps = [(index[:, j], None if weights is None else
                  weights[:, j].astype(dtype).reshape(bshape)) for j in range(index.shape[1])]
