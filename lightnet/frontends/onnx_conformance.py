@@ -183,10 +183,21 @@ def node_op_types(node_tests) -> dict[str, str]:
     return result
 
 
+def _array(value):
+    """A data set's value as an array (the float16 and bfloat16 cases give TensorProtos);
+    bfloat16 as float32, which LightNet holds it as (numpy has no bfloat16)."""
+    from lightnet.frontends.onnx.graph import onnx_package
+
+    onnx = onnx_package()
+    array = onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
+    dtype = getattr(array, "dtype", None)  # sequence cases give lists
+    return array.astype(np.float32) if dtype is not None and dtype.name == "bfloat16" else array
+
+
 def run_node_case(case, op_type: str = "") -> Result:
     """Import, run and compare one backend node test case."""
     start = time.perf_counter()
-    data_sets = [(f"data set {k}", list(inputs), list(outputs))
+    data_sets = [(f"data set {k}", [_array(x) for x in inputs], [_array(x) for x in outputs])
                  for k, (inputs, outputs) in enumerate(case.data_sets)]
     status, detail = run_model(case.model, data_sets, refused=LightNetError)
     return Result(case.name, status, detail, time.perf_counter() - start, op_type)

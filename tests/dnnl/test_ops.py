@@ -544,7 +544,7 @@ def test_unary_matches_numpy(func):
     assert np.array_equal(np.isnan(ours[y]), np.isnan(want))
 
 
-@pytest.mark.parametrize("func", ["mean", "sum", "max", "min"])
+@pytest.mark.parametrize("func", ["mean", "sum"])
 @pytest.mark.parametrize("shape,axes", [((1, 19, 6, 7), [2, 3]), ((2, 19, 6, 7), [1]),
                                         ((3, 10, 33), [2]), ((3, 10, 33), [0, 2])])
 @pytest.mark.parametrize("keepdims", [True, False])
@@ -557,7 +557,7 @@ def test_reduce_matches_cpu(func, shape, axes, keepdims):
     check_against_cpu(m.to_dict(), optypes=["reduce_dnnl"])
 
 
-@pytest.mark.parametrize("func", ["mean", "max"])
+@pytest.mark.parametrize("func", ["mean", "sum"])
 def test_a_spatial_reduce_of_a_blocked_tensor_runs_on_onednn(func):
     """oneDNN reduces a blocked source by its reference kernel only: the op reads it
     reordered plain instead, and is not sent to the cpu."""
@@ -692,10 +692,28 @@ def test_a_mean_without_keepdims_feeds_a_matmul_on_dnnl():
 @pytest.mark.parametrize("shape,axes", [([1, 3], [0]),  # a copy: one element
                                         ([2, 1, 1], [1, 2])])
 def test_other_reduces_stay_on_cpu(shape, axes):
+    """A copy (nothing reduced), and every max and min (below)."""
     m = ModelBuilder()
     m.op("reduce", {"src": m.input("data", shape)}, func="max", axes=axes, keepdims=True)
     ctx = check_against_cpu(m.to_dict())
     assert "reduce_cpu" in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("func, fill", [("max", -np.inf), ("min", np.inf)])
+def test_max_and_min_of_infinities_stay_on_cpu(func, fill):
+    """oneDNN's max starts from float's lowest (its max of a row of -inf, a fully masked
+    attention row, is -3.4e38), its min from the largest: both run on the cpu."""
+    m = ModelBuilder()
+    m.op("reduce", {"src": m.input("data", [2, 3])}, func=func, axes=[1], keepdims=True)
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("dnnl")
+    ctx.load()
+    assert "reduce_cpu" in [op.optype for op in ctx.ops]
+    ctx.set_data("data", np.array([[fill] * 3, [1, fill, 2]], np.float32))
+    ctx.run()
+    got = ctx.get_data(ctx.ops[-1].tensors_out["dst"])
+    np.testing.assert_array_equal(got, [[fill], [2 if func == "max" else 1]])
 
 
 @pytest.mark.parametrize("mode", ["TL_LINEAR", "TL_NEAREST"])

@@ -245,3 +245,65 @@ def test_session_takes_and_gives_numpy_bool():
     np.testing.assert_array_equal(y, [False, True, False])
     with pytest.raises(LightNetError, match="x"):
         s.run({"x": np.array([1.0, 0.0, 1.0], np.float32)})
+
+
+def test_cast_like_and_half_precision():
+    """CastLike casts to its second input's type; a cast of computed float32 to float16
+    is refused (LightNet holds float16 as float32 and would not round), one from float16
+    is nothing."""
+    ins = [("x", TensorProto.FLOAT, [4]), ("like", TensorProto.INT32, [1])]
+    m = model([helper.make_node("Add", ["x", "x"], ["t"]),
+               helper.make_node("CastLike", ["t", "like"], ["y"])], ins,
+              [("y", TensorProto.INT32, [4])])
+    feeds = {"x": np.array([1.3, -2.6, 0.2, 7.5], np.float32), "like": np.zeros(1, np.int32)}
+    ir = check(m, feeds)
+    assert "cast" in optypes(ir)
+    m = model([helper.make_node("Add", ["x", "x"], ["t"]),
+               helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT16)],
+              [("x", TensorProto.FLOAT, [4])], [("y", TensorProto.FLOAT16, [4])])
+    with pytest.raises(UnsupportedModelError, match=r"Cast-13\): a Cast from float to float16 "
+                       r"of a computed tensor \(LightNet holds float16 as float32, unrounded\)"):
+        onnx2ln.convert(m)
+    m = model([helper.make_node("Add", ["x", "x"], ["t"]),
+               helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT)],
+              [("x", TensorProto.FLOAT16, [4])], [("y", TensorProto.FLOAT, [4])])
+    ir = check(m, {"x": np.array([1, 2.5, -3, 0.125], np.float16)})
+    assert optypes(ir) == {"elew"}
+
+
+def test_empty_input_is_refused():
+    m = model([helper.make_node("Not", ["x"], ["y"])], [("x", TensorProto.BOOL, [0])],
+              [("y", TensorProto.BOOL, [0])])
+    with pytest.raises(LightNetError, match=r"input 'x' dim 0 is 0 \(empty tensors are not "
+                       r"supported\)"):
+        onnx2ln.convert(m)
+
+
+@pytest.mark.parametrize("src, dst, on_dnnl", [
+    (TensorProto.INT64, TensorProto.FLOAT, True), (TensorProto.INT8, TensorProto.FLOAT, True),
+    (TensorProto.UINT8, TensorProto.INT32, True), (TensorProto.FLOAT, TensorProto.INT32, False),
+    (TensorProto.INT32, TensorProto.INT8, False), (TensorProto.BOOL, TensorProto.FLOAT, False)])
+def test_cast_on_onednn_where_it_converts_as_c(src, dst, on_dnnl):
+    """cast_dnnl (one oneDNN reorder, not a reference kernel) for an integer to float and
+    an 8-bit integer to int32; a float to an integer (oneDNN rounds) and a narrowing
+    (oneDNN saturates) stay on the cpu. The values match ONNX Runtime's either way."""
+    from lightnet import Context
+    from lightnet.archs.dnnl.ops import kernel_counts
+
+    op = "Or" if src == TensorProto.BOOL else "Add"
+    m = model([helper.make_node(op, ["x", "x"], ["t"]),
+               helper.make_node("Cast", ["t"], ["y"], to=dst)],
+              [("x", src, [3, 17])], [("y", dst, [3, 17])])
+    feeds = feed_of([("x", src, [3, 17])], seed=3)
+    if src == TensorProto.INT32:
+        feeds["x"] = feeds["x"] * 40  # beyond int8: wraps around
+    if src == TensorProto.FLOAT:
+        feeds["x"] = feeds["x"] + 0.5  # halves: truncated, not rounded
+    check(m, feeds)
+    ctx = Context()
+    ctx.init(onnx2ln.convert(m)[0])
+    ctx.compile("dnnl")
+    ctx.load()
+    optypes_run = [o.optype for o in ctx.ops]
+    assert ("cast_dnnl" in optypes_run) == on_dnnl
+    assert not any(k.startswith("ref") for k in kernel_counts(ctx.ops))

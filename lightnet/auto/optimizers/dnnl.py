@@ -61,13 +61,31 @@ def expand_elew(ctx, target):
     return None
 
 
+def expand_cast(ctx, target):
+    """Lower cast to cast_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (op.ins.src.dtype.name, op.params.dtype) in (
+        ("TL_INT32", "TL_FLOAT"),
+        ("TL_INT8", "TL_FLOAT"),
+        ("TL_UINT8", "TL_FLOAT"),
+        ("TL_INT8", "TL_INT32"),
+        ("TL_UINT8", "TL_INT32"),
+    ):
+        return [b.op("cast_dnnl", like=op)]
+    return None
+
+
 def expand_reduce(ctx, target):
     """Lower reduce to reduce_dnnl."""
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if any(op.ins.src.shape[a] > 1 for a in op.params.axes):
+    if any(op.ins.src.shape[a] > 1 for a in op.params.axes) and op.params.func not in (
+        "max",
+        "min",
+    ):
         return [b.op("reduce_dnnl", like=op)]
     return None
 
@@ -1085,6 +1103,7 @@ ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 EXPANDERS = {
     "avgpool2d": expand_avgpool2d,
     "elew": expand_elew,
+    "cast": expand_cast,
     "reduce": expand_reduce,
     "resize": expand_resize,
     "upsample": expand_upsample,

@@ -167,15 +167,15 @@ class Converter:
             for axis, d in enumerate(t.shape.dim):
                 if d.HasField("dim_value") and d.dim_value > 0:
                     shape.append(d.dim_value)
+                elif d.HasField("dim_value"):
+                    errors.append(f"input '{inp.name}' dim {axis} is 0 "
+                                  "(empty tensors are not supported)")
                 elif given is not None:
                     shape.append(int(given[axis]))
                 elif d.HasField("dim_param") and d.dim_param in self.dims:
                     shape.append(int(self.dims[d.dim_param]))
                 elif axis == 0:
                     shape.append(1)
-                elif d.HasField("dim_value"):
-                    errors.append(f"input '{inp.name}' dim {axis} is 0 "
-                                  "(empty tensors are not supported)")
                 else:
                     label = f"'{d.dim_param}'" if d.dim_param else "unnamed"
                     errors.append(f"input '{inp.name}' dim {axis} is symbolic ({label}): "

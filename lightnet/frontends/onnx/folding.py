@@ -305,6 +305,10 @@ def _fold_dropout(n, ins, *, ratio=0.5, is_test=0, seed=None, consumed_inputs=No
     return [np.asarray(ins[0]), np.ones(np.shape(ins[0]), np.bool_)]
 
 
+def _fold_cast_like(n, ins, *, saturate=1, round_mode="up"):
+    return [np.asarray(ins[0]).astype(np.asarray(ins[1]).dtype)]
+
+
 def _fold_cast(n, ins, *, to, saturate=1, round_mode="up"):
     # saturate and round_mode only concern 8- and 4-bit float targets, which are unsupported.
     if to not in NP_OF_ONNX:
@@ -446,6 +450,7 @@ FOLDERS = {
     "Identity": _fold_identity,
     "Dropout": _fold_dropout,
     "Cast": _fold_cast,
+    "CastLike": _fold_cast_like,
     "Gather": _fold_gather,
     "Unsqueeze": _fold_unsqueeze,
     "Squeeze": _fold_squeeze,

@@ -1,4 +1,4 @@
-"""Booleans and masks: Cast, the comparisons (Equal, Less, LessOrEqual, Greater,
+"""Booleans and masks: Cast and CastLike, the comparisons (Equal, Less, LessOrEqual, Greater,
 GreaterOrEqual), the logic ops (And, Or, Xor, Not), Where, IsNaN and IsInf, as LightNet's
 `cast`, `compare`, `logic`, `logic_not`, `where`, `isnan` and `isinf` ops."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..dispatch import handler
-from ..dtypes import tl_dtype
+from ..dtypes import BFLOAT16, DOUBLE, FLOAT, FLOAT16, tl_dtype, type_name
 from ..errors import Unsupported
 from ..folding import legacy_b_shape
 from ..graph import Node, Val
@@ -44,11 +44,29 @@ def cast_to(c: Converter, n: Node, x: Val, dtype: str, *, out=True) -> Val:
     return c.emit("cast", {"src": x}, {"dtype": dtype}, dtype, x.shape, **kwargs)
 
 
-@handler("Cast", 1, 6, 9, 13, 19, 21, 23, 24)
+@handler("Cast", 1, 6, 9, 13, 19, 21, 23, 24, 25, 28)
 def cast(c: Converter, n: Node, *, to, saturate=1, round_mode="up"):
-    # saturate and round_mode only concern 8- and 4-bit float targets, which are unsupported.
+    # saturate and round_mode only concern 8-, 6- and 4-bit float targets, which are unsupported.
+    _cast(c, n, to)
+
+
+def _cast(c: Converter, n: Node, to: int):
+    """Cast to ONNX element type `to`. A float16 or bfloat16 target of a wider float is
+    refused: LightNet holds both as TL_FLOAT, and would not round the values."""
     x = c.val(n.input(0))
+    source = c.info.get(n.input(0), (0, None))[0]
+    if to in (FLOAT16, BFLOAT16) and source in (FLOAT, DOUBLE):
+        raise Unsupported(f"a Cast from {type_name(source)} to {type_name(to)} of a computed "
+                          f"tensor (LightNet holds {type_name(to)} as float32, unrounded)")
     cast_to(c, n, x, tl_dtype(to, "Cast target"))
+
+
+@handler("CastLike", 15, 19, 21, 23, 24, 25)
+def cast_like(c: Converter, n: Node, *, saturate=1, round_mode="up"):
+    info = c.info.get(n.input(1))
+    if info is None or not info[0]:
+        raise Unsupported(f"target_type '{n.input(1)}' of unknown element type")
+    _cast(c, n, info[0])
 
 
 def _operands(c: Converter, n: Node, broadcast, axis) -> tuple[Val, Val]:

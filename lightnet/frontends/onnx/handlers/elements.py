@@ -69,7 +69,7 @@ def trilu(c: Converter, n: Node, *, upper=1):
     c.emit("trilu", {"src": x}, {"upper": bool(upper), "k": k}, x.dtype, x.shape, **_out(n))
 
 
-@handler("ConstantOfShape", 9, 20, 21, 23, 24)
+@handler("ConstantOfShape", 9, 20, 21, 23, 24, 25)
 def constant_of_shape(c: Converter, n: Node, *, value=None):
     """A computed shape whose value ONNX's shape inference knows (the importer's folding
     takes every shape it computes itself)."""
