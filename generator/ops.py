@@ -489,7 +489,10 @@ def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
     examples = tuple(_example(v, file, p, l, in_names, out_names, param_names)
                      for v, p, l in f.items("examples"))
     inherits = value.get("inherits")
-    first = archs[arch].checked_input(tuple(ins)) if arch in archs else None
+    # An op converting between dtypes (cast) says with its checks which it takes; its
+    # arch's rule that ops compute in their first input's dtype does not apply to it.
+    converts = f.get("converts", bool, False)
+    first = archs[arch].checked_input(tuple(ins)) if arch in archs and not converts else None
     params = [_in_group(p, param_groups, groups) for p in params]
     op = OpDesc(optype, arch, mtype, f.get("doc", str, ""), param_groups, inherits,
                 None if "drop_checks" in value else inherits,
@@ -498,7 +501,8 @@ def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
                 tuple(pre_run_names), static_run, run, post_run, examples,
                 _assemble(f, ins, outs, params), scratch,
                 OwnChecks(tuple(params), tuple(ins), first is not None, checks,
-                          tuple((t.arg_name, c) for t in outs for c in t.checks)))
+                          tuple((t.arg_name, c) for t in outs for c in t.checks)),
+                converts)
     f.done()
     return op
 

@@ -104,7 +104,7 @@ def _rule(f: Fields, arch: str, ops, subject: str, likes, fallback) -> Rule:
 def _guard(arch: ArchDesc, op: OpDesc) -> str | None:
     """What every expander rule of `arch` needs of `op` first: a dtype the arch
     computes in (the condition an op of the arch checks, over the OpView)."""
-    first = arch.checked_input(op.tensors_in)
+    first = None if op.converts else arch.checked_input(op.tensors_in)
     if first is None:
         return None
     return arch.dtype_check(f"op.ins.{first.arg_name}{'1' if first.variadic else ''}")[0]

@@ -158,6 +158,9 @@ class OpDesc:
     assemble: tuple[str, str, str] | None  # (output, variadic input, axis param)
     scratch: str | None  # bytes of per-run scratch memory the memory plan gives the op
     own: "OwnChecks"  # what this op's generated pre_run checks (its parent's run first)
+    # It converts between dtypes: its arch's dtype rule (ArchDesc.checked_input) does not
+    # apply to it, nor to the expanders lowering it.
+    converts: bool = False
 
     @property
     def runnable(self) -> bool:

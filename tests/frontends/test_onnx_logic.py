@@ -277,3 +277,33 @@ def test_empty_input_is_refused():
     with pytest.raises(LightNetError, match=r"input 'x' dim 0 is 0 \(empty tensors are not "
                        r"supported\)"):
         onnx2ln.convert(m)
+
+
+@pytest.mark.parametrize("src, dst, on_dnnl", [
+    (TensorProto.INT64, TensorProto.FLOAT, True), (TensorProto.INT8, TensorProto.FLOAT, True),
+    (TensorProto.UINT8, TensorProto.INT32, True), (TensorProto.FLOAT, TensorProto.INT32, False),
+    (TensorProto.INT32, TensorProto.INT8, False), (TensorProto.BOOL, TensorProto.FLOAT, False)])
+def test_cast_on_onednn_where_it_converts_as_c(src, dst, on_dnnl):
+    """cast_dnnl (one oneDNN reorder, not a reference kernel) for an integer to float and
+    an 8-bit integer to int32; a float to an integer (oneDNN rounds) and a narrowing
+    (oneDNN saturates) stay on the cpu. The values match ONNX Runtime's either way."""
+    from lightnet import Context
+    from lightnet.archs.dnnl.ops import kernel_counts
+
+    op = "Or" if src == TensorProto.BOOL else "Add"
+    m = model([helper.make_node(op, ["x", "x"], ["t"]),
+               helper.make_node("Cast", ["t"], ["y"], to=dst)],
+              [("x", src, [3, 17])], [("y", dst, [3, 17])])
+    feeds = feed_of([("x", src, [3, 17])], seed=3)
+    if src == TensorProto.INT32:
+        feeds["x"] = feeds["x"] * 40  # beyond int8: wraps around
+    if src == TensorProto.FLOAT:
+        feeds["x"] = feeds["x"] + 0.5  # halves: truncated, not rounded
+    check(m, feeds)
+    ctx = Context()
+    ctx.init(onnx2ln.convert(m)[0])
+    ctx.compile("dnnl")
+    ctx.load()
+    optypes_run = [o.optype for o in ctx.ops]
+    assert ("cast_dnnl" in optypes_run) == on_dnnl
+    assert not any(k.startswith("ref") for k in kernel_counts(ctx.ops))

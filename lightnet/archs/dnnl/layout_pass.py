@@ -15,6 +15,9 @@ tensor crosses a border:
 - a dnnl op's output a non-dnnl op reads, or a model output: the dnnl op writes
   `<name>_dnnl` and a `reorder_dnnl` (to: plain) makes `<name>` from it.
 
+Tensors of other dtypes than TL_FLOAT (the integer source of a `cast_dnnl`, its
+integer output) are read and written plain, with no reorder.
+
 The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
 the machine's oneDNN's choice, made again whenever the model is checked (an IR
 records which tensors are dnnl's, never their formats or sizes).
@@ -40,6 +43,7 @@ from lightnet.archs.dnnl import conv_layouts
 from lightnet.archs.registry import get_arch, get_proto
 from lightnet.ir.op import Op, unique_name
 from lightnet.ir.param import Param
+from lightnet.ir.tensor import DType
 
 DNNL = "dnnl"
 REORDER = "reorder_dnnl"
@@ -154,6 +158,8 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                         ins.append((op, arg, copies[name, dtype]))
                     continue
                 entry = tensors[name]
+                if entry.dtype is not DType.TL_FLOAT:
+                    continue  # read plain: oneDNN's layouts hold float data (a cast's source)
                 if entry.static:
                     if entry.ndim < 2 and (dtype == FLOAT32 or arg in FLOAT32_ARGS):
                         continue
@@ -172,6 +178,8 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         result.append(op)
         if _is_dnnl(op):
             for arg, name in op.tensors_out.items():
+                if tensors[name].dtype is not DType.TL_FLOAT:
+                    continue  # written plain (a cast to an integer)
                 plain_readers = [r for r in readers.get(name, []) if not _is_dnnl(r)
                                  and not (r.optype == REORDER and r.values.get("to") == "plain")]
                 if not plain_readers and name not in outputs:

@@ -653,6 +653,16 @@ def transpose(op, src, dst, *, axes) -> int:
     return 0
 
 
+def cast(op, src, dst) -> int:
+    """dst = src converted to dst's data type: one reorder between their plain layouts
+    (oneDNN converts as it copies)."""
+    if _pending(src):
+        record(src, _plain(src.shape, _np_name(src.dtype)))
+    kernel = _create(primitives.reorder, _desc(src), _plain(dst.shape, _np_name(dst.dtype)))
+    op.values["call"] = _Reordered(kernel)
+    return 0
+
+
 def shuffle(op, src, dst, *, group) -> int:
     """A channel shuffle. Of a plain or channels-last source (or one left to the op,
     which takes plain): a reorder between two views of it (_shuffle_views), in its layout

@@ -61,6 +61,21 @@ def expand_elew(ctx, target):
     return None
 
 
+def expand_cast(ctx, target):
+    """Lower cast to cast_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (op.ins.src.dtype.name, op.params.dtype) in (
+        ("TL_INT32", "TL_FLOAT"),
+        ("TL_INT8", "TL_FLOAT"),
+        ("TL_UINT8", "TL_FLOAT"),
+        ("TL_INT8", "TL_INT32"),
+        ("TL_UINT8", "TL_INT32"),
+    ):
+        return [b.op("cast_dnnl", like=op)]
+    return None
+
+
 def expand_unary(ctx, target):
     """Lower unary to unary_dnnl."""
     op = OpView(ctx, target)
@@ -1112,6 +1127,7 @@ ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 EXPANDERS = {
     "avgpool2d": expand_avgpool2d,
     "elew": expand_elew,
+    "cast": expand_cast,
     "unary": expand_unary,
     "reduce": expand_reduce,
     "resize": expand_resize,

@@ -11,7 +11,7 @@ from lightnet.archs.cpu.kernels.detection import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.einsum import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.elementwise import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.fused import *  # noqa: F401,F403
-from lightnet.archs.cpu.kernels.indexing import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.elements import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.io import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.linalg import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.logic import *  # noqa: F401,F403

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lightnet.archs.cpu.kernels.indexing import gather_nd, scatter_elements, strided_slice
+from lightnet.archs.cpu.kernels.elements import gather_nd, scatter_elements, strided_slice
 from tests.helpers import arena_view, assert_guards
 
 
