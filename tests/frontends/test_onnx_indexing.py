@@ -168,3 +168,11 @@ def test_constant_folding_of_every_op():
     ir, _ = onnx2ln.convert(m)
     assert optypes(ir) == {"elew"}
     check(m, {"y_in": np.ones((3, 4), np.float32)})
+
+
+def test_constant_of_shape_of_a_computed_shape_is_refused():
+    m = model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [("s", I64, [2])],
+              [("y", F, None)])
+    with pytest.raises(onnx2ln.UnsupportedModelError, match=r"ConstantOfShape-\d+\): shape "
+                       r"'s' must be a constant"):
+        onnx2ln.convert(m)
