@@ -43,7 +43,7 @@ def test_gather_elements_index_out_of_range_stops_the_run():
               [inp, ("i", I64, [3, 1])], [("y", F, [3, 1])])
     feeds = {"x_in": np.ones((3, 4), np.float32), "i": np.array([[0], [4], [1]], np.int64)}
     with pytest.raises(LightNetError, match=r"gather_elements_cpu\): run: IndexError: index 4 "
-                       r"is out of range for an axis of 4 entries \(valid: -4 to 3\)"):
+                       r"on axis 1 is out of range for its 4 entries \(valid: -4 to 3\)"):
         run(m, feeds, "cpu")
 
 
@@ -168,3 +168,11 @@ def test_constant_folding_of_every_op():
     ir, _ = onnx2ln.convert(m)
     assert optypes(ir) == {"elew"}
     check(m, {"y_in": np.ones((3, 4), np.float32)})
+
+
+def test_constant_of_shape_of_a_computed_shape_is_refused():
+    m = model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [("s", I64, [2])],
+              [("y", F, None)])
+    with pytest.raises(onnx2ln.UnsupportedModelError, match=r"ConstantOfShape-\d+\): shape "
+                       r"'s' must be a constant"):
+        onnx2ln.convert(m)

@@ -232,7 +232,7 @@ def test_an_index_outside_its_axis_is_an_error_when_the_model_runs(tmp_path):
     feeds = {"x": np.zeros(3, np.float32), "i": np.array([3], np.int64),
              "u": np.ones(1, np.float32)}
     with pytest.raises(LightNetError, match=r"\(scatter_elements.*\): run: IndexError: "
-                                            r"index 3 of axis 0 \(of 3 entries\)"):
+                                            r"index 3 on axis 0 is out of range for its 3 entries"):
         run_lightnet(m, feeds, tmp_path)
 
 

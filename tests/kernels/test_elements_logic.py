@@ -64,7 +64,7 @@ def test_gather_elements_against_a_loop():
     dst = np.empty((2, 2), np.float32)
     K.gather_elements(src, idx, dst, axis=1)
     assert dst.tolist() == [[src[i, idx[i, j] % 4] for j in range(2)] for i in range(2)]
-    with pytest.raises(IndexError, match=r"index 4 is out of range for an axis of 4 entries"):
+    with pytest.raises(IndexError, match=r"index 4 on axis 1 is out of range for its 4 entries"):
         K.gather_elements(src, np.array([[4]], np.int32), np.empty((1, 1), np.float32), axis=1)
 
 

@@ -66,14 +66,14 @@ def gather_elements_fits(src_shape, indices_shape, axis: int) -> bool:
         i <= s for d, (i, s) in enumerate(zip(indices_shape, src_shape)) if d != axis)
 
 
-def _checked(indices: np.ndarray, size: int, what: str) -> np.ndarray:
-    """`indices` into an axis of `size` entries, negative ones counted from the end;
+def _checked(indices: np.ndarray, size: int, axis: int) -> np.ndarray:
+    """`indices` into `axis`, of `size` entries, negative ones counted from the end;
     IndexError naming the first one outside [-size, size)."""
     idx = indices.astype(np.intp)
     bad = (idx < -size) | (idx >= size)
     if bad.any():
-        raise IndexError(f"{what} {int(idx[bad].reshape(-1)[0])} is out of range for an axis "
-                         f"of {size} entries (valid: {-size} to {size - 1})")
+        raise IndexError(f"index {int(idx[bad].reshape(-1)[0])} on axis {axis} is out of range "
+                         f"for its {size} entries (valid: {-size} to {size - 1})")
     idx[idx < 0] += size
     return idx
 
@@ -82,7 +82,7 @@ def gather_elements(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
                     axis: int) -> None:
     """dst[..., i, ...] = src[..., indices[..., i, ...], ...] along `axis`, every other
     position the same (ONNX GatherElements; numpy take_along_axis)."""
-    idx = _checked(indices, src.shape[axis], "index")
+    idx = _checked(indices, src.shape[axis], axis)
     region = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
     dst[...] = np.take_along_axis(src[region], idx, axis=axis)
 
@@ -105,7 +105,7 @@ def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, dst: 
     np.copyto(dst, data)
     k = indices.shape[-1]
     flat = indices.reshape(-1, k)
-    places = tuple(_checked(flat[:, d], data.shape[d], f"index on axis {d}") for d in range(k))
+    places = tuple(_checked(flat[:, d], data.shape[d], d) for d in range(k))
     values = updates.reshape((flat.shape[0],) + data.shape[k:])
     if reduction == "none":
         dst[places] = values
@@ -130,7 +130,7 @@ def gather_nd(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
     b, q = batch_dims, indices.shape[-1]
     batch = int(np.prod(src.shape[:b], dtype=np.int64))
     tuples = indices.reshape(batch, -1, q)
-    picks = [_checked(tuples[..., j], src.shape[b + j], f"index on axis {b + j}") for j in range(q)]
+    picks = [_checked(tuples[..., j], src.shape[b + j], b + j) for j in range(q)]
     flat = src.reshape((batch,) + src.shape[b:])
     rows = np.arange(batch).reshape(batch, 1)
     out = dst.reshape((batch, tuples.shape[1]) + src.shape[b + q:])
@@ -149,7 +149,7 @@ def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
     # Open grids: each axis' own positions, broadcast against the others'.
     where = [np.arange(n).reshape((1,) * d + (n,) + (1,) * (indices.ndim - d - 1))
              for d, n in enumerate(indices.shape)]
-    where[axis] = _checked(indices, data.shape[axis], f"index on axis {axis}")
+    where[axis] = _checked(indices, data.shape[axis], axis)
     if reduction == "none":
         dst[tuple(where)] = updates
     else:

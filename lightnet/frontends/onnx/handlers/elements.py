@@ -1,6 +1,7 @@
 """Ops that move elements by position or pick them by index: GatherElements, GatherND,
 ScatterND, ScatterElements (and Scatter, its old name), TopK, CumSum, Trilu (LightNet's
-ops of those names), and ConstantOfShape of a shape the folding did not compute."""
+ops of those names), and ConstantOfShape, which reaches mapping only when the folding
+could not take it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..folding import normalize_axes
-from ..graph import Node, lnshape
+from ..graph import Node
 
 if TYPE_CHECKING:
     from ..converter import Converter
@@ -71,15 +72,10 @@ def trilu(c: Converter, n: Node, *, upper=1):
 
 @handler("ConstantOfShape", 9, 20, 21, 23, 24, 25)
 def constant_of_shape(c: Converter, n: Node, *, value=None):
-    """A computed shape whose value ONNX's shape inference knows (the importer's folding
-    takes every shape it computes itself)."""
-    shape = c.out_shape(n) if n.outputs[0] in c.info else None
-    if shape is None:
-        raise Unsupported("a shape computed from data (only shapes known at import time)")
-    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)[:1]
-    name = c.fresh(f"{n.outputs[0]}_value")
-    c.consts[name] = np.broadcast_to(fill.reshape(()), lnshape(shape) if shape else (1,))
-    c.bind(n.outputs[0], c.materialize(name, out=n.outputs[0]))
+    """Reached only when the folding could not take the node: its shape is computed from
+    data (unsupported, naming it), or is no shape."""
+    shape = np.asarray(c.const(n.input(0), "shape")).reshape(-1)
+    raise Unsupported(f"shape {shape.tolist()} (expected dims >= 0)")
 
 
 @handler("TopK", 1)
