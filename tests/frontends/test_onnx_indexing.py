@@ -67,7 +67,7 @@ def test_scatter_nd_element_indices_computed():
     feeds = feed_of([inp])
     feeds.update(i=np.array([[0, 2], [2, -3]], np.int64), u=np.array([7, 9], np.int32))
     check(m, feeds)
-    with pytest.raises(LightNetError, match=r"index on axis 1 3 is out of range"):
+    with pytest.raises(LightNetError, match=r"index 3 on axis 1 is out of range"):
         run(m, {**feeds, "i": np.array([[0, 3], [1, 1]], np.int64)}, "cpu")
 
 

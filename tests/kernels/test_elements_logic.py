@@ -80,6 +80,6 @@ def test_scatter_nd_against_a_loop():
             want[i, j] = {"none": u, "add": want[i, j] + u, "mul": want[i, j] * u,
                           "max": max(want[i, j], u), "min": min(want[i, j], u)}[reduction]
         np.testing.assert_array_equal(dst, want)
-    with pytest.raises(IndexError, match=r"index on axis 0 -4 is out of range"):
+    with pytest.raises(IndexError, match=r"index -4 on axis 0 is out of range"):
         K.scatter_nd(data, np.array([[-4, 0]], np.int32), upd[:1], np.empty_like(data),
                      reduction="none")
