@@ -55,13 +55,6 @@ class Layout:
     dtype: str | None = None
 
     @property
-    def key(self) -> tuple:
-        """The layout by its content (what an op's check reads of it: lightnet.ir.op.
-        CheckMemo keys checks by it)."""
-        return (self.format, None if self.desc is None else self.desc.key,
-                None if self.source is None else self.source.key, self.dtype)
-
-    @property
     def nbytes(self) -> int | None:
         """The library's figure, blocked padding included; None while pending."""
         return None if self.desc is None else self.desc.nbytes
