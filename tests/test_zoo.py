@@ -26,12 +26,6 @@ finally:
     sys.path.pop(0)
 
 
-# Models whose export needs ONNX operators LightNet does not import yet (boolean masks,
-# Where, ScatterND, Sin / Cos; the transformers issue): each must be refused at import in
-# one clear line (and is taken off this list when it imports).
-NEEDS_MORE_OPERATORS = {"swin_t", "yolov8n-obb", "yolo11n-obb", "bert", "distilbert", "gpt2"}
-
-
 def exported() -> list[str]:
     try:
         return list(zoo.read_manifest(zoo.DEFAULT_CACHE))
@@ -48,9 +42,5 @@ def test_zoo_model_matches_onnx_runtime(name, target):
     if target == "dnnl" and capi.unavailable_reason() is not None:
         pytest.skip(f"oneDNN is unavailable: {capi.unavailable_reason()}")
     r = zoo.check_child(zoo.DEFAULT_CACHE, name, target)
-    if name in NEEDS_MORE_OPERATORS:  # refused in one line naming the operators
-        assert r["status"] == "refused", f"{name} imports now: take it off the list"
-        assert "cannot be imported" in r["message"], r["message"]
-        return
     assert r["status"] == "ok", r["message"] or f"error {r['err']:.1e}"
     assert not r["ref"], f"ref kernels: {'; '.join(r['ref'])}"
