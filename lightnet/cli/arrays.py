@@ -40,18 +40,23 @@ def _is_npy(path) -> bool:
     return str(path).lower().endswith(".npy")
 
 
+def _one_input(names) -> str | None:
+    """The input a FILE.npy without a name is for: the model's one input."""
+    return names[0] if len(names) == 1 else None
+
+
 def named(specs, names) -> list[tuple[str | None, str]]:
     """`specs` with a bare FILE.npy given the name of the model's one input
     (`names`: the model's inputs); a model of more inputs or none is an error."""
     result = []
     for name, path in specs:
         if name is None and _is_npy(path):
-            if len(names) != 1:
+            name = _one_input(names)
+            if name is None:
                 raise LightNetError(
                     f"{path}: the model has {len(names)} inputs "
                     f"({', '.join(names) or 'none'}): a .npy file without a name is for a "
                     "model of one input; give NAME=FILE.npy or an .npz of arrays by name")
-            name = names[0]
         result.append((name, path))
     return result
 
@@ -113,8 +118,7 @@ def input_shapes(specs, names) -> dict[str, tuple[int, ...]]:
     the arrays are read. A file that cannot be read is left out (read_inputs then
     says what is wrong)."""
     shapes: dict[str, tuple[int, ...]] = {}
-    specs = [(n if n is not None or len(names) != 1 or not _is_npy(p) else names[0], p)
-             for n, p in specs]
+    specs = [(_one_input(names) if n is None and _is_npy(p) else n, p) for n, p in specs]
 
     def header(opener):
         with opener() as f:
@@ -125,8 +129,8 @@ def input_shapes(specs, names) -> dict[str, tuple[int, ...]]:
 
     for name, path in specs:
         try:
-            if name is not None or _is_npy(path):
-                if name is not None:
+            if _is_npy(path):
+                if name is not None:  # (a bare one for a model of several: read_inputs says)
                     shapes.setdefault(name, header(lambda: open(path, "rb")))
                 continue
             with zipfile.ZipFile(path) as npz:

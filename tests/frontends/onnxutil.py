@@ -1,5 +1,5 @@
-"""Shared pieces of the ONNX tests: an initializer, a one-Relu model file, and a model
-run by ONNX Runtime and by LightNet (imported, its weights saved and read back), to
+"""Shared pieces of the ONNX tests: an initializer, a model of nodes, a one-Relu model
+file, and a model run by ONNX Runtime and by LightNet (imported, its weights saved and read back), to
 compare."""
 
 from __future__ import annotations
@@ -16,6 +16,23 @@ def init(name, array):
     from onnx import numpy_helper
 
     return numpy_helper.from_array(np.asarray(array), name)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13):
+    """A model from nodes; `inputs` / `outputs` are (name, shape) pairs (float) or
+    (name, shape, elem_type) triples, shape None for outputs left to inference."""
+    from onnx import TensorProto, helper
+
+    def vi(spec):
+        name, shape, *elem = spec
+        return helper.make_tensor_value_info(name, elem[0] if elem else TensorProto.FLOAT,
+                                             shape)
+
+    graph = helper.make_graph(nodes, "test", [vi(i) for i in inputs], [vi(o) for o in outputs],
+                              list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7 if opset < 15 else 8
+    return m
 
 
 def relu_model_file(tmp, shape):

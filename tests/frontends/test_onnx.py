@@ -15,25 +15,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from lightnet import LightNetError, Session  # noqa: E402
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
-from tests.frontends.onnxutil import init, run_lightnet, run_ort  # noqa: E402
+from tests.frontends.onnxutil import init, model, run_lightnet, run_ort  # noqa: E402
 from tests.helpers import rand  # noqa: E402
 
 RNG = np.random.default_rng(1234)
 F = TensorProto.FLOAT
-
-
-def model(nodes, inputs, outputs, inits=(), opset=13):
-    """A model from nodes; `inputs` / `outputs` are (name, shape) pairs (float) or
-    (name, shape, elem_type) triples, shape None for outputs left to inference."""
-    def vi(spec):
-        name, shape, *elem = spec
-        return helper.make_tensor_value_info(name, elem[0] if elem else F, shape)
-
-    graph = helper.make_graph(nodes, "test", [vi(i) for i in inputs], [vi(o) for o in outputs],
-                              list(inits))
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 7 if opset < 15 else 8
-    return m
 
 
 def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5):

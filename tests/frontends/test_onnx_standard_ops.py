@@ -4,6 +4,8 @@ instance normalization): small onnx.helper graphs run by LightNet and by ONNX Ru
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -12,23 +14,14 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from lightnet.frontends import onnx as onnx2ln  # noqa: E402
 from tests.frontends.onnxutil import init, run_lightnet, run_ort  # noqa: E402
+from tests.frontends.onnxutil import model as onnx_model  # noqa: E402
 
 RNG = np.random.default_rng(2028)
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
-def model(nodes, inputs, outputs, inits=(), opset=18):
-    """A model of `nodes`; inputs and outputs are (name, shape[, elem type]), float by
-    default, an output shape None for ONNX to infer."""
-    def vi(spec):
-        name, shape, *elem = spec
-        return helper.make_tensor_value_info(name, elem[0] if elem else F, shape)
-
-    graph = helper.make_graph(nodes, "g", [vi(i) for i in inputs], [vi(o) for o in outputs],
-                              list(inits))
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+# Opset 18 (a reduction's axes as an input) unless a test says otherwise.
+model = functools.partial(onnx_model, opset=18)
 
 
 def check(m, feeds, tmp_path, rtol=1e-5, atol=1e-6):

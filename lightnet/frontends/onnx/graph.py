@@ -69,6 +69,11 @@ class Node:
             return f"'{self.name}'"
         return f"#{self.index} (output '{self.outputs[0] if self.outputs else ''}')"
 
+    @property
+    def as_output(self) -> dict:
+        """Converter.emit's `out` and `hint` for an op whose output is the node's first."""
+        return {"out": self.outputs[0], "hint": self.name or self.outputs[0]}
+
 
 def attribute_value(onnx, attr, what: str):
     """An ONNX AttributeProto as a Python value (strings decoded, tensors as arrays)."""

@@ -18,10 +18,6 @@ if TYPE_CHECKING:
     from ..converter import Converter
 
 
-def _out(n: Node) -> dict:
-    return {"out": n.outputs[0], "hint": n.name or n.outputs[0]}
-
-
 def _const_int(c: Converter, n: Node, i: int, what: str) -> int:
     value = np.asarray(c.const(n.input(i), what)).reshape(-1)
     if value.size != 1:
@@ -37,7 +33,7 @@ def gather_elements(c: Converter, n: Node, *, axis=0):
                          "TL_UINT8"):
         raise Unsupported(f"indices of dtype {idx.dtype}")
     c.emit("gather_elements", {"src": x, "indices": idx}, {"axis": axis}, x.dtype, idx.shape,
-           **_out(n))
+           **n.as_output)
 
 
 @handler("ScatterND", 11, 13, 16, 18)
@@ -48,7 +44,7 @@ def scatter_nd(c: Converter, n: Node, *, reduction="none"):
     if reduction not in ("none", "add", "mul", "max", "min"):
         raise Unsupported(f"reduction '{reduction}'")
     c.emit("scatter_nd", {"data": data, "indices": idx, "updates": updates},
-           {"reduction": reduction}, data.dtype, data.shape, **_out(n))
+           {"reduction": reduction}, data.dtype, data.shape, **n.as_output)
 
 
 @handler("CumSum", 11, 14)
@@ -58,7 +54,7 @@ def cumsum(c: Converter, n: Node, *, exclusive=0, reverse=0):
         raise Unsupported("a bool input")
     axis = normalize_axes([_const_int(c, n, 1, "axis")], x.rank)[0]
     c.emit("cumsum", {"src": x}, {"axis": axis, "exclusive": bool(exclusive),
-                                  "reverse": bool(reverse)}, x.dtype, x.shape, **_out(n))
+                                  "reverse": bool(reverse)}, x.dtype, x.shape, **n.as_output)
 
 
 @handler("Trilu", 14)
@@ -67,7 +63,7 @@ def trilu(c: Converter, n: Node, *, upper=1):
     k = _const_int(c, n, 1, "k") if n.has_input(1) else 0
     if x.rank < 2:
         raise Unsupported(f"a rank-{x.rank} input (Trilu needs at least 2 dims)")
-    c.emit("trilu", {"src": x}, {"upper": bool(upper), "k": k}, x.dtype, x.shape, **_out(n))
+    c.emit("trilu", {"src": x}, {"upper": bool(upper), "k": k}, x.dtype, x.shape, **n.as_output)
 
 
 @handler("ConstantOfShape", 9, 20, 21, 23, 24, 25)
@@ -85,20 +81,13 @@ def topk_1(c: Converter, n: Node, *, k, axis=-1):
 
 @handler("TopK", 10)
 def topk_10(c: Converter, n: Node, *, axis=-1):
-    _topk(c, n, _k_input(c, n), axis, True)
+    _topk(c, n, _const_int(c, n, 1, "K"), axis, True)
 
 
 @handler("TopK", 11, 24)
 def topk(c: Converter, n: Node, *, axis=-1, largest=1, sorted=1):
     # sorted 0 allows any order: the sorted one is one of them.
-    _topk(c, n, _k_input(c, n), axis, bool(largest))
-
-
-def _k_input(c: Converter, n: Node) -> int:
-    k = np.asarray(c.const(n.input(1), "K")).reshape(-1)
-    if k.size != 1:
-        raise Unsupported(f"K of {k.size} values (expected one)")
-    return int(k[0])
+    _topk(c, n, _const_int(c, n, 1, "K"), axis, bool(largest))
 
 
 def _topk(c: Converter, n: Node, k: int, axis: int, largest: bool):

@@ -20,10 +20,6 @@ _COMPARE = {"Equal": "TL_EQ", "Less": "TL_LT", "LessOrEqual": "TL_LE", "Greater"
 _LOGIC = {"And": "TL_AND", "Or": "TL_OR", "Xor": "TL_XOR"}
 
 
-def _out(n: Node) -> dict:
-    return {"out": n.outputs[0], "hint": n.name or n.outputs[0]}
-
-
 def _broadcast(*shapes) -> tuple[int, ...]:
     from lightnet.archs.cpu.kernels import broadcast_shape
 
@@ -40,7 +36,7 @@ def cast_to(c: Converter, n: Node, x: Val, dtype: str, *, out=True) -> Val:
         if out:
             c.reshape_output(n, x, x.shape)
         return x
-    kwargs = _out(n) if out else {"hint": f"{n.outputs[0]}_as_{dtype}"}
+    kwargs = n.as_output if out else {"hint": f"{n.outputs[0]}_as_{dtype}"}
     return c.emit("cast", {"src": x}, {"dtype": dtype}, dtype, x.shape, **kwargs)
 
 
@@ -85,7 +81,7 @@ def _operands(c: Converter, n: Node, broadcast, axis) -> tuple[Val, Val]:
 def compare(c: Converter, n: Node, *, broadcast=0, axis=None):
     a, b = _operands(c, n, broadcast, axis)
     c.emit("compare", {"src1": a, "src2": b}, {"cmp_op": _COMPARE[n.op_type]}, "TL_BOOL",
-           _broadcast(a.shape, b.shape), **_out(n))
+           _broadcast(a.shape, b.shape), **n.as_output)
 
 
 @handler("And", 1, 7)
@@ -96,7 +92,7 @@ def logic(c: Converter, n: Node, *, broadcast=0, axis=None):
     if a.dtype != "TL_BOOL":
         raise Unsupported(f"operands of dtype {a.dtype} (only bool)")
     c.emit("logic", {"src1": a, "src2": b}, {"logic_op": _LOGIC[n.op_type]}, "TL_BOOL",
-           _broadcast(a.shape, b.shape), **_out(n))
+           _broadcast(a.shape, b.shape), **n.as_output)
 
 
 @handler("Not", 1)
@@ -104,7 +100,7 @@ def logic_not(c: Converter, n: Node):
     x = c.val(n.input(0))
     if x.dtype != "TL_BOOL":
         raise Unsupported(f"an input of dtype {x.dtype} (only bool)")
-    c.emit("logic_not", {"src": x}, {}, "TL_BOOL", x.shape, **_out(n))
+    c.emit("logic_not", {"src": x}, {}, "TL_BOOL", x.shape, **n.as_output)
 
 
 @handler("Where", 9, 16)
@@ -115,14 +111,14 @@ def where(c: Converter, n: Node):
     if a.dtype != b.dtype:
         raise Unsupported(f"X and Y of dtypes {a.dtype} and {b.dtype}")
     c.emit("where", {"cond": cond, "src1": a, "src2": b}, {}, a.dtype,
-           _broadcast(cond.shape, a.shape, b.shape), **_out(n))
+           _broadcast(cond.shape, a.shape, b.shape), **n.as_output)
 
 
 @handler("IsNaN", 9, 13, 20)
 def isnan(c: Converter, n: Node):
     x = c.val(n.input(0))
     x.require_float("IsNaN input")
-    c.emit("isnan", {"src": x}, {}, "TL_BOOL", x.shape, **_out(n))
+    c.emit("isnan", {"src": x}, {}, "TL_BOOL", x.shape, **n.as_output)
 
 
 @handler("IsInf", 10, 20)
@@ -131,4 +127,4 @@ def isinf(c: Converter, n: Node, *, detect_positive=1, detect_negative=1):
     x.require_float("IsInf input")
     c.emit("isinf", {"src": x}, {"detect_positive": bool(detect_positive),
                                  "detect_negative": bool(detect_negative)},
-           "TL_BOOL", x.shape, **_out(n))
+           "TL_BOOL", x.shape, **n.as_output)
