@@ -2,9 +2,9 @@
 one script print its output blocks, and its commands run the saved model."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.helpers import lightnet, python
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "builder.md").read_text()
@@ -16,8 +16,7 @@ def test_the_tutorial_prints_what_it_shows(tmp_path):
     script = "\n".join(re.findall(r"```python\n(.*?)```", DOC, re.S))
     shown = "".join(re.findall(r"```text\n(.*?)```", DOC, re.S))
     (tmp_path / "tutorial.py").write_text(script)
-    run = subprocess.run([sys.executable, "tutorial.py"], cwd=tmp_path, capture_output=True,
-                         text=True)
+    run = python("tutorial.py", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     printed = run.stdout.splitlines()
     assert [line for line in printed if not line.startswith(MACHINE)] == [
@@ -26,7 +25,6 @@ def test_the_tutorial_prints_what_it_shows(tmp_path):
     for command in re.search(r"```sh\n(.*?)```", DOC, re.S).group(1).splitlines():
         argv = command.split("#")[0].split()
         assert argv[0] == "lightnet"
-        done = subprocess.run([sys.executable, "-m", "lightnet", *argv[1:]], cwd=tmp_path,
-                              capture_output=True, text=True)
+        done = lightnet(*argv[1:], cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "cnn-cpu.json").is_file() and (tmp_path / "cnn-cpu.npz").is_file()

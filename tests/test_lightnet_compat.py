@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ import pytest
 
 from lightnet import Context, LightNetError, LightNetWarning
 from lightnet.files import wts_text
+from tests.helpers import lightnet, python
 from tests.irbuild import op
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,13 +72,12 @@ def test_seed_option(tmp_path):
                      % str(create("a", [4], ran=[0, 100])).replace("'", '"'))
 
     def printed(*args):
-        out = subprocess.run([sys.executable, "-m", "lightnet", *args, str(model)],
-                             capture_output=True, text=True, check=True).stdout
-        return out.splitlines()[1]
+        out = lightnet(*args, model)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()[1]
 
     assert printed() == printed("--seed", "0") != printed("--seed", "5")
-    bad = subprocess.run([sys.executable, "-m", "lightnet", "--seed", "-1", str(model)],
-                         capture_output=True, text=True)
+    bad = lightnet("--seed", "-1", model)
     assert bad.returncode == 2 and "argument --seed: expected a whole number >= 0" in bad.stderr
 
 
@@ -130,9 +128,9 @@ def test_compile_writes_wts_by_suffix(tmp_path):
                      % (str(create("w", [3], from_file=True)).replace("'", '"').replace("True", "true"),
                         str(create("q", [3], data=[1, 2, 3])).replace("'", '"')))
     np.savez(tmp_path / "w.npz", w=np.float32([0.5, -1, 2]))
-    lightnet = [sys.executable, "-m", "lightnet"]
-    subprocess.run([*lightnet, "-c", "-f", str(tmp_path / "w.npz"), "-o", str(tmp_path / "c.json"),
-                    "-w", str(tmp_path / "out.wts"), str(model)], check=True, cwd=tmp_path)
+    done = lightnet("-c", "-f", tmp_path / "w.npz", "-o", tmp_path / "c.json",
+                    "-w", tmp_path / "out.wts", model, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
     text = (tmp_path / "out.wts").read_text()
     assert text == "1\nw 0 3 3f000000 bf800000 40000000\n"
     ctx = Context()
@@ -325,11 +323,10 @@ def test_squeezedet_style_detector_end_to_end(tmp_path, preprocessor):
     wts_text.write(tmp_path / "weights.wts", weights)
     (tmp_path / "detector.net").write_text(DETECTOR)
 
-    il2json = subprocess.run(
-        [sys.executable, "-m", "lightnet.frontends.il", "--preprocessor", preprocessor,
-         "detector.net"], capture_output=True, text=True, cwd=tmp_path, check=True)
-    run = subprocess.run([sys.executable, "-m", "lightnet", "-f", "weights.wts", "-"],
-                         input=il2json.stdout, capture_output=True, text=True, cwd=tmp_path)
+    il2json = python("-m", "lightnet.frontends.il", "--preprocessor", preprocessor,
+                     "detector.net", cwd=tmp_path)
+    assert il2json.returncode == 0, il2json.stderr
+    run = lightnet("-f", "weights.wts", "-", stdin=il2json.stdout, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ("lightnet: warning: weights.wts: ignoring weight 'unused_tensor', "
                           "which the model does not create from a file\n")

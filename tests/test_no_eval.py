@@ -17,8 +17,6 @@ import copy
 import io
 import json
 import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import pytest
 
 from lightnet import Context, LightNetError
 from lightnet.frontends.il import ILError, to_ir
-from tests.helpers import example_doc
+from tests.helpers import example_doc, lightnet
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lightnet"
@@ -123,8 +121,7 @@ def test_commands_never_evaluate_model_strings(tmp_path):
         path.write_text(json.dumps(doc))
         for args in (["--dot", tmp_path / "g.dot", "--mem-report", "--profile"],
                      ["-c", "-o", tmp_path / "out.json"]):
-            result = subprocess.run([sys.executable, "-m", "lightnet", path, *map(str, args)],
-                                    capture_output=True, text=True, cwd=tmp_path, timeout=60)
+            result = lightnet(path, *args, cwd=tmp_path, timeout=60)
             assert result.returncode == 0, result.stderr
             written = (tmp_path / ("g.dot" if "--dot" in args else "out.json")).read_text()
             shown = "\n".join(line for line in result.stdout.splitlines()
