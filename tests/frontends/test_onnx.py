@@ -836,3 +836,27 @@ def test_light_networks(path, tmp_path):
         scale = float(np.max(np.abs(value))) or 1.0
         np.testing.assert_allclose(got[name].reshape(value.shape), value, rtol=1e-4,
                                    atol=1e-5 * scale, err_msg=name)
+
+
+def test_concat_of_one_input_is_that_input(tmp_path):
+    # DenseNet's first layer of each block concatenates the one feature map it has: no
+    # op, so a dnnl batchnorm reads the pool's output in oneDNN's layout (a forward on
+    # the cpu between them cost a reorder to plain and a plain batchnorm).
+    nodes = [conv("c", "x", "w", "b", "c"), helper.make_node("MaxPool", ["c"], ["p"],
+             kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["p"], ["j"], axis=1),
+             helper.make_node("BatchNormalization", ["j", "s", "o", "m", "v"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]), conv("c2", "r", "w2", None, "y")]
+    inits = [init("w", rand(RNG, 16, 3, 3, 3)), init("b", rand(RNG, 16)),
+             init("s", rand(RNG, 16)), init("o", rand(RNG, 16)), init("m", rand(RNG, 16)),
+             init("v", np.abs(rand(RNG, 16)) + 0.5), init("w2", rand(RNG, 8, 16, 1, 1))]
+    m = model(nodes, [("x", [1, 3, 12, 12])], [("y", None)], inits)
+    ir = check(m, {"x": rand(RNG, 1, 3, 12, 12)}, tmp_path)
+    assert "forward" not in optypes(ir) and "concat" not in optypes(ir)
+    (tmp_path / "m.onnx").write_bytes(m.SerializeToString())
+    for target in ("cpu", "dnnl"):
+        session = Session(str(tmp_path / "m.onnx"), target=target)
+        kinds = [op.optype for op in session.ctx.ops]
+        assert not any(k.startswith("forward") for k in kinds), kinds
+        if target == "dnnl":  # one reorder in, one out: none between the pool and the norm
+            assert kinds.count("reorder_dnnl") == 2, kinds

@@ -26,9 +26,8 @@ def concat(c: Converter, n: Node, *, axis=1):
     xs = [c.val(x) for x in names]
     axis = normalize_axes([axis], xs[0].rank)[0]
     shape = c.out_shape(n)
-    if len(xs) == 1:
-        c.emit("forward", {"src": xs[0]}, {}, xs[0].dtype, shape, out=n.outputs[0],
-               hint=n.name or n.outputs[0])
+    if len(xs) == 1:  # the input itself, no op (DenseNet's first layers concatenate one)
+        c.reshape_output(n, xs[0], shape)
         return
     if len({x.dtype for x in xs}) > 1:
         raise Unsupported("inputs of different dtypes")
