@@ -63,9 +63,14 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
     (Layout.is_block_of; oneDNN's: channels in blocks of 16 with a batch of 1, each
     input a multiple of 16 channels); otherwise none is placed (a plain part of a
     blocked output, or a part of a partial block, needs the op's primitive).
+
+    An assembled output whose inputs begin another's, in order (DenseNet: each layer
+    joins every earlier feature map, the next layer the same ones and one more), is
+    that other output's first block, so the longest output of such a chain holds
+    every part once and no op of it copies anything.
     Returns how many inputs were placed.
     """
-    placed = 0
+    joins = []  # (dst entry, input names, input entries, axis) of each op that may be placed
     for op in ops:
         if op.proto.assemble is None:
             continue
@@ -76,24 +81,46 @@ def assemble_in_place(ops, tensors: TensorTable, keep) -> int:
             continue
         names = [op.tensors_in[a] for a in op.variadic_in(in_arg)]
         entries = [tensors[n] for n in names]
-        if dst.layout is None:
-            fits = all(e.layout is None for e in entries)
-        else:
-            fits = all(e.layout is not None and e.layout.is_block_of(dst.layout, axis)
-                       for e in entries)
-        if not fits:
-            # The op copies the parts it was not given as bytes, which is right only
-            # for parts in the output's own layout.
-            continue
+        if all(_is_block(e, dst, axis) for e in entries):
+            joins.append((dst, names, entries, axis))
+        # else: the op copies the parts it was not given as bytes, which is right only
+        # for parts in the output's own layout.
+    by_first: dict[str, list] = {}
+    for join in joins:
+        by_first.setdefault(join[1][0], []).append(join)
+    for dst, names, _, axis in joins:
+        longer = [j for j in by_first[names[0]] if len(j[1]) > len(names)
+                  and j[1][:len(names)] == names and j[3] == axis]
+        if longer:
+            whole = min(longer, key=lambda j: len(j[1]))[0]
+            if (_placeable(dst, keep, whole) and _is_block(dst, whole, axis)
+                    and tensors.root(whole.name) is not dst):
+                dst.owner, dst.owner_offset = whole.name, 0
+    placed = 0
+    for dst, names, entries, _ in joins:
         offset = 0
         for name, entry in zip(names, entries):
-            if (entry.owner is None and not entry.static and not entry.input
-                    and name not in keep and names.count(name) == 1
-                    and entry.mtype is dst.mtype and tensors.root(dst.name) is not entry):
+            if (_placeable(entry, keep, dst) and names.count(name) == 1
+                    and tensors.root(dst.name) is not entry):
                 entry.owner, entry.owner_offset = dst.name, offset
                 placed += 1
             offset += entry.nbytes if dst.layout is None else entry.stored_nbytes
     return placed
+
+
+def _is_block(part, whole, axis: int) -> bool:
+    """Whether tensor `part` can be a contiguous block of `whole` along `axis`: both
+    plain, or `part`'s layout a block of `whole`'s."""
+    if whole.layout is None:
+        return part.layout is None
+    return part.layout is not None and part.layout.is_block_of(whole.layout, axis)
+
+
+def _placeable(entry, keep, whole) -> bool:
+    """Whether `entry` may become a block of `whole`: it owns its memory, is not static,
+    not a model input or output (`keep`), and lives in `whole`'s memory type."""
+    return (entry.owner is None and not entry.static and not entry.input
+            and entry.name not in keep and entry.mtype is whole.mtype)
 
 
 @dataclass

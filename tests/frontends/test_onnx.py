@@ -860,3 +860,38 @@ def test_concat_of_one_input_is_that_input(tmp_path):
         assert not any(k.startswith("forward") for k in kinds), kinds
         if target == "dnnl":  # one reorder in, one out: none between the pool and the norm
             assert kinds.count("reorder_dnnl") == 2, kinds
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+def test_dense_block_joins_are_parts_of_the_last(target, tmp_path):
+    # DenseNet: every layer joins all earlier feature maps, each join the first part of
+    # the next, so on the cpu (plain) every map is written once, into the last join.
+    nodes, feats = [conv("c0", "x", "w0", None, "f0")], ["f0"]
+    inits = [init("w0", rand(RNG, 16, 3, 1, 1))]
+    for i in range(1, 4):
+        joined = f"j{i}" if i > 1 else "f0"
+        if i > 1:
+            nodes.append(helper.make_node("Concat", list(feats), [joined], axis=1))
+        nodes += [helper.make_node("Relu", [joined], [f"r{i}"]),
+                  conv(f"c{i}", f"r{i}", f"w{i}", f"b{i}", f"f{i}", pads=[1, 1, 1, 1])]
+        channels = 16 + 8 * (i - 1)
+        inits += [init(f"w{i}", rand(RNG, 8, channels, 3, 3) / channels),
+                  init(f"b{i}", rand(RNG, 8))]
+        feats.append(f"f{i}")
+    nodes += [helper.make_node("Concat", list(feats), ["j4"], axis=1),
+              helper.make_node("Relu", ["j4"], ["y"])]
+    m = model(nodes, [("x", [1, 3, 9, 9])], [("y", None)], inits)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    feeds = {"x": rand(RNG, 1, 3, 9, 9)}
+    session = Session(str(path), target=target)
+    np.testing.assert_allclose(session.run(feeds)["y"], run_ort(m, feeds)["y"], rtol=1e-4,
+                               atol=1e-5)
+    if target == "cpu":
+        tensors = session.ctx.tensors
+        joins = [op for op in session.ctx.ops if op.optype == "concat_cpu"]
+        assert len(joins) == 3
+        last = joins[-1].tensors_out["dst"]
+        for op in joins:
+            for name in [*op.tensors_in.values(), op.tensors_out["dst"]]:
+                assert tensors.root(name).name == last, name
