@@ -407,6 +407,20 @@ def concat_earlier(g, x):
     return concat(g, g.draw(st.permutations([x, other])))
 
 
+def dense_block(g, x):
+    """DenseNet's block: each layer (a batchnorm maybe, a convolution of a few new
+    channels) reads the concat of x and every earlier layer's output, and the next
+    concat takes those same maps and one more (the memory plan makes each concat the
+    first part of the next)."""
+    maps = [x]
+    for _ in range(g.draw(st.integers(2, 4))):
+        joined = concat(g, maps) if len(maps) > 1 else x
+        if g.draw(st.booleans()):
+            joined = norm(g, joined)
+        maps.append(conv(g, joined, g.draw(st.integers(1, 20)), same=True, group=1))
+    return concat(g, maps)
+
+
 def part_conv(g, x):
     """A convolution of one part of a split (the other parts unread), or of any range of
     channels."""
@@ -435,7 +449,8 @@ def head(g, x):
 
 
 BLOCKS = [conv, pool, split_concat, shuffle, shufflenet_unit, squeeze_excite, per_channel,
-          cpu_op, merge, concat_earlier, activation, part_conv, norm, deconv, crop]
+          cpu_op, merge, concat_earlier, dense_block, activation, part_conv, norm, deconv,
+          crop]
 
 
 @st.composite
