@@ -1237,6 +1237,27 @@ def test_a_pool_of_a_plain_source_runs_channels_last(kind):
     assert ctx.tensors[pool.tensors_out["dst"]].layout.format == "acdb"
 
 
+
+@pytest.mark.parametrize("channels", [13, 16])
+@pytest.mark.parametrize("source", ["input", "transpose"])
+def test_a_batchnorm_of_a_plain_source_runs_channels_last(source, channels):
+    """oneDNN normalizes a plain source by a loop (`ncsp_bnorm`, 5x its jit kernel on
+    DenseNet's 64x56x56): the batchnorm reads a model input, or a tensor a cpu op made
+    (MaxViT's window partition), channels-last instead (16 channels), or in channel
+    blocks (13: oneDNN's channels-last kernel takes whole vectors of channels)."""
+    m = ModelBuilder()
+    if source == "input":
+        x = m.input("data", [1, channels, 9, 11])
+    else:
+        x = m.op("transpose", {"src": m.input("data", [1, 9, channels, 11])}, axes=[0, 2, 1, 3])
+    m.relu(m.batchnorm(x, channels))
+    ctx = check_against_cpu(m.to_dict())
+    (norm,) = [op for op in ctx.ops if op.optype == "batchnorm_dnnl"]
+    assert "jit" in norm.values["call"].impl_info, norm.values["call"].impl_info
+    layout = ctx.tensors[norm.tensors_out["dst"]].layout.format
+    assert layout == ("acdb" if channels == 16 else "aBcd8b"), layout
+
+
 AVX2 = capi.library().cpu_isa.startswith("avx2")
 
 
