@@ -219,6 +219,27 @@ def test_activation_values_are_the_formulas():
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=form)
 
 
+def test_tanh_gelu_of_a_plain_source_is_x_times_a_sigmoid():
+    """A plain source's tanh GELU runs as one binary primitive, x * sigmoid(2u) (not
+    oneDNN's gelu_tanh eltwise): against the formula in float64 from -30 to 30, where
+    the sigmoid saturates at both ends, and against the cpu kernel."""
+    x = np.concatenate([np.linspace(-30, 30, 601), [-1e-30, 0.0, 1e-30]])
+    x = x.astype(np.float32).reshape(1, -1)
+    m = ModelBuilder()
+    m.op("gelu", {"src": m.input("data", list(x.shape))}, approximate="tanh")
+    ctx = compiled(m.to_dict(), "dnnl")
+    (op,) = [op for op in ctx.ops if op.optype == "gelu_dnnl"]
+    assert op.values["call"].kernel.what == "mul"  # the binary primitive
+    ctx.load()
+    (out,) = run(ctx, {"data": x}).values()
+    x64 = x.astype(np.float64)
+    want = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert out[0, 0] == 0 and out[0, 300] == 0 and out[0, -1] == np.float32(5e-31)
+    (cpu,) = run(compiled(m.to_dict(), load=True), {"data": x}).values()
+    np.testing.assert_allclose(out, cpu, rtol=1e-5, atol=1e-6)
+
+
 def test_activation_of_float64_stays_on_cpu():
     m = ModelBuilder()
     x = m.input("data", [1, 3, 4, 4], dtype="TL_DOUBLE")

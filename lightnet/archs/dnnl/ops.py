@@ -35,7 +35,7 @@ PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
-           "eltwise", "binary", "concat",
+           "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
 
@@ -723,6 +723,34 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
     kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
                                 src=_layout(src))
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+# GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), is
+# x * sigmoid(2u) and 2u = x (A + B x^2): one binary primitive x * x with post-ops
+# linear (B t + A), * x, sigmoid, * x.
+_GELU_TANH_A = 2.0 * math.sqrt(2.0 / math.pi)
+_GELU_TANH_B = _GELU_TANH_A * 0.044715
+
+
+def gelu(op, src, dst, approximate: str) -> int:
+    """dst = GELU(src), oneDNN's eltwise gelu_erf (approximate none) or gelu_tanh in
+    src's layout. A plain float32 source of the tanh form is x * sigmoid(2u) instead
+    (above): oneDNN's tanh evaluates a table by gather instructions, slow on AMD's
+    AVX2 cores (GPT-2's [128, 3072] took 1.11 ms as gelu_tanh, 0.29 so, the erf form
+    0.24), its sigmoid an exponential."""
+    if approximate != "tanh":
+        return eltwise(op, src, dst, "gelu_erf")
+    dtype = _dtype(src)
+    if _layout(src) != "plain" or dtype != "float32":
+        return eltwise(op, src, dst, "gelu_tanh")
+    shape = tuple(src.shape)
+    post = [eltwise_post_op("linear", _GELU_TANH_B, _GELU_TANH_A),
+            binary_post_op("mul", shape), eltwise_post_op("sigmoid"),
+            binary_post_op("mul", shape)]
+    kernel = _create(primitives.binary, shape, shape, "mul", dtype=dtype, post_ops=post)
+    args = {"src0": "src", "src1": "src", "post_op_1": "src", "post_op_3": "src",
+            "dst": "dst"}
+    return _settle(op, Call(kernel, args, {"src": src, "dst": dst}))
 
 
 # The unary op's functions as oneDNN eltwise ones: (name, alpha, beta).
