@@ -964,6 +964,46 @@ def test_matmul_matches_cpu(transB, bias, static):
                 if op.optype == "matmul_dnnl"] == ["relu"]
 
 
+@pytest.mark.parametrize("rows,transB,bias,relu", [
+    (9, False, True, True), (8, True, False, False), (130, False, True, False),
+    (9, True, True, True)])
+def test_a_linear_layer_runs_as_a_blocked_1x1_convolution(rows, transB, bias, relu):
+    """A float32 [M, K] @ static B with M >= 8 and K, N >= 768 below AVX-512
+    (primitives.linear): a 1x1 convolution in channel blocks of 8, K = 770 and N = 777
+    not multiples of 8, its operand reordered in and its product out, a relu applied
+    inside; against the cpu."""
+    m = ModelBuilder()
+    ins = {"src1": m.input("a", [rows, 770]),
+           "src2": m.weight("b", [777, 770] if transB else [770, 777], -0.05, 0.05)}
+    if bias:
+        ins["bias"] = m.weight("c", [777])
+    y = m.op("matmul", ins, transB=transB)
+    if relu:
+        m.relu(y)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    kernel = op.values["call"].kernel
+    assert op.values["activation"] == ("relu" if relu else "none")
+    if dnnl_ops.matmul_post_ops_cheap():  # AVX-512: oneDNN's brgemm matmul
+        assert kernel.what == "matmul"
+    else:
+        assert kernel.what == "linear" and "1x1" in kernel.impl_info, kernel
+        assert kernel.format("weights") != "ab"  # reordered at load into the conv's blocks
+
+
+@pytest.mark.parametrize("rows,k,n,cheap", [(7, 768, 768, False), (8, 767, 768, False),
+                                            (8, 768, 767, False), (128, 768, 768, True)])
+def test_other_products_stay_matmuls(rows, k, n, cheap, monkeypatch):
+    """Fewer than 8 rows, K or N below 768 (the reorders weigh more), or AVX-512
+    (where the matmul is brgemm): oneDNN's matmul."""
+    monkeypatch.setattr(dnnl_ops, "matmul_post_ops_cheap", lambda: cheap)
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [rows, k]), "src2": m.weight("b", [k, n])})
+    ctx = compiled(m.to_dict(), "dnnl")
+    (op,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert op.values["call"].kernel.what == "matmul"
+
+
 @pytest.mark.parametrize("transB", [True, False])
 def test_a_square_weight_read_transposed_is_reordered(transB):
     """A Gemm's weight [7, 7] with transB: the matmul's weights layout is the
