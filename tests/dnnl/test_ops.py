@@ -991,6 +991,20 @@ def test_a_linear_layer_runs_as_a_blocked_1x1_convolution(rows, transB, bias, re
         assert kernel.format("weights") != "ab"  # reordered at load into the conv's blocks
 
 
+def test_a_weight_of_a_linear_layer_and_of_a_matmul_is_reordered_for_each():
+    """One weight read by a product of 9 rows (a linear layer below AVX-512: its
+    convolution's blocks) and one of 3 (a matmul: B^T): each reader has its own copy in
+    the layout it reads."""
+    m = ModelBuilder()
+    w = m.weight("b", [768, 770], -0.05, 0.05)
+    m.op("matmul", {"src1": m.input("a", [9, 768]), "src2": w})
+    m.op("matmul", {"src1": m.input("c", [3, 768]), "src2": w})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    kinds = [op.values["call"].kernel.what for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert kinds == ["matmul" if dnnl_ops.matmul_post_ops_cheap() else "linear", "matmul"]
+    assert [op.optype for op in ctx.ops].count("weights_dnnl") == 2
+
+
 @pytest.mark.parametrize("rows,k,n,cheap", [(7, 768, 768, False), (8, 767, 768, False),
                                             (8, 768, 767, False), (128, 768, 768, True)])
 def test_other_products_stay_matmuls(rows, k, n, cheap, monkeypatch):
