@@ -1,6 +1,6 @@
 """oneDNN primitives for fixed shapes: what a dnnl op creates at load and calls per run.
 
-Each constructor (conv2d, deconv2d, matmul, pool2d, eltwise, binary, concat,
+Each constructor (conv2d, deconv2d, matmul, linear, pool2d, eltwise, binary, concat,
 batchnorm, layernorm, lrn, softmax, reduction, shuffle, resample, reorder) takes
 logical shapes in LightNet's conventions (NCHW, weights as the cpu kernels take
 them, padding as (top, left, bottom, right), dilation 1 for none), the data type it
@@ -55,9 +55,9 @@ from lightnet.archs.dnnl import capi
 from lightnet.archs.dnnl.capi import MemoryDesc
 
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
-           "binary_post_op", "conv2d", "deconv2d", "matmul", "pool2d", "eltwise", "binary",
-           "concat", "batchnorm", "layernorm", "lrn", "softmax", "resample", "reorder",
-           "plain_desc", "strided_desc", "REDUCTION", "reduction", "shuffle"]
+           "binary_post_op", "conv2d", "deconv2d", "matmul", "Linear", "linear", "pool2d",
+           "eltwise", "binary", "concat", "batchnorm", "layernorm", "lrn", "softmax",
+           "resample", "reorder", "plain_desc", "strided_desc", "REDUCTION", "reduction", "shuffle"]
 
 
 class Unsupported(Exception):
@@ -472,14 +472,18 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
     return Kernel("matmul", pd, args, plain, extra)
 
 
+# A linear layer's blocked layout: channels in blocks of 8 (AVX2's).
+BLOCKED_4D = "aBcd8b"
+
+
 class Linear:
-    """dst[M, N] = A[M, K] @ B[K, N] (+ bias [N]) with a static B, as a 1x1 convolution
-    over [1, K, 1, M] in channel blocks of 8 (`aBcd8b`), A reordered in and the
-    product out around it: on AVX2, where oneDNN's f32 matmul is gemm:jit:f32 (which
-    packs B on every call), its jit_1x1 convolution reads B reordered once, at load
-    (ABcd8b8a), and ran BERT's and GPT-2's linear layers 5-15 % faster, the two
-    reorders included (`linear`). A Kernel to its callers: tensors src, weights,
-    bias, dst, all but the weights plain; the blocked copies live in its scratchpad."""
+    """dst[M, N] = A[M, K] @ B[K, N] (+ bias [N]) with a static B, in float32, as a 1x1
+    convolution over [1, K, 1, M] in channel blocks of 8 (`aBcd8b`), A reordered in
+    and the product out around it: on AVX2, where oneDNN's f32 matmul is gemm:jit:f32
+    (which packs B on every call), its jit_1x1 convolution reads B reordered once, at
+    load (ABcd8b8a), and ran BERT's and GPT-2's linear layers 5-10 % faster, the two
+    reorders included (`linear`). A Kernel to its callers: tensors src, weights, bias,
+    dst, all but the weights plain; the blocked copies live in its scratchpad."""
 
     what = "linear"
 
@@ -500,7 +504,6 @@ class Linear:
                       "dst": plain_desc((m, n), held(dtype))}
         if bias:
             self.descs["bias"] = self.plain["bias"] = self.conv.descs["bias"]
-        self.args = dict.fromkeys(self.descs)
         pad = self.conv.scratchpad
         self._src_at = -(-pad // 64) * 64
         self._dst_at = -(-(self._src_at + self.conv.nbytes("src")) // 64) * 64
@@ -535,13 +538,12 @@ class Linear:
         return f"<linear [{self.impl_info}] weights: {self.format('weights')}>"
 
 
-BLOCKED_4D = "aBcd8b"
-
-
 def linear(a_shape, b_shape, *, trans_b: bool = False, bias: bool = False,
            dtype: str = "float32", post_ops=()) -> Linear:
     """A[M, K] @ B (B [K, N], or [N, K] with trans_b) + bias [N] as a Linear (above);
-    eltwise post-ops only."""
+    float32, eltwise post-ops only."""
+    if dtype != "float32":
+        raise ValueError(f"oneDNN linear: float32 only, found {dtype}")
     if any(p.kind != "eltwise" for p in post_ops):
         raise ValueError("oneDNN linear: eltwise post-ops only")
     if len(a_shape) != 2 or len(b_shape) != 2:
