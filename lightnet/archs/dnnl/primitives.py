@@ -504,6 +504,7 @@ class Linear:
                       "dst": plain_desc((m, n), held(dtype))}
         if bias:
             self.descs["bias"] = self.plain["bias"] = self.conv.descs["bias"]
+        self.args = dict.fromkeys(self.descs)  # its tensors, as a Kernel's
         pad = self.conv.scratchpad
         self._src_at = -(-pad // 64) * 64
         self._dst_at = -(-(self._src_at + self.conv.nbytes("src")) // 64) * 64
@@ -514,6 +515,8 @@ class Linear:
 
     def format(self, name: str) -> str:
         return self.descs[name].format
+
+    load_weights = Kernel.load_weights
 
     def bind(self, buffers: dict[str, np.ndarray], scratchpad: np.ndarray | None = None,
              share: bool = True):
