@@ -219,6 +219,27 @@ def test_activation_values_are_the_formulas():
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=form)
 
 
+def test_tanh_gelu_of_a_plain_source_is_x_times_a_sigmoid():
+    """A plain source's tanh GELU runs as one binary primitive, x * sigmoid(2u) (not
+    oneDNN's gelu_tanh eltwise): against the formula in float64 from -30 to 30, where
+    the sigmoid saturates at both ends, and against the cpu kernel."""
+    x = np.concatenate([np.linspace(-30, 30, 601), [-1e-30, 0.0, 1e-30]])
+    x = x.astype(np.float32).reshape(1, -1)
+    m = ModelBuilder()
+    m.op("gelu", {"src": m.input("data", list(x.shape))}, approximate="tanh")
+    ctx = compiled(m.to_dict(), "dnnl")
+    (op,) = [op for op in ctx.ops if op.optype == "gelu_dnnl"]
+    assert op.values["call"].kernel.what == "mul"  # the binary primitive
+    ctx.load()
+    (out,) = run(ctx, {"data": x}).values()
+    x64 = x.astype(np.float64)
+    want = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert out[0, 0] == 0 and out[0, 300] == 0 and out[0, -1] == np.float32(5e-31)
+    (cpu,) = run(compiled(m.to_dict(), load=True), {"data": x}).values()
+    np.testing.assert_allclose(out, cpu, rtol=1e-5, atol=1e-6)
+
+
 def test_activation_of_float64_stays_on_cpu():
     m = ModelBuilder()
     x = m.input("data", [1, 3, 4, 4], dtype="TL_DOUBLE")
@@ -941,6 +962,60 @@ def test_matmul_matches_cpu(transB, bias, static):
     if not ctx.refused:
         assert [op.values["activation"] for op in ctx.ops
                 if op.optype == "matmul_dnnl"] == ["relu"]
+
+
+@pytest.mark.parametrize("rows,transB,bias,relu", [
+    (9, False, True, True), (8, True, False, False), (130, False, True, False),
+    (9, True, True, True)])
+def test_a_linear_layer_runs_as_a_blocked_1x1_convolution(rows, transB, bias, relu):
+    """A float32 [M, K] @ static B with M >= 8 and K, N >= 768 below AVX-512
+    (primitives.linear): a 1x1 convolution in channel blocks of 8, K = 770 and N = 777
+    not multiples of 8, its operand reordered in and its product out, a relu applied
+    inside; against the cpu."""
+    m = ModelBuilder()
+    ins = {"src1": m.input("a", [rows, 770]),
+           "src2": m.weight("b", [777, 770] if transB else [770, 777], -0.05, 0.05)}
+    if bias:
+        ins["bias"] = m.weight("c", [777])
+    y = m.op("matmul", ins, transB=transB)
+    if relu:
+        m.relu(y)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (op,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    kernel = op.values["call"].kernel
+    assert op.values["activation"] == ("relu" if relu else "none")
+    if dnnl_ops.matmul_post_ops_cheap():  # AVX-512: oneDNN's brgemm matmul
+        assert kernel.what == "matmul"
+    else:
+        assert kernel.what == "linear" and "1x1" in kernel.impl_info, kernel
+        assert kernel.format("weights") != "ab"  # reordered at load into the conv's blocks
+
+
+def test_a_weight_of_a_linear_layer_and_of_a_matmul_is_reordered_for_each():
+    """One weight read by a product of 9 rows (a linear layer below AVX-512: its
+    convolution's blocks) and one of 3 (a matmul: B^T): each reader has its own copy in
+    the layout it reads."""
+    m = ModelBuilder()
+    w = m.weight("b", [768, 770], -0.05, 0.05)
+    m.op("matmul", {"src1": m.input("a", [9, 768]), "src2": w})
+    m.op("matmul", {"src1": m.input("c", [3, 768]), "src2": w})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    kinds = [op.values["call"].kernel.what for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert kinds == ["matmul" if dnnl_ops.matmul_post_ops_cheap() else "linear", "matmul"]
+    assert [op.optype for op in ctx.ops].count("weights_dnnl") == 2
+
+
+@pytest.mark.parametrize("rows,k,n,cheap", [(7, 768, 768, False), (8, 767, 768, False),
+                                            (8, 768, 767, False), (128, 768, 768, True)])
+def test_other_products_stay_matmuls(rows, k, n, cheap, monkeypatch):
+    """Fewer than 8 rows, K or N below 768 (the reorders weigh more), or AVX-512
+    (where the matmul is brgemm): oneDNN's matmul."""
+    monkeypatch.setattr(dnnl_ops, "matmul_post_ops_cheap", lambda: cheap)
+    m = ModelBuilder()
+    m.op("matmul", {"src1": m.input("a", [rows, k]), "src2": m.weight("b", [k, n])})
+    ctx = compiled(m.to_dict(), "dnnl")
+    (op,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert op.values["call"].kernel.what == "matmul"
 
 
 @pytest.mark.parametrize("transB", [True, False])

@@ -127,6 +127,31 @@ def test_matmul_static_and_runtime_weights(trans_a, trans_b):
     close(execute(k, {"src": batched_a, "weights": b[None]}), want)
 
 
+@pytest.mark.parametrize("trans_b,bias,relu", [(False, True, True), (True, False, False)])
+def test_linear_is_the_matmul(trans_b, bias, relu):
+    """A linear layer as a 1x1 convolution in channel blocks of 8 (K = 21, N = 19 not
+    multiples of 8), its operand reordered in and its product out: the cpu matmul's
+    values; float32 and eltwise post-ops only."""
+    rng = np.random.default_rng(6)
+    m, k_, n = 10, 21, 19
+    a = rand(rng, m, k_)
+    b = rand(rng, n, k_) if trans_b else rand(rng, k_, n)
+    c = rand(rng, n)
+    want = np.zeros((m, n), np.float32)
+    K.matmul(a, b, c if bias else None, want, transA=False, transB=trans_b)
+    kernel = P.linear(a.shape, b.shape, trans_b=trans_b, bias=bias,
+                      post_ops=[P.eltwise_post_op("relu")] if relu else ())
+    assert kernel.format("weights") != kernel.plain["weights"].format  # blocked at load
+    inputs = {"src": a, "weights": b, **({"bias": c} if bias else {})}
+    close(execute(kernel, inputs, weights=("weights",)), np.maximum(want, 0) if relu else want)
+    with pytest.raises(ValueError, match="eltwise post-ops only"):
+        P.linear(a.shape, b.shape, post_ops=[P.binary_post_op("add", (m, n))])
+    with pytest.raises(ValueError, match="float32 only"):
+        P.linear(a.shape, b.shape, dtype="bfloat16")
+    with pytest.raises(ValueError, match="2-D operands"):
+        P.linear((1,) + a.shape, b.shape)
+
+
 def test_pooling_random_geometries():
     rng = np.random.default_rng(5)
     unsupported = 0

@@ -35,7 +35,7 @@ PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
-           "eltwise", "binary", "concat",
+           "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
 
@@ -509,6 +509,23 @@ def matmul_post_ops_cheap() -> bool:
     return lib.isa & capi.dnnl_cpu_isa_avx512_core == capi.dnnl_cpu_isa_avx512_core
 
 
+def _as_linear(src1, src2, trans_a: bool, trans_b: bool, dtype: str, post) -> bool:
+    """Whether a matmul runs as primitives.linear (a 1x1 convolution in channel blocks,
+    its operand and product reordered around it): a float32 [M, K] @ static B with M
+    >= 8 and K, N >= 768, eltwise post-ops only, below AVX-512 (where the matmul is
+    gemm:jit:f32). Against the matmul, on 2 AVX2 cores: [128, 768] @ [768, 3072] 0.90,
+    [197, 768] @ [768, 768] 0.94, [8, 768] @ [768, 3072] 0.69; it is slower where the
+    reorders weigh more or a product is a matrix-vector one: [64, 256] @ [256, 256]
+    1.38, [4, 512] @ [512, 1000] 1.11, [1, 2048] @ [2048, 1000] 1.80."""
+    if (dtype != "float32" or not src2.static or not _pending(src2) or trans_a
+            or len(src1.shape) != 2 or len(src2.shape) != 2
+            or any(p.kind != "eltwise" for p in post) or matmul_post_ops_cheap()):
+        return False
+    m, k = src1.shape
+    n = src2.shape[0] if trans_b else src2.shape[1]
+    return m >= 8 and min(k, n) >= 768
+
+
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
            activation="none", addend=None, **act) -> int:
     """dst = act(alpha * A' @ B' + beta * bias + addend), over stacks of matrices (batch
@@ -541,9 +558,13 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
             _read_plain(addend, dtype, f"post_op_{len(post)}", before)
         post.append(binary_post_op("add", addend.shape))
     post += _post_ops(None, activation, **act)
-    kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA, trans_b=transB,
-                     bias_shape=None if bias is None else bias.shape, dtype=dtype,
-                     b_layout=weights, post_ops=post)
+    if _as_linear(src1, src2, transA, transB, dtype, post):
+        kernel = _create(primitives.linear, src1.shape, src2.shape, trans_b=transB,
+                         bias=bias is not None, dtype=dtype, post_ops=post)
+    else:
+        kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA,
+                         trans_b=transB, bias_shape=None if bias is None else bias.shape,
+                         dtype=dtype, b_layout=weights, post_ops=post)
     if bias is not None:
         args["bias"] = "bias"
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
@@ -741,6 +762,34 @@ def eltwise(op, src, dst, name: str, alpha: float = 0.0, beta: float = 0.0) -> i
     kernel = _create(primitives.eltwise, src.shape, name, alpha, beta, dtype=_dtype(src),
                                 src=_layout(src))
     return _settle(op, Call(kernel, {"src": "src", "dst": "dst"}, {"src": src, "dst": dst}))
+
+
+# GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), is
+# x * sigmoid(2u) and 2u = x (A + B x^2): one binary primitive x * x with post-ops
+# linear (B t + A), * x, sigmoid, * x.
+_GELU_TANH_A = 2.0 * math.sqrt(2.0 / math.pi)
+_GELU_TANH_B = _GELU_TANH_A * 0.044715
+
+
+def gelu(op, src, dst, approximate: str) -> int:
+    """dst = GELU(src), oneDNN's eltwise gelu_erf (approximate none) or gelu_tanh in
+    src's layout. A plain float32 source of the tanh form is x * sigmoid(2u) instead
+    (above): oneDNN's tanh evaluates a table by gather instructions, slow on AMD's
+    AVX2 cores (GPT-2's [128, 3072] took 1.11 ms as gelu_tanh, 0.29 so, the erf form
+    0.24), its sigmoid an exponential."""
+    if approximate != "tanh":
+        return eltwise(op, src, dst, "gelu_erf")
+    dtype = _dtype(src)
+    if _layout(src) != "plain" or dtype != "float32":
+        return eltwise(op, src, dst, "gelu_tanh")
+    shape = tuple(src.shape)
+    post = [eltwise_post_op("linear", _GELU_TANH_B, _GELU_TANH_A),
+            binary_post_op("mul", shape), eltwise_post_op("sigmoid"),
+            binary_post_op("mul", shape)]
+    kernel = _create(primitives.binary, shape, shape, "mul", dtype=dtype, post_ops=post)
+    args = {"src0": "src", "src1": "src", "post_op_1": "src", "post_op_3": "src",
+            "dst": "dst"}
+    return _settle(op, Call(kernel, args, {"src": src, "dst": dst}))
 
 
 # The unary op's functions as oneDNN eltwise ones: (name, alpha, beta).

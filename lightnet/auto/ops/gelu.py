@@ -76,9 +76,7 @@ def gelu_dnnl_pre_run(op, tensors):
 def gelu_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, dst, approximate = ck.get("src", "dst", "approximate")
-    ck.scratch(
-        dnnl.eltwise(op, src, dst, "gelu_tanh" if approximate == "tanh" else "gelu_erf")
-    )
+    ck.scratch(dnnl.gelu(op, src, dst, approximate))
 
 
 def gelu_dnnl_load(op, arrays):
