@@ -239,7 +239,7 @@ class CheckMemo:
     def pre_run(self, op: Op, tensors: TensorTable) -> None:
         """`op.pre_run(tensors)`, or what it would do again (see the class)."""
         taken = self._taken.pop(op.name, None)
-        if taken is not None and taken[0] is op and self._same(taken, op, tensors):
+        if taken is not None and self._same(taken, op, tensors):
             for entry in taken[7]:
                 tensors[entry.name] = entry
             op.values, op.scratch = taken[9], taken[10]
@@ -282,12 +282,31 @@ class CheckMemo:
                                   tuple(op.tensors_out.items()), dict(op.params), read,
                                   [entry], [_state(entry)])
 
+    def current(self, op: Op, tensors: TensorTable) -> bool:
+        """Whether `op`, in the model, reads what it read when it was checked and its
+        outputs are the entries its check made, unchanged: checking it again would
+        make them again (Context.rewrite leaves such an op as it is)."""
+        checked = self._checked.get(op.name)
+        if checked is None or not self._reads_same(checked, op, tensors):
+            return False
+        for entry, state, (_, n) in zip(checked[7], checked[8], checked[4]):
+            if tensors.get(n) is not entry or state != _state(entry):
+                return False
+        return True
+
     def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
-        """Whether `op` reads now what it read when it was checked (`taken`), and may
-        define its outputs again: its params the same objects (a param equal to
-        another may still differ: -0.0 and 0.0)."""
-        _, proto, seed, tensors_in, tensors_out, params, read = taken[:7]
-        if (proto is not op.proto or seed != op.seed or op.name in self._never
+        """Whether `op`, put back, reads what it read when it was checked (`taken`),
+        and may define its outputs again."""
+        return self._reads_same(taken, op, tensors) and not any(
+            n in tensors for _, n in taken[4])
+
+    def _reads_same(self, checked: tuple, op: Op, tensors: TensorTable) -> bool:
+        """Whether `op` reads now what it read when it was checked (`checked`): its
+        params the same objects (a param equal to another may still differ: -0.0 and
+        0.0)."""
+        was_op, proto, seed, tensors_in, tensors_out, params, read = checked[:7]
+        if (was_op is not op or proto is not op.proto or seed != op.seed
+                or op.name in self._never
                 or tensors_in != tuple(op.tensors_in.items())
                 or tensors_out != tuple(op.tensors_out.items())
                 or len(params) != len(op.params)):
@@ -299,7 +318,7 @@ class CheckMemo:
             entry = tensors.get(n)
             if entry is None or was != tuple(entry.__dict__.values()):
                 return False
-        return not any(n in tensors for _, n in tensors_out)
+        return True
 
 
 def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:

@@ -222,6 +222,66 @@ class Context:
             self.dfg.clear()
         return removed
 
+    def rewrite(self, ops: list[Op]) -> None:
+        """Make `ops` the model's op list: ops of the model (some reading or writing
+        other tensors, or with other params, than when they were checked), in their
+        order, and new ones among them; the ops left out are taken out. What it leaves
+        is what taking every op out and adding `ops` would (the tensor table and the
+        data-flow graph in op order), but while a CheckMemo is held an op that reads
+        what its check read, with the outputs its check made, is left as it is: a
+        pass inserting a few ops into a large model checks a few ops again, not every
+        one (the dnnl layout pass, which inserts reorders)."""
+        memo = self._checks
+        if memo is None:
+            self.remove_ops(0, len(self.ops))
+            self.add_ops(0, ops)
+            return
+        old = {id(op) for op in self.ops}
+        kept = {id(op) for op in ops}
+        made: dict[str, list[str]] = {}  # an op's name -> the tensors it made
+        for name, entry in self.tensors.items():
+            made.setdefault(entry.creator, []).append(name)
+        for op in self.ops:
+            if id(op) not in kept:
+                self._unmake(op, made)
+        checked = []
+        try:
+            for op in ops:
+                if id(op) in old:
+                    if memo.current(op, self.tensors):
+                        checked.append(op)
+                        continue
+                    self._unmake(op, made)
+                op.seed = self.seed
+                try:
+                    memo.pre_run(op, self.tensors)
+                except LightNetError as e:
+                    self._forget_outputs(op)
+                    raise LightNetError(f"{self.label}: {e}") from e
+                checked.append(op)
+        finally:
+            self.ops = checked
+            self.mem = None
+            position = {op.name: i for i, op in enumerate(checked)}
+            entries = sorted(self.tensors.items(),
+                             key=lambda item: position.get(item[1].creator, -1))
+            self.tensors.clear()
+            self.tensors.update(entries)
+            self.dfg.clear()
+            for op in checked:
+                self.dfg.add(op)
+
+    def _unmake(self, op: Op, made: dict[str, list[str]]) -> None:
+        """post_run `op` for rewrite: the tensors it made (`made`, by op name) go,
+        whatever it now names its outputs."""
+        if op.proto.post_run is not None:
+            op.proto.post_run(op)
+        op.priv.clear()
+        for name in made.pop(op.name, ()):
+            entry = self.tensors.get(name)
+            if entry is not None and entry.creator == op.name:
+                del self.tensors[name]
+
     def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
         """Replace `count` ops at `position` by `new_ops`. A tensor the old ops
         produced and later ops still read must keep its dtype and shape."""
