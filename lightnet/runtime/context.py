@@ -232,10 +232,6 @@ class Context:
         pass inserting a few ops into a large model checks a few ops again, not every
         one (the dnnl layout pass, which inserts reorders)."""
         memo = self._checks
-        if memo is None:
-            self.remove_ops(0, len(self.ops))
-            self.add_ops(0, ops)
-            return
         old = {id(op) for op in self.ops}
         kept = {id(op) for op in ops}
         made: dict[str, list[str]] = {}  # an op's name -> the tensors it made
@@ -248,13 +244,16 @@ class Context:
         try:
             for op in ops:
                 if id(op) in old:
-                    if memo.current(op, self.tensors):
+                    if memo is not None and memo.current(op, self.tensors):
                         checked.append(op)
                         continue
                     self._unmake(op, made)
                 op.seed = self.seed
                 try:
-                    memo.pre_run(op, self.tensors)
+                    if memo is None:
+                        op.pre_run(self.tensors)
+                    else:
+                        memo.pre_run(op, self.tensors)
                 except LightNetError as e:
                     self._forget_outputs(op)
                     raise LightNetError(f"{self.label}: {e}") from e
@@ -267,9 +266,7 @@ class Context:
                              key=lambda item: position.get(item[1].creator, -1))
             self.tensors.clear()
             self.tensors.update(entries)
-            self.dfg.clear()
-            for op in checked:
-                self.dfg.add(op)
+            self.dfg.rebuild(checked)
 
     def _unmake(self, op: Op, made: dict[str, list[str]]) -> None:
         """post_run `op` for rewrite: the tensors it made (`made`, by op name) go,
