@@ -278,9 +278,16 @@ class CheckMemo:
         entry = tensors.get(n)
         if entry is None or entry.creator != op.name:
             return
-        self._checked[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
-                                  tuple(op.tensors_out.items()), dict(op.params), read,
-                                  [entry], [_state(entry)])
+        # What the op read is, mostly, what its producer made: the producer's record
+        # of it is kept once (a record per op of a model of thousands).
+        checked = self._checked
+        for i, (was, name) in enumerate(zip(read, op.tensors_in.values())):
+            producer = checked.get(tensors[name].creator)
+            if producer is not None and producer[8][0] == was:
+                read[i] = producer[8][0]
+        checked[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
+                            tuple(op.tensors_out.items()), tuple(op.params.items()),
+                            read, (entry,), (_state(entry),))
 
     def current(self, op: Op, tensors: TensorTable) -> bool:
         """Whether `op`, in the model, reads what it read when it was checked and its
@@ -311,8 +318,8 @@ class CheckMemo:
                 or tensors_out != tuple(op.tensors_out.items())
                 or len(params) != len(op.params)):
             return False
-        for arg, value in op.params.items():
-            if params.get(arg) is not value:
+        for (arg, value), (was_arg, was) in zip(op.params.items(), params):
+            if arg != was_arg or value is not was:
                 return False
         for was, (_, n) in zip(read, tensors_in):
             entry = tensors.get(n)
