@@ -289,6 +289,11 @@ class CheckMemo:
                             tuple(op.tensors_out.items()), tuple(op.params.items()),
                             read, (entry,), (_state(entry),))
 
+    @property
+    def never(self) -> set[str]:
+        """The names of the ops checked anew every time (see the class)."""
+        return self._never
+
     def current(self, op: Op, tensors: TensorTable) -> bool:
         """Whether `op`, in the model, reads what it read when it was checked and its
         outputs are the entries its check made, unchanged: checking it again would

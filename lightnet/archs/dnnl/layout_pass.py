@@ -81,8 +81,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     if not any(_is_dnnl(op) for op in ops):
         return
     tensors = ctx.tensors
-    if dtype == FLOAT32:
-        _choose_conv_layouts(ops, tensors)
+    convs_laid_out = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else []
     producer = {n: op for op in ops for n in op.tensors_out.values()}
     readers = {n: [ctx.dfg.ops[r] for r in ctx.dfg.consumers.get(n, [])] for n in tensors}
     outputs = set(ctx.outputs)
@@ -199,14 +198,17 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         op.tensors_in[arg] = new
     for op, arg, new in outs:
         op.tensors_out[arg] = new
-    ctx.rewrite(result)  # checks again the ops next to the reorders, and what they change
+    changed = {id(op): op for op, _, _ in (*ins, *outs)}
+    changed.update((id(op), op) for op in convs_laid_out)
+    ctx.rewrite(result, list(changed.values()))  # the ops next to the reorders, ...
     _drop_copies(ctx)
 
 
-def _choose_conv_layouts(ops, tensors) -> None:
+def _choose_conv_layouts(ops, tensors) -> list:
     """Set the `layout` param of each convolution to the one conv_layouts chooses
-    (blocked, channels_last, or any: left out)."""
+    (blocked, channels_last, or any: left out); the convolutions whose param changed."""
     chosen = conv_layouts.choose(ops, tensors)
+    changed = []
     for op in ops:
         if op.optype != conv_layouts.CONV:
             continue
@@ -216,6 +218,8 @@ def _choose_conv_layouts(ops, tensors) -> None:
                 del op.params["layout"]
             else:
                 op.params["layout"] = Param.from_value("layout", layout)
+            changed.append(op)
+    return changed
 
 
 def _drop_copies(ctx) -> None:
@@ -237,12 +241,15 @@ def _drop_copies(ctx) -> None:
             renames[src] = dst  # the dnnl producer writes the plain tensor
     dropped = {id(op) for op in copies}
     ops = [op for op in ctx.ops if id(op) not in dropped]
+    changed = []
     for op in ops:
         for names in (op.tensors_in, op.tensors_out):
             for arg, name in names.items():
                 if name in renames:
                     names[arg] = renames[name]
-    ctx.rewrite(ops)
+                    if not changed or changed[-1] is not op:
+                        changed.append(op)
+    ctx.rewrite(ops, changed)
 
 
 def _chooser_reads(ctx, name: str) -> bool:
