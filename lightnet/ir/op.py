@@ -251,7 +251,7 @@ class CheckMemo:
         if key is not None:
             made = self._made.get(key)
             if made is not None and _define_again(made, op, tensors):
-                self._remember(op, read, tensors)
+                self._remember(op, ins, read, tensors)
                 return
         op.pre_run(tensors)  # raises when an input is missing
         if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
@@ -266,28 +266,30 @@ class CheckMemo:
             if made is not None:
                 self._made[key] = made
         if op.name not in self._never:
-            self._remember(op, read, tensors)
+            self._remember(op, ins, read, tensors)
 
-    def _remember(self, op: Op, read: list[tuple], tensors: TensorTable) -> None:
-        """Keep what `op`'s check (just made) read (`read`: its inputs' states) and
+    def _remember(self, op: Op, ins: list[TensorEntry], read: list[tuple],
+                  tensors: TensorTable) -> None:
+        """Keep what `op`'s check (just made) read (`ins`, their states `read`) and
         made (its outputs, one: several are put back in the order their check defines
         them)."""
-        if len(op.tensors_out) != 1:
+        outs = op.tensors_out
+        if len(outs) != 1:
             return
-        (n,) = op.tensors_out.values()
-        entry = tensors.get(n)
+        for n in outs.values():
+            entry = tensors.get(n)
         if entry is None or entry.creator != op.name:
             return
         # What the op read is, mostly, what its producer made: the producer's record
         # of it is kept once (a record per op of a model of thousands).
         checked = self._checked
-        for i, (was, name) in enumerate(zip(read, op.tensors_in.values())):
-            producer = checked.get(tensors[name].creator)
-            if producer is not None and producer[8][0] == was:
+        for i, e in enumerate(ins):
+            producer = checked.get(e.creator)
+            if producer is not None and producer[8][0] == read[i]:
                 read[i] = producer[8][0]
         checked[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
-                            tuple(op.tensors_out.items()), tuple(op.params.items()),
-                            read, (entry,), (_state(entry),))
+                            tuple(outs.items()), tuple(op.params.items()), read, (entry,),
+                            (_state(entry),))
 
     @property
     def never(self) -> set[str]:

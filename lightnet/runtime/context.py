@@ -343,7 +343,8 @@ class Context:
                for n in op.tensors_out.values()}
         self._take_out(position, count)
         self._put(position, count, new_ops)
-        self._stale.difference_update(op.name for op in new_ops)
+        if self._stale:
+            self._stale.difference_update(op.name for op in new_ops)
         changed = []  # tensors made anew with other contents than their readers read
         for name, entry in old.items():
             if self.dfg.num_consumers(name) == 0:
