@@ -68,6 +68,40 @@ class DataFlowGraph:
         self.graph = Graph()
         self.ops, self.producer, self.consumers = {}, {}, {}
 
+    def rebuild(self, ops) -> None:
+        """The graph of `ops` anew: what clear() and add(op) for each would make, in
+        one loop (Context.rewrite makes it of every op of a model)."""
+        self.clear()
+        graph = self.graph
+        graph_succ, graph_pred = graph._succ, graph._pred
+        every, producer, consumers = self.ops, self.producer, self.consumers
+        for op in ops:
+            name = op.name
+            outs = op.tensors_out.values()
+            if (name in every or any(t in producer for t in outs)
+                    or len(set(outs)) != len(outs)):
+                self.add(op)  # raises, as adding it would
+                continue
+            every[name] = op
+            if name not in graph_succ:
+                graph_succ[name], graph_pred[name] = [], []
+            pred = graph_pred[name]
+            for tname in op.tensors_in.values():
+                readers = consumers.get(tname)
+                if readers is None:
+                    consumers[tname] = [name]
+                else:
+                    readers.append(name)
+                made_by = producer.get(tname)
+                if made_by is not None:
+                    graph_succ[made_by].append((name, tname))
+                    pred.append((made_by, tname))
+            for tname in outs:
+                producer[tname] = name
+                if tname in consumers:  # read before it is made (check() refuses it)
+                    for consumer in consumers[tname]:
+                        graph.link(name, consumer, tname)
+
     def link(self, op1: Op, op2: Op, tname: str) -> None:
         self.graph.link(op1.name, op2.name, tname)
 

@@ -187,25 +187,30 @@ def _state(entry: TensorEntry) -> tuple:
 
 
 class CheckMemo:
-    """What the ops of a model made when they were checked (pre_run), while it
-    compiles: an op a pass takes out (Context.remove_ops) and puts back with nothing
-    it reads changed is not checked anew (the dnnl layout pass takes every op out and
+    """What the ops of a model read and made when they were checked (pre_run), while it
+    compiles: an op a pass takes out (Context.remove_ops) and puts back reading what
+    its check read is not checked anew (the dnnl layout pass takes every op out and
     puts them back, twice, to insert a few reorders).
 
     An op's check depends on its optype, name, params, tensor names and seed and on
-    the entries of the tensors it reads. When all of them are what they were when it
-    was taken out, checking it would define the same outputs again: pre_run puts back
-    the entries it had (and the values and scratch it had made). Checked anew every
-    time are an op whose check changed an entry it read (a dnnl op choosing the
-    layout of a tensor the layout pass left to it), the op that made that entry (its
-    entry, as taken out, is no longer what the op made), an op keeping a value marked
-    `keeps_entries` (one that reads entries again at load) and an op of several
-    outputs (its check defines them in its own order, which the tensor table keeps).
+    the entries of the tensors it reads. The memo keeps them as they were when the op
+    was checked, with the entries the check defined. When the op is put back with all
+    of them as they were then, checking it would define the same outputs again:
+    pre_run puts back the entries it had (and the values and scratch it had made).
+    What the op reads when it is taken out does not count: a pass that replaces an
+    op's producer (a combiner fusing a channel shuffle) changes the entry the op reads
+    without checking the op again, and the op's outputs, made from the old entry, are
+    then not what its check makes of the new one. An op is remembered only while its
+    outputs are the entries its check defined, unchanged. Checked anew every time are
+    an op whose check changed an entry it read (a dnnl op choosing the layout of a
+    tensor the layout pass left to it), the op that made that entry (its entry is no
+    longer what the op made), an op keeping a value marked `keeps_entries` (one that
+    reads entries again at load) and an op of several outputs (its check defines them
+    in its own order, which the tensor table keeps).
 
     An op of the same signature as one checked before (its prototype, seed, args and
     their pattern of tensor names, params by value, and the entries it reads by their
-    content: dtype, shape, ...; none when one has an architecture's layout) is not
-    checked either: a check reads nothing
+    content: dtype, shape, layout, ...) is not checked either: a check reads nothing
     else (the generated pre_run reads the op through a Checker), so it would pass again
     and define the same outputs, which the memo defines under the op's own names,
     with a copy of the values and the scratch the first op made (a chain of thousands
@@ -214,45 +219,40 @@ class CheckMemo:
     Context.init and Context.compile hold one while they run."""
 
     def __init__(self):
-        self._taken: dict[str, tuple] = {}  # op name -> what it read and made
+        self._checked: dict[str, tuple] = {}  # op name -> what its check read and made
+        self._taken: dict[str, tuple] = {}  # ... of an op taken out, with its values
         self._never: set[str] = set()  # the ops checked anew every time
         self._made: dict[tuple, tuple] = {}  # a signature -> what its check made
 
     def take_out(self, op: Op, tensors: TensorTable) -> None:
-        """Remember what `op`, about to be taken out of the model, read and made."""
-        name = op.name
-        if name in self._never or len(op.tensors_out) > 1:
-            return  # (several outputs: put back in the order their check defines them)
-        read, made = [], []
-        for n in op.tensors_in.values():
-            entry = tensors.get(n)
-            if entry is None:
+        """Remember what `op`, about to be taken out of the model, read and made when it
+        was checked, if its outputs are still what its check made."""
+        checked = self._checked.pop(op.name, None)
+        if checked is None or checked[0] is not op or op.name in self._never:
+            return
+        made, states = checked[7], checked[8]
+        for entry, state, (_, n) in zip(made, states, checked[4]):
+            if tensors.get(n) is not entry or state != _state(entry):
                 return
-            read.append(tuple(entry.__dict__.values()))
-        for n in op.tensors_out.values():
-            entry = tensors.get(n)
-            if entry is None or entry.creator != name:
-                return
-            made.append(entry)
-        self._taken[name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
-                             tuple(op.tensors_out.items()), dict(op.params), read, made,
-                             op.values, op.scratch)
+        self._taken[op.name] = (*checked, op.values, op.scratch)
 
     def pre_run(self, op: Op, tensors: TensorTable) -> None:
         """`op.pre_run(tensors)`, or what it would do again (see the class)."""
         taken = self._taken.pop(op.name, None)
-        if taken is not None and taken[0] is op and self._same(taken, op, tensors):
+        if taken is not None and self._same(taken, op, tensors):
             for entry in taken[7]:
                 tensors[entry.name] = entry
-            op.values, op.scratch = taken[8], taken[9]
+            op.values, op.scratch = taken[9], taken[10]
+            self._checked[op.name] = taken[:9]
             return
         ins = [tensors.get(n) for n in op.tensors_in.values()]
+        read = [None if e is None else _state(e) for e in ins]
         key = None if None in ins else _signature(op, ins)
         if key is not None:
             made = self._made.get(key)
             if made is not None and _define_again(made, op, tensors):
+                self._remember(op, ins, read, tensors)
                 return
-        read = [None if e is None else _state(e) for e in ins]
         op.pre_run(tensors)  # raises when an input is missing
         if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
             self._never.add(op.name)
@@ -265,41 +265,90 @@ class CheckMemo:
             made = _made(op, tensors)
             if made is not None:
                 self._made[key] = made
+        if op.name not in self._never:
+            self._remember(op, ins, read, tensors)
+
+    def _remember(self, op: Op, ins: list[TensorEntry], read: list[tuple],
+                  tensors: TensorTable) -> None:
+        """Keep what `op`'s check (just made) read (`ins`, their states `read`) and
+        made (its outputs, one: several are put back in the order their check defines
+        them)."""
+        outs = op.tensors_out
+        if len(outs) != 1:
+            return
+        for n in outs.values():
+            entry = tensors.get(n)
+        if entry is None or entry.creator != op.name:
+            return
+        # What the op read is, mostly, what its producer made: the producer's record
+        # of it is kept once (a record per op of a model of thousands).
+        checked = self._checked
+        for i, e in enumerate(ins):
+            producer = checked.get(e.creator)
+            if producer is not None and producer[8][0] == read[i]:
+                read[i] = producer[8][0]
+        checked[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
+                            tuple(outs.items()), tuple(op.params.items()), read, (entry,),
+                            (_state(entry),))
+
+    @property
+    def never(self) -> set[str]:
+        """The names of the ops checked anew every time (see the class)."""
+        return self._never
+
+    def current(self, op: Op, tensors: TensorTable) -> bool:
+        """Whether `op`, in the model, reads what it read when it was checked and its
+        outputs are the entries its check made, unchanged: checking it again would
+        make them again (Context.rewrite leaves such an op as it is)."""
+        checked = self._checked.get(op.name)
+        if checked is None or not self._reads_same(checked, op, tensors):
+            return False
+        for entry, state, (_, n) in zip(checked[7], checked[8], checked[4]):
+            if tensors.get(n) is not entry or state != _state(entry):
+                return False
+        return True
 
     def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
-        """Whether `op` reads now what it read when it was taken out (`taken`), and may
-        define its outputs again: its params the same objects (a param equal to
-        another may still differ: -0.0 and 0.0)."""
-        _, proto, seed, tensors_in, tensors_out, params, read = taken[:7]
-        if (proto is not op.proto or seed != op.seed or op.name in self._never
+        """Whether `op`, put back, reads what it read when it was checked (`taken`),
+        and may define its outputs again."""
+        return self._reads_same(taken, op, tensors) and not any(
+            n in tensors for _, n in taken[4])
+
+    def _reads_same(self, checked: tuple, op: Op, tensors: TensorTable) -> bool:
+        """Whether `op` reads now what it read when it was checked (`checked`): its
+        params the same objects (a param equal to another may still differ: -0.0 and
+        0.0)."""
+        was_op, proto, seed, tensors_in, tensors_out, params, read = checked[:7]
+        if (was_op is not op or proto is not op.proto or seed != op.seed
+                or op.name in self._never
                 or tensors_in != tuple(op.tensors_in.items())
                 or tensors_out != tuple(op.tensors_out.items())
                 or len(params) != len(op.params)):
             return False
-        for arg, value in op.params.items():
-            if params.get(arg) is not value:
+        for (arg, value), (was_arg, was) in zip(op.params.items(), params):
+            if arg != was_arg or value is not was:
                 return False
         for was, (_, n) in zip(read, tensors_in):
             entry = tensors.get(n)
             if entry is None or was != tuple(entry.__dict__.values()):
                 return False
-        return not any(n in tensors for _, n in tensors_out)
+        return True
 
 
 def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
     """What `op`'s check depends on (see CheckMemo), as a hashable key: None when an
-    entry it reads has an architecture's layout."""
+    entry it reads has a layout the memo cannot key by content."""
     entries = []
     for e in ins:
-        if e.layout is not None:
-            # An architecture's layout record: the dnnl layout pass's choices for a
-            # channel split or concat are not all in the entries an op reads (a memoized
-            # check made ShuffleNet v2 wrong), so such ops are checked every time.
-            return None
+        layout = e.layout
+        if layout is not None:
+            layout = getattr(layout, "key", None)
+            if layout is None:
+                return None
         # Enum members by identity (they live as long as the process): hashing one, or
         # reading its value, runs Python code.
         entries.append((id(e.dtype), e.shape, id(e.mtype), e.static, e.owner,
-                        e.owner_offset, e.from_file, e.input, e.offset))
+                        e.owner_offset, e.from_file, e.input, e.offset, layout))
     names = [*op.tensors_in.values(), *op.tensors_out.values()]
     # Which args name the same tensor (an op reading one tensor twice).
     pattern = None if len(set(names)) == len(names) else tuple(map(names.index, names))

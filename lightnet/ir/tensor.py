@@ -88,6 +88,11 @@ class Layout(Protocol):
     format: str
 
     @property
+    def key(self) -> tuple:
+        """What defines the layout, hashable: two layouts of equal keys are read alike
+        (lightnet.ir.op.CheckMemo keys the checks of ops by their inputs' layouts)."""
+
+    @property
     def nbytes(self) -> int | None:
         """Bytes the tensor takes in this layout (blocked padding included); None: the
         bytes of its elements."""

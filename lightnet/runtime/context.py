@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
 import math
 import threading
 import time
@@ -35,6 +36,16 @@ from lightnet.runtime.gc_pause import while_building
 # or run), or of a file a model names (fprint): reported as LightNetErrors
 # naming the op.
 _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
+
+
+def _content(entry) -> tuple:
+    """What a check reading `entry` reads of it (not which op made it): a layout by
+    its content (Layout.key) where it has one."""
+    layout = entry.layout
+    if layout is not None:
+        layout = getattr(layout, "key", layout)
+    return (entry.dtype, entry.shape, entry.mtype, entry.static, entry.owner,
+            entry.owner_offset, entry.from_file, entry.input, entry.offset, layout)
 
 
 def _locked(method):
@@ -111,6 +122,9 @@ class Context:
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
         self._values_nbytes = 0  # the bytes of _values' arrays
         self._checks: CheckMemo | None = None  # the checks of ops while building
+        # Ops that read a tensor a pass made anew, with other contents, since they were
+        # checked (replace_ops): the next rewrite checks them again.
+        self._stale: set[str] = set()
         # The ops compile() lowered for the fallback architecture because the target's
         # library had only its reference kernel for them: name -> (optype, kernel).
         self.refused: dict[str, tuple[str, str]] = {}
@@ -222,13 +236,116 @@ class Context:
             self.dfg.clear()
         return removed
 
+    def rewrite(self, ops: list[Op], changed=None) -> None:
+        """Make `ops` the model's op list: ops of the model in their order, some reading
+        or writing other tensors or with other params than when they were checked (those
+        of `changed`), and new ones among them; the ops left out are taken out. What it
+        leaves is what taking every op out and adding `ops` would (the tensor table and
+        the data-flow graph in op order), but while a CheckMemo is held an op that reads
+        what its check read, with the outputs its check made, is left as it is: a pass
+        inserting a few ops into a large model checks a few ops again (the dnnl layout
+        pass, which inserts reorders). Given `changed`, only the new and changed ops and
+        those reading what an op checked again made are looked at (every other op is as
+        its check left it, but for the readers of a tensor replace_ops made anew with
+        other contents); otherwise every op is compared with what its check read."""
+        memo = self._checks
+        old = {id(op) for op in self.ops}
+        kept = {id(op) for op in ops}
+        made: dict[str, list[str]] = {}  # an op's name -> the tensors it made
+        for name, entry in self.tensors.items():
+            made.setdefault(entry.creator, []).append(name)
+
+        def made_by(op: Op) -> list[str]:
+            """The tensors `op` made (whatever it now names its outputs)."""
+            return made.get(op.name, [])
+
+        position = {op.name: i for i, op in enumerate(ops)}
+        todo: list[int] = []  # positions in `ops` to look at (a heap)
+        if changed is None or memo is None:
+            todo = list(range(len(ops)))
+        else:
+            todo = [i for i, op in enumerate(ops) if id(op) not in old]
+            todo += [position[op.name] for op in changed]
+            todo += [position[name] for name in self._stale if name in position]
+            # Ops whose entries a reader's check changed (a weight whose layout its
+            # reader chose), and those readers, are checked anew every time.
+            todo += [position[name] for name in memo.never if name in position]
+            todo = sorted(set(todo))  # a heap
+        self._stale.clear()
+        seen = set(todo)
+
+        def look_at(names) -> None:
+            for name in names:
+                for reader in self.dfg.consumers.get(name, ()):
+                    at = position.get(reader)
+                    if at is not None and at not in seen:
+                        seen.add(at)
+                        heapq.heappush(todo, at)
+
+        for op in self.ops:
+            if id(op) not in kept:
+                names = made_by(op)
+                self._unmake(op, names)
+                look_at(names)
+        at = len(ops)  # where a check failed
+        try:
+            while todo:
+                op = ops[heapq.heappop(todo)]
+                at = position[op.name]
+                before = ()
+                if id(op) in old:
+                    if memo is not None and memo.current(op, self.tensors):
+                        continue
+                    before = made_by(op)
+                    self._unmake(op, before)
+                op.seed = self.seed
+                try:
+                    if memo is None:
+                        op.pre_run(self.tensors)
+                    else:
+                        memo.pre_run(op, self.tensors)
+                except LightNetError as e:
+                    self._forget_outputs(op)
+                    raise LightNetError(f"{self.label}: {e}") from e
+                look_at(before)
+                look_at(op.tensors_out.values())
+            at = len(ops)
+        finally:
+            # As adding `ops` would leave it: those before the one that failed.
+            for op in ops[at:]:
+                self._unmake(op, made_by(op))
+            self.ops = ops[:at]
+            self.mem = None
+            position = {op.name: i for i, op in enumerate(self.ops)}
+            entries = sorted(self.tensors.items(),
+                             key=lambda item: position.get(item[1].creator, -1))
+            self.tensors.clear()
+            self.tensors.update(entries)
+            self.dfg.rebuild(self.ops)
+
+    def _unmake(self, op: Op, names) -> None:
+        """post_run `op` for rewrite: the tensors it made (`names`) go, whatever it now
+        names its outputs."""
+        if op.proto.post_run is not None:
+            op.proto.post_run(op)
+        op.priv.clear()
+        for name in names:
+            entry = self.tensors.get(name)
+            if entry is not None and entry.creator == op.name:
+                del self.tensors[name]
+
     def replace_ops(self, position: int, count: int, new_ops: list[Op]) -> None:
         """Replace `count` ops at `position` by `new_ops`. A tensor the old ops
-        produced and later ops still read must keep its dtype and shape."""
+        produced and later ops still read must keep its dtype and shape; the ops
+        reading one whose entry changed otherwise (a dnnl layout) are checked again
+        by the next rewrite."""
         old = {n: self.tensors[n] for op in self.ops[position : position + count]
                for n in op.tensors_out.values()}
         self._take_out(position, count)
         self._put(position, count, new_ops)
+        if self._stale:
+            self._stale.difference_update(op.name for op in new_ops)
+        changed = []  # tensors made anew with other contents than their readers read
         for name, entry in old.items():
             if self.dfg.num_consumers(name) == 0:
                 continue
@@ -241,6 +358,12 @@ class Context:
                     f"{self.label}: a pass changed tensor '{name}' from "
                     f"{entry.describe()} to {new.describe()}"
                 )
+            if _content(new) != _content(entry):
+                changed.append(name)
+        # Its readers were checked with the old entries: the next rewrite checks them
+        # again (the dnnl layout pass's; an op replaced meanwhile is checked anew).
+        for name in changed:
+            self._stale.update(self.dfg.consumers.get(name, ()))
 
     def check(self) -> None:
         """Every op reads only tensors created by an earlier op, and the graph is sound."""
@@ -670,6 +793,7 @@ class Context:
         self.unload()
         self.remove_ops(0, len(self.ops))
         self.tensors.clear()
+        self._stale.clear()
         self.dfg = DataFlowGraph()
         self.mem = None
         self.weights = None

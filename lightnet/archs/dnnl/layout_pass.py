@@ -72,13 +72,16 @@ def _makes_dnnl(op) -> bool:
 
 def lay_out(ctx, dtype: str = FLOAT32) -> None:
     """Insert the reorders the dnnl ops of `ctx` need at their borders, their copies
-    held in `dtype` (float32 or bfloat16; see the module docstring); the model is
-    checked again, so every dnnl op is created with the layouts its inputs then have."""
+    held in `dtype` (float32 or bfloat16; see the module docstring). Every op whose
+    tensors or params changed, or that reads an entry other than when it was checked
+    (a pass replacing its producer, a reorder inserted before it), is checked again
+    (Context.rewrite), so every dnnl op is created with the layouts its inputs then
+    have."""
     ops = list(ctx.ops)
     if not any(_is_dnnl(op) for op in ops):
         return
     tensors = ctx.tensors
-    chose = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else False
+    convs_laid_out = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else []
     producer = {n: op for op in ops for n in op.tensors_out.values()}
     readers = {n: [ctx.dfg.ops[r] for r in ctx.dfg.consumers.get(n, [])] for n in tensors}
     outputs = set(ctx.outputs)
@@ -191,22 +194,21 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                     if _is_dnnl(r):
                         ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
                 result.append(new_op(REORDER, new, name, to="plain"))
-    if len(result) == len(ops) and not chose:
-        return
-    ctx.remove_ops(0, len(ops))
     for op, arg, new in ins:
         op.tensors_in[arg] = new
     for op, arg, new in outs:
         op.tensors_out[arg] = new
-    ctx.add_ops(0, result)
+    changed = {id(op): op for op, _, _ in (*ins, *outs)}
+    changed.update((id(op), op) for op in convs_laid_out)
+    ctx.rewrite(result, list(changed.values()))  # the ops next to the reorders, ...
     _drop_copies(ctx)
 
 
-def _choose_conv_layouts(ops, tensors) -> bool:
+def _choose_conv_layouts(ops, tensors) -> list:
     """Set the `layout` param of each convolution to the one conv_layouts chooses
-    (blocked, channels_last, or any: left out); whether one changed."""
+    (blocked, channels_last, or any: left out); the convolutions whose param changed."""
     chosen = conv_layouts.choose(ops, tensors)
-    changed = False
+    changed = []
     for op in ops:
         if op.optype != conv_layouts.CONV:
             continue
@@ -216,7 +218,7 @@ def _choose_conv_layouts(ops, tensors) -> bool:
                 del op.params["layout"]
             else:
                 op.params["layout"] = Param.from_value("layout", layout)
-            changed = True
+            changed.append(op)
     return changed
 
 
@@ -224,7 +226,7 @@ def _drop_copies(ctx) -> None:
     """Remove the reorders that turned out to copy a tensor into the layout it has (a
     dnnl op reading or writing LightNet's plain layout: a matmul, or an op fed plain
     data): their readers read the tensor itself, and a dnnl producer writes the plain
-    tensor a reorder made. The model is checked again."""
+    tensor a reorder made. The ops this changes are checked again (Context.rewrite)."""
     copies = [op for op in ctx.ops if op.optype == REORDER and all(
         ctx.tensors[n].layout is None for n in op.tensor_names())
         and not (op.values["to"] == "dnnl" and _chooser_reads(ctx, op.tensors_out["dst"]))]
@@ -239,11 +241,15 @@ def _drop_copies(ctx) -> None:
             renames[src] = dst  # the dnnl producer writes the plain tensor
     dropped = {id(op) for op in copies}
     ops = [op for op in ctx.ops if id(op) not in dropped]
-    ctx.remove_ops(0, len(ctx.ops))
+    changed = []
     for op in ops:
-        op.tensors_in = {a: renames.get(n, n) for a, n in op.tensors_in.items()}
-        op.tensors_out = {a: renames.get(n, n) for a, n in op.tensors_out.items()}
-    ctx.add_ops(0, ops)
+        for names in (op.tensors_in, op.tensors_out):
+            for arg, name in names.items():
+                if name in renames:
+                    names[arg] = renames[name]
+                    if not changed or changed[-1] is not op:
+                        changed.append(op)
+    ctx.rewrite(ops, changed)
 
 
 def _chooser_reads(ctx, name: str) -> bool:

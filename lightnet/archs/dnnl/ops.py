@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import math
 from dataclasses import dataclass
@@ -40,19 +41,27 @@ __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "
            "kernel_counts", "describe_kernels"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class Layout:
     """dnnl's record of a tensor it holds in a layout of its own (TensorEntry.layout,
     lightnet.ir.tensor.Layout): oneDNN's `format` (PENDING: its first dnnl reader
     chooses) and descriptor `desc`; for a weight the plain layout `source` it is
     reordered from; for a pending tensor the data type oneDNN is to hold it in
     (`dtype`, bfloat16 in a bfloat16 model: the layout pass's choice; None: its
-    own)."""
+    own). Frozen: the entries of ops of one signature share it (lightnet.ir.op.
+    CheckMemo); an op choosing a layout gives the entry another."""
 
     format: str
     desc: object = None
     source: object = None
     dtype: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        """The layout by its content (what an op's check reads of it: lightnet.ir.op.
+        CheckMemo keys checks by it)."""
+        return (self.format, None if self.desc is None else self.desc.key,
+                None if self.source is None else self.source.key, self.dtype)
 
     @property
     def nbytes(self) -> int | None:
@@ -294,8 +303,15 @@ def _settle(op, call) -> int:
 
 
 def bind(op, scratch, **arrays):
-    """The run call of dnnl op `op` over its arena arrays (by arg name) and scratch."""
-    return op.values["call"].bind(scratch, arrays)
+    """The run call of dnnl op `op` over its arena arrays (by arg name) and scratch. A
+    Call is not changed once made (ops of one signature share it: lightnet.ir.op.
+    CheckMemo); a concat the memory plan assembled in place gets a copy of its own
+    that says so (what describe_kernels reports: no primitive runs)."""
+    call = op.values["call"]
+    if isinstance(call, _Concat) and call.in_place(arrays):
+        call = op.values["call"] = copy.copy(call)
+        call.impl_info = "concat in place"
+    return call.bind(scratch, arrays)
 
 
 # Fused activations: the eltwise post-op of each, with oneDNN's alpha and beta from the
@@ -873,12 +889,17 @@ class _Concat(Call):
     sources inside the output (lightnet.compiler.memory_plan.assemble_in_place: their
     producers write there), a byte copy of each source it did not place."""
 
+    def in_place(self, arrays: dict) -> bool:
+        """Whether the memory plan placed a source inside the output."""
+        dst = arrays["dst"]
+        return any(np.shares_memory(arrays[arg], dst) for name, arg in self.args.items()
+                   if name != "dst")
+
     def bind(self, scratch, arrays: dict):
+        if not self.in_place(arrays):
+            return super().bind(scratch, arrays)
         dst = _bytes(arrays["dst"])
         srcs = [_bytes(arrays[arg]) for name, arg in self.args.items() if name != "dst"]
-        if not any(np.shares_memory(s, dst) for s in srcs):
-            return super().bind(scratch, arrays)
-        self.impl_info = "concat in place"  # what describe_kernels reports: no primitive runs
         copies, offset = [], 0
         for s in srcs:
             part = dst[offset:offset + s.size]
