@@ -107,7 +107,7 @@ def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
     if case == "range":  # not folded: an arange whose length no tensor can have
         assert refusal(m) == (
             "hostile.onnx: op 'y' (arange): param 'step': check: expected "
-            "kernels.arange_len(start, stop, step) <= 2**31 - 1 (the length fits a "
+            "shapes.arange_len(start, stop, step) <= 2**31 - 1 (the length fits a "
             "TensorLight dimension (int32)), found start=0.0, stop=1000000000000.0, step=1.0")
     else:
         assert_over_memory_limit(m)

@@ -1,4 +1,4 @@
-"""Pooling kernels and the pooling shape helper against naive loop references."""
+"""Pooling kernels against naive loop references."""
 
 import numpy as np
 import pytest
@@ -10,26 +10,12 @@ from lightnet.archs.cpu.kernels.pool import (
     global_maxpool2d,
     maxpool2d,
     maxpool2d_workspace,
-    pool2d_output_hw,
 )
+from lightnet.ir.shapes import pool2d_output_hw
 from tests.helpers import arena_view, assert_guards, rand
 from tests.references import ref_pool
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-# ---------------------------------------------------------------- shape helper
-
-
-def test_pool2d_output_hw():
-    assert pool2d_output_hw((5, 5), (2, 2), (2, 2), (0, 0, 0, 0)) == (2, 2)
-    assert pool2d_output_hw((5, 5), (2, 2), (2, 2), (0, 0, 0, 0), ceil_mode=True) == (3, 3)
-    assert pool2d_output_hw((4, 6), (3, 3), (2, 2), (1, 1, 1, 1)) == (2, 3)
-    assert pool2d_output_hw((4, 6), (3, 3), (2, 2), (1, 1, 1, 1), ceil_mode=True) == (3, 4)
-    assert pool2d_output_hw((7, 8), (3, 2), (1, 3), (1, 0, 0, 2)) == (6, 3)
-    # the last ceil window would start inside the end padding: dropped
-    assert pool2d_output_hw((3, 3), (2, 2), (2, 2), (1, 1, 1, 1), ceil_mode=True) == (2, 2)
-    assert pool2d_output_hw((3, 3), (2, 2), (2, 2), (1, 1, 1, 1)) == (2, 2)
 
 
 # ---------------------------------------------------------------- windowed pooling

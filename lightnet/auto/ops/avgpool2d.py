@@ -12,6 +12,7 @@ from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import WINDOW2D, window2d_autopad
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -37,8 +38,8 @@ def avgpool2d_pre_run(op, tensors):
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0',
+        or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0,
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0',
         "the padded input holds at least one window",
         lambda: found(
             src=src, size=size, stride=stride, padding=padding, autopad=autopad
@@ -46,14 +47,14 @@ def avgpool2d_pre_run(op, tensors):
     )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
+        shapes.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
     )
     op.values.update(padding=padding)
     ck.define(
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(
+        + shapes.pool2d_output_hw(
             src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
         ),
     )

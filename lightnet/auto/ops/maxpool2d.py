@@ -12,6 +12,7 @@ from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import DILATED_WINDOW2D, window2d_autopad
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -38,12 +39,12 @@ def maxpool2d_pre_run(op, tensors):
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
         or min(
-            kernels.pool2d_output_hw(
+            shapes.pool2d_output_hw(
                 src.shape[2:], size, stride, padding, dilation=dilation
             )
         )
         > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
         "the padded input holds at least one window",
         lambda: found(
             src=src,
@@ -56,7 +57,7 @@ def maxpool2d_pre_run(op, tensors):
     )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
+        shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
         or padding
     )
     op.values.update(padding=padding)
@@ -64,7 +65,7 @@ def maxpool2d_pre_run(op, tensors):
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(
+        + shapes.pool2d_output_hw(
             src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
         ),
     )

@@ -13,7 +13,6 @@ __all__ = [
     "gather_nd",
     "scatter_elements",
     "scatter_nd",
-    "scatter_nd_updates_shape",
     "strided_slice",
     "trilu",
     "trilu_keep",
@@ -85,13 +84,6 @@ def gather_elements(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
     idx = _checked(indices, src.shape[axis], axis)
     region = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
     dst[...] = np.take_along_axis(src[region], idx, axis=axis)
-
-
-def scatter_nd_updates_shape(data_shape, indices_shape) -> tuple:
-    """The shape scatter_nd's updates must have: indices' without its last axis, then
-    data's after the k axes an index names (k = indices' last dim)."""
-    k = indices_shape[-1]
-    return tuple(indices_shape[:-1]) + tuple(data_shape[k:])
 
 
 _REDUCERS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}

@@ -17,7 +17,6 @@ from lightnet.archs.cpu.kernels.pad import place_in_border
 from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
-    "pool2d_output_hw",
     "pool2d_scratch",
     "maxpool2d_workspace",
     "maxpool2d",
@@ -26,28 +25,6 @@ __all__ = [
     "global_avgpool2d",
     "global_maxpool2d",
 ]
-
-
-def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False,
-                     dilation=(1, 1)) -> tuple[int, int]:
-    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - ((size - 1) *
-    dilation + 1)) / stride, plus 1.
-
-    With ceil_mode a last window that would start inside the end padding is dropped
-    (the PyTorch / ONNX Runtime rule), so every window overlaps the input or begin pad.
-    """
-    top, left, bottom, right = padding
-    out = []
-    for n, k, s, b, e, d in zip(in_hw, size, stride, (top, left), (bottom, right), dilation):
-        span = n + b + e - ((k - 1) * d + 1)
-        if ceil_mode:
-            o = -(-span // s) + 1
-            if (o - 1) * s >= n + b:
-                o -= 1
-        else:
-            o = span // s + 1
-        out.append(o)
-    return tuple(out)
 
 
 def _padded_hw(src_shape, dst_shape, size, stride, padding,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from lightnet.ir.shapes import autopad_padding, pool2d_output_hw
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..graph import Node, Val
@@ -154,7 +156,6 @@ def _pool(optype: str):
             if c.has_param(optype, "ceil_mode"):
                 params["ceil_mode"] = True
             else:
-                from lightnet.archs.cpu.kernels import autopad_padding, pool2d_output_hw
 
                 in_hw = x.shape[2:] if k == 2 else (1,) + x.shape[2:]
                 padding = autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads
@@ -203,7 +204,6 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     """(sum over the window of |x|^p)^(1/p), 2-D and 1-D: |x|^p (a `unary` abs and an
     `elew` TL_POW), an `avgpool2d` counting the padding, times the window's area, to the
     power 1 / p. The padding (also auto_pad's) is zeros, which add nothing."""
-    from lightnet.archs.cpu.kernels import autopad_padding, pool2d_output_hw
 
     x = c.val(n.input(0))
     x.require_float("LpPool input")

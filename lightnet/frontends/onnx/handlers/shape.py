@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lightnet.ir.shapes import gather_shape
+
 from ..dispatch import handler
 from ..dtypes import tl_dtype
 from ..errors import Unsupported
@@ -198,7 +200,7 @@ def gather(c: Converter, n: Node, *, axis=0):
     if not c.is_const(n.input(1)):
         _gather_pick(c, n, x, axis)
         return
-    from lightnet.archs.cpu.kernels import gather_indices, gather_shape
+    from lightnet.archs.cpu.kernels import gather_indices
 
     idx = np.asarray(c.const(n.input(1)))
     # Indices of one value (a ConstantOfShape's view, of any size): that value is checked.
