@@ -259,7 +259,7 @@ def tile(c: Converter, n: Node):
     c.reshape_output(n, y, y.shape)
 
 
-@handler("Range", 11)
+@handler("Range", 11, 27)
 def range_(c: Converter, n: Node):
     """A Range left unfolded because its length follows a symbolic dim (position ids
     to the sequence length): an arange op, its bounds params that follow the dim."""
