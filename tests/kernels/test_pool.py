@@ -67,6 +67,34 @@ def test_avgpool2d(case, use_ws, count_include_pad):
     assert_guards(arena, np.nan)
 
 
+@pytest.mark.parametrize("count_include_pad", [False, True])
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("shape, size, stride, padding, dilation, ceil_mode", [
+    ((1, 2, 7, 7), (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), False),
+    ((1, 2, 8, 9), (3, 2), (2, 1), (1, 2, 1, 0), (2, 3), False),
+    ((2, 1, 9, 8), (2, 3), (2, 2), (1, 1, 1, 1), (3, 2), True),
+])
+def test_pooling_with_dilation(shape, size, stride, padding, dilation, ceil_mode, use_ws,
+                               count_include_pad):
+    x = rand(np.random.default_rng(2), *shape)
+    out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode,
+                              dilation=dilation)
+    params = dict(size=size, stride=stride, padding=padding, dilation=dilation)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
+    ws = avgpool2d_workspace(x.shape, dst.shape, **params,
+                             count_include_pad=count_include_pad) if use_ws else None
+    avgpool2d(x, dst, **params, count_include_pad=count_include_pad, ws=ws)
+    np.testing.assert_allclose(dst, ref_pool(x, "avg", size, stride, padding, out_hw,
+                                             count_include_pad, dilation), **TOL)
+    assert_guards(arena, np.nan)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
+    ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
+    maxpool2d(x, dst, **params, ws=ws)
+    np.testing.assert_allclose(dst, ref_pool(x, "max", size, stride, padding, out_hw,
+                                             dilation=dilation), **TOL)
+    assert_guards(arena, np.nan)
+
+
 def test_avgpool2d_default_excludes_padding():
     x = np.ones((1, 1, 2, 2), np.float32)
     dst = np.empty((1, 1, 2, 2), np.float32)

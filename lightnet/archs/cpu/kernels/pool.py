@@ -152,39 +152,46 @@ def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> N
         np.maximum(dst, tap, out=dst)
 
 
-def _window_counts(n, o, k, s, b, e, count_include_pad):
-    """Cells per window along one axis that count towards the average."""
-    starts = np.arange(o) * s - b
+def _window_counts(n, o, k, s, b, e, count_include_pad, d=1):
+    """Cells per window along one axis that count towards the average (its taps, `d`
+    apart, that fall in the input, or with count_include_pad in the explicit padding)."""
+    taps = (np.arange(o) * s - b)[:, None] + np.arange(k) * d
     lo, hi = (-b, n + e) if count_include_pad else (0, n)
-    return np.clip(starts + k, lo, hi) - np.clip(starts, lo, hi)
+    return ((taps >= lo) & (taps < hi)).sum(axis=1)
 
 
 def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
-                        dtype=np.float32, scratch=None) -> dict:
+                        dtype=np.float32, scratch=None, dilation=(1, 1)) -> dict:
     """Arrays for `avgpool2d`: a zero bordered padded input (when padding is needed),
     the row sums when the pooling is done separably (carved from `scratch`, new when
     None), and the reciprocal window cell counts [OH, OW]."""
     top, left, bottom, right = padding
-    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom, count_include_pad)
-    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right, count_include_pad)
+    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom,
+                          count_include_pad, dilation[0])
+    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right,
+                          count_include_pad, dilation[1])
     counts = np.maximum(np.outer(rows, cols), 1)
-    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch)
+    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch,
+                         dilation)
     ws["scale"] = (1.0 / counts).astype(dtype)
     return ws
 
 
-def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=None) -> None:
+def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, dilation=(1, 1),
+              ws=None) -> None:
     """Average pooling (ONNX AveragePool). With count_include_pad=False (the ONNX default)
     each window sum is divided by its number of input cells; with True, by its number of
     input plus explicit padding cells. Cells beyond the explicit padding (ceil_mode) never
-    count; a window holding no counted cell yields 0."""
+    count; a window holding no counted cell yields 0. Window cell (i, j) reads the input
+    at (i * dilation[0], j * dilation[1]) from the window's corner."""
     if ws is None:
         ws = avgpool2d_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
-                                 count_include_pad=count_include_pad, dtype=dst.dtype)
+                                 count_include_pad=count_include_pad, dtype=dst.dtype,
+                                 dilation=dilation)
     if "rows" in ws:
         _pool_separable(src, dst, ws, size, stride, padding, np.add)
     else:
-        taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding)
+        taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding, dilation)
         np.copyto(dst, next(taps))
         for tap in taps:
             np.add(dst, tap, out=dst)

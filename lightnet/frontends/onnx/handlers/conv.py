@@ -214,12 +214,12 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     k = x.rank - 2
     strides, dilations, pads, autopad, kernel = _spatial_params(
         k, kernel_shape, strides, dilations, pads, auto_pad)
-    if any(d != 1 for d in dilations):
-        raise Unsupported(f"dilations {dilations[-k:]}")
     in_hw = tuple(x.shape[2:]) if k == 2 else (1,) + tuple(x.shape[2:])
-    padding = list(autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads)
-    if ceil_mode and tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
-            pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
+    padding = list(autopad_padding(in_hw, kernel, strides, dilations, autopad) or pads)
+    if ceil_mode and tuple(pool2d_output_hw(in_hw, kernel, strides, padding,
+                                            dilation=dilations)) != tuple(
+            pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True,
+                             dilation=dilations)):
         raise Unsupported("ceil_mode 1 where it changes the output size")
     shape = c.out_shape(n)
     src = _lift(c, x) if k == 1 else x
@@ -230,7 +230,8 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     shape2d = shape if k == 2 else shape[:2] + (1,) + shape[2:]
     mean = c.emit("avgpool2d", {"src": power},
                   {"size": kernel, "stride": strides, "padding": padding, "autopad": "NOTSET",
-                   "count_include_pad": True}, x.dtype, shape2d, hint=f"{hint}_mean")
+                   "count_include_pad": True, "dilation": dilations}, x.dtype, shape2d,
+                  hint=f"{hint}_mean")
     total = c.emit("elew", {"src1": mean, "src2": c.scalar(float(math.prod(kernel)), x.dtype,
                                                            f"{hint}_area")},
                    {"elew_op": "TL_MUL"}, x.dtype, shape2d, hint=f"{hint}_sum")
