@@ -20,6 +20,9 @@ __all__ = [
     "pool2d_scratch",
     "maxpool2d_workspace",
     "maxpool2d",
+    "maxpool2d_argmax_scratch",
+    "maxpool2d_argmax_workspace",
+    "maxpool2d_argmax",
     "avgpool2d_workspace",
     "avgpool2d",
     "global_avgpool2d",
@@ -150,6 +153,64 @@ def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> N
     np.copyto(dst, next(taps))
     for tap in taps:
         np.maximum(dst, tap, out=dst)
+
+
+def maxpool2d_argmax_scratch(src_shape, dst_shape, *, size, stride, padding, dtype,
+                             dilation=(1, 1)) -> tuple:
+    """Scratch layout of `maxpool2d_argmax`: the input inside its -inf border when
+    padding is needed, and where each tap beats the maxima so far [N, C, OH, OW]."""
+    layout = ()
+    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
+    if hw is not None:
+        layout += (("padded", tuple(src_shape[:2]) + hw, dtype),)
+    return layout + (("wins", tuple(dst_shape), np.bool_),)
+
+
+def maxpool2d_argmax_workspace(src_shape, dst_shape, *, size, stride, padding, dtype,
+                               storage_order=False, scratch=None, dilation=(1, 1)) -> dict:
+    """Arrays for `maxpool2d_argmax`: its scratch (carved from `scratch`, new when None),
+    the index of every cell of the (padded) input plane [H', W'] (-1 in the padding) and
+    the index of each plane's first cell [N, C, 1, 1], kept (not scratch) as every run
+    reads them."""
+    ws = carve(scratch, maxpool2d_argmax_scratch(src_shape, dst_shape, size=size,
+                                                 stride=stride, padding=padding, dtype=dtype,
+                                                 dilation=dilation))
+    ws.setdefault("padded", None)
+    n, c, h, w = src_shape
+    plane = np.arange(h * w, dtype=np.int32).reshape((w, h) if storage_order else (h, w))
+    plane = plane.T if storage_order else plane
+    if ws["padded"] is None:
+        ws["index"] = np.ascontiguousarray(plane)
+    else:
+        ws["index"] = np.full(ws["padded"].shape[2:], -1, np.int32)
+        ws["index"][padding[0]:padding[0] + h, padding[1]:padding[1] + w] = plane
+    ws["first"] = (np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1)
+    ws["fill"] = _lowest(dtype)
+    return ws
+
+
+def maxpool2d_argmax(src, dst, indices, *, size, stride, padding, dilation=(1, 1),
+                     storage_order=False, ws=None) -> None:
+    """Max pooling (as `maxpool2d`) and the index of each maximum in src flattened
+    (ONNX MaxPool's Indices): (n * C + c) * H * W + h * W + w, or with `storage_order`
+    (column-major planes) + w * H + h. On ties the first tap of the window in row-major
+    order wins."""
+    if ws is None:
+        ws = maxpool2d_argmax_workspace(src.shape, dst.shape, size=size, stride=stride,
+                                        padding=padding, dtype=dst.dtype,
+                                        storage_order=storage_order, dilation=dilation)
+    planes = ws["index"][None, None]
+    taps = zip(_taps(src, dst, ws["padded"], ws["fill"], size, stride, padding, dilation),
+               _taps(planes, dst, None, None, size, stride, padding, dilation))
+    tap, where = next(taps)
+    np.copyto(dst, tap)
+    np.copyto(indices, where)
+    wins = ws["wins"]
+    for tap, where in taps:
+        np.greater(tap, dst, out=wins)
+        np.copyto(dst, tap, where=wins)
+        np.copyto(indices, where, where=wins)
+    np.add(indices, ws["first"], out=indices, casting="unsafe")
 
 
 def _window_counts(n, o, k, s, b, e, count_include_pad, d=1):

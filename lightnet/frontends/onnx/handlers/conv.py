@@ -130,8 +130,6 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
 def _pool(optype: str):
     def handle(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
                count_include_pad=0, dilations=None, pads=None, strides=None, storage_order=0):
-        if c.used(n, 1):
-            raise Unsupported("the Indices output")
         x = c.val(n.input(0))
         if x.rank not in (3, 4):
             raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
@@ -162,7 +160,9 @@ def _pool(optype: str):
                 if tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
                         pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
                     raise Unsupported("ceil_mode 1 where it changes the output size")
-        if k == 1:
+        if c.used(n, 1):
+            _maxpool_indices(c, n, x, params, bool(storage_order))
+        elif k == 1:
             y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
                        shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
             c.reshape(y, shape, out=n.outputs[0])
@@ -170,6 +170,26 @@ def _pool(optype: str):
             c.emit(optype, {"src": x}, params, x.dtype, shape, out=n.outputs[0],
                    hint=n.name or n.outputs[0])
     return handle
+
+
+def _maxpool_indices(c: Converter, n: Node, x: Val, params: dict, storage_order: bool):
+    """MaxPool with its Indices output read: one maxpool2d_argmax (1-D through H = 1,
+    where the flattened positions are the same); its int32 indices are ONNX's int64."""
+    shape = c.out_shape(n)
+    if x.rank == 4:
+        c.emit_outputs("maxpool2d_argmax", {"src": x},
+                       {**params, "storage_order": storage_order},
+                       {"dst": (x.dtype, shape, n.outputs[0]),
+                        "indices": ("TL_INT32", shape, n.outputs[1])},
+                       hint=n.name or n.outputs[0])
+        return
+    lifted = shape[:2] + (1,) + shape[2:]
+    out = c.emit_outputs("maxpool2d_argmax", {"src": _lift(c, x)},
+                         {**params, "storage_order": storage_order},
+                         {"dst": (x.dtype, lifted, None), "indices": ("TL_INT32", lifted, None)},
+                         hint=n.name or n.outputs[0])
+    c.reshape(out["dst"], shape, out=n.outputs[0])
+    c.reshape(out["indices"], shape, out=n.outputs[1])
 
 
 handler("MaxPool", 1, 8, 10, 11, 12, 22)(_pool("maxpool2d"))
