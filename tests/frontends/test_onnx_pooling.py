@@ -1,4 +1,5 @@
-"""MaxPool's Indices output and dilated AveragePool against ONNX Runtime."""
+"""MaxPool's Indices output, dilated AveragePool and GlobalLpPool against ONNX Runtime (and
+a naive sum)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,21 @@ def test_maxpool_indices_of_3d_pooling_are_refused():
     m = pool_model("MaxPool", (1, 1, 4, 4, 4), outputs=("y", "z"), kernel_shape=[2, 2, 2])
     with pytest.raises(LightNetError, match="3-D pooling"):
         convert(m)
+
+
+@pytest.mark.parametrize("shape,p", [((2, 3, 5, 4), 2), ((1, 2, 6), 1), ((1, 2, 3, 4, 2), 3)])
+def test_global_lppool_matches_onnxruntime(shape, p, tmp_path):
+    m = pool_model("GlobalLpPool", shape, p=p)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    want = np.sum(np.abs(x.astype(np.float64)) ** p, axis=tuple(range(2, len(shape))),
+                  keepdims=True) ** (1 / p)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_global_lppool_refusals():
+    with pytest.raises(LightNetError, match="GlobalLpPool.*p 0"):
+        convert(pool_model("GlobalLpPool", (1, 2, 3, 3), p=0))
+    with pytest.raises(LightNetError, match="GlobalLpPool.*rank-2 input"):
+        convert(pool_model("GlobalLpPool", (1, 2), p=2))

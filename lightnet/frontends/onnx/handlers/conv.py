@@ -218,6 +218,32 @@ handler("GlobalAveragePool", 1, 22)(_global_pool("global_avgpool2d"))
 handler("GlobalMaxPool", 1, 22)(_global_pool("global_maxpool2d"))
 
 
+@handler("GlobalLpPool", 2, 22)
+def global_lp_pool(c: Converter, n: Node, *, p=2):
+    """(sum over all spatial cells of |x|^p)^(1/p): a `reduce` l1 or l2 for p 1 and 2,
+    else |x|^p (`unary` abs, `elew` TL_POW), a `reduce` sum and the power 1 / p."""
+    x = c.val(n.input(0))
+    x.require_float("GlobalLpPool input")
+    if x.rank < 3:
+        raise Unsupported(f"rank-{x.rank} input")
+    if p <= 0:
+        raise Unsupported(f"p {p}")
+    axes = list(range(2, x.rank))
+    shape = x.shape[:2] + (1,) * (x.rank - 2)
+    hint = n.outputs[0]
+    if p in (1, 2):
+        c.emit("reduce", {"src": x}, {"func": f"l{p}", "axes": axes, "keepdims": True},
+               x.dtype, shape, out=n.outputs[0], hint=n.name or hint)
+        return
+    mag = c.emit("unary", {"src": x}, {"func": "abs"}, x.dtype, x.shape, hint=f"{hint}_abs")
+    power = c.emit("elew", {"src1": mag, "src2": c.scalar(float(p), x.dtype, f"{hint}_p")},
+                   {"elew_op": "TL_POW"}, x.dtype, x.shape, hint=f"{hint}_pow")
+    total = c.emit("reduce", {"src": power}, {"func": "sum", "axes": axes, "keepdims": True},
+                   x.dtype, shape, hint=f"{hint}_sum")
+    c.emit("elew", {"src1": total, "src2": c.scalar(1.0 / p, x.dtype, f"{hint}_root")},
+           {"elew_op": "TL_POW"}, x.dtype, shape, out=n.outputs[0], hint=n.name or hint)
+
+
 @handler("LpPool", 2, 11, 18, 22)
 def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
             dilations=None, p=2, pads=None, strides=None):
