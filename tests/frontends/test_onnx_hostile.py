@@ -113,6 +113,14 @@ def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
         assert_over_memory_limit(m)
 
 
+def test_an_unfolded_range_27_accumulating_in_float16_is_refused():
+    nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"], stash_type=10)]
+    inits = [init("a", np.array(0, np.float16)), init("b", np.array(60000, np.float16)),
+             init("d", np.array(1, np.float16))]
+    with pytest.raises(LightNetError, match=r"Range-27\): stash_type 10 \(only 1, float\)"):
+        session(model(nodes, inits, opset=27), fold_limit=1000)
+
+
 def test_the_fold_limit_is_spent_across_the_whole_import():
     """Forty sums of 4M-element constants: each is small enough to fold, all of
     them are not; past the limit they are reduce ops, and the values agree."""

@@ -260,9 +260,13 @@ def tile(c: Converter, n: Node):
 
 
 @handler("Range", 11, 27)
-def range_(c: Converter, n: Node):
+def range_(c: Converter, n: Node, *, stash_type=1):
     """A Range left unfolded because its length follows a symbolic dim (position ids
-    to the sequence length): an arange op, its bounds params that follow the dim."""
+    to the sequence length): an arange op, its bounds params that follow the dim.
+    arange computes start + i * delta in double, as precise as Range-27's float
+    `stash_type` (1) for float16 and bfloat16."""
+    if stash_type != 1:
+        raise Unsupported(f"stash_type {stash_type} (only 1, float)")
     start, limit, delta = (np.asarray(c.const(n.input(i), what)).reshape(-1)
                            for i, what in enumerate(("start", "limit", "delta")))
     if start.size != 1 or limit.size != 1 or delta.size != 1:
