@@ -17,7 +17,7 @@ from generator.schema import MISSING, Check
 from generator.source import DescriptionError, YMap
 
 # Names every description expression may use besides its op's own arguments.
-GLOBALS = frozenset({"kernels", "dnnl", "np", "math", "DType"})
+GLOBALS = frozenset({"shapes", "kernels", "dnnl", "np", "math", "DType"})
 BUILTINS = frozenset(dir(builtins))
 # Names lightnet.nn (its generated builder functions, lightnet/auto/nn.py, and
 # what lightnet/nn.py adds) uses for itself: no optype or argument may take one.

@@ -379,7 +379,7 @@ def _rule_texts(optimizer: Optimizer) -> list[str]:
 def _globals_used(texts) -> dict[str, bool]:
     joined = "\n".join(texts)
     return {name.lower(): bool(re.search(rf"\b{name}\b", joined))
-            for name in ("kernels", "dnnl", "np", "math", "DType", "FLOAT32_OPS",
+            for name in ("shapes", "kernels", "dnnl", "np", "math", "DType", "FLOAT32_OPS",
                          "ELEMENTWISE_OPS")}
 
 
@@ -394,6 +394,7 @@ def _uses(family: Family, groups) -> dict[str, bool]:
         text += [c.expr for c in _all_checks(op)]
     joined = "\n".join(text)
     return {
+        "shapes": bool(re.search(r"\bshapes\b", joined)),
         "kernels": bool(re.search(r"\bkernels\b", joined)),
         "dnnl": bool(re.search(r"\bdnnl\b", joined)),
         "np": bool(re.search(r"\bnp\b", joined)),

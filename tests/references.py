@@ -74,16 +74,17 @@ def ref_deconv2d(x, w, b, group=1, stride=(1, 1), padding=(0, 0, 0, 0),
 
 
 def ref_pool(x, kind, size, stride=(1, 1), padding=(0, 0, 0, 0), out_hw=None,
-             count_include_pad=False):
-    """Max or average ("max", "avg") over each window, cell by cell. Cells outside the
-    input are skipped; for the average with count_include_pad they still count if they
-    lie inside the explicit padding. `out_hw` is the floor of the window count unless
-    given (ceil mode). The max keeps x's dtype (every integer exact)."""
+             count_include_pad=False, dilation=(1, 1)):
+    """Max or average ("max", "avg") over each window, cell by cell (window cell (i, j)
+    at (i * dilation[0], j * dilation[1]) from its corner). Cells outside the input are
+    skipped; for the average with count_include_pad they still count if they lie inside
+    the explicit padding. `out_hw` is the floor of the window count unless given (ceil
+    mode). The max keeps x's dtype (every integer exact)."""
     n_, c_, h, w = x.shape
     top, left, bottom, right = padding
     if out_hw is None:
-        out_hw = ((h + top + bottom - size[0]) // stride[0] + 1,
-                  (w + left + right - size[1]) // stride[1] + 1)
+        out_hw = ((h + top + bottom - (size[0] - 1) * dilation[0] - 1) // stride[0] + 1,
+                  (w + left + right - (size[1] - 1) * dilation[1] - 1) // stride[1] + 1)
     out = np.zeros((n_, c_, *out_hw), x.dtype if kind == "max" else np.float64)
     for n in range(n_):
         for c in range(c_):
@@ -92,7 +93,8 @@ def ref_pool(x, kind, size, stride=(1, 1), padding=(0, 0, 0, 0), out_hw=None,
                     values, count = [], 0
                     for i in range(size[0]):
                         for j in range(size[1]):
-                            y, xx = oy * stride[0] - top + i, ox * stride[1] - left + j
+                            y = oy * stride[0] - top + i * dilation[0]
+                            xx = ox * stride[1] - left + j * dilation[1]
                             if 0 <= y < h and 0 <= xx < w:
                                 values.append(x[n, c, y, xx])
                                 count += 1

@@ -52,6 +52,7 @@ __all__ = [
     "lrn",
     "matmul",
     "maxpool2d",
+    "maxpool2d_argmax",
     "maxreduce",
     "maxreduce_arg",
     "mod",
@@ -170,22 +171,24 @@ def avgpool2d(
     stride: Sequence[int] = (1, 1),
     padding: Sequence[int] = (0, 0, 0, 0),
     autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1),
     ceil_mode: bool = False,
     count_include_pad: bool = False,
     name: str | None = None,
 ) -> Tensor:
     """2-D average pooling of NCHW `src` (ONNX AveragePool): dst[n, c, y, x] is the mean of
-    the input cells src[n, c, y * stride[0] - padding[0] + i, x * stride[1] - padding[1]
-    + j] of the window 0 <= i < size[0], 0 <= j < size[1]; padded cells are not counted
-    (a window is divided by the number of input cells it covers) unless
-    `count_include_pad`, which counts the explicit padding too (never the cells past it
-    that `ceil_mode` adds). Output size per axis: floor((in + pad_begin + pad_end -
-    size) / stride) + 1, or with `ceil_mode` ceil instead of floor, less one when the
-    last window would start in the end padding. `autopad` other than NOTSET computes the
-    padding from the input size (ONNX auto_pad): VALID pads nothing; SAME_UPPER /
-    SAME_LOWER pad so that out = ceil(in / stride), an odd total putting the extra cell
-    at the end (SAME_UPPER) or the beginning (SAME_LOWER); explicit `padding` must then
-    be left at zeros. Accepts TL_FLOAT and TL_DOUBLE.
+    the input cells src[n, c, y * stride[0] - padding[0] + i * dilation[0], x *
+    stride[1] - padding[1] + j * dilation[1]] of the window 0 <= i < size[0], 0 <= j <
+    size[1]; padded cells are not counted (a window is divided by the number of input
+    cells it covers) unless `count_include_pad`, which counts the explicit padding too
+    (never the cells past it that `ceil_mode` adds). Output size per axis: floor((in +
+    pad_begin + pad_end - ((size - 1) * dilation + 1)) / stride) + 1, or with
+    `ceil_mode` ceil instead of floor, less one when the last window would start in the
+    end padding. `autopad` other than NOTSET computes the padding from the input size
+    (ONNX auto_pad): VALID pads nothing; SAME_UPPER / SAME_LOWER pad so that out =
+    ceil(in / stride), an odd total putting the extra cell at the end (SAME_UPPER) or
+    the beginning (SAME_LOWER); explicit `padding` must then be left at zeros. Accepts
+    TL_FLOAT and TL_DOUBLE.
 
     Args:
         src: The input [N, C, H, W]. (dtype float; ndim 4)
@@ -196,6 +199,7 @@ def avgpool2d(
         autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
             or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
             autopad NOTSET)
+        dilation: Window dilation [height, width]. (length 2; each > 0)
         ceil_mode: Round the output size up (ONNX ceil_mode): a last, partial window is
             kept unless it would start in the end padding.
         count_include_pad: Divide by the window's input and explicit padding cells (ONNX
@@ -213,6 +217,7 @@ def avgpool2d(
             "stride": stride,
             "padding": padding,
             "autopad": autopad,
+            "dilation": dilation,
             "ceil_mode": ceil_mode,
             "count_include_pad": count_include_pad,
         },
@@ -1386,6 +1391,63 @@ def maxpool2d(
             "autopad": autopad,
             "dilation": dilation,
             "ceil_mode": ceil_mode,
+        },
+        name,
+    )
+
+
+def maxpool2d_argmax(
+    src: Tensor,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1),
+    ceil_mode: bool = False,
+    storage_order: bool = False,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """maxpool2d (the same windows, padding, dilation and ceil_mode) and where each maximum
+    is (ONNX MaxPool's second output, Indices): indices[n, c, y, x] is the maximum's
+    position in `src` flattened, (n * C + c) * H * W + h * W + w, or with
+    `storage_order` (ONNX's storage_order 1, column-major planes) (n * C + c) * H * W +
+    w * H + h. On ties the first cell of the window in row-major order wins. Accepts
+    TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL); `indices` is TL_INT32.
+
+    Args:
+        src: The input [N, C, H, W]. (dtype numeric; ndim 4)
+        size: Window size [height, width]. (length 2; each > 0)
+        stride: Stride [height, width]. (length 2; each > 0)
+        padding: Padding [top, left, bottom, right]; used with autopad NOTSET only.
+            (length 4; each >= 0; every window overlaps the input)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Window dilation [height, width]. (length 2; each > 0)
+        ceil_mode: Round the output size up (ONNX ceil_mode): a last, partial window is
+            kept unless it would start in the end padding.
+        storage_order: Count the positions column-major in each [H, W] plane (ONNX
+            storage_order 1).
+        name: The op's name (its outputs are `<name>_<output>`); None:
+            `maxpool2d_argmax` and a number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        dst: The maxima [N, C, OH, OW], with `src`'s dtype.
+        indices: Their positions in `src` flattened, [N, C, OH, OW].
+    """
+    return apply(
+        "maxpool2d_argmax",
+        {"src": src},
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "ceil_mode": ceil_mode,
+            "storage_order": storage_order,
         },
         name,
     )

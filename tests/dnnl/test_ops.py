@@ -113,6 +113,9 @@ def test_conv2d_matches_cpu(geometry):
     ("avgpool2d", [3, 3], [2, 2], [1, 1, 1, 1], None, False, {}),
     ("avgpool2d", [3, 3], [2, 2], [1, 1, 1, 1], None, False, {"count_include_pad": True}),
     ("avgpool2d", [2, 3], [2, 2], [0, 1, 1, 0], None, True, {}),
+    ("avgpool2d", [2, 3], [1, 2], [1, 1, 1, 0], [2, 3], False, {}),
+    ("avgpool2d", [3, 2], [2, 1], [1, 0, 1, 1], [2, 2], False, {"count_include_pad": True}),
+    ("avgpool2d", [2, 2], [2, 2], [0, 0, 0, 0], [3, 2], True, {}),
 ])
 def test_pooling_matches_cpu(kind, size, stride, padding, dilation, ceil_mode, extra):
     m = ModelBuilder()

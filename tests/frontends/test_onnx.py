@@ -580,8 +580,8 @@ def test_unsupported_ops_are_all_listed():
         helper.make_node("Hardmax", ["x"], ["a"]),
         helper.make_node("Relu", ["a"], ["b"]),
         helper.make_node("Det", ["b"], ["c"]),
-        helper.make_node("AveragePool", ["x"], ["d"], kernel_shape=[2, 2], dilations=[2, 2]),
-        helper.make_node("GlobalLpPool", ["d"], ["e"]),
+        helper.make_node("LpPool", ["x"], ["d"], kernel_shape=[2, 2], p=-1),
+        helper.make_node("Multinomial", ["d"], ["e"]),
         helper.make_node("Hardmax", ["e"], ["f"]),
         helper.make_node("Add", ["c", "f"], ["y"]),
     ]
@@ -591,11 +591,11 @@ def test_unsupported_ops_are_all_listed():
     message = str(info.value)
     assert "4 operator(s) cannot be imported" in message
     for part in ("Hardmax (opset 14, Hardmax-13)", "Det (opset 14, Det-11)",
-                 "GlobalLpPool (opset 14, GlobalLpPool-2)",
-                 "AveragePool (opset 14, AveragePool-11): dilations [2, 2]"):
+                 "Multinomial (opset 14, Multinomial-7)",
+                 "LpPool (opset 14, LpPool-11): p -1"):
         assert part in message
-    assert {p[0] for p in info.value.problems} == {"Hardmax", "Det", "GlobalLpPool",
-                                                  "AveragePool"}
+    assert {p[0] for p in info.value.problems} == {"Hardmax", "Det", "Multinomial",
+                                                  "LpPool"}
 
 
 def test_unsupported_attribute_values_and_ranks():

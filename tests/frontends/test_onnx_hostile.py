@@ -107,10 +107,18 @@ def test_folds_whose_result_would_be_huge_are_left_to_the_run(case):
     if case == "range":  # not folded: an arange whose length no tensor can have
         assert refusal(m) == (
             "hostile.onnx: op 'y' (arange): param 'step': check: expected "
-            "kernels.arange_len(start, stop, step) <= 2**31 - 1 (the length fits a "
+            "shapes.arange_len(start, stop, step) <= 2**31 - 1 (the length fits a "
             "TensorLight dimension (int32)), found start=0.0, stop=1000000000000.0, step=1.0")
     else:
         assert_over_memory_limit(m)
+
+
+def test_an_unfolded_range_27_accumulating_in_float16_is_refused():
+    nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"], stash_type=10)]
+    inits = [init("a", np.array(0, np.float16)), init("b", np.array(60000, np.float16)),
+             init("d", np.array(1, np.float16))]
+    with pytest.raises(LightNetError, match=r"Range-27\): stash_type 10 \(only 1, float\)"):
+        session(model(nodes, inits, opset=27), fold_limit=1000)
 
 
 def test_the_fold_limit_is_spent_across_the_whole_import():

@@ -10,8 +10,6 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from lightnet import LightNetError  # noqa: E402
-from lightnet.frontends.onnx import convert  # noqa: E402
 from tests.frontends.onnxutil import run_lightnet, run_ort  # noqa: E402
 
 
@@ -47,6 +45,13 @@ def test_against_a_naive_loop(tmp_path):
     np.testing.assert_allclose(got["y"][0, 0], want, rtol=1e-5)
 
 
-def test_dilations_are_refused():
-    with pytest.raises(LightNetError, match="dilations \\[2, 2\\]"):
-        convert(lppool_model((1, 1, 6, 6), kernel_shape=[2, 2], dilations=[2, 2]))
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 2, 7, 8), {"kernel_shape": [2, 2], "dilations": [2, 3], "p": 2}),
+    ((1, 1, 9, 9), {"kernel_shape": [3, 2], "dilations": [2, 2], "strides": [2, 1],
+                    "pads": [1, 1, 0, 1], "p": 3}),
+])
+def test_dilations_match_onnxruntime(shape, attrs, tmp_path):
+    m = lppool_model(shape, **attrs)
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-6)

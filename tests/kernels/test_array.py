@@ -4,19 +4,16 @@ import numpy as np
 import pytest
 
 from lightnet.archs.cpu.kernels.array import (
-    arange_len,
     concat,
     fill_arange,
     fill_zeros,
     gather,
     gather_indices,
-    gather_shape,
     pick1d,
-    pick1d_shape,
-    reshape_dims,
     slice,
     transpose,
 )
+from lightnet.ir.shapes import arange_len, gather_shape, pick1d_shape
 from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -95,29 +92,6 @@ def test_fill_zeros():
 
 
 @pytest.mark.parametrize(
-    "start, stop, step, n",
-    [
-        (0, 10, 1, 10),
-        (0, 10, 3, 4),
-        (0, 9, 3, 3),
-        (10, 0, -2, 5),
-        (10, 0, -3, 4),
-        (0, 1, 0.1, 10),
-        (1.5, 2.0, 0.25, 2),
-        (5, 0, 1, 0),
-        (0, 5, -1, 0),
-        (3, 3, 1, 0),
-        (0, 5, 0, 0),
-        (0, float("inf"), 1, 0),
-        (0, float("nan"), 1, 0),
-    ],
-)
-def test_arange_len(start, stop, step, n):
-    assert arange_len(start, stop, step) == n
-    assert isinstance(arange_len(start, stop, step), int)
-
-
-@pytest.mark.parametrize(
     "start, stop, step, dtype",
     [
         (0, 10, 1, np.float32),
@@ -140,38 +114,6 @@ def test_fill_arange_keywords_and_length_mismatch():
     np.testing.assert_allclose(dst, [1, 1.25, 1.5, 1.75])
     with pytest.raises(ValueError, match="has 5 elements, but dst has 4"):
         fill_arange(dst, 0, 5, 1)
-
-
-@pytest.mark.parametrize(
-    "src_shape, dims, expected",
-    [
-        ((2, 3, 4), (6, 4), (6, 4)),
-        ((2, 3, 4), (-1, 4), (6, 4)),
-        ((2, 3, 4), (2, -1), (2, 12)),
-        ((2, 3, 4), (4, -1, 3), (4, 2, 3)),
-        ((2, 3, 4), (-1,), (24,)),
-        ((24,), (1, 1, -1, 1), (1, 1, 24, 1)),
-        ((5,), [5], (5,)),
-    ],
-)
-def test_reshape_dims(src_shape, dims, expected):
-    got = reshape_dims(src_shape, dims)
-    assert got == expected and isinstance(got, tuple)
-
-
-@pytest.mark.parametrize(
-    "src_shape, dims, message",
-    [
-        ((2, 3, 4), (5, 5), r"24 elements.*\(25 elements\)"),
-        ((2, 3, 4), (-1, 5), "not a multiple of 5"),
-        ((2, 3, 4), (-1, -1), "more than one -1"),
-        ((2, 3, 4), (0, 24), "invalid entry 0"),
-        ((2, 3, 4), (-2, -12), "invalid entry -2"),
-    ],
-)
-def test_reshape_dims_mismatch(src_shape, dims, message):
-    with pytest.raises(ValueError, match=message):
-        reshape_dims(src_shape, dims)
 
 
 def test_pick1d_hand():
@@ -206,10 +148,6 @@ def test_pick1d_negative_and_out_of_range():
         with pytest.raises(ValueError, match=rf"src_index holds {bad}: expected a chunk "
                                              r"number in \[-3, 2\] \(src has 3 chunks of 2\)"):
             pick1d(src, np.array([0, bad], np.int32), dst, len=2, stride=2)
-
-
-def test_pick1d_shape():
-    assert pick1d_shape(5, 4) == (20,)
 
 
 def test_slice_still_works():

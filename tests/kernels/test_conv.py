@@ -1,4 +1,4 @@
-"""conv2d / deconv2d and their shape helpers against naive loop references."""
+"""conv2d / deconv2d against naive loop references."""
 
 import numpy as np
 import pytest
@@ -6,17 +6,14 @@ import pytest
 from lightnet.archs.cpu.kernels import conv
 from lightnet.archs.cpu.kernels.scratch import scratch_bytes
 from lightnet.archs.cpu.kernels.conv import (
-    autopad_padding,
     depthwise_conv2d,
     depthwise_conv2d_workspace,
     conv2d,
-    conv2d_output_hw,
     conv2d_workspace,
     deconv2d,
-    deconv2d_autopad_padding,
-    deconv2d_output_hw,
     deconv2d_workspace,
 )
+from lightnet.ir.shapes import conv2d_output_hw, deconv2d_output_hw
 from tests.helpers import arena_view, assert_guards, rand
 from tests.references import ref_conv2d, ref_deconv2d
 
@@ -29,101 +26,6 @@ def check_arena(arena, dst, expected):
 
 
 # ---------------------------------------------------------------- references
-
-
-# ---------------------------------------------------------------- shape helpers
-
-
-def test_conv2d_output_hw():
-    assert conv2d_output_hw((7, 9), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)) == (5, 7)
-    assert conv2d_output_hw((7, 9), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)) == (4, 5)
-    assert conv2d_output_hw((8, 8), (3, 2), (2, 3), (1, 0, 0, 2), (2, 1)) == (3, 3)
-    assert conv2d_output_hw((10, 10), (3, 3), (1, 1), (0, 0, 0, 0), (3, 2)) == (4, 6)
-
-
-@pytest.mark.parametrize(
-    "args, expected",
-    [
-        # in (5, 7), size (4, 2), stride (1, 2): totals 3 (H) and 1 (W)
-        (((5, 7), (4, 2), (1, 2), (1, 1), "SAME_UPPER"), (1, 0, 2, 1)),
-        (((5, 7), (4, 2), (1, 2), (1, 1), "SAME_LOWER"), (2, 1, 1, 0)),
-        (((5, 7), (4, 2), (1, 2), (1, 1), "VALID"), (0, 0, 0, 0)),
-        (((5, 7), (4, 2), (1, 2), (1, 1), "NOTSET"), None),
-        # dilation: totals 4 and 6
-        (((6, 6), (3, 3), (1, 1), (2, 3), "SAME_UPPER"), (2, 3, 2, 3)),
-        (((6, 6), (3, 3), (1, 1), (2, 3), "SAME_LOWER"), (2, 3, 2, 3)),
-        # stride larger than the kernel: the total would be negative, clamped to 0
-        (((6, 5), (1, 1), (4, 2), (1, 1), "SAME_UPPER"), (0, 0, 0, 0)),
-        # stride 2, in 8, kernel 3: out 4, total 1
-        (((8, 8), (3, 3), (2, 2), (1, 1), "SAME_UPPER"), (0, 0, 1, 1)),
-        (((8, 8), (3, 3), (2, 2), (1, 1), "SAME_LOWER"), (1, 1, 0, 0)),
-    ],
-)
-def test_autopad_padding(args, expected):
-    assert autopad_padding(*args) == expected
-
-
-@pytest.mark.parametrize("autopad", ["SAME_UPPER", "SAME_LOWER"])
-def test_autopad_same_output_is_ceil(autopad):
-    for n in range(1, 12):
-        for k in (1, 2, 3, 4):
-            for s in (1, 2, 3):
-                for d in (1, 2):
-                    pads = autopad_padding((n, n), (k, k), (s, s), (d, d), autopad)
-                    oh, ow = conv2d_output_hw((n, n), (k, k), (s, s), pads, (d, d))
-                    assert oh == ow == -(-n // s)
-
-
-def test_autopad_rejects_unknown():
-    with pytest.raises(ValueError):
-        autopad_padding((4, 4), (3, 3), (1, 1), (1, 1), "SAME")
-
-
-def test_deconv2d_output_hw():
-    # ONNX ConvTranspose examples: 3x3 in, 3x3 kernel -> 5x5; strides (3, 2) pads (1, 2, 1, 2) -> 7x3
-    assert deconv2d_output_hw((3, 3), (3, 3), (1, 1), (0, 0, 0, 0), (0, 0), (1, 1)) == (5, 5)
-    assert deconv2d_output_hw((3, 3), (3, 3), (3, 2), (1, 2, 1, 2), (0, 0), (1, 1)) == (7, 3)
-    assert deconv2d_output_hw((3, 3), (3, 3), (3, 2), (0, 0, 0, 0), (1, 1), (1, 1)) == (10, 8)
-    assert deconv2d_output_hw((4, 5), (2, 3), (2, 1), (0, 1, 1, 0), (1, 0), (2, 2)) == (9, 8)
-
-
-@pytest.mark.parametrize(
-    "output_dims, output_padding, autopad, expected",
-    [
-        # in 3, kernel 3, stride 2: natural extent 7
-        ((6, 6), (0, 0), "SAME_UPPER", (0, 0, 1, 1)),
-        ((6, 6), (0, 0), "NOTSET", (1, 1, 0, 0)),
-        ((6, 6), (0, 0), "SAME_LOWER", (1, 1, 0, 0)),
-        ((6, 6), (1, 1), "SAME_UPPER", (1, 1, 1, 1)),
-        ((5, 4), (0, 0), "SAME_UPPER", (1, 1, 1, 2)),
-        ((5, 4), (0, 0), "NOTSET", (1, 2, 1, 1)),
-        # output larger than natural: negative pads (total -2 and -1)
-        ((9, 8), (0, 0), "SAME_UPPER", (-1, -1, -1, 0)),
-        ((9, 8), (0, 0), "NOTSET", (-1, 0, -1, -1)),
-        # not given: SAME targets in * stride = 6, VALID zeros, NOTSET keeps explicit pads
-        ((), (0, 0), "SAME_UPPER", (0, 0, 1, 1)),
-        ((0, 0), (0, 0), "SAME_LOWER", (1, 1, 0, 0)),
-        (None, (0, 0), "VALID", (0, 0, 0, 0)),
-        ((), (0, 0), "NOTSET", None),
-    ],
-)
-def test_deconv2d_autopad_padding(output_dims, output_padding, autopad, expected):
-    pads = deconv2d_autopad_padding((3, 3), (3, 3), (2, 2), output_padding, (1, 1), output_dims, autopad)
-    assert pads == expected
-    if pads is not None and output_dims and all(output_dims):
-        out = deconv2d_output_hw((3, 3), (3, 3), (2, 2), pads, output_padding, (1, 1))
-        assert out == tuple(output_dims)
-
-
-def test_deconv2d_autopad_same_gives_in_times_stride():
-    for n in range(1, 7):
-        for k in (1, 2, 3, 4):
-            for s in (1, 2, 3):
-                for op in range(s):
-                    for autopad in ("SAME_UPPER", "SAME_LOWER"):
-                        pads = deconv2d_autopad_padding((n, n), (k, k), (s, s), (op, op), (1, 1), (), autopad)
-                        out = deconv2d_output_hw((n, n), (k, k), (s, s), pads, (op, op), (1, 1))
-                        assert out == (n * s, n * s)
 
 
 # ---------------------------------------------------------------- conv2d

@@ -3,12 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from lightnet.archs.cpu.kernels.detection import (
-    detect_yolov3,
-    detect_yolov3_shapes,
-    transform_bboxSQD,
-    transform_bboxSQD_shape,
-)
+from lightnet.archs.cpu.kernels.detection import detect_yolov3, transform_bboxSQD
+from lightnet.ir.shapes import detect_yolov3_shapes, transform_bboxSQD_shape
 from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -99,13 +95,6 @@ def test_transform_bboxSQD_hand():
     np.testing.assert_allclose(
         dst.ravel(), [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], rtol=RTOL, atol=1e-4
     )
-
-
-def test_transform_bboxSQD_shape_errors():
-    with pytest.raises(ValueError, match=r"delta must be \[N, H, W, A, 4\]"):
-        transform_bboxSQD_shape((1, 3, 4, 9, 5), (3, 4, 9, 5))
-    with pytest.raises(ValueError, match="anchor must be"):
-        transform_bboxSQD_shape((1, 3, 4, 9, 4), (3, 4, 8, 4))
 
 
 def naive_yolov3_batch(feature, anchors, img_width, img_height):
@@ -205,21 +194,3 @@ def test_detect_yolov3_hand():
     np.testing.assert_allclose(confs, 0.5)
     np.testing.assert_allclose(probs, 0.5)
 
-
-def test_detect_yolov3_shapes_and_errors():
-    shapes = detect_yolov3_shapes((1, 255, 13, 13), (3, 2))
-    assert shapes == {
-        "box_centers": (1, 3, 2, 13, 13),
-        "box_sizes": (1, 3, 2, 13, 13),
-        "boxes": (1, 3, 4, 13, 13),
-        "confs": (1, 3, 1, 13, 13),
-        "probs": (1, 3, 80, 13, 13),
-    }
-    with pytest.raises(ValueError, match="not 3 anchors x"):
-        detect_yolov3_shapes((1, 100, 13, 13), (3, 2))
-    with pytest.raises(ValueError, match="not 3 anchors x"):
-        detect_yolov3_shapes((1, 12, 13, 13), (3, 2))
-    with pytest.raises(ValueError, match=r"anchors must be \[A, 2\]"):
-        detect_yolov3_shapes((1, 255, 13, 13), (3, 3))
-    with pytest.raises(ValueError, match=r"feature must be"):
-        detect_yolov3_shapes((255, 13, 13), (3, 2))

@@ -3,7 +3,16 @@
 import numpy as np
 import pytest
 
-from lightnet.archs.cpu.kernels.elements import gather_nd, scatter_elements, strided_slice
+from lightnet.archs.cpu.kernels.elements import (
+    gather_nd,
+    gather_nd_scratch,
+    gather_nd_workspace,
+    scatter_elements,
+    scatter_elements_scratch,
+    scatter_elements_workspace,
+    strided_slice,
+)
+from lightnet.archs.cpu.kernels.scratch import scratch_bytes
 from tests.helpers import arena_view, assert_guards
 
 
@@ -24,6 +33,12 @@ def test_strided_slice_backwards_to_the_first_entry():
     dst = np.empty(3, np.int32)
     strided_slice(np.array([1, 2, 3], np.int32), dst, axis=0, start=2, step=-1, len=3)
     assert dst.tolist() == [3, 2, 1]
+
+
+def garbage_scratch(layout):
+    """A planned scratch buffer holding what other ops left in it (every kernel's
+    scratch is shared and never kept between runs)."""
+    return np.random.default_rng(9).integers(0, 256, scratch_bytes(layout)).astype(np.uint8)
 
 
 def naive_gather_nd(src, indices, b):
@@ -48,6 +63,14 @@ def test_gather_nd_matches_a_loop(b, q):
     gather_nd(src, indices, dst, batch_dims=b)
     np.testing.assert_array_equal(dst, want)
     assert_guards(arena)
+    # The index arrays preplanned: carved from a scratch buffer at load, every run after.
+    scratch = garbage_scratch(gather_nd_scratch(src.shape, indices.shape, batch_dims=b))
+    ws = gather_nd_workspace(src.shape, indices.shape, batch_dims=b, scratch=scratch)
+    for _ in range(2):
+        dst[...] = np.nan
+        gather_nd(src, indices, dst, batch_dims=b, ws=ws)
+        np.testing.assert_array_equal(dst, want)
+        scratch[:] = 255
 
 
 def test_gather_nd_index_outside_its_axis():
@@ -82,8 +105,15 @@ def test_scatter_elements_matches_a_loop(axis, reduction):
     updates = rng.integers(-3, 4, shape).astype(np.float32)
     arena, dst = arena_view(data.shape)
     scatter_elements(data, indices, updates, dst, axis=axis, reduction=reduction)
-    np.testing.assert_array_equal(dst, naive_scatter(data, indices, updates, axis, reduction))
+    want = naive_scatter(data, indices, updates, axis, reduction)
+    np.testing.assert_array_equal(dst, want)
     assert_guards(arena)
+    scratch = garbage_scratch(scatter_elements_scratch(indices.shape))
+    ws = scatter_elements_workspace(indices.shape, scratch=scratch)
+    for _ in range(2):
+        scatter_elements(data, indices, updates, dst, axis=axis, reduction=reduction, ws=ws)
+        np.testing.assert_array_equal(dst, want)
+        scratch[:] = 255
 
 
 def test_scatter_elements_errors():

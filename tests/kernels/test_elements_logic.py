@@ -32,8 +32,6 @@ def test_compare_and_where_broadcast():
     out = np.empty((2, 3), np.int32)
     K.where(dst, a, np.array([-1], np.int32), out)
     assert out.tolist() == [[a[i, 0] if want[i][j] else -1 for j in range(3)] for i in range(2)]
-    assert not K.broadcastable((2, 3), (3,), (4, 1, 2))
-    assert K.where_shape((2, 1, 3), (4, 1), (1,)) == (2, 4, 3)
 
 
 @pytest.mark.parametrize("exclusive, reverse", itertools.product([False, True], repeat=2))

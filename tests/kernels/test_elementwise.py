@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from lightnet.archs.cpu.kernels.elementwise import (
-    broadcast_shape,
     clip,
     elew,
     gelu,
@@ -16,11 +15,11 @@ from lightnet.archs.cpu.kernels.elementwise import (
     relu,
     sigmoid,
     submean,
-    submean_shape,
     swish,
     tanh,
     unary,
 )
+from lightnet.ir.shapes import broadcast_shape, submean_shape
 from tests.helpers import arena_view, assert_guards
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -149,27 +148,6 @@ def test_elew_unknown_op():
     dst = np.empty(2, np.float32)
     with pytest.raises(ValueError, match="unknown elew_op 'TL_MOD'.*TL_MUL"):
         elew(dst, dst, dst, elew_op="TL_MOD")
-
-
-@pytest.mark.parametrize(
-    "a, b",
-    [((2, 3), (4,)), ((2, 3), (3, 2)), ((5, 1, 3), (1, 4, 2)), ((2,), (3,))],
-)
-def test_broadcast_shape_failures(a, b):
-    with pytest.raises(ValueError, match="do not broadcast"):
-        broadcast_shape(a, b)
-
-
-def test_broadcast_shape_message_names_shapes():
-    with pytest.raises(ValueError) as info:
-        broadcast_shape((2, 3), (4,))
-    assert "[2, 3]" in str(info.value) and "[4]" in str(info.value)
-    assert "3" in str(info.value) and "4" in str(info.value)
-
-
-def test_broadcast_shape_matches_numpy():
-    for a, b in [((), ()), ((1,), ()), ((4, 1, 3), (5, 1)), ((1, 1), (7,)), ((2, 0), (1,))]:
-        assert broadcast_shape(a, b) == np.broadcast_shapes(a, b)
 
 
 def unary_reference(src, f):

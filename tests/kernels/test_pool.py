@@ -1,4 +1,4 @@
-"""Pooling kernels and the pooling shape helper against naive loop references."""
+"""Pooling kernels against naive loop references."""
 
 import numpy as np
 import pytest
@@ -9,27 +9,15 @@ from lightnet.archs.cpu.kernels.pool import (
     global_avgpool2d,
     global_maxpool2d,
     maxpool2d,
+    maxpool2d_argmax,
+    maxpool2d_argmax_workspace,
     maxpool2d_workspace,
-    pool2d_output_hw,
 )
+from lightnet.ir.shapes import pool2d_output_hw
 from tests.helpers import arena_view, assert_guards, rand
 from tests.references import ref_pool
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-
-
-# ---------------------------------------------------------------- shape helper
-
-
-def test_pool2d_output_hw():
-    assert pool2d_output_hw((5, 5), (2, 2), (2, 2), (0, 0, 0, 0)) == (2, 2)
-    assert pool2d_output_hw((5, 5), (2, 2), (2, 2), (0, 0, 0, 0), ceil_mode=True) == (3, 3)
-    assert pool2d_output_hw((4, 6), (3, 3), (2, 2), (1, 1, 1, 1)) == (2, 3)
-    assert pool2d_output_hw((4, 6), (3, 3), (2, 2), (1, 1, 1, 1), ceil_mode=True) == (3, 4)
-    assert pool2d_output_hw((7, 8), (3, 2), (1, 3), (1, 0, 0, 2)) == (6, 3)
-    # the last ceil window would start inside the end padding: dropped
-    assert pool2d_output_hw((3, 3), (2, 2), (2, 2), (1, 1, 1, 1), ceil_mode=True) == (2, 2)
-    assert pool2d_output_hw((3, 3), (2, 2), (2, 2), (1, 1, 1, 1)) == (2, 2)
 
 
 # ---------------------------------------------------------------- windowed pooling
@@ -78,6 +66,34 @@ def test_avgpool2d(case, use_ws, count_include_pad):
     for _ in range(2):
         assert avgpool2d(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
+    assert_guards(arena, np.nan)
+
+
+@pytest.mark.parametrize("count_include_pad", [False, True])
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("shape, size, stride, padding, dilation, ceil_mode", [
+    ((1, 2, 7, 7), (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), False),
+    ((1, 2, 8, 9), (3, 2), (2, 1), (1, 2, 1, 0), (2, 3), False),
+    ((2, 1, 9, 8), (2, 3), (2, 2), (1, 1, 1, 1), (3, 2), True),
+])
+def test_pooling_with_dilation(shape, size, stride, padding, dilation, ceil_mode, use_ws,
+                               count_include_pad):
+    x = rand(np.random.default_rng(2), *shape)
+    out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode,
+                              dilation=dilation)
+    params = dict(size=size, stride=stride, padding=padding, dilation=dilation)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
+    ws = avgpool2d_workspace(x.shape, dst.shape, **params,
+                             count_include_pad=count_include_pad) if use_ws else None
+    avgpool2d(x, dst, **params, count_include_pad=count_include_pad, ws=ws)
+    np.testing.assert_allclose(dst, ref_pool(x, "avg", size, stride, padding, out_hw,
+                                             count_include_pad, dilation), **TOL)
+    assert_guards(arena, np.nan)
+    arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
+    ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
+    maxpool2d(x, dst, **params, ws=ws)
+    np.testing.assert_allclose(dst, ref_pool(x, "max", size, stride, padding, out_hw,
+                                             dilation=dilation), **TOL)
     assert_guards(arena, np.nan)
 
 
@@ -179,3 +195,58 @@ def test_separable_pooling_with_clobbered_scratch_rows():
                   ws=ws)
         np.testing.assert_allclose(dst, ref_pool(x, "avg", size, stride, padding, out_hw, True),
                                    **TOL)
+
+
+def naive_maxpool_argmax(x, size, stride, padding, dilation, out_hw, storage_order):
+    """The maximum of each window and its position in x flattened (the first on ties)."""
+    n_, c_, h, w = x.shape
+    dst = np.empty((n_, c_) + tuple(out_hw), x.dtype)
+    idx = np.empty((n_, c_) + tuple(out_hw), np.int64)
+    for n in range(n_):
+        for c in range(c_):
+            for oy in range(out_hw[0]):
+                for ox in range(out_hw[1]):
+                    best = None
+                    for i in range(size[0]):
+                        for j in range(size[1]):
+                            y = oy * stride[0] - padding[0] + i * dilation[0]
+                            xx = ox * stride[1] - padding[1] + j * dilation[1]
+                            if 0 <= y < h and 0 <= xx < w and (best is None
+                                                               or x[n, c, y, xx] > best[0]):
+                                best = (x[n, c, y, xx], y, xx)
+                    value, y, xx = best
+                    dst[n, c, oy, ox] = value
+                    plane = xx * h + y if storage_order else y * w + xx
+                    idx[n, c, oy, ox] = (n * c_ + c) * h * w + plane
+    return dst, idx
+
+
+@pytest.mark.parametrize("storage_order", [False, True])
+@pytest.mark.parametrize("use_ws", [True, False])
+@pytest.mark.parametrize("shape, size, stride, padding, dilation, ceil_mode, dtype", [
+    ((2, 3, 6, 7), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False, np.float32),
+    ((1, 2, 7, 7), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, np.float64),
+    ((1, 2, 8, 9), (2, 3), (1, 2), (1, 0, 0, 2), (2, 2), False, np.float32),
+    ((1, 2, 5, 6), (2, 2), (1, 1), (0, 1, 1, 0), (1, 1), False, np.int32),
+])
+def test_maxpool2d_argmax(shape, size, stride, padding, dilation, ceil_mode, dtype, use_ws,
+                          storage_order):
+    rng = np.random.default_rng(3)
+    x = (rng.integers(-9, 9, shape) if dtype == np.int32
+         else rng.standard_normal(shape)).astype(dtype)
+    out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode,
+                              dilation=dilation)
+    params = dict(size=size, stride=stride, padding=padding, dilation=dilation)
+    arena, dst = arena_view(shape[:2] + out_hw, dtype)
+    arena_i, indices = arena_view(shape[:2] + out_hw, np.int32)
+    ws = maxpool2d_argmax_workspace(x.shape, dst.shape, **params, dtype=dtype,
+                                    storage_order=storage_order) if use_ws else None
+    want_dst, want_idx = naive_maxpool_argmax(x, size, stride, padding, dilation, out_hw,
+                                              storage_order)
+    for _ in range(2):
+        assert maxpool2d_argmax(x, dst, indices, **params, storage_order=storage_order,
+                                ws=ws) is None
+        np.testing.assert_array_equal(dst, want_dst)
+        np.testing.assert_array_equal(indices, want_idx)
+    assert_guards(arena)
+    assert_guards(arena_i)

@@ -7,14 +7,13 @@ import pytest
 from lightnet.archs.cpu.kernels.reduce import (
     arg_reduce,
     reduce,
-    reduce_axes_shape,
     reduce_scratch,
     maxreduce,
     maxreduce_arg,
-    reduce_shape,
     softmax,
     softmax_workspace,
 )
+from lightnet.ir.shapes import reduce_axes_shape, reduce_shape
 from lightnet.archs.cpu.kernels.scratch import carve
 from tests.helpers import arena_view, assert_guards
 
@@ -95,15 +94,6 @@ def test_softmax_non_contiguous_input_and_in_place():
     buf = base.copy()
     softmax(buf, buf, axis=0)
     np.testing.assert_allclose(buf, naive_softmax(base, 0), rtol=RTOL, atol=ATOL)
-
-
-def test_reduce_shape_keeps_axis():
-    assert reduce_shape((2, 3, 4, 5), 1) == (2, 1, 4, 5)
-    assert reduce_shape([7], 0) == (1,)
-    with pytest.raises(ValueError, match="axis 3 is out of range"):
-        reduce_shape((2, 3, 4), 3)
-    with pytest.raises(ValueError, match="out of range"):
-        reduce_shape((2, 3, 4), -1)
 
 
 @pytest.mark.parametrize(
@@ -195,14 +185,7 @@ def test_reduce(func, axes, keepdims):
     assert_guards(arena)
 
 
-def test_reduce_shapes_and_errors():
-    assert reduce_axes_shape((2, 3, 4), (1,), True) == (2, 1, 4)
-    assert reduce_axes_shape((2, 3, 4), (0, 2), False) == (3,)
-    assert reduce_axes_shape((2, 3), (0, 1), False) == (1,)
-    with pytest.raises(ValueError, match="axis 3 is out of range for a 3-D shape"):
-        reduce_axes_shape((2, 3, 4), (3,), True)
-    with pytest.raises(ValueError, match=r"axes \[1, 1\] name an axis twice"):
-        reduce_axes_shape((2, 3, 4), (1, 1), True)
+def test_reduce_unknown_func():
     with pytest.raises(ValueError, match="unknown reduction 'median'"):
         reduce(np.ones((2, 2)), np.empty((2, 1)), func="median", axes=(1,), keepdims=True)
 

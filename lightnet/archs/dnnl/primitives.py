@@ -48,11 +48,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lightnet.archs.cpu.kernels.conv import conv2d_output_hw, deconv2d_output_hw
-from lightnet.archs.cpu.kernels.elementwise import broadcast_shape
-from lightnet.archs.cpu.kernels.pool import pool2d_output_hw
 from lightnet.archs.dnnl import capi
 from lightnet.archs.dnnl.capi import MemoryDesc
+from lightnet.ir.shapes import broadcast_shape, conv2d_output_hw, deconv2d_output_hw, pool2d_output_hw
 
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
            "binary_post_op", "conv2d", "deconv2d", "matmul", "Linear", "linear", "pool2d",

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -20,15 +21,15 @@ def arange_pre_run(op, tensors):
     dtype, start, stop, step = ck.get("dtype", "start", "stop", "step")
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) >= 1,
-        "kernels.arange_len(start, stop, step) >= 1",
+        shapes.arange_len(start, stop, step) >= 1,
+        "shapes.arange_len(start, stop, step) >= 1",
         "the range holds at least one value, so step goes from start towards stop",
         lambda: found(start=start, stop=stop, step=step),
     )
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) <= 2**31 - 1,
-        "kernels.arange_len(start, stop, step) <= 2**31 - 1",
+        shapes.arange_len(start, stop, step) <= 2**31 - 1,
+        "shapes.arange_len(start, stop, step) <= 2**31 - 1",
         "the length fits a TensorLight dimension (int32)",
         lambda: found(start=start, stop=stop, step=step),
     )
@@ -36,14 +37,14 @@ def arange_pre_run(op, tensors):
         "param 'step'",
         dtype in ("TL_FLOAT", "TL_DOUBLE")
         or np.iinfo(DType.from_name(dtype).np).min
-        <= min(start, start + step * (kernels.arange_len(start, stop, step) - 1))
-        and max(start, start + step * (kernels.arange_len(start, stop, step) - 1))
+        <= min(start, start + step * (shapes.arange_len(start, stop, step) - 1))
+        and max(start, start + step * (shapes.arange_len(start, stop, step) - 1))
         <= np.iinfo(DType.from_name(dtype).np).max,
-        'dtype in ("TL_FLOAT", "TL_DOUBLE") or np.iinfo(DType.from_name(dtype).np).min <= min(start, start + step * (kernels.arange_len(start, stop, step) - 1)) and max(start, start + step * (kernels.arange_len(start, stop, step) - 1)) <= np.iinfo(DType.from_name(dtype).np).max',
+        'dtype in ("TL_FLOAT", "TL_DOUBLE") or np.iinfo(DType.from_name(dtype).np).min <= min(start, start + step * (shapes.arange_len(start, stop, step) - 1)) and max(start, start + step * (shapes.arange_len(start, stop, step) - 1)) <= np.iinfo(DType.from_name(dtype).np).max',
         "the first and last values fit the integer dtype",
         lambda: found(dtype=dtype, start=start, stop=stop, step=step),
     )
-    ck.define("dst", dtype, (kernels.arange_len(start, stop, step),), static=True)
+    ck.define("dst", dtype, (shapes.arange_len(start, stop, step),), static=True)
 
 
 ARANGE = OpProto(

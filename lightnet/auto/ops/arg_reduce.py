@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import NUMERIC
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
@@ -19,7 +20,7 @@ def arg_reduce_pre_run(op, tensors):
     src, axis, keepdims = ck.get("src", "axis", "keepdims")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
     ck.define(
-        "dst", DType.TL_INT32, kernels.reduce_axes_shape(src.shape, [axis], keepdims)
+        "dst", DType.TL_INT32, shapes.reduce_axes_shape(src.shape, [axis], keepdims)
     )
 
 

@@ -11,7 +11,8 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
-from lightnet.auto.params import WINDOW2D, window2d_autopad
+from lightnet.auto.params import DILATED_WINDOW2D, window2d_autopad
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -22,7 +23,7 @@ def avgpool2d_pre_run(op, tensors):
     """Check a avgpool2d op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
     src, size, stride, padding = ck.get("src", "size", "stride", "padding")
-    autopad, ceil_mode = ck.get("autopad", "ceil_mode")
+    autopad, dilation, ceil_mode = ck.get("autopad", "dilation", "ceil_mode")
     ck.satisfy(
         "param 'padding'",
         padding[0] < size[0]
@@ -37,24 +38,35 @@ def avgpool2d_pre_run(op, tensors):
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.pool2d_output_hw(src.shape[2:], size, stride, padding)) > 0',
+        or min(
+            shapes.pool2d_output_hw(
+                src.shape[2:], size, stride, padding, dilation=dilation
+            )
+        )
+        > 0,
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
         "the padded input holds at least one window",
         lambda: found(
-            src=src, size=size, stride=stride, padding=padding, autopad=autopad
+            src=src,
+            size=size,
+            stride=stride,
+            padding=padding,
+            autopad=autopad,
+            dilation=dilation,
         ),
     )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, (1, 1), autopad) or padding
+        shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
+        or padding
     )
     op.values.update(padding=padding)
     ck.define(
         "dst",
         src.dtype,
         tuple(src.shape[:2])
-        + kernels.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode
+        + shapes.pool2d_output_hw(
+            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
         ),
     )
 
@@ -66,7 +78,7 @@ AVGPOOL2D = OpProto(
     tensors_in=(TensorArg("src", dtype=FLOAT, ndim=4),),
     tensors_out=(TensorArg("dst"),),
     params=(
-        *WINDOW2D,
+        *DILATED_WINDOW2D,
         ParamArg("ceil_mode", ParamType.BOOL, False),
         ParamArg("count_include_pad", ParamType.BOOL, False),
     ),
@@ -78,6 +90,7 @@ AVGPOOL2D = OpProto(
 def avgpool2d_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
+    (dilation,) = ck.get("dilation")
     ck.scratch(
         kernels.scratch_bytes(
             kernels.pool2d_scratch(
@@ -87,6 +100,7 @@ def avgpool2d_cpu_scratch(op, tensors):
                 stride=stride,
                 padding=padding,
                 dtype=src.dtype.np,
+                dilation=dilation,
             )
         )
     )
@@ -95,7 +109,7 @@ def avgpool2d_cpu_scratch(op, tensors):
 def avgpool2d_cpu_load(op, arrays):
     src, dst, size = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["size"]
     stride, padding = op.values["stride"], op.values["padding"]
-    count_include_pad = op.values["count_include_pad"]
+    dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
     scratch = arrays[op.scratch_key]
     ws = kernels.avgpool2d_workspace(
         src.shape,
@@ -106,6 +120,7 @@ def avgpool2d_cpu_load(op, arrays):
         count_include_pad=count_include_pad,
         dtype=dst.dtype,
         scratch=scratch,
+        dilation=dilation,
     )
     return lambda: kernels.avgpool2d(
         src,
@@ -114,6 +129,7 @@ def avgpool2d_cpu_load(op, arrays):
         stride=stride,
         padding=padding,
         count_include_pad=count_include_pad,
+        dilation=dilation,
         ws=ws,
     )
 
@@ -146,7 +162,8 @@ def avgpool2d_dnnl_pre_run(op, tensors):
 def avgpool2d_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    ceil_mode, count_include_pad = ck.get("ceil_mode", "count_include_pad")
+    dilation, ceil_mode = ck.get("dilation", "ceil_mode")
+    (count_include_pad,) = ck.get("count_include_pad")
     ck.scratch(
         dnnl.pool2d(
             op,
@@ -156,6 +173,7 @@ def avgpool2d_dnnl_scratch(op, tensors):
             size=size,
             stride=stride,
             padding=padding,
+            dilation=dilation,
             ceil_mode=ceil_mode,
             count_include_pad=count_include_pad,
         )

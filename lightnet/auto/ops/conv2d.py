@@ -18,6 +18,7 @@ from lightnet.auto.params import (
     activation_clip_max,
     window2d_autopad,
 )
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -56,9 +57,9 @@ def conv2d_pre_run(op, tensors):
     ck.satisfy(
         "op",
         autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
+        or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
         > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
         "the padded input holds at least one dilated kernel window",
         lambda: found(
             src=src,
@@ -71,7 +72,7 @@ def conv2d_pre_run(op, tensors):
     )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
-        kernels.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
+        shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
         or padding
     )
     op.values.update(padding=padding)
@@ -79,7 +80,7 @@ def conv2d_pre_run(op, tensors):
         "dst",
         src.dtype,
         (src.shape[0], weight.shape[0])
-        + kernels.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation),
+        + shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation),
     )
 
 

@@ -12,6 +12,7 @@ from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import DILATED_WINDOW2D, window2d_autopad
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -59,12 +60,12 @@ def deconv2d_pre_run(op, tensors):
     ck.satisfy(
         "op",
         min(
-            kernels.deconv2d_output_hw(
+            shapes.deconv2d_output_hw(
                 src.shape[2:], size, stride, padding, output_padding, dilation
             )
         )
         > 0,
-        "min(kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation)) > 0",
+        "min(shapes.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation)) > 0",
         "the padding crops less than the whole output",
         lambda: found(
             src=src,
@@ -82,12 +83,12 @@ def deconv2d_pre_run(op, tensors):
             o <= full
             for o, full in zip(
                 output_dims[2:],
-                kernels.deconv2d_output_hw(
+                shapes.deconv2d_output_hw(
                     src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation
                 ),
             )
         ),
-        "not all(output_dims) or all(o <= full for o, full in zip(output_dims[2:], kernels.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
+        "not all(output_dims) or all(o <= full for o, full in zip(output_dims[2:], shapes.deconv2d_output_hw(src.shape[2:], size, stride, (0, 0, 0, 0), output_padding, dilation)))",
         "output_dims only crops, it is at most the uncropped output size",
         lambda: found(
             src=src,
@@ -102,11 +103,11 @@ def deconv2d_pre_run(op, tensors):
         "op",
         not all(output_dims)
         or not any(padding)
-        or kernels.deconv2d_output_hw(
+        or shapes.deconv2d_output_hw(
             src.shape[2:], size, stride, padding, output_padding, dilation
         )
         == tuple(output_dims[2:]),
-        "not all(output_dims) or not any(padding) or kernels.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation) == tuple(output_dims[2:])",
+        "not all(output_dims) or not any(padding) or shapes.deconv2d_output_hw(src.shape[2:], size, stride, padding, output_padding, dilation) == tuple(output_dims[2:])",
         "with explicit padding, output_dims is the output's shape",
         lambda: found(
             src=src,
@@ -140,7 +141,7 @@ def deconv2d_pre_run(op, tensors):
     # None for NOTSET without output_dims, which keeps the explicit padding.
     if not any(padding):
         padding = (
-            kernels.deconv2d_autopad_padding(
+            shapes.deconv2d_autopad_padding(
                 src.shape[2:],
                 size,
                 stride,
@@ -156,7 +157,7 @@ def deconv2d_pre_run(op, tensors):
         "dst",
         src.dtype,
         (src.shape[0], weight.shape[1] * group)
-        + kernels.deconv2d_output_hw(
+        + shapes.deconv2d_output_hw(
             src.shape[2:], size, stride, padding, output_padding, dilation
         ),
     )

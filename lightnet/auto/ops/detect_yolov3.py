@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import FLOAT
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -32,13 +33,13 @@ def detect_yolov3_pre_run(op, tensors):
         "feature has A * (5 + C) channels, C >= 1 classes",
         lambda: found(feature=feature, anchors=anchors),
     )
-    shapes = kernels.detect_yolov3_shapes(feature.shape, anchors.shape)
-    op.values.update(shapes=shapes)
-    ck.define("box_centers", feature.dtype, shapes["box_centers"])
-    ck.define("box_sizes", feature.dtype, shapes["box_sizes"])
-    ck.define("boxes", feature.dtype, shapes["boxes"])
-    ck.define("confs", feature.dtype, shapes["confs"])
-    ck.define("probs", feature.dtype, shapes["probs"])
+    out_shapes = shapes.detect_yolov3_shapes(feature.shape, anchors.shape)
+    op.values.update(out_shapes=out_shapes)
+    ck.define("box_centers", feature.dtype, out_shapes["box_centers"])
+    ck.define("box_sizes", feature.dtype, out_shapes["box_sizes"])
+    ck.define("boxes", feature.dtype, out_shapes["boxes"])
+    ck.define("confs", feature.dtype, out_shapes["confs"])
+    ck.define("probs", feature.dtype, out_shapes["probs"])
 
 
 DETECT_YOLOV3 = OpProto(

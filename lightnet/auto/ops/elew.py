@@ -9,6 +9,7 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
 from lightnet.auto.archs import dnnl_dtype
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -26,7 +27,7 @@ def elew_pre_run(op, tensors):
         "the shapes broadcast, each trailing dimension equal or 1",
         lambda: found(src1=src1, src2=src2),
     )
-    ck.define("dst", src1.dtype, kernels.broadcast_shape(src1.shape, src2.shape))
+    ck.define("dst", src1.dtype, shapes.broadcast_shape(src1.shape, src2.shape))
 
 
 ELEW = OpProto(
@@ -84,8 +85,8 @@ def elew_dnnl_pre_run(op, tensors):
     )
     ck.satisfy(
         "op",
-        kernels.broadcasts_to(src2.shape, src1.shape),
-        "kernels.broadcasts_to(src2.shape, src1.shape)",
+        shapes.broadcasts_to(src2.shape, src1.shape),
+        "shapes.broadcasts_to(src2.shape, src1.shape)",
         "src2 broadcasts to src1's shape",
         lambda: found(src1=src1, src2=src2),
     )

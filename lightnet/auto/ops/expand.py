@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -18,8 +19,8 @@ def expand_pre_run(op, tensors):
     src, dims = ck.get("src", "dims")
     ck.satisfy(
         "param 'dims'",
-        kernels.broadcasts_to(src.shape, dims),
-        "kernels.broadcasts_to(src.shape, dims)",
+        shapes.broadcasts_to(src.shape, dims),
+        "shapes.broadcasts_to(src.shape, dims)",
         "src broadcasts to dims, aligned at the last dim, each dim equal or 1",
         lambda: found(src=src, dims=dims),
     )

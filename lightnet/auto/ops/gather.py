@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import INTEGER
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
@@ -18,7 +19,7 @@ def gather_pre_run(op, tensors):
     ck = Checker(op, tensors)
     src, indices, axis = ck.get("src", "indices", "axis")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    ck.define("dst", src.dtype, kernels.gather_shape(src.shape, indices.shape, axis))
+    ck.define("dst", src.dtype, shapes.gather_shape(src.shape, indices.shape, axis))
 
 
 GATHER = OpProto(

@@ -61,10 +61,24 @@ GATHER_ND = OpProto(
 )
 
 
+def gather_nd_cpu_scratch(op, tensors):
+    ck = Checker(op, tensors)
+    src, indices, batch_dims = ck.get("src", "indices", "batch_dims")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.gather_nd_scratch(src.shape, indices.shape, batch_dims=batch_dims)
+        )
+    )
+
+
 def gather_nd_cpu_load(op, arrays):
     src, indices = op.array(arrays, "src"), op.array(arrays, "indices")
     dst, batch_dims = op.array(arrays, "dst"), op.values["batch_dims"]
-    return lambda: kernels.gather_nd(src, indices, dst, batch_dims=batch_dims)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.gather_nd_workspace(
+        src.shape, indices.shape, batch_dims=batch_dims, scratch=scratch
+    )
+    return lambda: kernels.gather_nd(src, indices, dst, batch_dims=batch_dims, ws=ws)
 
 
 GATHER_ND_CPU = replace(
@@ -72,6 +86,7 @@ GATHER_ND_CPU = replace(
     optype="gather_nd_cpu",
     arch="cpu",
     mtype=MemType.CPU,
+    scratch=gather_nd_cpu_scratch,
     load=gather_nd_cpu_load,
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -18,12 +19,12 @@ def logic_pre_run(op, tensors):
     src1, src2 = ck.get("src1", "src2")
     ck.satisfy(
         "tensor_in 'src2'",
-        kernels.broadcastable(src1.shape, src2.shape),
-        "kernels.broadcastable(src1.shape, src2.shape)",
+        shapes.broadcastable(src1.shape, src2.shape),
+        "shapes.broadcastable(src1.shape, src2.shape)",
         "the shapes broadcast, each trailing dimension equal or 1",
         lambda: found(src1=src1, src2=src2),
     )
-    ck.define("dst", DType.TL_BOOL, kernels.broadcast_shape(src1.shape, src2.shape))
+    ck.define("dst", DType.TL_BOOL, shapes.broadcast_shape(src1.shape, src2.shape))
 
 
 LOGIC = OpProto(

@@ -12,6 +12,7 @@ from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import ACTIVATION, ACTIVATION_DNNL, activation_clip_max
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -72,7 +73,7 @@ def matmul_pre_run(op, tensors):
     ck.define(
         "dst",
         src1.dtype,
-        kernels.matmul_shape(src1.shape, src2.shape, transA=transA, transB=transB),
+        shapes.matmul_shape(src1.shape, src2.shape, transA=transA, transB=transB),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
@@ -17,8 +18,8 @@ def maxreduce_arg_pre_run(op, tensors):
     ck = Checker(op, tensors)
     src, axis = ck.get("src", "axis")
     ck.compare("axis", axis, "lt", src.ndim, "src.ndim")
-    ck.define("dst", src.dtype, kernels.reduce_shape(src.shape, axis))
-    ck.define("arg", DType.TL_INT32, kernels.reduce_shape(src.shape, axis))
+    ck.define("dst", src.dtype, shapes.reduce_shape(src.shape, axis))
+    ck.define("arg", DType.TL_INT32, shapes.reduce_shape(src.shape, axis))
 
 
 MAXREDUCE_ARG = OpProto(

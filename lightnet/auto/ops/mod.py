@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import NUMERIC
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -24,7 +25,7 @@ def mod_pre_run(op, tensors):
         "the shapes broadcast, each trailing dimension equal or 1",
         lambda: found(src1=src1, src2=src2),
     )
-    ck.define("dst", src1.dtype, kernels.broadcast_shape(src1.shape, src2.shape))
+    ck.define("dst", src1.dtype, shapes.broadcast_shape(src1.shape, src2.shape))
 
 
 MOD = OpProto(

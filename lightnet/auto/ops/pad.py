@@ -9,6 +9,7 @@ import numpy as np
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import NUMERIC
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -22,8 +23,8 @@ def pad_pre_run(op, tensors):
     ck.array_len("pads", pads, 2 * src.ndim, "2 * src.ndim")
     ck.satisfy(
         "param 'pads'",
-        min(kernels.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0,
-        "min(kernels.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0",
+        min(shapes.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0,
+        "min(shapes.pad_output_shape(src.shape, np.minimum(pads, 0))) > 0",
         "cropping leaves at least one cell on every axis",
         lambda: found(src=src, pads=pads),
     )
@@ -32,9 +33,9 @@ def pad_pre_run(op, tensors):
         mode != "reflect"
         or np.all(
             np.maximum(pads[: src.ndim], pads[src.ndim :])
-            < kernels.pad_output_shape(src.shape, np.minimum(pads, 0))
+            < shapes.pad_output_shape(src.shape, np.minimum(pads, 0))
         ),
-        'mode != "reflect" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) < kernels.pad_output_shape(src.shape, np.minimum(pads, 0)))',
+        'mode != "reflect" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) < shapes.pad_output_shape(src.shape, np.minimum(pads, 0)))',
         "a reflect pad is smaller than its (cropped) axis",
         lambda: found(src=src, pads=pads, mode=mode),
     )
@@ -43,9 +44,9 @@ def pad_pre_run(op, tensors):
         mode != "wrap"
         or np.all(
             np.maximum(pads[: src.ndim], pads[src.ndim :])
-            <= kernels.pad_output_shape(src.shape, np.minimum(pads, 0))
+            <= shapes.pad_output_shape(src.shape, np.minimum(pads, 0))
         ),
-        'mode != "wrap" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) <= kernels.pad_output_shape(src.shape, np.minimum(pads, 0)))',
+        'mode != "wrap" or np.all(np.maximum(pads[:src.ndim], pads[src.ndim:]) <= shapes.pad_output_shape(src.shape, np.minimum(pads, 0)))',
         "a wrap pad is at most its (cropped) axis",
         lambda: found(src=src, pads=pads, mode=mode),
     )
@@ -60,7 +61,7 @@ def pad_pre_run(op, tensors):
         "an integer tensor pads with an integer in its range",
         lambda: found(src=src, value=value),
     )
-    ck.define("dst", src.dtype, kernels.pad_output_shape(src.shape, pads))
+    ck.define("dst", src.dtype, shapes.pad_output_shape(src.shape, pads))
 
 
 PAD = OpProto(

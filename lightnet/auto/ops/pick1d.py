@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
@@ -18,7 +19,7 @@ def pick1d_pre_run(op, tensors):
     src, src_index, len, stride = ck.get("src", "src_index", "len", "stride")
     ck.compare("len", len, "le", src_index.len, "src_index.len")
     ck.compare("stride", stride, "le", src.len, "src.len")
-    ck.define("dst", src.dtype, kernels.pick1d_shape(len, stride))
+    ck.define("dst", src.dtype, shapes.pick1d_shape(len, stride))
 
 
 PICK1D = OpProto(

@@ -9,6 +9,7 @@ import numpy as np
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import NUMERIC
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -21,8 +22,8 @@ def rearange_pre_run(op, tensors):
     src, start, stop, step = ck.get("src", "start", "stop", "step")
     ck.satisfy(
         "param 'step'",
-        kernels.arange_len(start, stop, step) == src.len,
-        "kernels.arange_len(start, stop, step) == src.len",
+        shapes.arange_len(start, stop, step) == src.len,
+        "shapes.arange_len(start, stop, step) == src.len",
         "src has ceil((stop - start) / step) elements",
         lambda: found(src=src, start=start, stop=stop, step=step),
     )

@@ -11,6 +11,7 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
 from lightnet.auto.archs import dnnl_dtype
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -37,7 +38,7 @@ def reduce_pre_run(op, tensors):
         "no axis is named twice",
         lambda: found(axes=axes),
     )
-    ck.define("dst", src.dtype, kernels.reduce_axes_shape(src.shape, axes, keepdims))
+    ck.define("dst", src.dtype, shapes.reduce_axes_shape(src.shape, axes, keepdims))
 
 
 REDUCE = OpProto(

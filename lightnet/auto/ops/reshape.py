@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 import math
 
-from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -45,7 +45,7 @@ def reshape_pre_run(op, tensors):
         "the product of the other dims divides the element count of src",
         lambda: found(src=src, dims=dims),
     )
-    ck.define("dst", src.dtype, kernels.reshape_dims(src.shape, dims), owner="src")
+    ck.define("dst", src.dtype, shapes.reshape_dims(src.shape, dims), owner="src")
 
 
 RESHAPE = OpProto(

@@ -59,12 +59,20 @@ SCATTER_ELEMENTS = OpProto(
 )
 
 
+def scatter_elements_cpu_scratch(op, tensors):
+    ck = Checker(op, tensors)
+    (indices,) = ck.get("indices")
+    ck.scratch(kernels.scratch_bytes(kernels.scatter_elements_scratch(indices.shape)))
+
+
 def scatter_elements_cpu_load(op, arrays):
     data, indices = op.array(arrays, "data"), op.array(arrays, "indices")
     updates, dst = op.array(arrays, "updates"), op.array(arrays, "dst")
     axis, reduction = op.values["axis"], op.values["reduction"]
+    scratch = arrays[op.scratch_key]
+    ws = kernels.scatter_elements_workspace(indices.shape, scratch=scratch)
     return lambda: kernels.scatter_elements(
-        data, indices, updates, dst, axis=axis, reduction=reduction
+        data, indices, updates, dst, axis=axis, reduction=reduction, ws=ws
     )
 
 
@@ -73,6 +81,7 @@ SCATTER_ELEMENTS_CPU = replace(
     optype="scatter_elements_cpu",
     arch="cpu",
     mtype=MemType.CPU,
+    scratch=scatter_elements_cpu_scratch,
     load=scatter_elements_cpu_load,
 )
 

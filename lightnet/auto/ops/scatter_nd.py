@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import INTEGER
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -27,8 +28,8 @@ def scatter_nd_pre_run(op, tensors):
     ck.satisfy(
         "tensor_in 'updates'",
         tuple(updates.shape)
-        == kernels.scatter_nd_updates_shape(data.shape, indices.shape),
-        "tuple(updates.shape) == kernels.scatter_nd_updates_shape(data.shape, indices.shape)",
+        == shapes.scatter_nd_updates_shape(data.shape, indices.shape),
+        "tuple(updates.shape) == shapes.scatter_nd_updates_shape(data.shape, indices.shape)",
         "updates has the shape indices.shape[:-1] + data.shape[indices.shape[-1]:]",
         lambda: found(data=data, indices=indices, updates=updates),
     )

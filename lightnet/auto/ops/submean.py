@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import NUMERIC
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
@@ -18,7 +19,7 @@ def submean_pre_run(op, tensors):
     ck = Checker(op, tensors)
     src, mean, dtype = ck.get("src", "mean", "dtype")
     ck.array_len("mean", mean, src.shape[2], "src.shape[2]")
-    ck.define("dst", dtype, kernels.submean_shape(src.shape))
+    ck.define("dst", dtype, shapes.submean_shape(src.shape))
 
 
 SUBMEAN = OpProto(

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.auto.dtypes import FLOAT
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -34,7 +35,7 @@ def transform_bboxSQD_pre_run(op, tensors):
     ck.define(
         "dst",
         src_delta.dtype,
-        kernels.transform_bboxSQD_shape(src_delta.shape, src_anchor.shape),
+        shapes.transform_bboxSQD_shape(src_delta.shape, src_anchor.shape),
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.archs import dnnl_dtype
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -30,12 +31,12 @@ def upsample_pre_run(op, tensors):
     ck.array_len("scales", scales, src.ndim, "src.ndim")
     ck.satisfy(
         "param 'scales'",
-        all(d >= 1 for d in kernels.upsample_shape(src.shape, scales)),
-        "all(d >= 1 for d in kernels.upsample_shape(src.shape, scales))",
+        all(d >= 1 for d in shapes.upsample_shape(src.shape, scales)),
+        "all(d >= 1 for d in shapes.upsample_shape(src.shape, scales))",
         "every dimension of dst, floor(src.shape[i] * scales[i]), is at least 1",
         lambda: found(src=src, scales=scales),
     )
-    ck.define("dst", src.dtype, kernels.upsample_shape(src.shape, scales))
+    ck.define("dst", src.dtype, shapes.upsample_shape(src.shape, scales))
 
 
 UPSAMPLE = OpProto(

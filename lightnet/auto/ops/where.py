@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
+from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.tensor import DType, MemType
@@ -17,14 +18,12 @@ def where_pre_run(op, tensors):
     cond, src1, src2 = ck.get("cond", "src1", "src2")
     ck.satisfy(
         "tensor_in 'src2'",
-        kernels.broadcastable(cond.shape, src1.shape, src2.shape),
-        "kernels.broadcastable(cond.shape, src1.shape, src2.shape)",
+        shapes.broadcastable(cond.shape, src1.shape, src2.shape),
+        "shapes.broadcastable(cond.shape, src1.shape, src2.shape)",
         "the three shapes broadcast, each trailing dimension equal or 1",
         lambda: found(cond=cond, src1=src1, src2=src2),
     )
-    ck.define(
-        "dst", src1.dtype, kernels.where_shape(cond.shape, src1.shape, src2.shape)
-    )
+    ck.define("dst", src1.dtype, shapes.where_shape(cond.shape, src1.shape, src2.shape))
 
 
 WHERE = OpProto(

@@ -25,6 +25,7 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.archs import ARCHS
 from lightnet.compiler.rules import Builder, Combiner, OpView
+from lightnet.ir import shapes
 from lightnet.ir.tensor import DType
 
 
@@ -45,7 +46,7 @@ def expand_elew(ctx, target):
     if not (op.ins.src1.dtype == DType.TL_FLOAT):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
-    if op.params.elew_op != "TL_POW" and kernels.broadcasts_to(
+    if op.params.elew_op != "TL_POW" and shapes.broadcasts_to(
         op.ins.src2.shape, op.ins.src1.shape
     ):
         return [b.op("elew_dnnl", like=op)]
@@ -54,7 +55,7 @@ def expand_elew(ctx, target):
         "TL_MUL",
         "TL_MAX",
         "TL_MIN",
-    ) and kernels.broadcasts_to(op.ins.src1.shape, op.ins.src2.shape):
+    ) and shapes.broadcasts_to(op.ins.src1.shape, op.ins.src2.shape):
         return [
             b.op("elew_dnnl", like=op, ins={"src1": op.ins.src2, "src2": op.ins.src1})
         ]

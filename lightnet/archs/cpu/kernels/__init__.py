@@ -1,8 +1,8 @@
 """The numpy kernel library: what op descriptions call from their `run` snippets.
 
 Every kernel writes into the destination arrays it is given (arena views planned
-before the model runs) and returns None. Shape helpers used by descriptions at
-check time live beside the kernels they describe.
+before the model runs) and returns None. What shape an op's output has is
+lightnet.ir.shapes'.
 """
 
 from lightnet.archs.cpu.kernels.array import *  # noqa: F401,F403

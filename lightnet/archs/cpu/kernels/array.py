@@ -1,11 +1,10 @@
 """Kernels that move data without arithmetic: slicing, copying, layout changes."""
 
-import math
-
 import numpy as np
 
+from lightnet.ir.shapes import arange_len
+
 __all__ = [
-    "arange_len",
     "channel_shuffle",
     "channel_shuffle_groups",
     "concat",
@@ -13,10 +12,7 @@ __all__ = [
     "fill_zeros",
     "gather",
     "gather_indices",
-    "gather_shape",
     "pick1d",
-    "pick1d_shape",
-    "reshape_dims",
     "slice",
     "transpose",
 ]
@@ -71,19 +67,6 @@ def fill_zeros(dst: np.ndarray) -> None:
     dst.fill(0)
 
 
-def arange_len(start: float, stop: float, step: float) -> int:
-    """Number of elements of arange(start, stop, step): ceil((stop - start) / step).
-
-    That is LightNet's arange length. Never raises: a zero or non-finite step,
-    or a range the step walks away from, gives 0.
-    """
-    try:
-        n = math.ceil((stop - start) / step)
-    except (ZeroDivisionError, OverflowError, ValueError):
-        return 0
-    return max(n, 0)
-
-
 def fill_arange(dst: np.ndarray, start: float, stop: float, step: float) -> None:
     """Fill 1-D `dst` with start + step * i, computed in double, cast to dst's dtype.
 
@@ -97,42 +80,6 @@ def fill_arange(dst: np.ndarray, start: float, stop: float, step: float) -> None
         )
     values = start + step * np.arange(n, dtype=np.float64)
     np.copyto(dst.reshape(-1), values, casting="unsafe")
-
-
-def reshape_dims(src_shape, dims) -> tuple:
-    """The shape `dims` asks for, with at most one -1 entry resolved from `src_shape`.
-
-    Other entries must be >= 1 (TensorLight dims are positive). ValueError when
-    the element counts cannot match.
-    """
-    dims = tuple(int(d) for d in dims)
-    total = math.prod(src_shape)
-    unknown = [i for i, d in enumerate(dims) if d == -1]
-    if len(unknown) > 1:
-        raise ValueError(f"reshape dims {list(dims)} have more than one -1")
-    bad = [d for d in dims if d < 1 and d != -1]
-    if bad:
-        raise ValueError(f"reshape dims {list(dims)} have invalid entry {bad[0]} (need >= 1 or -1)")
-    known = math.prod(d for d in dims if d != -1)
-    if unknown:
-        if total % known:
-            raise ValueError(
-                f"cannot reshape {list(src_shape)} ({total} elements) to {list(dims)}: "
-                f"{total} is not a multiple of {known}"
-            )
-        i = unknown[0]
-        return dims[:i] + (total // known,) + dims[i + 1 :]
-    if known != total:
-        raise ValueError(
-            f"cannot reshape {list(src_shape)} ({total} elements) to {list(dims)} "
-            f"({known} elements)"
-        )
-    return dims
-
-
-def pick1d_shape(len: int, stride: int) -> tuple:
-    """Shape of pick1d's dst: (len * stride,)."""
-    return (len * stride,)
 
 
 def pick1d(
@@ -157,15 +104,6 @@ def pick1d(
                          f"{count - 1}] (src has {count} chunks of {stride})")
     # In range, "wrap" is "raise" without its copy of the result (negatives count back).
     np.take(chunks, index, axis=0, out=dst.reshape(len, stride), mode="wrap")
-
-
-def gather_shape(src_shape, indices_shape, axis: int) -> tuple:
-    """Shape of gather's dst: src's with `axis` replaced by the indices' shape."""
-    src_shape = tuple(src_shape)
-    if not 0 <= axis < len(src_shape):
-        raise ValueError(f"axis {axis} is out of range for a {len(src_shape)}-D shape "
-                         f"{list(src_shape)}")
-    return src_shape[:axis] + tuple(indices_shape) + src_shape[axis + 1:]
 
 
 def gather_indices(indices: np.ndarray, size: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Convolution kernels (NCHW): conv2d and transposed conv2d, plus their shape helpers.
+"""Convolution kernels (NCHW): conv2d and transposed conv2d.
 
 Both kernels are GEMM based. conv2d gathers input windows into an im2col scratch
 buffer and multiplies the weights into the destination; deconv2d multiplies the
@@ -23,13 +23,9 @@ from lightnet.archs.cpu.kernels.pad import place_in_border
 from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
-    "autopad_padding",
-    "conv2d_output_hw",
     "conv2d_scratch",
     "conv2d_workspace",
     "conv2d",
-    "deconv2d_output_hw",
-    "deconv2d_autopad_padding",
     "deconv2d_scratch",
     "deconv2d_workspace",
     "deconv2d",
@@ -37,94 +33,6 @@ __all__ = [
     "depthwise_conv2d_workspace",
     "depthwise_conv2d",
 ]
-
-_AUTOPADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
-
-
-def _check_autopad(autopad: str) -> None:
-    if autopad not in _AUTOPADS:
-        raise ValueError(f"autopad must be one of {_AUTOPADS}, got {autopad!r}")
-
-
-def _split(total: int, autopad: str) -> tuple[int, int]:
-    """Split a total padding into (begin, end); the odd pixel goes to the end for SAME_UPPER."""
-    small, big = total // 2, total - total // 2
-    return (small, big) if autopad == "SAME_UPPER" else (big, small)
-
-
-def autopad_padding(in_hw, size, stride, dilation, autopad: str):
-    """Padding (top, left, bottom, right) implied by an ONNX Conv/Pool `auto_pad` value.
-
-    NOTSET returns None (the caller keeps its explicit padding); VALID returns zeros.
-    SAME_UPPER / SAME_LOWER aim at out = ceil(in / stride) with total padding
-    max(0, (out - 1) * stride + (size - 1) * dilation + 1 - in), the odd pixel going
-    to the end (bottom/right) for SAME_UPPER and to the beginning for SAME_LOWER.
-    """
-    _check_autopad(autopad)
-    if autopad == "NOTSET":
-        return None
-    if autopad == "VALID":
-        return (0, 0, 0, 0)
-    begin, end = [], []
-    for n, k, s, d in zip(in_hw, size, stride, dilation):
-        out = -(-n // s)
-        b, e = _split(max(0, (out - 1) * s + (k - 1) * d + 1 - n), autopad)
-        begin.append(b)
-        end.append(e)
-    return (begin[0], begin[1], end[0], end[1])
-
-
-def conv2d_output_hw(in_hw, size, stride, padding, dilation) -> tuple[int, int]:
-    """Output (oh, ow) of a convolution: floor((in + pads - dilated_size) / stride) + 1."""
-    top, left, bottom, right = padding
-    return tuple(
-        (n + b + e - ((k - 1) * d + 1)) // s + 1
-        for n, k, s, d, b, e in zip(in_hw, size, stride, dilation, (top, left), (bottom, right))
-    )
-
-
-def deconv2d_output_hw(in_hw, size, stride, padding, output_padding, dilation) -> tuple[int, int]:
-    """Output (oh, ow) of a transposed convolution (ONNX ConvTranspose with explicit pads):
-    stride * (in - 1) + output_padding + (size - 1) * dilation + 1 - pad_begin - pad_end."""
-    top, left, bottom, right = padding
-    return tuple(
-        s * (n - 1) + op + (k - 1) * d + 1 - b - e
-        for n, k, s, op, d, b, e in zip(
-            in_hw, size, stride, output_padding, dilation, (top, left), (bottom, right)
-        )
-    )
-
-
-def deconv2d_autopad_padding(in_hw, size, stride, output_padding, dilation, output_dims, autopad: str):
-    """Padding (top, left, bottom, right) of an ONNX ConvTranspose, following the ONNX spec.
-
-    `output_dims` (None, empty, or containing a 0 means "not given") wins over
-    `autopad`: total = stride * (in - 1) + output_padding + (size - 1) * dilation + 1
-    - output_dim, split as begin = total // 2 for SAME_UPPER and begin = total - total // 2
-    for every other autopad value, end = total - begin. Without output_dims, SAME_UPPER /
-    SAME_LOWER target output_dim = in * stride with the same split, VALID gives zeros
-    and NOTSET returns None (the caller keeps its explicit padding).
-
-    The total is not clamped at zero: a negative total (output_dims larger than the
-    natural output) yields negative pads, which `deconv2d` supports (the extra output
-    cells receive only the bias). Note ONNX Runtime splits an odd total the other way
-    round for SAME_UPPER and clamps at zero; this helper follows the ONNX spec text.
-    """
-    _check_autopad(autopad)
-    given = output_dims is not None and len(output_dims) > 0 and all(output_dims)
-    if not given:
-        if autopad == "NOTSET":
-            return None
-        if autopad == "VALID":
-            return (0, 0, 0, 0)
-        output_dims = [n * s for n, s in zip(in_hw, stride)]
-    begin, end = [], []
-    for n, k, s, op, d, out in zip(in_hw, size, stride, output_padding, dilation, output_dims):
-        b, e = _split(s * (n - 1) + op + (k - 1) * d + 1 - out, autopad)
-        begin.append(b)
-        end.append(e)
-    return (begin[0], begin[1], end[0], end[1])
-
 
 def _view(a: np.ndarray, shape) -> np.ndarray:
     """Reshape without copying, so that writes through the result land in `a`."""

@@ -10,29 +10,8 @@ from lightnet.archs.cpu.kernels.elementwise import sigmoid
 
 __all__ = [
     "detect_yolov3",
-    "detect_yolov3_shapes",
     "transform_bboxSQD",
-    "transform_bboxSQD_shape",
 ]
-
-
-def transform_bboxSQD_shape(delta_shape, anchor_shape) -> tuple:
-    """Shape of transform_bboxSQD's dst: the delta shape [N, H, W, A, 4].
-
-    The anchor must be [H, W, A, 4] or the full delta shape (TensorLight asks
-    for the same shape as delta, with N = 1).
-    """
-    delta_shape, anchor_shape = tuple(delta_shape), tuple(anchor_shape)
-    if len(delta_shape) != 5 or delta_shape[4] != 4:
-        raise ValueError(
-            f"transform_bboxSQD delta must be [N, H, W, A, 4], not {list(delta_shape)}"
-        )
-    if anchor_shape not in (delta_shape, delta_shape[1:]):
-        raise ValueError(
-            f"transform_bboxSQD anchor must be {list(delta_shape[1:])} or "
-            f"{list(delta_shape)} to match delta, not {list(anchor_shape)}"
-        )
-    return delta_shape
 
 
 def transform_bboxSQD(
@@ -96,36 +75,6 @@ def transform_bboxSQD(
         np.add(hi, lo, out=hi)
         np.clip(lo, 0, limit, out=lo)
         np.clip(hi, 0, limit, out=hi)
-
-
-def detect_yolov3_shapes(feature_shape, anchors_shape) -> dict:
-    """Output shapes of detect_yolov3, by output name.
-
-    feature [N, A*(5+C), H, W] and anchors [A, 2] give box_centers, box_sizes
-    [N, A, 2, H, W], boxes [N, A, 4, H, W], confs [N, A, 1, H, W] and probs
-    [N, A, C, H, W] (TensorLight / LightNet fix N = 1; any N works here).
-    """
-    feature_shape, anchors_shape = tuple(feature_shape), tuple(anchors_shape)
-    if len(feature_shape) != 4:
-        raise ValueError(
-            f"detect_yolov3 feature must be [N, A*(5+C), H, W], not {list(feature_shape)}"
-        )
-    if len(anchors_shape) != 2 or anchors_shape[1] != 2 or anchors_shape[0] < 1:
-        raise ValueError(f"detect_yolov3 anchors must be [A, 2], not {list(anchors_shape)}")
-    n, channels, h, w = feature_shape
-    a = anchors_shape[0]
-    if channels % a or channels // a < 5:
-        raise ValueError(
-            f"detect_yolov3 feature has {channels} channels, which is not "
-            f"{a} anchors x (5 + classes)"
-        )
-    return {
-        "box_centers": (n, a, 2, h, w),
-        "box_sizes": (n, a, 2, h, w),
-        "boxes": (n, a, 4, h, w),
-        "confs": (n, a, 1, h, w),
-        "probs": (n, a, channels // a - 5, h, w),
-    }
 
 
 def detect_yolov3(

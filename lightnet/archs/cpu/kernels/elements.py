@@ -3,7 +3,11 @@ triangles (trilu), and the element-wise gathers and scatters of computed indices
 (gather_elements, scatter_nd, gather_nd, scatter_elements) and strided slices. Indices are data here: one out of range stops the run
 with an IndexError naming it."""
 
+import math
+
 import numpy as np
+
+from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
     "cumsum",
@@ -11,9 +15,12 @@ __all__ = [
     "gather_elements",
     "gather_elements_fits",
     "gather_nd",
+    "gather_nd_scratch",
+    "gather_nd_workspace",
     "scatter_elements",
+    "scatter_elements_scratch",
+    "scatter_elements_workspace",
     "scatter_nd",
-    "scatter_nd_updates_shape",
     "strided_slice",
     "trilu",
     "trilu_keep",
@@ -66,16 +73,19 @@ def gather_elements_fits(src_shape, indices_shape, axis: int) -> bool:
         i <= s for d, (i, s) in enumerate(zip(indices_shape, src_shape)) if d != axis)
 
 
-def _checked(indices: np.ndarray, size: int, axis: int) -> np.ndarray:
-    """`indices` into `axis`, of `size` entries, negative ones counted from the end;
-    IndexError naming the first one outside [-size, size)."""
-    idx = indices.astype(np.intp)
-    bad = (idx < -size) | (idx >= size)
-    if bad.any():
-        raise IndexError(f"index {int(idx[bad].reshape(-1)[0])} on axis {axis} is out of range "
+def _checked(indices: np.ndarray, size: int, axis: int, out=None) -> np.ndarray:
+    """`indices` into `axis`, of `size` entries, negative ones counted from the end, in
+    `out` (intp, indices' shape; a new array when None); IndexError naming the first one
+    outside [-size, size)."""
+    if out is None:
+        out = np.empty(indices.shape, np.intp)
+    np.copyto(out, indices, casting="unsafe")
+    if out.size and (out.min() < -size or out.max() >= size):
+        bad = (out < -size) | (out >= size)
+        raise IndexError(f"index {int(out[bad].reshape(-1)[0])} on axis {axis} is out of range "
                          f"for its {size} entries (valid: {-size} to {size - 1})")
-    idx[idx < 0] += size
-    return idx
+    np.mod(out, size, out=out)  # in range, the negative ones counted from the end
+    return out
 
 
 def gather_elements(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
@@ -85,13 +95,6 @@ def gather_elements(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
     idx = _checked(indices, src.shape[axis], axis)
     region = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
     dst[...] = np.take_along_axis(src[region], idx, axis=axis)
-
-
-def scatter_nd_updates_shape(data_shape, indices_shape) -> tuple:
-    """The shape scatter_nd's updates must have: indices' without its last axis, then
-    data's after the k axes an index names (k = indices' last dim)."""
-    k = indices_shape[-1]
-    return tuple(indices_shape[:-1]) + tuple(data_shape[k:])
 
 
 _REDUCERS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -123,33 +126,70 @@ def strided_slice(src: np.ndarray, dst: np.ndarray, *, axis: int, start: int, st
     np.copyto(dst, src[index])
 
 
+def gather_nd_scratch(src_shape, indices_shape, *, batch_dims: int = 0) -> tuple:
+    """Scratch layout of `gather_nd`: the checked indices of each addressed axis, [batch,
+    tuples] intp."""
+    batch = math.prod(src_shape[:batch_dims])
+    tuples = math.prod(indices_shape) // (batch * indices_shape[-1])
+    return tuple((f"axis{j}", (batch, tuples), np.intp) for j in range(indices_shape[-1]))
+
+
+def gather_nd_workspace(src_shape, indices_shape, *, batch_dims: int = 0,
+                        scratch=None) -> dict:
+    """Arrays for `gather_nd`: its scratch (carved from `scratch`, new when None) and
+    each batch's row number [batch, 1], made once (every run reads it)."""
+    ws = carve(scratch, gather_nd_scratch(src_shape, indices_shape, batch_dims=batch_dims))
+    ws["rows"] = np.arange(math.prod(src_shape[:batch_dims])).reshape(-1, 1)
+    return ws
+
+
 def gather_nd(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
-              batch_dims: int = 0) -> None:
+              batch_dims: int = 0, ws=None) -> None:
     """dst = src at the index tuples of the last axis of `indices` (ONNX GatherND): each
     tuple addresses src's axes batch_dims to batch_dims + q within its batch."""
+    if ws is None:
+        ws = gather_nd_workspace(src.shape, indices.shape, batch_dims=batch_dims)
     b, q = batch_dims, indices.shape[-1]
-    batch = int(np.prod(src.shape[:b], dtype=np.int64))
+    rows = ws["rows"]
+    batch = rows.shape[0]
     tuples = indices.reshape(batch, -1, q)
-    picks = [_checked(tuples[..., j], src.shape[b + j], b + j) for j in range(q)]
+    picks = [_checked(tuples[..., j], src.shape[b + j], b + j, ws[f"axis{j}"])
+             for j in range(q)]
     flat = src.reshape((batch,) + src.shape[b:])
-    rows = np.arange(batch).reshape(batch, 1)
     out = dst.reshape((batch, tuples.shape[1]) + src.shape[b + q:])
     out[...] = flat[(rows, *picks)]
 
 
+def scatter_elements_scratch(indices_shape) -> tuple:
+    """Scratch layout of `scatter_elements`: the checked indices, intp."""
+    return (("places", tuple(indices_shape), np.intp),)
+
+
+def scatter_elements_workspace(indices_shape, *, scratch=None) -> dict:
+    """Arrays for `scatter_elements`: its scratch (carved from `scratch`, new when None)
+    and the open grids of the indices' positions, one per axis, made once (every run
+    reads them)."""
+    ws = carve(scratch, scatter_elements_scratch(indices_shape))
+    ndim = len(indices_shape)
+    ws["grids"] = [np.arange(n).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1))
+                   for d, n in enumerate(indices_shape)]
+    return ws
+
+
 def scatter_elements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
-                     dst: np.ndarray, *, axis: int, reduction: str = "none") -> None:
+                     dst: np.ndarray, *, axis: int, reduction: str = "none", ws=None) -> None:
     """dst = data with updates[p] written (or, with a reduction, combined by add, mul,
     max or min; every duplicate counted) at p with its `axis` index replaced by
     indices[p] (ONNX ScatterElements)."""
     if reduction != "none" and reduction not in _REDUCERS:
         raise ValueError(f"unknown scatter reduction {reduction!r} "
                          "(known: none, add, mul, max, min)")
+    if ws is None:
+        ws = scatter_elements_workspace(indices.shape)
     np.copyto(dst, data)
     # Open grids: each axis' own positions, broadcast against the others'.
-    where = [np.arange(n).reshape((1,) * d + (n,) + (1,) * (indices.ndim - d - 1))
-             for d, n in enumerate(indices.shape)]
-    where[axis] = _checked(indices, data.shape[axis], axis)
+    where = list(ws["grids"])
+    where[axis] = _checked(indices, data.shape[axis], axis, ws["places"])
     if reduction == "none":
         dst[tuple(where)] = updates
     else:

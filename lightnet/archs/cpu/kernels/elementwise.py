@@ -14,8 +14,6 @@ __all__ = [
     "GELU_APPROXIMATIONS",
     "UNARY_FUNCS",
     "UNARY_PARAM_FUNCS",
-    "broadcast_shape",
-    "broadcasts_to",
     "clip",
     "elew",
     "gelu",
@@ -27,7 +25,6 @@ __all__ = [
     "relu",
     "sigmoid",
     "submean",
-    "submean_shape",
     "swish",
     "tanh",
     "unary",
@@ -42,30 +39,6 @@ _ELEW_UFUNCS = {
     "TL_MIN": np.minimum,
     "TL_POW": np.power,
 }
-
-
-def broadcast_shape(a, b) -> tuple:
-    """The numpy broadcast of shapes `a` and `b`; ValueError naming the clash if none."""
-    a, b = tuple(a), tuple(b)
-    n = max(len(a), len(b))
-    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-    out = []
-    for i, (x, y) in enumerate(zip(pa, pb)):
-        if x != y and x != 1 and y != 1:
-            raise ValueError(
-                f"shapes {list(a)} and {list(b)} do not broadcast: "
-                f"dimension {i - n} is {x} in one and {y} in the other"
-            )
-        out.append(y if x == 1 else x)
-    return tuple(out)
-
-
-def broadcasts_to(shape, target) -> bool:
-    """Whether `shape` broadcasts to `target` unchanged (numpy's rules: aligned at the
-    last dim, each dim equal or 1, no more dims than target)."""
-    shape, target = tuple(shape), tuple(target)
-    return len(shape) <= len(target) and all(
-        s in (t, 1) for s, t in zip(shape, target[len(target) - len(shape):]))
 
 
 def elew(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, elew_op: str) -> None:
@@ -321,12 +294,6 @@ def clip(src: np.ndarray, dst: np.ndarray, *, min: float, max: float) -> None:
         np.clip(src, lo, hi, out=dst)
         return
     np.clip(src, min, max, out=dst)
-
-
-def submean_shape(src_shape) -> tuple:
-    """Shape of submean's dst for an [H, W, C] src: (C, H, W)."""
-    h, w, c = src_shape
-    return (c, h, w)
 
 
 def submean(src: np.ndarray, dst: np.ndarray, *, mean) -> None:

@@ -3,29 +3,8 @@ matmul) and tensor dot product."""
 
 import numpy as np
 
-from lightnet.archs.cpu.kernels.elementwise import broadcast_shape
 
-__all__ = ["matmul", "matmul_shape", "dot_product"]
-
-
-def matmul_shape(a_shape, b_shape, *, transA=False, transB=False) -> tuple:
-    """Shape of op(A) @ op(B) for stacks of matrices [..., M, K] @ [..., K, N]: the
-    broadcast of the leading (batch) dims, then [M, N]. ValueError naming the
-    mismatch when the inner dims differ or the batch dims do not broadcast."""
-    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    if len(a_shape) < 2 or len(b_shape) < 2:
-        raise ValueError(f"matrices have 2 or more dimensions, found shapes {list(a_shape)} "
-                         f"and {list(b_shape)}")
-    (m, k), (k2, n) = a_shape[-2:][::-1] if transA else a_shape[-2:], (
-        b_shape[-2:][::-1] if transB else b_shape[-2:])
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: {list(a_shape)} and {list(b_shape)} give "
-                         f"K = {k} and {k2}")
-    try:
-        batch = broadcast_shape(a_shape[:-2], b_shape[:-2])
-    except ValueError as e:
-        raise ValueError(f"batch dimensions: {e}") from None
-    return batch + (m, n)
+__all__ = ["matmul", "dot_product"]
 
 
 def matmul(src1, src2, bias, dst, *, transA=False, transB=False, alpha=1.0, beta=1.0) -> None:

@@ -5,7 +5,6 @@ or np.copyto, with numpy broadcasting, so a run allocates nothing."""
 import numpy as np
 
 __all__ = [
-    "broadcastable",
     "cast",
     "compare",
     "isinf",
@@ -13,7 +12,6 @@ __all__ = [
     "logic",
     "logic_not",
     "where",
-    "where_shape",
 ]
 
 _COMPARE_UFUNCS = {
@@ -25,21 +23,6 @@ _COMPARE_UFUNCS = {
 }
 
 _LOGIC_UFUNCS = {"TL_AND": np.logical_and, "TL_OR": np.logical_or, "TL_XOR": np.logical_xor}
-
-
-def broadcastable(*shapes) -> bool:
-    """Whether the shapes broadcast together (numpy's rules: aligned at the last dim,
-    each dim equal or 1)."""
-    n = max(len(s) for s in shapes)
-    padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-    return all(len({d for d in dims if d != 1}) <= 1 for dims in zip(*padded))
-
-
-def where_shape(cond_shape, src1_shape, src2_shape) -> tuple:
-    """The broadcast shape of where's three inputs."""
-    n = max(len(cond_shape), len(src1_shape), len(src2_shape))
-    padded = [(1,) * (n - len(s)) + tuple(s) for s in (cond_shape, src1_shape, src2_shape)]
-    return tuple(max(dims) for dims in zip(*padded))
 
 
 def compare(src1: np.ndarray, src2: np.ndarray, dst: np.ndarray, *, cmp_op: str) -> None:

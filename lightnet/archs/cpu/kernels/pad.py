@@ -3,21 +3,9 @@
 The kernel copies src into dst's interior and then fills the borders axis by axis
 from dst itself, so it needs no scratch memory (unlike `np.pad`, which allocates)."""
 
-__all__ = ["pad_output_shape", "pad", "place_in_border"]
+from lightnet.ir.shapes import split_pads
 
-
-def _split_pads(pads, ndim):
-    pads = [int(p) for p in pads]
-    if len(pads) != 2 * ndim:
-        raise ValueError(f"pads needs {2 * ndim} values for a {ndim}-D tensor, got {len(pads)}")
-    return pads[:ndim], pads[ndim:]
-
-
-def pad_output_shape(shape, pads) -> tuple[int, ...]:
-    """Shape after padding: dim + begin + end for each axis (pads in ONNX order
-    [x1_begin, x2_begin, ..., x1_end, x2_end, ...]; negative values crop)."""
-    begins, ends = _split_pads(pads, len(shape))
-    return tuple(d + b + e for d, b, e in zip(shape, begins, ends))
+__all__ = ["pad", "place_in_border"]
 
 
 def pad(src, dst, *, pads, mode="constant", value=0.0) -> None:
@@ -30,7 +18,7 @@ def pad(src, dst, *, pads, mode="constant", value=0.0) -> None:
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise ValueError(f"unknown pad mode {mode!r}")
     ndim = src.ndim
-    begins, ends = _split_pads(pads, ndim)
+    begins, ends = split_pads(pads, ndim)
     crop = tuple(slice(max(0, -b), d - max(0, -e)) for d, b, e in zip(src.shape, begins, ends))
     src = src[crop]
     begins = [max(0, b) for b in begins]

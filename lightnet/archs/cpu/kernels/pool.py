@@ -17,37 +17,17 @@ from lightnet.archs.cpu.kernels.pad import place_in_border
 from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
-    "pool2d_output_hw",
     "pool2d_scratch",
     "maxpool2d_workspace",
     "maxpool2d",
+    "maxpool2d_argmax_scratch",
+    "maxpool2d_argmax_workspace",
+    "maxpool2d_argmax",
     "avgpool2d_workspace",
     "avgpool2d",
     "global_avgpool2d",
     "global_maxpool2d",
 ]
-
-
-def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False,
-                     dilation=(1, 1)) -> tuple[int, int]:
-    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - ((size - 1) *
-    dilation + 1)) / stride, plus 1.
-
-    With ceil_mode a last window that would start inside the end padding is dropped
-    (the PyTorch / ONNX Runtime rule), so every window overlaps the input or begin pad.
-    """
-    top, left, bottom, right = padding
-    out = []
-    for n, k, s, b, e, d in zip(in_hw, size, stride, (top, left), (bottom, right), dilation):
-        span = n + b + e - ((k - 1) * d + 1)
-        if ceil_mode:
-            o = -(-span // s) + 1
-            if (o - 1) * s >= n + b:
-                o -= 1
-        else:
-            o = span // s + 1
-        out.append(o)
-    return tuple(out)
 
 
 def _padded_hw(src_shape, dst_shape, size, stride, padding,
@@ -175,39 +155,104 @@ def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> N
         np.maximum(dst, tap, out=dst)
 
 
-def _window_counts(n, o, k, s, b, e, count_include_pad):
-    """Cells per window along one axis that count towards the average."""
-    starts = np.arange(o) * s - b
+def maxpool2d_argmax_scratch(src_shape, dst_shape, *, size, stride, padding, dtype,
+                             dilation=(1, 1)) -> tuple:
+    """Scratch layout of `maxpool2d_argmax`: the input inside its -inf border when
+    padding is needed, and where each tap beats the maxima so far [N, C, OH, OW]."""
+    layout = ()
+    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
+    if hw is not None:
+        layout += (("padded", tuple(src_shape[:2]) + hw, dtype),)
+    return layout + (("wins", tuple(dst_shape), np.bool_),)
+
+
+def maxpool2d_argmax_workspace(src_shape, dst_shape, *, size, stride, padding, dtype,
+                               storage_order=False, scratch=None, dilation=(1, 1)) -> dict:
+    """Arrays for `maxpool2d_argmax`: its scratch (carved from `scratch`, new when None),
+    the index of every cell of the (padded) input plane [H', W'] (-1 in the padding) and
+    the index of each plane's first cell [N, C, 1, 1], kept (not scratch) as every run
+    reads them."""
+    ws = carve(scratch, maxpool2d_argmax_scratch(src_shape, dst_shape, size=size,
+                                                 stride=stride, padding=padding, dtype=dtype,
+                                                 dilation=dilation))
+    ws.setdefault("padded", None)
+    n, c, h, w = src_shape
+    plane = np.arange(h * w, dtype=np.int32).reshape((w, h) if storage_order else (h, w))
+    plane = plane.T if storage_order else plane
+    if ws["padded"] is None:
+        ws["index"] = np.ascontiguousarray(plane)
+    else:
+        ws["index"] = np.full(ws["padded"].shape[2:], -1, np.int32)
+        ws["index"][padding[0]:padding[0] + h, padding[1]:padding[1] + w] = plane
+    ws["first"] = (np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1)
+    ws["fill"] = _lowest(dtype)
+    return ws
+
+
+def maxpool2d_argmax(src, dst, indices, *, size, stride, padding, dilation=(1, 1),
+                     storage_order=False, ws=None) -> None:
+    """Max pooling (as `maxpool2d`) and the index of each maximum in src flattened
+    (ONNX MaxPool's Indices): (n * C + c) * H * W + h * W + w, or with `storage_order`
+    (column-major planes) + w * H + h. On ties the first tap of the window in row-major
+    order wins."""
+    if ws is None:
+        ws = maxpool2d_argmax_workspace(src.shape, dst.shape, size=size, stride=stride,
+                                        padding=padding, dtype=dst.dtype,
+                                        storage_order=storage_order, dilation=dilation)
+    planes = ws["index"][None, None]
+    taps = zip(_taps(src, dst, ws["padded"], ws["fill"], size, stride, padding, dilation),
+               _taps(planes, dst, None, None, size, stride, padding, dilation))
+    tap, where = next(taps)
+    np.copyto(dst, tap)
+    np.copyto(indices, where)
+    wins = ws["wins"]
+    for tap, where in taps:
+        np.greater(tap, dst, out=wins)
+        np.copyto(dst, tap, where=wins)
+        np.copyto(indices, where, where=wins)
+    np.add(indices, ws["first"], out=indices, casting="unsafe")
+
+
+def _window_counts(n, o, k, s, b, e, count_include_pad, d=1):
+    """Cells per window along one axis that count towards the average (its taps, `d`
+    apart, that fall in the input, or with count_include_pad in the explicit padding)."""
+    taps = (np.arange(o) * s - b)[:, None] + np.arange(k) * d
     lo, hi = (-b, n + e) if count_include_pad else (0, n)
-    return np.clip(starts + k, lo, hi) - np.clip(starts, lo, hi)
+    return ((taps >= lo) & (taps < hi)).sum(axis=1)
 
 
 def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
-                        dtype=np.float32, scratch=None) -> dict:
+                        dtype=np.float32, scratch=None, dilation=(1, 1)) -> dict:
     """Arrays for `avgpool2d`: a zero bordered padded input (when padding is needed),
     the row sums when the pooling is done separably (carved from `scratch`, new when
     None), and the reciprocal window cell counts [OH, OW]."""
     top, left, bottom, right = padding
-    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom, count_include_pad)
-    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right, count_include_pad)
+    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom,
+                          count_include_pad, dilation[0])
+    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right,
+                          count_include_pad, dilation[1])
     counts = np.maximum(np.outer(rows, cols), 1)
-    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch)
+    ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch,
+                         dilation)
     ws["scale"] = (1.0 / counts).astype(dtype)
     return ws
 
 
-def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, ws=None) -> None:
+def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, dilation=(1, 1),
+              ws=None) -> None:
     """Average pooling (ONNX AveragePool). With count_include_pad=False (the ONNX default)
     each window sum is divided by its number of input cells; with True, by its number of
     input plus explicit padding cells. Cells beyond the explicit padding (ceil_mode) never
-    count; a window holding no counted cell yields 0."""
+    count; a window holding no counted cell yields 0. Window cell (i, j) reads the input
+    at (i * dilation[0], j * dilation[1]) from the window's corner."""
     if ws is None:
         ws = avgpool2d_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
-                                 count_include_pad=count_include_pad, dtype=dst.dtype)
+                                 count_include_pad=count_include_pad, dtype=dst.dtype,
+                                 dilation=dilation)
     if "rows" in ws:
         _pool_separable(src, dst, ws, size, stride, padding, np.add)
     else:
-        taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding)
+        taps = _taps(src, dst, ws["padded"], ws["fill"], size, stride, padding, dilation)
         np.copyto(dst, next(taps))
         for tap in taps:
             np.add(dst, tap, out=dst)

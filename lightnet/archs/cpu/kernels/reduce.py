@@ -5,6 +5,7 @@ over any axes."""
 import numpy as np
 
 from lightnet.archs.cpu.kernels.scratch import carve
+from lightnet.ir.shapes import reduce_axes_shape, reduce_shape
 
 __all__ = [
     "REDUCE_FUNCS",
@@ -15,25 +16,11 @@ __all__ = [
     "maxreduce",
     "maxreduce_arg",
     "reduce",
-    "reduce_axes_shape",
     "reduce_scratch",
-    "reduce_shape",
     "softmax",
     "softmax_scratch",
     "softmax_workspace",
 ]
-
-
-def reduce_shape(shape, axis: int) -> tuple:
-    """Shape after reducing `axis` of `shape`, keeping it with size 1.
-
-    TensorLight's tl_tensor_maxreduce (and LightNet's maxreduce op) keeps the
-    reduced dim: [N, C, H, W] reduced on axis 1 gives [N, 1, H, W].
-    """
-    shape = tuple(shape)
-    if not 0 <= axis < len(shape):
-        raise ValueError(f"axis {axis} is out of range for a {len(shape)}-D shape {list(shape)}")
-    return shape[:axis] + (1,) + shape[axis + 1 :]
 
 
 def softmax_scratch(shape, dtype, *, axis: int) -> tuple:
@@ -110,20 +97,6 @@ REDUCE_FUNCS = ("mean", "sum", "max", "min", "prod", "sum_square", "l1", "l2", "
 FLOAT_REDUCE_FUNCS = ("mean", "l2", "log_sum", "log_sum_exp")
 
 _REDUCE_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
-
-
-def reduce_axes_shape(shape, axes, keepdims: bool) -> tuple:
-    """Shape after reducing `axes` of `shape`: each kept with size 1 when
-    `keepdims`, else dropped (all dropped: [1], a tensor has a dimension)."""
-    shape, axes = tuple(shape), tuple(axes)
-    bad = [a for a in axes if not 0 <= a < len(shape)]
-    if bad:
-        raise ValueError(f"axis {bad[0]} is out of range for a {len(shape)}-D shape {list(shape)}")
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"axes {list(axes)} name an axis twice")
-    if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
 
 
 def reduce_scratch(shape, axes, func: str, dtype) -> tuple:

@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from lightnet.archs.cpu.kernels.scratch import carve
+from lightnet.ir.shapes import upsample_shape
 
 __all__ = [
     "resize",
@@ -35,24 +36,10 @@ __all__ = [
     "resize_workspace",
     "upsample",
     "upsample_scratch",
-    "upsample_shape",
     "upsample_workspace",
 ]
 
 _MODES = ("TL_NEAREST", "TL_LINEAR")
-
-
-def upsample_shape(shape, scales) -> tuple:
-    """Output shape of upsample: floor(dim * scale) per axis (LightNet's upsample op)."""
-    shape, scales = tuple(shape), tuple(scales)
-    if len(scales) != len(shape):
-        raise ValueError(
-            f"upsample needs one scale per dimension: shape {list(shape)} has "
-            f"{len(shape)} dims, scales {list(scales)} has {len(scales)}"
-        )
-    if any(s <= 0 for s in scales):
-        raise ValueError(f"upsample scales {list(scales)} must all be > 0")
-    return tuple(math.floor(d * s) for d, s in zip(shape, scales))
 
 
 def _check_mode(mode: str) -> None:

@@ -64,6 +64,6 @@ def topk(src: np.ndarray, values: np.ndarray, indices: np.ndarray, *, axis: int,
         order = (n - 1) - np.flip(order, axis)
     else:
         order = np.argsort(src, axis=axis, kind="stable")
-    first = np.take(order, np.arange(k), axis=axis)
+    first = order[(slice(None),) * axis + (slice(0, k),)]
     np.copyto(indices, first, casting="unsafe")
     np.copyto(values, np.take_along_axis(src, first, axis=axis))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from lightnet.ir.shapes import autopad_padding, pool2d_output_hw
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..graph import Node, Val
@@ -128,8 +130,6 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
 def _pool(optype: str):
     def handle(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
                count_include_pad=0, dilations=None, pads=None, strides=None, storage_order=0):
-        if c.used(n, 1):
-            raise Unsupported("the Indices output")
         x = c.val(n.input(0))
         if x.rank not in (3, 4):
             raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
@@ -154,14 +154,15 @@ def _pool(optype: str):
             if c.has_param(optype, "ceil_mode"):
                 params["ceil_mode"] = True
             else:
-                from lightnet.archs.cpu.kernels import autopad_padding, pool2d_output_hw
 
                 in_hw = x.shape[2:] if k == 2 else (1,) + x.shape[2:]
                 padding = autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads
                 if tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
                         pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
                     raise Unsupported("ceil_mode 1 where it changes the output size")
-        if k == 1:
+        if c.used(n, 1):
+            _maxpool_indices(c, n, x, params, bool(storage_order))
+        elif k == 1:
             y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
                        shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
             c.reshape(y, shape, out=n.outputs[0])
@@ -169,6 +170,26 @@ def _pool(optype: str):
             c.emit(optype, {"src": x}, params, x.dtype, shape, out=n.outputs[0],
                    hint=n.name or n.outputs[0])
     return handle
+
+
+def _maxpool_indices(c: Converter, n: Node, x: Val, params: dict, storage_order: bool):
+    """MaxPool with its Indices output read: one maxpool2d_argmax (1-D through H = 1,
+    where the flattened positions are the same); its int32 indices are ONNX's int64."""
+    shape = c.out_shape(n)
+    if x.rank == 4:
+        c.emit_outputs("maxpool2d_argmax", {"src": x},
+                       {**params, "storage_order": storage_order},
+                       {"dst": (x.dtype, shape, n.outputs[0]),
+                        "indices": ("TL_INT32", shape, n.outputs[1])},
+                       hint=n.name or n.outputs[0])
+        return
+    lifted = shape[:2] + (1,) + shape[2:]
+    out = c.emit_outputs("maxpool2d_argmax", {"src": _lift(c, x)},
+                         {**params, "storage_order": storage_order},
+                         {"dst": (x.dtype, lifted, None), "indices": ("TL_INT32", lifted, None)},
+                         hint=n.name or n.outputs[0])
+    c.reshape(out["dst"], shape, out=n.outputs[0])
+    c.reshape(out["indices"], shape, out=n.outputs[1])
 
 
 handler("MaxPool", 1, 8, 10, 11, 12, 22)(_pool("maxpool2d"))
@@ -197,13 +218,38 @@ handler("GlobalAveragePool", 1, 22)(_global_pool("global_avgpool2d"))
 handler("GlobalMaxPool", 1, 22)(_global_pool("global_maxpool2d"))
 
 
+@handler("GlobalLpPool", 2, 22)
+def global_lp_pool(c: Converter, n: Node, *, p=2):
+    """(sum over all spatial cells of |x|^p)^(1/p): a `reduce` l1 or l2 for p 1 and 2,
+    else |x|^p (`unary` abs, `elew` TL_POW), a `reduce` sum and the power 1 / p."""
+    x = c.val(n.input(0))
+    x.require_float("GlobalLpPool input")
+    if x.rank < 3:
+        raise Unsupported(f"rank-{x.rank} input")
+    if p <= 0:
+        raise Unsupported(f"p {p}")
+    axes = list(range(2, x.rank))
+    shape = x.shape[:2] + (1,) * (x.rank - 2)
+    hint = n.outputs[0]
+    if p in (1, 2):
+        c.emit("reduce", {"src": x}, {"func": f"l{p}", "axes": axes, "keepdims": True},
+               x.dtype, shape, out=n.outputs[0], hint=n.name or hint)
+        return
+    mag = c.emit("unary", {"src": x}, {"func": "abs"}, x.dtype, x.shape, hint=f"{hint}_abs")
+    power = c.emit("elew", {"src1": mag, "src2": c.scalar(float(p), x.dtype, f"{hint}_p")},
+                   {"elew_op": "TL_POW"}, x.dtype, x.shape, hint=f"{hint}_pow")
+    total = c.emit("reduce", {"src": power}, {"func": "sum", "axes": axes, "keepdims": True},
+                   x.dtype, shape, hint=f"{hint}_sum")
+    c.emit("elew", {"src1": total, "src2": c.scalar(1.0 / p, x.dtype, f"{hint}_root")},
+           {"elew_op": "TL_POW"}, x.dtype, shape, out=n.outputs[0], hint=n.name or hint)
+
+
 @handler("LpPool", 2, 11, 18, 22)
 def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
             dilations=None, p=2, pads=None, strides=None):
     """(sum over the window of |x|^p)^(1/p), 2-D and 1-D: |x|^p (a `unary` abs and an
     `elew` TL_POW), an `avgpool2d` counting the padding, times the window's area, to the
     power 1 / p. The padding (also auto_pad's) is zeros, which add nothing."""
-    from lightnet.archs.cpu.kernels import autopad_padding, pool2d_output_hw
 
     x = c.val(n.input(0))
     x.require_float("LpPool input")
@@ -214,12 +260,12 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     k = x.rank - 2
     strides, dilations, pads, autopad, kernel = _spatial_params(
         k, kernel_shape, strides, dilations, pads, auto_pad)
-    if any(d != 1 for d in dilations):
-        raise Unsupported(f"dilations {dilations[-k:]}")
     in_hw = tuple(x.shape[2:]) if k == 2 else (1,) + tuple(x.shape[2:])
-    padding = list(autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads)
-    if ceil_mode and tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
-            pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
+    padding = list(autopad_padding(in_hw, kernel, strides, dilations, autopad) or pads)
+    if ceil_mode and tuple(pool2d_output_hw(in_hw, kernel, strides, padding,
+                                            dilation=dilations)) != tuple(
+            pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True,
+                             dilation=dilations)):
         raise Unsupported("ceil_mode 1 where it changes the output size")
     shape = c.out_shape(n)
     src = _lift(c, x) if k == 1 else x
@@ -230,7 +276,8 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     shape2d = shape if k == 2 else shape[:2] + (1,) + shape[2:]
     mean = c.emit("avgpool2d", {"src": power},
                   {"size": kernel, "stride": strides, "padding": padding, "autopad": "NOTSET",
-                   "count_include_pad": True}, x.dtype, shape2d, hint=f"{hint}_mean")
+                   "count_include_pad": True, "dilation": dilations}, x.dtype, shape2d,
+                  hint=f"{hint}_mean")
     total = c.emit("elew", {"src1": mean, "src2": c.scalar(float(math.prod(kernel)), x.dtype,
                                                            f"{hint}_area")},
                    {"elew_op": "TL_MUL"}, x.dtype, shape2d, hint=f"{hint}_sum")

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lightnet.ir.shapes import broadcast_shape
+
 from ..dispatch import handler
 from ..dtypes import NP_OF_TL
 from ..errors import Unsupported
@@ -26,7 +28,6 @@ def elew(c: Converter, n: Node, a: Val, b: Val, op: str, *, out=True) -> Val:
         raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
     if a.dtype == "TL_BOOL":
         raise Unsupported("bool operands")
-    from lightnet.archs.cpu.kernels import broadcast_shape
 
     shape = broadcast_shape(a.shape, b.shape) if a.shape and b.shape else (a.shape or b.shape)
     kwargs = {"out": n.outputs[0], "hint": n.name or n.outputs[0]} if out else {
@@ -131,7 +132,6 @@ def exp_(c: Converter, n: Node, *, consumed_inputs=None):
 
 @handler("Expand", 8, 13)
 def expand(c: Converter, n: Node):
-    from lightnet.archs.cpu.kernels import broadcast_shape
 
     x = c.val(n.input(0))
     shape = broadcast_shape(x.shape, [int(d) for d in c.const(n.input(1), "shape").reshape(-1)])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lightnet.ir.shapes import broadcast_shape
+
 from ..dispatch import handler
 from ..dtypes import BFLOAT16, DOUBLE, FLOAT, FLOAT16, tl_dtype, type_name
 from ..errors import Unsupported
@@ -21,7 +23,6 @@ _LOGIC = {"And": "TL_AND", "Or": "TL_OR", "Xor": "TL_XOR"}
 
 
 def _broadcast(*shapes) -> tuple[int, ...]:
-    from lightnet.archs.cpu.kernels import broadcast_shape
 
     shape = shapes[0]
     for s in shapes[1:]:

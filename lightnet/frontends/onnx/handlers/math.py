@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lightnet.ir.shapes import broadcast_shape
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..graph import Node
@@ -75,7 +77,6 @@ def mod(c: Converter, n: Node, *, fmod=0):
         raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
     if a.dtype == "TL_BOOL":
         raise Unsupported("bool operands")
-    from lightnet.archs.cpu.kernels import broadcast_shape
 
     c.emit("mod", {"src1": a, "src2": b}, {"fmod": bool(fmod)}, a.dtype,
            broadcast_shape(a.shape, b.shape), out=n.outputs[0], hint=n.name or n.outputs[0])

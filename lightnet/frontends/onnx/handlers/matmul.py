@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from lightnet.ir.shapes import matmul_shape
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..graph import Node, lnshape
@@ -33,7 +35,6 @@ def gemm(c: Converter, n: Node, *, alpha=1.0, beta=1.0, transA=0, transB=0,  # n
 def matmul(c: Converter, n: Node):
     """numpy matmul: 1-D operands gain a dim; [..., M, K] @ [K, N] is one 2-D matmul of
     the flattened rows; stacks of matrices are one batched matmul."""
-    from lightnet.archs.cpu.kernels import matmul_shape
 
     a, b = c.val(n.input(0)), c.val(n.input(1))
     a.require_float("MatMul input")

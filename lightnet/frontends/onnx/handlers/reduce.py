@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lightnet.ir.shapes import reduce_axes_shape
+
 from ..dispatch import handler
 from ..errors import Unsupported
 from ..folding import normalize_axes
@@ -35,7 +37,6 @@ def reduce(c: Converter, n: Node, *, axes=None, keepdims=1, noop_with_empty_axes
     """One reduce op over the axes (attribute, or input from ReduceSum-13 and
     version 18; none given: all of them, or with noop_with_empty_axes none: each
     element's own term, |x| or x * x or log x, or the input itself)."""
-    from lightnet.archs.cpu.kernels import reduce_axes_shape
     from lightnet.archs.cpu.kernels.reduce import FLOAT_REDUCE_FUNCS
 
     x = c.val(n.input(0))
@@ -63,7 +64,6 @@ def reduce(c: Converter, n: Node, *, axes=None, keepdims=1, noop_with_empty_axes
 @handler("ArgMin", 1, 11, 12, 13)
 def arg_reduce(c: Converter, n: Node, *, axis=0, keepdims=1, select_last_index=0):
     """One arg_reduce op; its int32 indices are the int64 ones ONNX declares."""
-    from lightnet.archs.cpu.kernels import reduce_axes_shape
 
     x = c.val(n.input(0))
     if x.dtype == "TL_BOOL":

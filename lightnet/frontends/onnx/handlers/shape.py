@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lightnet.ir.shapes import gather_shape
+
 from ..dispatch import handler
 from ..dtypes import tl_dtype
 from ..errors import Unsupported
@@ -197,7 +199,7 @@ def gather(c: Converter, n: Node, *, axis=0):
     if not c.is_const(n.input(1)):
         _gather_pick(c, n, x, axis)
         return
-    from lightnet.archs.cpu.kernels import gather_indices, gather_shape
+    from lightnet.archs.cpu.kernels import gather_indices
 
     idx = np.asarray(c.const(n.input(1)))
     # Indices of one value (a ConstantOfShape's view, of any size): that value is checked.
@@ -256,10 +258,14 @@ def tile(c: Converter, n: Node):
     c.reshape_output(n, y, y.shape)
 
 
-@handler("Range", 11)
-def range_(c: Converter, n: Node):
+@handler("Range", 11, 27)
+def range_(c: Converter, n: Node, *, stash_type=1):
     """A Range left unfolded because its length follows a symbolic dim (position ids
-    to the sequence length): an arange op, its bounds params that follow the dim."""
+    to the sequence length): an arange op, its bounds params that follow the dim.
+    arange computes start + i * delta in double, as precise as Range-27's float
+    `stash_type` (1) for float16 and bfloat16."""
+    if stash_type != 1:
+        raise Unsupported(f"stash_type {stash_type} (only 1, float)")
     start, limit, delta = (np.asarray(c.const(n.input(i), what)).reshape(-1)
                            for i, what in enumerate(("start", "limit", "delta")))
     if start.size != 1 or limit.size != 1 or delta.size != 1:

@@ -1,0 +1,97 @@
+"""MaxPool's Indices output, dilated AveragePool and GlobalLpPool against ONNX Runtime (and
+a naive sum)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+from lightnet import LightNetError  # noqa: E402
+from lightnet.frontends.onnx import convert  # noqa: E402
+from tests.frontends.onnxutil import run_lightnet, run_ort  # noqa: E402
+
+
+def pool_model(op_type, shape, outputs=("y",), dtype=TensorProto.FLOAT, **attrs):
+    outs = [helper.make_tensor_value_info("y", dtype, None)]
+    if "z" in outputs:
+        outs.append(helper.make_tensor_value_info("z", TensorProto.INT64, None))
+    graph = helper.make_graph([helper.make_node(op_type, ["x"], list(outputs), **attrs)], "g",
+                              [helper.make_tensor_value_info("x", dtype, list(shape))], outs)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 7, 8), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 6, 7), {"kernel_shape": [2, 3], "pads": [1, 1, 0, 2], "storage_order": 1}),
+    ((1, 2, 9, 8), {"kernel_shape": [2, 2], "dilations": [2, 3], "strides": [1, 2]}),
+    ((1, 1, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1,
+                    "pads": [1, 1, 1, 1]}),
+    ((1, 2, 5, 6), {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "storage_order": 1}),
+    ((2, 3, 11), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+])
+def test_maxpool_indices_match_onnxruntime(shape, attrs, tmp_path):
+    m = pool_model("MaxPool", shape, outputs=("y", "z"), **attrs)
+    # Distinct values: ties would let any of the equal cells be the index.
+    x = np.random.default_rng(0).permutation(np.prod(shape)).reshape(shape).astype(np.float32)
+    got, ir = run_lightnet(m, {"x": x}, tmp_path)
+    assert "maxpool2d_argmax" in [op["optype"] for op in ir["ops"]]
+    want = run_ort(m, {"x": x})
+    np.testing.assert_array_equal(got["y"], want["y"])
+    assert got["z"].dtype == np.int64
+    np.testing.assert_array_equal(got["z"], want["z"])
+
+
+def test_maxpool_indices_of_int8(tmp_path):
+    m = pool_model("MaxPool", (1, 2, 4, 4), outputs=("y", "z"), dtype=TensorProto.INT8,
+                   kernel_shape=[2, 2], strides=[2, 2])
+    x = np.random.default_rng(1).permutation(32).reshape(1, 2, 4, 4).astype(np.int8) - 16
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    want = run_ort(m, {"x": x})
+    np.testing.assert_array_equal(got["y"], want["y"])
+    np.testing.assert_array_equal(got["z"], want["z"])
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 2, 7, 8), {"kernel_shape": [2, 2], "dilations": [2, 3]}),
+    ((2, 1, 9, 9), {"kernel_shape": [3, 2], "dilations": [2, 2], "strides": [2, 1],
+                    "pads": [1, 1, 2, 1]}),
+    ((1, 1, 9, 9), {"kernel_shape": [3, 2], "dilations": [2, 2], "strides": [2, 1],
+                    "pads": [1, 1, 2, 1], "count_include_pad": 1}),
+    ((1, 2, 4, 4), {"kernel_shape": [2, 2], "dilations": [2, 2], "ceil_mode": 1}),
+])
+def test_dilated_averagepool_matches_onnxruntime(shape, attrs, tmp_path):
+    m = pool_model("AveragePool", shape, **attrs)
+    m.opset_import[0].version = 19  # AveragePool-19 has dilations
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_maxpool_indices_of_3d_pooling_are_refused():
+    m = pool_model("MaxPool", (1, 1, 4, 4, 4), outputs=("y", "z"), kernel_shape=[2, 2, 2])
+    with pytest.raises(LightNetError, match="3-D pooling"):
+        convert(m)
+
+
+@pytest.mark.parametrize("shape,p", [((2, 3, 5, 4), 2), ((1, 2, 6), 1), ((1, 2, 3, 4, 2), 3)])
+def test_global_lppool_matches_onnxruntime(shape, p, tmp_path):
+    m = pool_model("GlobalLpPool", shape, p=p)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    want = np.sum(np.abs(x.astype(np.float64)) ** p, axis=tuple(range(2, len(shape))),
+                  keepdims=True) ** (1 / p)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_global_lppool_refusals():
+    with pytest.raises(LightNetError, match="GlobalLpPool.*p 0"):
+        convert(pool_model("GlobalLpPool", (1, 2, 3, 3), p=0))
+    with pytest.raises(LightNetError, match="GlobalLpPool.*rank-2 input"):
+        convert(pool_model("GlobalLpPool", (1, 2), p=2))
