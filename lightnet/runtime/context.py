@@ -26,7 +26,7 @@ from lightnet.files import weight_file, wts_text
 from lightnet.ir import json_ir, limits, symbolic
 from lightnet.ir.builder import Model
 from lightnet.ir.dataflow import DataFlowGraph
-from lightnet.ir.op import CheckMemo, Op, unique_name
+from lightnet.ir.op import CheckMemo, Op
 from lightnet.ir.param import Param
 from lightnet.ir.tensor import MemType, TensorTable
 from lightnet.runtime.gc_pause import while_building

@@ -125,7 +125,6 @@ def _layout(labels, sizes, groups, allow_swap=True) -> _Operand:
     (batch, rows, cols) of labels: no copy if its dims are already in either
     [batch, rows, cols] or [batch, cols, rows] order."""
     batch, rows, cols = groups
-    nb = len(batch)
     size = dict(zip(labels, sizes))
     prod = lambda ls: int(np.prod([size[x] for x in ls], dtype=np.int64))  # noqa: E731
     batch_shape = tuple(size[x] for x in batch)
