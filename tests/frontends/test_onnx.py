@@ -895,3 +895,32 @@ def test_dense_block_joins_are_parts_of_the_last(target, tmp_path):
         for op in joins:
             for name in [*op.tensors_in.values(), op.tensors_out["dst"]]:
                 assert tensors.root(name).name == last, name
+
+
+@pytest.mark.parametrize("groups, channels, width", [(3, 6, 3), (2, 4, 4)])
+def test_two_channel_shuffles_after_a_grouped_conv_agree(groups, channels, width, tmp_path):
+    # Found by the graph fuzzer: the combiner fusing the second shuffle changed the
+    # layout the first one's output had when its readers were checked (they kept their
+    # stale plain outputs on dnnl, or a load failed on a buffer of the plain size).
+    c = channels
+    nodes = [conv("c", "x", "w", None, "t1", group=groups, pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["t1", "s", "o", "m", "v"], ["t2"])]
+    x = "t2"
+    for i in range(2):
+        nodes += [helper.make_node("Reshape", [x, "g5"], [f"r{i}"]),
+                  helper.make_node("Transpose", [f"r{i}"], [f"p{i}"], perm=[0, 2, 1, 3, 4]),
+                  helper.make_node("Reshape", [f"p{i}", "g4"], [f"y{i}"])]
+        x = f"y{i}"
+    inits = [init("w", rand(RNG, c, 1, 3, 3)),
+             init("s", rand(RNG, c)), init("o", rand(RNG, c)), init("m", rand(RNG, c)),
+             init("v", np.abs(rand(RNG, c)) + 0.5),
+             init("g5", np.array([1, 2, c // 2, 1, width], np.int64)),
+             init("g4", np.array([1, c, 1, width], np.int64))]
+    m = model(nodes, [("x", [1, groups, 1, width])], [("y1", None)], inits)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    feeds = {"x": rand(RNG, 1, groups, 1, width)}
+    want = run_ort(m, feeds)["y1"]
+    for target in ("cpu", "dnnl"):
+        got = Session(str(path), target=target).run(feeds)["y1"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=target)
