@@ -58,6 +58,8 @@ __all__ = [
     "pad",
     "pick1d",
     "print",
+    "quantize",
+    "dequantize",
     "rearange",
     "reduce",
     "relu",
@@ -1526,6 +1528,72 @@ def print(src: Tensor, *, msg: str, name: str | None = None) -> Action:
         An Action: give it to Model(outputs=...) for the model to run the op.
     """
     return apply("print", {"src": src}, {"msg": msg}, name)
+
+
+def quantize(
+    src: Tensor,
+    scale: Tensor,
+    zero: Tensor | None = None,
+    *,
+    axis: int = 1,
+    dtype: Literal["TL_UINT8", "TL_INT8", "TL_UINT16", "TL_INT16"] = "TL_UINT8",
+    name: str | None = None,
+) -> Tensor:
+    """dst = saturate(round_half_even(src / scale) + zero) element-wise (ONNX
+    QuantizeLinear): a float tensor to 8- or 16-bit integers. `scale` and `zero` hold
+    one value (per tensor) or one per index of `axis` (per channel). Accepts TL_FLOAT
+    `src` and `scale`; `zero` has the output's dtype (absent: 0).
+
+    Args:
+        src: The float values. (dtype TL_FLOAT)
+        scale: The step of the integer grid, [1] or [src.shape[axis]]. (dtype TL_FLOAT;
+            scale is a number or a vector; one scale, or one per index of axis)
+        zero: The integer 0.0 maps to, of dtype `dtype`; like `scale`. (zero has the
+            output's dtype; one zero point per scale)
+        axis: The axis of a per-channel scale. (>= 0)
+        dtype: The integer dtype of dst.
+        name: The op's name, and its output's; None: `quantize` and a number not taken.
+
+    Returns:
+        dst: The integers.
+    """
+    return apply(
+        "quantize",
+        {"src": src, "scale": scale, "zero": zero},
+        {"axis": axis, "dtype": dtype},
+        name,
+    )
+
+
+def dequantize(
+    src: Tensor,
+    scale: Tensor,
+    zero: Tensor | None = None,
+    *,
+    axis: int = 1,
+    name: str | None = None,
+) -> Tensor:
+    """dst = (src - zero) * scale element-wise, in TL_FLOAT (ONNX DequantizeLinear).
+    `scale` and `zero` hold one value (per tensor) or one per index of `axis` (per
+    channel). Accepts TL_UINT8, TL_INT8, TL_UINT16, TL_INT16 and TL_INT32 `src`; `zero`
+    has its dtype (absent: 0).
+
+    Args:
+        src: The integers. (dtype TL_UINT8, TL_INT8, TL_UINT16, TL_INT16, TL_INT32)
+        scale: The step of the integer grid, [1] or [src.shape[axis]]. (dtype TL_FLOAT;
+            scale is a number or a vector; one scale, or one per index of axis)
+        zero: The integer 0.0 maps to; like `scale`. (dtype of src; one zero point per
+            scale)
+        axis: The axis of a per-channel scale. (>= 0)
+        name: The op's name, and its output's; None: `dequantize` and a number not
+            taken.
+
+    Returns:
+        dst: The float values.
+    """
+    return apply(
+        "dequantize", {"src": src, "scale": scale, "zero": zero}, {"axis": axis}, name
+    )
 
 
 def rearange(
