@@ -17,7 +17,7 @@ from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
            "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_scratch",
-           "qmatmul", "requantize"]
+           "qmatmul", "requantize", "qbias", "zero_point_int32"]
 
 
 def per_axis(values, shape, axis: int):
@@ -166,3 +166,20 @@ def qmatmul(src1, src1_zero, src2, bias, dst, *, multiplier, dst_zero, activatio
     if bias is not None:
         np.add(acc, bias, out=acc)
     requantize(acc, dst, multiplier, dst_zero, axis=acc.ndim - 1, activation=activation)
+
+
+def qbias(bias, src_scale, weight_scale):
+    """An int32 bias in float32, times src_scale * weight_scale (per output channel):
+    what oneDNN adds after scaling the accumulator; None for None."""
+    if bias is None:
+        return None
+    if src_scale is None:
+        return np.asarray(bias, dtype=np.float32)
+    scale = np.multiply(np.reshape(src_scale, -1), np.reshape(weight_scale, -1),
+                        dtype=np.float32)
+    return np.multiply(bias, scale, dtype=np.float32)
+
+
+def zero_point_int32(zero):
+    """An 8-bit zero point as int32 (how oneDNN takes it); None for None."""
+    return None if zero is None else np.asarray(zero, dtype=np.int32).reshape(-1)

@@ -111,6 +111,13 @@ def _zero(c: Converter, name: str, what: str) -> Val | None:
     return zero
 
 
+def _weight_zero(c: Converter, name: str, what: str) -> Val | None:
+    """A weight's zero point; None when it is 0 (symmetric weights, which oneDNN takes)."""
+    if name and not np.any(c.const(name, what)):
+        return None
+    return _static(c, name, what)
+
+
 def _eight_bit(v: Val, what: str):
     if v.dtype not in EIGHT_BIT:
         raise Unsupported(f"{what} of dtype {v.dtype} (only uint8 and int8)")
@@ -149,7 +156,7 @@ def qconv(c: Converter, n: Node, inputs: list[str], *, dtype: str, activation: s
     ins = {"src": x, "weight": w, "bias": c.val(b_name) if b_name else None,
            "src_scale": _static(c, xs, "x_scale"), "src_zero": _zero(c, xz, "x_zero_point"),
            "weight_scale": _static(c, ws, "w_scale"),
-           "weight_zero": _static(c, wz, "w_zero_point"),
+           "weight_zero": _weight_zero(c, wz, "w_zero_point"),
            "dst_scale": _static(c, ys, "y_scale"), "dst_zero": _zero(c, yz, "y_zero_point")}
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
               "padding": pads, "autopad": autopad, "dtype": dtype, "activation": activation}
@@ -191,7 +198,7 @@ def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=Fal
     ins = {"src1": a, "src2": b, "bias": c.val(bias) if bias else None,
            "src1_scale": _static(c, as_, "a_scale"), "src1_zero": _zero(c, az, "a_zero_point"),
            "src2_scale": _static(c, bs, "b_scale"),
-           "src2_zero": _static(c, bz, "b_zero_point"),
+           "src2_zero": _weight_zero(c, bz, "b_zero_point"),
            "dst_scale": _static(c, ys, "y_scale"), "dst_zero": _zero(c, yz, "y_zero_point")}
     params = {"dtype": dtype, "activation": activation}
     product = matmul_shape(a.shape, b.shape)
