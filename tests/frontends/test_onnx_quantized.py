@@ -87,3 +87,25 @@ def test_per_tensor_weights(tmp_path):
     for x in inputs:
         np.testing.assert_array_equal(session.run({"x": x})["y"],
                                       _ort(m, {"x": x}, optimized=False))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_qdq_model_on_onednn_int8_kernels(name, tmp_path, monkeypatch):
+    """Lowered to oneDNN's int8 kernels even below VNNI (on reduce_range weights, which
+    they sum exactly there), the quantized ops compute what ONNX Runtime's do."""
+    capi = pytest.importorskip("lightnet.archs.dnnl.capi")
+    if capi.unavailable_reason() is not None:
+        pytest.skip(capi.unavailable_reason())
+    from lightnet.archs.dnnl import ops as dnnl_ops
+
+    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
+    m, inputs = qdqmodels.quantized(MODELS[name], tmp_path, activation="uint8",
+                                    reduce_range=True)
+    session, _ = _session(m, tmp_path, "dnnl")
+    optypes = [op.optype for op in session.ctx.ops]
+    quantized = [t for t in optypes if t.startswith("q") and t != "quantize_cpu"]
+    assert quantized and all(t.endswith("_dnnl") for t in quantized), optypes
+    step = _output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=True)).max() <= step * 1.001
