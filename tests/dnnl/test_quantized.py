@@ -39,7 +39,8 @@ def _compare(optype, src, statics, params):
     ctx = compiled(doc, "dnnl", load=True)
     assert not ctx.refused, ctx.refused  # oneDNN had only its reference kernel for it
     dnnl_op = next(o for o in ctx.ops if o.optype == f"{optype}_dnnl")
-    assert not dnnl_op.values["call"].impl_info.startswith("ref"), dnnl_op.values["call"].impl_info
+    impl = dnnl_op.values["call"].impl_info
+    assert not impl.startswith("ref"), impl
     got = run(ctx, feeds)["out"]
     assert got.dtype == want.dtype and got.shape == want.shape
     if got.dtype == np.float32:

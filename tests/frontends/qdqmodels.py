@@ -80,7 +80,8 @@ def quantized(build, tmp_path, *, activation="int8", per_channel=True, reduce_ra
     src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
     onnx.save(float_model, src)
     quantization.quantize_static(
-        str(src), str(dst), Reader(), quant_format=quantization.QuantFormat.QDQ,
+        str(src), str(dst), Reader(),
+        quant_format=quantization.QuantFormat.QDQ,
         per_channel=per_channel, reduce_range=reduce_range, weight_type=quantization.QuantType.QInt8,
         activation_type=(quantization.QuantType.QInt8 if activation == "int8"
                          else quantization.QuantType.QUInt8))

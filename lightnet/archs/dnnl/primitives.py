@@ -165,15 +165,19 @@ def _quantized_attr(q: Quantization, channel_mask: int, post_ops):
         extra[name] = (kind | arg, plain_desc((count,), dtype))
 
     if q.weight_scales:
-        scalar("src_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_SRC, 1, "float32", scales, 0)
+        scalar("src_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_SRC, 1, "float32",
+               scales, 0)
         scalar("weight_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_WEIGHTS,
                q.weight_scales, "float32", scales, channel_mask)
     if q.dst_scale:
-        scalar("dst_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_DST, 1, "float32", scales, 0)
+        scalar("dst_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_DST, 1, "float32",
+               scales, 0)
     if q.src_zero:
-        scalar("src_zero", capi.DNNL_ARG_ATTR_ZERO_POINTS, capi.DNNL_ARG_SRC, 1, "int32", zeros, 0)
+        scalar("src_zero", capi.DNNL_ARG_ATTR_ZERO_POINTS, capi.DNNL_ARG_SRC, 1, "int32",
+               zeros, 0)
     if q.dst_zero:
-        scalar("dst_zero", capi.DNNL_ARG_ATTR_ZERO_POINTS, capi.DNNL_ARG_DST, 1, "int32", zeros, 0)
+        scalar("dst_zero", capi.DNNL_ARG_ATTR_ZERO_POINTS, capi.DNNL_ARG_DST, 1, "int32",
+               zeros, 0)
     ops = []
     for p in post_ops:
         if p.kind != "eltwise":
