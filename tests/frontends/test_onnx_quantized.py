@@ -109,3 +109,75 @@ def test_qdq_model_on_onednn_int8_kernels(name, tmp_path, monkeypatch):
     for x in inputs:
         got = session.run({"x": x})["y"]
         assert np.abs(got - _ort(m, {"x": x}, optimized=True)).max() <= step * 1.001
+
+
+# The QOperator forms against ONNX's reference, and what the importer refuses -----------------
+
+def _qlinear_conv_model(rng, c, o, group, k, stride, pads, x_dtype, per_channel):
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    info = np.iinfo(x_dtype)
+    elem = TensorProto.UINT8 if x_dtype == np.uint8 else TensorProto.INT8
+    inits = [init("xs", np.float32(0.03)), init("xz", np.array(info.min + 100, x_dtype)),
+             init("w", rng.integers(-128, 128, (o, c // group, k, k)).astype(np.int8)),
+             init("ws", np.asarray(rng.uniform(0.001, 0.01, o if per_channel else None),
+                                   np.float32)),
+             init("wz", np.zeros(o if per_channel else (), np.int8)),
+             init("ys", np.float32(0.2)), init("yz", np.array(info.min + 60, x_dtype)),
+             init("B", rng.integers(-3000, 3000, o).astype(np.int32))]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"],
+                            ["y"], group=group, strides=[stride] * 2, pads=pads)
+    return model([node], [("x", [2, c, 9, 8], elem)], [("y", None, elem)], inits)
+
+
+@pytest.mark.parametrize("geometry", [(8, 16, 1, 3, 1, [1, 1, 1, 1], np.uint8, True),
+                                      (6, 6, 6, 3, 2, [0, 1, 2, 0], np.int8, True),
+                                      (4, 8, 2, 1, 1, [0, 0, 0, 0], np.uint8, False)],
+                         ids=str)
+def test_qlinear_conv_is_onnx_reference_exactly(geometry, tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    from tests.frontends.onnxutil import run_lightnet
+
+    rng = np.random.default_rng(1)
+    m = _qlinear_conv_model(rng, *geometry)
+    info = np.iinfo(geometry[6])
+    x = rng.integers(info.min, info.max + 1, (2, geometry[0], 9, 8)).astype(geometry[6])
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(got["y"], ReferenceEvaluator(m).run(None, {"x": x})[0])
+
+
+def _refusal(m) -> str:
+    with pytest.raises(onnx2ln.UnsupportedModelError) as info:
+        onnx2ln.convert(m)
+    return str(info.value)
+
+
+def test_blocked_quantization_is_refused():
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)
+    m = model([node], [("x", [2, 4])], [("y", None, TensorProto.UINT8)],
+              [init("s", np.ones((2, 2), np.float32)), init("z", np.zeros((2, 2), np.uint8))],
+              opset=21)
+    assert "QuantizeLinear-21): blocked quantization (block_size)" in _refusal(m)
+
+
+def test_computed_quantized_weights_and_per_row_zero_points_are_refused():
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    node = helper.make_node("MatMulInteger", ["a", "b", "az"], ["y"])
+    m = model([node], [("a", [2, 3], TensorProto.UINT8), ("b", [3, 2], TensorProto.INT8)],
+              [("y", None, TensorProto.INT32)], [init("az", np.array([1, 2], np.uint8))],
+              opset=10)
+    assert "MatMulInteger-10): B 'b' must be a constant" in _refusal(m)
+    m = model([node], [("a", [2, 3], TensorProto.UINT8)], [("y", None, TensorProto.INT32)],
+              [init("b", np.ones((3, 2), np.int8)), init("az", np.array([1, 2], np.uint8))],
+              opset=10)
+    assert "a_zero_point of shape [2] (one zero point per tensor)" in _refusal(m)
