@@ -59,6 +59,10 @@ __all__ = [
     "pad",
     "pick1d",
     "print",
+    "qconv2d",
+    "qmatmul",
+    "quantize",
+    "dequantize",
     "rearange",
     "reduce",
     "relu",
@@ -1588,6 +1592,232 @@ def print(src: Tensor, *, msg: str, name: str | None = None) -> Action:
         An Action: give it to Model(outputs=...) for the model to run the op.
     """
     return apply("print", {"src": src}, {"msg": msg}, name)
+
+
+def qconv2d(
+    src: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    src_scale: Tensor | None = None,
+    src_zero: Tensor | None = None,
+    weight_scale: Tensor | None = None,
+    weight_zero: Tensor | None = None,
+    dst_scale: Tensor | None = None,
+    dst_zero: Tensor | None = None,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1),
+    group: int = 1,
+    dtype: Literal["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"] = "TL_UINT8",
+    activation: Literal["none", "relu"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """Quantized 2-D convolution of NCHW 8-bit integers (ONNX QLinearConv, ConvInteger, and
+    a QDQ model's DequantizeLinear - Conv - QuantizeLinear): acc[n, o, y, x] = bias[o] +
+    the sum over o's group and kernel taps of (weight[o, c, i, j] - weight_zero[o]) *
+    (src[n, c, ...] - src_zero), in integers (windows, padding, groups and dilation as
+    conv2d's; a padded cell reads 0 after the zero point is taken off). The output, of
+    `dtype`: acc itself (TL_INT32, no scales); acc * src_scale * weight_scale[o]
+    (TL_FLOAT); or saturate(round_half_even(acc * (src_scale * weight_scale[o] /
+    dst_scale)) + dst_zero) (TL_UINT8, TL_INT8), the factor computed in float32 and the
+    product in float64, as ONNX's reference does. `activation` relu clamps the scaled
+    value at 0 before the zero point is added. Accepts TL_UINT8 or TL_INT8 `src` and
+    `weight`; the weight, the scales and the zero points are static.
+
+    Args:
+        src: The input [N, C, H, W]. (dtype TL_UINT8, TL_INT8; ndim 4)
+        weight: The kernels [O, C / group, size[0], size[1]]. (dtype TL_INT8, TL_UINT8;
+            ndim 4; static; weight.shape[1] is src's channels per group; the output
+            channels split evenly into groups; the kernel dims of weight are size)
+        bias: The per-output-channel bias [O], in the accumulator's scale. (dtype
+            TL_INT32; ndim 1; len weight.shape[0])
+        src_scale: src's scale. (dtype TL_FLOAT; len 1; static)
+        src_zero: src's zero point. (len 1; dtype of src; static)
+        weight_scale: weight's scale: one, or one per output channel. (dtype TL_FLOAT;
+            static; one scale, or one per output channel)
+        weight_zero: weight's zero point: one, or one per output channel. (dtype of
+            weight; static; one zero point, or one per output channel)
+        dst_scale: dst's scale. (dtype TL_FLOAT; len 1; static)
+        dst_zero: dst's zero point, of dtype `dtype`. (len 1; static; dst_zero has dst's
+            dtype)
+        size: Kernel size [height, width]; must match weight's last two dims. (length 2;
+            each > 0)
+        stride: Stride [height, width]. (length 2; each > 0)
+        padding: Padding [top, left, bottom, right]; used with autopad NOTSET only.
+            (length 4; each >= 0)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Window dilation [height, width]. (length 2; each > 0)
+        group: Number of channel groups (1 dense, C depthwise). (>= 1)
+        dtype: The output's dtype, which says which scales the op takes.
+        activation: A relu applied before requantizing.
+        name: The op's name, and its output's; None: `qconv2d` and a number not taken.
+
+    Returns:
+        dst: The output [N, O, OH, OW].
+    """
+    return apply(
+        "qconv2d",
+        {
+            "src": src,
+            "weight": weight,
+            "bias": bias,
+            "src_scale": src_scale,
+            "src_zero": src_zero,
+            "weight_scale": weight_scale,
+            "weight_zero": weight_zero,
+            "dst_scale": dst_scale,
+            "dst_zero": dst_zero,
+        },
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "group": group,
+            "dtype": dtype,
+            "activation": activation,
+        },
+        name,
+    )
+
+
+def qmatmul(
+    src1: Tensor,
+    src2: Tensor,
+    bias: Tensor | None = None,
+    src1_scale: Tensor | None = None,
+    src1_zero: Tensor | None = None,
+    src2_scale: Tensor | None = None,
+    src2_zero: Tensor | None = None,
+    dst_scale: Tensor | None = None,
+    dst_zero: Tensor | None = None,
+    *,
+    dtype: Literal["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"] = "TL_UINT8",
+    activation: Literal["none", "relu"] = "none",
+    name: str | None = None,
+) -> Tensor:
+    """Quantized matrix product of 8-bit integers (ONNX QLinearMatMul, MatMulInteger, and a
+    QDQ model's DequantizeLinear - MatMul / Gemm - QuantizeLinear): acc = (src1 -
+    src1_zero) @ (src2 - src2_zero[n]) + bias[n] in integers, `src1` [..., M, K] a
+    matrix or a stack of them, `src2` [..., K, N] (batch dims broadcasting as numpy
+    matmul's). The output, of `dtype`: acc itself (TL_INT32, no scales); acc *
+    src1_scale * src2_scale[n] (TL_FLOAT); or saturate(round_half_even(acc * (src1_scale
+    * src2_scale[n] / dst_scale)) + dst_zero) (TL_UINT8, TL_INT8), the factor computed
+    in float32 and the product in float64, as ONNX's reference does. `activation` relu
+    clamps the scaled value at 0 before the zero point is added. Accepts TL_UINT8 or
+    TL_INT8 `src1` and `src2`; `src2`, the scales and the zero points are static.
+
+    Args:
+        src1: A, [..., M, K]. (dtype TL_UINT8, TL_INT8; A is a matrix or a stack of
+            them)
+        src2: B, [..., K, N]. (dtype TL_INT8, TL_UINT8; static; B is a matrix or a stack
+            of them; A and B share the inner dimension K)
+        bias: The per-column bias [N], in the accumulator's scale. (dtype TL_INT32; ndim
+            1; len src2.shape[-1])
+        src1_scale: A's scale. (dtype TL_FLOAT; len 1; static)
+        src1_zero: A's zero point. (len 1; dtype of src1; static)
+        src2_scale: B's scale: one, or one per column. (dtype TL_FLOAT; static; one
+            scale, or one per column)
+        src2_zero: B's zero point: one, or one per column. (dtype of src2; static; one
+            zero point, or one per column)
+        dst_scale: dst's scale. (dtype TL_FLOAT; len 1; static)
+        dst_zero: dst's zero point, of dtype `dtype`. (len 1; static; dst_zero has dst's
+            dtype)
+        dtype: The output's dtype, which says which scales the op takes.
+        activation: A relu applied before requantizing.
+        name: The op's name, and its output's; None: `qmatmul` and a number not taken.
+
+    Returns:
+        dst: The product [..., M, N].
+    """
+    return apply(
+        "qmatmul",
+        {
+            "src1": src1,
+            "src2": src2,
+            "bias": bias,
+            "src1_scale": src1_scale,
+            "src1_zero": src1_zero,
+            "src2_scale": src2_scale,
+            "src2_zero": src2_zero,
+            "dst_scale": dst_scale,
+            "dst_zero": dst_zero,
+        },
+        {"dtype": dtype, "activation": activation},
+        name,
+    )
+
+
+def quantize(
+    src: Tensor,
+    scale: Tensor,
+    zero: Tensor | None = None,
+    *,
+    axis: int = 1,
+    dtype: Literal["TL_UINT8", "TL_INT8", "TL_UINT16", "TL_INT16"] = "TL_UINT8",
+    name: str | None = None,
+) -> Tensor:
+    """dst = saturate(round_half_even(src / scale) + zero) element-wise (ONNX
+    QuantizeLinear): a float tensor to 8- or 16-bit integers. `scale` and `zero` hold
+    one value (per tensor) or one per index of `axis` (per channel). Accepts TL_FLOAT
+    `src` and `scale`; `zero` has the output's dtype (absent: 0).
+
+    Args:
+        src: The float values. (dtype TL_FLOAT)
+        scale: The step of the integer grid, [1] or [src.shape[axis]]. (dtype TL_FLOAT;
+            scale is a number or a vector; one scale, or one per index of axis)
+        zero: The integer 0.0 maps to, of dtype `dtype`; like `scale`. (zero has the
+            output's dtype; one zero point per scale)
+        axis: The axis of a per-channel scale. (>= 0)
+        dtype: The integer dtype of dst.
+        name: The op's name, and its output's; None: `quantize` and a number not taken.
+
+    Returns:
+        dst: The integers.
+    """
+    return apply(
+        "quantize",
+        {"src": src, "scale": scale, "zero": zero},
+        {"axis": axis, "dtype": dtype},
+        name,
+    )
+
+
+def dequantize(
+    src: Tensor,
+    scale: Tensor,
+    zero: Tensor | None = None,
+    *,
+    axis: int = 1,
+    name: str | None = None,
+) -> Tensor:
+    """dst = (src - zero) * scale element-wise, in TL_FLOAT (ONNX DequantizeLinear).
+    `scale` and `zero` hold one value (per tensor) or one per index of `axis` (per
+    channel). Accepts TL_UINT8, TL_INT8, TL_UINT16, TL_INT16 and TL_INT32 `src`; `zero`
+    has its dtype (absent: 0).
+
+    Args:
+        src: The integers. (dtype TL_UINT8, TL_INT8, TL_UINT16, TL_INT16, TL_INT32)
+        scale: The step of the integer grid, [1] or [src.shape[axis]]. (dtype TL_FLOAT;
+            scale is a number or a vector; one scale, or one per index of axis)
+        zero: The integer 0.0 maps to; like `scale`. (dtype of src; one zero point per
+            scale)
+        axis: The axis of a per-channel scale. (>= 0)
+        name: The op's name, and its output's; None: `dequantize` and a number not
+            taken.
+
+    Returns:
+        dst: The float values.
+    """
+    return apply(
+        "dequantize", {"src": src, "scale": scale, "zero": zero}, {"axis": axis}, name
+    )
 
 
 def rearange(

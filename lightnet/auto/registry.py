@@ -49,6 +49,9 @@ from lightnet.auto.ops import mod as mod_ops
 from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
+from lightnet.auto.ops import qconv2d as qconv2d_ops
+from lightnet.auto.ops import qmatmul as qmatmul_ops
+from lightnet.auto.ops import quantize as quantize_ops
 from lightnet.auto.ops import rearange as rearange_ops
 from lightnet.auto.ops import reduce as reduce_ops
 from lightnet.auto.ops import relu as relu_ops
@@ -124,6 +127,9 @@ OP_PROTOS = {
         pad_ops,
         pick1d_ops,
         print_ops,
+        qconv2d_ops,
+        qmatmul_ops,
+        quantize_ops,
         rearange_ops,
         reduce_ops,
         relu_ops,

@@ -646,6 +646,8 @@ def test_handlers_take_every_attribute_their_onnx_versions_define():
 
     checked = 0
     for op_type, entries in HANDLERS.items():
+        if "." in op_type:  # a node of the importer's own domain (qdq.py): no ONNX schema
+            continue
         for versions, func in entries:
             names, required, takes_any = accepted_attributes(func)
             for version in versions:

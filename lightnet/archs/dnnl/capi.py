@@ -172,6 +172,8 @@ DNNL_ARG_SCALE = 51
 DNNL_ARG_SHIFT = 52
 DNNL_ARG_SCRATCHPAD = 80
 DNNL_ARG_MULTIPLE_SRC = 1024
+DNNL_ARG_ATTR_SCALES = 4096
+DNNL_ARG_ATTR_ZERO_POINTS = 8192
 DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE = 32768
 
 
@@ -227,6 +229,8 @@ FUNCTIONS = {
     "dnnl_primitive_attr_destroy": (c_int, [_H]),
     "dnnl_primitive_attr_set_scratchpad_mode": (c_int, [_H, c_int]),
     "dnnl_primitive_attr_set_post_ops": (c_int, [_H, _H]),
+    "dnnl_primitive_attr_set_scales_mask": (c_int, [_H, c_int, c_int]),
+    "dnnl_primitive_attr_set_zero_points_mask": (c_int, [_H, c_int, c_int]),
     "dnnl_post_ops_create": (c_int, [_OUT]),
     "dnnl_post_ops_destroy": (c_int, [_H]),
     "dnnl_post_ops_append_eltwise": (c_int, [_H, c_int, c_float, c_float]),
@@ -682,17 +686,24 @@ class Memory(_Owner):
 
 class Attr(_Owner):
     """Primitive attributes: a user-managed scratchpad (always: it is planned in
-    the arena) and post-ops, each ("eltwise", alg, alpha, beta), ("sum", scale) or
-    ("binary", alg, MemoryDesc of the second operand)."""
+    the arena), post-ops, each ("eltwise", alg, alpha, beta), ("sum", scale) or
+    ("binary", alg, MemoryDesc of the second operand), and an int8 primitive's scales
+    and zero points, each {DNNL_ARG_*: mask} (mask 0: one value; bit d set: one per
+    index of dimension d), their values given at run time (DNNL_ARG_ATTR_SCALES |
+    arg, DNNL_ARG_ATTR_ZERO_POINTS | arg)."""
 
     _destroy = "dnnl_primitive_attr_destroy"
 
-    def __init__(self, post_ops=()):
+    def __init__(self, post_ops=(), scales=None, zero_points=None):
         lib = library()
         handle = c_void_p()
         lib.dnnl_primitive_attr_create(ctypes.byref(handle))
         super().__init__(handle, lib)
         lib.dnnl_primitive_attr_set_scratchpad_mode(handle, dnnl_scratchpad_mode_user)
+        for arg, mask in (scales or {}).items():
+            lib.dnnl_primitive_attr_set_scales_mask(handle, arg, mask)
+        for arg, mask in (zero_points or {}).items():
+            lib.dnnl_primitive_attr_set_zero_points_mask(handle, arg, mask)
         if post_ops:
             ops = c_void_p()
             lib.dnnl_post_ops_create(ctypes.byref(ops))

@@ -16,7 +16,9 @@ tensor crosses a border:
   `<name>_dnnl` and a `reorder_dnnl` (to: plain) makes `<name>` from it.
 
 Tensors of other dtypes than TL_FLOAT (the integer source of a `cast_dnnl`, its
-integer output) are read and written plain, with no reorder.
+integer output, the 8-bit tensors of int8 convolutions and products) are read and
+written plain, with no reorder; an int8 weight (TL_INT8, two or more dims) gets its
+`weights_dnnl` as a float one.
 
 The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
 the machine's oneDNN's choice, made again whenever the model is checked (an IR
@@ -68,6 +70,12 @@ def _makes_dnnl(op) -> bool:
     (so that the pass leaves a model it already laid out as it is)."""
     return _is_dnnl(op) or op.optype == WEIGHTS or (
         op.optype == REORDER and op.values.get("to") == "dnnl")
+
+
+def _int8_weight(entry) -> bool:
+    """An int8 convolution's or product's weight, which a weights_dnnl op reorders into
+    its reader's layout as a float one."""
+    return entry.static and entry.dtype is DType.TL_INT8 and entry.ndim >= 2
 
 
 def lay_out(ctx, dtype: str = FLOAT32) -> None:
@@ -161,7 +169,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                         ins.append((op, arg, copies[name, dtype]))
                     continue
                 entry = tensors[name]
-                if entry.dtype is not DType.TL_FLOAT:
+                if entry.dtype is not DType.TL_FLOAT and not _int8_weight(entry):
                     continue  # read plain: oneDNN's layouts hold float data (a cast's source)
                 if entry.static:
                     if entry.ndim < 2 and (dtype == FLOAT32 or arg in FLOAT32_ARGS):

@@ -35,6 +35,7 @@ from lightnet.errors import LightNetError
 PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
+           "qconv2d", "qmatmul", "int8_exact",
            "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
@@ -139,22 +140,26 @@ class Call:
     the op's scratch, in the layout the kernel reads it in."""
 
     def __init__(self, kernel: primitives.Kernel, args: dict[str, str], entries: dict,
-                 before: dict[str, primitives.Kernel] | None = None):
+                 before: dict[str, primitives.Kernel] | None = None,
+                 after: dict[str, primitives.Kernel] | None = None):
         self.kernel = kernel
         self.args = args
         self.impl_info = kernel.impl_info
         # A reorder of a source into the op's scratch (after the scratchpad), when the
-        # kernel reads it in a layout other than its producer's.
+        # kernel reads it in a layout other than its producer's; of an output the kernel
+        # writes into the scratch, to the op's plain tensor (`after`: an int8 output,
+        # which the layout pass leaves plain).
         self.before = dict(before or {})
+        self.after = dict(after or {})
         self.scratch = kernel.scratchpad
         self.places = {}
-        for name in self.before:
+        for name in (*self.before, *self.after):
             at = -(-self.scratch // 64) * 64
             self.places[name] = at
             self.scratch = at + kernel.nbytes(name)
         for name, arg in args.items():
             entry = entries.get(arg)
-            if entry is None:
+            if entry is None or name in self.after:
                 continue
             if _pending(entry):  # left to this reader by the layout pass
                 record(entry, kernel.descs[name], kernel.plain[name])
@@ -165,7 +170,7 @@ class Call:
         # computed wrongly.
         self.misread = [arg for name, arg in args.items() if entries.get(arg) is not None
                         and entries[arg].layout is None and name not in self.before
-                        and not _reads_plain(kernel, name)]
+                        and name not in self.after and not _reads_plain(kernel, name)]
 
     def bind(self, scratch, arrays: dict):
         """The run call over the op's bound arrays (by arg name) and its scratch."""
@@ -176,15 +181,19 @@ class Call:
         buffers = {name: _bytes(arrays[arg]) for name, arg in self.args.items()
                    if arrays.get(arg) is not None}
         pad = self.kernel.scratchpad
-        if not self.before:
+        if not self.before and not self.after:
             return self.kernel.bind(buffers, scratch if pad else None)
-        steps = []
-        for name, reorder in self.before.items():
+        steps, last = [], []
+        for name, reorder in (*self.before.items(), *self.after.items()):
             at = self.places[name]
             place = scratch[at:at + self.kernel.nbytes(name)]
-            steps.append(reorder.bind({"src": buffers[name], "dst": place}))
+            if name in self.before:
+                steps.append(reorder.bind({"src": buffers[name], "dst": place}))
+            else:
+                last.append(reorder.bind({"src": place, "dst": buffers[name]}))
             buffers[name] = place
         steps.append(self.kernel.bind(buffers, scratch[:pad] if pad else None))
+        steps += last
         if len(steps) == 2:
             reorder, execute = steps
 
@@ -585,6 +594,65 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         args["bias"] = "bias"
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
                                            "addend": addend, "dst": dst}, before))
+
+
+def int8_exact() -> bool:
+    """Whether oneDNN's int8 convolution and matmul compute the exact int32 sums here:
+    with VNNI (AVX2 VNNI, AVX-512 VNNI and up), which accumulates u8 x s8 products in
+    int32. Below it they add pairs of products in int16 with saturation (vpmaddubsw; a
+    uint8 source and int8 weights beyond 7 bits overflow it, as in ONNX Runtime's int8
+    kernels there), and an int8 source is shifted to uint8 against weights halved
+    (oneDNN's scale adjustment): the dnnl expanders keep quantized ops on the cpu."""
+    isa = capi.library().isa
+    return any(isa & bits == bits for bits in (capi.dnnl_cpu_isa_avx2_vnni,
+                                               capi.dnnl_cpu_isa_avx512_core_vnni))
+
+
+def _quantization(weight_scale, dst_scale, src_zero, dst_zero) -> primitives.Quantization:
+    return primitives.Quantization(
+        weight_scales=0 if weight_scale is None else weight_scale.len,
+        dst_scale=dst_scale is not None, src_zero=src_zero is not None,
+        dst_zero=dst_zero is not None)
+
+
+# The run-time arguments of an int8 primitive's scales and zero points, by op arg.
+_QUANTIZATION_ARGS = ("src_scale", "weight_scale", "dst_scale", "src_zero", "dst_zero")
+
+
+def qconv2d(op, src, weight, bias, dst, *, group, stride, padding, dilation,
+            activation="none", weight_scale=None, dst_scale=None, src_zero=None,
+            dst_zero=None) -> int:
+    """An int8 convolution (scales and zero points as the entries given: None for none)
+    with a fused relu. oneDNN's int8 kernels work channels-last, and LightNet holds
+    int8 tensors plain (NCHW): the source is reordered into the scratch first, the
+    output written there and reordered into dst after."""
+    kernel = _create(primitives.qconv2d, src.shape, weight.shape,
+                     src_dtype=_np_name(src.dtype), dst_dtype=_np_name(dst.dtype),
+                     bias=bias is not None,
+                     quantization=_quantization(weight_scale, dst_scale, src_zero, dst_zero),
+                     group=group, stride=stride, padding=padding, dilation=dilation,
+                     post_ops=_post_ops(None, activation))
+    before = {"src": _create(primitives.reorder, kernel.plain["src"], kernel.descs["src"])}
+    after = {"dst": _create(primitives.reorder, kernel.descs["dst"], kernel.plain["dst"])}
+    args = {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"}
+    args.update((name, name) for name in _QUANTIZATION_ARGS if name in kernel.args)
+    return _settle(op, Call(kernel, args, {"src": src, "weight": weight, "bias": bias,
+                                           "dst": dst}, before, after))
+
+
+def qmatmul(op, src1, src2, bias, dst, *, activation="none", weight_scale=None,
+            dst_scale=None, src_zero=None, dst_zero=None) -> int:
+    """An int8 matrix product (scales and zero points as qconv2d's), A and dst plain, B
+    (a weight) in the layout the matmul chose."""
+    kernel = _create(primitives.qmatmul, src1.shape, src2.shape,
+                     src_dtype=_np_name(src1.dtype), dst_dtype=_np_name(dst.dtype),
+                     bias=bias is not None,
+                     quantization=_quantization(weight_scale, dst_scale, src_zero, dst_zero),
+                     post_ops=_post_ops(None, activation))
+    args = {"src": "src1", "weights": "src2", "bias": "bias", "dst": "dst"}
+    args.update((name, name) for name in _QUANTIZATION_ARGS if name in kernel.args)
+    return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
+                                           "dst": dst}))
 
 
 def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_padding,
@@ -1015,7 +1083,10 @@ class Reorder:
         source = made.source if plain and made is not None else None
         kernel = primitives.reorder(source or _desc(self.src), _desc(self.dst))
         self.impl_info = kernel.impl_info
-        return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
+        # Only a reorder into an int8 weight's layout (computing its compensation) takes
+        # a scratchpad: a weights_dnnl op's, run once at load.
+        pad = np.empty(kernel.scratchpad, np.uint8) if kernel.scratchpad else None
+        return kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])}, pad)
 
 
 def _desc(entry):

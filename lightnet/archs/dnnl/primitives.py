@@ -1,13 +1,13 @@
 """oneDNN primitives for fixed shapes: what a dnnl op creates at load and calls per run.
 
-Each constructor (conv2d, deconv2d, matmul, linear, pool2d, eltwise, binary, concat,
-batchnorm, layernorm, lrn, softmax, reduction, shuffle, resample, reorder) takes
-logical shapes in LightNet's conventions (NCHW, weights as the cpu kernels take
-them, padding as (top, left, bottom, right), dilation 1 for none), the data type it
-computes in and a layout for each activation, and returns a Kernel: the primitive,
-created once, with the layout
-oneDNN chose for every tensor (`descs`), the bytes each takes there, blocked
-padding included (`nbytes`), its scratchpad size, and its implementation name.
+Each constructor (conv2d, deconv2d, matmul, linear, qconv2d, qmatmul, pool2d, eltwise,
+binary, concat, batchnorm, layernorm, lrn, softmax, reduction, shuffle, resample,
+reorder) takes logical shapes in LightNet's conventions (NCHW, weights as the cpu
+kernels take them, padding as (top, left, bottom, right), dilation 1 for none), the
+data type it computes in and a layout for each activation, and returns a Kernel: the
+primitive, created once, with the layout oneDNN chose for every tensor (`descs`), the
+bytes each takes there, blocked padding included (`nbytes`), its scratchpad size, and
+its implementation name.
 
 A layout is "plain" (LightNet's own C-order layout), a 4-D tag of TAGS_4D
 ("acdb" = "channels_last", channels in blocks "aBcd8b", "aBcd16b"), "any" (the
@@ -27,6 +27,9 @@ normalization's statistics and binary post-op operands stay float32. The plain
 layouts (`Kernel.plain`) are float32 whatever the data type, as LightNet holds
 tensors: a reorder from plain converts, and `load_weights` converts the weights
 to bfloat16 once, at load.
+
+qconv2d and qmatmul compute on 8-bit integers (uint8 or int8 sources, int8 weights, int32
+accumulation) with the scales and zero points of a Quantization, given at run time.
 
 Post-ops fuse into conv2d, deconv2d, matmul and binary: `eltwise(name, alpha,
 beta)`, `sum(scale)` (dst += scale * what dst holds before the run: a residual
@@ -50,12 +53,14 @@ import numpy as np
 
 from lightnet.archs.dnnl import capi
 from lightnet.archs.dnnl.capi import MemoryDesc
-from lightnet.ir.shapes import broadcast_shape, conv2d_output_hw, deconv2d_output_hw, pool2d_output_hw
+from lightnet.ir.shapes import (broadcast_shape, conv2d_output_hw, deconv2d_output_hw,
+                                pool2d_output_hw)
 
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
            "binary_post_op", "conv2d", "deconv2d", "matmul", "Linear", "linear", "pool2d",
            "eltwise", "binary", "concat", "batchnorm", "layernorm", "lrn", "softmax",
-           "resample", "reorder", "plain_desc", "strided_desc", "REDUCTION", "reduction", "shuffle"]
+           "resample", "reorder", "plain_desc", "strided_desc", "REDUCTION", "reduction",
+           "shuffle", "Quantization", "qconv2d", "qmatmul"]
 
 
 class Unsupported(Exception):
@@ -133,6 +138,51 @@ def _attr(post_ops, dst_shape, dtype) -> tuple[capi.Attr, dict[str, tuple[int, M
             extra[f"post_op_{i}"] = (capi.DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | capi.DNNL_ARG_SRC_1,
                                      desc)
     return capi.Attr(ops), extra
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """The scales and zero points an int8 convolution or product takes at run time:
+    `weight_scales` 0 (none: the output is the int32 accumulator), 1, or one per output
+    channel (then `src` has a scale too); whether dst has a scale, src and dst a zero
+    point (one value each)."""
+
+    weight_scales: int = 0
+    dst_scale: bool = False
+    src_zero: bool = False
+    dst_zero: bool = False
+
+
+def _quantized_attr(q: Quantization, channel_mask: int, post_ops):
+    """The attributes of an int8 primitive (a weight scale per output channel: the
+    dims of `channel_mask`), and the run-time arguments its scales and zero points are:
+    name -> (arg, desc)."""
+    scales, zeros, extra = {}, {}, {}
+
+    def scalar(name, kind, arg, count, dtype, table, mask):
+        table[arg] = mask if count > 1 else 0
+        extra[name] = (kind | arg, plain_desc((count,), dtype))
+
+    if q.weight_scales:
+        scalar("src_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_SRC, 1, "float32",
+               scales, 0)
+        scalar("weight_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_WEIGHTS,
+               q.weight_scales, "float32", scales, channel_mask)
+    if q.dst_scale:
+        scalar("dst_scale", capi.DNNL_ARG_ATTR_SCALES, capi.DNNL_ARG_DST, 1, "float32",
+               scales, 0)
+    if q.src_zero:
+        scalar("src_zero", capi.DNNL_ARG_ATTR_ZERO_POINTS, capi.DNNL_ARG_SRC, 1, "int32",
+               zeros, 0)
+    if q.dst_zero:
+        scalar("dst_zero", capi.DNNL_ARG_ATTR_ZERO_POINTS, capi.DNNL_ARG_DST, 1, "int32",
+               zeros, 0)
+    ops = []
+    for p in post_ops:
+        if p.kind != "eltwise":
+            raise ValueError(f"oneDNN: an int8 primitive takes eltwise post-ops, not {p.kind}")
+        ops.append(("eltwise", ELTWISE[p.name], p.alpha, p.beta))
+    return capi.Attr(ops, scales, zeros), extra
 
 
 # Layouts ------------------------------------------------------------------------------------
@@ -553,6 +603,78 @@ def linear(a_shape, b_shape, *, trans_b: bool = False, bias: bool = False,
     return Linear(tuple(a_shape), tuple(b_shape), trans_b, bias, dtype, post_ops)
 
 
+def qconv2d(src_shape, weight_shape, *, src_dtype: str, dst_dtype: str, bias: bool,
+            quantization: Quantization, group: int = 1, stride=(1, 1), padding=(0, 0, 0, 0),
+            dilation=(1, 1), post_ops=()) -> Kernel:
+    """int8 convolution (the cpu qconv2d): src [N, C, H, W] uint8 or int8, weight [O,
+    C/group, kh, kw] int8, a float32 bias [O] (the cpu's int32 bias times src_scale *
+    weight_scale, which oneDNN adds after scaling) when `bias`, dst of `dst_dtype`
+    (uint8, int8, float32 or int32). oneDNN's int8 kernels read and write channels-last
+    (they are its reference ones on NCHW): src and dst are channels-last, their plain
+    layouts NCHW. Tensors src, weights, bias, dst, and the scales and zero points of
+    `quantization` (src_scale, weight_scale, dst_scale, src_zero, dst_zero)."""
+    n, c, h, w = src_shape
+    o, cg, kh, kw = weight_shape
+    if c != cg * group or o % group:
+        raise ValueError(f"oneDNN qconv2d: {c} input and {o} output channels do not "
+                         f"split into {group} groups of weight {list(weight_shape)}")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    dst_shape = (n, o) + tuple(conv2d_output_hw((h, w), (kh, kw), stride, padding, dilation))
+    logical, weights_plain = _weights_plain(weight_shape, group, "int8", False)
+    src_d = MemoryDesc.with_tag(tuple(src_shape), src_dtype, capi.dnnl_acdb)
+    dst_d = MemoryDesc.with_tag(dst_shape, dst_dtype, capi.dnnl_acdb)
+    weights_d = MemoryDesc.with_tag(logical, "int8", capi.dnnl_format_tag_any)
+    bias_d = plain_desc((o,), "float32") if bias else None
+    # Per output channel: oneDNN's weight dims [O, ...], or [groups, O / groups, ...].
+    attr, extra = _quantized_attr(quantization, 1 if group == 1 else 3, post_ops)
+    top, left, bottom, right = padding
+    pd = capi.PrimitiveDesc.create(
+        "dnnl_convolution_forward_primitive_desc_create", capi.library().engine,
+        capi.dnnl_forward_inference, capi.dnnl_convolution_direct, src_d, weights_d, bias_d,
+        dst_d, capi.dims(stride), capi.dims([d - 1 for d in dilation]),
+        capi.dims((top, left)), capi.dims((bottom, right)), attr)
+    args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
+    plain = {"src": plain_desc(src_shape, src_dtype), "weights": weights_plain,
+             "dst": plain_desc(dst_shape, dst_dtype)}
+    if bias:
+        args["bias"] = capi.DNNL_ARG_BIAS
+        plain["bias"] = bias_d
+    return Kernel("qconv2d", pd, args, plain, extra)
+
+
+def qmatmul(a_shape, b_shape, *, src_dtype: str, dst_dtype: str, bias: bool,
+            quantization: Quantization, post_ops=()) -> Kernel:
+    """int8 matrix product (the cpu qmatmul): A [..., M, K] uint8 or int8 and dst plain,
+    B [..., K, N] int8 in the layout the matmul chooses (load_weights), batch dims
+    broadcasting; a float32 bias [N] (the cpu's int32 bias times the scales) when
+    `bias`; a weight scale per column. Tensors src, weights, bias, dst, and the scales
+    and zero points of `quantization`."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    rank = max(len(a_shape), len(b_shape))
+    if rank > capi.DNNL_MAX_NDIMS:
+        raise Unsupported(f"oneDNN matmul: at most {capi.DNNL_MAX_NDIMS} dimensions")
+    a_shape = (1,) * (rank - len(a_shape)) + a_shape
+    b_shape = (1,) * (rank - len(b_shape)) + b_shape
+    if a_shape[-1] != b_shape[-2]:
+        raise ValueError(f"oneDNN qmatmul: A {list(a_shape)} and B {list(b_shape)} do not "
+                         "multiply")
+    dst_shape = tuple(broadcast_shape(a_shape[:-2], b_shape[:-2])) + (a_shape[-2],
+                                                                       b_shape[-1])
+    a_d = plain_desc(a_shape, src_dtype)
+    b_d = MemoryDesc.with_tag(b_shape, "int8", capi.dnnl_format_tag_any)
+    dst_d = plain_desc(dst_shape, dst_dtype)
+    bias_d = plain_desc((1,) * (rank - 1) + (b_shape[-1],), "float32") if bias else None
+    attr, extra = _quantized_attr(quantization, 1 << (rank - 1), post_ops)
+    pd = capi.PrimitiveDesc.create("dnnl_matmul_primitive_desc_create", capi.library().engine,
+                                   a_d, b_d, bias_d, dst_d, attr)
+    args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
+    plain = {"src": a_d, "weights": plain_desc(b_shape, "int8"), "dst": dst_d}
+    if bias:
+        args["bias"] = capi.DNNL_ARG_BIAS
+        plain["bias"] = bias_d
+    return Kernel("qmatmul", pd, args, plain, extra)
+
+
 def pool2d(src_shape, *, kind: str, size, stride, padding=(0, 0, 0, 0), dilation=(1, 1),
            ceil_mode: bool = False, count_include_pad: bool = False, dtype: str = "float32",
            src="plain", dst="any") -> Kernel:
@@ -583,11 +705,13 @@ def pool2d(src_shape, *, kind: str, size, stride, padding=(0, 0, 0, 0), dilation
     attr, _ = _attr((), dst_shape, dtype)
     pd = capi.PrimitiveDesc.create(
         "dnnl_pooling_forward_primitive_desc_create", capi.library().engine,
-        capi.dnnl_forward_inference, alg, src_d, _desc(dst_shape, dtype, dst), capi.dims(stride), capi.dims(size),
+        capi.dnnl_forward_inference, alg, src_d, _desc(dst_shape, dtype, dst),
+        capi.dims(stride), capi.dims(size),
         capi.dims([d - 1 for d in dilation]), capi.dims((top, left)), capi.dims(ends),
         attr)
     return Kernel(f"{kind}pool2d", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
-                  {"src": plain_desc(src_shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
+                  {"src": plain_desc(src_shape, held(dtype)),
+                   "dst": plain_desc(dst_shape, held(dtype))})
 
 
 def _unary(what, function, shape, dtype, src, dst, before=(), after=(), *, dst_shape=None,
@@ -741,7 +865,8 @@ def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") ->
     pd = capi.PrimitiveDesc.create("dnnl_reduction_primitive_desc_create",
                                    capi.library().engine, alg, src_d, dst_d, p, 0.0, attr)
     return Kernel(f"reduce {name}", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
-                  {"src": plain_desc(shape, held(dtype)), "dst": plain_desc(dst_shape, held(dtype))})
+                  {"src": plain_desc(shape, held(dtype)),
+                   "dst": plain_desc(dst_shape, held(dtype))})
 
 
 def shuffle(shape, axis: int, group_size: int, *, dtype: str = "float32", src="plain",

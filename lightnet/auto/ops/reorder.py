@@ -71,7 +71,7 @@ WEIGHTS_DNNL = OpProto(
     optype="weights_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
-    tensors_in=(TensorArg("src", dtype=(DType.TL_FLOAT,), static=True),),
+    tensors_in=(TensorArg("src", dtype=(DType.TL_FLOAT, DType.TL_INT8), static=True),),
     tensors_out=(TensorArg("dst"),),
     params=(),
     pre_run=weights_dnnl_pre_run,

@@ -275,6 +275,35 @@ def expand_matmul(ctx, target):
     return None
 
 
+def expand_qconv2d(ctx, target):
+    """Lower qconv2d to qconv2d_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        dnnl.int8_exact()
+        and op.ins.weight.dtype.name == "TL_INT8"
+        and not op.given("weight_zero")
+        and (not op.given("bias") or op.ins.bias.static)
+    ):
+        return [b.op("qconv2d_dnnl", like=op)]
+    return None
+
+
+def expand_qmatmul(ctx, target):
+    """Lower qmatmul to qmatmul_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        dnnl.int8_exact()
+        and op.ins.src2.dtype.name == "TL_INT8"
+        and not op.given("src2_zero")
+        and (not op.given("bias") or op.ins.bias.static)
+        and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
+    ):
+        return [b.op("qmatmul_dnnl", like=op)]
+    return None
+
+
 def expand_layernorm(ctx, target):
     """Lower layernorm to layernorm_dnnl."""
     op = OpView(ctx, target)
@@ -1140,6 +1169,8 @@ EXPANDERS = {
     "batchnorm": expand_batchnorm,
     "lrn": expand_lrn,
     "matmul": expand_matmul,
+    "qconv2d": expand_qconv2d,
+    "qmatmul": expand_qmatmul,
     "layernorm": expand_layernorm,
     "channel_shuffle": expand_channel_shuffle,
     "clip": expand_clip,

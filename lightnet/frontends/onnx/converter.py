@@ -23,6 +23,7 @@ from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
 from .graph import (Node, Schema, Val, attribute_value, lnshape, node_problem, onnx_package,
                     pyval, tensor_array)
+from .qdq import fuse_qdq
 
 
 def uniform_value(array: np.ndarray):
@@ -261,7 +262,8 @@ class Converter:
 
     def _fuse(self):
         """Replace the written-out GELU, SiLU, hard swish and layer normalization
-        subgraphs among the nodes left to map by one node each (fusion.py)."""
+        subgraphs among the nodes left to map by one node each (fusion.py), then a QDQ
+        model's quantized convolutions and products (qdq.py)."""
         def rank_of(name):
             info = self.info.get(name)
             return None if info is None or info[1] is None else len(info[1])
@@ -273,8 +275,9 @@ class Converter:
             return name
 
         pending = [n for n in self.nodes if n.index not in self.folded]
-        self.nodes = [n for n in self.nodes if n.index in self.folded] + fuse(
-            pending, self.consts, self.graph_output_names, rank_of, add_const)
+        fused = fuse(pending, self.consts, self.graph_output_names, rank_of, add_const)
+        self.nodes = [n for n in self.nodes if n.index in self.folded] + fuse_qdq(
+            fused, self.consts, self.graph_output_names)
 
     def _try_fold(self, n: Node) -> bool:
         if n.op_type in ("Shape", "Size"):

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-__all__ = ["fuse"]
+__all__ = ["Graph", "fuse"]
 
 # Versions of the nodes made: those the importer maps.
 GELU_VERSION = 20
@@ -35,7 +35,7 @@ HARD_SWISH_VERSION = 14
 LAYER_NORM_VERSION = 17
 
 
-class _Graph:
+class Graph:
     """The nodes still to map, with who produces and who reads each tensor."""
 
     def __init__(self, nodes, consts, protected):
@@ -85,7 +85,7 @@ def _other(node, name):
     return b if a == name else a if b == name else None
 
 
-def _gelu(g: _Graph, erf):
+def _gelu(g: Graph, erf):
     """Erf at the heart of a GELU: the nodes to replace and the Gelu's input."""
     scaled = g.producer.get(erf.inputs[0])
     if scaled is None or not g.internal(erf.inputs[0], erf):
@@ -105,7 +105,7 @@ def _gelu(g: _Graph, erf):
     return None if tail is None else ([scaled, erf, plus] + tail, x)
 
 
-def _half_x_times(g: _Graph, plus, x):
+def _half_x_times(g: Graph, plus, x):
     """The product of x, 0.5 and `plus`'s output (1 + erf, 1 + tanh) in any
     association: its Mul nodes, or None."""
     first = g.only_reader(plus.outputs[0])
@@ -128,7 +128,7 @@ def _half_x_times(g: _Graph, plus, x):
     return None
 
 
-def _scaled_by(g: _Graph, name, reader, value):
+def _scaled_by(g: Graph, name, reader, value):
     """(node, other input) when `name` is made by a Mul of something by the constant
     `value` and read by `reader` alone, else None."""
     mul = g.made_by(name, "Mul")
@@ -139,7 +139,7 @@ def _scaled_by(g: _Graph, name, reader, value):
     return None if other is None else (mul, other)
 
 
-def _gelu_tanh(g: _Graph, tanh):
+def _gelu_tanh(g: Graph, tanh):
     """Tanh at the heart of GPT-2's GELU, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x +
     0.044715 * x ** 3))), its products in any order: the nodes and the Gelu's input."""
     inner = _scaled_by(g, tanh.inputs[0], tanh, math.sqrt(2 / math.pi))
@@ -164,7 +164,7 @@ def _gelu_tanh(g: _Graph, tanh):
     return None if tail is None else ([power, scaled[0], add, inner[0], tanh, plus] + tail, x)
 
 
-def _swish(g: _Graph, sigmoid):
+def _swish(g: Graph, sigmoid):
     """x * Sigmoid(x)."""
     x = sigmoid.inputs[0]
     mul = g.only_reader(sigmoid.outputs[0])
@@ -173,7 +173,7 @@ def _swish(g: _Graph, sigmoid):
     return [sigmoid, mul], x
 
 
-def _hard_swish(g: _Graph, hard_sigmoid):
+def _hard_swish(g: Graph, hard_sigmoid):
     """x * HardSigmoid(x, alpha=1/6, beta=0.5)."""
     x = hard_sigmoid.inputs[0]
     if not (_near(hard_sigmoid.attrs.get("alpha", 0.2), 1 / 6)
@@ -185,7 +185,7 @@ def _hard_swish(g: _Graph, hard_sigmoid):
     return [hard_sigmoid, mul], x
 
 
-def _reduce_axes(g: _Graph, node, rank):
+def _reduce_axes(g: Graph, node, rank):
     """The sorted, non-negative axes of a keepdims ReduceMean, else None."""
     if node.op_type != "ReduceMean" or not node.attrs.get("keepdims", 1):
         return None
@@ -198,7 +198,7 @@ def _reduce_axes(g: _Graph, node, rank):
     return sorted(int(a) % rank for a in axes)
 
 
-def _layernorm(g: _Graph, mean, rank_of):
+def _layernorm(g: Graph, mean, rank_of):
     """ReduceMean(x) at the start of a written-out layer normalization: the nodes,
     x, the normalized axis, epsilon, and the scale and bias names (None: absent)."""
     x = mean.inputs[0]
@@ -250,7 +250,7 @@ def _layernorm(g: _Graph, mean, rank_of):
     return nodes, x, axes[0], epsilon, scale, bias
 
 
-def _affine_constant(g: _Graph, name, width) -> bool:
+def _affine_constant(g: Graph, name, width) -> bool:
     """A float constant that broadcasts over the normalized axes alone."""
     value = g.consts.get(name)
     if value is None or np.asarray(value).dtype.kind != "f":
@@ -268,7 +268,7 @@ def fuse(nodes, consts, protected, rank_of, add_const):
     name (a layer normalization without a scale gets a scale of 1). A fused
     node (a graph.Node) keeps the name, index and outputs of its pattern's last
     node and takes its place."""
-    g = _Graph(nodes, consts, protected)
+    g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
 

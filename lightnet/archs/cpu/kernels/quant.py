@@ -1,0 +1,185 @@
+"""Quantized kernels: quantize, dequantize, and the convolution and matrix product of
+8-bit integers, computing what ONNX's reference does (QuantizeLinear, DequantizeLinear,
+QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger).
+
+The integer products accumulate in float64, which holds every sum of products of
+8-bit values exactly (|sum| < 2^53), so the result is the int32 accumulation ONNX
+specifies while numpy's BLAS does the work (numpy's integer matmul has none).
+Requantization is ONNX's: the accumulator times the float32 multiplier
+src_scale * weight_scale / dst_scale in float64, plus the output zero point, rounded
+half to even and saturated.
+"""
+
+import numpy as np
+
+from lightnet.archs.cpu.kernels.conv import conv2d, conv2d_scratch
+from lightnet.archs.cpu.kernels.scratch import carve
+
+__all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
+           "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_scratch",
+           "qmatmul", "requantize", "qbias", "zero_point_int32"]
+
+
+def per_axis(values, shape, axis: int):
+    """`values` (one value, or one per index of `axis`) shaped to broadcast against a
+    tensor of `shape`; None stays None."""
+    if values is None:
+        return None
+    values = np.reshape(values, -1)
+    if values.size == 1:
+        return values.reshape(())
+    view = [1] * len(shape)
+    view[axis] = values.size
+    return values.reshape(view)
+
+
+def _range(dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def quantize_scratch(shape) -> tuple:
+    """Scratch layout of `quantize`: the float32 quotient before rounding."""
+    return (("q", tuple(shape), np.float32),)
+
+
+def quantize(src, scale, zero, dst, *, axis: int, ws=None) -> None:
+    """dst = saturate(round_half_even(src / scale) + zero) (ONNX QuantizeLinear): `scale`
+    and `zero` (None: 0) one value, or one per index of `axis`."""
+    q = carve(None, quantize_scratch(src.shape))["q"] if ws is None else ws["q"]
+    np.divide(src, per_axis(scale, src.shape, axis), out=q)
+    np.rint(q, out=q)
+    if zero is not None:
+        np.add(q, per_axis(zero, src.shape, axis), out=q)
+    lo, hi = _range(dst.dtype)
+    np.clip(q, lo, hi, out=q)
+    np.copyto(dst, q, casting="unsafe")
+
+
+def dequantize(src, scale, zero, dst, *, axis: int) -> None:
+    """dst = (src - zero) * scale in float32 (ONNX DequantizeLinear); `scale` and
+    `zero` (None: 0) one value, or one per index of `axis`."""
+    if zero is None:
+        np.copyto(dst, src, casting="unsafe")
+    else:
+        np.subtract(src, per_axis(zero, src.shape, axis), out=dst, dtype=dst.dtype,
+                    casting="unsafe")
+    np.multiply(dst, per_axis(scale, src.shape, axis), out=dst)
+
+
+def qweight(weight, zero, axis: int) -> np.ndarray:
+    """weight - zero (per index of `axis` or one value) in float64: what the products
+    read, prepared once at load."""
+    w = np.asarray(weight, dtype=np.float64)
+    if zero is not None:
+        w = w - per_axis(np.asarray(zero, dtype=np.float64), w.shape, axis)
+    return np.ascontiguousarray(w)
+
+
+def qmultiplier(src_scale, weight_scale, dst_scale):
+    """The float32 factor taking an accumulator to the output: src_scale * weight_scale
+    / dst_scale (without dst_scale: to a float output), as ONNX's reference computes it;
+    None for an int32 output (no scales)."""
+    if src_scale is None:
+        return None
+    m = np.multiply(np.reshape(src_scale, -1), np.reshape(weight_scale, -1),
+                    dtype=np.float32)
+    if dst_scale is not None:
+        m = np.divide(m, np.reshape(dst_scale, -1), dtype=np.float32)
+    return m
+
+
+def requantize(acc, dst, multiplier, zero, *, axis: int, activation: str = "none") -> None:
+    """dst from the accumulator `acc` (float64, exact integers; overwritten): acc itself
+    for an int32 dst; acc * multiplier for a float dst; else saturate(round_half_even(
+    acc * multiplier) + zero). `multiplier` is one value or one per index of `axis`; a
+    relu `activation` clamps the scaled value at 0 before the zero point is added."""
+    if multiplier is not None:
+        np.multiply(acc, per_axis(multiplier, acc.shape, axis), out=acc)
+    if activation == "relu":
+        np.maximum(acc, 0, out=acc)
+    if dst.dtype.kind == "f" or dst.dtype == np.int32:
+        np.copyto(dst, acc, casting="unsafe")
+        return
+    if zero is not None:
+        np.add(acc, np.reshape(zero, ()), out=acc)
+    lo, hi = _range(dst.dtype)
+    np.clip(acc, lo, hi, out=acc)
+    np.rint(acc, out=acc)
+    np.copyto(dst, acc, casting="unsafe")
+
+
+def qconv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding) -> tuple:
+    """Scratch layout of `qconv2d`: the source minus its zero point and the
+    accumulator (float64), then conv2d's im2col buffers in float64."""
+    return ((("x", tuple(src_shape), np.float64), ("acc", tuple(dst_shape), np.float64))
+            + conv2d_scratch(src_shape, weight_shape, dst_shape, stride=stride,
+                             padding=padding, dtype=np.float64))
+
+
+def qconv2d_workspace(src_shape, weight_shape, dst_shape, *, stride, padding,
+                      scratch=None) -> dict:
+    return carve(scratch, qconv2d_scratch(src_shape, weight_shape, dst_shape, stride=stride,
+                                          padding=padding))
+
+
+def qconv2d(src, src_zero, weight, bias, dst, *, multiplier, dst_zero, group, stride,
+            padding, dilation, activation="none", ws=None) -> None:
+    """Quantized 2-D convolution (ONNX QLinearConv / ConvInteger): acc = conv(src -
+    src_zero, weight) + bias, the padding reading 0 after the zero point is taken off;
+    `weight` is qweight's (its zero point taken off, float64); then requantize."""
+    if ws is None:
+        ws = qconv2d_workspace(src.shape, weight.shape, dst.shape, stride=stride,
+                               padding=padding)
+    x, acc = ws["x"], ws["acc"]
+    if src_zero is None:
+        np.copyto(x, src)
+    else:
+        np.subtract(src, np.reshape(src_zero, ()), out=x, dtype=np.float64)
+    conv2d(x, weight, None, acc, group=group, stride=stride, padding=padding,
+           dilation=dilation, ws=ws)
+    if bias is not None:
+        np.add(acc, np.reshape(bias, (1, -1, 1, 1)), out=acc)
+    requantize(acc, dst, multiplier, dst_zero, axis=1, activation=activation)
+
+
+def qmatmul_scratch(a_shape, dst_shape) -> tuple:
+    """Scratch layout of `qmatmul`: A minus its zero point and the accumulator
+    (float64)."""
+    return (("a", tuple(a_shape), np.float64), ("acc", tuple(dst_shape), np.float64))
+
+
+def qmatmul(src1, src1_zero, src2, bias, dst, *, multiplier, dst_zero, activation="none",
+            ws=None) -> None:
+    """Quantized matrix product (ONNX QLinearMatMul / MatMulInteger, and a quantized
+    Gemm): acc = (A - src1_zero) @ B + bias, B being qweight's (its zero point, per
+    column or one, taken off; float64), stacks of matrices broadcasting as numpy's
+    matmul; then requantize, per column."""
+    if ws is None:
+        ws = carve(None, qmatmul_scratch(src1.shape, dst.shape))
+    a, acc = ws["a"], ws["acc"]
+    if src1_zero is None:
+        np.copyto(a, src1)
+    else:
+        np.subtract(src1, np.reshape(src1_zero, ()), out=a, dtype=np.float64)
+    np.matmul(a, src2, out=acc)
+    if bias is not None:
+        np.add(acc, bias, out=acc)
+    requantize(acc, dst, multiplier, dst_zero, axis=acc.ndim - 1, activation=activation)
+
+
+def qbias(bias, src_scale, weight_scale):
+    """An int32 bias in float32, times src_scale * weight_scale (per output channel):
+    what oneDNN adds after scaling the accumulator; None for None."""
+    if bias is None:
+        return None
+    if src_scale is None:
+        return np.asarray(bias, dtype=np.float32)
+    scale = np.multiply(np.reshape(src_scale, -1), np.reshape(weight_scale, -1),
+                        dtype=np.float32)
+    return np.multiply(bias, scale, dtype=np.float32)
+
+
+def zero_point_int32(zero):
+    """An 8-bit zero point as int32 (how oneDNN takes it); None for None."""
+    return None if zero is None else np.asarray(zero, dtype=np.int32).reshape(-1)

@@ -1,0 +1,257 @@
+"""Quantization: QuantizeLinear, DequantizeLinear, the QOperator forms QLinearConv,
+ConvInteger, QLinearMatMul and MatMulInteger, and the quantized convolution and product
+(`lightnet.QConv`, `lightnet.QGemm`) that qdq.py makes of a QDQ model's
+DequantizeLinear - Conv / MatMul / Gemm - QuantizeLinear.
+
+A quantized convolution or product reads its weight, scales and zero points as constants
+(LightNet prepares the weight once, at load); its activation zero points are one value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lightnet.ir.shapes import matmul_shape
+from lightnet.ir.tensor import DType
+
+from ..dispatch import handler
+from ..dtypes import BFLOAT16, FLOAT, FLOAT16, tl_dtype, to_tl_array, type_name
+from ..errors import Unsupported
+from ..graph import Node, Val
+from .conv import _spatial_params
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+QUANTIZED = ("TL_UINT8", "TL_INT8", "TL_UINT16", "TL_INT16")
+DEQUANTIZED = QUANTIZED + ("TL_INT32",)
+EIGHT_BIT = ("TL_UINT8", "TL_INT8")
+VERSIONS = (10, 13, 19, 21, 23, 24, 25, 28)
+
+
+def _per_axis(c: Converter, scale: Val, x: Val, axis: int) -> int:
+    """The axis param of a quantize / dequantize of `x`: ONNX's axis, made
+    non-negative, for a scale per index of it (any in-range value for one scale)."""
+    if math.prod(scale.shape) == 1 or not x.rank:
+        return 0
+    if not -x.rank <= axis < x.rank:
+        raise Unsupported(f"axis {axis} of a rank-{x.rank} input")
+    return axis % x.rank
+
+
+def _float_scale(c: Converter, name: str, what: str) -> Val:
+    scale = c.val(name)
+    if scale.dtype != "TL_FLOAT":
+        raise Unsupported(f"{what} of dtype {scale.dtype} (only float, float16, bfloat16)")
+    return scale
+
+
+@handler("QuantizeLinear", *VERSIONS)
+def quantize_linear(c: Converter, n: Node, *, axis=1, block_size=0, output_dtype=0,
+                    precision=0, saturate=1):
+    # saturate only concerns float8 outputs, which LightNet has no dtype for.
+    x = c.val(n.input(0))
+    if x.dtype != "TL_FLOAT":
+        raise Unsupported(f"QuantizeLinear input of dtype {x.dtype} (only float)")
+    if block_size:
+        raise Unsupported("blocked quantization (block_size)")
+    if precision not in (0, FLOAT):
+        raise Unsupported(f"precision {type_name(precision)}")
+    scale = _float_scale(c, n.input(1), "y_scale")
+    zero = c.val(n.input(2)) if n.has_input(2) else None
+    if zero is not None:
+        dtype = zero.dtype
+    else:
+        dtype = tl_dtype(output_dtype, "output_dtype") if output_dtype else "TL_UINT8"
+    if dtype not in QUANTIZED:
+        raise Unsupported(f"quantizing to {dtype} (LightNet quantizes to "
+                          f"{', '.join(QUANTIZED)})")
+    c.emit("quantize", {"src": x, "scale": scale, "zero": zero},
+           {"axis": _per_axis(c, scale, x, axis), "dtype": dtype}, dtype, x.shape,
+           **n.as_output)
+
+
+@handler("DequantizeLinear", *VERSIONS)
+def dequantize_linear(c: Converter, n: Node, *, axis=1, block_size=0, output_dtype=0):
+    x = c.val(n.input(0))
+    if x.dtype not in DEQUANTIZED:
+        raise Unsupported(f"DequantizeLinear input of dtype {x.dtype} (LightNet dequantizes "
+                          f"{', '.join(DEQUANTIZED)})")
+    if block_size:
+        raise Unsupported("blocked quantization (block_size)")
+    if output_dtype not in (0, FLOAT, FLOAT16, BFLOAT16):
+        raise Unsupported(f"output_dtype {type_name(output_dtype)}")
+    scale = _float_scale(c, n.input(1), "x_scale")
+    zero = c.val(n.input(2)) if n.has_input(2) else None
+    c.emit("dequantize", {"src": x, "scale": scale, "zero": zero},
+           {"axis": _per_axis(c, scale, x, axis)}, "TL_FLOAT", x.shape, **n.as_output)
+
+
+# Quantized convolution and product -----------------------------------------------------------
+
+def _static(c: Converter, name: str, what: str, shape=None) -> Val | None:
+    """ONNX tensor `name`, which must be a constant, as a LightNet constant (reshaped
+    to `shape` when given); None for an absent optional input."""
+    if not name:
+        return None
+    value = c.const(name, what)
+    if shape is None or tuple(shape) == tuple(value.shape):
+        return c.val(name)
+    array = to_tl_array(np.reshape(value, shape), f"constant '{name}'")
+    return c.tensor_const(array, DType.from_numpy(array.dtype).name, name)
+
+
+def _zero(c: Converter, name: str, what: str) -> Val | None:
+    """An activation's zero point: one value."""
+    zero = _static(c, name, what)
+    if zero is not None and math.prod(zero.shape) != 1:
+        raise Unsupported(f"{what} of shape {list(zero.shape)} (one zero point per tensor)")
+    return zero
+
+
+def _weight_zero(c: Converter, name: str, what: str) -> Val | None:
+    """A weight's zero point; None when it is 0 (symmetric weights, which oneDNN takes)."""
+    if name and not np.any(c.const(name, what)):
+        return None
+    return _static(c, name, what)
+
+
+def _eight_bit(v: Val, what: str):
+    if v.dtype not in EIGHT_BIT:
+        raise Unsupported(f"{what} of dtype {v.dtype} (only uint8 and int8)")
+
+
+def _out_dtype(c: Converter, y_scale: str, y_zero: str, x: Val) -> str:
+    """The dtype of a quantized convolution's or product's output: y_zero_point's, the
+    input's without one (ONNX's reference), float without a y_scale (a QDQ operator
+    whose output is no QuantizeLinear's input)."""
+    if not y_scale:
+        return "TL_FLOAT"
+    dtype = c.val(y_zero).dtype if y_zero else x.dtype
+    if dtype not in EIGHT_BIT:
+        raise Unsupported(f"a quantized output of dtype {dtype} (only uint8 and int8)")
+    return dtype
+
+
+def qconv(c: Converter, n: Node, inputs: list[str], *, dtype: str, activation: str = "none",
+          auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+          strides=None):
+    """A qconv2d from the ONNX tensors `inputs`: x, x_scale, x_zero_point, w, w_scale,
+    w_zero_point, y_scale, y_zero_point, B (QLinearConv's order; "" where absent)."""
+    x_name, xs, xz, w_name, ws, wz, ys, yz, b_name = (inputs + [""] * 9)[:9]
+    x = c.val(x_name)
+    _eight_bit(x, "the quantized convolution's input")
+    if x.rank not in (3, 4):
+        raise Unsupported(f"{x.rank - 2}-D convolution (only 1-D and 2-D)")
+    k = x.rank - 2
+    weight = c.const(w_name, "w")
+    strides, dilations, pads, autopad, kernel = _spatial_params(
+        k, kernel_shape or weight.shape[2:], strides, dilations, pads, auto_pad)
+    if k == 1:
+        x = c.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
+    w = _static(c, w_name, "w", weight.shape[:2] + (1,) * (k == 1) + weight.shape[2:])
+    _eight_bit(w, "the quantized convolution's weight")
+    ins = {"src": x, "weight": w, "bias": c.val(b_name) if b_name else None,
+           "src_scale": _static(c, xs, "x_scale"), "src_zero": _zero(c, xz, "x_zero_point"),
+           "weight_scale": _static(c, ws, "w_scale"),
+           "weight_zero": _weight_zero(c, wz, "w_zero_point"),
+           "dst_scale": _static(c, ys, "y_scale"), "dst_zero": _zero(c, yz, "y_zero_point")}
+    params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
+              "padding": pads, "autopad": autopad, "dtype": dtype, "activation": activation}
+    shape = c.out_shape(n)
+    if k == 1:
+        y = c.emit("qconv2d", ins, params, dtype, shape[:2] + (1,) + shape[2:],
+                   hint=n.outputs[0])
+        c.reshape(y, shape, out=n.outputs[0])
+    else:
+        c.emit("qconv2d", ins, params, dtype, shape, **n.as_output)
+
+
+def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=False,
+            activation: str = "none"):
+    """A qmatmul from the ONNX tensors `inputs`: a, a_scale, a_zero_point, b, b_scale,
+    b_zero_point, y_scale, y_zero_point, bias ("" where absent); numpy matmul's
+    shapes, B transposed first when `trans_b` (a Gemm's)."""
+    a_name, as_, az, b_name, bs, bz, ys, yz, bias = (inputs + [""] * 9)[:9]
+    a = c.val(a_name)
+    _eight_bit(a, "the quantized product's A")
+    b_value = c.const(b_name, "B")
+    if trans_b:
+        b_value = np.swapaxes(b_value, -1, -2)
+    if b_value.ndim == 1:
+        b_value = b_value.reshape(-1, 1)
+    if trans_b or b_value.shape != c.const(b_name).shape:
+        array = to_tl_array(np.ascontiguousarray(b_value), f"constant '{b_name}'")
+        b = c.tensor_const(array, DType.from_numpy(array.dtype).name, b_name)
+    else:
+        b = c.val(b_name)
+    _eight_bit(b, "the quantized product's B")
+    shape = c.out_shape(n)
+    if a.rank == 1:
+        a = c.reshape(a, (1,) + a.shape)
+    if b.rank == 2:
+        a = c.reshape(a, (math.prod(a.shape[:-1]), a.shape[-1]))
+    ins = {"src1": a, "src2": b, "bias": c.val(bias) if bias else None,
+           "src1_scale": _static(c, as_, "a_scale"), "src1_zero": _zero(c, az, "a_zero_point"),
+           "src2_scale": _static(c, bs, "b_scale"),
+           "src2_zero": _weight_zero(c, bz, "b_zero_point"),
+           "dst_scale": _static(c, ys, "y_scale"), "dst_zero": _zero(c, yz, "y_zero_point")}
+    params = {"dtype": dtype, "activation": activation}
+    product = matmul_shape(a.shape, b.shape)
+    if product == tuple(shape):
+        c.emit("qmatmul", ins, params, dtype, shape, **n.as_output)
+        return
+    y = c.emit("qmatmul", ins, params, dtype, product, hint=n.outputs[0])
+    c.reshape(y, shape, out=n.outputs[0])
+
+
+@handler("QLinearConv", 10)
+def qlinear_conv(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+    x = c.val(n.input(0))
+    qconv(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), x), auto_pad=auto_pad,
+          dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+          strides=strides)
+
+
+@handler("ConvInteger", 10)
+def conv_integer(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+    x, w, xz, wz = (n.inputs + [""] * 4)[:4]
+    qconv(c, n, [x, "", xz, w, "", wz, "", "", ""], dtype="TL_INT32", auto_pad=auto_pad,
+          dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+          strides=strides)
+
+
+@handler("QLinearMatMul", 10, 21)
+def qlinear_matmul(c: Converter, n: Node):
+    a = c.val(n.input(0))
+    qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a))
+
+
+@handler("MatMulInteger", 10)
+def matmul_integer(c: Converter, n: Node):
+    a, b, az, bz = (n.inputs + [""] * 4)[:4]
+    qmatmul(c, n, [a, "", az, b, "", bz, "", "", ""], dtype="TL_INT32")
+
+
+@handler("lightnet.QConv", 1)
+def qdq_conv(c: Converter, n: Node, *, activation="none", auto_pad="NOTSET", dilations=None,
+             group=1, kernel_shape=None, pads=None, strides=None):
+    """QLinearConv with a float output when it has no y_scale, and a fused relu (qdq.py)."""
+    x = c.val(n.input(0))
+    qconv(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), x),
+          activation=activation, auto_pad=auto_pad, dilations=dilations, group=group,
+          kernel_shape=kernel_shape, pads=pads, strides=strides)
+
+
+@handler("lightnet.QGemm", 1)
+def qdq_gemm(c: Converter, n: Node, *, activation="none", transB=0):  # noqa: N803
+    """QLinearMatMul with a bias (input 8), B transposed when transB, a float output
+    when it has no y_scale, and a fused relu (qdq.py)."""
+    a = c.val(n.input(0))
+    qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a),
+            trans_b=bool(transB), activation=activation)

@@ -1,0 +1,175 @@
+"""QDQ models (ONNX Runtime's quantize_static, NNCF): a convolution or matrix product
+between DequantizeLinear and QuantizeLinear nodes made one quantized operator before
+the nodes are mapped, so that it computes on the 8-bit integers instead of a float
+operator between two conversions:
+
+    DequantizeLinear(xq) ---------------\\
+    DequantizeLinear(wq, constant) ------ Conv / MatMul / Gemm [- Relu] - QuantizeLinear
+    DequantizeLinear(bias, int32) ------/
+
+becomes a `lightnet.QConv` (QLinearConv's inputs, a fused relu) or a `lightnet.QGemm`
+(QLinearMatMul's inputs and a bias, B transposed when the Gemm's is), mapped by
+handlers/quantize.py. Without a QuantizeLinear after it, the operator still reads the
+integers and writes float (its output a float op reads). A pattern is taken when the
+activation is per-tensor 8-bit with a constant scale and zero point, the weight a
+constant per-tensor or per-output-channel 8-bit tensor, the bias (if any) int32 with
+zero points 0 and the scale x_scale * w_scale (the accumulator's), and the Gemm
+computes A @ B (+ C) (transA 0, alpha 1, beta 1). Everything else of a QDQ graph (a
+Relu, MaxPool or Add between QuantizeLinear / DequantizeLinear pairs) runs as it is
+written: dequantized, in float, and quantized again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .fusion import Graph
+
+__all__ = ["fuse_qdq"]
+
+# The version of the nodes made: the one their handlers take.
+VERSION = 1
+_EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def _dequantize(g: Graph, name: str, reader):
+    """The DequantizeLinear node making `name` with a constant scale and zero point
+    (data, scale, zero point names), when only `reader` reads its output; else None."""
+    d = g.made_by(name, "DequantizeLinear")
+    if d is None or d.attrs.get("block_size") or not g.internal(name, reader):
+        return None
+    scale, zero = d.input(1), d.input(2)
+    if scale not in g.consts or not zero or zero not in g.consts:
+        return None
+    return d
+
+
+def _activation(g: Graph, name: str, reader):
+    """(its quantized tensor, scale, zero point) of activation `name`, a per-tensor 8-bit
+    DequantizeLinear's output, or None. Other nodes may read it too: each then reads it
+    dequantized."""
+    d = g.made_by(name, "DequantizeLinear")
+    if d is None or d.attrs.get("block_size"):
+        return None
+    scale, zero = d.input(1), d.input(2)
+    if scale not in g.consts or not zero or zero not in g.consts:
+        return None
+    if g.consts[scale].size != 1 or g.consts[zero].dtype not in _EIGHT_BIT:
+        return None
+    return [d.input(0), scale, zero]
+
+
+def _weight(g: Graph, name: str, reader, channel_axis: int):
+    """(weight, scale, zero point) of a constant 8-bit weight dequantized per tensor or
+    along `channel_axis` (the output channels), or None."""
+    d = _dequantize(g, name, reader)
+    if d is None or d.input(0) not in g.consts:
+        return None
+    data, scale = g.consts[d.input(0)], g.consts[d.input(1)]
+    if data.dtype not in _EIGHT_BIT:
+        return None
+    axis = d.attrs.get("axis", 1) % max(data.ndim, 1)
+    if scale.size != 1 and (scale.ndim != 1 or axis != channel_axis):
+        return None
+    return [d.input(0), d.input(1), d.input(2)]
+
+
+def _bias(g: Graph, name: str, reader, x_scale: str, w_scale: str):
+    """The int32 tensor a DequantizeLinear of the accumulator's scale (x_scale *
+    w_scale) and zero point 0 makes bias `name` of, or None."""
+    d = _dequantize(g, name, reader)
+    if d is None or d.input(0) not in g.consts:
+        return None
+    data = g.consts[d.input(0)]
+    if data.dtype != np.int32 or data.ndim != 1:
+        return None
+    scale = g.consts[d.input(1)]
+    expected = np.multiply(g.consts[x_scale], g.consts[w_scale], dtype=np.float32)
+    zero = g.consts[d.input(2)]
+    if np.any(zero) or np.size(scale) not in (1, data.size):
+        return None
+    if not np.allclose(np.reshape(scale, -1), np.reshape(expected, -1), rtol=1e-6, atol=0):
+        return None
+    return d.input(0)
+
+
+def _output(g: Graph, node):
+    """(the QuantizeLinear node taking `node`'s output, or None; whether a Relu lies
+    between; the nodes the fused operator replaces)."""
+    out = node.outputs[0]
+    reader = g.only_reader(out)
+    relu = reader is not None and reader.op_type == "Relu"
+    if relu:
+        reader = g.only_reader(reader.outputs[0])
+    if reader is None or reader.op_type != "QuantizeLinear" or reader.attrs.get("block_size"):
+        return None, False, [node]
+    scale, zero = reader.input(1), reader.input(2)
+    if (scale not in g.consts or g.consts[scale].size != 1 or not zero
+            or zero not in g.consts or g.consts[zero].dtype not in _EIGHT_BIT):
+        return None, False, [node]
+    return reader, relu, [node] + ([g.only_reader(out)] if relu else []) + [reader]
+
+
+def _fused(g: Graph, node):
+    """(op type, inputs, attributes, the nodes replaced) of the quantized operator
+    `node` (a Conv, MatMul or Gemm) becomes, or None."""
+    attrs = dict(node.attrs)
+    if node.op_type == "Gemm":
+        if attrs.pop("transA", 0) or attrs.pop("alpha", 1.0) != 1.0:
+            return None
+        if attrs.pop("beta", 1.0) != 1.0 and node.has_input(2):
+            return None
+        attrs.pop("broadcast", None)
+        trans_b = attrs.pop("transB", 0)
+        if attrs:
+            return None
+        attrs = {"transB": trans_b}
+        channel_axis = 0 if trans_b else 1
+    elif node.op_type == "MatMul":
+        channel_axis = 1
+    else:
+        channel_axis = 0
+    x = _activation(g, node.input(0), node)
+    w = _weight(g, node.input(1), node, channel_axis)
+    if x is None or w is None:
+        return None
+    if node.op_type != "Conv" and g.consts[w[0]].ndim != 2:
+        return None
+    bias = ""
+    if node.op_type != "MatMul" and node.has_input(2):
+        bias = _bias(g, node.input(2), node, x[1], w[1])
+        if bias is None:
+            return None
+    quantize, relu, replaced = _output(g, node)
+    y = [quantize.input(1), quantize.input(2)] if quantize else ["", ""]
+    if relu:
+        attrs["activation"] = "relu"
+    op_type = "lightnet.QConv" if node.op_type == "Conv" else "lightnet.QGemm"
+    return op_type, x + w + y + [bias], attrs, replaced
+
+
+def fuse_qdq(nodes, consts, protected):
+    """`nodes` (in graph order) with every quantized convolution and product of a QDQ
+    model made one node (see the module docstring); `consts` maps names to constant
+    values, `protected` names the graph outputs. The fused node keeps the name, index and
+    outputs of the last node it replaces (the QuantizeLinear), and takes its place."""
+    g = Graph(nodes, consts, protected)
+    removed: set[int] = set()
+    replacement: dict[int, object] = {}
+    for n in g.nodes:
+        if n.op_type not in ("Conv", "MatMul", "Gemm") or id(n) in removed:
+            continue
+        found = _fused(g, n)
+        if found is None:
+            continue
+        op_type, inputs, attrs, replaced = found
+        if any(id(r) in removed for r in replaced):
+            continue
+        removed.update(id(r) for r in replaced)
+        last = replaced[-1]
+        replacement[id(last)] = dataclasses.replace(
+            last, op_type=op_type, version=VERSION, inputs=inputs, attrs=attrs)
+    return [replacement.get(id(n), n) for n in g.nodes
+            if id(n) not in removed or id(n) in replacement]

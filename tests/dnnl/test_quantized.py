@@ -1,0 +1,119 @@
+"""The dnnl int8 ops (qconv2d_dnnl, qmatmul_dnnl) against their cpu variants, which compute
+ONNX's integer arithmetic exactly: integer outputs equal, requantized ones within one
+step, float ones to float32 rounding; oneDNN's int8 kernels, never its reference ones.
+
+Below VNNI oneDNN adds pairs of u8 x s8 products in int16 with saturation, so the dnnl
+expanders keep quantized ops on the cpu there (ops.int8_exact); these tests lower them
+anyway, on uint8 sources and weights within 7 bits, which those kernels sum exactly."""
+
+import numpy as np
+import pytest
+
+from lightnet.archs.dnnl import capi
+from lightnet.archs.dnnl import ops as dnnl_ops
+from tests.helpers import compiled, run
+from tests.irbuild import create_op, input_op, op
+
+pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
+                                reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
+
+
+@pytest.fixture
+def int8_on_dnnl(monkeypatch):
+    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
+
+
+def _model(optype, src, statics: dict, params: dict) -> dict:
+    first = "src" if optype == "qconv2d" else "src1"
+    ops = [input_op(first, src)]
+    ops += [create_op(arg, value) for arg, value in statics.items()]
+    ins = {first: first, **{arg: arg for arg in statics}}
+    ops.append(op("q", optype, ins, {"dst": "out"}, **params))
+    return {"ops": ops}
+
+
+def _compare(optype, src, statics, params):
+    doc = _model(optype, src, statics, params)
+    feeds = {"src" if optype == "qconv2d" else "src1": src}
+    want = run(compiled(doc, load=True), feeds)["out"]
+    ctx = compiled(doc, "dnnl", load=True)
+    assert not ctx.refused, ctx.refused  # oneDNN had only its reference kernel for it
+    dnnl_op = next(o for o in ctx.ops if o.optype == f"{optype}_dnnl")
+    impl = dnnl_op.values["call"].impl_info
+    assert not impl.startswith("ref"), impl
+    got = run(ctx, feeds)["out"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    elif got.dtype == np.int32:
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+        assert np.mean(got != want) < 0.01  # a rounding at a tie, rarely
+
+
+def _scales(rng, dtype, channels, per_channel):
+    statics = {"src_scale": np.array([0.02], np.float32),
+               "weight_scale": rng.uniform(0.001, 0.01, channels if per_channel else 1)
+               .astype(np.float32)}
+    if dtype in ("TL_UINT8", "TL_INT8"):
+        statics["dst_scale"] = np.array([0.05], np.float32)
+        zero = 128 if dtype == "TL_UINT8" else -3
+        statics["dst_zero"] = np.array([zero], np.uint8 if dtype == "TL_UINT8" else np.int8)
+    return statics
+
+
+CONVS = [  # (n, c, h, w, o, k, group, stride, padding, dilation)
+    (1, 8, 10, 10, 16, 3, 1, 1, 1, 1),
+    (2, 3, 11, 9, 8, 3, 1, 2, 1, 1),
+    (1, 16, 8, 8, 16, 3, 16, 1, 1, 1),
+    (1, 16, 9, 9, 16, 1, 2, 1, 0, 1),
+    (1, 8, 12, 12, 8, 3, 1, 1, 2, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"])
+@pytest.mark.parametrize("geometry", CONVS, ids=str)
+def test_qconv2d_matches_cpu(int8_on_dnnl, geometry, dtype):
+    n, c, h, w, o, k, group, stride, padding, dilation = geometry
+    rng = np.random.default_rng(sum(geometry))
+    src = rng.integers(0, 256, (n, c, h, w)).astype(np.uint8)
+    statics = {"weight": rng.integers(-64, 64, (o, c // group, k, k)).astype(np.int8),
+               "bias": rng.integers(-2000, 2000, o).astype(np.int32),
+               "src_zero": np.array([120], np.uint8)}
+    if dtype != "TL_INT32":
+        statics.update(_scales(rng, dtype, o, per_channel=group % 2 == 0 or o % 2 == 0))
+    params = {"size": [k, k], "group": group, "stride": [stride] * 2,
+              "padding": [padding] * 4, "dilation": [dilation] * 2, "dtype": dtype,
+              "activation": "relu" if dtype == "TL_UINT8" else "none"}
+    _compare("qconv2d", src, statics, params)
+
+
+@pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"])
+@pytest.mark.parametrize("shapes", [((6, 16), (16, 12)), ((2, 3, 8), (8, 5)),
+                                    ((2, 3, 8), (2, 8, 5))], ids=str)
+def test_qmatmul_matches_cpu(int8_on_dnnl, shapes, dtype):
+    a_shape, b_shape = shapes
+    rng = np.random.default_rng(len(a_shape) + len(b_shape))
+    src = rng.integers(0, 256, a_shape).astype(np.uint8)
+    statics = {"src2": rng.integers(-64, 64, b_shape).astype(np.int8),
+               "bias": rng.integers(-2000, 2000, b_shape[-1]).astype(np.int32),
+               "src1_zero": np.array([100], np.uint8)}
+    if dtype != "TL_INT32":
+        scales = _scales(rng, dtype, b_shape[-1], per_channel=True)
+        statics.update({"src1_scale": scales.pop("src_scale"),
+                        "src2_scale": scales.pop("weight_scale"), **scales})
+    params = {"dtype": dtype, "activation": "relu" if dtype == "TL_FLOAT" else "none"}
+    _compare("qmatmul", src, statics, params)
+
+
+def test_quantized_ops_stay_on_cpu_where_int8_sums_saturate():
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, (1, 4, 6, 6)).astype(np.uint8)
+    statics = {"weight": rng.integers(-128, 128, (4, 4, 3, 3)).astype(np.int8),
+               "src_scale": np.array([0.02], np.float32),
+               "weight_scale": np.array([0.01], np.float32)}
+    ctx = compiled(_model("qconv2d", src, statics, {"size": [3, 3], "dtype": "TL_FLOAT"}),
+                   "dnnl")
+    expected = "qconv2d_dnnl" if dnnl_ops.int8_exact() else "qconv2d_cpu"
+    assert expected in [o.optype for o in ctx.ops]

@@ -1,0 +1,88 @@
+"""Small float models quantized by ONNX Runtime's quantize_static into QDQ models, for
+the tests of quantized import (test_onnx_quantized.py): a conv-relu-conv, a ResNet-style
+block and a matrix-product model, with the inputs they were calibrated on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.frontends.onnxutil import init, model
+
+
+def _weights(rng, shape, scale=0.3):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def conv_relu_conv(rng):
+    """x [1, 3, 12, 12] -> Conv 3x3 (8) -> Relu -> Conv 3x3 stride 2 (4) -> y."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], pads=[1, 1, 1, 1],
+                              strides=[2, 2])]
+    inits = [init("w1", _weights(rng, (8, 3, 3, 3))), init("b1", _weights(rng, (8,))),
+             init("w2", _weights(rng, (4, 8, 3, 3))), init("b2", _weights(rng, (4,)))]
+    return model(nodes, [("x", [1, 3, 12, 12])], [("y", [1, 4, 6, 6])], inits), (1, 3, 12, 12)
+
+
+def resnet_block(rng):
+    """x [1, 8, 10, 10] -> Conv 3x3 - Relu - Conv 3x3, plus x, Relu, then a depthwise
+    Conv 3x3 and a MaxPool 2x2 -> y (a ResNet basic block and a MobileNet-style tail)."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1],
+                              group=8),
+             helper.make_node("MaxPool", ["c3"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    inits = [init("w1", _weights(rng, (8, 8, 3, 3), 0.2)), init("b1", _weights(rng, (8,))),
+             init("w2", _weights(rng, (8, 8, 3, 3), 0.2)), init("b2", _weights(rng, (8,))),
+             init("w3", _weights(rng, (8, 1, 3, 3))), init("b3", _weights(rng, (8,)))]
+    return model(nodes, [("x", [1, 8, 10, 10])], [("y", [1, 8, 5, 5])], inits), (1, 8, 10, 10)
+
+
+def matmul_model(rng):
+    """x [6, 16] -> Gemm (transB, a bias) -> Relu -> MatMul [12, 5] -> y."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["g"], transB=1),
+             helper.make_node("Relu", ["g"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    inits = [init("w1", _weights(rng, (12, 16))), init("b1", _weights(rng, (12,))),
+             init("w2", _weights(rng, (12, 5)))]
+    return model(nodes, [("x", [6, 16])], [("y", [6, 5])], inits), (6, 16)
+
+
+def quantized(build, tmp_path, *, activation="int8", per_channel=True, reduce_range=False,
+              seed=0):
+    """(the QDQ model, calibration-like inputs to run it on): the float model `build`
+    makes, quantized by quantize_static (QDQ format, s8 weights per channel or per tensor,
+    7-bit with `reduce_range`, `activation` int8 or uint8) on 8 random inputs."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    import onnx
+
+    rng = np.random.default_rng(seed)
+    float_model, shape = build(rng)
+    inputs = [rng.standard_normal(shape).astype(np.float32) for _ in range(8)]
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": x} for x in inputs])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(float_model, src)
+    quantization.quantize_static(
+        str(src), str(dst), Reader(),
+        quant_format=quantization.QuantFormat.QDQ,
+        per_channel=per_channel, reduce_range=reduce_range, weight_type=quantization.QuantType.QInt8,
+        activation_type=(quantization.QuantType.QInt8 if activation == "int8"
+                         else quantization.QuantType.QUInt8))
+    return onnx.load(dst), inputs

@@ -1,0 +1,183 @@
+"""Quantized ONNX models: QDQ models made by ONNX Runtime's quantize_static (qdqmodels.py)
+import as quantized operators and compute what ONNX Runtime computes, on cpu and dnnl.
+
+ONNX Runtime runs a QDQ model two ways: as written (graph optimizations off: each
+DequantizeLinear, the float Conv, each QuantizeLinear), which is ONNX's semantics, and
+optimized into its int8 kernels, whose u8 x s8 products on AVX2 without VNNI add pairs in
+int16 and saturate with full-range weights (quantize_static's reduce_range exists for
+that). LightNet is compared with the first on full-range weights, and with the second on
+reduce_range weights, where both are exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lightnet import Session
+from lightnet.frontends import onnx as onnx2ln
+from tests.frontends import qdqmodels
+
+MODELS = {"conv_relu_conv": qdqmodels.conv_relu_conv, "resnet_block": qdqmodels.resnet_block,
+          "matmul": qdqmodels.matmul_model}
+# The ops each model is made of once imported: every Conv, Gemm and MatMul quantized.
+QUANTIZED_OPS = {"conv_relu_conv": {"qconv2d": 2, "conv2d": 0},
+                 "resnet_block": {"qconv2d": 3, "conv2d": 0},
+                 "matmul": {"qmatmul": 2, "matmul": 0}}
+
+
+def _ort(m, feeds, optimized: bool):
+    ort = pytest.importorskip("onnxruntime")
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(m.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def _output_step(m) -> float:
+    """The quantization step of the model's output: the scale of the last
+    DequantizeLinear."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in m.graph.initializer}
+    last = [n for n in m.graph.node if n.op_type == "DequantizeLinear"][-1]
+    return float(numpy_helper.to_array(inits[last.input[1]]).max())
+
+
+def _session(m, tmp_path, target):
+    ir, weights = onnx2ln.convert(m)
+    npz = tmp_path / "weights.npz"
+    onnx2ln.save_weights(npz, weights)
+    return Session(ir, datafile=npz, target=target), ir
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("activation", ["int8", "uint8"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_qdq_model_as_onnx_runtime_runs_it_as_written(name, activation, target, tmp_path):
+    m, inputs = qdqmodels.quantized(MODELS[name], tmp_path, activation=activation)
+    session, ir = _session(m, tmp_path, target)
+    optypes = [op["optype"] for op in ir["ops"]]
+    for optype, count in QUANTIZED_OPS[name].items():
+        assert optypes.count(optype) == count, optypes
+    step = _output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        want = _ort(m, {"x": x}, optimized=False)
+        assert np.abs(got - want).max() <= step * 1.001
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_qdq_model_as_onnx_runtime_int8_kernels_run_it(name, target, tmp_path):
+    m, inputs = qdqmodels.quantized(MODELS[name], tmp_path, activation="uint8",
+                                    reduce_range=True)
+    session, _ = _session(m, tmp_path, target)
+    step = _output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=True)).max() <= step * 1.001
+
+
+def test_per_tensor_weights(tmp_path):
+    m, inputs = qdqmodels.quantized(qdqmodels.conv_relu_conv, tmp_path, per_channel=False)
+    session, ir = _session(m, tmp_path, "cpu")
+    assert [op["optype"] for op in ir["ops"]].count("qconv2d") == 2
+    for x in inputs:
+        np.testing.assert_array_equal(session.run({"x": x})["y"],
+                                      _ort(m, {"x": x}, optimized=False))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_qdq_model_on_onednn_int8_kernels(name, tmp_path, monkeypatch):
+    """Lowered to oneDNN's int8 kernels even below VNNI (on reduce_range weights, which
+    they sum exactly there), the quantized ops compute what ONNX Runtime's do."""
+    capi = pytest.importorskip("lightnet.archs.dnnl.capi")
+    if capi.unavailable_reason() is not None:
+        pytest.skip(capi.unavailable_reason())
+    from lightnet.archs.dnnl import ops as dnnl_ops
+
+    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
+    m, inputs = qdqmodels.quantized(MODELS[name], tmp_path, activation="uint8",
+                                    reduce_range=True)
+    session, _ = _session(m, tmp_path, "dnnl")
+    optypes = [op.optype for op in session.ctx.ops]
+    quantized = [t for t in optypes if t.startswith("q") and t != "quantize_cpu"]
+    assert quantized and all(t.endswith("_dnnl") for t in quantized), optypes
+    step = _output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=True)).max() <= step * 1.001
+
+
+# The QOperator forms against ONNX's reference, and what the importer refuses -----------------
+
+def _qlinear_conv_model(rng, c, o, group, k, stride, pads, x_dtype, per_channel):
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    info = np.iinfo(x_dtype)
+    elem = TensorProto.UINT8 if x_dtype == np.uint8 else TensorProto.INT8
+    inits = [init("xs", np.float32(0.03)), init("xz", np.array(info.min + 100, x_dtype)),
+             init("w", rng.integers(-128, 128, (o, c // group, k, k)).astype(np.int8)),
+             init("ws", np.asarray(rng.uniform(0.001, 0.01, o if per_channel else None),
+                                   np.float32)),
+             init("wz", np.zeros(o if per_channel else (), np.int8)),
+             init("ys", np.float32(0.2)), init("yz", np.array(info.min + 60, x_dtype)),
+             init("B", rng.integers(-3000, 3000, o).astype(np.int32))]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"],
+                            ["y"], group=group, strides=[stride] * 2, pads=pads)
+    return model([node], [("x", [2, c, 9, 8], elem)], [("y", None, elem)], inits)
+
+
+@pytest.mark.parametrize("geometry", [(8, 16, 1, 3, 1, [1, 1, 1, 1], np.uint8, True),
+                                      (6, 6, 6, 3, 2, [0, 1, 2, 0], np.int8, True),
+                                      (4, 8, 2, 1, 1, [0, 0, 0, 0], np.uint8, False)],
+                         ids=str)
+def test_qlinear_conv_is_onnx_reference_exactly(geometry, tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    from tests.frontends.onnxutil import run_lightnet
+
+    rng = np.random.default_rng(1)
+    m = _qlinear_conv_model(rng, *geometry)
+    info = np.iinfo(geometry[6])
+    x = rng.integers(info.min, info.max + 1, (2, geometry[0], 9, 8)).astype(geometry[6])
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(got["y"], ReferenceEvaluator(m).run(None, {"x": x})[0])
+
+
+def _refusal(m) -> str:
+    with pytest.raises(onnx2ln.UnsupportedModelError) as info:
+        onnx2ln.convert(m)
+    return str(info.value)
+
+
+def test_blocked_quantization_is_refused():
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)
+    m = model([node], [("x", [2, 4])], [("y", None, TensorProto.UINT8)],
+              [init("s", np.ones((2, 2), np.float32)), init("z", np.zeros((2, 2), np.uint8))],
+              opset=21)
+    assert "QuantizeLinear-21): blocked quantization (block_size)" in _refusal(m)
+
+
+def test_computed_quantized_weights_and_per_row_zero_points_are_refused():
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    node = helper.make_node("MatMulInteger", ["a", "b", "az"], ["y"])
+    m = model([node], [("a", [2, 3], TensorProto.UINT8), ("b", [3, 2], TensorProto.INT8)],
+              [("y", None, TensorProto.INT32)], [init("az", np.array([1, 2], np.uint8))],
+              opset=10)
+    assert "MatMulInteger-10): B 'b' must be a constant" in _refusal(m)
+    m = model([node], [("a", [2, 3], TensorProto.UINT8)], [("y", None, TensorProto.INT32)],
+              [init("b", np.ones((3, 2), np.int8)), init("az", np.array([1, 2], np.uint8))],
+              opset=10)
+    assert "a_zero_point of shape [2] (one zero point per tensor)" in _refusal(m)
