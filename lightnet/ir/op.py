@@ -276,8 +276,8 @@ class CheckMemo:
         outs = op.tensors_out
         if len(outs) != 1:
             return
-        for n in outs.values():
-            entry = tensors.get(n)
+        (name,) = outs.values()
+        entry = tensors.get(name)
         if entry is None or entry.creator != op.name:
             return
         # What the op read is, mostly, what its producer made: the producer's record
