@@ -587,9 +587,12 @@ def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
         t if t.arg_name not in ins else dataclasses.replace(
             t, len=None, checks=t.checks[len(ins[t.arg_name].checks):])
         for t in op.tensors_in)
+    new_outs = tuple(t for t in op.tensors_out if t.arg_name not in outs)
     own_outs = tuple((t.arg_name, c) for t in op.tensors_out
-                     for c in t.checks[len(outs[t.arg_name].checks):])
+                     for c in t.checks[len(outs[t.arg_name].checks) if t.arg_name in outs
+                                       else 0:])
     checked = op.dtype_checked is not None and (
         (op.arch, op.dtype_checked) != (base.arch, base.dtype_checked))
-    own = OwnChecks(own_params, own_ins, checked, op.checks[len(base.checks):], own_outs)
+    own = OwnChecks(own_params, own_ins, checked, op.checks[len(base.checks):], own_outs,
+                    new_outs)
     return dataclasses.replace(op, own=own)

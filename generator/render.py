@@ -140,6 +140,7 @@ def _own_exprs(op: OpDesc) -> list[str]:
     for t in own.tensors_in:
         texts += [c.expr for c in t.checks]
         texts += [f"{t.arg_name}, {t.len}"] if t.len is not None and not is_number(t.len) else []
+    texts += [_output_code(t) for t in own.tensors_out]
     return texts
 
 
@@ -275,8 +276,7 @@ def _pre_run_reads(op: OpDesc) -> list[str]:
     texts = _own_exprs(op)
     if op.base is None:
         texts += [op.pre_run or ""]
-        texts += [t.shape + "\n" + _dtype_code(t.dtype) + "\n" + (t.from_file or "")
-                  for t in op.tensors_out]
+        texts += [_output_code(t) for t in op.tensors_out]
     return _names_in(op, "\n".join(texts), outputs=op.base is not None)
 
 
@@ -291,6 +291,11 @@ def _names_in(op: OpDesc, code: str, outputs: bool = True) -> list[str]:
 
 def _dtype_code(text: str) -> str:
     return "" if text in DTYPES else text
+
+
+def _output_code(t) -> str:
+    """The expressions that define output `t` (its shape, dtype, file name)."""
+    return t.shape + "\n" + _dtype_code(t.dtype) + "\n" + (t.from_file or "")
 
 
 def _chain(op: OpDesc, family: Family):
@@ -457,7 +462,8 @@ def _param_rules(p) -> str:
 
 def _variants(family: Family, op: OpDesc) -> list[tuple[OpDesc, list, list]]:
     """The runnable ops of `family` that descend from abstract `op` (through
-    `inherits`), each with the inputs and params it adds to `op`'s."""
+    `inherits`, not through another abstract op: maxpool2d_argmax's variants are
+    its own), each with the inputs and params it adds to `op`'s."""
     by_optype = {o.optype: o for o in family.ops}
 
     def descends(o: OpDesc) -> bool:
@@ -467,6 +473,8 @@ def _variants(family: Family, op: OpDesc) -> list[tuple[OpDesc, list, list]]:
                 return True
             seen.add(o.inherits)
             o = by_optype.get(o.inherits, o)
+            if o.arch == "none":
+                return False
         return False
 
     ins = {t.arg_name for t in op.tensors_in}
@@ -615,8 +623,8 @@ def environment(templates: Path) -> jinja2.Environment:
         views_of=_views_of,
         own_views=lambda op, family: _views_of(op, family) == op.optype,
         names_read_by_outputs=lambda op: _names_read(
-            "\n".join(t.shape + "\n" + _dtype_code(t.dtype) + "\n" + (t.from_file or "")
-                      + "\n" + "\n".join(c.expr for c in t.checks) for t in op.tensors_out)
+            "\n".join(_output_code(t) + "\n" + "\n".join(c.expr for c in t.checks)
+                      for t in op.tensors_out)
         ),
         has_views=lambda op: any(t.view for t in op.tensors_out),
         views_text=lambda op: "\n".join(t.view for t in op.tensors_out if t.view),

@@ -170,14 +170,16 @@ class OpDesc:
 @dataclass(frozen=True)
 class OwnChecks:
     """The part of an op's checks its own pre_run makes: all of them for an
-    op without a base; for a variant, the params and inputs it adds (whole)
-    and the checks it adds to its parent's args, outputs and op."""
+    op without a base; for a variant, the params and inputs it adds (whole),
+    the checks it adds to its parent's args, outputs and op, and the outputs it
+    adds, which its pre_run defines after its parent's (a max pool's indices)."""
 
     params: tuple[ParamDesc, ...]
     tensors_in: tuple[TensorIn, ...]
     dtype_checked: bool  # whether it checks the op's dtype_checked (before its checks)
     checks: tuple[Check, ...]
     out_checks: tuple[tuple[str, Check], ...]  # (output, check)
+    tensors_out: tuple[TensorOut, ...] = ()  # the outputs a variant adds
 
 
 @dataclass(frozen=True)

@@ -1438,8 +1438,8 @@ def maxpool2d_argmax(
 
     Returns:
         The tuple of its outputs:
-        dst: The maxima [N, C, OH, OW], with `src`'s dtype.
-        indices: Their positions in `src` flattened, [N, C, OH, OW].
+        dst: The output [N, C, OH, OW], with `src`'s dtype.
+        indices: The maxima's positions in `src` flattened, [N, C, OH, OW].
     """
     return apply(
         "maxpool2d_argmax",

@@ -178,41 +178,10 @@ MAXPOOL2D_DNNL = replace(
 
 
 def maxpool2d_argmax_pre_run(op, tensors):
-    """Check a maxpool2d_argmax op beyond its declared constraints; define its outputs."""
+    """maxpool2d's checks, then those maxpool2d_argmax adds."""
+    maxpool2d_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    src, size, stride, padding = ck.get("src", "size", "stride", "padding")
-    autopad, dilation, ceil_mode = ck.get("autopad", "dilation", "ceil_mode")
-    ck.satisfy(
-        "param 'padding'",
-        padding[0] < size[0]
-        and padding[2] < size[0]
-        and padding[1] < size[1]
-        and padding[3] < size[1],
-        "padding[0] < size[0] and padding[2] < size[0] and padding[1] < size[1] and padding[3] < size[1]",
-        "every window overlaps the input",
-        lambda: found(size=size, padding=padding),
-    )
-    window2d_autopad(ck)
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(
-            shapes.pool2d_output_hw(
-                src.shape[2:], size, stride, padding, dilation=dilation
-            )
-        )
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
-        "the padded input holds at least one window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
-    )
+    src, dst = ck.get("src", "dst")
     ck.satisfy(
         "op",
         math.prod(src.shape) < 2**31,
@@ -220,43 +189,15 @@ def maxpool2d_argmax_pre_run(op, tensors):
         "every position fits the TL_INT32 indices",
         lambda: found(src=src),
     )
-    # autopad_padding is None for NOTSET, which keeps the explicit padding.
-    padding = (
-        shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
-        or padding
-    )
-    op.values.update(padding=padding)
-    ck.define(
-        "dst",
-        src.dtype,
-        tuple(src.shape[:2])
-        + shapes.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
-        ),
-    )
-    ck.define(
-        "indices",
-        DType.TL_INT32,
-        tuple(src.shape[:2])
-        + shapes.pool2d_output_hw(
-            src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation
-        ),
-    )
+    ck.define("indices", DType.TL_INT32, dst.shape)
 
 
-MAXPOOL2D_ARGMAX = OpProto(
+MAXPOOL2D_ARGMAX = replace(
+    MAXPOOL2D,
     optype="maxpool2d_argmax",
-    arch="none",
-    mtype=MemType.NONE,
-    tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=4),),
-    tensors_out=(TensorArg("dst"), TensorArg("indices")),
-    params=(
-        *DILATED_WINDOW2D,
-        ParamArg("ceil_mode", ParamType.BOOL, False),
-        ParamArg("storage_order", ParamType.BOOL, False),
-    ),
+    tensors_out=(*MAXPOOL2D.tensors_out, TensorArg("indices")),
+    params=(*MAXPOOL2D.params, ParamArg("storage_order", ParamType.BOOL, False)),
     pre_run=maxpool2d_argmax_pre_run,
-    source="descriptions/ops/maxpool2d.yaml",
 )
 
 
