@@ -410,16 +410,17 @@ def _own_names(value) -> frozenset:
 
 
 def _op(optype: str, value, file: str, archs: dict[str, ArchDesc],
-        groups: dict[str, ParamGroup]) -> OpDesc:
+        groups: dict[str, ParamGroup], chain: tuple[str, ...]) -> OpDesc:
     token = HIDDEN.set(_own_names(value) & BUILTINS)
     try:
-        return _op_checked(optype, value, file, archs, groups)
+        return _op_checked(optype, value, file, archs, groups, chain)
     finally:
         HIDDEN.reset(token)
 
 
 def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
-                groups: dict[str, ParamGroup]) -> OpDesc:
+                groups: dict[str, ParamGroup], chain: tuple[str, ...]) -> OpDesc:
+    """An op; `chain` names the param groups of it and its parents, whose checks it has."""
     f = Fields(value, file, optype, 0)
     if not optype.isidentifier() or keyword.iskeyword(optype):
         raise DescriptionError(file, f.line, optype, "an optype must be a Python identifier")
@@ -452,9 +453,19 @@ def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
         params.append(read_param(v, file, p, l, [*in_names, *(q.arg_name for q in params)]))
     param_names = [p.arg_name for p in params]
     _unique(file, in_names, raw_params, param_names)
+    for group in param_groups:
+        missing = [arg for arg in groups[group].reads if arg not in in_names]
+        if missing:
+            raise f.error("param_groups", f"group '{group}' reads input '{missing[0]}', "
+                                          f"which this op does not take")
     known = [*in_names, *param_names]
     ins = [_tensor_in_exprs(t, v, file, p, l, known) for t, (v, p, l) in zip(ins, raw_ins)]
-    checks = read_checks(f, known)
+    taken = [c for g in chain for c in _group_checks(groups[g], groups)]
+    ins = [dataclasses.replace(t, checks=(*added, *t.checks), group_checks=len(added))
+           if (added := [c for label, c in taken if label == f"tensor_in '{t.arg_name}'"])
+           else t for t in ins]
+    group_checks = tuple(c for label, c in taken if label == "op")
+    checks = (*group_checks, *read_checks(f, known))
     pre_run, pre_run_names = snippet(f, "pre_run", [*known, "op"])
     for name in pre_run_names:
         if name in RESERVED:
@@ -500,11 +511,18 @@ def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
                 first.arg_name if first else None, pre_run,
                 tuple(pre_run_names), static_run, run, post_run, examples,
                 _assemble(f, ins, outs, params), scratch,
-                OwnChecks(tuple(params), tuple(ins), first is not None, checks,
+                OwnChecks(tuple(params), tuple(ins), first is not None,
+                          checks[len(group_checks):],
                           tuple((t.arg_name, c) for t in outs for c in t.checks)),
-                converts)
+                converts, len(group_checks))
     f.done()
     return op
+
+
+def _group_checks(group: ParamGroup, groups: dict[str, ParamGroup]):
+    """A group's checks of the op, after those of the groups it extends."""
+    inherited = _group_checks(groups[group.extends], groups) if group.extends else ()
+    return (*inherited, *group.checks)
 
 
 def _in_group(p: ParamDesc, taken: tuple[str, ...], groups: dict[str, ParamGroup]) -> ParamDesc:
@@ -566,14 +584,29 @@ def load_family(path: Path, label: str, taken: dict[str, str], archs: dict[str, 
             args_as_list(value, key, label, optype)
         _take_groups(value, label, optype, groups)
     resolved = _resolve_inheritance(doc, label, archs)
-    ops = {optype: _op(optype, resolved[optype], label, archs, groups) for optype in doc}
-    return Family(path.stem, label, tuple(_own_checks(op, ops) for op in ops.values()))
+    ops = {optype: _op(optype, resolved[optype], label, archs, groups, _group_chain(doc, optype))
+           for optype in doc}
+    return Family(path.stem, label, tuple(_own_checks(op, ops, groups) for op in ops.values()))
 
 
-def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
+def _group_chain(doc: dict, optype: str) -> tuple[str, ...]:
+    """The param groups `optype` and its parents take, the eldest's first."""
+    value = doc[optype]
+    parent = value.get("inherits")
+    # A valid chain (cycles and unknown parents were reported when it was merged).
+    own = tuple(g for g in value.get("param_groups", []) if isinstance(g, str))
+    return (*(_group_chain(doc, parent) if isinstance(parent, str) else ()), *own)
+
+
+def _own_checks(op: OpDesc, ops: dict[str, OpDesc], groups: dict[str, ParamGroup]) -> OpDesc:
     """`op` with the checks its own pre_run makes: what it adds to its base's."""
-    if op.base is None:
-        return op
+    if op.base is None:  # the verifiers of its groups, and its parents' when it drops checks
+        chain, parent = [op], op.inherits
+        while parent is not None:
+            chain.append(ops[parent])
+            parent = ops[parent].inherits
+        verified = tuple(g for o in reversed(chain) for g in o.param_groups if groups[g].verifies)
+        return dataclasses.replace(op, own=dataclasses.replace(op.own, groups=verified))
     base = ops[op.base]
     params = {p.arg_name: p for p in base.params}
     ins = {t.arg_name: t for t in base.tensors_in}
@@ -585,7 +618,7 @@ def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
         for p in op.params)
     own_ins = tuple(
         t if t.arg_name not in ins else dataclasses.replace(
-            t, len=None, checks=t.checks[len(ins[t.arg_name].checks):])
+            t, len=None, checks=t.checks[len(ins[t.arg_name].checks):], group_checks=0)
         for t in op.tensors_in)
     new_outs = tuple(t for t in op.tensors_out if t.arg_name not in outs)
     own_outs = tuple((t.arg_name, c) for t in op.tensors_out
@@ -594,5 +627,5 @@ def _own_checks(op: OpDesc, ops: dict[str, OpDesc]) -> OpDesc:
     checked = op.dtype_checked is not None and (
         (op.arch, op.dtype_checked) != (base.arch, base.dtype_checked))
     own = OwnChecks(own_params, own_ins, checked, op.checks[len(base.checks):], own_outs,
-                    new_outs)
+                    new_outs, tuple(g for g in op.param_groups if groups[g].verifies))
     return dataclasses.replace(op, own=own)

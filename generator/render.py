@@ -124,6 +124,7 @@ def _verifiers(op: OpDesc) -> list[str]:
     """The shared verifiers an op's own pre_run calls: its arch's dtype check,
     its groups' param checks."""
     calls = [f"{p.group}_{p.arg_name}(ck)" for p in op.own.params if p.group_checks]
+    calls += [f"{group}_checks(ck)" for group in op.own.groups]
     if op.own.dtype_checked:
         calls.append(f"{op.arch}_dtype(ck, {op.dtype_checked!r})")
     return calls
@@ -138,7 +139,7 @@ def _own_exprs(op: OpDesc) -> list[str]:
         texts += [f"{p.arg_name}, {b.value}" for b in p.bounds if not b.literal]
         texts += [f"{p.arg_name}, {p.len}"] if p.len is not None and not is_number(p.len) else []
     for t in own.tensors_in:
-        texts += [c.expr for c in t.checks]
+        texts += [c.expr for c in t.checks[t.group_checks:]]
         texts += [f"{t.arg_name}, {t.len}"] if t.len is not None and not is_number(t.len) else []
     texts += [_output_code(t) for t in own.tensors_out]
     return texts
@@ -148,7 +149,7 @@ def _satisfied(op: OpDesc) -> list:
     """The checks an op's own pre_run makes with ck.satisfy (reading `found`)."""
     own = op.own
     return [*(c for p in own.params for c in p.checks[p.group_checks:]),
-            *(c for t in own.tensors_in for c in t.checks), *own.checks,
+            *(c for t in own.tensors_in for c in t.checks[t.group_checks:]), *own.checks,
             *(c for _, c in own.out_checks)]
 
 
@@ -413,7 +414,8 @@ def _uses(family: Family, groups) -> dict[str, bool]:
         # The groups' tables and param verifiers, the archs' dtype verifiers it uses.
         "param_groups": sorted({g.upper() for op in family.ops for g in op.param_groups}
                                | {f"{p.group}_{p.arg_name}" for op in family.ops
-                                  for p in op.own.params if p.group_checks}),
+                                  for p in op.own.params if p.group_checks}
+                               | {f"{g}_checks" for op in family.ops for g in op.own.groups}),
         "arch_verifiers": sorted({f"{op.arch}_dtype" for op in family.ops
                                   if op.own.dtype_checked}),
         "dtype_sets": sorted({t.dtype_set.upper() for op in family.ops for t in op.tensors_in
@@ -425,8 +427,9 @@ def _uses(family: Family, groups) -> dict[str, bool]:
 
 
 def _all_checks(op: OpDesc):
-    return [*op.checks, *(c for p in op.params for c in p.checks[p.group_checks:]),
-            *(c for t in op.tensors_in for c in t.checks),
+    return [*op.checks[op.group_checks:],
+            *(c for p in op.params for c in p.checks[p.group_checks:]),
+            *(c for t in op.tensors_in for c in t.checks[t.group_checks:]),
             *(c for t in op.tensors_out for c in t.checks)]
 
 
@@ -678,13 +681,21 @@ def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
     verifiers = [(g, p, list(dict.fromkeys(n for c in p.checks for n in c.names)))
                  for g in descriptions.param_groups
                  for p, i in zip(g.params, g.inherited) if i is None and p.checks]
+    # The verifier of each group with checks of the op: the names they read.
+    groups = {g.name: g for g in descriptions.param_groups}
+    group_verifiers = [(g, list(dict.fromkeys(n for _, c in g.checks for n in c.names)),
+                        g.extends if g.extends and groups[g.extends].verifies else None)
+                       for g in descriptions.param_groups if g.verifies]
     for template, path in (("registry.py.j2", "lightnet/auto/registry.py"),
                            ("optimizers.py.j2", "lightnet/auto/optimizers/__init__.py"),
                            ("dtypes.py.j2", "lightnet/auto/dtypes.py"),
                            ("archs.py.j2", "lightnet/auto/archs.py"),
                            ("params.py.j2", "lightnet/auto/params.py")):
-        text = env.get_template(template).render(descriptions=descriptions,
-                                                 verifiers=verifiers)
+        text = env.get_template(template).render(
+            descriptions=descriptions, verifiers=verifiers, group_verifiers=group_verifiers,
+            uses=_globals_used(c.expr for g in descriptions.param_groups
+                               for c in (*(c for _, c in g.checks),
+                                         *(c for p in g.params for c in p.checks))))
         files[path] = format_python(text, path)
     builders = [op for op in descriptions.ops()
                 if not op.runnable and op.optype not in HAND_WRITTEN_BUILDERS]

@@ -49,6 +49,7 @@ class TensorIn:
     variadic: bool
     min: int
     checks: tuple[Check, ...]
+    group_checks: int = 0  # its first checks are its param groups', made by their verifiers
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,13 @@ class ParamGroup:
     inherited: tuple[int | None, ...]
     origins: tuple[str, ...]  # of each param, the group declaring it
     items: tuple[dict, ...]  # the params as written, for the ops taking the group
+    # The inputs of the ops taking it that its checks read (its own and its extended's).
+    reads: tuple[str, ...] = ()
+    # Its own checks of an op taking it, after its params': (label, check), the label
+    # "op" or "tensor_in 'name'" of an input it reads. Its verifier makes them, after
+    # those of the group it extends.
+    checks: tuple[tuple[str, Check], ...] = ()
+    verifies: bool = False  # it or a group it extends has checks of its own
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,7 @@ class OpDesc:
     # It converts between dtypes: its arch's dtype rule (ArchDesc.checked_input) does not
     # apply to it, nor to the expanders lowering it.
     converts: bool = False
+    group_checks: int = 0  # its first `checks` are its param groups', made by their verifiers
 
     @property
     def runnable(self) -> bool:
@@ -180,6 +189,7 @@ class OwnChecks:
     checks: tuple[Check, ...]
     out_checks: tuple[tuple[str, Check], ...]  # (output, check)
     tensors_out: tuple[TensorOut, ...] = ()  # the outputs a variant adds
+    groups: tuple[str, ...] = ()  # the param groups whose verifiers it calls (checks)
 
 
 @dataclass(frozen=True)

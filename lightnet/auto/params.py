@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from lightnet.ir import shapes
 from lightnet.ir.op import ParamArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -47,6 +48,13 @@ DILATED_WINDOW2D = (
         length=2,
         bounds=(("gt", 0),),
     ),
+)
+
+# A convolution's window: the kernels `weight` [O, C / group, size[0], size[1]] slide
+# over NCHW `src`, whose channels split into `group` groups (ONNX Conv's attributes).
+CONV_WINDOW2D = (
+    *DILATED_WINDOW2D,
+    ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
 )
 
 # An activation a cpu op applies in place to its output (the fusions of the optimizer).
@@ -110,4 +118,48 @@ def activation_clip_max(ck: Checker) -> None:
         "clip_min <= clip_max",
         "the clip range is [clip_min, clip_max]",
         lambda: found(clip_min=clip_min, clip_max=clip_max),
+    )
+
+
+def conv_window2d_checks(ck: Checker) -> None:
+    """The checks of conv_window2d, for every op taking the group."""
+    src, weight, group, size = ck.get("src", "weight", "group", "size")
+    stride, padding, autopad = ck.get("stride", "padding", "autopad")
+    (dilation,) = ck.get("dilation")
+    ck.satisfy(
+        "tensor_in 'weight'",
+        weight.shape[1] * group == src.shape[1],
+        "weight.shape[1] * group == src.shape[1]",
+        "weight.shape[1] is src's channels per group",
+        lambda: found(src=src, weight=weight, group=group),
+    )
+    ck.satisfy(
+        "tensor_in 'weight'",
+        weight.shape[0] % group == 0,
+        "weight.shape[0] % group == 0",
+        "the output channels split evenly into groups",
+        lambda: found(weight=weight, group=group),
+    )
+    ck.satisfy(
+        "tensor_in 'weight'",
+        tuple(weight.shape[2:]) == tuple(size),
+        "tuple(weight.shape[2:]) == tuple(size)",
+        "the kernel dims of weight are size",
+        lambda: found(weight=weight, size=size),
+    )
+    ck.satisfy(
+        "op",
+        autopad in ("SAME_UPPER", "SAME_LOWER")
+        or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
+        > 0,
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
+        "the padded input holds at least one dilated kernel window",
+        lambda: found(
+            src=src,
+            size=size,
+            stride=stride,
+            padding=padding,
+            autopad=autopad,
+            dilation=dilation,
+        ),
     )

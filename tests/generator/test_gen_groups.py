@@ -146,3 +146,82 @@ def test_an_op_taking_a_group_runs(pool_root):
                                "activation", "negslope", "clip_min", "clip_max"]
     assert (op.values["size"], op.values["stride"], op.values["activation"]) == (
         (3, 1), (1, 1), "relu")
+
+
+CONV = """\
+conv:
+  arch: none
+  tensors_in:
+    src: {dtype: float, ndim: 4}
+    weight: {dtype: float, ndim: 4}
+  tensors_out:
+    dst: {dtype: src.dtype, shape: src.shape}
+  param_groups: [conv_window2d]
+  checks: [{expr: "src.shape[0] == 1", msg: one image}]
+
+conv_cpu:
+  inherits: conv
+  arch: cpu
+  tensors_in:
+    weight:
+      checks: [{expr: "weight.shape[0] < 8", msg: a few kernels}]
+  checks: [{expr: "group == 1", msg: dense}]
+  run: np.copyto(dst, src)
+"""
+
+
+@pytest.fixture(scope="module")
+def conv_root(tmp_path_factory):
+    root = make_root(tmp_path_factory.mktemp("groups") / "root", {"conv.yaml": CONV})
+    assert run(root).rc == 0
+    return root
+
+
+def test_a_groups_checks_of_the_op_belong_to_every_op_taking_it(conv_root):
+    ops = {op.optype: op for op in model.load(conv_root).ops()}
+    conv, cpu = ops["conv"], ops["conv_cpu"]
+    weight = conv.tensors_in[1]
+    assert weight.group_checks == 3 and conv.group_checks == 1  # the group's, listed first
+    assert [c.expr for c in conv.checks] == [
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.conv2d_output_hw('
+        'src.shape[2:], size, stride, padding, dilation)) > 0', "src.shape[0] == 1"]
+    assert conv.own.groups == ("conv_window2d",) and cpu.own.groups == ()  # made once
+    assert [c.expr for c in cpu.own.tensors_in[1].checks] == ["weight.shape[0] < 8"]
+    assert [c.expr for c in cpu.own.checks] == ["group == 1"]
+    text = (conv_root / "lightnet/auto/ops/conv.py").read_text()
+    assert text.count("conv_window2d_checks(ck)") == 1 and "weight.shape[1] * group" not in text
+
+
+def _conv(proto, weight_shape, **params):
+    op = Op(proto, "c1", {"src": "x", "weight": "w"}, {"dst": "y"},
+            {k: Param.from_value(k, v) for k, v in {"size": [3, 3], **params}.items()})
+    tensors = TensorTable({
+        "x": TensorEntry("x", DType.TL_FLOAT, (1, 4, 5, 5), "c0", MemType.CPU),
+        "w": TensorEntry("w", DType.TL_FLOAT, weight_shape, "c0", MemType.CPU)})
+    op.pre_run(tensors)
+    return op
+
+
+@pytest.mark.parametrize("optype, weight, params, message", [
+    ("CONV", (6, 2, 3, 3), {},
+     "tensor_in 'weight': check: expected weight.shape[1] * group == src.shape[1] "
+     "(weight.shape[1] is src's channels per group), found src=float32[1, 4, 5, 5], "
+     "weight=float32[6, 2, 3, 3], group=1"),
+    ("CONV", (3, 2, 3, 3), {"group": 2},
+     "tensor_in 'weight': check: expected weight.shape[0] % group == 0 (the output channels "
+     "split evenly into groups), found weight=float32[3, 2, 3, 3], group=2"),
+    ("CONV_CPU", (6, 4, 3, 3), {"dilation": [3, 3]},
+     "op: check: expected autopad in (\"SAME_UPPER\", \"SAME_LOWER\") or min(shapes."
+     "conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0 (the padded input "
+     "holds at least one dilated kernel window), found src=float32[1, 4, 5, 5], size=(3, 3), "
+     "stride=(1, 1), padding=(0, 0, 0, 0), autopad='NOTSET', dilation=(3, 3)"),
+    ("CONV_CPU", (8, 4, 3, 3), {},
+     "tensor_in 'weight': check: expected weight.shape[0] < 8 (a few kernels), "
+     "found weight=float32[8, 4, 3, 3]"),
+])
+def test_a_groups_verifier_checks_the_inputs_it_reads(conv_root, optype, weight, params, message):
+    proto = getattr(load_module(conv_root, "lightnet/auto/ops/conv.py", "gen_conv"), optype)
+    with pytest.raises(CheckError) as info:
+        _conv(proto, weight, **params)
+    assert str(info.value) == f"op 'c1' ({optype.lower()}): {message}"
+    _conv(proto, (6, 4, 3, 3))  # and passes what it should

@@ -834,8 +834,8 @@ CASES = [
           arch: none
           param_groups: [window3d]   # <-
         """, "bad.param_groups", "'window3d' is not a group of descriptions/params.yaml "
-                                 "(known: window2d, dilated_window2d, activation, "
-                                 "activation_dnnl)"),
+                                 "(known: window2d, dilated_window2d, conv_window2d, "
+                                 "activation, activation_dnnl)"),
     Case("op-group-twice", """\
         bad:
           arch: none
@@ -887,6 +887,36 @@ CASES = [
               type: int
               checks: [{expr: x < src.ndim}]   # <-
         """, "a.params.x.checks[0].expr", "unknown name 'src'", file="descriptions/params.yaml"),
+    Case("group-check-reads-undeclared", """\
+        a:
+          reads: [src]
+          params: {x: {type: int}}
+          checks:
+            - {expr: x < weight.ndim}   # <-
+        """, "a.checks[0].expr", "unknown name 'weight' (known here: src, x,",
+         file="descriptions/params.yaml"),
+    Case("group-check-arg-unread", """\
+        a:
+          reads: [src]
+          params: {x: {type: int}}
+          checks:
+            - {expr: x < src.ndim, arg: weight}   # <-
+        """, "a.checks[0].arg", "'weight' is not an input the group reads (reads: src)",
+         file="descriptions/params.yaml"),
+    Case("group-reads-a-param", """\
+        a:
+          reads: [x]   # <-
+          params: {x: {type: int}}
+        """, "a.reads", "'x' is named twice (an input it reads, or a param)",
+         file="descriptions/params.yaml"),
+    Case("op-group-reads-missing-input", """\
+        bad:
+          arch: none
+          tensors_in:
+            src: {}
+          param_groups: [conv_window2d]   # <-
+        """, "bad.param_groups", "group 'conv_window2d' reads input 'weight', which this op "
+                                 "does not take"),
 ]
 
 

@@ -14,8 +14,9 @@ from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import (
     ACTIVATION,
     ACTIVATION_DNNL,
-    DILATED_WINDOW2D,
+    CONV_WINDOW2D,
     activation_clip_max,
+    conv_window2d_checks,
     window2d_autopad,
 )
 from lightnet.ir import shapes
@@ -30,46 +31,9 @@ def conv2d_pre_run(op, tensors):
     ck = Checker(op, tensors)
     src, weight, bias, size, stride = ck.get("src", "weight", "bias", "size", "stride")
     padding, autopad, dilation = ck.get("padding", "autopad", "dilation")
-    (group,) = ck.get("group")
     window2d_autopad(ck)
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[1] * group == src.shape[1],
-        "weight.shape[1] * group == src.shape[1]",
-        "weight.shape[1] is src's channels per group",
-        lambda: found(src=src, weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[0] % group == 0,
-        "weight.shape[0] % group == 0",
-        "the output channels split evenly into groups",
-        lambda: found(weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        tuple(weight.shape[2:]) == tuple(size),
-        "tuple(weight.shape[2:]) == tuple(size)",
-        "the kernel dims of weight are size",
-        lambda: found(weight=weight, size=size),
-    )
+    conv_window2d_checks(ck)
     ck.len("bias", bias, weight.shape[0], "weight.shape[0]")
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
-        "the padded input holds at least one dilated kernel window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
-    )
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
         shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
@@ -94,10 +58,7 @@ CONV2D = OpProto(
         TensorArg("bias", dtype=FLOAT, ndim=1, sametype="src"),
     ),
     tensors_out=(TensorArg("dst"),),
-    params=(
-        *DILATED_WINDOW2D,
-        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
-    ),
+    params=CONV_WINDOW2D,
     pre_run=conv2d_pre_run,
     source="descriptions/ops/conv2d.yaml",
 )

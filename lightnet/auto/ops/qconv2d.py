@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
-from lightnet.auto.params import DILATED_WINDOW2D, window2d_autopad
+from lightnet.auto.params import CONV_WINDOW2D, conv_window2d_checks, window2d_autopad
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -22,29 +22,9 @@ def qconv2d_pre_run(op, tensors):
     weight_scale, weight_zero = ck.get("weight_scale", "weight_zero")
     dst_scale, dst_zero, size = ck.get("dst_scale", "dst_zero", "size")
     stride, padding, autopad = ck.get("stride", "padding", "autopad")
-    dilation, group, dtype = ck.get("dilation", "group", "dtype")
+    dilation, dtype = ck.get("dilation", "dtype")
     window2d_autopad(ck)
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[1] * group == src.shape[1],
-        "weight.shape[1] * group == src.shape[1]",
-        "weight.shape[1] is src's channels per group",
-        lambda: found(src=src, weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        weight.shape[0] % group == 0,
-        "weight.shape[0] % group == 0",
-        "the output channels split evenly into groups",
-        lambda: found(weight=weight, group=group),
-    )
-    ck.satisfy(
-        "tensor_in 'weight'",
-        tuple(weight.shape[2:]) == tuple(size),
-        "tuple(weight.shape[2:]) == tuple(size)",
-        "the kernel dims of weight are size",
-        lambda: found(weight=weight, size=size),
-    )
+    conv_window2d_checks(ck)
     ck.len("bias", bias, weight.shape[0], "weight.shape[0]")
     ck.satisfy(
         "tensor_in 'weight_scale'",
@@ -66,22 +46,6 @@ def qconv2d_pre_run(op, tensors):
         "dst_zero is None or dst_zero.dtype.name == dtype",
         "dst_zero has dst's dtype",
         lambda: found(dst_zero=dst_zero, dtype=dtype),
-    )
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation))
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.conv2d_output_hw(src.shape[2:], size, stride, padding, dilation)) > 0',
-        "the padded input holds at least one dilated kernel window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
     )
     ck.satisfy(
         "op",
@@ -137,8 +101,7 @@ QCONV2D = OpProto(
     ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        *DILATED_WINDOW2D,
-        ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
+        *CONV_WINDOW2D,
         ParamArg(
             "dtype",
             ParamType.STRING,
