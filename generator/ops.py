@@ -257,6 +257,7 @@ def _tensor_in(value, file, path, line) -> TensorIn:
         dtype=dtype,
         dtype_set=dtype_set,
         ndim=f.get("ndim", int, None),
+        min_ndim=f.get("min_ndim", int, None),
         len=None,  # expressions are read once all names are known
         sametype=f.get("sametype", str, None),
         sameshape=f.get("sameshape", str, None),
@@ -266,6 +267,10 @@ def _tensor_in(value, file, path, line) -> TensorIn:
         min=f.get("min", int, 1),
         checks=(),
     )
+    if t.ndim is not None and t.min_ndim is not None:
+        raise f.error("min_ndim", "an input has an exact 'ndim' or a 'min_ndim', not both")
+    if t.min_ndim is not None and t.min_ndim < 1:
+        raise f.error("min_ndim", f"expected a number of dimensions >= 1, found {t.min_ndim}")
     if "min" in f.map and not variadic:
         raise f.error("min", "'min' is for variadic inputs only")
     if t.optional and t.variadic:

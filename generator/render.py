@@ -63,7 +63,7 @@ def _tensor_arg(t) -> str:
         extra += f", variadic=True, min={t.min}"
     if getattr(t, "dtype", None) and not isinstance(t.dtype, str):
         extra += f", dtype={_dtypes_literal(t)}"
-    for key in ("ndim", "static", "sametype", "sameshape"):
+    for key in ("ndim", "min_ndim", "static", "sametype", "sameshape"):
         value = getattr(t, key, None) if hasattr(t, "sametype") else None
         if value is not None:
             extra += f", {key}={value!r}"
@@ -437,6 +437,8 @@ def _tensor_rules(t) -> str:
     rules = []
     if t.ndim is not None:
         rules.append(f"ndim {t.ndim}")
+    if t.min_ndim is not None:
+        rules.append(f"ndim >= {t.min_ndim}")
     if t.len is not None:
         rules.append(f"len `{t.len}`")
     if t.sametype:
@@ -553,6 +555,7 @@ def _builder_rules(arg) -> str:
         if arg.dtype:
             rules.append(f"dtype {arg.dtype_set or ', '.join(arg.dtype)}")
         rules += [f"ndim {arg.ndim}"] if arg.ndim is not None else []
+        rules += [f"at least {arg.min_ndim} dims"] if arg.min_ndim is not None else []
         rules += [f"len {arg.len}"] if arg.len is not None else []
         rules += [f"dtype of {arg.sametype}"] if arg.sametype else []
         rules += [f"shape of {arg.sameshape}"] if arg.sameshape else []

@@ -41,6 +41,7 @@ class TensorIn:
     dtype: tuple[str, ...]  # accepted dtypes; empty: any
     dtype_set: str | None  # the name of a set of descriptions/types.yaml, when one
     ndim: int | None
+    min_ndim: int | None  # at least this many dimensions
     len: str | None  # a literal number is declared data; an expression is checked by code
     sametype: str | None
     sameshape: str | None

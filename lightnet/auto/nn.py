@@ -247,8 +247,8 @@ def batchnorm(
     [C] tensors need not be static.
 
     Args:
-        src: The input [N, C, ...], at least 2-D. (dtype float; src has a channel axis
-            1)
+        src: The input [N, C, ...], its channels on axis 1. (dtype float; at least 2
+            dims)
         scale: Per-channel scale (gamma) [C]. (dtype float; ndim 1; len src.shape[1];
             dtype of src)
         offset: Per-channel offset (beta) [C]. (dtype float; ndim 1; len src.shape[1];
@@ -980,7 +980,8 @@ def groupnorm(
     TL_FLOAT or TL_DOUBLE.
 
     Args:
-        src: The input [N, C, ...]. (dtype float; src has a channel axis)
+        src: The input [N, C, ...], its channels on axis 1. (dtype float; at least 2
+            dims)
         scale: One factor per channel. (ndim 1; len src.shape[1]; dtype of src)
         bias: One term per channel. (ndim 1; len src.shape[1]; dtype of src)
         groups: Number of groups of channels. (> 0; the groups divide the channels)
@@ -1282,8 +1283,8 @@ def lrn(
     TL_DOUBLE.
 
     Args:
-        src: The input [N, C, ...], at least 2-D. (dtype float; src has a channel axis
-            1)
+        src: The input [N, C, ...], its channels on axis 1. (dtype float; at least 2
+            dims)
         size: Number of channels summed over. (>= 1)
         alpha: Scale of the mean square. (>= 0)
         beta: Exponent.
@@ -1322,10 +1323,11 @@ def matmul(
     (all tensors of one dtype); no tensor needs to be static.
 
     Args:
-        src1: A, [..., M, K] or [..., K, M] with transA. (dtype float; A is a matrix or
-            a stack of them)
-        src2: B, [..., K, N] or [..., N, K] with transB. (dtype float; dtype of src1; B
-            is a matrix or a stack of them; A' and B' share the inner dimension K)
+        src1: A, [..., M, K] or [..., K, M] with transA: a matrix or a stack of them.
+            (dtype float; at least 2 dims)
+        src2: B, [..., K, N] or [..., N, K] with transB: a matrix or a stack of them.
+            (dtype float; at least 2 dims; dtype of src1; A' and B' share the inner
+            dimension K)
         bias: C, broadcast to [M, N]; optional. (dtype float; dtype of src1; bias is 1-D
             or 2-D; bias's last dim is 1 or N; a 2-D bias's first dim is 1 or M)
         transA: Transpose `src1` first.
@@ -1714,10 +1716,10 @@ def qmatmul(
     TL_INT8 `src1` and `src2`; `src2`, the scales and the zero points are static.
 
     Args:
-        src1: A, [..., M, K]. (dtype TL_UINT8, TL_INT8; A is a matrix or a stack of
-            them)
-        src2: B, [..., K, N]. (dtype TL_INT8, TL_UINT8; static; B is a matrix or a stack
-            of them; A and B share the inner dimension K)
+        src1: A, [..., M, K]: a matrix or a stack of them. (dtype TL_UINT8, TL_INT8; at
+            least 2 dims)
+        src2: B, [..., K, N]: a matrix or a stack of them. (dtype TL_INT8, TL_UINT8; at
+            least 2 dims; static; A and B share the inner dimension K)
         bias: The per-column bias [N], in the accumulator's scale. (dtype TL_INT32; ndim
             1; len src2.shape[-1])
         src1_scale: A's scale. (dtype TL_FLOAT; len 1; static)
@@ -2323,7 +2325,7 @@ def trilu(
     dtype.
 
     Args:
-        src: The matrices. (at least two dims)
+        src: The matrices. (at least 2 dims)
         upper: The upper triangle (else the lower).
         k: The diagonal the triangle starts at (positive above the main one).
         name: The op's name, and its output's; None: `trilu` and a number not taken.

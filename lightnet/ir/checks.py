@@ -64,6 +64,8 @@ def check_declared(op: Op, tensors: TensorTable) -> None:
             ck.dtype(t.arg_name, entry, t.dtype)
         if t.ndim is not None:
             ck.ndim(t.arg_name, entry, t.ndim)
+        if t.min_ndim is not None:
+            ck.min_ndim(t.arg_name, entry, t.min_ndim)
         if t.static is not None:
             ck.static(t.arg_name, entry, t.static)
         if proto.mtype is not MemType.NONE:
@@ -183,6 +185,12 @@ class Checker:
         if entry.ndim != expected:
             self.fail(_arg_in(arg), "ndim", f"{expected} dimensions",
                       f"{entry.ndim} ({entry.describe()})")
+
+    def min_ndim(self, arg: str, entry, least: int) -> None:
+        for arg, entry in _each(arg, entry):
+            if entry.ndim < least:
+                self.fail(_arg_in(arg), "ndim", f"at least {least} dimensions",
+                          f"{entry.ndim} ({entry.describe()})")
 
     def len(self, arg: str, entry, expected: int, text: str) -> None:
         for arg, entry in _each(arg, entry):

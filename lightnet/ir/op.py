@@ -37,6 +37,7 @@ class TensorArg:
     min: int = 1
     dtype: tuple[DType, ...] = ()
     ndim: int | None = None
+    min_ndim: int | None = None  # at least this many dimensions
     len: int | None = None
     static: bool | None = None
     sametype: str | None = None

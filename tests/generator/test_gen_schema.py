@@ -134,6 +134,21 @@ CASES = [
             - arg_name: src
               ndim: two   # <-
         """, "bad.tensors_in[0].ndim", "expected an integer, found a string"),
+    Case("min-ndim-with-ndim", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              ndim: 2
+              min_ndim: 2   # <-
+        """, "bad.tensors_in[0].min_ndim", "an input has an exact 'ndim' or a 'min_ndim', not both"),
+    Case("min-ndim-zero", """\
+        bad:
+          arch: none
+          tensors_in:
+            - arg_name: src
+              min_ndim: 0   # <-
+        """, "bad.tensors_in[0].min_ndim", "expected a number of dimensions >= 1, found 0"),
     Case("type-ndim-bool", """\
         bad:
           arch: none

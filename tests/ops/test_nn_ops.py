@@ -781,7 +781,7 @@ def test_norm_errors():
                    {"epsilon": -1})
     assert_check_error(err, "batchnorm", "param 'epsilon'", "gt", "epsilon > 0")
     err = op_error("lrn", {"src": rand(rng, 5)}, {"size": 3})
-    assert_check_error(err, "lrn", "tensor_in 'src'", "check", "src has a channel axis 1")
+    assert_check_error(err, "lrn", "tensor_in 'src'", "ndim", "at least 2 dimensions, found 1")
     err = op_error("lrn", {"src": x}, {"size": 3, "alpha": -1})
     assert_check_error(err, "lrn", "param 'alpha'", "ge", "alpha >= 0")
 

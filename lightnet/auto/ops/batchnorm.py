@@ -10,7 +10,7 @@ from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
-from lightnet.ir.checks import Checker, found
+from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
 from lightnet.ir.tensor import MemType
 
@@ -19,13 +19,6 @@ def batchnorm_pre_run(op, tensors):
     """Check a batchnorm op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
     src, scale, offset, mean, var = ck.get("src", "scale", "offset", "mean", "var")
-    ck.satisfy(
-        "tensor_in 'src'",
-        src.ndim >= 2,
-        "src.ndim >= 2",
-        "src has a channel axis 1",
-        lambda: found(src=src),
-    )
     ck.len("scale", scale, src.shape[1], "src.shape[1]")
     ck.len("offset", offset, src.shape[1], "src.shape[1]")
     ck.len("mean", mean, src.shape[1], "src.shape[1]")
@@ -38,7 +31,7 @@ BATCHNORM = OpProto(
     arch="none",
     mtype=MemType.NONE,
     tensors_in=(
-        TensorArg("src", dtype=FLOAT),
+        TensorArg("src", dtype=FLOAT, min_ndim=2),
         TensorArg("scale", dtype=FLOAT, ndim=1, sametype="src"),
         TensorArg("offset", dtype=FLOAT, ndim=1, sametype="src"),
         TensorArg("mean", dtype=FLOAT, ndim=1, sametype="src"),

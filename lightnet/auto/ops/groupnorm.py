@@ -26,13 +26,6 @@ def groupnorm_pre_run(op, tensors):
         "the groups divide the channels",
         lambda: found(src=src, groups=groups),
     )
-    ck.satisfy(
-        "tensor_in 'src'",
-        src.ndim >= 2,
-        "src.ndim >= 2",
-        "src has a channel axis",
-        lambda: found(src=src),
-    )
     ck.len("scale", scale, src.shape[1], "src.shape[1]")
     ck.len("bias", bias, src.shape[1], "src.shape[1]")
     ck.define("dst", src.dtype, src.shape)
@@ -43,7 +36,7 @@ GROUPNORM = OpProto(
     arch="none",
     mtype=MemType.NONE,
     tensors_in=(
-        TensorArg("src", dtype=FLOAT),
+        TensorArg("src", dtype=FLOAT, min_ndim=2),
         TensorArg("scale", ndim=1, sametype="src"),
         TensorArg("bias", ndim=1, sametype="src"),
     ),

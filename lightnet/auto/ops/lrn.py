@@ -21,13 +21,6 @@ def lrn_pre_run(op, tensors):
     """Check a lrn op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
     (src,) = ck.get("src")
-    ck.satisfy(
-        "tensor_in 'src'",
-        src.ndim >= 2,
-        "src.ndim >= 2",
-        "src has a channel axis 1",
-        lambda: found(src=src),
-    )
     ck.define("dst", src.dtype, src.shape)
 
 
@@ -35,7 +28,7 @@ LRN = OpProto(
     optype="lrn",
     arch="none",
     mtype=MemType.NONE,
-    tensors_in=(TensorArg("src", dtype=FLOAT),),
+    tensors_in=(TensorArg("src", dtype=FLOAT, min_ndim=2),),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("size", ParamType.NUMBER, realtype="int", bounds=(("ge", 1),)),

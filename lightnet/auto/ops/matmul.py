@@ -25,20 +25,6 @@ def matmul_pre_run(op, tensors):
     src1, src2, bias, transA = ck.get("src1", "src2", "bias", "transA")
     (transB,) = ck.get("transB")
     ck.satisfy(
-        "tensor_in 'src1'",
-        src1.ndim >= 2,
-        "src1.ndim >= 2",
-        "A is a matrix or a stack of them",
-        lambda: found(src1=src1),
-    )
-    ck.satisfy(
-        "tensor_in 'src2'",
-        src2.ndim >= 2,
-        "src2.ndim >= 2",
-        "B is a matrix or a stack of them",
-        lambda: found(src2=src2),
-    )
-    ck.satisfy(
         "tensor_in 'src2'",
         (src1.shape[-2] if transA else src1.shape[-1])
         == (src2.shape[-1] if transB else src2.shape[-2]),
@@ -82,8 +68,8 @@ MATMUL = OpProto(
     arch="none",
     mtype=MemType.NONE,
     tensors_in=(
-        TensorArg("src1", dtype=FLOAT),
-        TensorArg("src2", dtype=FLOAT, sametype="src1"),
+        TensorArg("src1", dtype=FLOAT, min_ndim=2),
+        TensorArg("src2", dtype=FLOAT, min_ndim=2, sametype="src1"),
         TensorArg("bias", optional=True, dtype=FLOAT, sametype="src1"),
     ),
     tensors_out=(TensorArg("dst"),),

@@ -21,20 +21,6 @@ def qmatmul_pre_run(op, tensors):
     src2_scale, src2_zero, dst_scale = ck.get("src2_scale", "src2_zero", "dst_scale")
     dst_zero, dtype = ck.get("dst_zero", "dtype")
     ck.satisfy(
-        "tensor_in 'src1'",
-        src1.ndim >= 2,
-        "src1.ndim >= 2",
-        "A is a matrix or a stack of them",
-        lambda: found(src1=src1),
-    )
-    ck.satisfy(
-        "tensor_in 'src2'",
-        src2.ndim >= 2,
-        "src2.ndim >= 2",
-        "B is a matrix or a stack of them",
-        lambda: found(src2=src2),
-    )
-    ck.satisfy(
         "tensor_in 'src2'",
         src1.shape[-1] == src2.shape[-2],
         "src1.shape[-1] == src2.shape[-2]",
@@ -90,8 +76,10 @@ QMATMUL = OpProto(
     arch="none",
     mtype=MemType.NONE,
     tensors_in=(
-        TensorArg("src1", dtype=(DType.TL_UINT8, DType.TL_INT8)),
-        TensorArg("src2", dtype=(DType.TL_INT8, DType.TL_UINT8), static=True),
+        TensorArg("src1", dtype=(DType.TL_UINT8, DType.TL_INT8), min_ndim=2),
+        TensorArg(
+            "src2", dtype=(DType.TL_INT8, DType.TL_UINT8), min_ndim=2, static=True
+        ),
         TensorArg("bias", optional=True, dtype=(DType.TL_INT32,), ndim=1),
         TensorArg(
             "src1_scale", optional=True, dtype=(DType.TL_FLOAT,), static=True, len=1

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from lightnet.archs.cpu import kernels
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
-from lightnet.ir.checks import Checker, found
+from lightnet.ir.checks import Checker
 from lightnet.ir.param import ParamType
 from lightnet.ir.tensor import MemType
 
@@ -16,13 +16,6 @@ def trilu_pre_run(op, tensors):
     """Check a trilu op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
     (src,) = ck.get("src")
-    ck.satisfy(
-        "tensor_in 'src'",
-        src.ndim >= 2,
-        "src.ndim >= 2",
-        "at least two dims",
-        lambda: found(src=src),
-    )
     ck.define("dst", src.dtype, src.shape)
 
 
@@ -30,7 +23,7 @@ TRILU = OpProto(
     optype="trilu",
     arch="none",
     mtype=MemType.NONE,
-    tensors_in=(TensorArg("src"),),
+    tensors_in=(TensorArg("src", min_ndim=2),),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("upper", ParamType.BOOL, True),
