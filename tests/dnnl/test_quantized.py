@@ -3,8 +3,9 @@ ONNX's integer arithmetic exactly: integer outputs equal, requantized ones withi
 step, float ones to float32 rounding; oneDNN's int8 kernels, never its reference ones.
 
 Below VNNI oneDNN adds pairs of u8 x s8 products in int16 with saturation, so the dnnl
-expanders keep quantized ops on the cpu there (ops.int8_exact); these tests lower them
-anyway, on uint8 sources and weights within 7 bits, which those kernels sum exactly."""
+expanders lower a quantized op there only for a uint8 source and weights within +-64
+(ONNX Runtime's reduce_range weights), which those kernels sum exactly
+(ops.int8_sums_exact); these tests use such operands."""
 
 import numpy as np
 import pytest
@@ -16,11 +17,6 @@ from tests.irbuild import create_op, input_op, op
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                 reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
-
-
-@pytest.fixture
-def int8_on_dnnl(monkeypatch):
-    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
 
 
 def _model(optype, src, statics: dict, params: dict) -> dict:
@@ -36,7 +32,7 @@ def _compare(optype, src, statics, params):
     doc = _model(optype, src, statics, params)
     feeds = {"src" if optype == "qconv2d" else "src1": src}
     want = run(compiled(doc, load=True), feeds)["out"]
-    ctx = compiled(doc, "dnnl", load=True)
+    ctx = compiled(doc, "dnnl", load=True, weights={})  # the weights known at compile
     assert not ctx.refused, ctx.refused  # oneDNN had only its reference kernel for it
     dnnl_op = next(o for o in ctx.ops if o.optype == f"{optype}_dnnl")
     impl = dnnl_op.values["call"].impl_info
@@ -74,7 +70,7 @@ CONVS = [  # (n, c, h, w, o, k, group, stride, padding, dilation)
 
 @pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"])
 @pytest.mark.parametrize("geometry", CONVS, ids=str)
-def test_qconv2d_matches_cpu(int8_on_dnnl, geometry, dtype):
+def test_qconv2d_matches_cpu(geometry, dtype):
     n, c, h, w, o, k, group, stride, padding, dilation = geometry
     rng = np.random.default_rng(sum(geometry))
     src = rng.integers(0, 256, (n, c, h, w)).astype(np.uint8)
@@ -92,7 +88,7 @@ def test_qconv2d_matches_cpu(int8_on_dnnl, geometry, dtype):
 @pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"])
 @pytest.mark.parametrize("shapes", [((6, 16), (16, 12)), ((2, 3, 8), (8, 5)),
                                     ((2, 3, 8), (2, 8, 5))], ids=str)
-def test_qmatmul_matches_cpu(int8_on_dnnl, shapes, dtype):
+def test_qmatmul_matches_cpu(shapes, dtype):
     a_shape, b_shape = shapes
     rng = np.random.default_rng(len(a_shape) + len(b_shape))
     src = rng.integers(0, 256, a_shape).astype(np.uint8)
@@ -107,13 +103,57 @@ def test_qmatmul_matches_cpu(int8_on_dnnl, shapes, dtype):
     _compare("qmatmul", src, statics, params)
 
 
-def test_quantized_ops_stay_on_cpu_where_int8_sums_saturate():
-    rng = np.random.default_rng(0)
-    src = rng.integers(0, 256, (1, 4, 6, 6)).astype(np.uint8)
-    statics = {"weight": rng.integers(-128, 128, (4, 4, 3, 3)).astype(np.int8),
-               "src_scale": np.array([0.02], np.float32),
-               "weight_scale": np.array([0.01], np.float32)}
-    ctx = compiled(_model("qconv2d", src, statics, {"size": [3, 3], "dtype": "TL_FLOAT"}),
-                   "dnnl")
-    expected = "qconv2d_dnnl" if dnnl_ops.int8_exact() else "qconv2d_cpu"
-    assert expected in [o.optype for o in ctx.ops]
+def test_int32_sums_equal_at_the_seven_bit_bound():
+    """The largest pair sums the 7-bit route admits (255 * 64 twice, either sign) are exact."""
+    src = np.full((1, 8, 5, 5), 255, np.uint8)
+    src[0, :, 2, 2] = 0
+    weight = np.where(np.arange(8 * 8 * 9).reshape(8, 8, 3, 3) % 3 == 0, -64, 64).astype(np.int8)
+    weight[0] = 64
+    weight[1] = -64
+    statics = {"weight": weight, "src_zero": np.array([0], np.uint8)}
+    _compare("qconv2d", src, statics, {"size": [3, 3], "padding": [1] * 4, "dtype": "TL_INT32"})
+    a = np.full((3, 64), 255, np.uint8)
+    b = np.where(np.arange(64 * 5).reshape(64, 5) % 4 == 1, 64, -64).astype(np.int8)
+    _compare("qmatmul", a, {"src2": b}, {"dtype": "TL_INT32"})
+
+
+def _lowered(optype, src, weight, known=True) -> str:
+    """The optype `optype` (qconv2d or qmatmul, int32 output) of a uint8 or int8 `src`
+    and `weight` lowers to for dnnl, the weight's values `known` at compile or not."""
+    if optype == "qconv2d":
+        doc = _model(optype, src, {"weight": weight}, {"size": list(weight.shape[2:]),
+                                                      "dtype": "TL_INT32"})
+    else:
+        doc = _model(optype, src, {"src2": weight}, {"dtype": "TL_INT32"})
+    ctx = compiled(doc, "dnnl", weights={} if known else None)
+    return next(o.optype for o in ctx.ops if o.optype.startswith(optype))
+
+
+@pytest.mark.parametrize("optype", ["qconv2d", "qmatmul"])
+@pytest.mark.parametrize("src_dtype, low, high, exact", [
+    (np.uint8, -64, 64, True),  # reduce_range weights: every pair sum fits int16
+    (np.uint8, -64, 65, False),  # one weight of 65: 2 * 255 * 65 saturates
+    (np.uint8, -65, 64, False),
+    (np.int8, -8, 8, False),  # an int8 source: oneDNN halves the weights below VNNI
+])
+def test_int8_route_is_chosen_per_op(optype, src_dtype, low, high, exact):
+    rng = np.random.default_rng(7)
+    src = rng.integers(np.iinfo(src_dtype).min, np.iinfo(src_dtype).max, (1, 4, 6, 6)
+                       if optype == "qconv2d" else (6, 36)).astype(src_dtype)
+    shape = (4, 4, 3, 3) if optype == "qconv2d" else (36, 4)
+    weight = rng.integers(-20, 20, shape).astype(np.int8)
+    weight.reshape(-1)[[3, 10]] = [low, high]
+    want = "dnnl" if exact or dnnl_ops.int8_exact() else "cpu"
+    assert _lowered(optype, src, weight) == f"{optype}_{want}"
+
+
+@pytest.mark.parametrize("optype", ["qconv2d", "qmatmul"])
+def test_weights_unknown_at_compile_keep_the_cpu_below_vnni(optype):
+    src = np.zeros((1, 4, 6, 6) if optype == "qconv2d" else (6, 36), np.uint8)
+    weight = np.ones((4, 4, 3, 3) if optype == "qconv2d" else (36, 4), np.int8)
+    want = "dnnl" if dnnl_ops.int8_exact() else "cpu"
+    assert _lowered(optype, src, weight, known=False) == f"{optype}_{want}"
+    assert _lowered(optype, src, weight) == f"{optype}_dnnl"
+    assert dnnl_ops.int8_sums_exact("TL_UINT8", None) == dnnl_ops.int8_exact()
+    assert dnnl_ops.int8_sums_exact("TL_UINT8", np.array([-64, 64], np.int8))
+    assert dnnl_ops.int8_sums_exact("TL_INT8", np.array([1], np.int8)) == dnnl_ops.int8_exact()

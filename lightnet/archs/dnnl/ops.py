@@ -35,7 +35,7 @@ from lightnet.errors import LightNetError
 PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
-           "qconv2d", "qmatmul", "int8_exact",
+           "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact",
            "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
@@ -597,15 +597,31 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
 
 
 def int8_exact() -> bool:
-    """Whether oneDNN's int8 convolution and matmul compute the exact int32 sums here:
-    with VNNI (AVX2 VNNI, AVX-512 VNNI and up), which accumulates u8 x s8 products in
-    int32. Below it they add pairs of products in int16 with saturation (vpmaddubsw; a
-    uint8 source and int8 weights beyond 7 bits overflow it, as in ONNX Runtime's int8
-    kernels there), and an int8 source is shifted to uint8 against weights halved
-    (oneDNN's scale adjustment): the dnnl expanders keep quantized ops on the cpu."""
+    """Whether oneDNN's int8 convolution and matmul compute the exact int32 sums of any
+    8-bit operands here: with VNNI (AVX2 VNNI, AVX-512 VNNI and up), which accumulates
+    u8 x s8 products in int32."""
     isa = capi.library().isa
     return any(isa & bits == bits for bits in (capi.dnnl_cpu_isa_avx2_vnni,
                                                capi.dnnl_cpu_isa_avx512_core_vnni))
+
+
+# The largest weight magnitude whose pairs of products with uint8 values fit int16:
+# 2 * 255 * 64 = 32640 <= 32767 (ONNX Runtime's quantizer, reduce_range, writes
+# weights in [-64, 64]).
+SEVEN_BIT = 64
+
+
+def int8_sums_exact(src_dtype: str, weight) -> bool:
+    """Whether oneDNN sums a source of `src_dtype` (a DType name) against `weight` (its
+    values; None: unknown at compile) exactly, so that the dnnl expanders may lower a
+    quantized op to it. With VNNI always. Below it (AVX2) oneDNN adds pairs of u8 x s8
+    products in int16 with saturation (vpmaddubsw): exact for a uint8 source and weights
+    within +-64. An int8 source is shifted to uint8 against weights halved (oneDNN's
+    scale adjustment), never exact there."""
+    if int8_exact():
+        return True
+    return (src_dtype == "TL_UINT8" and weight is not None
+            and -SEVEN_BIT <= int(weight.min()) and int(weight.max()) <= SEVEN_BIT)
 
 
 def _quantization(weight_scale, dst_scale, src_zero, dst_zero) -> primitives.Quantization:

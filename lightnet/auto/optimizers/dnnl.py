@@ -280,10 +280,10 @@ def expand_qconv2d(ctx, target):
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        dnnl.int8_exact()
-        and op.ins.weight.dtype.name == "TL_INT8"
+        op.ins.weight.dtype.name == "TL_INT8"
         and not op.given("weight_zero")
         and (not op.given("bias") or op.ins.bias.static)
+        and dnnl.int8_sums_exact(op.ins.src.dtype.name, op.value("weight"))
     ):
         return [b.op("qconv2d_dnnl", like=op)]
     return None
@@ -294,11 +294,11 @@ def expand_qmatmul(ctx, target):
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        dnnl.int8_exact()
-        and op.ins.src2.dtype.name == "TL_INT8"
+        op.ins.src2.dtype.name == "TL_INT8"
         and not op.given("src2_zero")
         and (not op.given("bias") or op.ins.bias.static)
         and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
+        and dnnl.int8_sums_exact(op.ins.src1.dtype.name, op.value("src2"))
     ):
         return [b.op("qmatmul_dnnl", like=op)]
     return None
