@@ -157,3 +157,54 @@ def test_weights_unknown_at_compile_keep_the_cpu_below_vnni(optype):
     assert dnnl_ops.int8_sums_exact("TL_UINT8", None) == dnnl_ops.int8_exact()
     assert dnnl_ops.int8_sums_exact("TL_UINT8", np.array([-64, 64], np.int8))
     assert dnnl_ops.int8_sums_exact("TL_INT8", np.array([1], np.int8)) == dnnl_ops.int8_exact()
+
+
+def _chain(src, weights, dtype="TL_UINT8"):
+    """A model of uint8 convolutions in a row (3x3, padding 1, a relu), each requantized
+    by powers of two (which oneDNN and the cpu scale exactly alike), the last writing
+    `dtype`."""
+    ops = [input_op("src", src)]
+    last = "src"
+    for i, w in enumerate(weights):
+        out_dtype = dtype if i == len(weights) - 1 else "TL_UINT8"
+        statics = {f"w{i}": w, f"b{i}": np.arange(w.shape[0], dtype=np.int32) * 8,
+                   f"sz{i}": np.array([3], np.uint8), f"ss{i}": np.array([0.5], np.float32),
+                   f"ws{i}": np.array([2.0 ** -6] * w.shape[0], np.float32)}
+        ins = {"src": last, "weight": f"w{i}", "bias": f"b{i}", "src_zero": f"sz{i}",
+               "src_scale": f"ss{i}", "weight_scale": f"ws{i}"}
+        if out_dtype in ("TL_UINT8", "TL_INT8"):
+            statics[f"ds{i}"] = np.array([0.125], np.float32)
+            ins["dst_scale"] = f"ds{i}"
+        elif out_dtype == "TL_INT32":  # the accumulator itself: no scales
+            for arg, name in (("src_scale", f"ss{i}"), ("weight_scale", f"ws{i}")):
+                del statics[name], ins[arg]
+        ops += [create_op(arg, value) for arg, value in statics.items()]
+        out = "out" if i == len(weights) - 1 else f"t{i}"
+        ops.append(op(f"q{i}", "qconv2d", ins, {"dst": out}, size=[3, 3], padding=[1] * 4,
+                      dtype=out_dtype, activation="none" if out_dtype == "TL_INT32" else "relu"))
+        last = out
+    return {"ops": ops}
+
+
+@pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_FLOAT", "TL_INT32"])
+def test_int8_convolutions_in_a_row_pass_channels_last(dtype):
+    """No reorder between consecutive int8 convolutions: one into the first's layout,
+    one out of the last's (none for an int32 output, which the convolution writes
+    plain itself), and the values the cpu's."""
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (16, 8, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (16, 16, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (8, 16, 3, 3)).astype(np.int8)]
+    doc = _chain(src, weights, dtype)
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    reorders = 2 if dtype != "TL_INT32" else 1
+    assert optypes == (["input_cpu", "reorder_dnnl"] + ["qconv2d_dnnl"] * 3
+                       + ["reorder_dnnl"] * (reorders - 1)), optypes
+    impls = [o.values["call"].impl_info for o in ctx.ops if o.optype == "qconv2d_dnnl"]
+    assert all(i.startswith("jit") for i in impls), impls
+    got = run(ctx, {"src": src})["out"]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

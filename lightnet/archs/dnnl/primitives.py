@@ -904,3 +904,22 @@ def reorder(src: MemoryDesc, dst: MemoryDesc) -> Kernel:
     return Kernel("reorder", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
                   {"src": plain_desc(src.shape, src.dtype), "dst": plain_desc(dst.shape,
                                                                               dst.dtype)})
+
+
+def quantizing_reorder(src: MemoryDesc, dst: MemoryDesc, *, side: str, zero: bool) -> Kernel:
+    """A reorder that quantizes (`side` "dst": float32 src, 8-bit dst = saturate(round(src
+    / scale) + zero), oneDNN multiplying by the scale's reciprocal) or dequantizes (`side`
+    "src": 8-bit src, float32 dst = (src - zero) * scale), one scale and zero point (when
+    `zero`) given at run time. Tensors src, dst, scale, zero."""
+    lib = capi.library()
+    arg = capi.DNNL_ARG_DST if side == "dst" else capi.DNNL_ARG_SRC
+    attr = capi.Attr((), {arg: 0}, {arg: 0} if zero else None)
+    pd = capi.PrimitiveDesc.create("dnnl_reorder_primitive_desc_create", src, lib.engine,
+                                   dst, lib.engine, attr)
+    extra = {"scale": (capi.DNNL_ARG_ATTR_SCALES | arg, plain_desc((1,), "float32"))}
+    if zero:
+        extra["zero"] = (capi.DNNL_ARG_ATTR_ZERO_POINTS | arg, plain_desc((1,), "int32"))
+    return Kernel("quantizing reorder", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+                  {"src": plain_desc(src.shape, src.dtype), "dst": plain_desc(dst.shape,
+                                                                              dst.dtype)},
+                  extra)

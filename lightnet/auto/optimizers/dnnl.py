@@ -304,6 +304,36 @@ def expand_qmatmul(ctx, target):
     return None
 
 
+def expand_quantize(ctx, target):
+    """Lower quantize to quantize_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.params.dtype in ("TL_UINT8", "TL_INT8")
+        and 1 <= op.ins.src.ndim <= 12
+        and op.ins.scale.len == 1
+        and op.ins.scale.static
+        and (not op.given("zero") or op.ins.zero.static)
+    ):
+        return [b.op("quantize_dnnl", like=op)]
+    return None
+
+
+def expand_dequantize(ctx, target):
+    """Lower dequantize to dequantize_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.ins.src.dtype.name in ("TL_UINT8", "TL_INT8")
+        and 1 <= op.ins.src.ndim <= 12
+        and op.ins.scale.len == 1
+        and op.ins.scale.static
+        and (not op.given("zero") or op.ins.zero.static)
+    ):
+        return [b.op("dequantize_dnnl", like=op)]
+    return None
+
+
 def expand_layernorm(ctx, target):
     """Lower layernorm to layernorm_dnnl."""
     op = OpView(ctx, target)
@@ -1171,6 +1201,8 @@ EXPANDERS = {
     "matmul": expand_matmul,
     "qconv2d": expand_qconv2d,
     "qmatmul": expand_qmatmul,
+    "quantize": expand_quantize,
+    "dequantize": expand_dequantize,
     "layernorm": expand_layernorm,
     "channel_shuffle": expand_channel_shuffle,
     "clip": expand_clip,
