@@ -208,3 +208,39 @@ def test_int8_convolutions_in_a_row_pass_channels_last(dtype):
     got = run(ctx, {"src": src})["out"]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def _one_op(optype, x, statics, **params):
+    """(the cpu's output, dnnl's output, dnnl's optypes but create ops) of one op."""
+    doc = {"ops": [input_op("src", x)] + [create_op(a, v) for a, v in statics.items()] + [
+        op("op", optype, {"src": "src", **{a: a for a in statics}}, {"dst": "out"}, **params)]}
+    want = run(compiled(doc, load=True), {"src": x})["out"]
+    ctx = compiled(doc, "dnnl", load=True)
+    assert all(o.values["call"].impl_info.startswith("jit") for o in ctx.ops
+               if o.optype == f"{optype}_dnnl")
+    return want, run(ctx, {"src": x})["out"], [o.optype for o in ctx.ops
+                                                if o.optype != "create_cpu"]
+
+
+@pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8"])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 9), (3, 40)], ids=str)
+def test_quantize_and_dequantize_match_cpu(shape, dtype):
+    """quantize_dnnl as the cpu's (a value within a float32 rounding of a half step may
+    round the other way, rarely), half steps exactly (an even zero point: oneDNN rounds
+    after adding it), saturation; dequantize_dnnl equal. A 4-D output is written
+    channels-last (then reordered, as a model output)."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * 60).astype(np.float32)
+    x.reshape(-1)[:6] = [0.5 * 0.4, 2.5 * 0.4, -1.5 * 0.4, 1e6, -1e6, 0]  # exact ties, saturated
+    np_dtype = np.uint8 if dtype == "TL_UINT8" else np.int8
+    statics = {"scale": np.array([0.4], np.float32), "zero": np.array([8], np_dtype)}
+    reorder = ["reorder_dnnl"] if len(shape) == 4 else []
+    want, got, optypes = _one_op("quantize", x, statics, dtype=dtype)
+    assert optypes == ["input_cpu", "quantize_dnnl"] + reorder, optypes
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    assert np.mean(got != want) < 0.001
+    np.testing.assert_array_equal(got.reshape(-1)[:6], want.reshape(-1)[:6])
+    q = rng.integers(np.iinfo(np_dtype).min, np.iinfo(np_dtype).max + 1, shape).astype(np_dtype)
+    want, got, optypes = _one_op("dequantize", q, statics)
+    assert optypes == ["input_cpu", "dequantize_dnnl"], optypes
+    np.testing.assert_array_equal(got, want)
