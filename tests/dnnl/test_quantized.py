@@ -244,3 +244,25 @@ def test_quantize_and_dequantize_match_cpu(shape, dtype):
     want, got, optypes = _one_op("dequantize", q, statics)
     assert optypes == ["input_cpu", "dequantize_dnnl"], optypes
     np.testing.assert_array_equal(got, want)
+
+
+def test_int8_max_pool_between_convolutions_keeps_channels_last():
+    """A max pool of uint8 between two int8 convolutions runs on oneDNN's int8 pooling
+    (the combiner int8_maxpool), in their channels-last layout: no reorder between."""
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (16, 8, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (8, 16, 3, 3)).astype(np.int8)]
+    doc = _chain(src, weights)
+    at = next(i for i, o in enumerate(doc["ops"]) if o["name"] == "q1")
+    next(t for t in doc["ops"][at]["tensors_in"] if t["arg_name"] == "src")["name"] = "p0"
+    doc["ops"].insert(at, op("pool", "maxpool2d", {"src": "t0"}, {"dst": "p0"}, size=[3, 3],
+                             stride=[2, 2], padding=[1, 1, 1, 1]))
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    assert optypes == ["input_cpu", "reorder_dnnl", "qconv2d_dnnl", "maxpool2d_int8_dnnl",
+                       "qconv2d_dnnl", "reorder_dnnl"], optypes
+    pool = next(o for o in ctx.ops if o.optype == "maxpool2d_int8_dnnl")
+    assert pool.values["call"].impl_info.startswith("jit"), pool.values["call"].impl_info
+    np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)

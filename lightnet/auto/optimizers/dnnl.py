@@ -494,6 +494,18 @@ def expand_tanh(ctx, target):
     return [b.op("tanh_dnnl", like=op)]
 
 
+def combine_int8_maxpool(ctx, window):
+    """Run a max pool of 8-bit integers (a QDQ model's, which the ONNX importer
+    makes read the integers) on oneDNN's int8 pooling, which the expanders,
+    lowering TL_FLOAT ops only, leave on the cpu: between int8 convolutions it
+    keeps their channels-last tensors, with no reorder."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (ops[0].ins.src.dtype.name in ("TL_UINT8", "TL_INT8")):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("maxpool2d_int8_dnnl", like=ops[0])]
+
+
 def combine_channel_shuffle(ctx, window):
     """A reshape of [N, C, H, W] to [N, g, C / g, H, W], a transpose of the two
     group axes and a reshape back (how exporters write ShuffleNet's channel
@@ -1223,6 +1235,7 @@ EXPANDERS = {
 }
 
 COMBINERS = (
+    Combiner("int8_maxpool", ("maxpool2d_cpu",), combine_int8_maxpool),
     Combiner(
         "channel_shuffle", ("reshape_cpu", "*", "reshape_cpu"), combine_channel_shuffle
     ),
