@@ -266,3 +266,31 @@ def test_int8_max_pool_between_convolutions_keeps_channels_last():
     pool = next(o for o in ctx.ops if o.optype == "maxpool2d_int8_dnnl")
     assert pool.values["call"].impl_info.startswith("jit"), pool.values["call"].impl_info
     np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)
+
+
+@pytest.mark.parametrize("zero", [0, 5])
+def test_zero_points_known_to_be_zero_are_left_out(zero):
+    """oneDNN's int8 kernels run faster without zero points: one known to be 0 is not
+    given to them (the values the cpu's either way); any other is."""
+    rng = np.random.default_rng(9)
+    src = rng.integers(0, 256, (1, 8, 7, 7)).astype(np.uint8)
+    statics = {"weight": rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8),
+               "src_zero": np.array([zero], np.uint8)}
+    statics.update(_scales(rng, "TL_UINT8", 8, per_channel=True))
+    statics["dst_zero"] = np.array([zero], np.uint8)
+    params = {"size": [3, 3], "padding": [1] * 4}
+    _compare("qconv2d", src, statics, params)
+    ctx = compiled(_model("qconv2d", src, statics, params), "dnnl", weights={})
+    conv = next(o for o in ctx.ops if o.optype == "qconv2d_dnnl")
+    given = {"src_zero", "dst_zero"} & set(conv.tensors_in)
+    assert given == (set() if zero == 0 else {"src_zero", "dst_zero"})
+    src1 = rng.integers(0, 256, (4, 16)).astype(np.uint8)
+    statics = {"src2": rng.integers(-64, 65, (16, 8)).astype(np.int8),
+               "src1_zero": np.array([zero], np.uint8), "src1_scale": statics["src_scale"],
+               "src2_scale": statics["weight_scale"], "dst_scale": statics["dst_scale"],
+               "dst_zero": np.array([zero], np.uint8)}
+    _compare("qmatmul", src1, statics, {})
+    ctx = compiled(_model("qmatmul", src1, statics, {}), "dnnl", weights={})
+    product = next(o for o in ctx.ops if o.optype == "qmatmul_dnnl")
+    given = {"src1_zero", "dst_zero"} & set(product.tensors_in)
+    assert given == (set() if zero == 0 else {"src1_zero", "dst_zero"})

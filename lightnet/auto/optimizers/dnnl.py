@@ -285,7 +285,26 @@ def expand_qconv2d(ctx, target):
         and (not op.given("bias") or op.ins.bias.static)
         and dnnl.int8_sums_exact(op.ins.src.dtype.name, op.value("weight"))
     ):
-        return [b.op("qconv2d_dnnl", like=op)]
+        return [
+            b.op(
+                "qconv2d_dnnl",
+                like=op,
+                ins={
+                    "src_zero": (
+                        op.ins.src_zero
+                        if op.given("src_zero")
+                        and (op.value("src_zero") is None or op.value("src_zero").any())
+                        else None
+                    ),
+                    "dst_zero": (
+                        op.ins.dst_zero
+                        if op.given("dst_zero")
+                        and (op.value("dst_zero") is None or op.value("dst_zero").any())
+                        else None
+                    ),
+                },
+            )
+        ]
     return None
 
 
@@ -300,7 +319,28 @@ def expand_qmatmul(ctx, target):
         and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
         and dnnl.int8_sums_exact(op.ins.src1.dtype.name, op.value("src2"))
     ):
-        return [b.op("qmatmul_dnnl", like=op)]
+        return [
+            b.op(
+                "qmatmul_dnnl",
+                like=op,
+                ins={
+                    "src1_zero": (
+                        op.ins.src1_zero
+                        if op.given("src1_zero")
+                        and (
+                            op.value("src1_zero") is None or op.value("src1_zero").any()
+                        )
+                        else None
+                    ),
+                    "dst_zero": (
+                        op.ins.dst_zero
+                        if op.given("dst_zero")
+                        and (op.value("dst_zero") is None or op.value("dst_zero").any())
+                        else None
+                    ),
+                },
+            )
+        ]
     return None
 
 
