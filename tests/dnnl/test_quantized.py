@@ -294,3 +294,25 @@ def test_zero_points_known_to_be_zero_are_left_out(zero):
     product = next(o for o in ctx.ops if o.optype == "qmatmul_dnnl")
     given = {"src1_zero", "dst_zero"} & set(product.tensors_in)
     assert given == (set() if zero == 0 else {"src1_zero", "dst_zero"})
+
+
+def test_int8_concat_of_convolutions_keeps_channels_last():
+    """A concat of two int8 convolutions' uint8 outputs, read by a third, runs on oneDNN
+    (the combiner int8_concat) in their channels-last layout: no reorder between."""
+    rng = np.random.default_rng(6)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (8, 16, 3, 3)).astype(np.int8)]
+    doc = _chain(src, weights)
+    at = next(i for i, o in enumerate(doc["ops"]) if o["name"] == "q1")
+    next(t for t in doc["ops"][at]["tensors_in"] if t["arg_name"] == "src")["name"] = "c0"
+    doc["ops"].insert(at, op("join", "concat", {"src1": "t0", "src2": "src"}, {"dst": "c0"},
+                             axis=1))
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    assert optypes == ["input_cpu", "reorder_dnnl", "qconv2d_dnnl", "concat_int8_dnnl",
+                       "qconv2d_dnnl", "reorder_dnnl"], optypes
+    join = next(o for o in ctx.ops if o.optype == "concat_int8_dnnl")
+    assert not join.values["call"].impl_info.startswith("ref"), join.values["call"].impl_info
+    np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)

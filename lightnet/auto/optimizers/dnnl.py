@@ -546,6 +546,19 @@ def combine_int8_maxpool(ctx, window):
     return [b.op("maxpool2d_int8_dnnl", like=ops[0])]
 
 
+def combine_int8_concat(ctx, window):
+    """Run a concat of 8-bit integers (a QDQ model's of one scale and zero point)
+    on oneDNN, in the layout of its sources, as int8_maxpool does a max pool."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].ins.src1.dtype.name in ("TL_UINT8", "TL_INT8")
+        and ops[0].ins.src1.ndim <= 12
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("concat_int8_dnnl", like=ops[0])]
+
+
 def combine_channel_shuffle(ctx, window):
     """A reshape of [N, C, H, W] to [N, g, C / g, H, W], a transpose of the two
     group axes and a reshape back (how exporters write ShuffleNet's channel
@@ -1276,6 +1289,7 @@ EXPANDERS = {
 
 COMBINERS = (
     Combiner("int8_maxpool", ("maxpool2d_cpu",), combine_int8_maxpool),
+    Combiner("int8_concat", ("concat_cpu",), combine_int8_concat),
     Combiner(
         "channel_shuffle", ("reshape_cpu", "*", "reshape_cpu"), combine_channel_shuffle
     ),
