@@ -46,7 +46,15 @@ ARCHS = {
         dtypes=(DType.TL_FLOAT,),
         fallback="cpu",
         float32_ops=frozenset(
-            {"softmax_dnnl", "layernorm_dnnl", "cast_dnnl", "dequantize_dnnl"}
+            {
+                "softmax_dnnl",
+                "layernorm_dnnl",
+                "cast_dnnl",
+                "dequantize_dnnl",
+                "quantize_dnnl",
+                "qconv2d_dnnl",
+                "qmatmul_dnnl",
+            }
         ),
         elementwise_ops=frozenset(
             {
