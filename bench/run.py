@@ -10,6 +10,7 @@
     python bench/run.py --openvino off          # leave OpenVINO out even where installed
     python bench/run.py --zoo                   # the zoo's models instead (bench/zoo.py)
     python bench/run.py --zoo --target both --models resnet18,yolov8n
+    python bench/run.py --zoo --models resnet50 --quantized /tmp/int8/resnet50-qdq.onnx
 
 Each model is built once as an ONNX graph with seeded random weights (bench/models.py);
 ONNX Runtime runs it directly, LightNet through its ONNX importer, compiled for each
@@ -41,6 +42,12 @@ target (--target both adds cpu): the same workers and blocks, the error of the f
 output only (bench/zoo.py check compares every output, to 1e-4), no dispatch table.
 A model LightNet cannot import, or whose worker fails, is listed below the table with
 its error's line, and makes the exit status 1.
+
+--quantized FILE (with --zoo and one model) times a QDQ model quantized from it (ONNX
+Runtime's quantize_static, made outside the bench): LightNet's dnnl target, ONNX Runtime
+and OpenVINO on FILE against ONNX Runtime on the float model, in the same rounds; the
+error is LightNet's against ONNX Runtime on FILE in steps of the output's quantization
+(the scale of the DequantizeLinear making it), and whether the top-1 classes agree.
 """
 
 from __future__ import annotations
@@ -90,6 +97,8 @@ def _args(argv=None):
     p.add_argument("--openvino", choices=("auto", "off"), default="auto",
                    help="auto (default): also time OpenVINO's CPU plugin (ov; ov-bf16 with "
                         "--precision bf16) where the openvino package is installed")
+    p.add_argument("--quantized", metavar="FILE", default=None,
+                   help="a QDQ model of the one --zoo model: int8 engines against ORT float32")
     p.add_argument("--no-dispatch", action="store_true",
                    help="skip the dispatch table (--zoo always does)")
     p.add_argument("--dispatch-ops", type=int, default=1000,
@@ -127,6 +136,7 @@ if ARGS.openblas_coretype:
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -305,30 +315,83 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
-def measure(d: str) -> dict[str, dict]:
+def measure(d: str, engines=None) -> dict[str, dict]:
     """Set the engines up (one at a time, each measuring its own memory: LightNet for
     each target, then ONNX Runtime), then time them in turns: a warm-up block each,
     then --blocks rounds of one block of --runs runs each, --pause between blocks.
-    Returns each engine's info with its block times (seconds per run) and median."""
-    engines = [f"ours:{t}" for t in TARGETS] + ["ort", *OTHERS]
-    workers = []
+    `engines`: (label, engine, directory) of each (default: every engine on `d`).
+    Returns each engine's info by label with its block times (seconds per run) and
+    median."""
+    if engines is None:
+        engines = [(e, e, d) for e in [f"ours:{t}" for t in TARGETS] + ["ort", *OTHERS]]
+    workers = {}
     try:
-        for engine in engines:
-            workers.append(Worker(engine, d))
-        blocks = {w.engine: [] for w in workers}
+        for label, engine, where in engines:
+            workers[label] = Worker(engine, where)
+        blocks = {label: [] for label in workers}
         for round_ in range(ARGS.blocks + 1):
-            for w in workers:
+            for label, w in workers.items():
                 times = w.ask(f"run {ARGS.runs}")
                 if round_:  # the first round warms up
-                    blocks[w.engine].append(sum(times) / len(times))
+                    blocks[label].append(sum(times) / len(times))
                 time.sleep(ARGS.pause)
-        for w in workers:
+        for w in workers.values():
             w.ask("save")
     finally:
-        for w in workers:
+        for w in workers.values():
             w.close()
-    return {w.engine: {**w.info, "times": blocks[w.engine],
-                       "latency": float(np.median(blocks[w.engine]))} for w in workers}
+    return {label: {**w.info, "times": blocks[label],
+                    "latency": float(np.median(blocks[label]))} for label, w in workers.items()}
+
+
+def output_step(model) -> float | None:
+    """The quantization step of a QDQ model's first output: the scale of the
+    DequantizeLinear making it (None: another node makes it)."""
+    from onnx import numpy_helper
+
+    consts = {t.name: t for t in model.graph.initializer}
+    out = model.graph.output[0].name
+    node = next((n for n in model.graph.node if out in n.output), None)
+    if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in consts:
+        return None
+    return float(numpy_helper.to_array(consts[node.input[1]]).reshape(-1)[0])
+
+
+def bench_quantized(name: str, path: str) -> None:
+    """Time LightNet's dnnl target, ONNX Runtime and OpenVINO on the QDQ model `path`
+    of zoo model `name` against ONNX Runtime on the float model (--quantized)."""
+    import onnx
+
+    from lightnet.frontends.onnx import convert, save_weights
+
+    with tempfile.TemporaryDirectory(prefix=f"lnbench-{name}-") as d, \
+            tempfile.TemporaryDirectory(prefix=f"lnbench-{name}-int8-") as dq:
+        prepare(name, d)
+        model = onnx.load(path)
+        with open(os.path.join(dq, "model.onnx"), "wb") as f:
+            f.write(model.SerializeToString())
+        ir, weights = convert(model)
+        with open(os.path.join(dq, "model.json"), "w") as f:
+            json.dump(ir, f)
+        save_weights(os.path.join(dq, "model.npz"), weights)
+        shutil.copy(os.path.join(d, "inputs.npz"), os.path.join(dq, "inputs.npz"))
+        engines = [("ours:dnnl int8", "ours:dnnl", dq), ("ort int8", "ort", dq),
+                   ("ort float32", "ort", d)] + [(f"{e} int8", e, dq) for e in OTHERS]
+        if ARGS.quiet_wait > 0:
+            wait_quiet(ARGS.quiet_wait)
+        results = measure(d, engines)
+        ref = np.load(os.path.join(dq, "out_ort.npy"))
+        ours = np.load(os.path.join(dq, "out_ours-dnnl.npy")).reshape(ref.shape)
+        step = output_step(model)
+    base = results["ort float32"]["latency"]
+    rows = [(label, f"{r['latency'] * 1e3:.1f}", f"{r['latency'] / base:.2f}")
+            for label, r in results.items()]
+    _print_table(("engine", "ms", "x ort float32"), rows)
+    diff = float(np.max(np.abs(ours.astype(np.float64) - ref)))
+    steps = f"{diff / step:.1f} steps of {step:.4g}" if step else "no output step"
+    print(f"\n{name}: LightNet dnnl int8 against ORT int8 on {path}: max |diff| {diff:.4g} "
+          f"({steps}); top-1 {'agrees' if ours.argmax() == ref.argmax() else 'differs'}")
+    print(results["ours:dnnl int8"].get("kernels", ""))
 
 
 def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
@@ -579,6 +642,13 @@ def main() -> None:
         unknown = [n for n in names if n not in known]
         if unknown:
             sys.exit(f"run.py: unknown models {unknown} (known: {', '.join(known)})")
+    if ARGS.quantized:
+        if not ARGS.zoo or len(names) != 1:
+            sys.exit("run.py: --quantized takes --zoo and one model (--models NAME)")
+        print(f"threads: --threads {ARGS.threads}; median of {ARGS.blocks} blocks of "
+              f"{ARGS.runs} runs, {ARGS.pause} s apart")
+        bench_quantized(names[0], ARGS.quantized)
+        return
     import onnxruntime
 
     start = time.perf_counter()

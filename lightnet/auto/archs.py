@@ -45,7 +45,17 @@ ARCHS = {
         mtype=MemType.CPU,
         dtypes=(DType.TL_FLOAT,),
         fallback="cpu",
-        float32_ops=frozenset({"softmax_dnnl", "layernorm_dnnl", "cast_dnnl"}),
+        float32_ops=frozenset(
+            {
+                "softmax_dnnl",
+                "layernorm_dnnl",
+                "cast_dnnl",
+                "dequantize_dnnl",
+                "quantize_dnnl",
+                "qconv2d_dnnl",
+                "qmatmul_dnnl",
+            }
+        ),
         elementwise_ops=frozenset(
             {
                 "relu_dnnl",

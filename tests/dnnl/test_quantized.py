@@ -3,8 +3,9 @@ ONNX's integer arithmetic exactly: integer outputs equal, requantized ones withi
 step, float ones to float32 rounding; oneDNN's int8 kernels, never its reference ones.
 
 Below VNNI oneDNN adds pairs of u8 x s8 products in int16 with saturation, so the dnnl
-expanders keep quantized ops on the cpu there (ops.int8_exact); these tests lower them
-anyway, on uint8 sources and weights within 7 bits, which those kernels sum exactly."""
+expanders lower a quantized op there only for a uint8 source and weights within +-64
+(ONNX Runtime's reduce_range weights), which those kernels sum exactly
+(ops.int8_sums_exact); these tests use such operands."""
 
 import numpy as np
 import pytest
@@ -16,11 +17,6 @@ from tests.irbuild import create_op, input_op, op
 
 pytestmark = pytest.mark.skipif(capi.unavailable_reason() is not None,
                                 reason=f"oneDNN is unavailable: {capi.unavailable_reason()}")
-
-
-@pytest.fixture
-def int8_on_dnnl(monkeypatch):
-    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
 
 
 def _model(optype, src, statics: dict, params: dict) -> dict:
@@ -36,7 +32,7 @@ def _compare(optype, src, statics, params):
     doc = _model(optype, src, statics, params)
     feeds = {"src" if optype == "qconv2d" else "src1": src}
     want = run(compiled(doc, load=True), feeds)["out"]
-    ctx = compiled(doc, "dnnl", load=True)
+    ctx = compiled(doc, "dnnl", load=True, weights={})  # the weights known at compile
     assert not ctx.refused, ctx.refused  # oneDNN had only its reference kernel for it
     dnnl_op = next(o for o in ctx.ops if o.optype == f"{optype}_dnnl")
     impl = dnnl_op.values["call"].impl_info
@@ -74,7 +70,7 @@ CONVS = [  # (n, c, h, w, o, k, group, stride, padding, dilation)
 
 @pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"])
 @pytest.mark.parametrize("geometry", CONVS, ids=str)
-def test_qconv2d_matches_cpu(int8_on_dnnl, geometry, dtype):
+def test_qconv2d_matches_cpu(geometry, dtype):
     n, c, h, w, o, k, group, stride, padding, dilation = geometry
     rng = np.random.default_rng(sum(geometry))
     src = rng.integers(0, 256, (n, c, h, w)).astype(np.uint8)
@@ -92,7 +88,7 @@ def test_qconv2d_matches_cpu(int8_on_dnnl, geometry, dtype):
 @pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8", "TL_FLOAT", "TL_INT32"])
 @pytest.mark.parametrize("shapes", [((6, 16), (16, 12)), ((2, 3, 8), (8, 5)),
                                     ((2, 3, 8), (2, 8, 5))], ids=str)
-def test_qmatmul_matches_cpu(int8_on_dnnl, shapes, dtype):
+def test_qmatmul_matches_cpu(shapes, dtype):
     a_shape, b_shape = shapes
     rng = np.random.default_rng(len(a_shape) + len(b_shape))
     src = rng.integers(0, 256, a_shape).astype(np.uint8)
@@ -107,13 +103,216 @@ def test_qmatmul_matches_cpu(int8_on_dnnl, shapes, dtype):
     _compare("qmatmul", src, statics, params)
 
 
-def test_quantized_ops_stay_on_cpu_where_int8_sums_saturate():
-    rng = np.random.default_rng(0)
-    src = rng.integers(0, 256, (1, 4, 6, 6)).astype(np.uint8)
-    statics = {"weight": rng.integers(-128, 128, (4, 4, 3, 3)).astype(np.int8),
-               "src_scale": np.array([0.02], np.float32),
-               "weight_scale": np.array([0.01], np.float32)}
-    ctx = compiled(_model("qconv2d", src, statics, {"size": [3, 3], "dtype": "TL_FLOAT"}),
-                   "dnnl")
-    expected = "qconv2d_dnnl" if dnnl_ops.int8_exact() else "qconv2d_cpu"
-    assert expected in [o.optype for o in ctx.ops]
+def test_int32_sums_equal_at_the_seven_bit_bound():
+    """The largest pair sums the 7-bit route admits (255 * 64 twice, either sign) are exact."""
+    src = np.full((1, 8, 5, 5), 255, np.uint8)
+    src[0, :, 2, 2] = 0
+    weight = np.where(np.arange(8 * 8 * 9).reshape(8, 8, 3, 3) % 3 == 0, -64, 64).astype(np.int8)
+    weight[0] = 64
+    weight[1] = -64
+    statics = {"weight": weight, "src_zero": np.array([0], np.uint8)}
+    _compare("qconv2d", src, statics, {"size": [3, 3], "padding": [1] * 4, "dtype": "TL_INT32"})
+    a = np.full((3, 64), 255, np.uint8)
+    b = np.where(np.arange(64 * 5).reshape(64, 5) % 4 == 1, 64, -64).astype(np.int8)
+    _compare("qmatmul", a, {"src2": b}, {"dtype": "TL_INT32"})
+
+
+def _lowered(optype, src, weight, known=True) -> str:
+    """The optype `optype` (qconv2d or qmatmul, int32 output) of a uint8 or int8 `src`
+    and `weight` lowers to for dnnl, the weight's values `known` at compile or not."""
+    if optype == "qconv2d":
+        doc = _model(optype, src, {"weight": weight}, {"size": list(weight.shape[2:]),
+                                                      "dtype": "TL_INT32"})
+    else:
+        doc = _model(optype, src, {"src2": weight}, {"dtype": "TL_INT32"})
+    ctx = compiled(doc, "dnnl", weights={} if known else None)
+    return next(o.optype for o in ctx.ops if o.optype.startswith(optype))
+
+
+@pytest.mark.parametrize("optype", ["qconv2d", "qmatmul"])
+@pytest.mark.parametrize("src_dtype, low, high, exact", [
+    (np.uint8, -64, 64, True),  # reduce_range weights: every pair sum fits int16
+    (np.uint8, -64, 65, False),  # one weight of 65: 2 * 255 * 65 saturates
+    (np.uint8, -65, 64, False),
+    (np.int8, -8, 8, False),  # an int8 source: oneDNN halves the weights below VNNI
+])
+def test_int8_route_is_chosen_per_op(optype, src_dtype, low, high, exact):
+    rng = np.random.default_rng(7)
+    src = rng.integers(np.iinfo(src_dtype).min, np.iinfo(src_dtype).max, (1, 4, 6, 6)
+                       if optype == "qconv2d" else (6, 36)).astype(src_dtype)
+    shape = (4, 4, 3, 3) if optype == "qconv2d" else (36, 4)
+    weight = rng.integers(-20, 20, shape).astype(np.int8)
+    weight.reshape(-1)[[3, 10]] = [low, high]
+    want = "dnnl" if exact or dnnl_ops.int8_exact() else "cpu"
+    assert _lowered(optype, src, weight) == f"{optype}_{want}"
+
+
+@pytest.mark.parametrize("optype", ["qconv2d", "qmatmul"])
+def test_weights_unknown_at_compile_keep_the_cpu_below_vnni(optype):
+    src = np.zeros((1, 4, 6, 6) if optype == "qconv2d" else (6, 36), np.uint8)
+    weight = np.ones((4, 4, 3, 3) if optype == "qconv2d" else (36, 4), np.int8)
+    want = "dnnl" if dnnl_ops.int8_exact() else "cpu"
+    assert _lowered(optype, src, weight, known=False) == f"{optype}_{want}"
+    assert _lowered(optype, src, weight) == f"{optype}_dnnl"
+    assert dnnl_ops.int8_sums_exact("TL_UINT8", None) == dnnl_ops.int8_exact()
+    assert dnnl_ops.int8_sums_exact("TL_UINT8", np.array([-64, 64], np.int8))
+    assert dnnl_ops.int8_sums_exact("TL_INT8", np.array([1], np.int8)) == dnnl_ops.int8_exact()
+
+
+def _chain(src, weights, dtype="TL_UINT8"):
+    """A model of uint8 convolutions in a row (3x3, padding 1, a relu), each requantized
+    by powers of two (which oneDNN and the cpu scale exactly alike), the last writing
+    `dtype`."""
+    ops = [input_op("src", src)]
+    last = "src"
+    for i, w in enumerate(weights):
+        out_dtype = dtype if i == len(weights) - 1 else "TL_UINT8"
+        statics = {f"w{i}": w, f"b{i}": np.arange(w.shape[0], dtype=np.int32) * 8,
+                   f"sz{i}": np.array([3], np.uint8), f"ss{i}": np.array([0.5], np.float32),
+                   f"ws{i}": np.array([2.0 ** -6] * w.shape[0], np.float32)}
+        ins = {"src": last, "weight": f"w{i}", "bias": f"b{i}", "src_zero": f"sz{i}",
+               "src_scale": f"ss{i}", "weight_scale": f"ws{i}"}
+        if out_dtype in ("TL_UINT8", "TL_INT8"):
+            statics[f"ds{i}"] = np.array([0.125], np.float32)
+            ins["dst_scale"] = f"ds{i}"
+        elif out_dtype == "TL_INT32":  # the accumulator itself: no scales
+            for arg, name in (("src_scale", f"ss{i}"), ("weight_scale", f"ws{i}")):
+                del statics[name], ins[arg]
+        ops += [create_op(arg, value) for arg, value in statics.items()]
+        out = "out" if i == len(weights) - 1 else f"t{i}"
+        ops.append(op(f"q{i}", "qconv2d", ins, {"dst": out}, size=[3, 3], padding=[1] * 4,
+                      dtype=out_dtype, activation="none" if out_dtype == "TL_INT32" else "relu"))
+        last = out
+    return {"ops": ops}
+
+
+@pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_FLOAT", "TL_INT32"])
+def test_int8_convolutions_in_a_row_pass_channels_last(dtype):
+    """No reorder between consecutive int8 convolutions: one into the first's layout,
+    one out of the last's (none for an int32 output, which the convolution writes
+    plain itself), and the values the cpu's."""
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (16, 8, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (16, 16, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (8, 16, 3, 3)).astype(np.int8)]
+    doc = _chain(src, weights, dtype)
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    reorders = 2 if dtype != "TL_INT32" else 1
+    assert optypes == (["input_cpu", "reorder_dnnl"] + ["qconv2d_dnnl"] * 3
+                       + ["reorder_dnnl"] * (reorders - 1)), optypes
+    impls = [o.values["call"].impl_info for o in ctx.ops if o.optype == "qconv2d_dnnl"]
+    assert all(i.startswith("jit") for i in impls), impls
+    got = run(ctx, {"src": src})["out"]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def _one_op(optype, x, statics, **params):
+    """(the cpu's output, dnnl's output, dnnl's optypes but create ops) of one op."""
+    doc = {"ops": [input_op("src", x)] + [create_op(a, v) for a, v in statics.items()] + [
+        op("op", optype, {"src": "src", **{a: a for a in statics}}, {"dst": "out"}, **params)]}
+    want = run(compiled(doc, load=True), {"src": x})["out"]
+    ctx = compiled(doc, "dnnl", load=True)
+    assert all(o.values["call"].impl_info.startswith("jit") for o in ctx.ops
+               if o.optype == f"{optype}_dnnl")
+    return want, run(ctx, {"src": x})["out"], [o.optype for o in ctx.ops
+                                                if o.optype != "create_cpu"]
+
+
+@pytest.mark.parametrize("dtype", ["TL_UINT8", "TL_INT8"])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 9), (3, 40)], ids=str)
+def test_quantize_and_dequantize_match_cpu(shape, dtype):
+    """quantize_dnnl as the cpu's (a value within a float32 rounding of a half step may
+    round the other way, rarely), half steps exactly (an even zero point: oneDNN rounds
+    after adding it), saturation; dequantize_dnnl equal. A 4-D output is written
+    channels-last (then reordered, as a model output)."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * 60).astype(np.float32)
+    x.reshape(-1)[:6] = [0.5 * 0.4, 2.5 * 0.4, -1.5 * 0.4, 1e6, -1e6, 0]  # exact ties, saturated
+    np_dtype = np.uint8 if dtype == "TL_UINT8" else np.int8
+    statics = {"scale": np.array([0.4], np.float32), "zero": np.array([8], np_dtype)}
+    reorder = ["reorder_dnnl"] if len(shape) == 4 else []
+    want, got, optypes = _one_op("quantize", x, statics, dtype=dtype)
+    assert optypes == ["input_cpu", "quantize_dnnl"] + reorder, optypes
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    assert np.mean(got != want) < 0.001
+    np.testing.assert_array_equal(got.reshape(-1)[:6], want.reshape(-1)[:6])
+    q = rng.integers(np.iinfo(np_dtype).min, np.iinfo(np_dtype).max + 1, shape).astype(np_dtype)
+    want, got, optypes = _one_op("dequantize", q, statics)
+    assert optypes == ["input_cpu", "dequantize_dnnl"], optypes
+    np.testing.assert_array_equal(got, want)
+
+
+def test_int8_max_pool_between_convolutions_keeps_channels_last():
+    """A max pool of uint8 between two int8 convolutions runs on oneDNN's int8 pooling
+    (the combiner int8_maxpool), in their channels-last layout: no reorder between."""
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (16, 8, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (8, 16, 3, 3)).astype(np.int8)]
+    doc = _chain(src, weights)
+    at = next(i for i, o in enumerate(doc["ops"]) if o["name"] == "q1")
+    next(t for t in doc["ops"][at]["tensors_in"] if t["arg_name"] == "src")["name"] = "p0"
+    doc["ops"].insert(at, op("pool", "maxpool2d", {"src": "t0"}, {"dst": "p0"}, size=[3, 3],
+                             stride=[2, 2], padding=[1, 1, 1, 1]))
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    assert optypes == ["input_cpu", "reorder_dnnl", "qconv2d_dnnl", "maxpool2d_int8_dnnl",
+                       "qconv2d_dnnl", "reorder_dnnl"], optypes
+    pool = next(o for o in ctx.ops if o.optype == "maxpool2d_int8_dnnl")
+    assert pool.values["call"].impl_info.startswith("jit"), pool.values["call"].impl_info
+    np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)
+
+
+@pytest.mark.parametrize("zero", [0, 5])
+def test_zero_points_known_to_be_zero_are_left_out(zero):
+    """oneDNN's int8 kernels run faster without zero points: one known to be 0 is not
+    given to them (the values the cpu's either way); any other is."""
+    rng = np.random.default_rng(9)
+    src = rng.integers(0, 256, (1, 8, 7, 7)).astype(np.uint8)
+    statics = {"weight": rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8),
+               "src_zero": np.array([zero], np.uint8)}
+    statics.update(_scales(rng, "TL_UINT8", 8, per_channel=True))
+    statics["dst_zero"] = np.array([zero], np.uint8)
+    params = {"size": [3, 3], "padding": [1] * 4}
+    _compare("qconv2d", src, statics, params)
+    ctx = compiled(_model("qconv2d", src, statics, params), "dnnl", weights={})
+    conv = next(o for o in ctx.ops if o.optype == "qconv2d_dnnl")
+    given = {"src_zero", "dst_zero"} & set(conv.tensors_in)
+    assert given == (set() if zero == 0 else {"src_zero", "dst_zero"})
+    src1 = rng.integers(0, 256, (4, 16)).astype(np.uint8)
+    statics = {"src2": rng.integers(-64, 65, (16, 8)).astype(np.int8),
+               "src1_zero": np.array([zero], np.uint8), "src1_scale": statics["src_scale"],
+               "src2_scale": statics["weight_scale"], "dst_scale": statics["dst_scale"],
+               "dst_zero": np.array([zero], np.uint8)}
+    _compare("qmatmul", src1, statics, {})
+    ctx = compiled(_model("qmatmul", src1, statics, {}), "dnnl", weights={})
+    product = next(o for o in ctx.ops if o.optype == "qmatmul_dnnl")
+    given = {"src1_zero", "dst_zero"} & set(product.tensors_in)
+    assert given == (set() if zero == 0 else {"src1_zero", "dst_zero"})
+
+
+def test_int8_concat_of_convolutions_keeps_channels_last():
+    """A concat of two int8 convolutions' uint8 outputs, read by a third, runs on oneDNN
+    (the combiner int8_concat) in their channels-last layout: no reorder between."""
+    rng = np.random.default_rng(6)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8),
+               rng.integers(-64, 65, (8, 16, 3, 3)).astype(np.int8)]
+    doc = _chain(src, weights)
+    at = next(i for i, o in enumerate(doc["ops"]) if o["name"] == "q1")
+    next(t for t in doc["ops"][at]["tensors_in"] if t["arg_name"] == "src")["name"] = "c0"
+    doc["ops"].insert(at, op("join", "concat", {"src1": "t0", "src2": "src"}, {"dst": "c0"},
+                             axis=1))
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    assert optypes == ["input_cpu", "reorder_dnnl", "qconv2d_dnnl", "concat_int8_dnnl",
+                       "qconv2d_dnnl", "reorder_dnnl"], optypes
+    join = next(o for o in ctx.ops if o.optype == "concat_int8_dnnl")
+    assert not join.values["call"].impl_info.startswith("ref"), join.values["call"].impl_info
+    np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)

@@ -111,6 +111,72 @@ def test_qdq_model_on_onednn_int8_kernels(name, tmp_path, monkeypatch):
         assert np.abs(got - _ort(m, {"x": x}, optimized=True)).max() <= step * 1.001
 
 
+def _moving_model(second_scale: float):
+    """x1, x2 [1, 4, 6, 6] each quantized (uint8, zero point 128) and dequantized, a
+    MaxPool 2x2 of the first and a Concat of both, each quantized with scale 0.05 and
+    dequantized: y [1, 4, 3, 3] and z [1, 8, 6, 6]. The second input's scale is
+    `second_scale`."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    inits = [init("s", np.float32(0.05)), init("s2", np.float32(second_scale)),
+             init("z", np.uint8(128))]
+    nodes = [helper.make_node("QuantizeLinear", ["x1", "s", "z"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["d1"]),
+             helper.make_node("QuantizeLinear", ["x2", "s2", "z"], ["q2"]),
+             helper.make_node("DequantizeLinear", ["q2", "s2", "z"], ["d2"]),
+             helper.make_node("MaxPool", ["d1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"]),
+             helper.make_node("Concat", ["d1", "d2"], ["c"], axis=1),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["zz"])]
+    shape = [1, 4, 6, 6]
+    return model(nodes, [("x1", shape), ("x2", shape)],
+                 [("y", [1, 4, 3, 3], TensorProto.FLOAT), ("zz", [1, 8, 6, 6])], inits)
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("second_scale, moved", [(0.05, {"maxpool2d", "concat"}),
+                                                 (0.04, {"maxpool2d"})])
+def test_max_pool_and_concat_of_one_quantization_read_the_integers(
+        second_scale, moved, target, tmp_path):
+    """DequantizeLinear - MaxPool / Concat - QuantizeLinear of one scale and zero point
+    is the op on the integers (no dequantize, no quantize): as ONNX Runtime, exactly. A
+    Concat of another scale runs in float, as written."""
+    m = _moving_model(second_scale)
+    session, ir = _session(m, tmp_path, target)
+    ctx = session.ctx
+
+    def reads_integers(optype):
+        op = next(o for o in ctx.ops if o.optype.startswith(optype))
+        return all(ctx.tensors[t].dtype.name == "TL_UINT8" for t in op.tensors_in.values())
+
+    assert {t for t in ("maxpool2d", "concat") if reads_integers(t)} == moved
+    quantizes = [o["optype"] for o in ir["ops"]].count("quantize")
+    assert quantizes == (2 if "concat" in moved else 3)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        feeds = {"x1": rng.standard_normal((1, 4, 6, 6)).astype(np.float32) * 4,
+                 "x2": rng.standard_normal((1, 4, 6, 6)).astype(np.float32) * 4}
+        got = session.run(feeds)
+        want = dict(zip(("y", "zz"), _ort_all(m, feeds)))
+        np.testing.assert_array_equal(got["y"], want["y"])
+        np.testing.assert_array_equal(got["zz"], want["zz"])
+    if target == "dnnl":
+        optypes = [op.optype for op in session.ctx.ops]
+        assert "maxpool2d_int8_dnnl" in optypes, optypes
+
+
+def _ort_all(m, feeds):
+    ort = pytest.importorskip("onnxruntime")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(m.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
 # The QOperator forms against ONNX's reference, and what the importer refuses -----------------
 
 def _qlinear_conv_model(rng, c, o, group, k, stride, pads, x_dtype, per_channel):

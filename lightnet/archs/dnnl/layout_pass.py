@@ -15,10 +15,13 @@ tensor crosses a border:
 - a dnnl op's output a non-dnnl op reads, or a model output: the dnnl op writes
   `<name>_dnnl` and a `reorder_dnnl` (to: plain) makes `<name>` from it.
 
-Tensors of other dtypes than TL_FLOAT (the integer source of a `cast_dnnl`, its
-integer output, the 8-bit tensors of int8 convolutions and products) are read and
-written plain, with no reorder; an int8 weight (TL_INT8, two or more dims) gets its
-`weights_dnnl` as a float one.
+An 8-bit tensor (TL_UINT8, TL_INT8) the ops of INT8_LAYOUT_OPS make and read (int8
+convolutions, max pools and concats, quantizes and dequantizes) is laid out as a float
+one: oneDNN's int8 kernels work channels-last, and a chain of them passes its tensors
+channels-last, with a reorder only where one crosses to another op. Other tensors of
+other dtypes than TL_FLOAT (the integer source of a `cast_dnnl`, its integer output, an
+int8 product's, an int32 accumulator) are read and written plain, with no reorder; an
+int8 weight (TL_INT8, two or more dims) gets its `weights_dnnl` as a float one.
 
 The reorders are ops of the compiled IR (`-c`, `--dot`); the layouts themselves are
 the machine's oneDNN's choice, made again whenever the model is checked (an IR
@@ -54,6 +57,10 @@ WEIGHTS = "weights_dnnl"
 CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
 
 FLOAT32 = "float32"
+EIGHT_BIT = (DType.TL_UINT8, DType.TL_INT8)
+# The dnnl ops that read and write 8-bit activations in oneDNN's layouts.
+INT8_LAYOUT_OPS = frozenset({"qconv2d_dnnl", "quantize_dnnl", "dequantize_dnnl",
+                             "maxpool2d_int8_dnnl", "concat_int8_dnnl"})
 
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.
@@ -70,6 +77,13 @@ def _makes_dnnl(op) -> bool:
     (so that the pass leaves a model it already laid out as it is)."""
     return _is_dnnl(op) or op.optype == WEIGHTS or (
         op.optype == REORDER and op.values.get("to") == "dnnl")
+
+
+def _laid_out(op, entry) -> bool:
+    """Whether dnnl op `op` reads or writes `entry` (a tensor the run computes) in
+    oneDNN's layout: a float one, or an 8-bit one of an op of INT8_LAYOUT_OPS."""
+    return entry.dtype is DType.TL_FLOAT or (entry.dtype in EIGHT_BIT
+                                             and op.optype in INT8_LAYOUT_OPS)
 
 
 def _int8_weight(entry) -> bool:
@@ -156,10 +170,13 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         if _is_dnnl(op):
             dtype = computes_in(op)
             for arg, name in op.tensors_in.items():
+                entry = tensors[name]
+                if entry.dtype in EIGHT_BIT and not entry.static and not _laid_out(op, entry):
+                    continue  # read plain (an int8 product's source)
                 made_by = producer.get(name)
                 if made_by is not None and _makes_dnnl(made_by):
                     held = holds(made_by)
-                    if held is not None and held != dtype:
+                    if held is not None and held != dtype and entry.dtype is DType.TL_FLOAT:
                         # Between dnnl ops computing in different data types.
                         if (name, dtype) not in copies:
                             copies[name, dtype] = fresh(name)
@@ -168,8 +185,8 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                                                  dtype=dtype))
                         ins.append((op, arg, copies[name, dtype]))
                     continue
-                entry = tensors[name]
-                if entry.dtype is not DType.TL_FLOAT and not _int8_weight(entry):
+                if entry.dtype is not DType.TL_FLOAT and not (
+                        _int8_weight(entry) or _laid_out(op, entry) and not entry.static):
                     continue  # read plain: oneDNN's layouts hold float data (a cast's source)
                 if entry.static:
                     if entry.ndim < 2 and (dtype == FLOAT32 or arg in FLOAT32_ARGS):
@@ -182,16 +199,18 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                     if (name, dtype) not in copies:
                         copies[name, dtype] = fresh(name)
                         params = {"to": "dnnl"}
-                        if dtype != FLOAT32:
+                        if dtype != FLOAT32 and entry.dtype is DType.TL_FLOAT:
                             params["dtype"] = dtype
                         result.append(new_op(REORDER, name, copies[name, dtype], **params))
                     ins.append((op, arg, copies[name, dtype]))
         result.append(op)
         if _is_dnnl(op):
             for arg, name in op.tensors_out.items():
-                if tensors[name].dtype is not DType.TL_FLOAT:
+                entry = tensors[name]
+                if not _laid_out(op, entry):
                     continue  # written plain (a cast to an integer)
-                plain_readers = [r for r in readers.get(name, []) if not _is_dnnl(r)
+                plain_readers = [r for r in readers.get(name, [])
+                                 if not (_is_dnnl(r) and _laid_out(r, entry))
                                  and not (r.optype == REORDER and r.values.get("to") == "plain")]
                 if not plain_readers and name not in outputs:
                     continue
@@ -199,7 +218,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                 outs.append((op, arg, new))
                 renamed[name] = new
                 for r in readers.get(name, []):
-                    if _is_dnnl(r):
+                    if _is_dnnl(r) and _laid_out(r, entry):
                         ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
                 result.append(new_op(REORDER, new, name, to="plain"))
     for op, arg, new in ins:

@@ -35,7 +35,7 @@ from lightnet.errors import LightNetError
 PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
-           "qconv2d", "qmatmul", "int8_exact",
+           "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact", "quantize", "dequantize",
            "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
@@ -597,15 +597,31 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
 
 
 def int8_exact() -> bool:
-    """Whether oneDNN's int8 convolution and matmul compute the exact int32 sums here:
-    with VNNI (AVX2 VNNI, AVX-512 VNNI and up), which accumulates u8 x s8 products in
-    int32. Below it they add pairs of products in int16 with saturation (vpmaddubsw; a
-    uint8 source and int8 weights beyond 7 bits overflow it, as in ONNX Runtime's int8
-    kernels there), and an int8 source is shifted to uint8 against weights halved
-    (oneDNN's scale adjustment): the dnnl expanders keep quantized ops on the cpu."""
+    """Whether oneDNN's int8 convolution and matmul compute the exact int32 sums of any
+    8-bit operands here: with VNNI (AVX2 VNNI, AVX-512 VNNI and up), which accumulates
+    u8 x s8 products in int32."""
     isa = capi.library().isa
     return any(isa & bits == bits for bits in (capi.dnnl_cpu_isa_avx2_vnni,
                                                capi.dnnl_cpu_isa_avx512_core_vnni))
+
+
+# The largest weight magnitude whose pairs of products with uint8 values fit int16:
+# 2 * 255 * 64 = 32640 <= 32767 (ONNX Runtime's quantizer, reduce_range, writes
+# weights in [-64, 64]).
+SEVEN_BIT = 64
+
+
+def int8_sums_exact(src_dtype: str, weight) -> bool:
+    """Whether oneDNN sums a source of `src_dtype` (a DType name) against `weight` (its
+    values; None: unknown at compile) exactly, so that the dnnl expanders may lower a
+    quantized op to it. With VNNI always. Below it (AVX2) oneDNN adds pairs of u8 x s8
+    products in int16 with saturation (vpmaddubsw): exact for a uint8 source and weights
+    within +-64. An int8 source is shifted to uint8 against weights halved (oneDNN's
+    scale adjustment), never exact there."""
+    if int8_exact():
+        return True
+    return (src_dtype == "TL_UINT8" and weight is not None
+            and -SEVEN_BIT <= int(weight.min()) and int(weight.max()) <= SEVEN_BIT)
 
 
 def _quantization(weight_scale, dst_scale, src_zero, dst_zero) -> primitives.Quantization:
@@ -623,17 +639,22 @@ def qconv2d(op, src, weight, bias, dst, *, group, stride, padding, dilation,
             activation="none", weight_scale=None, dst_scale=None, src_zero=None,
             dst_zero=None) -> int:
     """An int8 convolution (scales and zero points as the entries given: None for none)
-    with a fused relu. oneDNN's int8 kernels work channels-last, and LightNet holds
-    int8 tensors plain (NCHW): the source is reordered into the scratch first, the
-    output written there and reordered into dst after."""
+    with a fused relu. oneDNN's int8 kernels work channels-last, and the layout pass
+    passes 8-bit tensors between them so (and a float output as any other): a source
+    held otherwise (plain, a producer's other layout) is reordered into the scratch
+    first; an int32 output, which LightNet holds plain, is written there and reordered
+    into dst after."""
     kernel = _create(primitives.qconv2d, src.shape, weight.shape,
                      src_dtype=_np_name(src.dtype), dst_dtype=_np_name(dst.dtype),
                      bias=bias is not None,
                      quantization=_quantization(weight_scale, dst_scale, src_zero, dst_zero),
                      group=group, stride=stride, padding=padding, dilation=dilation,
                      post_ops=_post_ops(None, activation))
-    before = {"src": _create(primitives.reorder, kernel.plain["src"], kernel.descs["src"])}
-    after = {"dst": _create(primitives.reorder, kernel.descs["dst"], kernel.plain["dst"])}
+    before, after = {}, {}
+    if not _pending(src) and _desc(src) != kernel.descs["src"]:
+        before["src"] = _create(primitives.reorder, _desc(src), kernel.descs["src"])
+    if dst.dtype.name == "TL_INT32":
+        after["dst"] = _create(primitives.reorder, kernel.descs["dst"], kernel.plain["dst"])
     args = {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"}
     args.update((name, name) for name in _QUANTIZATION_ARGS if name in kernel.args)
     return _settle(op, Call(kernel, args, {"src": src, "weight": weight, "bias": bias,
@@ -653,6 +674,45 @@ def qmatmul(op, src1, src2, bias, dst, *, activation="none", weight_scale=None,
     args.update((name, name) for name in _QUANTIZATION_ARGS if name in kernel.args)
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
                                            "dst": dst}))
+
+
+def _channels_last_or_plain(entry, dtype: str):
+    """`entry`'s shape in `dtype`, channels-last when 4-D (oneDNN's int8 layout)."""
+    tagged = _tagged(entry.shape, dtype, ("acdb",))
+    return tagged[0] if tagged else _plain(entry.shape, dtype)
+
+
+def _quantizing_reorder(op, src, scale, zero, dst, dst_desc, side: str) -> int:
+    """A quantize or dequantize as oneDNN's reorder (see quantize, dequantize): `src`
+    read where it is (one left to the op plain), written as `dst_desc`."""
+    if _pending(src):
+        record(src, _plain(src.shape, _dtype(src)))
+    kernel = _create(primitives.quantizing_reorder, _desc(src), dst_desc, side=side,
+                     zero=zero is not None)
+    args = {"src": "src", "dst": "dst", "scale": "scale"}
+    if zero is not None:
+        args["zero"] = "zero"
+    return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "zero": zero,
+                                           "dst": dst}))
+
+
+def quantize(op, src, scale, zero, dst) -> int:
+    """float32 to 8-bit integers (one scale and zero point) in one pass of oneDNN's
+    reorder, from the source's layout to channels-last where 4-D (the layout of oneDNN's
+    int8 convolutions, which read it as it is), else plain."""
+    return _quantizing_reorder(op, src, scale, zero, dst,
+                               _channels_last_or_plain(dst, _np_name(dst.dtype)), "dst")
+
+
+def dequantize(op, src, scale, zero, dst) -> int:
+    """8-bit integers to float32 (one scale and zero point) in one pass of oneDNN's
+    reorder, the output channels-last where the source is (an int8 convolution's), else
+    plain."""
+    layout = _channels_last_or_plain(src, _np_name(src.dtype))
+    laid = not _pending(src) and _desc(src) == layout and src.layout is not None
+    return _quantizing_reorder(op, src, scale, zero, dst,
+                               _channels_last_or_plain(dst, "float32") if laid
+                               else _plain(dst.shape, "float32"), "src")
 
 
 def deconv2d(op, src, weight, bias, dst, *, group, stride, padding, output_padding,
@@ -1097,7 +1157,9 @@ def _desc(entry):
 
 def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
     """A reorder op copying `src` to oneDNN's layout (`to` "dnnl"), held in `dtype`
-    there, or to plain (float32); it needs no scratchpad."""
+    there (an 8-bit tensor in its own), or to plain; it needs no scratchpad."""
+    if _np_name(src.dtype) in ("uint8", "int8"):
+        dtype = _np_name(src.dtype)
     op.values["call"] = Reorder(src, dst, to, dtype)
     return 0
 

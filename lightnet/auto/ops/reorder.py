@@ -34,7 +34,9 @@ REORDER_DNNL = OpProto(
     optype="reorder_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
-    tensors_in=(TensorArg("src", dtype=(DType.TL_FLOAT,)),),
+    tensors_in=(
+        TensorArg("src", dtype=(DType.TL_FLOAT, DType.TL_UINT8, DType.TL_INT8)),
+    ),
     tensors_out=(TensorArg("dst"),),
     params=(
         ParamArg("to", ParamType.STRING, choices=("dnnl", "plain")),

@@ -280,12 +280,31 @@ def expand_qconv2d(ctx, target):
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        dnnl.int8_exact()
-        and op.ins.weight.dtype.name == "TL_INT8"
+        op.ins.weight.dtype.name == "TL_INT8"
         and not op.given("weight_zero")
         and (not op.given("bias") or op.ins.bias.static)
+        and dnnl.int8_sums_exact(op.ins.src.dtype.name, op.value("weight"))
     ):
-        return [b.op("qconv2d_dnnl", like=op)]
+        return [
+            b.op(
+                "qconv2d_dnnl",
+                like=op,
+                ins={
+                    "src_zero": (
+                        op.ins.src_zero
+                        if op.given("src_zero")
+                        and (op.value("src_zero") is None or op.value("src_zero").any())
+                        else None
+                    ),
+                    "dst_zero": (
+                        op.ins.dst_zero
+                        if op.given("dst_zero")
+                        and (op.value("dst_zero") is None or op.value("dst_zero").any())
+                        else None
+                    ),
+                },
+            )
+        ]
     return None
 
 
@@ -294,13 +313,64 @@ def expand_qmatmul(ctx, target):
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
-        dnnl.int8_exact()
-        and op.ins.src2.dtype.name == "TL_INT8"
+        op.ins.src2.dtype.name == "TL_INT8"
         and not op.given("src2_zero")
         and (not op.given("bias") or op.ins.bias.static)
         and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
+        and dnnl.int8_sums_exact(op.ins.src1.dtype.name, op.value("src2"))
     ):
-        return [b.op("qmatmul_dnnl", like=op)]
+        return [
+            b.op(
+                "qmatmul_dnnl",
+                like=op,
+                ins={
+                    "src1_zero": (
+                        op.ins.src1_zero
+                        if op.given("src1_zero")
+                        and (
+                            op.value("src1_zero") is None or op.value("src1_zero").any()
+                        )
+                        else None
+                    ),
+                    "dst_zero": (
+                        op.ins.dst_zero
+                        if op.given("dst_zero")
+                        and (op.value("dst_zero") is None or op.value("dst_zero").any())
+                        else None
+                    ),
+                },
+            )
+        ]
+    return None
+
+
+def expand_quantize(ctx, target):
+    """Lower quantize to quantize_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.params.dtype in ("TL_UINT8", "TL_INT8")
+        and 1 <= op.ins.src.ndim <= 12
+        and op.ins.scale.len == 1
+        and op.ins.scale.static
+        and (not op.given("zero") or op.ins.zero.static)
+    ):
+        return [b.op("quantize_dnnl", like=op)]
+    return None
+
+
+def expand_dequantize(ctx, target):
+    """Lower dequantize to dequantize_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.ins.src.dtype.name in ("TL_UINT8", "TL_INT8")
+        and 1 <= op.ins.src.ndim <= 12
+        and op.ins.scale.len == 1
+        and op.ins.scale.static
+        and (not op.given("zero") or op.ins.zero.static)
+    ):
+        return [b.op("dequantize_dnnl", like=op)]
     return None
 
 
@@ -462,6 +532,31 @@ def expand_tanh(ctx, target):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [b.op("tanh_dnnl", like=op)]
+
+
+def combine_int8_maxpool(ctx, window):
+    """Run a max pool of 8-bit integers (a QDQ model's, which the ONNX importer
+    makes read the integers) on oneDNN's int8 pooling, which the expanders,
+    lowering TL_FLOAT ops only, leave on the cpu: between int8 convolutions it
+    keeps their channels-last tensors, with no reorder."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (ops[0].ins.src.dtype.name in ("TL_UINT8", "TL_INT8")):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("maxpool2d_int8_dnnl", like=ops[0])]
+
+
+def combine_int8_concat(ctx, window):
+    """Run a concat of 8-bit integers (a QDQ model's of one scale and zero point)
+    on oneDNN, in the layout of its sources, as int8_maxpool does a max pool."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].ins.src1.dtype.name in ("TL_UINT8", "TL_INT8")
+        and ops[0].ins.src1.ndim <= 12
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("concat_int8_dnnl", like=ops[0])]
 
 
 def combine_channel_shuffle(ctx, window):
@@ -1171,6 +1266,8 @@ EXPANDERS = {
     "matmul": expand_matmul,
     "qconv2d": expand_qconv2d,
     "qmatmul": expand_qmatmul,
+    "quantize": expand_quantize,
+    "dequantize": expand_dequantize,
     "layernorm": expand_layernorm,
     "channel_shuffle": expand_channel_shuffle,
     "clip": expand_clip,
@@ -1191,6 +1288,8 @@ EXPANDERS = {
 }
 
 COMBINERS = (
+    Combiner("int8_maxpool", ("maxpool2d_cpu",), combine_int8_maxpool),
+    Combiner("int8_concat", ("concat_cpu",), combine_int8_concat),
     Combiner(
         "channel_shuffle", ("reshape_cpu", "*", "reshape_cpu"), combine_channel_shuffle
     ),

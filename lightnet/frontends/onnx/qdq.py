@@ -14,8 +14,13 @@ integers and writes float (its output a float op reads). A pattern is taken when
 activation is per-tensor 8-bit with a constant scale and zero point, the weight a
 constant per-tensor or per-output-channel 8-bit tensor, the bias (if any) int32 with
 zero points 0 and the scale x_scale * w_scale (the accumulator's), and the Gemm
-computes A @ B (+ C) (transA 0, alpha 1, beta 1). Everything else of a QDQ graph (a
-Relu, MaxPool or Add between QuantizeLinear / DequantizeLinear pairs) runs as it is
+computes A @ B (+ C) (transA 0, alpha 1, beta 1).
+
+A MaxPool or Concat between DequantizeLinear nodes and a QuantizeLinear of one scale
+and zero point (each per tensor, of equal values and dtype) reads the integers and
+writes the QuantizeLinear's output itself: it only moves values, and quantizing a
+dequantized value with its own scale and zero point gives it back. Everything else of a
+QDQ graph (a Relu or Add between QuantizeLinear / DequantizeLinear pairs) runs as it is
 written: dequantized, in float, and quantized again.
 """
 
@@ -150,15 +155,52 @@ def _fused(g: Graph, node):
     return op_type, x + w + y + [bias], attrs, replaced
 
 
+def _same_quantization(g: Graph, a, b) -> bool:
+    """Whether (scale, zero point) names `a` and `b` hold equal values of one dtype."""
+    (sa, za), (sb, zb) = a, b
+    return (g.consts[za].dtype == g.consts[zb].dtype
+            and np.array_equal(g.consts[sa], g.consts[sb])
+            and np.array_equal(g.consts[za], g.consts[zb]))
+
+
+def _moved(g: Graph, node):
+    """(the MaxPool or Concat `node` reading the integers, the nodes it replaces) when
+    it lies between DequantizeLinear nodes and a QuantizeLinear of one quantization
+    (see the module docstring), or None."""
+    if node.op_type == "MaxPool" and len([o for o in node.outputs if o]) != 1:
+        return None  # its Indices output is read
+    quantize, relu, replaced = _output(g, node)
+    if quantize is None or relu:
+        return None
+    inputs = [_activation(g, x, node) for x in node.inputs]
+    if not inputs or any(x is None for x in inputs):
+        return None
+    if not all(_same_quantization(g, x[1:], [quantize.input(1), quantize.input(2)])
+               for x in inputs):
+        return None
+    dequantizes = [g.producer[x] for x in node.inputs if g.internal(x, node)]
+    return [x[0] for x in inputs], dequantizes + replaced
+
+
 def fuse_qdq(nodes, consts, protected):
     """`nodes` (in graph order) with every quantized convolution and product of a QDQ
-    model made one node (see the module docstring); `consts` maps names to constant
+    model made one node, and its max pools and concats reading the integers (see the
+    module docstring); `consts` maps names to constant
     values, `protected` names the graph outputs. The fused node keeps the name, index and
     outputs of the last node it replaces (the QuantizeLinear), and takes its place."""
     g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
     for n in g.nodes:
+        if n.op_type in ("MaxPool", "Concat") and id(n) not in removed:
+            moved = _moved(g, n)
+            if moved is not None and not any(id(r) in removed for r in moved[1]):
+                inputs, replaced = moved
+                removed.update(id(r) for r in replaced)
+                replacement[id(replaced[-1])] = dataclasses.replace(
+                    replaced[-1], op_type=n.op_type, version=n.version, inputs=inputs,
+                    attrs=n.attrs)
+            continue
         if n.op_type not in ("Conv", "MatMul", "Gemm") or id(n) in removed:
             continue
         found = _fused(g, n)
