@@ -56,15 +56,15 @@ def read_calibration(path, inputs) -> list[dict[str, np.ndarray]]:
     known = ", ".join(names) or "none"
 
     def expect_names(found):
-        for name in found:
-            if name not in names:
-                raise LightNetError(f"{path}: '{name}' is not an input of the model "
-                                    f"(inputs: {known})")
         for name in names:
             if name not in found:
                 raise LightNetError(f"{path}: no array for input '{name}' (the model's "
                                     f"inputs: {known}; the file's arrays: "
                                     f"{', '.join(found) or 'none'})")
+        for name in found:
+            if name not in names:
+                raise LightNetError(f"{path}: '{name}' is not an input of the model "
+                                    f"(inputs: {known})")
 
     dims: dict[str, int] = {}
     by_name = {i.name: i for i in inputs}
