@@ -14,9 +14,21 @@ integers and writes float (its output a float op reads). A pattern is taken when
 activation is per-tensor 8-bit with a constant scale and zero point, the weight a
 constant per-tensor or per-output-channel 8-bit tensor, the bias (if any) int32 with
 zero points 0 and the scale x_scale * w_scale (the accumulator's), and the Gemm
-computes A @ B (+ C) (transA 0, alpha 1, beta 1). Everything else of a QDQ graph (a
-Relu, MaxPool or Add between QuantizeLinear / DequantizeLinear pairs) runs as it is
-written: dequantized, in float, and quantized again.
+computes A @ B (+ C) (transA 0, alpha 1, beta 1).
+
+Two more patterns become ONNX Runtime's operators where they compute the same integers:
+
+    DequantizeLinear(a), DequantizeLinear(b) - Add / Mul - QuantizeLinear  (lightnet.QAdd,
+    lightnet.QMul: QLinearAdd's inputs), always: qelew computes what the three nodes do,
+    dequantizing in float32, adding or multiplying, quantizing;
+    DequantizeLinear(x) - GlobalAveragePool - QuantizeLinear  (lightnet.QGlobalAveragePool)
+    when both scales and H * W are powers of two: then every step of either computation is
+    exact in float32 and both round the same value (other scales would round the sum
+    differently from the float path, by a step now and then).
+
+Each needs per-tensor 8-bit activations of one dtype (inputs and output). Everything else
+of a QDQ graph (a Relu, MaxPool between QuantizeLinear / DequantizeLinear pairs) runs as
+it is written: dequantized, in float, and quantized again.
 """
 
 from __future__ import annotations
@@ -150,18 +162,73 @@ def _fused(g: Graph, node):
     return op_type, x + w + y + [bias], attrs, replaced
 
 
-def fuse_qdq(nodes, consts, protected):
+def _quantized_output(g: Graph, node):
+    """The QuantizeLinear that alone reads `node`'s output, per tensor 8-bit, or None."""
+    quantize, relu, _ = _output(g, node)
+    return None if relu else quantize
+
+
+def _power_of_two(value) -> bool:
+    mantissa, _ = np.frexp(np.float32(np.reshape(value, -1)[0]))
+    return bool(mantissa == 0.5)
+
+
+def _fused_elementwise(g: Graph, node):
+    """(op type, inputs, attributes, the nodes replaced) of the lightnet.QAdd /
+    lightnet.QMul an Add / Mul of two dequantized activations quantized again becomes,
+    or None."""
+    if len(node.inputs) != 2:
+        return None
+    a, b = (_activation(g, x, node) for x in node.inputs)
+    quantize = _quantized_output(g, node)
+    if a is None or b is None or quantize is None:
+        return None
+    if len({g.consts[z].dtype for z in (a[2], b[2], quantize.input(2))}) != 1:
+        return None
+    return (f"lightnet.Q{node.op_type}", a + b + [quantize.input(1), quantize.input(2)], {},
+            [node, quantize])
+
+
+def _fused_pool(g: Graph, node, shape_of):
+    """(op type, inputs, attributes, the nodes replaced) of the
+    lightnet.QGlobalAveragePool a GlobalAveragePool of a dequantized activation quantized
+    again becomes where that is exact (see the module docstring), or None."""
+    x = _activation(g, node.input(0), node)
+    quantize = _quantized_output(g, node)
+    shape = shape_of(node.input(0))
+    if x is None or quantize is None or shape is None or len(shape) != 4:
+        return None
+    if g.consts[x[2]].dtype != g.consts[quantize.input(2)].dtype:
+        return None
+    scales = (g.consts[x[1]], g.consts[quantize.input(1)], shape[2] * shape[3])
+    if not all(_power_of_two(v) for v in scales):
+        return None
+    return ("lightnet.QGlobalAveragePool", x + [quantize.input(1), quantize.input(2)], {},
+            [node, quantize])
+
+
+FUSED = {"Conv": _fused, "MatMul": _fused, "Gemm": _fused, "Add": _fused_elementwise,
+         "Mul": _fused_elementwise}
+
+
+def fuse_qdq(nodes, consts, protected, shape_of=lambda name: None):
     """`nodes` (in graph order) with every quantized convolution and product of a QDQ
     model made one node (see the module docstring); `consts` maps names to constant
-    values, `protected` names the graph outputs. The fused node keeps the name, index and
+    values, `protected` names the graph outputs, `shape_of(name)` is a tensor's shape
+    (None where unknown). The fused node keeps the name, index and
     outputs of the last node it replaces (the QuantizeLinear), and takes its place."""
     g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
     for n in g.nodes:
-        if n.op_type not in ("Conv", "MatMul", "Gemm") or id(n) in removed:
+        if id(n) in removed:
             continue
-        found = _fused(g, n)
+        if n.op_type == "GlobalAveragePool":
+            found = _fused_pool(g, n, shape_of)
+        elif n.op_type in FUSED:
+            found = FUSED[n.op_type](g, n)
+        else:
+            continue
         if found is None:
             continue
         op_type, inputs, attrs, replaced = found

@@ -144,6 +144,19 @@ def qlinear_mul(c: Converter, n: Node):
     qelew(c, n, "TL_MUL")
 
 
+@handler("lightnet.QAdd", 1)
+def qdq_add(c: Converter, n: Node):
+    """QLinearAdd made of a QDQ model's Add (qdq.py)."""
+    qelew(c, n, "TL_SUM")
+
+
+@handler("lightnet.QMul", 1)
+def qdq_mul(c: Converter, n: Node):
+    """QLinearMul made of a QDQ model's Mul (qdq.py)."""
+    qelew(c, n, "TL_MUL")
+
+
+@handler("lightnet.QGlobalAveragePool", 1)
 @handler("com.microsoft.QLinearGlobalAveragePool", 0)
 def qlinear_global_average_pool(c: Converter, n: Node, *, channels_last=0):
     x = c.val(n.input(0))
