@@ -1924,8 +1924,8 @@ def dynamic_quantize(
     """dst = saturate(round_half_even(src / scale) + zero) in TL_UINT8 with the scale and
     zero point computed from `src` (ONNX DynamicQuantizeLinear): the range [min(0, min
     src), max(0, max src)] spread over 0..255, scale = (max - min) / 255 (1 / 255 for an
-    empty range), zero = round_half_even(saturate(-min / scale)), in float32 as ONNX's
-    reference computes them. Accepts TL_FLOAT `src`.
+    empty range, where ONNX Runtime gives 1), zero = round_half_even(saturate(-min /
+    scale)), in float32 as ONNX's reference computes them. Accepts TL_FLOAT `src`.
 
     Args:
         src: The float values. (dtype TL_FLOAT)
