@@ -349,3 +349,34 @@ def test_per_channel_scales_of_an_element_wise_operator_are_refused():
     m.graph.initializer[0].CopyFrom(init("as", np.array([0.1, 0.2, 0.3], np.float32)))
     assert "com.microsoft.QLinearAdd" in _refusal(m)
     assert "'as' of shape [3] (one value per tensor)" in _refusal(m)
+
+
+@pytest.mark.parametrize("op_type,b_dtype,fused", [("Mul", np.uint8, True),
+                                                   ("Add", np.uint8, True),
+                                                   ("Add", np.int8, False)])
+def test_qdq_add_and_mul_become_qelew(op_type, b_dtype, fused, tmp_path):
+    """DequantizeLinear(a), DequantizeLinear(b) - Add / Mul - QuantizeLinear is one qelew
+    computing what ONNX Runtime computes running the nodes as written; with inputs of two
+    dtypes (which qelew does not take) the nodes run as written."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    elem = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["da"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["db"]),
+             helper.make_node(op_type, ["da", "db"], ["s"]),
+             helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["y"])]
+    inits = [init("as", np.float32(0.043)), init("az", np.uint8(121)),
+             init("bs", np.float32(0.061)), init("bz", np.array(7, b_dtype)),
+             init("ys", np.float32(0.07 if op_type == "Add" else 0.2)), init("yz", np.uint8(90))]
+    m = model(nodes, [("a", [2, 4, 3, 3], TensorProto.UINT8), ("b", [4, 1, 1], elem[b_dtype])],
+              [("y", None, TensorProto.UINT8)], inits)
+    rng = np.random.default_rng(6)
+    info = np.iinfo(b_dtype)
+    for _ in range(3):
+        feeds = {"a": rng.integers(0, 256, (2, 4, 3, 3)).astype(np.uint8),
+                 "b": rng.integers(info.min, info.max + 1, (4, 1, 1)).astype(b_dtype)}
+        got, ir = run_lightnet(m, feeds, tmp_path)
+        assert ("qelew" in [op["optype"] for op in ir["ops"]]) == fused
+        np.testing.assert_array_equal(got["y"], _ort(m, feeds, optimized=False))
