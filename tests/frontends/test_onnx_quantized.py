@@ -255,9 +255,9 @@ def test_qlinear_global_average_pool_is_onnx_runtimes_exactly(dtype, channels_la
     shape = [2, 7, 6, 5] if channels_last else [2, 5, 7, 6]
     node = helper.make_node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
                             domain="com.microsoft", channels_last=channels_last)
-    m = _microsoft(model([node], [("x", shape, elem)], [("y", None, elem)],
-                         [init("xs", np.float32(0.07)), init("xz", np.array(info.min + 90, dtype)),
-                          init("ys", np.float32(0.03)), init("yz", np.array(info.min + 20, dtype))]))
+    inits = [init("xs", np.float32(0.07)), init("xz", np.array(info.min + 90, dtype)),
+             init("ys", np.float32(0.03)), init("yz", np.array(info.min + 20, dtype))]
+    m = _microsoft(model([node], [("x", shape, elem)], [("y", None, elem)], inits))
     x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
     got, _ = run_lightnet(m, {"x": x}, tmp_path)
     want = run_ort(m, {"x": x})["y"]
