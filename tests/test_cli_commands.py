@@ -433,6 +433,10 @@ def test_help_lists_every_command(tmp_path):
     bench = ok(lightnet("bench", "--help", cwd=tmp_path))
     for option in ("--runs", "--duration", "--warmup", "--batch", "--threads"):
         assert option in bench
+    assert "lightnet quantize MODEL.onnx --calibrate SAMPLES.npz" in text
+    quantize = ok(lightnet("quantize", "--help", cwd=tmp_path))
+    for option in ("--calibrate", "--reduce-range {auto,on,off}", "-o", "--target"):
+        assert option in quantize
 
 
 def test_session_runs_an_onnx_model(onnx_model):

@@ -519,6 +519,59 @@ def onnx_missing(tmp):
         return message(Session, tmp / "m.onnx")
 
 
+def quantize_error(case):
+    """The error of lightnet.quantize on a case of a one-Relu ONNX model."""
+    def trigger(tmp):
+        from lightnet import quantize
+
+        model, npz = onnx_file(tmp), tmp / "s.npz"
+        arrays = {"key": {"image": np.zeros((2, 1, 3, 8, 8), np.float32)},
+                  "shape": {"x": np.zeros((2, 3, 8, 8), np.float32)},
+                  "dims": {"x": np.zeros((2, 1, 3, 8, 9), np.float32)}}.get(case)
+        if arrays is not None:
+            np.savez(npz, **arrays)
+        if case == "dims":
+            model = relu_model_file(tmp, [1, 3, 8, 8])
+        if case == "uneven":
+            return cli("lightnet.cli", ["quantize", two_input_model(tmp), "--calibrate", npz])
+        if case == "ort":
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setitem(sys.modules, "onnxruntime", None)
+                np.savez(npz, x=np.zeros((2, 1, 3, 8, 8), np.float32))
+                return message(quantize, model, npz, tmp / "q.onnx")
+        if case == "ort-fails":
+            # An operator ONNX Runtime does not know (LightNet's reading is left out).
+            from unittest import mock
+
+            model.write_bytes(model.read_bytes().replace(b"Relu", b"Relv"))
+            with mock.patch("lightnet.quantization.Session"), \
+                    mock.patch("lightnet.quantization.read_calibration", return_value=[]):
+                return message(quantize, model, npz, tmp / "q.onnx")
+        output = {"output": tmp / "q.json", "write": tmp / "no" / "q.onnx"}.get(
+            case, tmp / "q.onnx")
+        if case == "write":
+            np.savez(npz, x=np.zeros((2, 1, 3, 8, 8), np.float32))
+        if case == "model":
+            model = tmp / "m.json"
+        return message(quantize, model, npz, output,
+                       reduce_range="yes" if case == "reduce" else "auto")
+    return trigger
+
+
+def two_input_model(tmp):
+    """x [N, 4] + z [N, 4] -> y (opset 13), and samples.npz of 3 x's and 2 z's."""
+    from onnx import TensorProto, helper
+
+    x, z, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 4]) for n in "xzy")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"])], "g", [x, z], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    path = tmp / "add.onnx"
+    path.write_bytes(model.SerializeToString())
+    np.savez(tmp / "s.npz", x=np.zeros((3, 2, 4), np.float32), z=np.zeros((2, 2, 4), np.float32))
+    return path
+
+
 def batch_error(kind):
     def trigger(tmp):
         from lightnet.files import model_source
@@ -1002,6 +1055,9 @@ TRIGGERS = {
     "cli.onnx": onnx_missing,
     "cli.onnx-option": lambda tmp: message(Session, onnx_file(tmp), datafile="w.npz"),
     "cli.batch": batch_error("fixed"),
+    "cli.calibration": quantize_error("key"),
+    "cli.quantize-package": quantize_error("ort"),
+    "cli.quantize": quantize_error("model"),
     "ir.symbolic-unbound": symbolic_error("unbound"),
     "ir.symbolic-dims": symbolic_error("name"),
     "ir.symbolic-general": symbolic_error("sum"),
@@ -1140,6 +1196,8 @@ ALSO = {
     "cli.input-feed": [cli_input("npy-shape")],
     "cli.onnx-option": [lambda tmp: cli("lightnet.cli", ["-r", onnx_file(tmp)])],
     "cli.batch": [batch_error("no-inputs"), symbolic_error("two-batches")],
+    "cli.calibration": [quantize_error(c) for c in ("none", "shape", "dims", "uneven")],
+    "cli.quantize": [quantize_error(c) for c in ("output", "write", "ort-fails", "reduce")],
     "ir.symbolic-dims": [symbolic_error("value")],
     "ir.symbolic-general": [symbolic_error("offset"), symbolic_error("weights")],
     "api.session-dims": [session_dims("rank"), session_dims("conflict")],

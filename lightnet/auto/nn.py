@@ -38,6 +38,7 @@ __all__ = [
     "gelu",
     "global_avgpool2d",
     "global_maxpool2d",
+    "qglobal_avgpool2d",
     "groupnorm",
     "hard_sigmoid",
     "hard_swish",
@@ -60,9 +61,11 @@ __all__ = [
     "pick1d",
     "print",
     "qconv2d",
+    "qelew",
     "qmatmul",
     "quantize",
     "dequantize",
+    "dynamic_quantize",
     "rearange",
     "reduce",
     "relu",
@@ -963,6 +966,48 @@ def global_maxpool2d(src: Tensor, *, name: str | None = None) -> Tensor:
     return apply("global_maxpool2d", {"src": src}, {}, name)
 
 
+def qglobal_avgpool2d(
+    src: Tensor,
+    src_scale: Tensor,
+    src_zero: Tensor | None,
+    dst_scale: Tensor,
+    dst_zero: Tensor | None = None,
+    *,
+    name: str | None = None,
+) -> Tensor:
+    """Quantized global average pooling of 8-bit NCHW `src` (ONNX Runtime's
+    QLinearGlobalAveragePool; a QDQ model's DequantizeLinear - GlobalAveragePool -
+    QuantizeLinear), as ONNX Runtime computes it: the integer sum of each [H, W] plane
+    less src_zero * H * W, times the float32 factor src_scale / (dst_scale * H * W),
+    then saturate(round_half_even(.) + dst_zero). Accepts TL_UINT8 or TL_INT8 `src`;
+    `dst` and the zero points (absent: 0) have its dtype.
+
+    Args:
+        src: The input [N, C, H, W]. (dtype TL_UINT8, TL_INT8; ndim 4)
+        src_scale: src's scale. (dtype TL_FLOAT; len 1)
+        src_zero: src's zero point. (len 1; dtype of src)
+        dst_scale: dst's scale. (dtype TL_FLOAT; len 1)
+        dst_zero: dst's zero point. (len 1; dtype of src)
+        name: The op's name, and its output's; None: `qglobal_avgpool2d` and a number
+            not taken.
+
+    Returns:
+        dst: The means [N, C, 1, 1].
+    """
+    return apply(
+        "qglobal_avgpool2d",
+        {
+            "src": src,
+            "src_scale": src_scale,
+            "src_zero": src_zero,
+            "dst_scale": dst_scale,
+            "dst_zero": dst_zero,
+        },
+        {},
+        name,
+    )
+
+
 def groupnorm(
     src: Tensor,
     scale: Tensor,
@@ -1689,6 +1734,59 @@ def qconv2d(
     )
 
 
+def qelew(
+    src1: Tensor,
+    src1_scale: Tensor,
+    src1_zero: Tensor | None,
+    src2: Tensor,
+    src2_scale: Tensor,
+    src2_zero: Tensor | None,
+    dst_scale: Tensor,
+    dst_zero: Tensor | None = None,
+    *,
+    elew_op: Literal["TL_SUM", "TL_MUL"] = "TL_SUM",
+    name: str | None = None,
+) -> Tensor:
+    """Quantized element-wise sum or product of 8-bit integers (ONNX Runtime's QLinearAdd
+    and QLinearMul, and a QDQ model's DequantizeLinear - Add / Mul - QuantizeLinear),
+    with numpy broadcasting, as ONNX Runtime's reference computes it: each input
+    dequantized in float32, (src - zero) * scale, the two added or multiplied, then dst
+    = saturate(round_half_even( result / dst_scale) + dst_zero). Accepts TL_UINT8 or
+    TL_INT8 `src1`; `src2`, `dst` and the zero points (absent: 0) have its dtype; every
+    scale and zero point is one value.
+
+    Args:
+        src1: A. (dtype TL_UINT8, TL_INT8)
+        src1_scale: A's scale. (dtype TL_FLOAT; len 1)
+        src1_zero: A's zero point. (len 1; dtype of src1)
+        src2: B, broadcasting against A. (dtype of src1)
+        src2_scale: B's scale. (dtype TL_FLOAT; len 1)
+        src2_zero: B's zero point. (len 1; dtype of src1)
+        dst_scale: dst's scale. (dtype TL_FLOAT; len 1)
+        dst_zero: dst's zero point. (len 1; dtype of src1)
+        elew_op: The operation.
+        name: The op's name, and its output's; None: `qelew` and a number not taken.
+
+    Returns:
+        dst: The result, of the inputs' broadcast shape.
+    """
+    return apply(
+        "qelew",
+        {
+            "src1": src1,
+            "src1_scale": src1_scale,
+            "src1_zero": src1_zero,
+            "src2": src2,
+            "src2_scale": src2_scale,
+            "src2_zero": src2_zero,
+            "dst_scale": dst_scale,
+            "dst_zero": dst_zero,
+        },
+        {"elew_op": elew_op},
+        name,
+    )
+
+
 def qmatmul(
     src1: Tensor,
     src2: Tensor,
@@ -1820,6 +1918,29 @@ def dequantize(
     return apply(
         "dequantize", {"src": src, "scale": scale, "zero": zero}, {"axis": axis}, name
     )
+
+
+def dynamic_quantize(
+    src: Tensor, *, name: str | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """dst = saturate(round_half_even(src / scale) + zero) in TL_UINT8 with the scale and
+    zero point computed from `src` (ONNX DynamicQuantizeLinear): the range [min(0, min
+    src), max(0, max src)] spread over 0..255, scale = (max - min) / 255 (1 / 255 for an
+    empty range, where ONNX Runtime gives 1), zero = round_half_even(saturate(-min /
+    scale)), in float32 as ONNX's reference computes them. Accepts TL_FLOAT `src`.
+
+    Args:
+        src: The float values. (dtype TL_FLOAT)
+        name: The op's name (its outputs are `<name>_<output>`); None:
+            `dynamic_quantize` and a number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        dst: The integers.
+        scale: The scale, [1].
+        zero: The zero point, [1].
+    """
+    return apply("dynamic_quantize", {"src": src}, {}, name)
 
 
 def rearange(

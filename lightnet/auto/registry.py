@@ -50,6 +50,7 @@ from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import qconv2d as qconv2d_ops
+from lightnet.auto.ops import qelew as qelew_ops
 from lightnet.auto.ops import qmatmul as qmatmul_ops
 from lightnet.auto.ops import quantize as quantize_ops
 from lightnet.auto.ops import rearange as rearange_ops
@@ -128,6 +129,7 @@ OP_PROTOS = {
         pick1d_ops,
         print_ops,
         qconv2d_ops,
+        qelew_ops,
         qmatmul_ops,
         quantize_ops,
         rearange_ops,

@@ -1,5 +1,6 @@
 """The `lightnet` command: run a model, `lightnet info` summarizes one,
-`lightnet bench` measures its latency. This module only parses arguments and
+`lightnet bench` measures its latency, `lightnet quantize` makes an int8 model of an
+ONNX one. This module only parses arguments and
 hands them to the command's module (runner, summary, latency).
 
 Exit status: 0 on success, 1 on a user error (one line on stderr), 2 on bad
@@ -11,13 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lightnet.cli import arrays, bench, info, run
+from lightnet.cli import arrays, bench, info, quantize, run
 from lightnet.command import fold_limit_option, parse_shape, report_errors, show_warnings
 from lightnet.compiler import memory_plan, pipeline, targets
 
 USAGE = """lightnet [options] MODEL
        lightnet info [options] MODEL
-       lightnet bench [options] MODEL"""
+       lightnet bench [options] MODEL
+       lightnet quantize [options] MODEL.onnx --calibrate SAMPLES.npz"""
 
 COMMANDS_HELP = """\
 MODEL is a JSON IR (- reads it from standard input) or an ONNX model (.onnx,
@@ -29,8 +31,11 @@ other commands:
                          (lightnet info --help)
   lightnet bench MODEL   latency of a run: min / median / p90 / p99 and
                          throughput, on random inputs (lightnet bench --help)
+  lightnet quantize MODEL.onnx --calibrate SAMPLES.npz
+                         an int8 model, calibrated on the samples, and its
+                         accuracy against the float model (lightnet quantize --help)
 
-A model file named info or bench is run as ./info or ./bench."""
+A model file named info, bench or quantize is run as ./info, ./bench or ./quantize."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,7 +148,36 @@ def bench_parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = {"info": (info_parser, info.info), "bench": (bench_parser, bench.bench)}
+def quantize_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lightnet quantize",
+        description="Quantize an ONNX model to int8 with ONNX Runtime's quantize_static "
+                    "(needs pip install 'lightnet[quantize]'): QDQ format, weights int8 "
+                    "per channel and symmetric, activations uint8, calibrated on the "
+                    "samples of --calibrate. Then run the int8 model and the float one "
+                    "with LightNet on those samples and print, per output, the max "
+                    "relative error (of the float output's range) and, for a "
+                    "classifier's scores, top-1 agreement on the samples that are not "
+                    "near-ties (docs/quantization.md).")
+    p.add_argument("model", metavar="MODEL", help="the float ONNX model (.onnx)")
+    p.add_argument("--calibrate", required=True, metavar="SAMPLES.npz",
+                   help="the calibration samples: one array per model input, by input "
+                        "name, each with a leading sample axis ([S, *input shape])")
+    p.add_argument("-o", "--outfile", metavar="OUT.onnx",
+                   help="where to write the int8 model (default: MODEL.int8.onnx)")
+    p.add_argument("--reduce-range", choices=("auto", "on", "off"), default="auto",
+                   help="7-bit weights: on keeps int8 sums from saturating on CPUs without "
+                        "VNNI, whose int8 kernels add pairs of products in int16; auto "
+                        "(the default) chooses on where oneDNN reports no VNNI here")
+    p.add_argument("-t", "--target", default="auto",
+                   help="the target LightNet runs both models on for the report: auto (the "
+                        "default), dnnl or cpu")
+    _debug(p)
+    return p
+
+
+COMMANDS = {"info": (info_parser, info.info), "bench": (bench_parser, bench.bench),
+            "quantize": (quantize_parser, quantize.quantize)}
 
 
 def _target(p) -> None:

@@ -1,6 +1,7 @@
 """Small float models quantized by ONNX Runtime's quantize_static into QDQ models, for
 the tests of quantized import (test_onnx_quantized.py): a conv-relu-conv, a ResNet-style
-block and a matrix-product model, with the inputs they were calibrated on."""
+block, a matrix-product model and a small classifier, with the inputs they were
+calibrated on."""
 
 from __future__ import annotations
 
@@ -58,11 +59,32 @@ def matmul_model(rng):
     return model(nodes, [("x", [6, 16])], [("y", [6, 5])], inits), (6, 16)
 
 
+def classifier(rng):
+    """x [1, 3, 8, 8] -> Conv - Relu - Conv - Add (the residual) - Relu -
+    GlobalAveragePool - Flatten - Gemm -> y [1, 10]: in QOperator form QLinearConv,
+    QLinearAdd, QLinearGlobalAveragePool and QGemm."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    inits = [init("w1", _weights(rng, (8, 3, 3, 3))), init("b1", _weights(rng, (8,))),
+             init("w2", _weights(rng, (8, 8, 3, 3))), init("b2", _weights(rng, (8,))),
+             init("wf", _weights(rng, (10, 8), 0.5)), init("bf", _weights(rng, (10,)))]
+    return model(nodes, [("x", [1, 3, 8, 8])], [("y", [1, 10])], inits), (1, 3, 8, 8)
+
+
 def quantized(build, tmp_path, *, activation="int8", per_channel=True, reduce_range=False,
-              seed=0):
-    """(the QDQ model, calibration-like inputs to run it on): the float model `build`
-    makes, quantized by quantize_static (QDQ format, s8 weights per channel or per tensor,
-    7-bit with `reduce_range`, `activation` int8 or uint8) on 8 random inputs."""
+              seed=0, quant_format="QDQ"):
+    """(the quantized model, calibration-like inputs to run it on): the float model
+    `build` makes, quantized by quantize_static (`quant_format` QDQ or QOperator, s8
+    weights per channel or per tensor, 7-bit with `reduce_range`, `activation` int8 or
+    uint8) on 8 random inputs."""
     quantization = pytest.importorskip("onnxruntime.quantization")
     import onnx
 
@@ -81,7 +103,7 @@ def quantized(build, tmp_path, *, activation="int8", per_channel=True, reduce_ra
     onnx.save(float_model, src)
     quantization.quantize_static(
         str(src), str(dst), Reader(),
-        quant_format=quantization.QuantFormat.QDQ,
+        quant_format=getattr(quantization.QuantFormat, quant_format),
         per_channel=per_channel, reduce_range=reduce_range, weight_type=quantization.QuantType.QInt8,
         activation_type=(quantization.QuantType.QInt8 if activation == "int8"
                          else quantization.QuantType.QUInt8))

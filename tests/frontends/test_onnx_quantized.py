@@ -19,9 +19,9 @@ from tests.frontends import qdqmodels
 
 MODELS = {"conv_relu_conv": qdqmodels.conv_relu_conv, "resnet_block": qdqmodels.resnet_block,
           "matmul": qdqmodels.matmul_model}
-# The ops each model is made of once imported: every Conv, Gemm and MatMul quantized.
+# The ops each model is made of once imported: every Conv, Gemm, MatMul and Add quantized.
 QUANTIZED_OPS = {"conv_relu_conv": {"qconv2d": 2, "conv2d": 0},
-                 "resnet_block": {"qconv2d": 3, "conv2d": 0},
+                 "resnet_block": {"qconv2d": 3, "conv2d": 0, "qelew": 1, "elew": 0},
                  "matmul": {"qmatmul": 2, "matmul": 0}}
 
 
@@ -103,7 +103,8 @@ def test_qdq_model_on_onednn_int8_kernels(name, tmp_path, monkeypatch):
                                     reduce_range=True)
     session, _ = _session(m, tmp_path, "dnnl")
     optypes = [op.optype for op in session.ctx.ops]
-    quantized = [t for t in optypes if t.startswith("q") and t != "quantize_cpu"]
+    # (qelew, an Add quantized, has no oneDNN variant: it stays on the cpu.)
+    quantized = [t for t in optypes if t.startswith(("qconv2d", "qmatmul"))]
     assert quantized and all(t.endswith("_dnnl") for t in quantized), optypes
     step = _output_step(m)
     for x in inputs:
@@ -247,3 +248,201 @@ def test_computed_quantized_weights_and_per_row_zero_points_are_refused():
               [init("b", np.ones((3, 2), np.int8)), init("az", np.array([1, 2], np.uint8))],
               opset=10)
     assert "a_zero_point of shape [2] (one zero point per tensor)" in _refusal(m)
+
+
+# ONNX Runtime's QOperator element-wise operators and pooling, and DynamicQuantizeLinear ---
+
+def _microsoft(m):
+    """`m` with the com.microsoft domain imported, as ONNX Runtime's quantizer writes it."""
+    from onnx import helper
+
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return m
+
+
+def _qelew_model(op_type, dtype, a_shape, b_shape):
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    info = np.iinfo(dtype)
+    inits = [init("as", np.float32(0.05)), init("az", np.array(info.min + 120, dtype)),
+             init("bs", np.float32(0.08)), init("bz", np.array(info.min + 131, dtype)),
+             init("ys", np.float32(0.11 if op_type == "QLinearAdd" else 0.09)),
+             init("yz", np.array(info.min + 125, dtype))]
+    node = helper.make_node(op_type, ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"],
+                            domain="com.microsoft")
+    return _microsoft(model([node], [("a", a_shape, elem), ("b", b_shape, elem)],
+                            [("y", None, elem)], inits))
+
+
+def _qelew_reference(op_type, a, b, dtype):
+    """QLinearAdd / QLinearMul as ONNX Runtime's reference computes them: dequantized in
+    float32, added or multiplied, quantized (round half to even, saturated)."""
+    info = np.iinfo(dtype)
+    zero = info.min
+    x = (a.astype(np.int32) - (zero + 120)).astype(np.float32) * np.float32(0.05)
+    y = (b.astype(np.int32) - (zero + 131)).astype(np.float32) * np.float32(0.08)
+    r = x + y if op_type == "QLinearAdd" else x * y
+    step = np.float32(0.11 if op_type == "QLinearAdd" else 0.09)
+    return np.clip(np.rint(r / step) + (zero + 125), info.min, info.max).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+@pytest.mark.parametrize("op_type", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_add_and_mul_as_onnx_runtime(op_type, dtype, tmp_path):
+    from tests.frontends.onnxutil import run_lightnet, run_ort
+
+    rng = np.random.default_rng(2)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max + 1, (2, 3, 4, 5)).astype(dtype)
+    b = rng.integers(info.min, info.max + 1, (3, 1, 5)).astype(dtype)
+    m = _qelew_model(op_type, dtype, [2, 3, 4, 5], [3, 1, 5])
+    got, ir = run_lightnet(m, {"a": a, "b": b}, tmp_path)
+    assert [op["optype"] for op in ir["ops"]].count("qelew") == 1
+    np.testing.assert_array_equal(got["y"], _qelew_reference(op_type, a, b, dtype))
+    # ONNX Runtime's vector kernels use fixed-point multipliers: a step apart at most.
+    theirs = run_ort(m, {"a": a, "b": b})["y"]
+    diff = np.abs(got["y"].astype(np.int32) - theirs)
+    assert diff.max() <= 1 and np.mean(diff == 0) >= 0.95
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_global_average_pool_is_onnx_runtimes_exactly(dtype, channels_last, tmp_path):
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet, run_ort
+
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    shape = [2, 7, 6, 5] if channels_last else [2, 5, 7, 6]
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                            domain="com.microsoft", channels_last=channels_last)
+    inits = [init("xs", np.float32(0.07)), init("xz", np.array(info.min + 90, dtype)),
+             init("ys", np.float32(0.03)), init("yz", np.array(info.min + 20, dtype))]
+    m = _microsoft(model([node], [("x", shape, elem)], [("y", None, elem)], inits))
+    x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    want = run_ort(m, {"x": x})["y"]
+    assert got["y"].shape == want.shape == ((2, 1, 1, 5) if channels_last else (2, 5, 1, 1))
+    np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("values", ["mixed", "positive", "negative", "zeros"])
+def test_dynamic_quantize_linear_is_onnx_runtimes_and_the_references(values, tmp_path):
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from tests.frontends.onnxutil import model, run_lightnet, run_ort
+
+    rng = np.random.default_rng(4)
+    x = {"mixed": rng.standard_normal((3, 4, 5)) * 3, "positive": rng.random((3, 4, 5)),
+         "negative": -rng.random((3, 4, 5)) - 1, "zeros": np.zeros((3, 4, 5))}[values]
+    x = x.astype(np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    m = model([node], [("x", [3, 4, 5])], [("y", None, TensorProto.UINT8),
+                                           ("s", None, TensorProto.FLOAT),
+                                           ("z", None, TensorProto.UINT8)], opset=11)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    reference = dict(zip("ysz", ReferenceEvaluator(m).run(None, {"x": x})))
+    theirs = run_ort(m, {"x": x})
+    for name in "ysz":
+        np.testing.assert_array_equal(got[name].reshape(np.shape(reference[name])),
+                                      reference[name], err_msg=name)
+        # An empty range has no scale: ONNX's reference takes 1 / 255, ONNX Runtime 1
+        # (the same integers either way).
+        if not (name == "s" and values == "zeros"):
+            np.testing.assert_array_equal(got[name].reshape(np.shape(theirs[name])),
+                                          theirs[name], err_msg=name)
+    assert values != "zeros" or theirs["s"] == 1
+
+
+def test_an_onnx_runtime_qoperator_model_computes_what_onnx_runtime_does(tmp_path):
+    m, inputs = qdqmodels.quantized(qdqmodels.classifier, tmp_path, activation="uint8",
+                                    reduce_range=True, quant_format="QOperator")
+    made = {(n.domain, n.op_type) for n in m.graph.node}
+    assert {("com.microsoft", "QLinearAdd"), ("com.microsoft", "QLinearGlobalAveragePool"),
+            ("com.microsoft", "QGemm")} <= made
+    session, ir = _session(m, tmp_path, "cpu")
+    optypes = [op["optype"] for op in ir["ops"]]
+    assert {"qelew", "qglobal_avgpool2d", "qmatmul", "qconv2d"} <= set(optypes)
+    for x in inputs:
+        np.testing.assert_array_equal(session.run({"x": x})["y"],
+                                      _ort(m, {"x": x}, optimized=True))
+
+
+def _qdq_pool_model(x_scale, y_scale, size):
+    """x uint8 [1, 3, size, size] -> DequantizeLinear - GlobalAveragePool - QuantizeLinear
+    -> y uint8."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model
+
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"]),
+             helper.make_node("GlobalAveragePool", ["d"], ["g"]),
+             helper.make_node("QuantizeLinear", ["g", "ys", "yz"], ["y"])]
+    inits = [init("xs", np.float32(x_scale)), init("xz", np.uint8(100)),
+             init("ys", np.float32(y_scale)), init("yz", np.uint8(30))]
+    return model(nodes, [("x", [1, 3, size, size], TensorProto.UINT8)],
+                 [("y", None, TensorProto.UINT8)], inits)
+
+
+@pytest.mark.parametrize("x_scale,y_scale,size,fused", [(0.25, 0.125, 4, True),
+                                                         (0.25, 0.125, 3, False),
+                                                         (0.3, 0.125, 4, False)])
+def test_qdq_global_average_pool_is_fused_where_exact(x_scale, y_scale, size, fused,
+                                                      tmp_path):
+    from tests.frontends.onnxutil import run_lightnet
+
+    m = _qdq_pool_model(x_scale, y_scale, size)
+    rng = np.random.default_rng(5)
+    _, ir = run_lightnet(m, {"x": np.zeros((1, 3, size, size), np.uint8)}, tmp_path)
+    optypes = [op["optype"] for op in ir["ops"]]
+    assert ("qglobal_avgpool2d" in optypes) == fused and ("global_avgpool2d" in optypes) != fused
+    for _ in range(5):
+        x = rng.integers(0, 256, (1, 3, size, size)).astype(np.uint8)
+        got, _ = run_lightnet(m, {"x": x}, tmp_path)
+        np.testing.assert_array_equal(got["y"], _ort(m, {"x": x}, optimized=False))
+
+
+def test_per_channel_scales_of_an_element_wise_operator_are_refused():
+    from tests.frontends.onnxutil import init
+
+    m = _qelew_model("QLinearAdd", np.uint8, [2, 3], [2, 3])
+    m.graph.initializer[0].CopyFrom(init("as", np.array([0.1, 0.2, 0.3], np.float32)))
+    assert "com.microsoft.QLinearAdd" in _refusal(m)
+    assert "'as' of shape [3] (one value per tensor)" in _refusal(m)
+
+
+@pytest.mark.parametrize("op_type,b_dtype,fused", [("Mul", np.uint8, True),
+                                                   ("Add", np.uint8, True),
+                                                   ("Add", np.int8, False)])
+def test_qdq_add_and_mul_become_qelew(op_type, b_dtype, fused, tmp_path):
+    """DequantizeLinear(a), DequantizeLinear(b) - Add / Mul - QuantizeLinear is one qelew
+    computing what ONNX Runtime computes running the nodes as written; with inputs of two
+    dtypes (which qelew does not take) the nodes run as written."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    elem = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["da"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["db"]),
+             helper.make_node(op_type, ["da", "db"], ["s"]),
+             helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["y"])]
+    inits = [init("as", np.float32(0.043)), init("az", np.uint8(121)),
+             init("bs", np.float32(0.061)), init("bz", np.array(7, b_dtype)),
+             init("ys", np.float32(0.07 if op_type == "Add" else 0.2)), init("yz", np.uint8(90))]
+    m = model(nodes, [("a", [2, 4, 3, 3], TensorProto.UINT8), ("b", [4, 1, 1], elem[b_dtype])],
+              [("y", None, TensorProto.UINT8)], inits)
+    rng = np.random.default_rng(6)
+    info = np.iinfo(b_dtype)
+    for _ in range(3):
+        feeds = {"a": rng.integers(0, 256, (2, 4, 3, 3)).astype(np.uint8),
+                 "b": rng.integers(info.min, info.max + 1, (4, 1, 1)).astype(b_dtype)}
+        got, ir = run_lightnet(m, feeds, tmp_path)
+        assert ("qelew" in [op["optype"] for op in ir["ops"]]) == fused
+        np.testing.assert_array_equal(got["y"], _ort(m, feeds, optimized=False))

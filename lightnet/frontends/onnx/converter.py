@@ -277,7 +277,8 @@ class Converter:
         pending = [n for n in self.nodes if n.index not in self.folded]
         fused = fuse(pending, self.consts, self.graph_output_names, rank_of, add_const)
         self.nodes = [n for n in self.nodes if n.index in self.folded] + fuse_qdq(
-            fused, self.consts, self.graph_output_names)
+            fused, self.consts, self.graph_output_names,
+            lambda name: self.info.get(name, (0, None))[1])
 
     def _try_fold(self, n: Node) -> bool:
         if n.op_type in ("Shape", "Size"):

@@ -19,8 +19,20 @@ computes A @ B (+ C) (transA 0, alpha 1, beta 1).
 A MaxPool or Concat between DequantizeLinear nodes and a QuantizeLinear of one scale
 and zero point (each per tensor, of equal values and dtype) reads the integers and
 writes the QuantizeLinear's output itself: it only moves values, and quantizing a
-dequantized value with its own scale and zero point gives it back. Everything else of a
-QDQ graph (a Relu or Add between QuantizeLinear / DequantizeLinear pairs) runs as it is
+dequantized value with its own scale and zero point gives it back.
+
+Two more patterns become ONNX Runtime's operators where they compute the same integers:
+
+    DequantizeLinear(a), DequantizeLinear(b) - Add / Mul - QuantizeLinear  (lightnet.QAdd,
+    lightnet.QMul: QLinearAdd's inputs), always: qelew computes what the three nodes do,
+    dequantizing in float32, adding or multiplying, quantizing;
+    DequantizeLinear(x) - GlobalAveragePool - QuantizeLinear  (lightnet.QGlobalAveragePool)
+    when both scales and H * W are powers of two: then every step of either computation is
+    exact in float32 and both round the same value (other scales would round the sum
+    differently from the float path, by a step now and then).
+
+Each needs per-tensor 8-bit activations of one dtype (inputs and output). Everything else
+of a QDQ graph (a Relu between QuantizeLinear / DequantizeLinear pairs) runs as it is
 written: dequantized, in float, and quantized again.
 """
 
@@ -164,7 +176,8 @@ def _same_quantization(g: Graph, a, b) -> bool:
 
 
 def _moved(g: Graph, node):
-    """(the MaxPool or Concat `node` reading the integers, the nodes it replaces) when
+    """(its op type, inputs, attributes, the nodes replaced) of the MaxPool or Concat
+    `node` reading the integers, when
     it lies between DequantizeLinear nodes and a QuantizeLinear of one quantization
     (see the module docstring), or None."""
     if node.op_type == "MaxPool" and len([o for o in node.outputs if o]) != 1:
@@ -179,31 +192,77 @@ def _moved(g: Graph, node):
                for x in inputs):
         return None
     dequantizes = [g.producer[x] for x in node.inputs if g.internal(x, node)]
-    return [x[0] for x in inputs], dequantizes + replaced
+    return node.op_type, [x[0] for x in inputs], node.attrs, dequantizes + replaced
 
 
-def fuse_qdq(nodes, consts, protected):
+def _quantized_output(g: Graph, node):
+    """The QuantizeLinear that alone reads `node`'s output, per tensor 8-bit, or None."""
+    quantize, relu, _ = _output(g, node)
+    return None if relu else quantize
+
+
+def _power_of_two(value) -> bool:
+    mantissa, _ = np.frexp(np.float32(np.reshape(value, -1)[0]))
+    return bool(mantissa == 0.5)
+
+
+def _fused_elementwise(g: Graph, node):
+    """(op type, inputs, attributes, the nodes replaced) of the lightnet.QAdd /
+    lightnet.QMul an Add / Mul of two dequantized activations quantized again becomes,
+    or None."""
+    if len(node.inputs) != 2:
+        return None
+    a, b = (_activation(g, x, node) for x in node.inputs)
+    quantize = _quantized_output(g, node)
+    if a is None or b is None or quantize is None:
+        return None
+    if len({g.consts[z].dtype for z in (a[2], b[2], quantize.input(2))}) != 1:
+        return None
+    return (f"lightnet.Q{node.op_type}", a + b + [quantize.input(1), quantize.input(2)], {},
+            [node, quantize])
+
+
+def _fused_pool(g: Graph, node, shape_of):
+    """(op type, inputs, attributes, the nodes replaced) of the
+    lightnet.QGlobalAveragePool a GlobalAveragePool of a dequantized activation quantized
+    again becomes where that is exact (see the module docstring), or None."""
+    x = _activation(g, node.input(0), node)
+    quantize = _quantized_output(g, node)
+    shape = shape_of(node.input(0))
+    if x is None or quantize is None or shape is None or len(shape) != 4:
+        return None
+    if g.consts[x[2]].dtype != g.consts[quantize.input(2)].dtype:
+        return None
+    scales = (g.consts[x[1]], g.consts[quantize.input(1)], shape[2] * shape[3])
+    if not all(_power_of_two(v) for v in scales):
+        return None
+    return ("lightnet.QGlobalAveragePool", x + [quantize.input(1), quantize.input(2)], {},
+            [node, quantize])
+
+
+FUSED = {"Conv": _fused, "MatMul": _fused, "Gemm": _fused, "Add": _fused_elementwise,
+         "Mul": _fused_elementwise, "MaxPool": _moved, "Concat": _moved}
+
+
+def fuse_qdq(nodes, consts, protected, shape_of=lambda name: None):
     """`nodes` (in graph order) with every quantized convolution and product of a QDQ
     model made one node, and its max pools and concats reading the integers (see the
-    module docstring); `consts` maps names to constant
-    values, `protected` names the graph outputs. The fused node keeps the name, index and
+    module docstring); `consts` maps names to constant values, `protected` names the
+    graph outputs, `shape_of(name)` is a tensor's shape (None where unknown). The fused
+    node keeps the name, index and
     outputs of the last node it replaces (the QuantizeLinear), and takes its place."""
     g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
     for n in g.nodes:
-        if n.op_type in ("MaxPool", "Concat") and id(n) not in removed:
-            moved = _moved(g, n)
-            if moved is not None and not any(id(r) in removed for r in moved[1]):
-                inputs, replaced = moved
-                removed.update(id(r) for r in replaced)
-                replacement[id(replaced[-1])] = dataclasses.replace(
-                    replaced[-1], op_type=n.op_type, version=n.version, inputs=inputs,
-                    attrs=n.attrs)
+        if id(n) in removed:
             continue
-        if n.op_type not in ("Conv", "MatMul", "Gemm") or id(n) in removed:
+        if n.op_type == "GlobalAveragePool":
+            found = _fused_pool(g, n, shape_of)
+        elif n.op_type in FUSED:
+            found = FUSED[n.op_type](g, n)
+        else:
             continue
-        found = _fused(g, n)
         if found is None:
             continue
         op_type, inputs, attrs, replaced = found
@@ -211,7 +270,8 @@ def fuse_qdq(nodes, consts, protected):
             continue
         removed.update(id(r) for r in replaced)
         last = replaced[-1]
+        version = n.version if op_type == n.op_type else VERSION  # a moved node keeps its op
         replacement[id(last)] = dataclasses.replace(
-            last, op_type=op_type, version=VERSION, inputs=inputs, attrs=attrs)
+            last, op_type=op_type, version=version, inputs=inputs, attrs=attrs)
     return [replacement.get(id(n), n) for n in g.nodes
             if id(n) not in removed or id(n) in replacement]

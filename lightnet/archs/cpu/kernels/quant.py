@@ -17,7 +17,8 @@ from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
            "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_scratch",
-           "qmatmul", "requantize", "qbias", "zero_point_int32"]
+           "qmatmul", "requantize", "qbias", "zero_point_int32", "dynamic_quantize",
+           "qelew_scratch", "qelew", "qglobal_avgpool2d_scratch", "qglobal_avgpool2d"]
 
 
 def per_axis(values, shape, axis: int):
@@ -54,6 +55,20 @@ def quantize(src, scale, zero, dst, *, axis: int, ws=None) -> None:
     lo, hi = _range(dst.dtype)
     np.clip(q, lo, hi, out=q)
     np.copyto(dst, q, casting="unsafe")
+
+
+def dynamic_quantize(src, dst, scale, zero, *, ws) -> None:
+    """dst, scale and zero of ONNX DynamicQuantizeLinear, in float32 as its reference
+    computes them: the range [min(0, min src), max(0, max src)] over 0..255 (a scale of
+    1 / 255 for an empty one), the zero point -min / scale saturated and rounded half to
+    even, then quantize."""
+    lo = np.float32(min(0.0, np.min(src)))
+    hi = np.float32(max(0.0, np.max(src)))
+    step = np.float32(1.0 if hi == lo else hi - lo) / np.float32(255)
+    point = np.rint(np.clip(np.float32(0) - lo / step, 0, 255))
+    scale[...] = step
+    zero[...] = point
+    quantize(src, scale, zero, dst, axis=0, ws=ws)
 
 
 def dequantize(src, scale, zero, dst, *, axis: int) -> None:
@@ -183,3 +198,48 @@ def qbias(bias, src_scale, weight_scale):
 def zero_point_int32(zero):
     """An 8-bit zero point as int32 (how oneDNN takes it); None for None."""
     return None if zero is None else np.asarray(zero, dtype=np.int32).reshape(-1)
+
+
+def qelew_scratch(shape) -> tuple:
+    """Scratch layout of `qelew`: both inputs dequantized (float32), of the output's
+    shape."""
+    return (("a", tuple(shape), np.float32), ("b", tuple(shape), np.float32))
+
+
+def qelew(src1, scale1, zero1, src2, scale2, zero2, dst_scale, dst_zero, dst, *, elew_op,
+          ws) -> None:
+    """ONNX Runtime's QLinearAdd (TL_SUM) or QLinearMul (TL_MUL): both inputs dequantized
+    in float32, broadcast to dst's shape, added or multiplied, then quantized to dst."""
+    a, b = ws["a"], ws["b"]
+    for src, zero, scale, out in ((src1, zero1, scale1, a), (src2, zero2, scale2, b)):
+        np.subtract(src, 0 if zero is None else np.reshape(zero, ()), out=out,
+                    dtype=np.float32)
+        np.multiply(out, np.reshape(scale, ()), out=out)
+    (np.add if elew_op == "TL_SUM" else np.multiply)(a, b, out=a)
+    quantize(a, dst_scale, dst_zero, dst, axis=0, ws={"q": a})
+
+
+def qglobal_avgpool2d_scratch(shape) -> tuple:
+    """Scratch layout of `qglobal_avgpool2d`: the sums (float64, exact) and the scaled
+    sums (float32), [N, C]."""
+    return (("sum", tuple(shape[:2]), np.float64), ("q", tuple(shape[:2]), np.float32))
+
+
+def qglobal_avgpool2d(src, src_scale, src_zero, dst_scale, dst_zero, dst, *, ws) -> None:
+    """ONNX Runtime's QLinearGlobalAveragePool of NCHW `src`: (sum - src_zero * H * W)
+    times the float32 factor src_scale / (dst_scale * H * W), rounded half to even, plus
+    dst_zero, saturated."""
+    total, q = ws["sum"], ws["q"]
+    size = src.shape[2] * src.shape[3]
+    np.sum(src, axis=(2, 3), dtype=np.float64, out=total)
+    if src_zero is not None:
+        np.subtract(total, float(np.reshape(src_zero, ())) * size, out=total)
+    factor = np.float32(np.reshape(src_scale, ())[()]) / (
+        np.float32(np.reshape(dst_scale, ())[()]) * np.float32(size))
+    np.multiply(total, factor, out=q, dtype=np.float32, casting="unsafe")
+    np.rint(q, out=q)
+    if dst_zero is not None:
+        np.add(q, np.reshape(dst_zero, ()), out=q)
+    lo, hi = _range(dst.dtype)
+    np.clip(q, lo, hi, out=q)
+    np.copyto(dst.reshape(q.shape), q, casting="unsafe")

@@ -1,7 +1,9 @@
-"""Quantization: QuantizeLinear, DequantizeLinear, the QOperator forms QLinearConv,
-ConvInteger, QLinearMatMul and MatMulInteger, and the quantized convolution and product
-(`lightnet.QConv`, `lightnet.QGemm`) that qdq.py makes of a QDQ model's
-DequantizeLinear - Conv / MatMul / Gemm - QuantizeLinear.
+"""Quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, the QOperator
+forms QLinearConv, ConvInteger, QLinearMatMul and MatMulInteger, ONNX Runtime's
+QLinearAdd, QLinearMul and QLinearGlobalAveragePool (com.microsoft), and the quantized
+operators (`lightnet.QConv`, `lightnet.QGemm`, `lightnet.QAdd`,
+`lightnet.QGlobalAveragePool`) that qdq.py makes of a QDQ model's DequantizeLinear -
+operator - QuantizeLinear.
 
 A quantized convolution or product reads its weight, scales and zero points as constants
 (LightNet prepares the weight once, at load); its activation zero points are one value.
@@ -9,12 +11,13 @@ A quantized convolution or product reads its weight, scales and zero points as c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lightnet.ir.shapes import matmul_shape
+from lightnet.ir.shapes import broadcast_shape, matmul_shape
 from lightnet.ir.tensor import DType
 
 from ..dispatch import handler
@@ -88,6 +91,90 @@ def dequantize_linear(c: Converter, n: Node, *, axis=1, block_size=0, output_dty
     zero = c.val(n.input(2)) if n.has_input(2) else None
     c.emit("dequantize", {"src": x, "scale": scale, "zero": zero},
            {"axis": _per_axis(c, scale, x, axis)}, "TL_FLOAT", x.shape, **n.as_output)
+
+
+@handler("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(c: Converter, n: Node):
+    x = c.val(n.input(0))
+    if x.dtype != "TL_FLOAT":
+        raise Unsupported(f"DynamicQuantizeLinear input of dtype {x.dtype} (only float)")
+    outs = {"dst": ("TL_UINT8", x.shape, n.outputs[0])}
+    for arg, dtype, i in (("scale", "TL_FLOAT", 1), ("zero", "TL_UINT8", 2)):
+        outs[arg] = (dtype, (1,), n.outputs[i] if c.used(n, i) else None)
+    vals = c.emit_outputs("dynamic_quantize", {"src": x}, {}, outs, hint=n.outputs[0])
+    for arg, i in (("scale", 1), ("zero", 2)):
+        if c.used(n, i):  # ONNX's are scalars
+            c.bind(n.outputs[i], dataclasses.replace(vals[arg], shape=()))
+
+
+# ONNX Runtime's quantized element-wise operators and pooling ---------------------------------
+# A com.microsoft node has no ONNX schema here: its version is 0. Their scales and zero
+# points are one value each.
+
+def qelew(c: Converter, n: Node, elew_op: str):
+    """A qelew from QLinearAdd's / QLinearMul's inputs: A, A_scale, A_zero_point, B,
+    B_scale, B_zero_point, C_scale, C_zero_point ("" where absent)."""
+    a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = (n.inputs + [""] * 8)[:8]
+    x1, x2 = c.val(a), c.val(b)
+    _eight_bit(x1, f"{n.op_type.split('.')[-1]}'s A")
+    ins = {"src1": x1, "src1_scale": _one(c, a_scale), "src1_zero": _one(c, a_zero),
+           "src2": x2, "src2_scale": _one(c, b_scale), "src2_zero": _one(c, b_zero),
+           "dst_scale": _one(c, y_scale), "dst_zero": _one(c, y_zero)}
+    c.emit("qelew", ins, {"elew_op": elew_op}, x1.dtype, broadcast_shape(x1.shape, x2.shape),
+           **n.as_output)
+
+
+def _one(c: Converter, name: str) -> Val | None:
+    """A scale or zero point: one value, [1]; None for an absent optional input."""
+    if not name:
+        return None
+    v = c.val(name)
+    if math.prod(v.shape) != 1:
+        raise Unsupported(f"'{name}' of shape {list(v.shape)} (one value per tensor)")
+    return c.reshape(v, (1,))
+
+
+@handler("com.microsoft.QLinearAdd", 0)
+def qlinear_add(c: Converter, n: Node):
+    qelew(c, n, "TL_SUM")
+
+
+@handler("com.microsoft.QLinearMul", 0)
+def qlinear_mul(c: Converter, n: Node):
+    qelew(c, n, "TL_MUL")
+
+
+@handler("lightnet.QAdd", 1)
+def qdq_add(c: Converter, n: Node):
+    """QLinearAdd made of a QDQ model's Add (qdq.py)."""
+    qelew(c, n, "TL_SUM")
+
+
+@handler("lightnet.QMul", 1)
+def qdq_mul(c: Converter, n: Node):
+    """QLinearMul made of a QDQ model's Mul (qdq.py)."""
+    qelew(c, n, "TL_MUL")
+
+
+@handler("lightnet.QGlobalAveragePool", 1)
+@handler("com.microsoft.QLinearGlobalAveragePool", 0)
+def qlinear_global_average_pool(c: Converter, n: Node, *, channels_last=0):
+    x = c.val(n.input(0))
+    _eight_bit(x, "QLinearGlobalAveragePool's input")
+    if x.rank != 4:
+        raise Unsupported(f"a rank-{x.rank} input (only 2-D pooling, rank 4)")
+    if channels_last:
+        x = c.emit("transpose", {"src": x}, {"axes": [0, 3, 1, 2]}, x.dtype,
+                   (x.shape[0], x.shape[3], x.shape[1], x.shape[2]), hint=n.outputs[0])
+    scale, zero, y_scale, y_zero = (n.inputs[1:] + [""] * 4)[:4]
+    ins = {"src": x, "src_scale": _one(c, scale), "src_zero": _one(c, zero),
+           "dst_scale": _one(c, y_scale), "dst_zero": _one(c, y_zero)}
+    shape = (x.shape[0], x.shape[1], 1, 1)
+    if not channels_last:
+        c.emit("qglobal_avgpool2d", ins, {}, x.dtype, shape, **n.as_output)
+        return
+    y = c.emit("qglobal_avgpool2d", ins, {}, x.dtype, shape, hint=n.outputs[0])
+    c.reshape(y, (shape[0], 1, 1, shape[1]), out=n.outputs[0])
 
 
 # Quantized convolution and product -----------------------------------------------------------
@@ -189,7 +276,10 @@ def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=Fal
     else:
         b = c.val(b_name)
     _eight_bit(b, "the quantized product's B")
-    shape = c.out_shape(n)
+    if n.op_type.startswith("com.microsoft."):  # ONNX's shape inference does not know it
+        shape = matmul_shape(a.shape, b.shape)
+    else:
+        shape = c.out_shape(n)
     if a.rank == 1:
         a = c.reshape(a, (1,) + a.shape)
     if b.rank == 2:
@@ -246,6 +336,17 @@ def qdq_conv(c: Converter, n: Node, *, activation="none", auto_pad="NOTSET", dil
     qconv(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), x),
           activation=activation, auto_pad=auto_pad, dilations=dilations, group=group,
           kernel_shape=kernel_shape, pads=pads, strides=strides)
+
+
+@handler("com.microsoft.QGemm", 0)
+def qgemm(c: Converter, n: Node, *, alpha=1.0, transA=0, transB=0):  # noqa: N803
+    """ONNX Runtime's QGemm: A @ B (+ C, int32 in the accumulator's scale), quantized
+    (a float output without y_scale)."""
+    if transA or alpha != 1.0:
+        raise Unsupported(f"transA {transA}, alpha {alpha} (only A @ B: transA 0, alpha 1)")
+    a, a_scale, a_zero, b, b_scale, b_zero, bias, y_scale, y_zero = (n.inputs + [""] * 9)[:9]
+    qmatmul(c, n, [a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, bias],
+            dtype=_out_dtype(c, y_scale, y_zero, c.val(a)), trans_b=bool(transB))
 
 
 @handler("lightnet.QGemm", 1)
