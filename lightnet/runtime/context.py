@@ -300,6 +300,8 @@ class Context:
             # reader chose), and those readers, are checked anew every time.
             todo += [position[name] for name in memo.never if name in position]
             todo = sorted(set(todo))  # a heap
+        # The ops that may read or write other tensors than the data-flow graph has.
+        suspects = None if changed is None or memo is None else [ops[i] for i in todo]
         self._stale.clear()
         seen = set(todo)
 
@@ -345,12 +347,16 @@ class Context:
                 self._unmake(op, made_by(op))
             self.ops = ops[:at]
             self.mem = None
-            position = {op.name: i for i, op in enumerate(self.ops)}
+            if at < len(ops):
+                position = {op.name: i for i, op in enumerate(self.ops)}
             entries = sorted(self.tensors.items(),
                              key=lambda item: position.get(item[1].creator, -1))
             self.tensors.clear()
             self.tensors.update(entries)
-            self.dfg.rebuild(self.ops)
+            if at < len(ops):
+                self.dfg.rebuild(self.ops)
+            else:  # the ops checked again, and their neighbours, are taken out and added
+                self.dfg.update(self.ops, position, suspects)
 
     def _unmake(self, op: Op, names) -> None:
         """post_run `op` for rewrite: the tensors it made (`names`) go, whatever it now
