@@ -230,18 +230,17 @@ class CheckMemo:
         checked = self._checked.pop(op.name, None)
         if checked is None or checked[0] is not op or op.name in self._never:
             return
-        made, states = checked[7], checked[8]
-        for entry, state, (_, n) in zip(made, states, checked[4]):
-            if tensors.get(n) is not entry or state != _state(entry):
-                return
+        entry = checked[7]
+        if tensors.get(entry.name) is not entry or checked[8] != _state(entry):
+            return
         self._taken[op.name] = (*checked, op.values, op.scratch)
 
     def pre_run(self, op: Op, tensors: TensorTable) -> None:
         """`op.pre_run(tensors)`, or what it would do again (see the class)."""
         taken = self._taken.pop(op.name, None)
         if taken is not None and self._same(taken, op, tensors):
-            for entry in taken[7]:
-                tensors[entry.name] = entry
+            entry = taken[7]
+            tensors[entry.name] = entry
             op.values, op.scratch = taken[9], taken[10]
             self._checked[op.name] = taken[:9]
             return
@@ -285,11 +284,12 @@ class CheckMemo:
         checked = self._checked
         for i, e in enumerate(ins):
             producer = checked.get(e.creator)
-            if producer is not None and producer[8][0] == read[i]:
-                read[i] = producer[8][0]
-        checked[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
-                            tuple(outs.items()), tuple(op.params.items()), read, (entry,),
-                            (_state(entry),))
+            if producer is not None and producer[8] == read[i]:
+                read[i] = producer[8]
+        ins = op.tensors_in
+        checked[op.name] = (op, op.proto, op.seed, (*ins, *ins.values()), (*outs, name),
+                            tuple(op.params.items()) if op.params else (), read, entry,
+                            _state(entry))
 
     @property
     def never(self) -> set[str]:
@@ -303,32 +303,30 @@ class CheckMemo:
         checked = self._checked.get(op.name)
         if checked is None or not self._reads_same(checked, op, tensors):
             return False
-        for entry, state, (_, n) in zip(checked[7], checked[8], checked[4]):
-            if tensors.get(n) is not entry or state != _state(entry):
-                return False
-        return True
+        entry = checked[7]
+        return tensors.get(entry.name) is entry and checked[8] == _state(entry)
 
     def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
         """Whether `op`, put back, reads what it read when it was checked (`taken`),
         and may define its outputs again."""
-        return self._reads_same(taken, op, tensors) and not any(
-            n in tensors for _, n in taken[4])
+        return self._reads_same(taken, op, tensors) and taken[4][1] not in tensors
 
     def _reads_same(self, checked: tuple, op: Op, tensors: TensorTable) -> bool:
         """Whether `op` reads now what it read when it was checked (`checked`): its
         params the same objects (a param equal to another may still differ: -0.0 and
         0.0)."""
         was_op, proto, seed, tensors_in, tensors_out, params, read = checked[:7]
+        ins, outs = op.tensors_in, op.tensors_out
         if (was_op is not op or proto is not op.proto or seed != op.seed
                 or op.name in self._never
-                or tensors_in != tuple(op.tensors_in.items())
-                or tensors_out != tuple(op.tensors_out.items())
+                or tensors_in != (*ins, *ins.values())
+                or tensors_out != (*outs, *outs.values())
                 or len(params) != len(op.params)):
             return False
         for (arg, value), (was_arg, was) in zip(op.params.items(), params):
             if arg != was_arg or value is not was:
                 return False
-        for was, (_, n) in zip(read, tensors_in):
+        for was, n in zip(read, tensors_in[len(ins):]):
             entry = tensors.get(n)
             if entry is None or was != tuple(entry.__dict__.values()):
                 return False
