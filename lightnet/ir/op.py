@@ -9,7 +9,8 @@ the outputs (-> end). Prototypes are generated from descriptions/ops/*.yaml.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
@@ -356,6 +357,12 @@ def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
             tuple((arg, p.key) for arg, p in op.params.items()), tuple(entries))
 
 
+# A TensorEntry's fields in their order (name first), and where creator and owner are.
+_FIELDS = [f.name for f in fields(TensorEntry)]
+_fields_of = operator.attrgetter(*_FIELDS)
+_CREATOR, _OWNER = _FIELDS.index("creator"), _FIELDS.index("owner")
+
+
 def _made(op: Op, tensors: TensorTable) -> tuple | None:
     """What `op`'s check (just run) made, with no tensor name of its own: its values,
     scratch and the fields of the entries it defined, in the order it defined them
@@ -373,12 +380,12 @@ def _made(op: Op, tensors: TensorTable) -> tuple | None:
     ins = list(op.tensors_in.values())
     entries = []
     for name in defined:
-        fields = dict(tensors[name].__dict__)
-        if fields.pop("creator") != op.name or fields["owner"] not in (None, *ins):
+        values = _fields_of(tensors[name])
+        owner = values[_OWNER]
+        if values[_CREATOR] != op.name or owner not in (None, *ins):
             return None
-        del fields["name"]
-        owner = fields.pop("owner")
-        entries.append((outs.index(name), None if owner is None else ins.index(owner), fields))
+        entries.append((outs.index(name), None if owner is None else ins.index(owner),
+                        values[1:_CREATOR], values[_CREATOR + 1:_OWNER], values[_OWNER + 1:]))
     return op.proto, dict(op.values), op.scratch, entries
 
 
@@ -390,10 +397,10 @@ def _define_again(made: tuple, op: Op, tensors: TensorTable) -> bool:
     if proto is not op.proto or any(name in tensors for name in outs):
         return False
     ins = list(op.tensors_in.values())
-    for out, owner, fields in entries:
+    for out, owner, before, between, after in entries:
         name = outs[out]
-        tensors[name] = TensorEntry(name=name, creator=op.name,
-                                    owner=None if owner is None else ins[owner], **fields)
+        tensors[name] = TensorEntry(name, *before, op.name, *between,
+                                    None if owner is None else ins[owner], *after)
     op.values, op.scratch = dict(values), scratch
     return True
 
