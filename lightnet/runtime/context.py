@@ -355,7 +355,7 @@ class Context:
             self.tensors.update(entries)
             if at < len(ops):
                 self.dfg.rebuild(self.ops)
-            else:  # the ops checked again, and their neighbours, are taken out and added
+            else:  # only the ops new, gone or given other tensors are taken out and added
                 self.dfg.update(self.ops, position, suspects)
 
     def _unmake(self, op: Op, names) -> None:
