@@ -18,6 +18,9 @@ class DataFlowGraph:
         self.ops: dict[str, Op] = {}
         self.producer: dict[str, str] = {}  # tensor -> op name
         self.consumers: dict[str, list[str]] = {}  # tensor -> op names, in add order
+        # op name -> the tensors it read and wrote when it was added (a pass may rename
+        # them in the op before the graph is told: see update)
+        self.names: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for op in ops:
             self.add(op)
 
@@ -37,8 +40,10 @@ class DataFlowGraph:
             produced[tname] = op.name
         name, graph, producer, consumers = op.name, self.graph, self.producer, self.consumers
         self.ops[name] = op
+        ins = tuple(op.tensors_in.values())
+        self.names[name] = (ins, tuple(produced))
         graph.add(name)
-        for tname in op.tensors_in.values():
+        for tname in ins:
             readers = consumers.get(tname)
             if readers is None:
                 consumers[tname] = [name]
@@ -53,20 +58,22 @@ class DataFlowGraph:
                 graph.link(name, consumer, tname)
 
     def remove(self, op: Op) -> None:
-        """Remove `op` and its edges; its inputs and outputs may become dangling."""
+        """Remove `op` and its edges (those of the tensors it had when it was added); its
+        inputs and outputs may become dangling."""
         del self.ops[op.name]
+        ins, outs = self.names.pop(op.name)
         self.graph.remove(op.name)
-        for tname in op.tensors_in.values():
+        for tname in ins:
             self.consumers[tname].remove(op.name)
             if not self.consumers[tname]:
                 del self.consumers[tname]
-        for tname in op.tensors_out.values():
+        for tname in outs:
             del self.producer[tname]
 
     def clear(self) -> None:
         """Remove every op (what removing each one leaves: an empty graph)."""
         self.graph = Graph()
-        self.ops, self.producer, self.consumers = {}, {}, {}
+        self.ops, self.producer, self.consumers, self.names = {}, {}, {}, {}
 
     def rebuild(self, ops) -> None:
         """The graph of `ops` anew: what clear() and add(op) for each would make, in
@@ -74,19 +81,21 @@ class DataFlowGraph:
         self.clear()
         graph = self.graph
         graph_succ, graph_pred = graph._succ, graph._pred
-        every, producer, consumers = self.ops, self.producer, self.consumers
+        every, producer, consumers, names = self.ops, self.producer, self.consumers, self.names
         for op in ops:
             name = op.name
-            outs = op.tensors_out.values()
+            outs = tuple(op.tensors_out.values())
             if (name in every or any(t in producer for t in outs)
                     or len(set(outs)) != len(outs)):
                 self.add(op)  # raises, as adding it would
                 continue
             every[name] = op
+            ins = tuple(op.tensors_in.values())
+            names[name] = (ins, outs)
             if name not in graph_succ:
                 graph_succ[name], graph_pred[name] = [], []
             pred = graph_pred[name]
-            for tname in op.tensors_in.values():
+            for tname in ins:
                 readers = consumers.get(tname)
                 if readers is None:
                     consumers[tname] = [name]
@@ -101,6 +110,54 @@ class DataFlowGraph:
                 if tname in consumers:  # read before it is made (check() refuses it)
                     for consumer in consumers[tname]:
                         graph.link(name, consumer, tname)
+
+    def update(self, ops, position: dict[str, int], suspects=None) -> None:
+        """Make the graph what rebuild(ops) makes (`position`: each op's index in `ops`,
+        by name; every op reads tensors made before it), taking out and adding only
+        the ops that are new, gone, or read or write other tensors than when they were
+        added (Context.rewrite: a pass inserting a few reorders into a large model);
+        the orders rebuild gives (ops, producers and readers in op order, each op's
+        edges in the order of its args) are then restored. `suspects`: the ops of `ops`
+        that may be new or read or write other tensors (None: any)."""
+        every, names = self.ops, self.names
+        moved = []  # the ops to take out (if in the graph) and add
+        for op in ops if suspects is None else suspects:
+            name = op.name
+            was = names.get(name)
+            if (was is None or every[name] is not op
+                    or was[0] != tuple(op.tensors_in.values())
+                    or was[1] != tuple(op.tensors_out.values())):
+                moved.append(op)
+        for op in [op for name, op in every.items() if name not in position]:
+            self.remove(op)
+        for op in moved:
+            if op.name in every:
+                self.remove(every[op.name])
+        for op in moved:
+            self.add(op)
+        graph = self.graph
+        self.ops = every = {op.name: op for op in ops}
+        self.names = {name: names[name] for name in every}
+        succ, pred = graph._succ, graph._pred
+        graph._succ = {name: succ[name] for name in every}
+        graph._pred = {name: pred[name] for name in every}
+        self.producer = producer = {t: op.name for op in ops for t in op.tensors_out.values()}
+        consumers = self.consumers
+        self.consumers = {t: consumers[t] for op in ops for t in op.tensors_in.values()}
+        at = position.__getitem__
+        for readers in consumers.values():
+            if len(readers) > 1:
+                readers.sort(key=at)
+        for name, edges in graph._pred.items():
+            if len(edges) > 1:
+                edges[:] = [(producer[t], t) for t in every[name].tensors_in.values()
+                            if t in producer]
+        for name, edges in graph._succ.items():
+            if len(edges) > 1:
+                readers = sorted({reader for reader, _ in edges}, key=at)
+                edges[:] = [(reader, t) for reader in readers
+                            for t in every[reader].tensors_in.values()
+                            if producer.get(t) == name]
 
     def link(self, op1: Op, op2: Op, tname: str) -> None:
         self.graph.link(op1.name, op2.name, tname)

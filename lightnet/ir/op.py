@@ -9,7 +9,8 @@ the outputs (-> end). Prototypes are generated from descriptions/ops/*.yaml.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
@@ -231,18 +232,17 @@ class CheckMemo:
         checked = self._checked.pop(op.name, None)
         if checked is None or checked[0] is not op or op.name in self._never:
             return
-        made, states = checked[7], checked[8]
-        for entry, state, (_, n) in zip(made, states, checked[4]):
-            if tensors.get(n) is not entry or state != _state(entry):
-                return
+        entry = checked[7]
+        if tensors.get(entry.name) is not entry or checked[8] != _state(entry):
+            return
         self._taken[op.name] = (*checked, op.values, op.scratch)
 
     def pre_run(self, op: Op, tensors: TensorTable) -> None:
         """`op.pre_run(tensors)`, or what it would do again (see the class)."""
         taken = self._taken.pop(op.name, None)
         if taken is not None and self._same(taken, op, tensors):
-            for entry in taken[7]:
-                tensors[entry.name] = entry
+            entry = taken[7]
+            tensors[entry.name] = entry
             op.values, op.scratch = taken[9], taken[10]
             self._checked[op.name] = taken[:9]
             return
@@ -286,11 +286,12 @@ class CheckMemo:
         checked = self._checked
         for i, e in enumerate(ins):
             producer = checked.get(e.creator)
-            if producer is not None and producer[8][0] == read[i]:
-                read[i] = producer[8][0]
-        checked[op.name] = (op, op.proto, op.seed, tuple(op.tensors_in.items()),
-                            tuple(outs.items()), tuple(op.params.items()), read, (entry,),
-                            (_state(entry),))
+            if producer is not None and producer[8] == read[i]:
+                read[i] = producer[8]
+        ins = op.tensors_in
+        checked[op.name] = (op, op.proto, op.seed, (*ins, *ins.values()), (*outs, name),
+                            tuple(op.params.items()) if op.params else (), read, entry,
+                            _state(entry))
 
     @property
     def never(self) -> set[str]:
@@ -304,32 +305,30 @@ class CheckMemo:
         checked = self._checked.get(op.name)
         if checked is None or not self._reads_same(checked, op, tensors):
             return False
-        for entry, state, (_, n) in zip(checked[7], checked[8], checked[4]):
-            if tensors.get(n) is not entry or state != _state(entry):
-                return False
-        return True
+        entry = checked[7]
+        return tensors.get(entry.name) is entry and checked[8] == _state(entry)
 
     def _same(self, taken: tuple, op: Op, tensors: TensorTable) -> bool:
         """Whether `op`, put back, reads what it read when it was checked (`taken`),
         and may define its outputs again."""
-        return self._reads_same(taken, op, tensors) and not any(
-            n in tensors for _, n in taken[4])
+        return self._reads_same(taken, op, tensors) and taken[4][1] not in tensors
 
     def _reads_same(self, checked: tuple, op: Op, tensors: TensorTable) -> bool:
         """Whether `op` reads now what it read when it was checked (`checked`): its
         params the same objects (a param equal to another may still differ: -0.0 and
         0.0)."""
         was_op, proto, seed, tensors_in, tensors_out, params, read = checked[:7]
+        ins, outs = op.tensors_in, op.tensors_out
         if (was_op is not op or proto is not op.proto or seed != op.seed
                 or op.name in self._never
-                or tensors_in != tuple(op.tensors_in.items())
-                or tensors_out != tuple(op.tensors_out.items())
+                or tensors_in != (*ins, *ins.values())
+                or tensors_out != (*outs, *outs.values())
                 or len(params) != len(op.params)):
             return False
         for (arg, value), (was_arg, was) in zip(op.params.items(), params):
             if arg != was_arg or value is not was:
                 return False
-        for was, (_, n) in zip(read, tensors_in):
+        for was, n in zip(read, tensors_in[len(ins):]):
             entry = tensors.get(n)
             if entry is None or was != tuple(entry.__dict__.values()):
                 return False
@@ -359,6 +358,12 @@ def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
             tuple((arg, p.key) for arg, p in op.params.items()), tuple(entries))
 
 
+# A TensorEntry's fields in their order (name first), and where creator and owner are.
+_FIELDS = [f.name for f in fields(TensorEntry)]
+_fields_of = operator.attrgetter(*_FIELDS)
+_CREATOR, _OWNER = _FIELDS.index("creator"), _FIELDS.index("owner")
+
+
 def _made(op: Op, tensors: TensorTable) -> tuple | None:
     """What `op`'s check (just run) made, with no tensor name of its own: its values,
     scratch and the fields of the entries it defined, in the order it defined them
@@ -376,12 +381,12 @@ def _made(op: Op, tensors: TensorTable) -> tuple | None:
     ins = list(op.tensors_in.values())
     entries = []
     for name in defined:
-        fields = dict(tensors[name].__dict__)
-        if fields.pop("creator") != op.name or fields["owner"] not in (None, *ins):
+        values = _fields_of(tensors[name])
+        owner = values[_OWNER]
+        if values[_CREATOR] != op.name or owner not in (None, *ins):
             return None
-        del fields["name"]
-        owner = fields.pop("owner")
-        entries.append((outs.index(name), None if owner is None else ins.index(owner), fields))
+        entries.append((outs.index(name), None if owner is None else ins.index(owner),
+                        values[1:_CREATOR], values[_CREATOR + 1:_OWNER], values[_OWNER + 1:]))
     return op.proto, dict(op.values), op.scratch, entries
 
 
@@ -393,10 +398,10 @@ def _define_again(made: tuple, op: Op, tensors: TensorTable) -> bool:
     if proto is not op.proto or any(name in tensors for name in outs):
         return False
     ins = list(op.tensors_in.values())
-    for out, owner, fields in entries:
+    for out, owner, before, between, after in entries:
         name = outs[out]
-        tensors[name] = TensorEntry(name=name, creator=op.name,
-                                    owner=None if owner is None else ins[owner], **fields)
+        tensors[name] = TensorEntry(name, *before, op.name, *between,
+                                    None if owner is None else ins[owner], *after)
     op.values, op.scratch = dict(values), scratch
     return True
 

@@ -48,6 +48,14 @@ def _content(entry) -> tuple:
             entry.owner_offset, entry.from_file, entry.input, entry.offset, layout)
 
 
+def _same_place(old: Op, new: Op) -> bool:
+    """Whether `new` has `old`'s name and reads and writes its tensors, arg for arg: its
+    edges in the data-flow graph would be `old`'s."""
+    return (old.name == new.name
+            and tuple(old.tensors_in.items()) == tuple(new.tensors_in.items())
+            and tuple(old.tensors_out.items()) == tuple(new.tensors_out.items()))
+
+
 def _locked(method):
     """`method` run holding the context's lock (see Context)."""
     @functools.wraps(method)
@@ -207,6 +215,27 @@ class Context:
             self.ops[position : position + count] = checked
             self.mem = None
 
+    def _swap(self, position: int, new: Op) -> None:
+        """Replace the op at `position` by `new`, of its name and tensors (an op lowered
+        to the target's variant): what taking it out and putting `new` in its place
+        does, but its edges in the data-flow graph stay (they are the same)."""
+        old = self.ops[position]
+        old.post_run(self.tensors)
+        new.seed = self.seed
+        self.mem = None
+        try:
+            if self._checks is None:
+                new.pre_run(self.tensors)
+            else:
+                self._checks.pre_run(new, self.tensors)
+        except LightNetError as e:
+            self._forget_outputs(new)
+            self.dfg.remove(old)
+            del self.ops[position]
+            raise LightNetError(f"{self.label}: {e}") from e
+        self.dfg.ops[new.name] = new
+        self.ops[position] = new
+
     def _forget_outputs(self, op: Op) -> None:
         for name in op.tensors_out.values():
             entry = self.tensors.get(name)
@@ -271,6 +300,8 @@ class Context:
             # reader chose), and those readers, are checked anew every time.
             todo += [position[name] for name in memo.never if name in position]
             todo = sorted(set(todo))  # a heap
+        # The ops that may read or write other tensors than the data-flow graph has.
+        suspects = None if changed is None or memo is None else [ops[i] for i in todo]
         self._stale.clear()
         seen = set(todo)
 
@@ -316,12 +347,16 @@ class Context:
                 self._unmake(op, made_by(op))
             self.ops = ops[:at]
             self.mem = None
-            position = {op.name: i for i, op in enumerate(self.ops)}
+            if at < len(ops):
+                position = {op.name: i for i, op in enumerate(self.ops)}
             entries = sorted(self.tensors.items(),
                              key=lambda item: position.get(item[1].creator, -1))
             self.tensors.clear()
             self.tensors.update(entries)
-            self.dfg.rebuild(self.ops)
+            if at < len(ops):
+                self.dfg.rebuild(self.ops)
+            else:  # only the ops new, gone or given other tensors are taken out and added
+                self.dfg.update(self.ops, position, suspects)
 
     def _unmake(self, op: Op, names) -> None:
         """post_run `op` for rewrite: the tensors it made (`names`) go, whatever it now
@@ -341,8 +376,11 @@ class Context:
         by the next rewrite."""
         old = {n: self.tensors[n] for op in self.ops[position : position + count]
                for n in op.tensors_out.values()}
-        self._take_out(position, count)
-        self._put(position, count, new_ops)
+        if count == 1 and len(new_ops) == 1 and _same_place(self.ops[position], new_ops[0]):
+            self._swap(position, new_ops[0])
+        else:
+            self._take_out(position, count)
+            self._put(position, count, new_ops)
         if self._stale:
             self._stale.difference_update(op.name for op in new_ops)
         changed = []  # tensors made anew with other contents than their readers read

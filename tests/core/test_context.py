@@ -9,6 +9,7 @@ import pytest
 
 from lightnet import Context
 from lightnet.errors import CheckError, LightNetError
+from lightnet.ir.dataflow import DataFlowGraph
 from tests.helpers import EXAMPLE, example_doc, run_model
 from tests.irbuild import create, slice_
 
@@ -484,6 +485,34 @@ def test_pass_keeping_shapes_is_accepted(capsys):
     ctx.load()
     ctx.run()
     assert capsys.readouterr().out == EXAMPLE_OUTPUT
+
+
+def test_an_op_replaced_by_one_of_its_name_and_tensors_takes_its_place(capsys):
+    ctx = Context()
+    ctx.init(str(EXAMPLE))
+    ctx.compile()
+    old = ctx.ops[1]
+    same = old.copy_as(old.proto)
+    ctx.replace_ops(1, 1, [same])
+    assert ctx.ops[1] is same and ctx.dfg.ops[old.name] is same
+    assert ctx.dfg.prev(ctx.ops[2], "tensor2") is same
+    rebuilt = DataFlowGraph()
+    rebuilt.rebuild(ctx.ops)
+    assert (ctx.dfg.ops, ctx.dfg.producer, ctx.dfg.consumers, ctx.dfg.names) == (
+        rebuilt.ops, rebuilt.producer, rebuilt.consumers, rebuilt.names)
+    ctx.plan()
+    ctx.load()
+    ctx.run()
+    assert capsys.readouterr().out == EXAMPLE_OUTPUT
+    # One whose check fails is taken out, as a replacement by other ops would be.
+    ctx.unload()
+    bad = same.copy_as(same.proto)
+    bad.params = {**bad.params, "len": bad.params["len"].from_value("len", 9)}
+    with pytest.raises(LightNetError, match=f"op '{old.name}'"):
+        ctx.replace_ops(1, 1, [bad])
+    assert [op.name for op in ctx.ops] == ["create1", "print1"]
+    assert old.name not in ctx.dfg.ops and "tensor2" not in ctx.tensors
+    assert "tensor2" not in ctx.dfg.producer and ctx.dfg.consumers["tensor2"] == ["print1"]
 
 
 def test_model_is_not_modified_by_init():

@@ -105,7 +105,12 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     tensors = ctx.tensors
     convs_laid_out = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else []
     producer = {n: op for op in ops for n in op.tensors_out.values()}
-    readers = {n: [ctx.dfg.ops[r] for r in ctx.dfg.consumers.get(n, [])] for n in tensors}
+    dfg_ops, consumers = ctx.dfg.ops, ctx.dfg.consumers
+
+    def readers(name: str) -> list:
+        """The ops reading `name` (the graph is as it was until the rewrite below)."""
+        return [dfg_ops[r] for r in consumers.get(name, ())]
+
     outputs = set(ctx.outputs)
     tensor_names = set(tensors)
     op_names = {op.name for op in ops}
@@ -167,7 +172,8 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     copies: dict[tuple[str, str], str] = {}  # (a tensor, a data type) -> its dnnl copy
     renamed: dict[str, str] = {}  # a dnnl op's output -> what it writes (plain readers)
     for op in ops:
-        if _is_dnnl(op):
+        dnnl = _is_dnnl(op)
+        if dnnl:
             dtype = computes_in(op)
             for arg, name in op.tensors_in.items():
                 entry = tensors[name]
@@ -204,12 +210,12 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                         result.append(new_op(REORDER, name, copies[name, dtype], **params))
                     ins.append((op, arg, copies[name, dtype]))
         result.append(op)
-        if _is_dnnl(op):
+        if dnnl:
             for arg, name in op.tensors_out.items():
                 entry = tensors[name]
                 if not _laid_out(op, entry):
                     continue  # written plain (a cast to an integer)
-                plain_readers = [r for r in readers.get(name, [])
+                plain_readers = [r for r in readers(name)
                                  if not (_is_dnnl(r) and _laid_out(r, entry))
                                  and not (r.optype == REORDER and r.values.get("to") == "plain")]
                 if not plain_readers and name not in outputs:
@@ -217,7 +223,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                 new = fresh(name)
                 outs.append((op, arg, new))
                 renamed[name] = new
-                for r in readers.get(name, []):
+                for r in readers(name):
                     if _is_dnnl(r) and _laid_out(r, entry):
                         ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
                 result.append(new_op(REORDER, new, name, to="plain"))
