@@ -1021,6 +1021,54 @@ def test_other_products_stay_matmuls(rows, k, n, cheap, monkeypatch):
     assert op.values["call"].kernel.what == "matmul"
 
 
+@pytest.mark.parametrize("approximate,cout", [("none", 780), ("tanh", 784), ("tanh", 780)])
+def test_a_feed_forward_product_stays_blocked_between_its_linears(approximate, cout):
+    """A transformer's feed-forward block as exporters write it: [1, T, C] flattened,
+    a linear to `cout` (780: blocks padded), a bias add, a GELU, a linear back.
+    Below AVX-512 (linear_blocked_product) the first linear writes the product in its
+    channel blocks (Ba8b), the GELU runs on it so and the second linear reads it
+    as it is: no reorder op, no reorder in either call; against the cpu."""
+    m = ModelBuilder()
+    y = linear_layer(m, m.input("x", [1, 9, 768]), 9, 768, cout)
+    y = m.op("gelu", {"src": y}, approximate=approximate)
+    flat = m.op("reshape", {"src": y}, dims=[9, cout])
+    m.op("matmul", {"src1": flat, "src2": m.weight("w2", [cout, 770], -0.05, 0.05)})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    first, second = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    (act,) = [op for op in ctx.ops if op.optype == "gelu_dnnl"]
+    if dnnl_ops.matmul_post_ops_cheap():  # AVX-512: the matmul's own, plain
+        assert not first.values["blocked"]
+        return
+    assert first.values["blocked"] and not second.values["blocked"]
+    product = ctx.tensors[first.tensors_out["dst"]]
+    assert product.layout.format == "Ba8b" and act.tensors_in["src"] == product.name
+    assert ctx.tensors[act.tensors_out["dst"]].layout.format == "Ba8b"
+    assert second.tensors_in["src1"] == act.tensors_out["dst"]
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+    assert not first.values["call"].before and not second.values["call"].before
+    if approximate == "tanh":  # x * sigmoid(2u) in whole blocks, else oneDNN's gelu_tanh
+        assert act.values["call"].kernel.what == ("mul" if cout % 8 == 0 else "gelu_tanh")
+    assert first.values["call"].kernel.reorder_out is None
+    assert second.values["call"].kernel.reorder_in is None
+
+
+def test_a_product_read_otherwise_is_not_blocked():
+    """The activation's output read by a second reader too, or a product too small for
+    a linear (N = 700): the products stay plain."""
+    for second_reader in (True, False):
+        m = ModelBuilder()
+        cout = 780 if second_reader else 700
+        y = linear_layer(m, m.input("x", [1, 9, 768]), 9, 768, cout, activation="gelu")
+        flat = m.op("reshape", {"src": y}, dims=[9, cout])
+        m.op("matmul", {"src1": flat, "src2": m.weight("w2", [cout, 770], -0.05, 0.05)})
+        if second_reader:
+            m.op("sigmoid", {"src": flat})
+        ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+        assert not any(op.values["blocked"] for op in ctx.ops if op.optype == "matmul_dnnl")
+        assert all(ctx.tensors[n].layout is None for op in ctx.ops
+                   if op.optype == "matmul_dnnl" for n in op.tensors_out.values())
+
+
 @pytest.mark.parametrize("transB", [True, False])
 def test_a_square_weight_read_transposed_is_reordered(transB):
     """A Gemm's weight [7, 7] with transB: the matmul's weights layout is the
