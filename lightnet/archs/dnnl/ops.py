@@ -36,7 +36,8 @@ PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "qconv2d", "qmatmul", "int8_exact",
-           "merged_groups", "linear_shapes", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
+           "merged_groups", "linear_shapes",
+           "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
