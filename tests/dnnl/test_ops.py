@@ -1021,6 +1021,108 @@ def test_other_products_stay_matmuls(rows, k, n, cheap, monkeypatch):
     assert op.values["call"].kernel.what == "matmul"
 
 
+@pytest.mark.parametrize("approximate,cout", [("none", 780), ("tanh", 784), ("tanh", 780)])
+def test_a_feed_forward_product_stays_blocked_between_its_linears(approximate, cout):
+    """A transformer's feed-forward block as exporters write it: [1, T, C] flattened,
+    a linear to `cout` (780: blocks padded), a bias add, a GELU, a linear back.
+    Below AVX-512 (linear_blocked_product) the first linear writes the product in its
+    channel blocks (Ba8b), the GELU runs on it so and the second linear reads it
+    as it is: no reorder op, no reorder in either call; against the cpu."""
+    m = ModelBuilder()
+    y = linear_layer(m, m.input("x", [1, 9, 768]), 9, 768, cout)
+    y = m.op("gelu", {"src": y}, approximate=approximate)
+    flat = m.op("reshape", {"src": y}, dims=[9, cout])
+    m.op("matmul", {"src1": flat, "src2": m.weight("w2", [cout, 770], -0.05, 0.05)})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    first, second = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    (act,) = [op for op in ctx.ops if op.optype == "gelu_dnnl"]
+    if dnnl_ops.matmul_post_ops_cheap():  # AVX-512: the matmul's own, plain
+        assert not first.values["blocked"]
+        return
+    assert first.values["blocked"] and not second.values["blocked"]
+    product = ctx.tensors[first.tensors_out["dst"]]
+    assert product.layout.format == "Ba8b" and act.tensors_in["src"] == product.name
+    assert ctx.tensors[act.tensors_out["dst"]].layout.format == "Ba8b"
+    assert second.tensors_in["src1"] == act.tensors_out["dst"]
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+    assert not first.values["call"].before and not second.values["call"].before
+    if approximate == "tanh":  # x * sigmoid(2u) in whole blocks, else oneDNN's gelu_tanh
+        assert act.values["call"].kernel.what == ("mul" if cout % 8 == 0 else "gelu_tanh")
+    assert first.values["call"].kernel.reorder_out is None
+    assert second.values["call"].kernel.reorder_in is None
+
+
+@pytest.mark.parametrize("tanh", [False, True])
+def test_an_onnx_feed_forward_block_matches_onnx_runtime(tanh):
+    """BERT's (erf GELU) and GPT-2's (tanh GELU) feed-forward block as the exporters
+    write it in ONNX ([1, 16, 768] -> 800 -> 768, MatMul, Add, the GELU's arithmetic),
+    imported: on dnnl (the product between the linears in blocks below AVX-512) and on
+    the cpu, against ONNX Runtime."""
+    pytest.importorskip("onnxruntime")
+    from onnx import helper
+
+    from lightnet.frontends.onnx import convert
+    from tests.frontends.onnxutil import init, model, run_ort
+
+    rng = np.random.default_rng(3)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+    inits = [init("w1", w(768, 800)), init("b1", w(800)), init("w2", w(800, 768)),
+             init("b2", w(768)), init("half", np.float32(0.5)), init("one", np.float32(1))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+             helper.make_node("Add", ["h0", "b1"], ["h"])]
+    if tanh:  # 0.5 h (1 + tanh(sqrt(2 / pi) (h + 0.044715 h^3)))
+        inits += [init("three", np.float32(3)), init("c", np.float32(0.044715)),
+                  init("k", np.float32(math.sqrt(2 / math.pi)))]
+        nodes += [helper.make_node("Pow", ["h", "three"], ["p"]),
+                  helper.make_node("Mul", ["p", "c"], ["pc"]),
+                  helper.make_node("Add", ["h", "pc"], ["u0"]),
+                  helper.make_node("Mul", ["u0", "k"], ["u"]),
+                  helper.make_node("Tanh", ["u"], ["t"])]
+    else:  # 0.5 h (1 + erf(h / sqrt(2)))
+        inits.append(init("root2", np.float32(math.sqrt(2))))
+        nodes += [helper.make_node("Div", ["h", "root2"], ["d"]),
+                  helper.make_node("Erf", ["d"], ["t"])]
+    nodes += [helper.make_node("Add", ["t", "one"], ["t1"]),
+              helper.make_node("Mul", ["h", "t1"], ["g0"]),
+              helper.make_node("Mul", ["g0", "half"], ["g"]),
+              helper.make_node("MatMul", ["g", "w2"], ["y0"]),
+              helper.make_node("Add", ["y0", "b2"], ["y"])]
+    onnx_model = model(nodes, [("x", [1, 16, 768])], [("y", [1, 16, 768])], inits)
+    x = rng.standard_normal((1, 16, 768)).astype(np.float32)
+    want = run_ort(onnx_model, {"x": x})["y"]
+    ir, weights = convert(onnx_model)
+    for target in ("dnnl", "cpu"):
+        ctx = compiled(ir, target, weights=weights, load=True)
+        (got,) = run(ctx, {"x": x}).values()
+        assert rel_error(got, want) <= 1e-5, target
+        if target == "dnnl":
+            assert not uses_reference(ctx)
+            assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+        if target == "dnnl" and not dnnl_ops.matmul_post_ops_cheap():
+            (gelu,) = [op for op in ctx.ops if op.optype == "gelu_dnnl"]
+            assert ctx.tensors[gelu.tensors_in["src"]].layout.format == "Ba8b"
+
+
+def test_a_product_read_otherwise_is_not_blocked():
+    """The activation's output read by a second reader too, or a product too small for
+    a linear (N = 700): the products stay plain."""
+    for second_reader in (True, False):
+        m = ModelBuilder()
+        cout = 780 if second_reader else 700
+        y = linear_layer(m, m.input("x", [1, 9, 768]), 9, 768, cout, activation="gelu")
+        flat = m.op("reshape", {"src": y}, dims=[9, cout])
+        m.op("matmul", {"src1": flat, "src2": m.weight("w2", [cout, 770], -0.05, 0.05)})
+        if second_reader:
+            m.op("sigmoid", {"src": flat})
+        ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+        assert not any(op.values["blocked"] for op in ctx.ops if op.optype == "matmul_dnnl")
+        assert all(ctx.tensors[n].layout is None for op in ctx.ops
+                   if op.optype == "matmul_dnnl" for n in op.tensors_out.values())
+
+
 @pytest.mark.parametrize("transB", [True, False])
 def test_a_square_weight_read_transposed_is_reordered(transB):
     """A Gemm's weight [7, 7] with transB: the matmul's weights layout is the

@@ -152,6 +152,29 @@ def test_linear_is_the_matmul(trans_b, bias, relu):
         P.linear((1,) + a.shape, b.shape)
 
 
+@pytest.mark.parametrize("src_blocked,dst_blocked", [(True, False), (False, True),
+                                                     (True, True)])
+def test_linear_reads_and_writes_its_blocks(src_blocked, dst_blocked):
+    """A linear reading its operand, or writing its product, in its own channel blocks
+    (blocked_matrix: Ba8b, K = 21 and N = 19 padded) reorders neither: the cpu matmul's
+    values, and the blocked tensors are the [1, C, 1, M] convolution's bytes."""
+    rng = np.random.default_rng(7)
+    m, k_, n = 10, 21, 19
+    a, b, c = rand(rng, m, k_), rand(rng, k_, n), rand(rng, n)
+    want = np.zeros((m, n), np.float32)
+    K.matmul(a, b, c, want, transA=False, transB=False)
+    kernel = P.linear(a.shape, b.shape, bias=True, src_blocked=src_blocked,
+                      dst_blocked=dst_blocked)
+    assert (kernel.reorder_in is None) == src_blocked
+    assert (kernel.reorder_out is None) == dst_blocked
+    for name, blocked, shape in (("src", src_blocked, (m, k_)), ("dst", dst_blocked, (m, n))):
+        assert kernel.format(name) == ("Ba8b" if blocked else "ab")
+        if blocked:
+            assert kernel.descs[name] == P.blocked_matrix(shape)
+            assert kernel.nbytes(name) == kernel.conv.nbytes(name) == 4 * 24 * m
+    close(execute(kernel, {"src": a, "weights": b, "bias": c}, weights=("weights",)), want)
+
+
 def test_pooling_random_geometries():
     rng = np.random.default_rng(5)
     unsupported = 0

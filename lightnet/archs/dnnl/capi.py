@@ -218,6 +218,7 @@ FUNCTIONS = {
     "dnnl_memory_desc_create_with_strides": (c_int, [_OUT, c_int, _DIMS, c_int, _DIMS]),
     "dnnl_memory_desc_create_submemory": (c_int, [_OUT, _H, _DIMS, _DIMS]),
     "dnnl_memory_desc_permute_axes": (c_int, [_OUT, _H, POINTER(c_int)]),
+    "dnnl_memory_desc_reshape": (c_int, [_OUT, _H, c_int, _DIMS]),
     "dnnl_memory_desc_clone": (c_int, [_OUT, _H]),
     "dnnl_memory_desc_get_size": (c_size_t, [_H]),
     "dnnl_memory_desc_query": (c_int, [_H, c_int, c_void_p]),
@@ -513,6 +514,14 @@ class MemoryDesc(_Owner):
             permutation[axis] = i
         handle = c_void_p()
         self._lib.dnnl_memory_desc_permute_axes(ctypes.byref(handle), self.handle, permutation)
+        return MemoryDesc(handle, self._lib)
+
+    def reshaped(self, shape) -> MemoryDesc:
+        """This layout seen with other dims of the same bytes in the same order (dims
+        of 1 dropped or added, or a dim split or joined that no inner block divides)."""
+        handle = c_void_p()
+        self._lib.dnnl_memory_desc_reshape(ctypes.byref(handle), self.handle, len(shape),
+                                           dims(shape))
         return MemoryDesc(handle, self._lib)
 
     @classmethod

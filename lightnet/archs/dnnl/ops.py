@@ -36,7 +36,8 @@ PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact", "quantize", "dequantize",
-           "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
+           "merged_groups", "linear_shapes", "pool2d", "transpose", "batchnorm", "layernorm",
+           "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
@@ -264,7 +265,7 @@ def _key(value):
         return ("desc", value.key)
     if isinstance(value, primitives.PostOp):
         return ("post-op", value.kind, value.name, _key(value.alpha), _key(value.beta),
-                _key(value.shape))
+                _key(value.shape), _key(value.layout))
     if isinstance(value, (float, np.floating)):
         return ("float", float(value).hex())
     if isinstance(value, (list, tuple)):
@@ -534,32 +535,40 @@ def matmul_post_ops_cheap() -> bool:
     return lib.isa & capi.dnnl_cpu_isa_avx512_core == capi.dnnl_cpu_isa_avx512_core
 
 
-def _as_linear(src1, src2, trans_a: bool, trans_b: bool, dtype: str, post) -> bool:
-    """Whether a matmul runs as primitives.linear (a 1x1 convolution in channel blocks,
-    its operand and product reordered around it): a float32 [M, K] @ static B with M
-    >= 8 and K, N >= 768, eltwise post-ops only, below AVX-512 (where the matmul is
+def linear_shapes(a_shape, b_shape, trans_a: bool, trans_b: bool, b_static: bool) -> bool:
+    """Whether a float32 matmul of these operands runs as primitives.linear (a 1x1
+    convolution in channel blocks, its operand and product reordered around it): [M,
+    K] @ static B with M >= 8 and K, N >= 768, below AVX-512 (where the matmul is
     gemm:jit:f32). Against the matmul, on 2 AVX2 cores: [128, 768] @ [768, 3072] 0.90,
     [197, 768] @ [768, 768] 0.94, [8, 768] @ [768, 3072] 0.69; it is slower where the
     reorders weigh more or a product is a matrix-vector one: [64, 256] @ [256, 256]
     1.38, [4, 512] @ [512, 1000] 1.11, [1, 2048] @ [2048, 1000] 1.80."""
-    if (dtype != "float32" or not src2.static or not _pending(src2) or trans_a
-            or len(src1.shape) != 2 or len(src2.shape) != 2
-            or any(p.kind != "eltwise" for p in post) or matmul_post_ops_cheap()):
+    if (not b_static or trans_a or len(a_shape) != 2 or len(b_shape) != 2
+            or matmul_post_ops_cheap()):
         return False
-    m, k = src1.shape
-    n = src2.shape[0] if trans_b else src2.shape[1]
+    m, k = a_shape
+    n = b_shape[0] if trans_b else b_shape[1]
     return m >= 8 and min(k, n) >= 768
 
 
+def _as_linear(src1, src2, trans_a: bool, trans_b: bool, dtype: str, post) -> bool:
+    """Whether this matmul runs as primitives.linear (linear_shapes), its B a weight
+    the layout pass left to it and its post-ops eltwise ones."""
+    return (dtype == "float32" and _pending(src2) and all(p.kind == "eltwise" for p in post)
+            and linear_shapes(src1.shape, src2.shape, trans_a, trans_b, src2.static))
+
+
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
-           activation="none", addend=None, **act) -> int:
+           activation="none", addend=None, blocked=False, **act) -> int:
     """dst = act(alpha * A' @ B' + beta * bias + addend), over stacks of matrices (batch
     dims broadcasting); alpha is an eltwise linear post-op, so a bias goes with alpha =
     beta = 1 only (beta = 0 leaves it out); the addend (broadcasting) a binary add
     post-op, the activation an eltwise one. A, a B computed per run, the addend and
     the output plain (transposes are strides; a source a producer holds in a layout
     of its own is reordered first, into the scratch); a static B (a weight) in the
-    layout the matmul chose."""
+    layout the matmul chose. A product run as a linear reads an A held in its blocked
+    layout (primitives.blocked_matrix: a linear's `blocked` product, an element-wise
+    op between) as it is, and writes its product so when `blocked`."""
     dtype = _computes_in(src1, src2)
     if bias is not None and beta == 0:
         bias = None
@@ -567,14 +576,6 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         raise ValueError("oneDNN matmul: alpha * A' @ B' + bias needs alpha = beta = 1 (the "
                          "dnnl expanders keep such an op on the cpu)")
     before = {}
-    if not src1.static:
-        _read_plain(src1, dtype, "src", before)
-    if not src2.static:
-        _read_plain(src2, dtype, "weights", before)
-    # A static B in float32 as B^T (primitives.matmul: gemm:jit:f32 runs it faster);
-    # in bfloat16 where oneDNN chooses.
-    weights = (("transposed" if dtype == "float32" else "any")
-               if src2.static and _pending(src2) else "plain")
     post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
     args = {"src": "src1", "weights": "src2", "dst": "dst"}
     if addend is not None:
@@ -583,9 +584,21 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
             _read_plain(addend, dtype, f"post_op_{len(post)}", before)
         post.append(binary_post_op("add", addend.shape))
     post += _post_ops(None, activation, **act)
-    if _as_linear(src1, src2, transA, transB, dtype, post):
+    as_linear = _as_linear(src1, src2, transA, transB, dtype, post)
+    src_blocked = (as_linear and src1.layout is not None and src1.layout.desc is not None
+                   and src1.layout.desc == primitives.blocked_matrix(src1.shape, dtype))
+    if not src1.static and not src_blocked:
+        _read_plain(src1, dtype, "src", before)
+    if not src2.static:
+        _read_plain(src2, dtype, "weights", before)
+    # A static B in float32 as B^T (primitives.matmul: gemm:jit:f32 runs it faster);
+    # in bfloat16 where oneDNN chooses.
+    weights = (("transposed" if dtype == "float32" else "any")
+               if src2.static and _pending(src2) else "plain")
+    if as_linear:
         kernel = _create(primitives.linear, src1.shape, src2.shape, trans_b=transB,
-                         bias=bias is not None, dtype=dtype, post_ops=post)
+                         bias=bias is not None, dtype=dtype, post_ops=post,
+                         src_blocked=src_blocked, dst_blocked=bool(blocked))
     else:
         kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA,
                          trans_b=transB, bias_shape=None if bias is None else bias.shape,
@@ -917,20 +930,26 @@ _GELU_TANH_B = _GELU_TANH_A * 0.044715
 
 def gelu(op, src, dst, approximate: str) -> int:
     """dst = GELU(src), oneDNN's eltwise gelu_erf (approximate none) or gelu_tanh in
-    src's layout. A plain float32 source of the tanh form is x * sigmoid(2u) instead
-    (above): oneDNN's tanh evaluates a table by gather instructions, slow on AMD's
-    AVX2 cores (GPT-2's [128, 3072] took 1.11 ms as gelu_tanh, 0.29 so, the erf form
-    0.24), its sigmoid an exponential."""
+    src's layout. A float32 source of the tanh form, plain or a linear's blocked
+    product, is x * sigmoid(2u) instead (above): oneDNN's tanh evaluates a table by
+    gather instructions, slow on AMD's AVX2 cores (GPT-2's [128, 3072] took 1.11 ms as
+    gelu_tanh, 0.29 so, the erf form 0.24), its sigmoid an exponential."""
     if approximate != "tanh":
         return eltwise(op, src, dst, "gelu_erf")
     dtype = _dtype(src)
-    if _layout(src) != "plain" or dtype != "float32":
-        return eltwise(op, src, dst, "gelu_tanh")
+    layout = _layout(src)
     shape = tuple(src.shape)
+    if dtype != "float32" or not (
+            layout == "plain" or src.ndim == 2 and layout == primitives.blocked_matrix(shape)):
+        return eltwise(op, src, dst, "gelu_tanh")
+    operand = None if layout == "plain" else layout
     post = [eltwise_post_op("linear", _GELU_TANH_B, _GELU_TANH_A),
-            binary_post_op("mul", shape), eltwise_post_op("sigmoid"),
-            binary_post_op("mul", shape)]
-    kernel = _create(primitives.binary, shape, shape, "mul", dtype=dtype, post_ops=post)
+            binary_post_op("mul", shape, operand), eltwise_post_op("sigmoid"),
+            binary_post_op("mul", shape, operand)]
+    kernel = _create(primitives.binary, shape, shape, "mul", dtype=dtype, src0=layout,
+                     src1=layout, post_ops=post)
+    if _reference(kernel):  # blocks padded past the last channel
+        return eltwise(op, src, dst, "gelu_tanh")
     args = {"src0": "src", "src1": "src", "post_op_1": "src", "post_op_3": "src",
             "dst": "dst"}
     return _settle(op, Call(kernel, args, {"src": src, "dst": dst}))

@@ -246,7 +246,7 @@ def matmul_dnnl_scratch(op, tensors):
     transA, transB, alpha, beta = ck.get("transA", "transB", "alpha", "beta")
     activation, negslope, clip_min = ck.get("activation", "negslope", "clip_min")
     clip_max, hard_alpha, hard_beta = ck.get("clip_max", "hard_alpha", "hard_beta")
-    (swish_alpha,) = ck.get("swish_alpha")
+    swish_alpha, blocked = ck.get("swish_alpha", "blocked")
     ck.scratch(
         dnnl.matmul(
             op,
@@ -266,6 +266,7 @@ def matmul_dnnl_scratch(op, tensors):
             hard_beta=hard_beta,
             swish_alpha=swish_alpha,
             addend=addend,
+            blocked=blocked,
         )
     )
 
@@ -290,7 +291,11 @@ MATMUL_DNNL = replace(
         *MATMUL.tensors_in,
         TensorArg("addend", optional=True, sametype="src1"),
     ),
-    params=(*MATMUL.params, *ACTIVATION_DNNL),
+    params=(
+        *MATMUL.params,
+        *ACTIVATION_DNNL,
+        ParamArg("blocked", ParamType.BOOL, False),
+    ),
     pre_run=matmul_dnnl_pre_run,
     scratch=matmul_dnnl_scratch,
     load=matmul_dnnl_load,
