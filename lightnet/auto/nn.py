@@ -58,6 +58,8 @@ __all__ = [
     "mod",
     "pad",
     "pick1d",
+    "maxpool3d",
+    "avgpool3d",
     "print",
     "qconv2d",
     "qmatmul",
@@ -1575,6 +1577,102 @@ def pick1d(
         "pick1d",
         {"src": src, "src_index": src_index},
         {"len": len, "stride": stride},
+        name,
+    )
+
+
+def maxpool3d(
+    src: Tensor,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1, 1),
+    ceil_mode: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """3-D max pooling of NCDHW `src` (ONNX MaxPool of 5-D input): maxpool2d's windows,
+    padding, dilation, ceil_mode and autopad over depth, height and width. Accepts
+    TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).
+
+    Args:
+        src: The input [N, C, D, H, W]. (dtype numeric; ndim 5)
+        size: Window size [depth, height, width]. (length 3; each > 0)
+        stride: Stride [depth, height, width]. (length 3; each > 0)
+        padding: Padding [front, top, left, back, bottom, right]; used with autopad
+            NOTSET only. (length 6; each >= 0; every window overlaps the input)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Dilation [depth, height, width]. (length 3; each > 0)
+        ceil_mode: Round the output size up (ONNX ceil_mode).
+        name: The op's name, and its output's; None: `maxpool3d` and a number not taken.
+
+    Returns:
+        dst: The output [N, C, OD, OH, OW], with `src`'s dtype.
+    """
+    return apply(
+        "maxpool3d",
+        {"src": src},
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "ceil_mode": ceil_mode,
+        },
+        name,
+    )
+
+
+def avgpool3d(
+    src: Tensor,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1, 1),
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """3-D average pooling of NCDHW `src` (ONNX AveragePool of 5-D input): avgpool2d's
+    windows, padding, dilation, ceil_mode, count_include_pad and autopad over depth,
+    height and width. Accepts TL_FLOAT and TL_DOUBLE.
+
+    Args:
+        src: The input [N, C, D, H, W]. (dtype float; ndim 5)
+        size: Window size [depth, height, width]. (length 3; each > 0)
+        stride: Stride [depth, height, width]. (length 3; each > 0)
+        padding: Padding [front, top, left, back, bottom, right]; used with autopad
+            NOTSET only. (length 6; each >= 0; every window overlaps the input)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Dilation [depth, height, width]. (length 3; each > 0)
+        ceil_mode: Round the output size up (ONNX ceil_mode).
+        count_include_pad: Divide by the window's input and explicit padding cells (ONNX
+            count_include_pad).
+        name: The op's name, and its output's; None: `avgpool3d` and a number not taken.
+
+    Returns:
+        dst: The output [N, C, OD, OH, OW], with `src`'s dtype.
+    """
+    return apply(
+        "avgpool3d",
+        {"src": src},
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "ceil_mode": ceil_mode,
+            "count_include_pad": count_include_pad,
+        },
         name,
     )
 

@@ -49,6 +49,38 @@ DILATED_WINDOW2D = (
     ),
 )
 
+# A 3-D window over the last three axes of NCDHW `src`, its taps possibly spread apart.
+DILATED_WINDOW3D = (
+    ParamArg(
+        "size", ParamType.ARRAY_NUMBER, realtype="int", length=3, bounds=(("gt", 0),)
+    ),
+    ParamArg(
+        "stride",
+        ParamType.ARRAY_NUMBER,
+        (1, 1, 1),
+        realtype="int",
+        length=3,
+        bounds=(("gt", 0),),
+    ),
+    ParamArg(
+        "padding",
+        ParamType.ARRAY_NUMBER,
+        (0, 0, 0, 0, 0, 0),
+        realtype="int",
+        length=6,
+        bounds=(("ge", 0),),
+    ),
+    *DILATED_WINDOW2D[3:4],
+    ParamArg(
+        "dilation",
+        ParamType.ARRAY_NUMBER,
+        (1, 1, 1),
+        realtype="int",
+        length=3,
+        bounds=(("gt", 0),),
+    ),
+)
+
 # An activation a cpu op applies in place to its output (the fusions of the optimizer).
 ACTIVATION = (
     ParamArg(

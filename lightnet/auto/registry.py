@@ -48,6 +48,7 @@ from lightnet.auto.ops import maxreduce_arg as maxreduce_arg_ops
 from lightnet.auto.ops import mod as mod_ops
 from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
+from lightnet.auto.ops import pool3d as pool3d_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import qconv2d as qconv2d_ops
 from lightnet.auto.ops import qmatmul as qmatmul_ops
@@ -126,6 +127,7 @@ OP_PROTOS = {
         mod_ops,
         pad_ops,
         pick1d_ops,
+        pool3d_ops,
         print_ops,
         qconv2d_ops,
         qmatmul_ops,

@@ -173,9 +173,9 @@ def test_pooling_random_geometries():
             continue
         want = np.zeros(k.plain["dst"].shape, np.float32)
         if kind == "max":
-            K.maxpool2d(x, want, size=size, stride=stride, padding=padding, dilation=dilation)
+            K.maxpool(x, want, size=size, stride=stride, padding=padding, dilation=dilation)
         else:
-            K.avgpool2d(x, want, size=size, stride=stride, padding=padding,
+            K.avgpool(x, want, size=size, stride=stride, padding=padding,
                         count_include_pad=include)
         close(execute(k, {"src": x}), want)
     assert unsupported < 40

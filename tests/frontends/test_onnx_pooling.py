@@ -1,7 +1,9 @@
-"""MaxPool's Indices output, dilated AveragePool and GlobalLpPool against ONNX Runtime (and
-a naive sum)."""
+"""MaxPool's Indices output, dilated AveragePool, 3-D MaxPool and AveragePool and
+GlobalLpPool against ONNX Runtime (and a naive sum, a naive loop)."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from lightnet import LightNetError  # noqa: E402
+from lightnet import LightNetError, Session  # noqa: E402
 from lightnet.frontends.onnx import convert  # noqa: E402
 from tests.frontends.onnxutil import run_lightnet, run_ort  # noqa: E402
 
@@ -75,8 +77,74 @@ def test_dilated_averagepool_matches_onnxruntime(shape, attrs, tmp_path):
 
 def test_maxpool_indices_of_3d_pooling_are_refused():
     m = pool_model("MaxPool", (1, 1, 4, 4, 4), outputs=("y", "z"), kernel_shape=[2, 2, 2])
-    with pytest.raises(LightNetError, match="3-D pooling"):
+    with pytest.raises(LightNetError, match="the Indices of a 3-D MaxPool"):
         convert(m)
+
+
+def naive_pool3d(x, kind, kernel, strides, pads, dilations, out_dims, count_include_pad):
+    """Max or average over each window of NCDHW x, cell by cell: cells outside the input
+    are skipped, counted by the average with count_include_pad inside the explicit pads."""
+    dims = x.shape[2:]
+    out = np.zeros(x.shape[:2] + tuple(out_dims))
+    for o in itertools.product(*map(range, out_dims)):
+        values, count = [], 0
+        for t in itertools.product(*map(range, kernel)):
+            at = [oi * s - p + ti * d for oi, s, p, ti, d in zip(o, strides, pads, t, dilations)]
+            if all(0 <= a < n for a, n in zip(at, dims)):
+                values.append(x[(slice(None), slice(None)) + tuple(at)])
+                count += 1
+            elif count_include_pad and all(-b <= a < n + e for a, n, b, e in
+                                            zip(at, dims, pads[:3], pads[3:])):
+                count += 1
+        out[(slice(None), slice(None)) + o] = (np.max(values, axis=0) if kind == "max"
+                                               else np.sum(values, axis=0) / count)
+    return out
+
+
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 5, 6, 7), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2]}),
+    ((1, 2, 6, 5, 5), {"kernel_shape": [3, 2, 2], "pads": [1, 0, 1, 1, 1, 0],
+                       "strides": [2, 1, 2]}),
+    ((1, 2, 6, 5, 5), {"kernel_shape": [3, 2, 2], "pads": [1, 0, 1, 1, 1, 0],
+                       "count_include_pad": 1}),
+    ((1, 1, 7, 6, 7), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 2], "ceil_mode": 1}),
+    ((1, 2, 8, 7, 6), {"kernel_shape": [2, 2, 2], "dilations": [2, 1, 2],
+                       "pads": [1, 1, 0, 0, 1, 1]}),
+    ((1, 1, 5, 6, 7), {"kernel_shape": [3, 3, 2], "strides": [2, 2, 2], "auto_pad": "SAME_UPPER"}),
+])
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+def test_3d_pooling_matches_onnxruntime_and_a_naive_loop(op_type, shape, attrs, target,
+                                                          tmp_path):
+    if op_type == "MaxPool" and "count_include_pad" in attrs:
+        pytest.skip("count_include_pad is AveragePool's")
+    m = pool_model(op_type, shape, **attrs)
+    m.opset_import[0].version = 19  # AveragePool-19 has dilations
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    ir, weights = convert(m)
+    assert f"{'max' if op_type == 'MaxPool' else 'avg'}pool3d" in [o["optype"] for o in ir["ops"]]
+    got = Session(ir, target=target).run({"x": x})["y"]
+    want = run_ort(m, {"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    k = len(shape) - 2
+    pads = list(attrs.get("pads", [0] * 2 * k))
+    if attrs.get("auto_pad") == "SAME_UPPER":
+        total = [max(0, (-(-n // s) - 1) * s + kk - n)
+                 for n, s, kk in zip(shape[2:], attrs["strides"], attrs["kernel_shape"])]
+        pads = [t // 2 for t in total] + [t - t // 2 for t in total]
+    naive = naive_pool3d(x.astype(np.float64), "max" if op_type == "MaxPool" else "avg",
+                         attrs["kernel_shape"], attrs.get("strides", [1] * k), pads,
+                         attrs.get("dilations", [1] * k), want.shape[2:],
+                         attrs.get("count_include_pad", 0))
+    np.testing.assert_allclose(got, naive, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op_type", ["GlobalMaxPool", "GlobalAveragePool"])
+def test_3d_global_pooling_matches_onnxruntime(op_type, tmp_path):
+    m = pool_model(op_type, (2, 3, 4, 5, 6))
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape,p", [((2, 3, 5, 4), 2), ((1, 2, 6), 1), ((1, 2, 3, 4, 2), 3)])

@@ -93,7 +93,7 @@ def avgpool2d_cpu_scratch(op, tensors):
     (dilation,) = ck.get("dilation")
     ck.scratch(
         kernels.scratch_bytes(
-            kernels.pool2d_scratch(
+            kernels.pool_scratch(
                 src.shape,
                 dst.shape,
                 size=size,
@@ -111,7 +111,7 @@ def avgpool2d_cpu_load(op, arrays):
     stride, padding = op.values["stride"], op.values["padding"]
     dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.avgpool2d_workspace(
+    ws = kernels.avgpool_workspace(
         src.shape,
         dst.shape,
         size=size,
@@ -122,7 +122,7 @@ def avgpool2d_cpu_load(op, arrays):
         scratch=scratch,
         dilation=dilation,
     )
-    return lambda: kernels.avgpool2d(
+    return lambda: kernels.avgpool(
         src,
         dst,
         size=size,

@@ -90,7 +90,7 @@ def maxpool2d_cpu_scratch(op, tensors):
     (dilation,) = ck.get("dilation")
     ck.scratch(
         kernels.scratch_bytes(
-            kernels.pool2d_scratch(
+            kernels.pool_scratch(
                 src.shape,
                 dst.shape,
                 size=size,
@@ -108,7 +108,7 @@ def maxpool2d_cpu_load(op, arrays):
     stride, padding = op.values["stride"], op.values["padding"]
     dilation = op.values["dilation"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.maxpool2d_workspace(
+    ws = kernels.maxpool_workspace(
         src.shape,
         dst.shape,
         size=size,
@@ -118,7 +118,7 @@ def maxpool2d_cpu_load(op, arrays):
         scratch=scratch,
         dilation=dilation,
     )
-    return lambda: kernels.maxpool2d(
+    return lambda: kernels.maxpool(
         src, dst, size=size, stride=stride, padding=padding, dilation=dilation, ws=ws
     )
 

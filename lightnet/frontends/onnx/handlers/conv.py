@@ -1,5 +1,5 @@
 """Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool and the
-global pools, 2-D, with 1-D lifted to 2-D (H = 1)."""
+global pools, 2-D, with 1-D lifted to 2-D (H = 1); MaxPool and AveragePool 3-D too."""
 
 from __future__ import annotations
 
@@ -127,15 +127,16 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
                out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
-def _pool(optype: str):
+def _pool(optype2d: str):
     def handle(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
                count_include_pad=0, dilations=None, pads=None, strides=None, storage_order=0):
         x = c.val(n.input(0))
-        if x.rank not in (3, 4):
-            raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
-        if optype == "avgpool2d":
+        if x.rank not in (3, 4, 5):
+            raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D, 2-D and 3-D)")
+        if optype2d == "avgpool2d":
             x.require_float("AveragePool input")
         k = x.rank - 2
+        optype = optype2d.replace("2d", "3d") if k == 3 else optype2d
         given_dilations = dilations
         strides, dilations, pads, autopad, kernel = _spatial_params(
             k, kernel_shape, strides, dilations, pads, auto_pad)
@@ -161,6 +162,8 @@ def _pool(optype: str):
                         pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
                     raise Unsupported("ceil_mode 1 where it changes the output size")
         if c.used(n, 1):
+            if k == 3:
+                raise Unsupported("the Indices of a 3-D MaxPool")
             _maxpool_indices(c, n, x, params, bool(storage_order))
         elif k == 1:
             y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
