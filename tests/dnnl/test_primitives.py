@@ -164,7 +164,7 @@ def test_pooling_random_geometries():
         dilation = tuple(int(v) for v in rng.integers(1, 3, 2)) if kind == "max" else (1, 1)
         x = rand(rng, 2, odd_channels(rng), int(rng.integers(6, 12)), int(rng.integers(6, 12)))
         try:
-            k = P.pool2d(x.shape, kind=kind, size=size, stride=stride, padding=padding,
+            k = P.pool(x.shape, kind=kind, size=size, stride=stride, padding=padding,
                          dilation=dilation, ceil_mode=ceil_mode, count_include_pad=include,
                          src=LAYOUTS[trial % len(LAYOUTS)])
         except P.Unsupported:

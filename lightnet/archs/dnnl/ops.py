@@ -36,7 +36,7 @@ PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "qconv2d", "qmatmul", "int8_exact",
-           "merged_groups", "pool2d", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
+           "merged_groups", "pool", "transpose", "batchnorm", "layernorm", "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
            "kernel_counts", "describe_kernels"]
@@ -813,15 +813,15 @@ def shuffle(op, src, dst, *, group) -> int:
                             before))
 
 
-def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
-           count_include_pad=False) -> int:
-    """Max or average pooling, reading its source in the producer's layout; a plain
+def pool(op, src, dst, *, kind, size, stride, padding, dilation=None, ceil_mode=False,
+         count_include_pad=False) -> int:
+    """Max or average pooling (2-D or 3-D), reading its source in the producer's layout; a plain
     one channels-last instead (reordered first, into the op's scratch, unless left to
     it), where oneDNN has no jit kernel for plain (its `simple_nchw` loop took 2.4 ms
     on AlexNet's 3x3 max pool of 64x55x55, its jit kernel channels-last 0.05)."""
 
     def create(layout):
-        return _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride,
+        return _create(primitives.pool, src.shape, kind=kind, size=size, stride=stride,
                        padding=padding, dilation=dilation, ceil_mode=ceil_mode,
                        count_include_pad=count_include_pad, dtype=_dtype(src), src=layout)
 

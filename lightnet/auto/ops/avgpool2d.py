@@ -165,7 +165,7 @@ def avgpool2d_dnnl_scratch(op, tensors):
     dilation, ceil_mode = ck.get("dilation", "ceil_mode")
     (count_include_pad,) = ck.get("count_include_pad")
     ck.scratch(
-        dnnl.pool2d(
+        dnnl.pool(
             op,
             src,
             dst,

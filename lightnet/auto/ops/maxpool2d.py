@@ -145,7 +145,7 @@ def maxpool2d_dnnl_scratch(op, tensors):
     src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
     dilation, ceil_mode = ck.get("dilation", "ceil_mode")
     ck.scratch(
-        dnnl.pool2d(
+        dnnl.pool(
             op,
             src,
             dst,
