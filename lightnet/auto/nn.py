@@ -51,6 +51,7 @@ __all__ = [
     "lrelu",
     "lrn",
     "matmul",
+    "max_unpool",
     "maxpool2d",
     "maxpool2d_argmax",
     "maxreduce",
@@ -1345,6 +1346,31 @@ def matmul(
         {"transA": transA, "transB": transB, "alpha": alpha, "beta": beta},
         name,
     )
+
+
+def max_unpool(
+    src: Tensor, indices: Tensor, *, dims: Sequence[int], name: str | None = None
+) -> Tensor:
+    """Undo a max pooling (ONNX MaxUnpool): dst, of shape `dims`, is zeros but where
+    `indices` put the values of `src`: dst flattened at indices[i] is src[i] (both
+    flattened; of two values put in one place the later stays). `indices` are MaxPool's
+    Indices (maxpool2d_argmax's): positions in the pooled input flattened, which dst is
+    shaped as. Each must be in [0, dst.len): one outside is an error when the model
+    runs, as indices are data. Every dtype but TL_BOOL; `indices` is TL_INT32 and may be
+    computed.
+
+    Args:
+        src: The pooled values [N, C, ...]. (dtype numeric)
+        indices: Where each value of src goes in dst. (dtype TL_INT32; shape of src)
+        dims: The output's shape (ONNX output_shape, else the pooled input's). (each >
+            0; the output keeps src's rank, batch and channels)
+        name: The op's name, and its output's; None: `max_unpool` and a number not
+            taken.
+
+    Returns:
+        dst: The unpooled tensor, zeros elsewhere.
+    """
+    return apply("max_unpool", {"src": src, "indices": indices}, {"dims": dims}, name)
 
 
 def maxpool2d(

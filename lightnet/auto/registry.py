@@ -42,6 +42,7 @@ from lightnet.auto.ops import logic as logic_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
+from lightnet.auto.ops import max_unpool as max_unpool_ops
 from lightnet.auto.ops import maxpool2d as maxpool2d_ops
 from lightnet.auto.ops import maxreduce as maxreduce_ops
 from lightnet.auto.ops import maxreduce_arg as maxreduce_arg_ops
@@ -121,6 +122,7 @@ OP_PROTOS = {
         lrelu_ops,
         lrn_ops,
         matmul_ops,
+        max_unpool_ops,
         maxpool2d_ops,
         maxreduce_ops,
         maxreduce_arg_ops,

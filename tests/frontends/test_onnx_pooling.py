@@ -1,5 +1,5 @@
 """MaxPool's Indices output, dilated AveragePool, 3-D MaxPool and AveragePool and
-GlobalLpPool against ONNX Runtime (and a naive sum, a naive loop)."""
+GlobalLpPool, MaxUnpool against ONNX Runtime (and a naive sum, a naive loop)."""
 
 from __future__ import annotations
 
@@ -169,3 +169,53 @@ def test_global_lppool_refusals():
         convert(pool_model("GlobalLpPool", (1, 2, 3, 3), p=0))
     with pytest.raises(LightNetError, match="GlobalLpPool.*rank-2 input"):
         convert(pool_model("GlobalLpPool", (1, 2), p=2))
+
+
+def unpool_model(shape, output_shape=None, **attrs):
+    """x -> MaxPool (values, indices) -> MaxUnpool (with `output_shape`, a constant, if given)."""
+    from onnx import numpy_helper
+
+    ins = ["v", "i"] + (["out_shape"] if output_shape is not None else [])
+    nodes = [helper.make_node("MaxPool", ["x"], ["v", "i"], **attrs),
+             helper.make_node("MaxUnpool", ins, ["y"], **attrs)]
+    inits = ([numpy_helper.from_array(np.array(output_shape, np.int64), "out_shape")]
+             if output_shape is not None else [])
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         list(shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("shape,output_shape,attrs", [
+    ((2, 3, 6, 8), None, {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 2, 7, 7), None, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 7, 9), [1, 2, 7, 9], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 1, 9), [1, 1, 10], {"kernel_shape": [3], "strides": [3]}),
+])
+def test_max_unpool_matches_onnxruntime(shape, output_shape, attrs, tmp_path):
+    m = unpool_model(shape, output_shape, **attrs)
+    x = np.random.default_rng(6).permutation(np.prod(shape)).reshape(shape).astype(np.float32)
+    got, ir = run_lightnet(m, {"x": x}, tmp_path)
+    assert "max_unpool" in [op["optype"] for op in ir["ops"]]
+    want = run_ort(m, {"x": x})["y"]
+    assert got["y"].shape == want.shape
+    np.testing.assert_array_equal(got["y"], want)
+
+
+def test_max_unpool_of_indices_outside_the_output_is_an_error(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("MaxUnpool", ["v", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+        "g", [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 1, 1, 2]),
+              helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1, 1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 8
+    v = np.array([[[[5, 8]]]], np.float32)
+    got, _ = run_lightnet(m, {"v": v, "i": np.array([[[[4, 3]]]], np.int64)}, tmp_path)
+    np.testing.assert_array_equal(got["y"], [[[[0, 0, 0, 8], [5, 0, 0, 0]]]])
+    with pytest.raises(LightNetError, match=r"indices holds 8: expected a position in \[0, 7\] "
+                                            r"of the output flattened"):
+        run_lightnet(m, {"v": v, "i": np.array([[[[4, 8]]]], np.int64)}, tmp_path)

@@ -31,6 +31,7 @@ __all__ = [
     "avgpool",
     "global_avgpool2d",
     "global_maxpool2d",
+    "max_unpool",
 ]
 
 
@@ -276,3 +277,15 @@ def global_avgpool2d(src, dst) -> None:
 def global_maxpool2d(src, dst) -> None:
     """Max over all spatial axes: src [N, C, ...] -> dst [N, C, 1, ...]."""
     np.max(src, axis=_spatial_axes(src), out=dst, keepdims=True)
+
+
+def max_unpool(src, indices, dst) -> None:
+    """dst = zeros, src's values put at `indices` of dst flattened (ONNX MaxUnpool); an
+    index outside dst is an error naming it (indices are data)."""
+    size = dst.size
+    low, high = int(indices.min()), int(indices.max())
+    if low < 0 or high >= size:
+        raise ValueError(f"indices holds {low if low < 0 else high}: expected a position in "
+                         f"[0, {size - 1}] of the output flattened")
+    dst.fill(0)
+    dst.reshape(-1)[indices.reshape(-1)] = src.reshape(-1)

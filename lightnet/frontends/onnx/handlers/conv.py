@@ -1,5 +1,6 @@
 """Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool and the
-global pools, 2-D, with 1-D lifted to 2-D (H = 1); MaxPool and AveragePool 3-D too."""
+global pools, 2-D, with 1-D lifted to 2-D (H = 1); MaxPool and AveragePool 3-D too;
+MaxUnpool."""
 
 from __future__ import annotations
 
@@ -197,6 +198,24 @@ def _maxpool_indices(c: Converter, n: Node, x: Val, params: dict, storage_order:
 
 handler("MaxPool", 1, 8, 10, 11, 12, 22)(_pool("maxpool2d"))
 handler("AveragePool", 1, 7, 10, 11, 19, 22)(_pool("avgpool2d"))
+
+
+@handler("MaxUnpool", 9, 11, 22)
+def max_unpool(c: Converter, n: Node, *, kernel_shape, pads=None, strides=None):
+    """A `max_unpool` into the shape output_shape gives (a constant), else the pooled
+    input's: (in - 1) * stride - pads + kernel per spatial axis."""
+    x, indices = c.val(n.input(0)), c.val(n.input(1))
+    k = x.rank - 2
+    if n.has_input(2):
+        dims = [int(d) for d in c.const(n.input(2), "output_shape").reshape(-1)]
+    else:
+        strides, pads = list(strides or [1] * k), list(pads or [0] * (2 * k))
+        if len(kernel_shape) != k or len(strides) != k or len(pads) != 2 * k:
+            raise Unsupported("attribute lengths do not match the spatial rank")
+        dims = list(x.shape[:2]) + [(i - 1) * s - b - e + w for i, s, b, e, w in zip(
+            x.shape[2:], strides, pads[:k], pads[k:], kernel_shape)]
+    c.emit("max_unpool", {"src": x, "indices": indices}, {"dims": dims}, x.dtype, tuple(dims),
+           out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
 def _global_pool(optype: str):
