@@ -834,8 +834,8 @@ CASES = [
           arch: none
           param_groups: [window3d]   # <-
         """, "bad.param_groups", "'window3d' is not a group of descriptions/params.yaml "
-                                 "(known: window2d, dilated_window2d, activation, "
-                                 "activation_dnnl)"),
+                                 "(known: window2d, dilated_window2d, dilated_window3d, "
+                                 "activation, activation_dnnl)"),
     Case("op-group-twice", """\
         bad:
           arch: none
