@@ -192,8 +192,8 @@ def unpool_model(shape, output_shape=None, **attrs):
 @pytest.mark.parametrize("shape,output_shape,attrs", [
     ((2, 3, 6, 8), None, {"kernel_shape": [2, 2], "strides": [2, 2]}),
     ((1, 2, 7, 7), None, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
-    ((1, 2, 7, 9), [1, 2, 7, 9], {"kernel_shape": [2, 2], "strides": [2, 2]}),
-    ((1, 1, 9), [1, 1, 10], {"kernel_shape": [3], "strides": [3]}),
+    ((1, 2, 6, 8), [1, 2, 6, 8], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 1, 9), [1, 1, 9], {"kernel_shape": [3], "strides": [3]}),
 ])
 def test_max_unpool_matches_onnxruntime(shape, output_shape, attrs, tmp_path):
     m = unpool_model(shape, output_shape, **attrs)
@@ -219,3 +219,12 @@ def test_max_unpool_of_indices_outside_the_output_is_an_error(tmp_path):
     with pytest.raises(LightNetError, match=r"indices holds 8: expected a position in \[0, 7\] "
                                             r"of the output flattened"):
         run_lightnet(m, {"v": v, "i": np.array([[[[4, 8]]]], np.int64)}, tmp_path)
+
+
+def test_max_unpool_to_another_output_shape_is_refused():
+    """ONNX's reference puts the values by the pooled input's shape [1, 2, 6, 8] and pads
+    the end to output_shape; ONNX Runtime puts them by output_shape itself."""
+    m = unpool_model((1, 2, 7, 9), [1, 2, 7, 9], kernel_shape=[2, 2], strides=[2, 2])
+    with pytest.raises(LightNetError, match=r"MaxUnpool.*output_shape \[1, 2, 7, 9\] other "
+                                            r"than the pooled input's \[1, 2, 6, 8\]"):
+        convert(m)
