@@ -493,15 +493,18 @@ def _avoid_reference(kernel, create, entry, name: str, layouts, before: dict):
 
 
 def _channels_last_if_plain_is_slow(kernel, create, src, before: dict):
-    """`kernel`, or, where it reads a plain 4-D `src` (or one left to it) with no jit
-    kernel (oneDNN's plain pooling and batchnorm loops), the first one `create(desc)`
+    """`kernel`, or, where it reads a plain 4-D or 5-D `src` (or one left to it) with no
+    jit kernel (oneDNN's plain pooling and batchnorm loops), the first one `create(desc)`
     makes reading it channels-last or in channel blocks that is a jit kernel (a
     batchnorm channels-last has one only for whole vectors of channels): a source left
     to the op takes that layout, a plain one is reordered first (`before`, into the
     op's scratch)."""
     if "jit" in kernel.impl_info or _format(src) not in (None, PENDING):
         return kernel
-    for desc in _tagged(src.shape, _dtype(src), ("acdb", "aBcd8b", "aBcd16b")):
+    descs = ([primitives.MemoryDesc.with_tag(tuple(src.shape), _dtype(src), tag)
+              for tag in primitives.TAGS_5D.values()] if len(src.shape) == 5 else
+             _tagged(src.shape, _dtype(src), ("acdb", "aBcd8b", "aBcd16b")))
+    for desc in descs:
         again = create(desc)
         if "jit" in again.impl_info:
             if not _pending(src):

@@ -210,6 +210,9 @@ def plain_desc(shape, dtype: str = "float32") -> MemoryDesc:
 
 # 4-D layouts by oneDNN's tag: channels last, channels in blocks of 8 or 16.
 TAGS_4D = {"acdb": capi.dnnl_acdb, "aBcd8b": capi.dnnl_aBcd8b, "aBcd16b": capi.dnnl_aBcd16b}
+# Their 5-D counterparts (NCDHW: channels-last, channel blocks), what 3-D pooling reads.
+TAGS_5D = {"acdeb": capi.dnnl_acdeb, "aBcde8b": capi.dnnl_aBcde8b,
+           "aBcde16b": capi.dnnl_aBcde16b}
 
 
 def _desc(shape, dtype: str, layout, what: str = "", chooses: bool = True) -> MemoryDesc:
