@@ -117,7 +117,7 @@ class Net:
                 a = self._attrs(node)
                 kind, size = (("max", a["kernel_shape"]) if node.op_type == "MaxPool"
                               else ("avg", shapes[x][2:]))
-                k = P.pool2d(shapes[x], kind=kind, size=size, stride=a.get("strides", (1, 1)),
+                k = P.pool(shapes[x], kind=kind, size=size, stride=a.get("strides", (1, 1)),
                              padding=a.get("pads", (0, 0, 0, 0)), src=self.descs[x])
                 self._out(k, node.output[0], shapes)
                 self._add(k, {"src": x, "dst": node.output[0]})

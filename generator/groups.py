@@ -81,17 +81,19 @@ def _reads(f: Fields, inherited: tuple[str, ...], params: list[str]) -> tuple[st
 
 
 def _checks(f: Fields, reads: tuple[str, ...], params: list[str]) -> tuple[tuple[str, Check], ...]:
-    """`checks: [{expr, msg, arg}]`: checks of the op, or of `arg`, an input it reads."""
+    """`checks: [{expr, msg, arg}]`: checks of the op, or of `arg`, an input it reads or
+    one of its params."""
     checks = []
     for value, path, line in f.items("checks"):
         g = Fields(value, f.file, path, line)
         expr = g.get("expr", str)
         names = check_names(parse(expr, "eval", g, "expr"), [*reads, *params], g, "expr")
         arg = g.get("arg", str, None)
-        if arg is not None and arg not in reads:
-            raise g.error("arg", f"'{arg}' is not an input the group reads "
-                                 f"(reads: {', '.join(reads) or 'none'})")
-        label = "op" if arg is None else f"tensor_in '{arg}'"
+        if arg is not None and arg not in reads and arg not in params:
+            raise g.error("arg", f"'{arg}' is neither an input the group reads "
+                                 f"(reads: {', '.join(reads) or 'none'}) nor its param")
+        label = ("op" if arg is None else
+                 f"param '{arg}'" if arg in params else f"tensor_in '{arg}'")
         checks.append((label, Check(expr, g.get("msg", str, None), names)))
         g.done()
     return tuple(checks)

@@ -469,7 +469,8 @@ def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
     ins = [dataclasses.replace(t, checks=(*added, *t.checks), group_checks=len(added))
            if (added := [c for label, c in taken if label == f"tensor_in '{t.arg_name}'"])
            else t for t in ins]
-    group_checks = tuple(c for label, c in taken if label == "op")
+    # The op's and its params' (which read other args too) are listed with the op's.
+    group_checks = tuple(c for label, c in taken if not label.startswith("tensor_in"))
     checks = (*group_checks, *read_checks(f, known))
     pre_run, pre_run_names = snippet(f, "pre_run", [*known, "op"])
     for name in pre_run_names:

@@ -128,7 +128,7 @@ class ParamGroup:
     # The inputs of the ops taking it that its checks read (its own and its extended's).
     reads: tuple[str, ...] = ()
     # Its own checks of an op taking it, after its params': (label, check), the label
-    # "op" or "tensor_in 'name'" of an input it reads. Its verifier makes them, after
+    # "op", "tensor_in 'name'" of an input it reads or "param 'name'" of its param. Its verifier makes them, after
     # those of the group it extends.
     checks: tuple[tuple[str, Check], ...] = ()
     verifies: bool = False  # it or a group it extends has checks of its own

@@ -616,6 +616,24 @@ def symbolic_error(kind):
     return trigger
 
 
+def bounded_dims(kind):
+    """symbolic_model with N at most 64 (the interface's `dims`), or that bound malformed."""
+    def trigger(tmp):
+        doc = symbolic_model()
+        doc["interface"] = {"dims": {
+            "session": [{"name": "N", "max": 64}], "context": [{"name": "N", "max": 64}],
+            "name": [{"name": "M", "max": 2}], "array": {"N": 2},
+            "object": [{"name": "N"}], "twice": [{"name": "N", "max": 2}] * 2,
+            "max": [{"name": "N", "max": 0}]}[kind]}
+        if kind == "session":
+            x = np.zeros((65, 3, 8, 8), np.float32)
+            return message(Session(doc).run, {"x": x, "y": x})
+        if kind == "context":
+            return message(Context().init, doc, dims={"N": 65})
+        return message(Session, doc)
+    return trigger
+
+
 def session_dims(kind):
     def trigger(tmp):
         s = Session(symbolic_model())
@@ -1063,6 +1081,8 @@ TRIGGERS = {
     "ir.symbolic-general": symbolic_error("sum"),
     "ir.symbolic-check": lambda tmp: message(Session, symbolic_model(("N", "M"), add=True)),
     "api.session-dims": session_dims("shape"),
+    "ir.symbolic-bound": bounded_dims("session"),
+    "ir.symbolic-bounds": bounded_dims("name"),
     "api.session-plans": lambda tmp: message(Session, symbolic_model(), plans=0),
     "cli.internal": lambda tmp: internal_error(),
     # IL
@@ -1201,6 +1221,8 @@ ALSO = {
     "ir.symbolic-dims": [symbolic_error("value")],
     "ir.symbolic-general": [symbolic_error("offset"), symbolic_error("weights")],
     "api.session-dims": [session_dims("rank"), session_dims("conflict")],
+    "ir.symbolic-bound": [bounded_dims("context")],
+    "ir.symbolic-bounds": [bounded_dims(k) for k in ("array", "object", "twice", "max")],
     "cli.usage": [lambda tmp: cli("lightnet.cli", ["--input", "x", "m.json"]),
                   lambda tmp: cli("lightnet.cli", ["--input", "x=a.txt", "m.json"]),
                   lambda tmp: cli("lightnet.cli", ["bench", "--duration", "0", "m.json"]),

@@ -52,6 +52,7 @@ __all__ = [
     "lrelu",
     "lrn",
     "matmul",
+    "max_unpool",
     "maxpool2d",
     "maxpool2d_argmax",
     "maxreduce",
@@ -59,6 +60,8 @@ __all__ = [
     "mod",
     "pad",
     "pick1d",
+    "maxpool3d",
+    "avgpool3d",
     "print",
     "qconv2d",
     "qelew",
@@ -202,7 +205,7 @@ def avgpool2d(
         size: Window size [height, width]. (length 2; each > 0)
         stride: Stride [height, width]. (length 2; each > 0)
         padding: Padding [top, left, bottom, right]; used with autopad NOTSET only.
-            (length 4; each >= 0; every window overlaps the input)
+            (length 4; each >= 0)
         autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
             or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
             autopad NOTSET)
@@ -1392,6 +1395,31 @@ def matmul(
     )
 
 
+def max_unpool(
+    src: Tensor, indices: Tensor, *, dims: Sequence[int], name: str | None = None
+) -> Tensor:
+    """Undo a max pooling (ONNX MaxUnpool): dst, of shape `dims`, is zeros but where
+    `indices` put the values of `src`: dst flattened at indices[i] is src[i] (both
+    flattened; of two values put in one place the later stays). `indices` are MaxPool's
+    Indices (maxpool2d_argmax's): positions in the pooled input flattened, which dst is
+    shaped as. Each must be in [0, dst.len): one outside is an error when the model
+    runs, as indices are data. Every dtype but TL_BOOL; `indices` is TL_INT32 and may be
+    computed.
+
+    Args:
+        src: The pooled values [N, C, ...]. (dtype numeric)
+        indices: Where each value of src goes in dst. (dtype TL_INT32; shape of src)
+        dims: The output's shape (ONNX output_shape, else the pooled input's). (each >
+            0; the output keeps src's rank, batch and channels)
+        name: The op's name, and its output's; None: `max_unpool` and a number not
+            taken.
+
+    Returns:
+        dst: The unpooled tensor, zeros elsewhere.
+    """
+    return apply("max_unpool", {"src": src, "indices": indices}, {"dims": dims}, name)
+
+
 def maxpool2d(
     src: Tensor,
     *,
@@ -1420,7 +1448,7 @@ def maxpool2d(
         size: Window size [height, width]. (length 2; each > 0)
         stride: Stride [height, width]. (length 2; each > 0)
         padding: Padding [top, left, bottom, right]; used with autopad NOTSET only.
-            (length 4; each >= 0; every window overlaps the input)
+            (length 4; each >= 0)
         autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
             or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
             autopad NOTSET)
@@ -1471,7 +1499,7 @@ def maxpool2d_argmax(
         size: Window size [height, width]. (length 2; each > 0)
         stride: Stride [height, width]. (length 2; each > 0)
         padding: Padding [top, left, bottom, right]; used with autopad NOTSET only.
-            (length 4; each >= 0; every window overlaps the input)
+            (length 4; each >= 0)
         autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
             or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
             autopad NOTSET)
@@ -1622,6 +1650,104 @@ def pick1d(
         "pick1d",
         {"src": src, "src_index": src_index},
         {"len": len, "stride": stride},
+        name,
+    )
+
+
+def maxpool3d(
+    src: Tensor,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1, 1),
+    ceil_mode: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """3-D max pooling of NCDHW `src` (ONNX MaxPool of 5-D input): maxpool2d's windows,
+    padding, dilation, ceil_mode and autopad over depth, height and width. Accepts
+    TL_FLOAT, TL_DOUBLE and the integer dtypes (not TL_BOOL).
+
+    Args:
+        src: The input [N, C, D, H, W]. (dtype numeric; ndim 5)
+        size: Window size [depth, height, width]. (length 3; each > 0)
+        stride: Stride [depth, height, width]. (length 3; each > 0)
+        padding: Padding [front, top, left, back, bottom, right]; used with autopad
+            NOTSET only. (length 6; each >= 0)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Dilation [depth, height, width]. (length 3; each > 0)
+        ceil_mode: Round the output size up (ONNX ceil_mode): a last, partial window is
+            kept unless it would start in the end padding.
+        name: The op's name, and its output's; None: `maxpool3d` and a number not taken.
+
+    Returns:
+        dst: The output [N, C, OD, OH, OW], with `src`'s dtype.
+    """
+    return apply(
+        "maxpool3d",
+        {"src": src},
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "ceil_mode": ceil_mode,
+        },
+        name,
+    )
+
+
+def avgpool3d(
+    src: Tensor,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1, 1),
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """3-D average pooling of NCDHW `src` (ONNX AveragePool of 5-D input): avgpool2d's
+    windows, padding, dilation, ceil_mode, count_include_pad and autopad over depth,
+    height and width. Accepts TL_FLOAT and TL_DOUBLE.
+
+    Args:
+        src: The input [N, C, D, H, W]. (dtype float; ndim 5)
+        size: Window size [depth, height, width]. (length 3; each > 0)
+        stride: Stride [depth, height, width]. (length 3; each > 0)
+        padding: Padding [front, top, left, back, bottom, right]; used with autopad
+            NOTSET only. (length 6; each >= 0)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Dilation [depth, height, width]. (length 3; each > 0)
+        ceil_mode: Round the output size up (ONNX ceil_mode): a last, partial window is
+            kept unless it would start in the end padding.
+        count_include_pad: Divide by the window's input and explicit padding cells (ONNX
+            count_include_pad).
+        name: The op's name, and its output's; None: `avgpool3d` and a number not taken.
+
+    Returns:
+        dst: The output [N, C, OD, OH, OW], with `src`'s dtype.
+    """
+    return apply(
+        "avgpool3d",
+        {"src": src},
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "ceil_mode": ceil_mode,
+            "count_include_pad": count_include_pad,
+        },
         name,
     )
 

@@ -42,12 +42,14 @@ from lightnet.auto.ops import logic as logic_ops
 from lightnet.auto.ops import lrelu as lrelu_ops
 from lightnet.auto.ops import lrn as lrn_ops
 from lightnet.auto.ops import matmul as matmul_ops
+from lightnet.auto.ops import max_unpool as max_unpool_ops
 from lightnet.auto.ops import maxpool2d as maxpool2d_ops
 from lightnet.auto.ops import maxreduce as maxreduce_ops
 from lightnet.auto.ops import maxreduce_arg as maxreduce_arg_ops
 from lightnet.auto.ops import mod as mod_ops
 from lightnet.auto.ops import pad as pad_ops
 from lightnet.auto.ops import pick1d as pick1d_ops
+from lightnet.auto.ops import pool3d as pool3d_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import qconv2d as qconv2d_ops
 from lightnet.auto.ops import qelew as qelew_ops
@@ -121,12 +123,14 @@ OP_PROTOS = {
         lrelu_ops,
         lrn_ops,
         matmul_ops,
+        max_unpool_ops,
         maxpool2d_ops,
         maxreduce_ops,
         maxreduce_arg_ops,
         mod_ops,
         pad_ops,
         pick1d_ops,
+        pool3d_ops,
         print_ops,
         qconv2d_ops,
         qelew_ops,

@@ -98,6 +98,9 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
         return json.loads(ctx.print()), compiled
 
     compiled_doc, compiled_weights = symbolic.generalize(build, symbolic.names(doc), {}, label)
+    bounds = doc.get("interface", {}).get("dims")  # bind drops them, the compiled IR keeps them
+    if bounds:
+        compiled_doc.setdefault("interface", {})["dims"] = bounds
     write_text(args.outfile, json.dumps(compiled_doc, indent=4) + "\n")
     if compiled_weights is not None:
         try:

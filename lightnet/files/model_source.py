@@ -101,7 +101,8 @@ def command_dims(doc, label: str, batch: int | None = None, shapes: dict | None 
     for name, shape in (shapes or {}).items():
         if name in patterns:
             # What does not fit is reported when the arrays are read against the inputs.
-            problem = symbolic.match(patterns[name], shape, dims)
+            problem = symbolic.match(patterns[name], shape, dims,
+                                     symbolic.upper_bounds(doc, label))
             if problem is not None and name in strict:
                 raise LightNetError(f"{label}: --shape {name}={','.join(map(str, shape))}: "
                                     f"input '{name}': {problem}")

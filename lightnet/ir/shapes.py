@@ -69,7 +69,8 @@ def _split_total(total: int, autopad: str) -> tuple[int, int]:
 
 
 def autopad_padding(in_hw, size, stride, dilation, autopad: str):
-    """Padding (top, left, bottom, right) implied by an ONNX Conv/Pool `auto_pad` value.
+    """Padding (top, left, bottom, right) implied by an ONNX Conv/Pool `auto_pad` value;
+    for k spatial dims, the k begins then the k ends.
 
     NOTSET returns None (the caller keeps its explicit padding); VALID returns zeros.
     SAME_UPPER / SAME_LOWER aim at out = ceil(in / stride) with total padding
@@ -80,14 +81,14 @@ def autopad_padding(in_hw, size, stride, dilation, autopad: str):
     if autopad == "NOTSET":
         return None
     if autopad == "VALID":
-        return (0, 0, 0, 0)
+        return (0,) * (2 * len(in_hw))
     begin, end = [], []
     for n, k, s, d in zip(in_hw, size, stride, dilation):
         out = -(-n // s)
         b, e = _split_total(max(0, (out - 1) * s + (k - 1) * d + 1 - n), autopad)
         begin.append(b)
         end.append(e)
-    return (begin[0], begin[1], end[0], end[1])
+    return tuple(begin + end)
 
 
 def conv2d_output_hw(in_hw, size, stride, padding, dilation) -> tuple[int, int]:
@@ -139,20 +140,21 @@ def deconv2d_autopad_padding(in_hw, size, stride, output_padding, dilation, outp
         b, e = _split_total(s * (n - 1) + op + (k - 1) * d + 1 - out, autopad)
         begin.append(b)
         end.append(e)
-    return (begin[0], begin[1], end[0], end[1])
+    return tuple(begin + end)
 
 
 def pool2d_output_hw(in_hw, size, stride, padding, *, ceil_mode=False,
-                     dilation=(1, 1)) -> tuple[int, int]:
-    """Output (oh, ow) of a pooling: floor (or ceil) of (in + pads - ((size - 1) *
-    dilation + 1)) / stride, plus 1.
+                     dilation=(1, 1)) -> tuple[int, ...]:
+    """Output (oh, ow) of a pooling (of any number of spatial dims, `padding` their
+    begins then their ends): floor (or ceil) of (in + pads - ((size - 1) * dilation +
+    1)) / stride, plus 1.
 
     With ceil_mode a last window that would start inside the end padding is dropped
     (the PyTorch / ONNX Runtime rule), so every window overlaps the input or begin pad.
     """
-    top, left, bottom, right = padding
+    rank = len(in_hw)
     out = []
-    for n, k, s, b, e, d in zip(in_hw, size, stride, (top, left), (bottom, right), dilation):
+    for n, k, s, b, e, d in zip(in_hw, size, stride, padding[:rank], padding[rank:], dilation):
         span = n + b + e - ((k - 1) * d + 1)
         if ceil_mode:
             o = -(-span // s) + 1

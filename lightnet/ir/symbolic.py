@@ -9,6 +9,10 @@ that Context checks and compiles; `generalize` goes the other way: from the
 IRs built with the dims at different values it writes the one IR that says
 which numbers are which dims (how the ONNX importer and `lightnet -c` keep a
 symbolic dim symbolic).
+
+A dim may have an upper bound (the `interface`'s `dims`: a sequence length no
+longer than the position table it is sliced from); `bind` and `match` refuse
+a value above it before anything is checked or bound.
 """
 
 from __future__ import annotations
@@ -112,12 +116,45 @@ def names(doc) -> list[str]:
     return sorted({n for p in found if p is not None for n in p[1]})
 
 
+def upper_bounds(doc, label: str) -> dict[str, int]:
+    """{name: the largest value the model allows it} of the symbolic dims the
+    `interface` field `dims` bounds ([{"name": "S", "max": 512}]), validated:
+    each a symbolic dim of the model, bounded once, by a whole number >= 1."""
+    interface = doc.get("interface") if isinstance(doc, dict) else None
+    if not isinstance(interface, dict) or "dims" not in interface:
+        return {}
+    entries = interface["dims"]
+    if not isinstance(entries, list):
+        raise LightNetError(f"{label}: 'interface' dims: expected an array, found "
+                            f"{type(entries).__name__}")
+    known = names(doc)
+    bounds: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        where = f"{label}: 'interface' dims[{index}]"
+        if not isinstance(entry, dict) or set(entry) != {"name", "max"}:
+            raise LightNetError(f"{where}: expected an object {{\"name\": ..., \"max\": ...}}, "
+                                f"found {entry!r}")
+        name, bound = entry["name"], entry["max"]
+        if name not in known:
+            raise LightNetError(f"{where}: '{name}' is not a symbolic dim of the model "
+                                f"(symbolic dims: {', '.join(known) or 'none'})")
+        if name in bounds:
+            raise LightNetError(f"{where}: '{name}' is bounded twice")
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise LightNetError(f"{where} field 'max': expected a whole number >= 1, "
+                                f"found {bound!r}")
+        bounds[name] = bound
+    return bounds
+
+
 def bind(doc, dims: dict | None, label: str):
     """The IR document with every symbolic dim replaced by its value in `dims`
-    (the document itself when it has none). Every name must be given a whole
-    number >= 1, and every name given must be a dim of the model."""
+    (the document itself when it has none), and without the bounds of the dims
+    (its interface's `dims`). Every name must be given a whole number >= 1, no
+    more than its bound, and every name given must be a dim of the model."""
     dims = dict(dims or {})
     known = names(doc)
+    bounds = upper_bounds(doc, label)
     for name, value in dims.items():
         if name not in known:
             raise LightNetError(f"{label}: dims: the model has no symbolic dim '{name}' "
@@ -126,9 +163,13 @@ def bind(doc, dims: dict | None, label: str):
                 or value < 1:
             raise LightNetError(f"{label}: dims: '{name}' must be a whole number >= 1, "
                                 f"found {value!r}")
+        if value > bounds.get(name, value):
+            raise LightNetError(f"{label}: dims: '{name}' is {value}, more than the model "
+                                f"allows: at most {bounds[name]}")
     if not known:
         return doc
     doc = copy.deepcopy(doc)
+    doc.get("interface", {}).pop("dims", None)
     for container, key, where in _places(doc):
         dim = parse(container[key])
         if dim is None:
@@ -148,9 +189,10 @@ def describe(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def match(pattern, shape, dims: dict) -> str | None:
+def match(pattern, shape, dims: dict, bounds: dict | None = None) -> str | None:
     """Bind the names of `pattern` (a shape whose dims may be names) from `shape`
-    into `dims`; what does not fit, or None."""
+    into `dims`; what does not fit (a dim above its bound in `bounds`, see
+    upper_bounds), or None."""
     if len(pattern) != len(shape):
         return f"expected {len(pattern)} dims {describe(pattern)}, found {describe(shape)}"
     new = {}
@@ -174,6 +216,10 @@ def match(pattern, shape, dims: dict) -> str | None:
         if bound is not None and bound != value:
             return (f"dim {axis} is '{want}' with {name} = {value}, but {name} = {bound} "
                     "elsewhere in the same run")
+        most = (bounds or {}).get(name)
+        if most is not None and value > most:
+            return (f"dim {axis} is '{want}' with {name} = {value}, more than the model "
+                    f"allows: at most {most}")
         new[name] = value
     for axis, want, got, factor, dim_names in products:  # given by the other dims
         known = {**dims, **new}
@@ -254,6 +300,31 @@ def generalize(build, symbols: list[str], fixed: dict, label: str):
         if bind(result, {n: dims[n] for n in present}, label) != doc:
             refuse("the IR", "a dim that follows a symbolic dim is not a param's dim")
     return result, base_weights
+
+
+def implied_bounds(limits: list[list[tuple[int, int]]], symbols: list[str],
+                   fixed: dict) -> list[dict]:
+    """The `interface` `dims` entries ({"name", "max"}) that bound the symbolic dims
+    `symbols`, from the builds generalize made (the base first, then one per
+    symbol): each build's list of (value, room) pairs where value <= room must
+    hold (a slice's length and what its table has from its start). A value that
+    follows one dim alone as k times it, its room the same in every build, bounds
+    that dim by room // k; each dim keeps its least bound."""
+    base_dims = {**fixed, **{s: PROBES[i] for i, s in enumerate(symbols)}}
+    others = {s: PROBES[len(symbols) + i] for i, s in enumerate(symbols)}
+    if any(len(pairs) != len(limits[0]) for pairs in limits):
+        return []
+    bounds: dict[str, int] = {}
+    for index, (value, room) in enumerate(limits[0]):
+        variants = [pairs[index] for pairs in limits[1:]]
+        if any(r != room for _, r in variants):
+            continue
+        changed = {s: v for s, (v, _) in zip(symbols, variants) if v != value}
+        dim = parse(_follows(value, changed, base_dims, others)) if changed else None
+        if dim is not None and len(dim[1]) == 1 and room >= dim[0]:
+            name = dim[1][0]
+            bounds[name] = min(bounds.get(name, room // dim[0]), room // dim[0])
+    return [{"name": n, "max": b} for n, b in sorted(bounds.items())]
 
 
 def _same_weights(base, other, symbol: str, label: str) -> None:

@@ -75,6 +75,7 @@ class Session:
         # Weights before optimizing: the optimizer may fold them (see Context.compile).
         self.weights = weights if weights is not None else {}
         self.symbols = symbolic.names(self.doc)
+        self.bounds = symbolic.upper_bounds(self.doc, self.label)  # refused above them
         self.lock = threading.RLock()  # one run (and plan switch) at a time
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         # A static model is checked once: its plan's context gives the signature.
@@ -123,9 +124,9 @@ class Session:
         """The values the inputs' shapes give the symbolic dims."""
         dims: dict[str, int] = {}
         for name, (declared, own) in self._shapes.items():
-            problem = symbolic.match(declared, arrays[name].shape, dims)
+            problem = symbolic.match(declared, arrays[name].shape, dims, self.bounds)
             if problem is not None and (own == declared or symbolic.match(
-                    own, arrays[name].shape, dims) is not None):
+                    own, arrays[name].shape, dims, self.bounds) is not None):
                 raise LightNetError(f"input '{name}': {problem}")
         return dims
 

@@ -166,7 +166,7 @@ def test_pooling(kind):
     x = rand(np.random.default_rng(27), 2, 17, 9, 10)
 
     def make(dtype):
-        return P.pool2d(x.shape, kind=kind, size=(3, 3), stride=(2, 2),
+        return P.pool(x.shape, kind=kind, size=(3, 3), stride=(2, 2),
                         padding=(1, 1, 1, 1), dtype=dtype, src="plain")
     compare(make, {"src": x})
 

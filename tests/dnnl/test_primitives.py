@@ -187,7 +187,7 @@ def test_pooling_random_geometries():
         dilation = tuple(int(v) for v in rng.integers(1, 3, 2)) if kind == "max" else (1, 1)
         x = rand(rng, 2, odd_channels(rng), int(rng.integers(6, 12)), int(rng.integers(6, 12)))
         try:
-            k = P.pool2d(x.shape, kind=kind, size=size, stride=stride, padding=padding,
+            k = P.pool(x.shape, kind=kind, size=size, stride=stride, padding=padding,
                          dilation=dilation, ceil_mode=ceil_mode, count_include_pad=include,
                          src=LAYOUTS[trial % len(LAYOUTS)])
         except P.Unsupported:
@@ -196,9 +196,9 @@ def test_pooling_random_geometries():
             continue
         want = np.zeros(k.plain["dst"].shape, np.float32)
         if kind == "max":
-            K.maxpool2d(x, want, size=size, stride=stride, padding=padding, dilation=dilation)
+            K.maxpool(x, want, size=size, stride=stride, padding=padding, dilation=dilation)
         else:
-            K.avgpool2d(x, want, size=size, stride=stride, padding=padding,
+            K.avgpool(x, want, size=size, stride=stride, padding=padding,
                         count_include_pad=include)
         close(execute(k, {"src": x}), want)
     assert unsupported < 40

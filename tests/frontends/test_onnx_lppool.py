@@ -27,12 +27,15 @@ def lppool_model(shape, opset=18, **attrs):
     ((2, 2, 7, 7), {"kernel_shape": [2, 3], "p": 3, "strides": [2, 1], "pads": [1, 0, 0, 2]}),
     ((1, 2, 6, 5), {"kernel_shape": [3, 3], "p": 1, "auto_pad": "SAME_UPPER"}),
     ((1, 4, 10), {"kernel_shape": [3], "p": 2, "strides": [2]}),
+    ((1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 2], "p": 3, "strides": [1, 2, 2],
+                       "pads": [1, 0, 1, 0, 1, 1]}),
 ])
 def test_matches_onnxruntime(shape, attrs, tmp_path):
     m = lppool_model(shape, **attrs)
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     got, ir = run_lightnet(m, {"x": x}, tmp_path)
-    assert "avgpool2d" in [op["optype"] for op in ir["ops"]]
+    pool = "avgpool3d" if len(shape) == 5 else "avgpool2d"
+    assert pool in [op["optype"] for op in ir["ops"]]
     np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-6)
 
 

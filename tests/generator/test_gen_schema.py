@@ -850,6 +850,7 @@ CASES = [
           param_groups: [window3d]   # <-
         """, "bad.param_groups", "'window3d' is not a group of descriptions/params.yaml "
                                  "(known: window2d, dilated_window2d, conv_window2d, "
+                                 "dilated_window3d, pool_window2d, pool_window3d, "
                                  "activation, activation_dnnl)"),
     Case("op-group-twice", """\
         bad:
@@ -916,7 +917,7 @@ CASES = [
           params: {x: {type: int}}
           checks:
             - {expr: x < src.ndim, arg: weight}   # <-
-        """, "a.checks[0].arg", "'weight' is not an input the group reads (reads: src)",
+        """, "a.checks[0].arg", "'weight' is neither an input the group reads (reads: src) nor its param",
          file="descriptions/params.yaml"),
     Case("group-reads-a-param", """\
         a:

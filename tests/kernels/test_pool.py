@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from lightnet.archs.cpu.kernels.pool import (
-    avgpool2d,
-    avgpool2d_workspace,
+    avgpool,
+    avgpool_workspace,
     global_avgpool2d,
     global_maxpool2d,
-    maxpool2d,
+    maxpool,
     maxpool2d_argmax,
     maxpool2d_argmax_workspace,
-    maxpool2d_workspace,
+    maxpool_workspace,
 )
 from lightnet.ir.shapes import pool2d_output_hw
 from tests.helpers import arena_view, assert_guards, rand
@@ -44,10 +44,10 @@ def test_maxpool2d(case, use_ws):
     out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
     arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
     params = dict(size=size, stride=stride, padding=padding)
-    ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
+    ws = maxpool_workspace(x.shape, dst.shape, **params) if use_ws else None
     expected = ref_pool(x, "max", size, stride, padding, out_hw)
     for _ in range(2):
-        assert maxpool2d(x, dst, **params, ws=ws) is None
+        assert maxpool(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
     assert_guards(arena, np.nan)
 
@@ -61,10 +61,10 @@ def test_avgpool2d(case, use_ws, count_include_pad):
     out_hw = pool2d_output_hw(shape[2:], size, stride, padding, ceil_mode=ceil_mode)
     arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
     params = dict(size=size, stride=stride, padding=padding, count_include_pad=count_include_pad)
-    ws = avgpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
+    ws = avgpool_workspace(x.shape, dst.shape, **params) if use_ws else None
     expected = ref_pool(x, "avg", size, stride, padding, out_hw, count_include_pad)
     for _ in range(2):
-        assert avgpool2d(x, dst, **params, ws=ws) is None
+        assert avgpool(x, dst, **params, ws=ws) is None
         np.testing.assert_allclose(dst, expected, **TOL)
     assert_guards(arena, np.nan)
 
@@ -83,15 +83,15 @@ def test_pooling_with_dilation(shape, size, stride, padding, dilation, ceil_mode
                               dilation=dilation)
     params = dict(size=size, stride=stride, padding=padding, dilation=dilation)
     arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
-    ws = avgpool2d_workspace(x.shape, dst.shape, **params,
+    ws = avgpool_workspace(x.shape, dst.shape, **params,
                              count_include_pad=count_include_pad) if use_ws else None
-    avgpool2d(x, dst, **params, count_include_pad=count_include_pad, ws=ws)
+    avgpool(x, dst, **params, count_include_pad=count_include_pad, ws=ws)
     np.testing.assert_allclose(dst, ref_pool(x, "avg", size, stride, padding, out_hw,
                                              count_include_pad, dilation), **TOL)
     assert_guards(arena, np.nan)
     arena, dst = arena_view(shape[:2] + out_hw, fill=np.nan)
-    ws = maxpool2d_workspace(x.shape, dst.shape, **params) if use_ws else None
-    maxpool2d(x, dst, **params, ws=ws)
+    ws = maxpool_workspace(x.shape, dst.shape, **params) if use_ws else None
+    maxpool(x, dst, **params, ws=ws)
     np.testing.assert_allclose(dst, ref_pool(x, "max", size, stride, padding, out_hw,
                                              dilation=dilation), **TOL)
     assert_guards(arena, np.nan)
@@ -100,19 +100,19 @@ def test_pooling_with_dilation(shape, size, stride, padding, dilation, ceil_mode
 def test_avgpool2d_default_excludes_padding():
     x = np.ones((1, 1, 2, 2), np.float32)
     dst = np.empty((1, 1, 2, 2), np.float32)
-    avgpool2d(x, dst, size=(2, 2), stride=(1, 1), padding=(1, 1, 0, 0))
+    avgpool(x, dst, size=(2, 2), stride=(1, 1), padding=(1, 1, 0, 0))
     np.testing.assert_array_equal(dst, np.ones((1, 1, 2, 2)))
-    avgpool2d(x, dst, size=(2, 2), stride=(1, 1), padding=(1, 1, 0, 0), count_include_pad=True)
+    avgpool(x, dst, size=(2, 2), stride=(1, 1), padding=(1, 1, 0, 0), count_include_pad=True)
     np.testing.assert_array_equal(dst[0, 0], [[0.25, 0.5], [0.5, 1.0]])
 
 
 def test_pool_hand_computed():
     x = np.array([[[[1, -2, 3], [-4, 5, -6], [7, -8, 9]]]], np.float32)
     dst = np.empty((1, 1, 2, 2), np.float32)
-    maxpool2d(-np.abs(x), dst, size=(2, 2), stride=(2, 2), padding=(0, 0, 1, 1))
+    maxpool(-np.abs(x), dst, size=(2, 2), stride=(2, 2), padding=(0, 0, 1, 1))
     # windows of -|x|: {-1,-2,-4,-5}, {-3,-6}, {-7,-8}, {-9}: padding never wins
     np.testing.assert_array_equal(dst[0, 0], [[-1, -3], [-7, -9]])
-    avgpool2d(x, dst, size=(2, 2), stride=(2, 2), padding=(0, 0, 1, 1))
+    avgpool(x, dst, size=(2, 2), stride=(2, 2), padding=(0, 0, 1, 1))
     np.testing.assert_array_equal(dst[0, 0], [[0, -1.5], [-0.5, 9]])
 
 
@@ -122,16 +122,16 @@ def test_pool_noncontiguous_input():
     for padding in [(0, 0, 0, 0), (1, 0, 1, 1)]:
         out_hw = pool2d_output_hw((5, 6), (2, 3), (1, 2), padding)
         dst = np.empty((1, 2) + out_hw, np.float32)
-        maxpool2d(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
+        maxpool(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
         np.testing.assert_allclose(dst, ref_pool(x, "max", (2, 3), (1, 2), padding, out_hw), **TOL)
-        avgpool2d(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
+        avgpool(x, dst, size=(2, 3), stride=(1, 2), padding=padding)
         np.testing.assert_allclose(dst, ref_pool(x, "avg", (2, 3), (1, 2), padding, out_hw), **TOL)
 
 
 def test_maxpool2d_integer():
     x = np.array([[[[-5, -7], [-9, -6]]]], np.int32)
     dst = np.empty((1, 1, 2, 2), np.int32)
-    maxpool2d(x, dst, size=(2, 2), stride=(1, 1), padding=(0, 0, 1, 1))
+    maxpool(x, dst, size=(2, 2), stride=(1, 1), padding=(0, 0, 1, 1))
     np.testing.assert_array_equal(dst[0, 0], [[-5, -6], [-6, -6]])
 
 
@@ -169,7 +169,7 @@ def test_global_pooling_other_ranks():
 def test_separable_pooling_with_clobbered_scratch_rows():
     """The rows buffer is scratch, shared by all ops: garbage left in it by another
     op must not matter."""
-    from lightnet.archs.cpu.kernels.pool import pool2d_scratch
+    from lightnet.archs.cpu.kernels.pool import pool_scratch
     from lightnet.archs.cpu.kernels.scratch import scratch_bytes
 
     rng = np.random.default_rng(9)
@@ -177,21 +177,21 @@ def test_separable_pooling_with_clobbered_scratch_rows():
     size, stride, padding = (3, 3), (2, 2), (1, 1, 1, 1)
     out_hw = pool2d_output_hw((11, 11), size, stride, padding)
     dst = np.empty((1, 3) + out_hw, np.float32)
-    layout = pool2d_scratch(x.shape, dst.shape, size=size, stride=stride, padding=padding,
+    layout = pool_scratch(x.shape, dst.shape, size=size, stride=stride, padding=padding,
                             dtype=np.float32)
     buffer = np.empty(scratch_bytes(layout), np.uint8)
-    ws = maxpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
+    ws = maxpool_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
                              scratch=buffer)
     assert "rows" in ws and ws["padded"] is not None  # the separable path, padded
     for _ in range(2):
         buffer[:] = 0xFF  # NaN everywhere, the padded input's border included
-        maxpool2d(x, dst, size=size, stride=stride, padding=padding, ws=ws)
+        maxpool(x, dst, size=size, stride=stride, padding=padding, ws=ws)
         np.testing.assert_allclose(dst, ref_pool(x, "max", size, stride, padding, out_hw), **TOL)
-    ws = avgpool2d_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
+    ws = avgpool_workspace(x.shape, dst.shape, size=size, stride=stride, padding=padding,
                              count_include_pad=True, scratch=buffer)
     for _ in range(2):
         buffer[:] = 0xFF
-        avgpool2d(x, dst, size=size, stride=stride, padding=padding, count_include_pad=True,
+        avgpool(x, dst, size=size, stride=stride, padding=padding, count_include_pad=True,
                   ws=ws)
         np.testing.assert_allclose(dst, ref_pool(x, "avg", size, stride, padding, out_hw, True),
                                    **TOL)

@@ -600,7 +600,7 @@ def test_workspaces_are_made_once_at_load(monkeypatch):
         raise AssertionError("a workspace was built while running")
 
     for module, name in ((conv, "conv2d_workspace"), (conv, "deconv2d_workspace"),
-                         (pool, "maxpool2d_workspace"), (pool, "avgpool2d_workspace"),
+                         (pool, "maxpool_workspace"), (pool, "avgpool_workspace"),
                          (norm, "lrn_scratch")):
         monkeypatch.setattr(module, name, forbidden)
     for ctx in ctxs:

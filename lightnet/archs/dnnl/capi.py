@@ -70,6 +70,9 @@ dnnl_format_tag_any = 1
 dnnl_acdb = 22
 dnnl_aBcd16b = 78
 dnnl_aBcd8b = 102
+dnnl_acdeb = 33
+dnnl_aBcde16b = 121
+dnnl_aBcde8b = 142
 
 # dnnl_prop_kind_t
 dnnl_forward_inference = 96

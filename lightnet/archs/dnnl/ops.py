@@ -36,7 +36,7 @@ PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
            "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact", "quantize", "dequantize",
-           "merged_groups", "linear_shapes", "pool2d", "transpose", "batchnorm", "layernorm",
+           "merged_groups", "linear_shapes", "pool", "transpose", "batchnorm", "layernorm",
            "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
            "shuffle", "reduce", "unary", "slice", "reorder",
@@ -494,15 +494,18 @@ def _avoid_reference(kernel, create, entry, name: str, layouts, before: dict):
 
 
 def _channels_last_if_plain_is_slow(kernel, create, src, before: dict):
-    """`kernel`, or, where it reads a plain 4-D `src` (or one left to it) with no jit
-    kernel (oneDNN's plain pooling and batchnorm loops), the first one `create(desc)`
+    """`kernel`, or, where it reads a plain 4-D or 5-D `src` (or one left to it) with no
+    jit kernel (oneDNN's plain pooling and batchnorm loops), the first one `create(desc)`
     makes reading it channels-last or in channel blocks that is a jit kernel (a
     batchnorm channels-last has one only for whole vectors of channels): a source left
     to the op takes that layout, a plain one is reordered first (`before`, into the
     op's scratch)."""
     if "jit" in kernel.impl_info or _format(src) not in (None, PENDING):
         return kernel
-    for desc in _tagged(src.shape, _dtype(src), ("acdb", "aBcd8b", "aBcd16b")):
+    descs = ([primitives.MemoryDesc.with_tag(tuple(src.shape), _dtype(src), tag)
+              for tag in primitives.TAGS_5D.values()] if len(src.shape) == 5 else
+             _tagged(src.shape, _dtype(src), ("acdb", "aBcd8b", "aBcd16b")))
+    for desc in descs:
         again = create(desc)
         if "jit" in again.impl_info:
             if not _pending(src):
@@ -886,15 +889,15 @@ def shuffle(op, src, dst, *, group) -> int:
                             before))
 
 
-def pool2d(op, src, dst, *, kind, size, stride, padding, dilation=(1, 1), ceil_mode=False,
-           count_include_pad=False) -> int:
-    """Max or average pooling, reading its source in the producer's layout; a plain
+def pool(op, src, dst, *, kind, size, stride, padding, dilation=None, ceil_mode=False,
+         count_include_pad=False) -> int:
+    """Max or average pooling (2-D or 3-D), reading its source in the producer's layout; a plain
     one channels-last instead (reordered first, into the op's scratch, unless left to
     it), where oneDNN has no jit kernel for plain (its `simple_nchw` loop took 2.4 ms
     on AlexNet's 3x3 max pool of 64x55x55, its jit kernel channels-last 0.05)."""
 
     def create(layout):
-        return _create(primitives.pool2d, src.shape, kind=kind, size=size, stride=stride,
+        return _create(primitives.pool, src.shape, kind=kind, size=size, stride=stride,
                        padding=padding, dilation=dilation, ceil_mode=ceil_mode,
                        count_include_pad=count_include_pad, dtype=_dtype(src), src=layout)
 

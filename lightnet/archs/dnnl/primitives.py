@@ -1,6 +1,6 @@
 """oneDNN primitives for fixed shapes: what a dnnl op creates at load and calls per run.
 
-Each constructor (conv2d, deconv2d, matmul, linear, qconv2d, qmatmul, pool2d, eltwise,
+Each constructor (conv2d, deconv2d, matmul, linear, qconv2d, qmatmul, pool, eltwise,
 binary, concat, batchnorm, layernorm, lrn, softmax, reduction, shuffle, resample,
 reorder) takes logical shapes in LightNet's conventions (NCHW, weights as the cpu
 kernels take them, padding as (top, left, bottom, right), dilation 1 for none), the
@@ -57,7 +57,7 @@ from lightnet.ir.shapes import (broadcast_shape, conv2d_output_hw, deconv2d_outp
                                 pool2d_output_hw)
 
 __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum_post_op",
-           "binary_post_op", "conv2d", "deconv2d", "matmul", "Linear", "linear", "pool2d",
+           "binary_post_op", "conv2d", "deconv2d", "matmul", "Linear", "linear", "pool",
            "eltwise", "binary", "concat", "batchnorm", "layernorm", "lrn", "softmax",
            "resample", "reorder", "plain_desc", "strided_desc", "REDUCTION", "reduction",
            "shuffle", "Quantization", "qconv2d", "qmatmul"]
@@ -212,6 +212,9 @@ def plain_desc(shape, dtype: str = "float32") -> MemoryDesc:
 
 # 4-D layouts by oneDNN's tag: channels last, channels in blocks of 8 or 16.
 TAGS_4D = {"acdb": capi.dnnl_acdb, "aBcd8b": capi.dnnl_aBcd8b, "aBcd16b": capi.dnnl_aBcd16b}
+# Their 5-D counterparts (NCDHW: channels-last, channel blocks), what 3-D pooling reads.
+TAGS_5D = {"acdeb": capi.dnnl_acdeb, "aBcde8b": capi.dnnl_aBcde8b,
+           "aBcde16b": capi.dnnl_aBcde16b}
 
 
 def _desc(shape, dtype: str, layout, what: str = "", chooses: bool = True) -> MemoryDesc:
@@ -742,41 +745,49 @@ def _qlinear(m: int, k: int, n: int, *, src_dtype: str, dst_dtype: str, bias: bo
     return kernel
 
 
-def pool2d(src_shape, *, kind: str, size, stride, padding=(0, 0, 0, 0), dilation=(1, 1),
-           ceil_mode: bool = False, count_include_pad: bool = False, dtype: str = "float32",
-           src="plain", dst="any") -> Kernel:
-    """Max or average pooling (the cpu maxpool2d / avgpool2d); tensors src, dst."""
-    n, c, h, w = src_shape
-    size, stride, dilation = _pair(size, "size"), _pair(stride, "stride"), _pair(dilation,
-                                                                                 "dilation")
-    oh, ow = pool2d_output_hw((h, w), size, stride, padding, ceil_mode=ceil_mode,
-                              dilation=dilation)
-    top, left, bottom, right = padding
+def pool(src_shape, *, kind: str, size, stride, padding=None, dilation=None,
+         ceil_mode: bool = False, count_include_pad: bool = False, dtype: str = "float32",
+         src="plain", dst="any") -> Kernel:
+    """Max or average pooling over the 2 or 3 spatial axes of NCHW / NCDHW (the cpu
+    maxpool / avgpool); `padding` the spatial begins then ends (None: none), `dilation`
+    None: 1 on every axis; tensors src, dst."""
+    rank = len(src_shape) - 2
+    padding = tuple(padding or (0,) * (2 * rank))
+    dilation = tuple(dilation or (1,) * rank)
+    size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
+    if rank not in (2, 3) or {len(size), len(stride), len(dilation)} != {rank} \
+            or len(padding) != 2 * rank:
+        raise ValueError(f"oneDNN pooling: size {list(size)}, stride {list(stride)}, "
+                         f"dilation {list(dilation)}, padding {list(padding)} do not fit a "
+                         f"{rank}-D pooling")
+    out = pool2d_output_hw(src_shape[2:], size, stride, padding, ceil_mode=ceil_mode,
+                           dilation=dilation)
+    begins, explicit_ends = padding[:rank], padding[rank:]
     # oneDNN takes the end padding the output needs (ceil mode: more than the explicit).
     ends = tuple((o - 1) * s + (k - 1) * d + 1 - i - b for o, s, k, d, i, b in
-                 zip((oh, ow), stride, size, dilation, (h, w), (top, left)))
+                 zip(out, stride, size, dilation, src_shape[2:], begins))
     if kind == "max":
         alg = capi.dnnl_pooling_max
     elif kind == "avg":
-        if count_include_pad and (ends[0] > bottom or ends[1] > right):
+        if count_include_pad and any(e > x for e, x in zip(ends, explicit_ends)):
             # oneDNN counts the implicit ceil-mode cells too; the cpu kernel does not.
             raise Unsupported("oneDNN average pooling counting padding, in ceil mode")
         alg = (capi.dnnl_pooling_avg_include_padding if count_include_pad
                else capi.dnnl_pooling_avg_exclude_padding)
     else:
-        raise ValueError(f"oneDNN pool2d: kind must be max or avg, found {kind!r}")
+        raise ValueError(f"oneDNN pooling: kind must be max or avg, found {kind!r}")
     if min(ends) < 0:
         ends = tuple(max(e, 0) for e in ends)  # windows never reach the explicit end padding
-    dst_shape = (n, c, oh, ow)
-    src_d = _desc(src_shape, dtype, src, f"{kind}pool2d", chooses=False)
+    dst_shape = tuple(src_shape[:2]) + tuple(out)
+    src_d = _desc(src_shape, dtype, src, f"{kind}pool", chooses=False)
     attr, _ = _attr((), dst_shape, dtype)
     pd = capi.PrimitiveDesc.create(
         "dnnl_pooling_forward_primitive_desc_create", capi.library().engine,
         capi.dnnl_forward_inference, alg, src_d, _desc(dst_shape, dtype, dst),
         capi.dims(stride), capi.dims(size),
-        capi.dims([d - 1 for d in dilation]), capi.dims((top, left)), capi.dims(ends),
+        capi.dims([d - 1 for d in dilation]), capi.dims(begins), capi.dims(ends),
         attr)
-    return Kernel(f"{kind}pool2d", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+    return Kernel(f"{kind}pool{rank}d", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
                   {"src": plain_desc(src_shape, held(dtype)),
                    "dst": plain_desc(dst_shape, held(dtype))})
 

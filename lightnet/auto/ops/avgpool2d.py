@@ -11,7 +11,7 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
-from lightnet.auto.params import DILATED_WINDOW2D, window2d_autopad
+from lightnet.auto.params import POOL_WINDOW2D, pool_window2d_checks, window2d_autopad
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -24,37 +24,8 @@ def avgpool2d_pre_run(op, tensors):
     ck = Checker(op, tensors)
     src, size, stride, padding = ck.get("src", "size", "stride", "padding")
     autopad, dilation, ceil_mode = ck.get("autopad", "dilation", "ceil_mode")
-    ck.satisfy(
-        "param 'padding'",
-        padding[0] < size[0]
-        and padding[2] < size[0]
-        and padding[1] < size[1]
-        and padding[3] < size[1],
-        "padding[0] < size[0] and padding[2] < size[0] and padding[1] < size[1] and padding[3] < size[1]",
-        "every window overlaps the input",
-        lambda: found(size=size, padding=padding),
-    )
     window2d_autopad(ck)
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(
-            shapes.pool2d_output_hw(
-                src.shape[2:], size, stride, padding, dilation=dilation
-            )
-        )
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
-        "the padded input holds at least one window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
-    )
+    pool_window2d_checks(ck)
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
         shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
@@ -77,11 +48,7 @@ AVGPOOL2D = OpProto(
     mtype=MemType.NONE,
     tensors_in=(TensorArg("src", dtype=FLOAT, ndim=4),),
     tensors_out=(TensorArg("dst"),),
-    params=(
-        *DILATED_WINDOW2D,
-        ParamArg("ceil_mode", ParamType.BOOL, False),
-        ParamArg("count_include_pad", ParamType.BOOL, False),
-    ),
+    params=(*POOL_WINDOW2D, ParamArg("count_include_pad", ParamType.BOOL, False)),
     pre_run=avgpool2d_pre_run,
     source="descriptions/ops/avgpool2d.yaml",
 )
@@ -93,7 +60,7 @@ def avgpool2d_cpu_scratch(op, tensors):
     (dilation,) = ck.get("dilation")
     ck.scratch(
         kernels.scratch_bytes(
-            kernels.pool2d_scratch(
+            kernels.pool_scratch(
                 src.shape,
                 dst.shape,
                 size=size,
@@ -111,7 +78,7 @@ def avgpool2d_cpu_load(op, arrays):
     stride, padding = op.values["stride"], op.values["padding"]
     dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.avgpool2d_workspace(
+    ws = kernels.avgpool_workspace(
         src.shape,
         dst.shape,
         size=size,
@@ -122,7 +89,7 @@ def avgpool2d_cpu_load(op, arrays):
         scratch=scratch,
         dilation=dilation,
     )
-    return lambda: kernels.avgpool2d(
+    return lambda: kernels.avgpool(
         src,
         dst,
         size=size,
@@ -165,7 +132,7 @@ def avgpool2d_dnnl_scratch(op, tensors):
     dilation, ceil_mode = ck.get("dilation", "ceil_mode")
     (count_include_pad,) = ck.get("count_include_pad")
     ck.scratch(
-        dnnl.pool2d(
+        dnnl.pool(
             op,
             src,
             dst,

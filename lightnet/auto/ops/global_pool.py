@@ -91,7 +91,7 @@ def global_avgpool2d_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, dst = ck.get("src", "dst")
     ck.scratch(
-        dnnl.pool2d(
+        dnnl.pool(
             op,
             src,
             dst,

@@ -12,7 +12,7 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
 from lightnet.auto.archs import dnnl_dtype
-from lightnet.auto.params import DILATED_WINDOW2D, window2d_autopad
+from lightnet.auto.params import POOL_WINDOW2D, pool_window2d_checks, window2d_autopad
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -25,37 +25,8 @@ def maxpool2d_pre_run(op, tensors):
     ck = Checker(op, tensors)
     src, size, stride, padding = ck.get("src", "size", "stride", "padding")
     autopad, dilation, ceil_mode = ck.get("autopad", "dilation", "ceil_mode")
-    ck.satisfy(
-        "param 'padding'",
-        padding[0] < size[0]
-        and padding[2] < size[0]
-        and padding[1] < size[1]
-        and padding[3] < size[1],
-        "padding[0] < size[0] and padding[2] < size[0] and padding[1] < size[1] and padding[3] < size[1]",
-        "every window overlaps the input",
-        lambda: found(size=size, padding=padding),
-    )
     window2d_autopad(ck)
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(
-            shapes.pool2d_output_hw(
-                src.shape[2:], size, stride, padding, dilation=dilation
-            )
-        )
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
-        "the padded input holds at least one window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
-    )
+    pool_window2d_checks(ck)
     # autopad_padding is None for NOTSET, which keeps the explicit padding.
     padding = (
         shapes.autopad_padding(src.shape[2:], size, stride, dilation, autopad)
@@ -78,7 +49,7 @@ MAXPOOL2D = OpProto(
     mtype=MemType.NONE,
     tensors_in=(TensorArg("src", dtype=NUMERIC, ndim=4),),
     tensors_out=(TensorArg("dst"),),
-    params=(*DILATED_WINDOW2D, ParamArg("ceil_mode", ParamType.BOOL, False)),
+    params=POOL_WINDOW2D,
     pre_run=maxpool2d_pre_run,
     source="descriptions/ops/maxpool2d.yaml",
 )
@@ -90,7 +61,7 @@ def maxpool2d_cpu_scratch(op, tensors):
     (dilation,) = ck.get("dilation")
     ck.scratch(
         kernels.scratch_bytes(
-            kernels.pool2d_scratch(
+            kernels.pool_scratch(
                 src.shape,
                 dst.shape,
                 size=size,
@@ -108,7 +79,7 @@ def maxpool2d_cpu_load(op, arrays):
     stride, padding = op.values["stride"], op.values["padding"]
     dilation = op.values["dilation"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.maxpool2d_workspace(
+    ws = kernels.maxpool_workspace(
         src.shape,
         dst.shape,
         size=size,
@@ -118,7 +89,7 @@ def maxpool2d_cpu_load(op, arrays):
         scratch=scratch,
         dilation=dilation,
     )
-    return lambda: kernels.maxpool2d(
+    return lambda: kernels.maxpool(
         src, dst, size=size, stride=stride, padding=padding, dilation=dilation, ws=ws
     )
 
@@ -145,7 +116,7 @@ def maxpool2d_dnnl_scratch(op, tensors):
     src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
     dilation, ceil_mode = ck.get("dilation", "ceil_mode")
     ck.scratch(
-        dnnl.pool2d(
+        dnnl.pool(
             op,
             src,
             dst,
@@ -196,7 +167,7 @@ def maxpool2d_int8_dnnl_scratch(op, tensors):
     src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
     dilation, ceil_mode = ck.get("dilation", "ceil_mode")
     ck.scratch(
-        dnnl.pool2d(
+        dnnl.pool(
             op,
             src,
             dst,

@@ -40,6 +40,17 @@ def expand_avgpool2d(ctx, target):
     return None
 
 
+def expand_avgpool3d(ctx, target):
+    """Lower avgpool3d to avgpool3d_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if not (op.params.ceil_mode and op.params.count_include_pad):
+        return [b.op("avgpool3d_dnnl", like=op)]
+    return None
+
+
 def expand_elew(ctx, target):
     """Lower elew to elew_dnnl or elew_dnnl."""
     op = OpView(ctx, target)
@@ -487,6 +498,15 @@ def expand_maxpool2d(ctx, target):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [b.op("maxpool2d_dnnl", like=op)]
+
+
+def expand_maxpool3d(ctx, target):
+    """Lower maxpool3d to maxpool3d_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("maxpool3d_dnnl", like=op)]
 
 
 def expand_relu(ctx, target):
@@ -1292,6 +1312,7 @@ ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 
 EXPANDERS = {
     "avgpool2d": expand_avgpool2d,
+    "avgpool3d": expand_avgpool3d,
     "elew": expand_elew,
     "cast": expand_cast,
     "unary": expand_unary,
@@ -1321,6 +1342,7 @@ EXPANDERS = {
     "log_softmax": expand_log_softmax,
     "lrelu": expand_lrelu,
     "maxpool2d": expand_maxpool2d,
+    "maxpool3d": expand_maxpool3d,
     "relu": expand_relu,
     "sigmoid": expand_sigmoid,
     "softmax": expand_softmax,

@@ -37,7 +37,8 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
 
     A symbolic input dim (a `dim_param`) stays symbolic in the IR, under its
     name, unless `dims` gives it a value by name or `shapes` ({input name:
-    shape}) fixes the whole shape of an input. The weights map the name of
+    shape}) fixes the whole shape of an input; the interface bounds one that
+    is sliced out of a fixed table (a sequence length by its position table). The weights map the name of
     every `create` op with `from_file: true` to its array. Raises
     UnsupportedModelError listing every operator that cannot be mapped.
     `fold_limit` bounds the elements constant folding touches (an int or a
@@ -54,16 +55,23 @@ def convert(model, dims: dict | None = None, check: bool = True, shapes: dict | 
 
     unfolded = dim_dependent(proto, free, dims, shapes, fold_limit) if free else frozenset()
 
+    limits = []  # each build's slice lengths and rooms, in generalize's order
+
     def build(values):
         c = Converter(proto, values, shapes, fold_limit, unfolded)
         ir, weights = c.run()
         if check:
             c.check(ir)
+        limits.append(c.limits)
         return ir, weights
 
     if not free:
         return build(dims)
-    return symbolic.generalize(build, free, dims, "the imported model")
+    ir, weights = symbolic.generalize(build, free, dims, "the imported model")
+    bounds = symbolic.implied_bounds(limits, free, dims)
+    if bounds:
+        ir["interface"]["dims"] = bounds
+    return ir, weights
 
 
 def dim_dependent(proto, free: list[str], dims: dict, shapes, fold_limit) -> frozenset[int]:

@@ -70,6 +70,10 @@ class Converter:
         # values change size with a symbolic dim (a Range to the sequence length), which
         # a weight could not hold for every value of the dim (api.dim_dependent).
         self.unfolded = frozenset(unfolded)
+        # (length, room) of every slice: its length must not exceed the room its input
+        # has from its start. A length that follows a symbolic dim, its room fixed (the
+        # slice of a position table), bounds the dim (api.convert, symbolic.implied_bounds).
+        self.limits: list[tuple[int, int]] = []
 
     # Names ---------------------------------------------------------------------
 
@@ -589,6 +593,10 @@ class Converter:
         if any(d <= 0 for d in shape):
             raise Unsupported(f"empty result shape {list(shape)}")
         self.reshape(x, shape, out=n.outputs[0], hint=n.name or n.outputs[0])
+
+    def limit(self, length: int, room: int) -> None:
+        """Note that `length` (which may follow a symbolic dim) is at most `room`."""
+        self.limits.append((length, room))
 
     def slice(self, x: Val, axis: int, start: int, length: int, hint: str,
               out: str | None = None) -> Val:

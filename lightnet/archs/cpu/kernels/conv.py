@@ -111,7 +111,7 @@ def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None)
         x = src
         if any(padding):
             x = ws["padded"]
-            place_in_border(x, src, padding[0], padding[1], 0)
+            place_in_border(x, src, padding[:2], 0)
         sy, sx = stride
         dy, dx = dilation
         s0, s1, s2, s3 = x.strides

@@ -56,14 +56,14 @@ def pad(src, dst, *, pads, mode="constant", value=0.0) -> None:
             region(after)[...] = region(slice(b, b + e))
 
 
-def place_in_border(padded, src, top: int, left: int, fill) -> None:
-    """Copy 4-D src into padded[:, :, top:top + H, left:left + W] and set the cells
-    around it to `fill`. For scratch buffers (which hold whatever their last user
-    left): only the border is written besides src, not the whole buffer."""
-    h, w = src.shape[2:]
-    padded[:, :, :top] = fill
-    padded[:, :, top + h:] = fill
-    inner = padded[:, :, top:top + h]
-    inner[:, :, :, :left] = fill
-    inner[:, :, :, left + w:] = fill
-    inner[:, :, :, left:left + w] = src
+def place_in_border(padded, src, begins, fill) -> None:
+    """Copy src [N, C, ...] into padded at offsets `begins` of its spatial axes and set
+    the cells around it to `fill`. For scratch buffers (which hold whatever their last
+    user left): only the border is written besides src, not the whole buffer."""
+    inner = padded
+    for axis, (b, n) in enumerate(zip(begins, src.shape[2:]), start=2):
+        lead = (slice(None),) * axis
+        inner[lead + (slice(None, b),)] = fill
+        inner[lead + (slice(b + n, None),)] = fill
+        inner = inner[lead + (slice(b, b + n),)]
+    inner[...] = src

@@ -1,9 +1,10 @@
-"""Pooling kernels (NCHW): windowed max/average pooling and global pooling.
+"""Pooling kernels ([N, C, spatial...]: NCHW, NCDHW): windowed max/average pooling and
+global pooling.
 
-Windowed pooling reduces one strided view per kernel tap into dst (kh * kw whole-tensor
-ufunc calls, no loop over channels or pixels), or, for windows of 3x3 and the like,
+Windowed pooling reduces one strided view per kernel tap into dst (one whole-tensor
+ufunc call per tap, no loop over channels or pixels), or, for 2-D windows of 3x3 and the like,
 separably: over each window's rows first, then over its columns (kh + kw calls). Padding goes through a scratch buffer
-from `maxpool2d_workspace` / `avgpool2d_workspace` (the op's planned scratch): each
+from `maxpool_workspace` / `avgpool_workspace` (the op's planned scratch): each
 call copies the input into it and fills the border around it (-inf for max, 0 for
 average), as the buffer holds what its last user left.
 
@@ -11,34 +12,37 @@ Every geometry is read from dst's shape, so a dst sized with ceil_mode works too
 windows reaching past the explicit padding see only more padding.
 """
 
+import functools
+import itertools
+
 import numpy as np
 
 from lightnet.archs.cpu.kernels.pad import place_in_border
 from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = [
-    "pool2d_scratch",
-    "maxpool2d_workspace",
-    "maxpool2d",
+    "pool_scratch",
+    "maxpool_workspace",
+    "maxpool",
     "maxpool2d_argmax_scratch",
     "maxpool2d_argmax_workspace",
     "maxpool2d_argmax",
-    "avgpool2d_workspace",
-    "avgpool2d",
+    "avgpool_workspace",
+    "avgpool",
     "global_avgpool2d",
     "global_maxpool2d",
+    "max_unpool",
 ]
 
 
-def _padded_hw(src_shape, dst_shape, size, stride, padding,
-               dilation) -> tuple[int, int] | None:
-    """Height/width of the padded input the windows need, or None if src can be read as is."""
-    top, left = padding[0], padding[1]
+def _padded_dims(src_shape, dst_shape, size, stride, padding, dilation) -> tuple | None:
+    """Spatial dims of the padded input the windows need, or None if src can be read as is."""
+    begins = padding[:len(size)]
     need = [(o - 1) * s + (k - 1) * d + 1
             for o, s, k, d in zip(dst_shape[2:], stride, size, dilation)]
-    if top == 0 and left == 0 and need[0] <= src_shape[2] and need[1] <= src_shape[3]:
+    if not any(begins) and all(w <= n for w, n in zip(need, src_shape[2:])):
         return None
-    return max(top + src_shape[2], need[0]), max(left + src_shape[3], need[1])
+    return tuple(max(b + n, w) for b, n, w in zip(begins, src_shape[2:], need))
 
 
 def _lowest(dtype):
@@ -46,17 +50,15 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _taps(src, dst, padded, fill, size, stride, padding, dilation=(1, 1)):
+def _taps(src, dst, padded, fill, size, stride, padding, dilation):
     """Yield one strided view of the (padded) input per kernel tap, each shaped like dst."""
     x = src
     if padded is not None:
-        place_in_border(padded, src, padding[0], padding[1], fill)
+        place_in_border(padded, src, padding[:len(size)], fill)
         x = padded
-    oh, ow = dst.shape[2:]
-    sy, sx = stride
-    for i in range(0, size[0] * dilation[0], dilation[0]):
-        for j in range(0, size[1] * dilation[1], dilation[1]):
-            yield x[:, :, i:i + sy * (oh - 1) + 1:sy, j:j + sx * (ow - 1) + 1:sx]
+    for corner in itertools.product(*(range(0, k * d, d) for k, d in zip(size, dilation))):
+        yield x[(slice(None), slice(None)) + tuple(
+            slice(i, i + s * (o - 1) + 1, s) for i, s, o in zip(corner, stride, dst.shape[2:]))]
 
 
 def _cols_needed(dst_shape, size, stride) -> int:
@@ -71,32 +73,32 @@ def _separable(src_shape, dst_shape, size, stride) -> bool:
     strided ones, instead of kh * kw * OW strided ones; a strided cell costs about
     three contiguous ones here (numpy 2.4, AVX2). Measured 1.3x to 1.9x faster for
     3x3 windows, 1.1x to 1.4x for 2x2 stride 2."""
-    kh, kw = size
-    if kh == 1 or kw == 1:
+    if len(size) != 2 or 1 in size:
         return False
+    kh, kw = size
     ow = dst_shape[3]
     return kh * _cols_needed(dst_shape, size, stride) + 3 * kw * ow < 3 * kh * kw * ow
 
 
-def pool2d_scratch(src_shape, dst_shape, *, size, stride, padding, dtype,
-                   dilation=(1, 1)) -> tuple:
-    """Scratch layout of `maxpool2d` / `avgpool2d` (see kernels.scratch): the
-    input inside its border when padding is needed, and the reductions over
-    window rows [N, C, OH, cols] when pooling separably (never with dilation)."""
+def pool_scratch(src_shape, dst_shape, *, size, stride, padding, dtype, dilation=None) -> tuple:
+    """Scratch layout of `maxpool` / `avgpool` (see kernels.scratch): the input
+    inside its border when padding is needed, and the reductions over window rows
+    [N, C, OH, cols] when pooling 2-D separably (never with dilation)."""
     layout = ()
-    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
-    if hw is not None:
-        layout += (("padded", tuple(src_shape[:2]) + hw, dtype),)
-    if tuple(dilation) == (1, 1) and _separable(src_shape, dst_shape, size, stride):
+    dilation = dilation or (1,) * len(size)
+    dims = _padded_dims(src_shape, dst_shape, size, stride, padding, dilation)
+    if dims is not None:
+        layout += (("padded", tuple(src_shape[:2]) + dims, dtype),)
+    if not any(d != 1 for d in dilation) and _separable(src_shape, dst_shape, size, stride):
         layout += (("rows", tuple(dst_shape[:3]) + (_cols_needed(dst_shape, size, stride),),
                     dtype),)
     return layout
 
 
 def _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, fill, scratch,
-                    dilation=(1, 1)) -> dict:
-    ws = carve(scratch, pool2d_scratch(src_shape, dst_shape, size=size, stride=stride,
-                                       padding=padding, dtype=dtype, dilation=dilation))
+                    dilation) -> dict:
+    ws = carve(scratch, pool_scratch(src_shape, dst_shape, size=size, stride=stride,
+                                     padding=padding, dtype=dtype, dilation=dilation))
     ws.setdefault("padded", None)
     ws["fill"] = fill
     return ws
@@ -108,7 +110,7 @@ def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
     columns of it."""
     x = src
     if ws["padded"] is not None:
-        place_in_border(ws["padded"], src, padding[0], padding[1], ws["fill"])
+        place_in_border(ws["padded"], src, padding[:2], ws["fill"])
         x = ws["padded"]
     rows = ws["rows"]
     ncols = rows.shape[3]
@@ -131,21 +133,23 @@ def _pool_separable(src, dst, ws, size, stride, padding, ufunc) -> None:
         ufunc(dst, col(j), out=dst)
 
 
-def maxpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, dtype=np.float32,
-                        scratch=None, dilation=(1, 1)) -> dict:
-    """Arrays for `maxpool2d`: a -inf bordered padded input, when padding is needed,
+def maxpool_workspace(src_shape, dst_shape, *, size, stride, padding, dilation=None,
+                      dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `maxpool`: a -inf bordered padded input, when padding is needed,
     and the maxima over window rows [N, C, OH, cols] when pooling separably (carved
     from `scratch`, new when None)."""
     return _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, _lowest(dtype),
                            scratch, dilation)
 
 
-def maxpool2d(src, dst, *, size, stride, padding, dilation=(1, 1), ws=None) -> None:
-    """Max pooling (ONNX MaxPool): window cell (i, j) reads the input at (i * dilation[0],
-    j * dilation[1]) from the window's corner; padded cells never win."""
+def maxpool(src, dst, *, size, stride, padding, dilation=None, ws=None) -> None:
+    """Max pooling (ONNX MaxPool) over any number of spatial axes: window cell (i, j,
+    ...) reads the input at (i * dilation[0], j * dilation[1], ...) from the window's
+    corner (dilation None: 1 on every axis); padded cells never win."""
+    dilation = dilation or (1,) * len(size)
     if ws is None:
-        ws = maxpool2d_workspace(src.shape, dst.shape, size=size, stride=stride,
-                                 padding=padding, dtype=dst.dtype, dilation=dilation)
+        ws = maxpool_workspace(src.shape, dst.shape, size=size, stride=stride,
+                               padding=padding, dtype=dst.dtype, dilation=dilation)
     if "rows" in ws:
         _pool_separable(src, dst, ws, size, stride, padding, np.maximum)
         return
@@ -160,9 +164,9 @@ def maxpool2d_argmax_scratch(src_shape, dst_shape, *, size, stride, padding, dty
     """Scratch layout of `maxpool2d_argmax`: the input inside its -inf border when
     padding is needed, and where each tap beats the maxima so far [N, C, OH, OW]."""
     layout = ()
-    hw = _padded_hw(src_shape, dst_shape, size, stride, padding, dilation)
-    if hw is not None:
-        layout += (("padded", tuple(src_shape[:2]) + hw, dtype),)
+    dims = _padded_dims(src_shape, dst_shape, size, stride, padding, dilation)
+    if dims is not None:
+        layout += (("padded", tuple(src_shape[:2]) + dims, dtype),)
     return layout + (("wins", tuple(dst_shape), np.bool_),)
 
 
@@ -221,32 +225,34 @@ def _window_counts(n, o, k, s, b, e, count_include_pad, d=1):
     return ((taps >= lo) & (taps < hi)).sum(axis=1)
 
 
-def avgpool2d_workspace(src_shape, dst_shape, *, size, stride, padding, count_include_pad=False,
-                        dtype=np.float32, scratch=None, dilation=(1, 1)) -> dict:
-    """Arrays for `avgpool2d`: a zero bordered padded input (when padding is needed),
+def avgpool_workspace(src_shape, dst_shape, *, size, stride, padding, dilation=None,
+                      count_include_pad=False, dtype=np.float32, scratch=None) -> dict:
+    """Arrays for `avgpool`: a zero bordered padded input (when padding is needed),
     the row sums when the pooling is done separably (carved from `scratch`, new when
-    None), and the reciprocal window cell counts [OH, OW]."""
-    top, left, bottom, right = padding
-    rows = _window_counts(src_shape[2], dst_shape[2], size[0], stride[0], top, bottom,
-                          count_include_pad, dilation[0])
-    cols = _window_counts(src_shape[3], dst_shape[3], size[1], stride[1], left, right,
-                          count_include_pad, dilation[1])
-    counts = np.maximum(np.outer(rows, cols), 1)
+    None), and the reciprocal window cell counts [OH, OW] ([OD, OH, OW], ...)."""
+    rank = len(size)
+    dilation = dilation or (1,) * rank
+    counts = functools.reduce(np.multiply.outer, (
+        _window_counts(*args, count_include_pad, d) for *args, d in zip(
+            src_shape[2:], dst_shape[2:], size, stride, padding[:rank], padding[rank:],
+            dilation)))
+    counts = np.maximum(counts, 1)
     ws = _pool_workspace(src_shape, dst_shape, size, stride, padding, dtype, 0, scratch,
                          dilation)
     ws["scale"] = (1.0 / counts).astype(dtype)
     return ws
 
 
-def avgpool2d(src, dst, *, size, stride, padding, count_include_pad=False, dilation=(1, 1),
-              ws=None) -> None:
-    """Average pooling (ONNX AveragePool). With count_include_pad=False (the ONNX default)
+def avgpool(src, dst, *, size, stride, padding, dilation=None, count_include_pad=False,
+            ws=None) -> None:
+    """Average pooling (ONNX AveragePool) over any number of spatial axes. With count_include_pad=False (the ONNX default)
     each window sum is divided by its number of input cells; with True, by its number of
     input plus explicit padding cells. Cells beyond the explicit padding (ceil_mode) never
-    count; a window holding no counted cell yields 0. Window cell (i, j) reads the input
-    at (i * dilation[0], j * dilation[1]) from the window's corner."""
+    count; a window holding no counted cell yields 0. Window cell (i, j, ...) reads the
+    input at (i * dilation[0], j * dilation[1], ...) from the window's corner."""
+    dilation = dilation or (1,) * len(size)
     if ws is None:
-        ws = avgpool2d_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
+        ws = avgpool_workspace(src.shape, dst.shape, size=size, stride=stride, padding=padding,
                                  count_include_pad=count_include_pad, dtype=dst.dtype,
                                  dilation=dilation)
     if "rows" in ws:
@@ -271,3 +277,15 @@ def global_avgpool2d(src, dst) -> None:
 def global_maxpool2d(src, dst) -> None:
     """Max over all spatial axes: src [N, C, ...] -> dst [N, C, 1, ...]."""
     np.max(src, axis=_spatial_axes(src), out=dst, keepdims=True)
+
+
+def max_unpool(src, indices, dst) -> None:
+    """dst = zeros, src's values put at `indices` of dst flattened (ONNX MaxUnpool); an
+    index outside dst is an error naming it (indices are data)."""
+    size = dst.size
+    low, high = int(indices.min()), int(indices.max())
+    if low < 0 or high >= size:
+        raise ValueError(f"indices holds {low if low < 0 else high}: expected a position in "
+                         f"[0, {size - 1}] of the output flattened")
+    dst.fill(0)
+    dst.reshape(-1)[indices.reshape(-1)] = src.reshape(-1)

@@ -1,5 +1,6 @@
 """Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool and the
-global pools, 2-D, with 1-D lifted to 2-D (H = 1)."""
+global pools, 2-D, with 1-D lifted to 2-D (H = 1); MaxPool and AveragePool 3-D too;
+MaxUnpool."""
 
 from __future__ import annotations
 
@@ -127,15 +128,16 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
                out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
-def _pool(optype: str):
+def _pool(optype2d: str):
     def handle(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
                count_include_pad=0, dilations=None, pads=None, strides=None, storage_order=0):
         x = c.val(n.input(0))
-        if x.rank not in (3, 4):
-            raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
-        if optype == "avgpool2d":
+        if x.rank not in (3, 4, 5):
+            raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D, 2-D and 3-D)")
+        if optype2d == "avgpool2d":
             x.require_float("AveragePool input")
         k = x.rank - 2
+        optype = optype2d.replace("2d", "3d") if k == 3 else optype2d
         given_dilations = dilations
         strides, dilations, pads, autopad, kernel = _spatial_params(
             k, kernel_shape, strides, dilations, pads, auto_pad)
@@ -161,6 +163,8 @@ def _pool(optype: str):
                         pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
                     raise Unsupported("ceil_mode 1 where it changes the output size")
         if c.used(n, 1):
+            if k == 3:
+                raise Unsupported("the Indices of a 3-D MaxPool")
             _maxpool_indices(c, n, x, params, bool(storage_order))
         elif k == 1:
             y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
@@ -194,6 +198,28 @@ def _maxpool_indices(c: Converter, n: Node, x: Val, params: dict, storage_order:
 
 handler("MaxPool", 1, 8, 10, 11, 12, 22)(_pool("maxpool2d"))
 handler("AveragePool", 1, 7, 10, 11, 19, 22)(_pool("avgpool2d"))
+
+
+@handler("MaxUnpool", 9, 11, 22)
+def max_unpool(c: Converter, n: Node, *, kernel_shape, pads=None, strides=None):
+    """A `max_unpool` into the shape of the input the pooling read: (in - 1) * stride -
+    pads + kernel per spatial axis. An output_shape (a constant) must be that shape:
+    for another, ONNX's reference places the values by that shape and pads the end,
+    ONNX Runtime by the output_shape itself."""
+    x, indices = c.val(n.input(0)), c.val(n.input(1))
+    k = x.rank - 2
+    strides, pads = list(strides or [1] * k), list(pads or [0] * (2 * k))
+    if len(kernel_shape) != k or len(strides) != k or len(pads) != 2 * k:
+        raise Unsupported("attribute lengths do not match the spatial rank")
+    dims = list(x.shape[:2]) + [(i - 1) * s - b - e + w for i, s, b, e, w in zip(
+        x.shape[2:], strides, pads[:k], pads[k:], kernel_shape)]
+    if n.has_input(2):
+        given = [int(d) for d in c.const(n.input(2), "output_shape").reshape(-1)]
+        if given != dims:
+            raise Unsupported(f"output_shape {given} other than the pooled input's {dims} "
+                              "(ONNX's reference and ONNX Runtime place the values otherwise)")
+    c.emit("max_unpool", {"src": x, "indices": indices}, {"dims": dims}, x.dtype, tuple(dims),
+           out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
 def _global_pool(optype: str):
@@ -247,20 +273,21 @@ def global_lp_pool(c: Converter, n: Node, *, p=2):
 @handler("LpPool", 2, 11, 18, 22)
 def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
             dilations=None, p=2, pads=None, strides=None):
-    """(sum over the window of |x|^p)^(1/p), 2-D and 1-D: |x|^p (a `unary` abs and an
-    `elew` TL_POW), an `avgpool2d` counting the padding, times the window's area, to the
-    power 1 / p. The padding (also auto_pad's) is zeros, which add nothing."""
+    """(sum over the window of |x|^p)^(1/p), 1-D, 2-D and 3-D: |x|^p (a `unary` abs and
+    an `elew` TL_POW), an `avgpool2d` (3-D: `avgpool3d`) counting the padding, times the
+    window's area, to the power 1 / p. The padding (also auto_pad's) is zeros, which add
+    nothing."""
 
     x = c.val(n.input(0))
     x.require_float("LpPool input")
-    if x.rank not in (3, 4):
-        raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D and 2-D)")
+    if x.rank not in (3, 4, 5):
+        raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D, 2-D and 3-D)")
     if p <= 0:
         raise Unsupported(f"p {p}")
     k = x.rank - 2
     strides, dilations, pads, autopad, kernel = _spatial_params(
         k, kernel_shape, strides, dilations, pads, auto_pad)
-    in_hw = tuple(x.shape[2:]) if k == 2 else (1,) + tuple(x.shape[2:])
+    in_hw = tuple(x.shape[2:]) if k != 1 else (1,) + tuple(x.shape[2:])
     padding = list(autopad_padding(in_hw, kernel, strides, dilations, autopad) or pads)
     if ceil_mode and tuple(pool2d_output_hw(in_hw, kernel, strides, padding,
                                             dilation=dilations)) != tuple(
@@ -273,15 +300,15 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     mag = c.emit("unary", {"src": src}, {"func": "abs"}, x.dtype, src.shape, hint=f"{hint}_abs")
     power = c.emit("elew", {"src1": mag, "src2": c.scalar(float(p), x.dtype, f"{hint}_p")},
                    {"elew_op": "TL_POW"}, x.dtype, src.shape, hint=f"{hint}_pow")
-    shape2d = shape if k == 2 else shape[:2] + (1,) + shape[2:]
-    mean = c.emit("avgpool2d", {"src": power},
+    shape2d = shape if k != 1 else shape[:2] + (1,) + shape[2:]
+    mean = c.emit("avgpool3d" if k == 3 else "avgpool2d", {"src": power},
                   {"size": kernel, "stride": strides, "padding": padding, "autopad": "NOTSET",
                    "count_include_pad": True, "dilation": dilations}, x.dtype, shape2d,
                   hint=f"{hint}_mean")
     total = c.emit("elew", {"src1": mean, "src2": c.scalar(float(math.prod(kernel)), x.dtype,
                                                            f"{hint}_area")},
                    {"elew_op": "TL_MUL"}, x.dtype, shape2d, hint=f"{hint}_sum")
-    if k == 2:
+    if k != 1:
         c.emit("elew", {"src1": total, "src2": c.scalar(1.0 / p, x.dtype, f"{hint}_root")},
                {"elew_op": "TL_POW"}, x.dtype, shape, out=n.outputs[0], hint=n.name or hint)
         return

@@ -167,6 +167,7 @@ def slice_(c: Converter, n: Node, *, starts=None, ends=None, axes=None):
         length = len(range(start, end, step))
         if length == 0:
             raise Unsupported("an empty slice")
+        c.limit(length, len(range(start, x.shape[axis] if step > 0 else -1, step)))
         hint = f"{n.outputs[0]}_axis{axis}"
         if step == 1 or length == 1:
             y = c.slice(y, axis, start, length, hint)
@@ -222,12 +223,35 @@ def _gather_pick(c: Converter, n: Node, x: Val, axis: int):
     if idx.dtype != "TL_INT32":
         raise Unsupported(f"indices of dtype {idx.dtype}")
     count = math.prod(idx.shape)
+    steps = _range_steps(c, n.input(1))
+    if steps is not None:  # position ids: the rows of the table bound their number
+        c.limit(count, len(range(steps[0], x.shape[axis], steps[1])))
     stride = math.prod(x.shape[axis + 1:])
     flat_x = c.reshape(x, (math.prod(x.shape),))
     flat_i = c.reshape(idx, (count,))
     y = c.emit("pick1d", {"src": flat_x, "src_index": flat_i}, {"len": count, "stride": stride},
                x.dtype, (count * stride,), hint=f"{n.outputs[0]}_pick")
     c.reshape_output(n, y, c.out_shape(n))
+
+
+# Nodes that give their input's values, in the same number.
+_SAME_VALUES = frozenset({"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast"})
+
+
+def _range_steps(c: Converter, name: str) -> tuple[int, int] | None:
+    """(start, delta) of the Range of whole numbers counting up from >= 0 whose values
+    `name` holds (through reshapes and casts), or None."""
+    producers = {o: node for node in c.nodes for o in node.outputs}
+    node = producers.get(name)
+    while node is not None and node.op_type in _SAME_VALUES:
+        node = producers.get(node.input(0))
+    if node is None or node.op_type != "Range" or not all(
+            c.is_const(node.input(i)) for i in (0, 2)):
+        return None
+    start, delta = (np.asarray(c.const(node.input(i))).reshape(-1) for i in (0, 2))
+    if start.size != 1 or delta.size != 1 or start.dtype.kind not in "iu":
+        return None
+    return (int(start[0]), int(delta[0])) if start[0] >= 0 and delta[0] > 0 else None
 
 
 # Repeats a Tile makes with one concat; more are an add of zeros broadcasting, so that
