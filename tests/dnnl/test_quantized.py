@@ -316,3 +316,119 @@ def test_int8_concat_of_convolutions_keeps_channels_last():
     join = next(o for o in ctx.ops if o.optype == "concat_int8_dnnl")
     assert not join.values["call"].impl_info.startswith("ref"), join.values["call"].impl_info
     np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)
+
+
+def _qelew_doc(a, b, statics: dict, elew_op: str, b_input: bool = True) -> dict:
+    """A model of one qelew of inputs a and b (b a weight unless `b_input`)."""
+    ops = [input_op("a", a)] + ([input_op("b", b)] if b_input else [create_op("b", b)])
+    ops += [create_op(arg, value) for arg, value in statics.items()]
+    ops.append(op("add", "qelew", {"src1": "a", "src2": "b", **{k: k for k in statics}},
+                  {"dst": "out"}, elew_op=elew_op))
+    return {"ops": ops}
+
+
+def _qelew_pair(a, b, statics, elew_op):
+    """(the cpu's output, dnnl's output, dnnl's optypes but create ops) of one qelew."""
+    doc = _qelew_doc(a, b, statics, elew_op)
+    feeds = {"a": a, "b": b}
+    want = run(compiled(doc, load=True), feeds)["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    assert not ctx.refused, ctx.refused
+    impls = [o.values["call"].impl_info for o in ctx.ops if o.optype == "qelew_dnnl"]
+    assert all(i.startswith("jit") for i in impls), impls
+    return want, run(ctx, feeds)["out"], [o.optype for o in ctx.ops
+                                          if o.optype != "create_cpu"]
+
+
+def _qelew_statics(np_dtype, scales, zeros):
+    names = ("src1", "src2", "dst")
+    statics = {f"{n}_scale": np.array([s], np.float32) for n, s in zip(names, scales)}
+    statics.update((f"{n}_zero", np.array([z], np_dtype)) for n, z in zip(names, zeros)
+                   if z is not None)
+    return statics
+
+
+@pytest.mark.parametrize("elew_op", ["TL_SUM", "TL_MUL"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shapes", [[(2, 16, 5, 7)] * 2, [(2, 16, 5, 7), (1, 16, 1, 1)],
+                                    [(3, 40)] * 2], ids=str)
+def test_qelew_matches_cpu(shapes, dtype, elew_op):
+    """qelew_dnnl as the cpu's: exactly where every result is an integer number of dst
+    steps (scales 0.5, 0.25 over 0.25: 2 (a - za) + (b - zb); a product a * b),
+    saturating; within one
+    step at most, rarely, for any scales (a rounding at a half step: oneDNN rounds after
+    adding dst's zero point)."""
+    rng = np.random.default_rng(21)
+    info = np.iinfo(dtype)
+    # A product's operands small enough that most products fit dst.
+    low, high = (info.min, info.max) if elew_op == "TL_SUM" else (max(info.min, -12), 16)
+    a, b = (rng.integers(low, high + 1, s).astype(dtype) for s in shapes)
+    src_zeros = (7, -3 if dtype == np.int8 else 200) if elew_op == "TL_SUM" else (None, None)
+    exact = (0.5, 0.25, 0.25) if elew_op == "TL_SUM" else (0.5, 0.25, 0.125)
+    for scales in (exact, (0.0173, 0.0291, 0.0457)):
+        statics = _qelew_statics(dtype, scales, src_zeros + (5,))
+        want, got, optypes = _qelew_pair(a, b, statics, elew_op)
+        assert "qelew_dnnl" in optypes and "qelew_cpu" not in optypes, optypes
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if scales is exact:
+            np.testing.assert_array_equal(got, want)
+            assert elew_op == "TL_MUL" or (want == info.max).any()  # saturated
+        else:
+            assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+            assert np.mean(got != want) < 0.01
+
+
+def test_qelew_halves_round_within_one_step():
+    """At exact half steps with an odd dst zero point the cpu rounds before adding it,
+    oneDNN after: one step apart there, equal elsewhere."""
+    a = np.arange(0, 20, dtype=np.uint8).reshape(1, 4, 5, 1)
+    b = np.zeros_like(a)
+    statics = _qelew_statics(np.uint8, (0.5, 0.5, 1.0), (0, 0, 3))
+    want, got, _ = _qelew_pair(a, b, statics, "TL_SUM")
+    # a / 2 + 3: the cpu rounds a / 2 half to even, oneDNN a / 2 + 3
+    np.testing.assert_array_equal(want.reshape(-1), np.round(np.arange(20) / 2) + 3)
+    np.testing.assert_array_equal(got.reshape(-1), np.round(np.arange(20) / 2 + 3))
+    assert np.abs(got.astype(int) - want.astype(int)).max() == 1
+
+
+@pytest.mark.parametrize("zero", [0, 4])
+def test_qelew_product_with_zero_points_stays_on_the_cpu(zero):
+    """oneDNN's binary takes no zero point: a product's input zero points known to be 0
+    are left out, any other keeps the op on the cpu; a sum folds them into its shift."""
+    rng = np.random.default_rng(22)
+    a, b = (rng.integers(0, 256, (1, 8, 3, 3)).astype(np.uint8) for _ in range(2))
+    statics = _qelew_statics(np.uint8, (0.5, 0.25, 0.125), (zero, zero, 9))
+    want, got, optypes = _qelew_pair(a, b, statics, "TL_MUL")
+    np.testing.assert_array_equal(got, want)
+    ctx = compiled(_qelew_doc(a, b, statics, "TL_MUL"), "dnnl", weights={})
+    (prod,) = [o for o in ctx.ops if o.optype.startswith("qelew")]
+    if zero:
+        assert prod.optype == "qelew_cpu"
+    else:
+        assert prod.optype == "qelew_dnnl"
+        assert not {"src1_zero", "src2_zero"} & set(prod.tensors_in)
+
+
+def test_int8_residual_add_keeps_channels_last():
+    """A QDQ residual block (conv, conv, the sum of the second's output and the first's,
+    conv) runs its sum on oneDNN's binary in the convolutions' channels-last layout: no
+    reorder between; the values the cpu's (scales whose sum is exact)."""
+    rng = np.random.default_rng(23)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8) for _ in range(3)]
+    doc = _chain(src, weights)
+    at = next(i for i, o in enumerate(doc["ops"]) if o["name"] == "q2")
+    next(t for t in doc["ops"][at]["tensors_in"] if t["arg_name"] == "src")["name"] = "r"
+    statics = _qelew_statics(np.uint8, (0.125, 0.25, 0.125), (3, 3, 1))
+    doc["ops"][at:at] = [create_op(k, v) for k, v in statics.items()] + [
+        op("res", "qelew", {"src1": "t1", "src2": "t0", **{k: k for k in statics}},
+           {"dst": "r"})]
+    want = run(compiled(doc, load=True), {"src": src})["out"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    assert optypes == ["input_cpu", "reorder_dnnl", "qconv2d_dnnl", "qconv2d_dnnl",
+                       "qelew_dnnl", "qconv2d_dnnl", "reorder_dnnl"], optypes
+    add = next(o for o in ctx.ops if o.optype == "qelew_dnnl")
+    assert add.values["call"].impl_info.startswith("jit"), add.values["call"].impl_info
+    assert ctx.tensors[add.tensors_out["dst"]].layout.format == "acdb"
+    np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)

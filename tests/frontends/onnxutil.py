@@ -57,11 +57,11 @@ def run_ort(m, feeds) -> dict[str, np.ndarray]:
     return dict(zip(names, session.run(None, feeds)))
 
 
-def run_lightnet(m, feeds, tmp_path, dims=None):
+def run_lightnet(m, feeds, tmp_path, dims=None, target="auto"):
     """(outputs by name, IR): the ONNX model `m` imported (with `dims`), its weights
-    written to a file in `tmp_path`, and run by a Session on `feeds`."""
+    written to a file in `tmp_path`, and run by a Session (for `target`) on `feeds`."""
     ir, weights = onnx2ln.convert(m, dims)
     npz = tmp_path / "weights.npz"
     onnx2ln.save_weights(npz, weights)
-    session = Session(ir, datafile=npz)
+    session = Session(ir, target=target, datafile=npz)
     return session.run(feeds), ir

@@ -16,7 +16,7 @@ tensor crosses a border:
   `<name>_dnnl` and a `reorder_dnnl` (to: plain) makes `<name>` from it.
 
 An 8-bit tensor (TL_UINT8, TL_INT8) the ops of INT8_LAYOUT_OPS make and read (int8
-convolutions, max pools and concats, quantizes and dequantizes) is laid out as a float
+convolutions, max pools, concats, sums and products, quantizes and dequantizes) is laid out as a float
 one: oneDNN's int8 kernels work channels-last, and a chain of them passes its tensors
 channels-last, with a reorder only where one crosses to another op. Other tensors of
 other dtypes than TL_FLOAT (the integer source of a `cast_dnnl`, its integer output, an
@@ -60,7 +60,7 @@ FLOAT32 = "float32"
 EIGHT_BIT = (DType.TL_UINT8, DType.TL_INT8)
 # The dnnl ops that read and write 8-bit activations in oneDNN's layouts.
 INT8_LAYOUT_OPS = frozenset({"qconv2d_dnnl", "quantize_dnnl", "dequantize_dnnl",
-                             "maxpool2d_int8_dnnl", "concat_int8_dnnl"})
+                             "maxpool2d_int8_dnnl", "concat_int8_dnnl", "qelew_dnnl"})
 
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.

@@ -991,7 +991,7 @@ def reduce(op, src, dst, *, func: str, axes) -> int:
     return _settle(op, call)
 
 
-def binary(op, src1, src2, dst, name: str) -> int:
+def binary(op, src1, src2, dst, name: str, quantized: bool = False) -> int:
     """dst = src1 <name> src2, src2 of src1's shape or broadcasting to it (its dims
     equal or 1, oneDNN broadcasting the second operand only); dst in src1's layout.
 
@@ -1002,13 +1002,17 @@ def binary(op, src1, src2, dst, name: str) -> int:
     into it first, into the op's scratch. A src2 of fewer dims is read as of src1's
     rank with leading dims of 1: one left to it (a weight, such as a per-channel
     scale [C, 1, 1]) like one of src1's rank, any other (a bias [C] added to
-    [N, T, C]) plain."""
+    [N, T, C]) plain.
+
+    `quantized`: 8-bit tensors, dst = scale1 * src1 <name> scale2 * src2 + shift
+    (primitives.binary), the three given at run time (arrays `scale1`, `scale2`,
+    `shift`)."""
     dtype = _computes_in(src1, src2)
     shape2 = (1,) * (src1.ndim - src2.ndim) + tuple(src2.shape)
 
     def create(layout):
         return _create(primitives.binary, src1.shape, src2.shape, name, dtype=dtype,
-                       src0=_layout(src1), src1=layout)
+                       src0=_layout(src1), src1=layout, quantized=quantized)
 
     before = {}
     if src2.ndim < src1.ndim and not _pending(src2):
@@ -1018,8 +1022,10 @@ def binary(op, src1, src2, dst, name: str) -> int:
         kernel = create(_layout(src2))
         like = _like(kernel.descs["src0"], shape2, dtype)
         kernel = _avoid_reference(kernel, create, src2, "src1", [like] if like else [], before)
-    return _settle(op, Call(kernel, {"src0": "src1", "src1": "src2", "dst": "dst"},
-                            {"src1": src1, "src2": src2, "dst": dst}, before))
+    args = {"src0": "src1", "src1": "src2", "dst": "dst"}
+    if quantized:
+        args.update(src0_scale="scale1", src1_scale="scale2", shift="shift")
+    return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "dst": dst}, before))
 
 
 def _like(desc, shape, dtype: str):

@@ -124,8 +124,10 @@ def binary_post_op(name: str, shape, layout: MemoryDesc | None = None) -> PostOp
     return PostOp("binary", name, shape=tuple(shape), layout=layout)
 
 
-def _attr(post_ops, dst_shape, dtype) -> tuple[capi.Attr, dict[str, tuple[int, MemoryDesc]]]:
-    """The attributes, and the extra arguments binary post-ops take: name -> (arg, desc)."""
+def _attr(post_ops, dst_shape, dtype,
+          scales=None) -> tuple[capi.Attr, dict[str, tuple[int, MemoryDesc]]]:
+    """The attributes (with `scales`: see capi.Attr), and the extra arguments binary
+    post-ops take: name -> (arg, desc)."""
     ops, extra = [], {}
     for i, p in enumerate(post_ops):
         if p.kind == "eltwise":
@@ -139,7 +141,7 @@ def _attr(post_ops, dst_shape, dtype) -> tuple[capi.Attr, dict[str, tuple[int, M
             ops.append(("binary", BINARY[p.name], desc))
             extra[f"post_op_{i}"] = (capi.DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | capi.DNNL_ARG_SRC_1,
                                      desc)
-    return capi.Attr(ops), extra
+    return capi.Attr(ops, scales), extra
 
 
 @dataclass(frozen=True)
@@ -823,9 +825,11 @@ def eltwise(shape, name: str, alpha: float = 0.0, beta: float = 0.0, *,
 
 
 def binary(shape0, shape1, name: str, *, dtype: str = "float32", src0="plain", src1="plain",
-           dst="any", post_ops=()) -> Kernel:
+           dst="any", post_ops=(), quantized: bool = False) -> Kernel:
     """dst = src0 <name> src1 (add, mul, sub, div, max, min), src1 broadcasting to src0's
-    shape (oneDNN broadcasts the second operand only); tensors src0, src1, dst."""
+    shape (oneDNN broadcasts the second operand only); tensors src0, src1, dst.
+    `quantized` (8-bit tensors): dst = src0_scale * src0 <name> src1_scale * src1 + shift,
+    rounded half to even and saturated, the three (float32, one each) given at run time."""
     alg = _lookup(BINARY, name, "binary function")
     shape0, shape1 = tuple(shape0), tuple(shape1)
     dst_shape = broadcast_shape(shape0, shape1)
@@ -835,7 +839,17 @@ def binary(shape0, shape1, name: str, *, dtype: str = "float32", src0="plain", s
     src0_d = _desc(shape0, dtype, src0, name, chooses=False)
     src1_d = _desc(shape1, dtype, src1, name, chooses=False)
     dst_d = _desc(dst_shape, dtype, src0_d if dst == "any" else dst)
-    attr, extra = _attr(post_ops, dst_shape, dtype)
+    scales = None
+    if quantized:  # the shift a first post-op (an addend of one float32), then the others
+        one = (1,) * len(shape0)
+        post_ops = (binary_post_op("add", one, plain_desc(one, "float32")), *post_ops)
+        scales = {capi.DNNL_ARG_SRC: 0, capi.DNNL_ARG_SRC_1: 0}
+    attr, extra = _attr(post_ops, dst_shape, dtype, scales)
+    if quantized:
+        extra["shift"] = extra.pop("post_op_0")
+        for tensor, arg in (("src0_scale", capi.DNNL_ARG_SRC),
+                            ("src1_scale", capi.DNNL_ARG_SRC_1)):
+            extra[tensor] = (capi.DNNL_ARG_ATTR_SCALES | arg, plain_desc((1,), "float32"))
     pd = capi.PrimitiveDesc.create("dnnl_binary_primitive_desc_create", capi.library().engine,
                                    alg, src0_d, src1_d, dst_d, attr)
     return Kernel(name, pd, {"src0": capi.DNNL_ARG_SRC, "src1": capi.DNNL_ARG_SRC_1,

@@ -385,6 +385,45 @@ def expand_dequantize(ctx, target):
     return None
 
 
+def expand_qelew(ctx, target):
+    """Lower qelew to qelew_dnnl."""
+    op = OpView(ctx, target)
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        shapes.broadcasts_to(op.ins.src2.shape, op.ins.src1.shape)
+        and op.ins.src1.ndim <= 12
+        and all(
+            getattr(op.ins, t).static for t in vars(op.ins) if t not in ("src1", "src2")
+        )
+        and (
+            op.params.elew_op == "TL_SUM"
+            or not any(
+                op.given(t) and (op.value(t) is None or op.value(t).any())
+                for t in ("src1_zero", "src2_zero")
+            )
+        )
+    ):
+        return [
+            b.op(
+                "qelew_dnnl",
+                like=op,
+                ins={
+                    "src1_zero": (
+                        op.ins.src1_zero
+                        if op.given("src1_zero") and op.params.elew_op == "TL_SUM"
+                        else None
+                    ),
+                    "src2_zero": (
+                        op.ins.src2_zero
+                        if op.given("src2_zero") and op.params.elew_op == "TL_SUM"
+                        else None
+                    ),
+                },
+            )
+        ]
+    return None
+
+
 def expand_layernorm(ctx, target):
     """Lower layernorm to layernorm_dnnl."""
     op = OpView(ctx, target)
@@ -1330,6 +1369,7 @@ EXPANDERS = {
     "qmatmul": expand_qmatmul,
     "quantize": expand_quantize,
     "dequantize": expand_dequantize,
+    "qelew": expand_qelew,
     "layernorm": expand_layernorm,
     "channel_shuffle": expand_channel_shuffle,
     "clip": expand_clip,

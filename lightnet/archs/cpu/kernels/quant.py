@@ -18,7 +18,7 @@ from lightnet.archs.cpu.kernels.scratch import carve
 __all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
            "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_scratch",
            "qmatmul", "requantize", "qbias", "zero_point_int32", "dynamic_quantize",
-           "qelew_scratch", "qelew", "qglobal_avgpool2d_scratch", "qglobal_avgpool2d"]
+           "qelew_factors", "qelew_scratch", "qelew", "qglobal_avgpool2d_scratch", "qglobal_avgpool2d"]
 
 
 def per_axis(values, shape, axis: int):
@@ -198,6 +198,22 @@ def qbias(bias, src_scale, weight_scale):
 def zero_point_int32(zero):
     """An 8-bit zero point as int32 (how oneDNN takes it); None for None."""
     return None if zero is None else np.asarray(zero, dtype=np.int32).reshape(-1)
+
+
+def qelew_factors(scale1, zero1, scale2, zero2, dst_scale, dst_zero, elew_op) -> tuple:
+    """What oneDNN's binary computes `qelew` with (static scales and zero points; the
+    zero points of a product's inputs absent): dst = f1 * src1 + f2 * src2 + shift
+    (TL_SUM) or f1 * src1 * f2 * src2 + shift (TL_MUL), rounded and saturated: float32
+    arrays [1] (computed in float64) by name, scale1 (f1), scale2 (f2) and shift."""
+    sa, sb, sc = (float(np.reshape(s, ())) for s in (scale1, scale2, dst_scale))
+    za, zb, zc = (0.0 if z is None else float(np.reshape(z, ())) for z in (zero1, zero2,
+                                                                          dst_zero))
+    if elew_op == "TL_SUM":
+        factors = (sa / sc, sb / sc, zc - (sa * za + sb * zb) / sc)
+    else:
+        factors = (sa / sc, sb, zc)
+    return {name: np.array([f], dtype=np.float32)
+            for name, f in zip(("scale1", "scale2", "shift"), factors)}
 
 
 def qelew_scratch(shape) -> tuple:
