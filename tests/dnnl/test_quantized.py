@@ -10,6 +10,7 @@ expanders lower a quantized op there only for a uint8 source and weights within 
 import numpy as np
 import pytest
 
+from lightnet import Context, LightNetError
 from lightnet.archs.dnnl import capi
 from lightnet.archs.dnnl import ops as dnnl_ops
 from tests.helpers import compiled, run
@@ -432,3 +433,21 @@ def test_int8_residual_add_keeps_channels_last():
     assert add.values["call"].impl_info.startswith("jit"), add.values["call"].impl_info
     assert ctx.tensors[add.tensors_out["dst"]].layout.format == "acdb"
     np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)
+
+
+@pytest.mark.parametrize("case", ["product with zero points", "scale made at run time"])
+def test_qelew_dnnl_refuses_what_it_cannot_fold(case):
+    """A qelew_dnnl op in an IR (as a compile writes it) whose zero points oneDNN's
+    product cannot take, or whose scales are not known at load, is refused."""
+    a = np.zeros((1, 4, 2, 2), np.uint8)
+    statics = _qelew_statics(np.uint8, (0.5, 0.5, 1.0), (1, 1, 0))
+    doc = _qelew_doc(a, a, statics, "TL_MUL" if case.startswith("product") else "TL_SUM")
+    if case.startswith("scale"):
+        doc["ops"][2] = input_op("src1_scale", statics["src1_scale"])
+    for o in doc["ops"]:
+        o["optype"] = {"input": "input_cpu", "create": "create_cpu"}.get(o["optype"],
+                                                                        "qelew_dnnl")
+    msg = ("a product's inputs have no zero point" if case.startswith("product")
+           else "the scales and zero points are given at load")
+    with pytest.raises(LightNetError, match=msg):
+        Context().init(doc)
