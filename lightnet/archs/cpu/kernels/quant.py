@@ -18,7 +18,8 @@ from lightnet.archs.cpu.kernels.scratch import carve
 __all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
            "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_scratch",
            "qmatmul", "requantize", "qbias", "zero_point_int32", "dynamic_quantize",
-           "qelew_factors", "qelew_scratch", "qelew", "qglobal_avgpool2d_scratch", "qglobal_avgpool2d"]
+           "qelew_factors", "qelew_scratch", "qelew", "qglobal_avgpool2d_scratch",
+           "qglobal_avgpool2d"]
 
 
 def per_axis(values, shape, axis: int):
