@@ -57,8 +57,12 @@ CONV_WINDOW2D = (
     ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
 )
 
-# A 3-D window over the last three axes of NCDHW `src`, its taps possibly spread apart.
-DILATED_WINDOW3D = (
+# A pooling window over NCHW `src` (ONNX's pooling attributes), overlapping it
+# everywhere.
+POOL_WINDOW2D = (*DILATED_WINDOW2D, ParamArg("ceil_mode", ParamType.BOOL, False))
+
+# pool_window2d over the last three axes of NCDHW `src`, its taps possibly spread apart.
+POOL_WINDOW3D = (
     ParamArg(
         "size", ParamType.ARRAY_NUMBER, realtype="int", length=3, bounds=(("gt", 0),)
     ),
@@ -78,7 +82,7 @@ DILATED_WINDOW3D = (
         length=6,
         bounds=(("ge", 0),),
     ),
-    *DILATED_WINDOW2D[3:4],
+    *POOL_WINDOW2D[3:4],
     ParamArg(
         "dilation",
         ParamType.ARRAY_NUMBER,
@@ -87,15 +91,8 @@ DILATED_WINDOW3D = (
         length=3,
         bounds=(("gt", 0),),
     ),
+    *POOL_WINDOW2D[5:6],
 )
-
-# A pooling window over NCHW `src` (ONNX's pooling attributes), overlapping it
-# everywhere.
-POOL_WINDOW2D = (*DILATED_WINDOW2D, ParamArg("ceil_mode", ParamType.BOOL, False))
-
-# A pooling window over NCDHW `src` (ONNX's pooling attributes), overlapping it
-# everywhere.
-POOL_WINDOW3D = (*DILATED_WINDOW3D, ParamArg("ceil_mode", ParamType.BOOL, False))
 
 # An activation a cpu op applies in place to its output (the fusions of the optimizer).
 ACTIVATION = (
@@ -240,32 +237,4 @@ def pool_window2d_checks(ck: Checker) -> None:
 
 def pool_window3d_checks(ck: Checker) -> None:
     """The checks of pool_window3d, for every op taking the group."""
-    size, padding, src, stride = ck.get("size", "padding", "src", "stride")
-    autopad, dilation = ck.get("autopad", "dilation")
-    ck.satisfy(
-        "param 'padding'",
-        all(p < k for p, k in zip(padding, size * 2)),
-        "all(p < k for p, k in zip(padding, size * 2))",
-        "every window overlaps the input",
-        lambda: found(size=size, padding=padding),
-    )
-    ck.satisfy(
-        "op",
-        autopad in ("SAME_UPPER", "SAME_LOWER")
-        or min(
-            shapes.pool2d_output_hw(
-                src.shape[2:], size, stride, padding, dilation=dilation
-            )
-        )
-        > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
-        "the padded input holds at least one window",
-        lambda: found(
-            src=src,
-            size=size,
-            stride=stride,
-            padding=padding,
-            autopad=autopad,
-            dilation=dilation,
-        ),
-    )
+    pool_window2d_checks(ck)
