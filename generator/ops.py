@@ -198,6 +198,9 @@ def _take_groups(value: YMap, file: str, optype: str, groups: dict[str, ParamGro
         if not isinstance(name, str) or name not in groups:
             raise f.error("param_groups", f"'{name}' is not a group of descriptions/params.yaml "
                                           f"(known: {', '.join(groups) or 'none'})")
+        if "inherits" in value and groups[name].verifies:
+            raise f.error("param_groups", f"group '{name}' checks the op: a variant takes it "
+                                          f"from its parent, never itself")
         for written in groups[name].items:
             if written["arg_name"] in items.keys:
                 raise f.error("param_groups", f"param '{written['arg_name']}' is in two of "
@@ -633,5 +636,5 @@ def _own_checks(op: OpDesc, ops: dict[str, OpDesc], groups: dict[str, ParamGroup
     checked = op.dtype_checked is not None and (
         (op.arch, op.dtype_checked) != (base.arch, base.dtype_checked))
     own = OwnChecks(own_params, own_ins, checked, op.checks[len(base.checks):], own_outs,
-                    new_outs, tuple(g for g in op.param_groups if groups[g].verifies))
+                    new_outs)  # its base's pre_run calls the group verifiers
     return dataclasses.replace(op, own=own)

@@ -925,6 +925,18 @@ CASES = [
           params: {x: {type: int}}
         """, "a.reads", "'x' is named twice (an input it reads, or a param)",
          file="descriptions/params.yaml"),
+    Case("op-group-checks-in-a-variant", """\
+        bad:
+          arch: none
+          tensors_in:
+            src: {}
+            weight: {}
+        bad_cpu:
+          inherits: bad
+          arch: cpu
+          param_groups: [conv_window2d]   # <-
+        """, "bad_cpu.param_groups", "group 'conv_window2d' checks the op: a variant takes it "
+                                     "from its parent, never itself"),
     Case("op-group-reads-missing-input", """\
         bad:
           arch: none
