@@ -14,6 +14,7 @@ import pytest
 import lightnet
 from lightnet import LightNetError, Session, accuracy, quantization
 from lightnet.cli import main
+from tests.frontends import qdqmodels
 from tests.helpers import assert_one_error_line
 from tests.helpers import lightnet as lightnet_command
 
@@ -27,27 +28,11 @@ SAMPLES, CLASSES = 12, 10
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory):
     """(model path, calibration .npz): x[1, 3, 8, 8] -> Conv - Relu - Conv - Add (the
-    residual) - Relu - GlobalAveragePool - Flatten - Gemm -> y[1, 10], and 12 samples."""
+    residual) - Relu - GlobalAveragePool - Flatten - Gemm -> y[1, 10] (qdqmodels.classifier),
+    and 12 samples."""
     tmp = tmp_path_factory.mktemp("cnn")
     rng = np.random.default_rng(0)
-    arrays = {"w1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b1": rng.standard_normal(8) * 0.1,
-              "w2": rng.standard_normal((8, 8, 3, 3)) * 0.2, "b2": rng.standard_normal(8) * 0.1,
-              "wf": rng.standard_normal((CLASSES, 8)) * 0.5,
-              "bf": rng.standard_normal(CLASSES) * 0.1}
-    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in arrays.items()]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c2", "r1"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r2"]),
-             helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]),
-             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
-    graph = helper.make_graph(
-        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, CLASSES])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
+    model, _ = qdqmodels.classifier(rng)
     path = tmp / "cnn.onnx"
     onnx.save(model, str(path))
     calibration = tmp / "samples.npz"

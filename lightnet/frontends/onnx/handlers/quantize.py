@@ -134,25 +134,15 @@ def _one(c: Converter, name: str) -> Val | None:
     return c.reshape(v, (1,))
 
 
+@handler("lightnet.QAdd", 1)  # made of a QDQ model's Add (qdq.py)
 @handler("com.microsoft.QLinearAdd", 0)
 def qlinear_add(c: Converter, n: Node):
     qelew(c, n, "TL_SUM")
 
 
+@handler("lightnet.QMul", 1)  # made of a QDQ model's Mul (qdq.py)
 @handler("com.microsoft.QLinearMul", 0)
 def qlinear_mul(c: Converter, n: Node):
-    qelew(c, n, "TL_MUL")
-
-
-@handler("lightnet.QAdd", 1)
-def qdq_add(c: Converter, n: Node):
-    """QLinearAdd made of a QDQ model's Add (qdq.py)."""
-    qelew(c, n, "TL_SUM")
-
-
-@handler("lightnet.QMul", 1)
-def qdq_mul(c: Converter, n: Node):
-    """QLinearMul made of a QDQ model's Mul (qdq.py)."""
     qelew(c, n, "TL_MUL")
 
 
