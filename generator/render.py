@@ -335,16 +335,21 @@ def _names_read(code: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
-def _run_expression(code: str | None) -> str | None:
-    """Run code that is one expression (without comments, which a lambda
-    would drop): the run function is a lambda of it."""
+def _run_function(code: str | None) -> str | None:
+    """The run function of run code that is one expression (without comments, which a
+    lambda would drop): a lambda of it, or the function it calls without arguments (a
+    call less per run); None for other code."""
     body = ast.parse(code).body if code else []
     if len(body) != 1 or not isinstance(body[0], ast.Expr):
         return None
     tokens = tokenize.generate_tokens(io.StringIO(code).readline)
     if any(t.type == tokenize.COMMENT for t in tokens):
         return None
-    return ast.get_source_segment(code, body[0])
+    expr = body[0].value
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not (
+            expr.args or expr.keywords):
+        return expr.func.id  # `execute()`: the run function is `execute` itself
+    return f"lambda: {ast.get_source_segment(code, body[0])}"
 
 
 def _bind_lines(op: OpDesc, code: str) -> list[str]:
@@ -635,7 +640,7 @@ def environment(templates: Path) -> jinja2.Environment:
         has_views=lambda op: any(t.view for t in op.tensors_out),
         views_text=lambda op: "\n".join(t.view for t in op.tensors_out if t.view),
         bind_lines=_bind_lines,
-        run_expression=_run_expression,
+        run_function=_run_function,
         indent_code=lambda code, n: textwrap.indent(code.rstrip("\n"), " " * n),
         tensor_rules=_tensor_rules,
         param_rules=_param_rules,

@@ -11,7 +11,6 @@ make the replacement ops (and the weights a rule folds) with a Builder.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from types import SimpleNamespace
 from typing import Callable
 
@@ -35,6 +34,20 @@ class Combiner:
     func: Callable
 
 
+class _read_once:
+    """functools.cached_property without the lock Python 3.11's takes on each first read
+    (an OpView is made for every op an expander looks at)."""
+
+    def __init__(self, make):
+        self.make, self.name = make, make.__name__
+
+    def __get__(self, view, owner=None):
+        if view is None:
+            return self
+        value = view.__dict__[self.name] = self.make(view)
+        return value
+
+
 class OpView:
     """What a rule's condition sees of op `op`: `params`, `ins` and `outs` are made
     when first read (most windows fail on an optype)."""
@@ -45,16 +58,16 @@ class OpView:
         self._ctx = ctx
         self._op = op
 
-    @cached_property
+    @_read_once
     def params(self) -> SimpleNamespace:
         return SimpleNamespace(**self._op.values)
 
-    @cached_property
+    @_read_once
     def ins(self) -> SimpleNamespace:
         tensors = self._ctx.tensors
         return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_in.items()})
 
-    @cached_property
+    @_read_once
     def outs(self) -> SimpleNamespace:
         tensors = self._ctx.tensors
         return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_out.items()})

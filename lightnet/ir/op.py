@@ -335,20 +335,24 @@ class CheckMemo:
         return True
 
 
+# What a check reads of an entry but its layout (Context._content's fields).
+_keyed_fields = operator.attrgetter("dtype", "shape", "mtype", "static", "owner",
+                                    "owner_offset", "from_file", "input", "offset")
+
+
 def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
     """What `op`'s check depends on (see CheckMemo), as a hashable key: None when an
     entry it reads has a layout the memo cannot key by content."""
     entries = []
     for e in ins:
         layout = e.layout
-        if layout is not None:
+        if layout is None:
+            entries.append(_keyed_fields(e))
+        else:
             layout = getattr(layout, "key", None)
             if layout is None:
                 return None
-        # Enum members by identity (they live as long as the process): hashing one, or
-        # reading its value, runs Python code.
-        entries.append((id(e.dtype), e.shape, id(e.mtype), e.static, e.owner,
-                        e.owner_offset, e.from_file, e.input, e.offset, layout))
+            entries.append((*_keyed_fields(e), layout))
     names = [*op.tensors_in.values(), *op.tensors_out.values()]
     # Which args name the same tensor (an op reading one tensor twice).
     pattern = None if len(set(names)) == len(names) else tuple(map(names.index, names))

@@ -35,9 +35,13 @@ class DType(enum.Enum):
     TL_UINT8 = "uint8"
     TL_BOOL = "bool"
 
+    # By identity (members are singletons): Enum's own hash runs Python code, and the
+    # compiler keys dicts by dtype for every tensor of a model.
+    __hash__ = object.__hash__
+
     @property
     def np(self) -> np.dtype:
-        return np.dtype(self.value)
+        return _NUMPY_DTYPES[self]
 
     @property
     def size(self) -> int:
@@ -64,11 +68,16 @@ class DType(enum.Enum):
         return self.name
 
 
+_NUMPY_DTYPES = {d: np.dtype(d.value) for d in DType}
+
+
 class MemType(enum.Enum):
     """Where a tensor's data lives. `none` belongs to abstract ops, which never run."""
 
     NONE = "none"
     CPU = "cpu"
+
+    __hash__ = object.__hash__  # as DType's
 
     @property
     def align(self) -> int:

@@ -618,8 +618,8 @@ class Context:
                 arrays[name] = self.arenas[entry.mtype][entry.offset : entry.offset
                                                         + entry.stored_nbytes]
             elif entry.owner is None or entry.owner_offset is not None:
-                raw = self.arenas[entry.mtype][entry.offset : entry.offset + entry.nbytes]
-                arrays[name] = raw.view(entry.dtype.np).reshape(entry.shape)
+                arrays[name] = np.ndarray(entry.shape, entry.dtype.np, self.arenas[entry.mtype],
+                                          entry.offset)
         for op in self.ops:
             views = op.proto.views(op, arrays) if op.proto.views is not None else {}
             for arg, name in op.tensors_out.items():

@@ -341,9 +341,11 @@ def test_an_op_put_back_unchanged_is_not_checked_again(monkeypatch):
 def memories(ctx):
     """The distinct oneDNN memory objects the loaded ops of `ctx` run over."""
     found = {}
-    for _, run in ctx._run_ops:  # each a lambda calling its capi.Execute
-        for cell in (run.__closure__ or ()):
-            keep = getattr(cell.cell_contents, "_keep", None)
+    for _, run in ctx._run_ops:  # each a capi.Execute, or a function calling some
+        calls = [run] if isinstance(run, capi.Execute) else [
+            cell.cell_contents for cell in getattr(run, "__closure__", None) or ()]
+        for call in calls:
+            keep = getattr(call, "_keep", None)
             if keep is not None:
                 found.update((id(m), m) for m in keep[1].values())
     return found

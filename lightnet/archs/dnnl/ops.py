@@ -179,7 +179,8 @@ class Call:
             raise ValueError(f"oneDNN {self.kernel.what} reads {self.misread} in a layout "
                              "of its own, but they are plain: compile the model for dnnl "
                              "(its layout pass reorders them)")
-        buffers = {name: _bytes(arrays[arg]) for name, arg in self.args.items()
+        # Arena arrays as they are: a memory takes a buffer's address, whatever its dtype.
+        buffers = {name: arrays[arg] for name, arg in self.args.items()
                    if arrays.get(arg) is not None}
         pad = self.kernel.scratchpad
         if not self.before and not self.after:

@@ -101,7 +101,7 @@ def batchnorm_dnnl_load(op, arrays):
     execute = dnnl.bind(
         op, scratch, src=src, scale=scale, offset=offset, mean=mean, var=var, dst=dst
     )
-    return lambda: execute()
+    return execute
 
 
 BATCHNORM_DNNL = replace(

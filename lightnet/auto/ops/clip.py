@@ -75,7 +75,7 @@ def clip_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 CLIP_DNNL = replace(

@@ -116,7 +116,7 @@ def concat_int8_dnnl_load(op, arrays):
     execute = dnnl.bind(
         op, scratch, dst=dst, **{f"src{i + 1}": a for i, a in enumerate(src)}
     )
-    return lambda: execute()
+    return execute
 
 
 CONCAT_INT8_DNNL = replace(
@@ -149,7 +149,7 @@ def concat_dnnl_load(op, arrays):
     execute = dnnl.bind(
         op, scratch, dst=dst, **{f"src{i + 1}": a for i, a in enumerate(src)}
     )
-    return lambda: execute()
+    return execute
 
 
 CONCAT_DNNL = replace(

@@ -348,7 +348,7 @@ def conv2d_dnnl_load(op, arrays):
     bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, weight=weight, bias=bias, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 CONV2D_DNNL = replace(

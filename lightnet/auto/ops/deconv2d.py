@@ -302,7 +302,7 @@ def deconv2d_dnnl_load(op, arrays):
     bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, weight=weight, bias=bias, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 DECONV2D_DNNL = replace(

@@ -118,7 +118,7 @@ def elew_dnnl_load(op, arrays):
     dst = op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src1=src1, src2=src2, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 ELEW_DNNL = replace(

@@ -107,7 +107,7 @@ def global_avgpool2d_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 GLOBAL_AVGPOOL2D_DNNL = replace(

@@ -126,7 +126,7 @@ def layernorm_dnnl_load(op, arrays):
     bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, scale=scale, bias=bias, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 LAYERNORM_DNNL = replace(

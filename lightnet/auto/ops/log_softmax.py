@@ -81,7 +81,7 @@ def log_softmax_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 LOG_SOFTMAX_DNNL = replace(

@@ -279,7 +279,7 @@ def matmul_dnnl_load(op, arrays):
     execute = dnnl.bind(
         op, scratch, src1=src1, src2=src2, bias=bias, addend=addend, dst=dst
     )
-    return lambda: execute()
+    return execute
 
 
 MATMUL_DNNL = replace(

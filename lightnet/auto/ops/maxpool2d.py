@@ -134,7 +134,7 @@ def maxpool2d_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 MAXPOOL2D_DNNL = replace(
@@ -185,7 +185,7 @@ def maxpool2d_int8_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 MAXPOOL2D_INT8_DNNL = replace(

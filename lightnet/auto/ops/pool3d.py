@@ -132,7 +132,7 @@ def maxpool3d_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 MAXPOOL3D_DNNL = replace(
@@ -277,7 +277,7 @@ def avgpool3d_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 AVGPOOL3D_DNNL = replace(

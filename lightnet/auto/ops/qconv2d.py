@@ -244,7 +244,7 @@ def qconv2d_dnnl_load(op, arrays):
         src_zero=kernels.zero_point_int32(src_zero),
         dst_zero=kernels.zero_point_int32(dst_zero),
     )
-    return lambda: execute()
+    return execute
 
 
 QCONV2D_DNNL = replace(

@@ -143,7 +143,7 @@ def qelew_dnnl_load(op, arrays):
             src1_scale, src1_zero, src2_scale, src2_zero, dst_scale, dst_zero, elew_op
         ),
     )
-    return lambda: execute()
+    return execute
 
 
 QELEW_DNNL = replace(

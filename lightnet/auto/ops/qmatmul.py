@@ -218,7 +218,7 @@ def qmatmul_dnnl_load(op, arrays):
         src_zero=kernels.zero_point_int32(src1_zero),
         dst_zero=kernels.zero_point_int32(dst_zero),
     )
-    return lambda: execute()
+    return execute
 
 
 QMATMUL_DNNL = replace(

@@ -138,7 +138,7 @@ def quantize_dnnl_load(op, arrays):
     execute = dnnl.bind(
         op, scratch, src=src, dst=dst, scale=scale, zero=kernels.zero_point_int32(zero)
     )
-    return lambda: execute()
+    return execute
 
 
 QUANTIZE_DNNL = replace(
@@ -264,7 +264,7 @@ def dequantize_dnnl_load(op, arrays):
     execute = dnnl.bind(
         op, scratch, src=src, dst=dst, scale=scale, zero=kernels.zero_point_int32(zero)
     )
-    return lambda: execute()
+    return execute
 
 
 DEQUANTIZE_DNNL = replace(

@@ -27,7 +27,7 @@ def reorder_dnnl_load(op, arrays):
     src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return lambda: execute()
+    return execute
 
 
 REORDER_DNNL = OpProto(

@@ -66,6 +66,7 @@ class Converter:
         self.poisoned: set[str] = set()
         self.graph_output_names = {o.name for o in model.graph.output}
         self.schemas: dict[str, Schema | None] = {}  # op type -> its schema at the opset
+        self.protos: dict[str, object] = {}  # LightNet optype -> its prototype (require)
         # Indices of nodes mapped to ops even when their inputs are constants: those whose
         # values change size with a symbolic dim (a Range to the sequence length), which
         # a weight could not hold for every value of the dim (api.dim_dependent).
@@ -123,7 +124,9 @@ class Converter:
         for t in getattr(g, "sparse_initializer", []):
             raise LightNetError(f"sparse initializer '{t.values.name}' is not supported")
         self.used_tensor_names.update(self.consts)
-        self.nodes = [self._node(i, n) for i, n in enumerate(g.node)]
+        # The NodeProtos in a list: indexing the protobuf field makes a new object.
+        self.node_protos = list(g.node)
+        self.nodes = [self._node(i, n) for i, n in enumerate(self.node_protos)]
         # (The nodes' names read from the Node lists: each access to a protobuf field
         # makes a new Python object.)
         self.used_tensor_names.update(x for n in self.nodes for x in (*n.outputs, *n.inputs)
@@ -223,7 +226,7 @@ class Converter:
                 name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
         outputs = [helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
                    for o in self.graph.output]
-        protos = [self.graph.node[n.index] for n in nodes]
+        protos = [self.node_protos[n.index] for n in nodes]
         graph = helper.make_graph(protos, "g", inputs, outputs, inits)
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         model.ir_version = max(self.model.ir_version, 4)
@@ -514,11 +517,14 @@ class Converter:
     # Emitting ----------------------------------------------------------------------
 
     def require(self, optype: str):
-        from lightnet.archs.registry import get_proto
-
-        proto = get_proto(optype)
+        proto = self.protos.get(optype)
         if proto is None:
-            raise Unsupported(f"needs LightNet op '{optype}', which this build lacks")
+            from lightnet.archs.registry import get_proto
+
+            proto = get_proto(optype)
+            if proto is None:
+                raise Unsupported(f"needs LightNet op '{optype}', which this build lacks")
+            self.protos[optype] = proto
         return proto
 
     def has_param(self, optype: str, param: str) -> bool:
