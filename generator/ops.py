@@ -365,9 +365,14 @@ def _tensor_out(value, file, path, line, known, ins) -> TensorOut:
     view = expression(f, "view", known, None)
     if view is not None and owner is None:
         raise f.error("view", "a view needs an 'owner' input whose memory it shares")
+    is_input = f.get("input", bool, False)
+    if is_input and ins:
+        # The runtime finds a model's inputs among the ops that read nothing.
+        raise f.error("input", f"a model input is made by an op that reads nothing; "
+                               f"this op reads {', '.join(ins)}")
     t = TensorOut(arg, f.get("doc", str, ""), dtype, expression(f, "shape", known),
                   f.get("static", bool, False), owner, view,
-                  expression(f, "from_file", known, None), f.get("input", bool, False),
+                  expression(f, "from_file", known, None), is_input,
                   read_checks(f, [*known, arg]))
     f.done()
     return t

@@ -404,7 +404,10 @@ class Context:
             self._stale.update(self.dfg.consumers.get(name, ()))
 
     def check(self) -> None:
-        """Every op reads only tensors created by an earlier op, and the graph is sound."""
+        """Every op reads only tensors created by an earlier op. Then every edge of the
+        data-flow graph goes from an op to a later one, so it has no cycle, and nothing
+        it reads lacks a producer (DataFlowGraph.check would find nothing: each tensor
+        has one producer, as pre_run refuses to define one twice)."""
         defined = set()
         for op in self.ops:
             for arg, name in op.tensors_in.items():
@@ -412,10 +415,6 @@ class Context:
                     raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): "
                                         f"input '{arg}' reads tensor '{name}' before any op creates it")
             defined.update(op.tensors_out.values())
-        try:
-            self.dfg.check()
-        except LightNetError as e:
-            raise LightNetError(f"{self.label}: {e}") from None
 
     @property
     def outputs(self) -> list[str]:
@@ -425,7 +424,9 @@ class Context:
     @property
     def inputs(self) -> list[str]:
         """The model's inputs: tensors the user feeds (`input` ops), in order."""
-        return [n for op in self.ops for n in op.tensors_out.values() if self.tensors[n].input]
+        tensors = self.tensors  # an input op reads nothing (the generator sees to it)
+        return [n for op in self.ops if not op.tensors_in for n in op.tensors_out.values()
+                if tensors[n].input]
 
     # Compiling --------------------------------------------------------------------
 

@@ -473,6 +473,17 @@ CASES = [
               shape: src.shape
               view: "src[1:]"   # <-
         """, "bad.tensors_out[0].view", "a view needs an 'owner' input"),
+    Case("input-made-by-a-reader", """\
+        bad:
+          arch: none
+          tensors_in: [{arg_name: src}]
+          tensors_out:
+            - arg_name: dst
+              dtype: src.dtype
+              shape: src.shape
+              input: true   # <-
+        """, "bad.tensors_out[0].input",
+         "a model input is made by an op that reads nothing; this op reads src"),
     # Python expressions and code ------------------------------------------------------
     Case("invalid-expression", """\
         bad:
