@@ -301,9 +301,9 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
                     f"op '{op.name}' ({op.optype}) is abstract and cannot run: "
                     "compile the model for a target first"
                 )
-            roots[name] = tensors.root(name).name
-            first.setdefault(roots[name], i)
-            last.setdefault(roots[name], i)
+            root = roots[name] = name if entry.owner is None else tensors.root(name).name
+            first.setdefault(root, i)
+            last.setdefault(root, i)
         for name in op.tensors_in.values():
             last[roots[name]] = i
     for name in keep:

@@ -186,6 +186,10 @@ class Builder:
            rename=None) -> Op:
         base = like._op if isinstance(like, OpView) else like
         proto = base.proto if optype is None else OP_PROTOS[optype]
+        if (base is not None and name is None and not (ins or outs or params or rename)
+                and base.name not in self.op_names):  # `like` as another optype (expanders)
+            self.op_names.add(base.name)
+            return base.copy_as(proto)
         optype = proto.optype
         tensors_in = dict(base.tensors_in) if base else {}
         tensors_out = dict(base.tensors_out) if base else {}

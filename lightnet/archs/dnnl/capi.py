@@ -562,7 +562,7 @@ class MemoryDesc(_Owner):
         code = self._query_int(dnnl_query_data_type)
         return next((k for k, v in DATA_TYPES.items() if v == code), f"dnnl type {code}")
 
-    @property
+    @functools.cached_property  # a descriptor never changes
     def nbytes(self) -> int:
         """Bytes the memory takes in this layout, blocked padding included (0 for `any`)."""
         return self._lib.dnnl_memory_desc_get_size(self.handle)
@@ -784,8 +784,8 @@ class Execute:
 
     def __init__(self, primitive: Primitive, memories: dict[int, Memory], name: str = ""):
         lib = primitive._lib
-        args = (dnnl_exec_arg_t * len(memories))(
-            *(dnnl_exec_arg_t(arg, m.handle) for arg, m in memories.items()))
+        args = (dnnl_exec_arg_t * len(memories))(  # each struct from an (arg, handle) pair
+            *((arg, m.handle) for arg, m in memories.items()))
         self._call = functools.partial(lib.execute_raw, primitive.handle, lib.stream,
                                        c_int(len(memories)), args)
         self._keep = (primitive, memories, args)
