@@ -450,3 +450,63 @@ def test_qdq_add_and_mul_become_qelew(op_type, b_dtype, fused, tmp_path):
         np.testing.assert_array_equal(got["y"], want)
         got, _ = run_lightnet(m, feeds, tmp_path)
         assert np.abs(got["y"].astype(int) - want.astype(int)).max() <= 1
+
+
+# A transformer block: attention's products of two activations quantized too ------------------
+
+def _graph_output_step(m) -> float:
+    """The scale of the DequantizeLinear making the model's (first) output."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in m.graph.initializer}
+    last = next(n for n in m.graph.node if m.graph.output[0].name in n.output)
+    assert last.op_type == "DequantizeLinear"
+    return float(numpy_helper.to_array(inits[last.input[1]]))
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("activation,reduce_range", [("uint8", False), ("uint8", True),
+                                                     ("int8", False)])
+def test_a_transformer_block_as_onnx_runtime_runs_it_as_written(activation, reduce_range,
+                                                                target, tmp_path):
+    """Every MatMul of a quantized attention + FFN block is a qmatmul (Q @ K^T and
+    probabilities @ V too, on the 8-bit integers of both), every quantized Add / Mul a
+    qelew, its Reshapes and Transposes move the integers; Softmax, LayerNormalization and
+    the Gelu's Erf run in float between DequantizeLinear and QuantizeLinear, as written.
+    The output is within a step of ONNX Runtime's running the QDQ file as written."""
+    m, inputs = qdqmodels.quantized(qdqmodels.transformer_block, tmp_path,
+                                    activation=activation, reduce_range=reduce_range)
+    session, ir = _session(m, tmp_path, target)
+    optypes = [op["optype"] for op in ir["ops"]]
+    assert optypes.count("qmatmul") == 8 and "matmul" not in optypes, optypes
+    assert optypes.count("qelew") == 12 and optypes.count("elew") == 1, optypes  # Div by sqrt 2
+    ctx = session.ctx
+    moved = [o for o in ctx.ops if o.optype.startswith(("transpose", "reshape"))]
+    assert sum(ctx.tensors[o.tensors_in["src"]].dtype.name in ("TL_UINT8", "TL_INT8")
+               for o in moved) >= 8
+    step = _graph_output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=False)).max() <= step * 1.001
+
+
+def test_a_transformer_block_on_onednn_int8_kernels(tmp_path, monkeypatch):
+    """On reduce_range weights oneDNN runs the weight products (the two products of
+    activations, uint8 with zero points, stay on the cpu: oneDNN's weights are int8 and
+    symmetric), still within a step of ONNX Runtime as written."""
+    capi = pytest.importorskip("lightnet.archs.dnnl.capi")
+    if capi.unavailable_reason() is not None:
+        pytest.skip(capi.unavailable_reason())
+    from lightnet.archs.dnnl import ops as dnnl_ops
+
+    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
+    m, inputs = qdqmodels.quantized(qdqmodels.transformer_block, tmp_path, activation="uint8",
+                                    reduce_range=True)
+    session, _ = _session(m, tmp_path, "dnnl")
+    optypes = [op.optype for op in session.ctx.ops]
+    assert optypes.count("qmatmul_dnnl") == 6 and optypes.count("qmatmul_cpu") == 2, optypes
+    step = _graph_output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=False)).max() <= step * 1.001
+

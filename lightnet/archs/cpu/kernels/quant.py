@@ -159,25 +159,34 @@ def qconv2d(src, src_zero, weight, bias, dst, *, multiplier, dst_zero, group, st
     requantize(acc, dst, multiplier, dst_zero, axis=1, activation=activation)
 
 
-def qmatmul_scratch(a_shape, dst_shape) -> tuple:
+def qmatmul_scratch(a_shape, dst_shape, computed_b=None) -> tuple:
     """Scratch layout of `qmatmul`: A minus its zero point and the accumulator
-    (float64)."""
-    return (("a", tuple(a_shape), np.float64), ("acc", tuple(dst_shape), np.float64))
+    (float64), and B minus its zero point when B is computed (`computed_b` its shape)."""
+    layout = (("a", tuple(a_shape), np.float64), ("acc", tuple(dst_shape), np.float64))
+    return layout + ((("b", tuple(computed_b), np.float64),) if computed_b else ())
 
 
 def qmatmul(src1, src1_zero, src2, bias, dst, *, multiplier, dst_zero, activation="none",
-            ws=None) -> None:
+            ws=None, src2_zero=None) -> None:
     """Quantized matrix product (ONNX QLinearMatMul / MatMulInteger, and a quantized
-    Gemm): acc = (A - src1_zero) @ B + bias, B being qweight's (its zero point, per
-    column or one, taken off; float64), stacks of matrices broadcasting as numpy's
-    matmul; then requantize, per column."""
+    Gemm): acc = (A - src1_zero) @ (B - src2_zero) + bias, stacks of matrices
+    broadcasting as numpy's matmul; then requantize, per column. `src2` is qweight's
+    (a weight, its zero point taken off at load; float64), or the 8-bit integers of a
+    computed B, whose zero point (per column or one) is taken off here."""
     if ws is None:
-        ws = carve(None, qmatmul_scratch(src1.shape, dst.shape))
+        computed = None if src2.dtype == np.float64 else src2.shape
+        ws = carve(None, qmatmul_scratch(src1.shape, dst.shape, computed))
     a, acc = ws["a"], ws["acc"]
     if src1_zero is None:
         np.copyto(a, src1)
     else:
         np.subtract(src1, np.reshape(src1_zero, ()), out=a, dtype=np.float64)
+    if src2.dtype != np.float64:
+        b = ws["b"]
+        np.subtract(src2, 0 if src2_zero is None else per_axis(src2_zero, src2.shape,
+                                                               src2.ndim - 1),
+                    out=b, dtype=np.float64)
+        src2 = b
     np.matmul(a, src2, out=acc)
     if bias is not None:
         np.add(acc, bias, out=acc)

@@ -247,24 +247,34 @@ def qconv(c: Converter, n: Node, inputs: list[str], *, dtype: str, activation: s
         c.emit("qconv2d", ins, params, dtype, shape, **n.as_output)
 
 
+def _static_b(c: Converter, name: str, trans_b: bool) -> Val:
+    """Constant B as a matrix or a stack of them, transposed when `trans_b`."""
+    value = c.const(name, "B")
+    if trans_b:
+        value = np.swapaxes(value, -1, -2)
+    if value.ndim == 1:
+        value = value.reshape(-1, 1)
+    if trans_b or value.shape != c.const(name).shape:
+        array = to_tl_array(np.ascontiguousarray(value), f"constant '{name}'")
+        return c.tensor_const(array, DType.from_numpy(array.dtype).name, name)
+    return c.val(name)
+
+
 def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=False,
-            activation: str = "none"):
+            activation: str = "none", computed_b=False):
     """A qmatmul from the ONNX tensors `inputs`: a, a_scale, a_zero_point, b, b_scale,
     b_zero_point, y_scale, y_zero_point, bias ("" where absent); numpy matmul's
-    shapes, B transposed first when `trans_b` (a Gemm's)."""
+    shapes, B transposed first when `trans_b` (a Gemm's). B is a constant unless
+    `computed_b` (a QDQ product of two activations, never transposed)."""
     a_name, as_, az, b_name, bs, bz, ys, yz, bias = (inputs + [""] * 9)[:9]
     a = c.val(a_name)
     _eight_bit(a, "the quantized product's A")
-    b_value = c.const(b_name, "B")
-    if trans_b:
-        b_value = np.swapaxes(b_value, -1, -2)
-    if b_value.ndim == 1:
-        b_value = b_value.reshape(-1, 1)
-    if trans_b or b_value.shape != c.const(b_name).shape:
-        array = to_tl_array(np.ascontiguousarray(b_value), f"constant '{b_name}'")
-        b = c.tensor_const(array, DType.from_numpy(array.dtype).name, b_name)
-    else:
+    if computed_b and not c.is_const(b_name):
         b = c.val(b_name)
+        if b.rank == 1:
+            b = c.reshape(b, b.shape + (1,))
+    else:
+        b = _static_b(c, b_name, trans_b)
     _eight_bit(b, "the quantized product's B")
     if n.op_type.startswith("com.microsoft."):  # ONNX's shape inference does not know it
         shape = matmul_shape(a.shape, b.shape)
@@ -342,7 +352,8 @@ def qgemm(c: Converter, n: Node, *, alpha=1.0, transA=0, transB=0):  # noqa: N80
 @handler("lightnet.QGemm", 1)
 def qdq_gemm(c: Converter, n: Node, *, activation="none", transB=0):  # noqa: N803
     """QLinearMatMul with a bias (input 8), B transposed when transB, a float output
-    when it has no y_scale, and a fused relu (qdq.py)."""
+    when it has no y_scale, and a fused relu (qdq.py); B a constant or (a MatMul's) an
+    activation."""
     a = c.val(n.input(0))
     qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a),
-            trans_b=bool(transB), activation=activation)
+            trans_b=bool(transB), activation=activation, computed_b=True)
