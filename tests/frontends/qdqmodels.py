@@ -167,3 +167,21 @@ def transformer_block(rng, hidden=40, heads=2, seq=7, ffn=56):
     layer_norm("res2", "y")
     shape = (1, seq, hidden)
     return model(nodes, [("x", list(shape))], [("y", list(shape))], inits, opset=17), shape
+
+
+def concat_pool(rng):
+    """x [1, 3, 11, 11] -> two Convs 3x3 (6 and 4 channels, each its own output scale) -
+    Concat - AveragePool 3x3 stride 2 pads 1 (count_include_pad 0) - Conv 1x1 -> y: in
+    QOperator form QLinearConcat (requantizing its inputs) and QLinearAveragePool."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["c1", "c2"], ["cat"], axis=1),
+             helper.make_node("AveragePool", ["cat"], ["p"], kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w3", "b3"], ["y"])]
+    inits = [init("w1", _weights(rng, (6, 3, 3, 3))), init("b1", _weights(rng, (6,))),
+             init("w2", _weights(rng, (4, 3, 3, 3), 1.0)), init("b2", _weights(rng, (4,))),
+             init("w3", _weights(rng, (5, 10, 1, 1))), init("b3", _weights(rng, (5,)))]
+    return model(nodes, [("x", [1, 3, 11, 11])], [("y", [1, 5, 6, 6])], inits), (1, 3, 11, 11)

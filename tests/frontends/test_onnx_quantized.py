@@ -510,3 +510,87 @@ def test_a_transformer_block_on_onednn_int8_kernels(tmp_path, monkeypatch):
         got = session.run({"x": x})["y"]
         assert np.abs(got - _ort(m, {"x": x}, optimized=False)).max() <= step * 1.001
 
+
+
+# ONNX Runtime's QLinearConcat and QLinearAveragePool ------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_concat_is_onnx_runtimes_exactly(dtype, tmp_path):
+    """Inputs of other scales and zero points than the output's are requantized (as
+    ONNX Runtime's lookup table does), one of the output's own is copied."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet, run_ort
+
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    inits = [init("ys", np.float32(0.05)), init("yz", np.array(info.min + 128, dtype)),
+             init("s1", np.float32(0.05)), init("z1", np.array(info.min + 128, dtype)),
+             init("s2", np.float32(0.0371)), init("z2", np.array(info.min + 90, dtype)),
+             init("s3", np.float32(0.13)), init("z3", np.array(info.min + 200, dtype))]
+    node = helper.make_node("QLinearConcat", ["ys", "yz", "a", "s1", "z1", "b", "s2", "z2",
+                                              "c", "s3", "z3"], ["y"], axis=-2,
+                            domain="com.microsoft")
+    shapes = {"a": [2, 3, 4], "b": [2, 5, 4], "c": [2, 1, 4]}
+    m = _microsoft(model([node], [(k, v, elem) for k, v in shapes.items()],
+                         [("y", None, elem)], inits))
+    feeds = {k: rng.integers(info.min, info.max + 1, v).astype(dtype)
+             for k, v in shapes.items()}
+    for target in ("cpu", "dnnl"):
+        got, ir = run_lightnet(m, feeds, tmp_path, target=target)
+        assert [op["optype"] for op in ir["ops"]].count("quantize") == 2  # not the first
+        want = run_ort(m, feeds)["y"]
+        assert got["y"].shape == want.shape == (2, 9, 4)
+        np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("geometry", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0], "count_include_pad": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}], ids=str)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_average_pool_as_onnx_runtime(dtype, geometry, channels_last, tmp_path):
+    """QLinearAveragePool is dequantize - avgpool2d - quantize: ONNX Runtime sums each
+    window in float32 in its own order and adds the zero point before rounding, so a
+    value at a rounding tie may round the other way: a step apart at most, and rarely."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet, run_ort
+
+    rng = np.random.default_rng(8)
+    info = np.iinfo(dtype)
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    spatial = [9, 10][:len(geometry["kernel_shape"])]
+    shape = [2] + spatial + [6] if channels_last else [2, 6] + spatial
+    inits = [init("xs", np.float32(0.07)), init("xz", np.array(info.min + 90, dtype)),
+             init("ys", np.float32(0.03)), init("yz", np.array(info.min + 20, dtype))]
+    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                            domain="com.microsoft", channels_last=channels_last, **geometry)
+    m = _microsoft(model([node], [("x", shape, elem)], [("y", None, elem)], inits))
+    for _ in range(3):
+        x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        for target in ("cpu", "dnnl"):
+            got, _ = run_lightnet(m, {"x": x}, tmp_path, target=target)
+            want = run_ort(m, {"x": x})["y"]
+            assert got["y"].shape == want.shape
+            diff = np.abs(got["y"].astype(np.int32) - want)
+            assert diff.max() <= 1 and np.mean(diff == 0) >= 0.98, (diff.max(), diff.mean())
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("activation", ["int8", "uint8"])
+def test_a_qoperator_model_of_concat_and_average_pool_is_onnx_runtimes(activation, target,
+                                                                       tmp_path):
+    m, inputs = qdqmodels.quantized(qdqmodels.concat_pool, tmp_path, activation=activation,
+                                    reduce_range=True, quant_format="QOperator")
+    made = {(n.domain, n.op_type) for n in m.graph.node}
+    assert {("com.microsoft", "QLinearConcat"), ("com.microsoft", "QLinearAveragePool")} <= made
+    session, ir = _session(m, tmp_path, target)
+    optypes = [op["optype"] for op in ir["ops"]]
+    assert {"concat", "avgpool2d", "qconv2d"} <= set(optypes)
+    for x in inputs:
+        np.testing.assert_array_equal(session.run({"x": x})["y"],
+                                      _ort(m, {"x": x}, optimized=True))

@@ -212,7 +212,11 @@ class Converter:
         needed = {x for n in nodes for x in n.inputs if x in self.consts}
         for name in sorted(needed):
             value = self.consts[name]
-            if ((value.size <= 4096 or value.dtype.kind in "iub")
+            # Integers may be shapes or indices; 8-bit ones are a quantized model's
+            # weights, which no shape reads: they would spend the fold limit.
+            shape_like = value.dtype.kind == "b" or (value.dtype.kind in "iu"
+                                                     and value.dtype.itemsize > 1)
+            if ((value.size <= 4096 or shape_like)
                     and self.fold_budget.take(value.size)):
                 try:
                     inits.append(onnx.numpy_helper.from_array(value, name))
