@@ -130,7 +130,16 @@ def qmatmul_cpu_load(op, arrays):
     ws = kernels.carve(
         scratch, kernels.qmatmul_scratch(src1.shape, dst.shape, computed_b)
     )
-    b = None if computed_b else kernels.qweight(src2, src2_zero, axis=src2.ndim - 1)
+    b = (
+        None
+        if computed_b
+        else kernels.qweight(
+            src2,
+            src2_zero,
+            axis=src2.ndim - 1,
+            dtype=kernels.qmatmul_dtype(src1.shape[-1]),
+        )
+    )
     m = kernels.qmultiplier(src1_scale, src2_scale, dst_scale)
     return lambda: kernels.qmatmul(
         src1,

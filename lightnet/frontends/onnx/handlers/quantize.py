@@ -119,11 +119,16 @@ def qelew(c: Converter, n: Node, elew_op: str):
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = (n.inputs + [""] * 8)[:8]
     x1, x2 = c.val(a), c.val(b)
     _eight_bit(x1, f"{n.op_type.split('.')[-1]}'s A")
+    shape = broadcast_shape(x1.shape, x2.shape)
+    if x1.shape != shape == x2.shape:
+        # A broadcast to B (a bias added to a product): B first, as qelew's variants
+        # broadcast their second input (the sum and product are the same either way).
+        (a, a_scale, a_zero), (b, b_scale, b_zero) = (b, b_scale, b_zero), (a, a_scale, a_zero)
+        x1, x2 = x2, x1
     ins = {"src1": x1, "src1_scale": _one(c, a_scale), "src1_zero": _one(c, a_zero),
            "src2": x2, "src2_scale": _one(c, b_scale), "src2_zero": _one(c, b_zero),
            "dst_scale": _one(c, y_scale), "dst_zero": _one(c, y_zero)}
-    c.emit("qelew", ins, {"elew_op": elew_op}, x1.dtype, broadcast_shape(x1.shape, x2.shape),
-           **n.as_output)
+    c.emit("qelew", ins, {"elew_op": elew_op}, x1.dtype, shape, **n.as_output)
 
 
 def _one(c: Converter, name: str) -> Val | None:
