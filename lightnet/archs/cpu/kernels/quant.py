@@ -243,10 +243,12 @@ def qelew_factors(scale1, zero1, scale2, zero2, dst_scale, dst_zero, elew_op) ->
             for name, f in zip(("scale1", "scale2", "shift"), factors)}
 
 
-def qelew_scratch(shape) -> tuple:
-    """Scratch layout of `qelew`: both inputs dequantized (float32), of the output's
-    shape."""
-    return (("a", tuple(shape), np.float32), ("b", tuple(shape), np.float32))
+def qelew_scratch(shape, src2_shape=None) -> tuple:
+    """Scratch layout of `qelew`: the first input dequantized (float32) in the output's
+    shape, the second in its own (`src2_shape`; the output's when None), broadcast as
+    the two combine."""
+    return (("a", tuple(shape), np.float32),
+            ("b", tuple(shape if src2_shape is None else src2_shape), np.float32))
 
 
 def qelew(src1, scale1, zero1, src2, scale2, zero2, dst_scale, dst_zero, dst, *, elew_op,
