@@ -484,10 +484,46 @@ def test_a_transformer_block_as_onnx_runtime_runs_it_as_written(activation, redu
     moved = [o for o in ctx.ops if o.optype.startswith(("transpose", "reshape"))]
     assert sum(ctx.tensors[o.tensors_in["src"]].dtype.name in ("TL_UINT8", "TL_INT8")
                for o in moved) >= 8
+    if target == "dnnl":  # its scale, DequantizeLinear of a constant, folded at import
+        assert [o.optype for o in ctx.ops].count("layernorm_dnnl") == 2
     step = _graph_output_step(m)
     for x in inputs:
         got = session.run({"x": x})["y"]
         assert np.abs(got - _ort(m, {"x": x}, optimized=False)).max() <= step * 1.001
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("a_shape,b_shape,b_dtype", [
+    ((2, 3, 7, 300), (2, 3, 300, 5), np.uint8),  # K 300: sums beyond 2^24, in float64
+    ((3, 7, 20), (3, 20, 9), np.int8),  # K 20: in float32, exactly
+    ((4, 258), (258, 6), np.uint8)])  # the largest K summed in float32
+def test_a_quantized_product_of_two_activations_is_onnx_runtimes(a_shape, b_shape, b_dtype,
+                                                                 target, tmp_path):
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    elem = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    info = np.iinfo(b_dtype)
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["da"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["db"]),
+             helper.make_node("MatMul", ["da", "db"], ["p"]),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["y"])]
+    inits = [init("as", np.float32(0.043)), init("az", np.uint8(255)),
+             init("bs", np.float32(0.061)), init("bz", np.array(info.min, b_dtype)),
+             init("ys", np.float32(40.0)), init("yz", np.uint8(131))]
+    m = model(nodes, [("a", list(a_shape), TensorProto.UINT8),
+                      ("b", list(b_shape), elem[b_dtype])], [("y", None, TensorProto.UINT8)],
+              inits)
+    rng = np.random.default_rng(9)
+    # A at 0 and B at its top: every product (0 - 255) * (max - min) = -65025, the
+    # extreme; then random values.
+    extreme = {"a": np.zeros(a_shape, np.uint8), "b": np.full(b_shape, info.max, b_dtype)}
+    for feeds in (extreme, {"a": rng.integers(0, 256, a_shape).astype(np.uint8),
+                            "b": rng.integers(info.min, info.max + 1, b_shape).astype(b_dtype)}):
+        got, ir = run_lightnet(m, feeds, tmp_path, target=target)
+        assert [op["optype"] for op in ir["ops"]].count("qmatmul") == 1
+        np.testing.assert_array_equal(got["y"], _ort(m, feeds, optimized=False))
 
 
 def test_a_transformer_block_on_onednn_int8_kernels(tmp_path, monkeypatch):
