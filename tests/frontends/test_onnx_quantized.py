@@ -632,3 +632,29 @@ def test_a_qoperator_model_of_concat_and_average_pool_is_onnx_runtimes(activatio
     for x in inputs:
         np.testing.assert_array_equal(session.run({"x": x})["y"],
                                       _ort(m, {"x": x}, optimized=True))
+
+
+@pytest.mark.parametrize("b_dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_matmul_of_a_computed_b_is_onnx_reference_exactly(b_dtype, tmp_path):
+    """QLinearMatMul's B an input (ONNX Runtime's QOperator attention: Q @ K^T): its
+    zero point taken off on every run."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    elem = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    info = np.iinfo(b_dtype)
+    inits = [init("as", np.float32(0.02)), init("az", np.uint8(120)),
+             init("bs", np.float32(0.03)), init("bz", np.array(info.min + 77, b_dtype)),
+             init("ys", np.float32(0.4)), init("yz", np.uint8(128))]
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                            ["y"])
+    m = model([node], [("a", [2, 5, 9], TensorProto.UINT8), ("b", [2, 9, 6], elem[b_dtype])],
+              [("y", None, TensorProto.UINT8)], inits)
+    rng = np.random.default_rng(10)
+    feeds = {"a": rng.integers(0, 256, (2, 5, 9)).astype(np.uint8),
+             "b": rng.integers(info.min, info.max + 1, (2, 9, 6)).astype(b_dtype)}
+    for target in ("cpu", "dnnl"):
+        got, _ = run_lightnet(m, feeds, tmp_path, target=target)
+        np.testing.assert_array_equal(got["y"], ReferenceEvaluator(m).run(None, feeds)[0])

@@ -363,7 +363,7 @@ def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=Fal
     """A qmatmul from the ONNX tensors `inputs`: a, a_scale, a_zero_point, b, b_scale,
     b_zero_point, y_scale, y_zero_point, bias ("" where absent); numpy matmul's
     shapes, B transposed first when `trans_b` (a Gemm's). B is a constant unless
-    `computed_b` (a QDQ product of two activations, never transposed)."""
+    `computed_b` (a product of two activations, never transposed)."""
     a_name, as_, az, b_name, bs, bz, ys, yz, bias = (inputs + [""] * 9)[:9]
     a = c.val(a_name)
     _eight_bit(a, "the quantized product's A")
@@ -374,8 +374,8 @@ def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=Fal
     else:
         b = _static_b(c, b_name, trans_b)
     _eight_bit(b, "the quantized product's B")
-    if n.op_type.startswith("com.microsoft."):  # ONNX's shape inference does not know it
-        shape = matmul_shape(a.shape, b.shape)
+    if n.op_type.startswith("com.microsoft.") or c.info.get(n.outputs[0], (0, None))[1] is None:
+        shape = matmul_shape(a.shape, b.shape)  # an operator ONNX's inference does not know
     else:
         shape = c.out_shape(n)
     if a.rank == 1:
@@ -416,8 +416,10 @@ def conv_integer(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, gr
 
 @handler("QLinearMatMul", 10, 21)
 def qlinear_matmul(c: Converter, n: Node):
+    """B a constant or computed (attention's products in ONNX Runtime's QOperator
+    models)."""
     a = c.val(n.input(0))
-    qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a))
+    qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a), computed_b=True)
 
 
 @handler("MatMulInteger", 10)
