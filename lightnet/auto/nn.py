@@ -1937,13 +1937,15 @@ def qmatmul(
     * src2_scale[n] / dst_scale)) + dst_zero) (TL_UINT8, TL_INT8), the factor computed
     in float32 and the product in float64, as ONNX's reference does. `activation` relu
     clamps the scaled value at 0 before the zero point is added. Accepts TL_UINT8 or
-    TL_INT8 `src1` and `src2`; `src2`, the scales and the zero points are static.
+    TL_INT8 `src1` and `src2`; the scales and the zero points are static; `src2` is a
+    weight (static) or an activation (a QDQ model's product of two quantized
+    activations: attention's scores and its product with V).
 
     Args:
         src1: A, [..., M, K]: a matrix or a stack of them. (dtype TL_UINT8, TL_INT8; at
             least 2 dims)
-        src2: B, [..., K, N]: a matrix or a stack of them. (dtype TL_INT8, TL_UINT8; at
-            least 2 dims; static; A and B share the inner dimension K)
+        src2: B, [..., K, N]: a matrix or a stack of them, static or computed. (dtype
+            TL_INT8, TL_UINT8; at least 2 dims; A and B share the inner dimension K)
         bias: The per-column bias [N], in the accumulator's scale. (dtype TL_INT32; ndim
             1; len src2.shape[-1])
         src1_scale: A's scale. (dtype TL_FLOAT; len 1; static)

@@ -450,3 +450,211 @@ def test_qdq_add_and_mul_become_qelew(op_type, b_dtype, fused, tmp_path):
         np.testing.assert_array_equal(got["y"], want)
         got, _ = run_lightnet(m, feeds, tmp_path)
         assert np.abs(got["y"].astype(int) - want.astype(int)).max() <= 1
+
+
+# A transformer block: attention's products of two activations quantized too ------------------
+
+def _graph_output_step(m) -> float:
+    """The scale of the DequantizeLinear making the model's (first) output."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in m.graph.initializer}
+    last = next(n for n in m.graph.node if m.graph.output[0].name in n.output)
+    assert last.op_type == "DequantizeLinear"
+    return float(numpy_helper.to_array(inits[last.input[1]]))
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("activation,reduce_range", [("uint8", False), ("uint8", True),
+                                                     ("int8", False)])
+def test_a_transformer_block_as_onnx_runtime_runs_it_as_written(activation, reduce_range,
+                                                                target, tmp_path):
+    """Every MatMul of a quantized attention + FFN block is a qmatmul (Q @ K^T and
+    probabilities @ V too, on the 8-bit integers of both), every quantized Add / Mul a
+    qelew, its Reshapes and Transposes move the integers; Softmax, LayerNormalization and
+    the Gelu's Erf run in float between DequantizeLinear and QuantizeLinear, as written.
+    The output is within a step of ONNX Runtime's running the QDQ file as written."""
+    m, inputs = qdqmodels.quantized(qdqmodels.transformer_block, tmp_path,
+                                    activation=activation, reduce_range=reduce_range)
+    session, ir = _session(m, tmp_path, target)
+    optypes = [op["optype"] for op in ir["ops"]]
+    assert optypes.count("qmatmul") == 8 and "matmul" not in optypes, optypes
+    assert optypes.count("qelew") == 12 and optypes.count("elew") == 1, optypes  # Div by sqrt 2
+    ctx = session.ctx
+    moved = [o for o in ctx.ops if o.optype.startswith(("transpose", "reshape"))]
+    assert sum(ctx.tensors[o.tensors_in["src"]].dtype.name in ("TL_UINT8", "TL_INT8")
+               for o in moved) >= 8
+    if target == "dnnl":  # its scale, DequantizeLinear of a constant, folded at import
+        assert [o.optype for o in ctx.ops].count("layernorm_dnnl") == 2
+    step = _graph_output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=False)).max() <= step * 1.001
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("a_shape,b_shape,b_dtype", [
+    ((2, 3, 7, 300), (2, 3, 300, 5), np.uint8),  # K 300: sums beyond 2^24, in float64
+    ((3, 7, 20), (3, 20, 9), np.int8),  # K 20: in float32, exactly
+    ((4, 258), (258, 6), np.uint8)])  # the largest K summed in float32
+def test_a_quantized_product_of_two_activations_is_onnx_runtimes(a_shape, b_shape, b_dtype,
+                                                                 target, tmp_path):
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    elem = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    info = np.iinfo(b_dtype)
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["da"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["db"]),
+             helper.make_node("MatMul", ["da", "db"], ["p"]),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["y"])]
+    inits = [init("as", np.float32(0.043)), init("az", np.uint8(255)),
+             init("bs", np.float32(0.061)), init("bz", np.array(info.min, b_dtype)),
+             init("ys", np.float32(40.0)), init("yz", np.uint8(131))]
+    m = model(nodes, [("a", list(a_shape), TensorProto.UINT8),
+                      ("b", list(b_shape), elem[b_dtype])], [("y", None, TensorProto.UINT8)],
+              inits)
+    rng = np.random.default_rng(9)
+    # A at 0 and B at its top: every product (0 - 255) * (max - min) = -65025, the
+    # extreme; then random values.
+    extreme = {"a": np.zeros(a_shape, np.uint8), "b": np.full(b_shape, info.max, b_dtype)}
+    for feeds in (extreme, {"a": rng.integers(0, 256, a_shape).astype(np.uint8),
+                            "b": rng.integers(info.min, info.max + 1, b_shape).astype(b_dtype)}):
+        got, ir = run_lightnet(m, feeds, tmp_path, target=target)
+        assert [op["optype"] for op in ir["ops"]].count("qmatmul") == 1
+        np.testing.assert_array_equal(got["y"], _ort(m, feeds, optimized=False))
+
+
+def test_a_transformer_block_on_onednn_int8_kernels(tmp_path, monkeypatch):
+    """On reduce_range weights oneDNN runs the weight products (the two products of
+    activations, uint8 with zero points, stay on the cpu: oneDNN's weights are int8 and
+    symmetric), still within a step of ONNX Runtime as written."""
+    capi = pytest.importorskip("lightnet.archs.dnnl.capi")
+    if capi.unavailable_reason() is not None:
+        pytest.skip(capi.unavailable_reason())
+    from lightnet.archs.dnnl import ops as dnnl_ops
+
+    monkeypatch.setattr(dnnl_ops, "int8_exact", lambda: True)
+    m, inputs = qdqmodels.quantized(qdqmodels.transformer_block, tmp_path, activation="uint8",
+                                    reduce_range=True)
+    session, _ = _session(m, tmp_path, "dnnl")
+    optypes = [op.optype for op in session.ctx.ops]
+    assert optypes.count("qmatmul_dnnl") == 6 and optypes.count("qmatmul_cpu") == 2, optypes
+    step = _graph_output_step(m)
+    for x in inputs:
+        got = session.run({"x": x})["y"]
+        assert np.abs(got - _ort(m, {"x": x}, optimized=False)).max() <= step * 1.001
+
+
+
+# ONNX Runtime's QLinearConcat and QLinearAveragePool ------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_concat_is_onnx_runtimes_exactly(dtype, tmp_path):
+    """Inputs of other scales and zero points than the output's are requantized (as
+    ONNX Runtime's lookup table does), one of the output's own is copied."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet, run_ort
+
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    inits = [init("ys", np.float32(0.05)), init("yz", np.array(info.min + 128, dtype)),
+             init("s1", np.float32(0.05)), init("z1", np.array(info.min + 128, dtype)),
+             init("s2", np.float32(0.0371)), init("z2", np.array(info.min + 90, dtype)),
+             init("s3", np.float32(0.13)), init("z3", np.array(info.min + 200, dtype))]
+    node = helper.make_node("QLinearConcat", ["ys", "yz", "a", "s1", "z1", "b", "s2", "z2",
+                                              "c", "s3", "z3"], ["y"], axis=-2,
+                            domain="com.microsoft")
+    shapes = {"a": [2, 3, 4], "b": [2, 5, 4], "c": [2, 1, 4]}
+    m = _microsoft(model([node], [(k, v, elem) for k, v in shapes.items()],
+                         [("y", None, elem)], inits))
+    feeds = {k: rng.integers(info.min, info.max + 1, v).astype(dtype)
+             for k, v in shapes.items()}
+    for target in ("cpu", "dnnl"):
+        got, ir = run_lightnet(m, feeds, tmp_path, target=target)
+        assert [op["optype"] for op in ir["ops"]].count("quantize") == 2  # not the first
+        want = run_ort(m, feeds)["y"]
+        assert got["y"].shape == want.shape == (2, 9, 4)
+        np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("geometry", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0], "count_include_pad": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}], ids=str)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_average_pool_as_onnx_runtime(dtype, geometry, channels_last, tmp_path):
+    """QLinearAveragePool is dequantize - avgpool2d - quantize: ONNX Runtime sums each
+    window in float32 in its own order, divides by the count (avgpool2d multiplies by
+    its inverse) and adds the zero point before rounding, so an average near a rounding
+    boundary may round the other way: a step apart at most (measured: 1 - 3 % of the
+    outputs)."""
+    from onnx import TensorProto, helper
+
+    from tests.frontends.onnxutil import init, model, run_lightnet, run_ort
+
+    rng = np.random.default_rng(8)
+    info = np.iinfo(dtype)
+    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    spatial = [9, 10][:len(geometry["kernel_shape"])]
+    shape = [2] + spatial + [6] if channels_last else [2, 6] + spatial
+    inits = [init("xs", np.float32(0.07)), init("xz", np.array(info.min + 90, dtype)),
+             init("ys", np.float32(0.03)), init("yz", np.array(info.min + 20, dtype))]
+    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                            domain="com.microsoft", channels_last=channels_last, **geometry)
+    m = _microsoft(model([node], [("x", shape, elem)], [("y", None, elem)], inits))
+    for _ in range(3):
+        x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        for target in ("cpu", "dnnl"):
+            got, _ = run_lightnet(m, {"x": x}, tmp_path, target=target)
+            want = run_ort(m, {"x": x})["y"]
+            assert got["y"].shape == want.shape
+            diff = np.abs(got["y"].astype(np.int32) - want)
+            assert diff.max() <= 1 and np.mean(diff == 0) >= 0.95, (diff.max(), diff.mean())
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("activation", ["int8", "uint8"])
+def test_a_qoperator_model_of_concat_and_average_pool_is_onnx_runtimes(activation, target,
+                                                                       tmp_path):
+    m, inputs = qdqmodels.quantized(qdqmodels.concat_pool, tmp_path, activation=activation,
+                                    reduce_range=True, quant_format="QOperator")
+    made = {(n.domain, n.op_type) for n in m.graph.node}
+    assert {("com.microsoft", "QLinearConcat"), ("com.microsoft", "QLinearAveragePool")} <= made
+    session, ir = _session(m, tmp_path, target)
+    optypes = [op["optype"] for op in ir["ops"]]
+    assert {"concat", "avgpool2d", "qconv2d"} <= set(optypes)
+    for x in inputs:
+        np.testing.assert_array_equal(session.run({"x": x})["y"],
+                                      _ort(m, {"x": x}, optimized=True))
+
+
+@pytest.mark.parametrize("b_dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_matmul_of_a_computed_b_is_onnx_reference_exactly(b_dtype, tmp_path):
+    """QLinearMatMul's B an input (ONNX Runtime's QOperator attention: Q @ K^T): its
+    zero point taken off on every run."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    elem = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    info = np.iinfo(b_dtype)
+    inits = [init("as", np.float32(0.02)), init("az", np.uint8(120)),
+             init("bs", np.float32(0.03)), init("bz", np.array(info.min + 77, b_dtype)),
+             init("ys", np.float32(0.4)), init("yz", np.uint8(128))]
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                            ["y"])
+    m = model([node], [("a", [2, 5, 9], TensorProto.UINT8), ("b", [2, 9, 6], elem[b_dtype])],
+              [("y", None, TensorProto.UINT8)], inits)
+    rng = np.random.default_rng(10)
+    feeds = {"a": rng.integers(0, 256, (2, 5, 9)).astype(np.uint8),
+             "b": rng.integers(info.min, info.max + 1, (2, 9, 6)).astype(b_dtype)}
+    for target in ("cpu", "dnnl"):
+        got, _ = run_lightnet(m, feeds, tmp_path, target=target)
+        np.testing.assert_array_equal(got["y"], ReferenceEvaluator(m).run(None, feeds)[0])

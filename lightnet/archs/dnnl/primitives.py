@@ -722,12 +722,13 @@ def qmatmul(a_shape, b_shape, *, src_dtype: str, dst_dtype: str, bias: bool,
 
 def _qlinear(m: int, k: int, n: int, *, src_dtype: str, dst_dtype: str, bias: bool,
              quantization: Quantization, post_ops) -> Kernel:
-    """A 2-D qmatmul, A [M, K] @ B [K, N], as oneDNN's int8 1x1 convolution of M images of
-    one pixel: A and dst are its channels-last source and output byte for byte (views),
-    B read as its weights [N, K, 1, 1] (a classifier's row: 0.06 ms, gemm:jit's int8
-    matmul 0.19 ms). Tensors as qmatmul's."""
-    src_d = MemoryDesc.with_tag((m, k, 1, 1), src_dtype, capi.dnnl_acdb)
-    dst_d = MemoryDesc.with_tag((m, n, 1, 1), dst_dtype, capi.dnnl_acdb)
+    """A 2-D qmatmul, A [M, K] @ B [K, N], as oneDNN's int8 1x1 convolution of one image
+    of M x 1 pixels: A and dst are its channels-last source and output byte for byte
+    (views), B read as its weights [N, K, 1, 1] (a classifier's row: 0.06 ms, gemm:jit's
+    int8 matmul 0.19 ms; BERT's 128 x 768 @ 768 x 768 with a source zero point 0.54 ms,
+    1.04 as M images of one pixel). Tensors as qmatmul's."""
+    src_d = MemoryDesc.with_tag((1, k, m, 1), src_dtype, capi.dnnl_acdb)
+    dst_d = MemoryDesc.with_tag((1, n, m, 1), dst_dtype, capi.dnnl_acdb)
     weights_d = MemoryDesc.with_tag((n, k, 1, 1), "int8", capi.dnnl_format_tag_any)
     bias_d = plain_desc((n,), "float32") if bias else None
     attr, extra = _quantized_attr(quantization, 1, post_ops)

@@ -46,8 +46,8 @@ QELEW = OpProto(
 
 def qelew_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
-    (dst,) = ck.get("dst")
-    ck.scratch(kernels.scratch_bytes(kernels.qelew_scratch(dst.shape)))
+    src2, dst = ck.get("src2", "dst")
+    ck.scratch(kernels.scratch_bytes(kernels.qelew_scratch(dst.shape, src2.shape)))
 
 
 def qelew_cpu_load(op, arrays):
@@ -58,7 +58,7 @@ def qelew_cpu_load(op, arrays):
     dst_zero, dst = op.array(arrays, "dst_zero"), op.array(arrays, "dst")
     elew_op = op.values["elew_op"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(scratch, kernels.qelew_scratch(dst.shape))
+    ws = kernels.carve(scratch, kernels.qelew_scratch(dst.shape, src2.shape))
     return lambda: kernels.qelew(
         src1,
         src1_scale,

@@ -68,6 +68,9 @@ def qmatmul_pre_run(op, tensors):
         "dst_scale (and dst_zero) are given exactly when dst is TL_UINT8 or TL_INT8",
         lambda: found(dst_scale=dst_scale, dst_zero=dst_zero, dtype=dtype),
     )
+    # A computed B is taken its zero point off on every run (a static one once, at load).
+    computed_b = None if src2.static else tuple(src2.shape)
+    op.values.update(computed_b=computed_b)
     ck.define("dst", dtype, shapes.matmul_shape(src1.shape, src2.shape))
 
 
@@ -77,9 +80,7 @@ QMATMUL = OpProto(
     mtype=MemType.NONE,
     tensors_in=(
         TensorArg("src1", dtype=(DType.TL_UINT8, DType.TL_INT8), min_ndim=2),
-        TensorArg(
-            "src2", dtype=(DType.TL_INT8, DType.TL_UINT8), min_ndim=2, static=True
-        ),
+        TensorArg("src2", dtype=(DType.TL_INT8, DType.TL_UINT8), min_ndim=2),
         TensorArg("bias", optional=True, dtype=(DType.TL_INT32,), ndim=1),
         TensorArg(
             "src1_scale", optional=True, dtype=(DType.TL_FLOAT,), static=True, len=1
@@ -109,8 +110,12 @@ QMATMUL = OpProto(
 
 def qmatmul_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
-    src1, dst = ck.get("src1", "dst")
-    ck.scratch(kernels.scratch_bytes(kernels.qmatmul_scratch(src1.shape, dst.shape)))
+    src1, dst, computed_b = ck.get("src1", "dst", "computed_b")
+    ck.scratch(
+        kernels.scratch_bytes(
+            kernels.qmatmul_scratch(src1.shape, dst.shape, computed_b)
+        )
+    )
 
 
 def qmatmul_cpu_load(op, arrays):
@@ -120,21 +125,33 @@ def qmatmul_cpu_load(op, arrays):
     src2_scale = op.array(arrays, "src2_scale")
     src2_zero, dst_scale = op.array(arrays, "src2_zero"), op.array(arrays, "dst_scale")
     dst_zero, dst = op.array(arrays, "dst_zero"), op.array(arrays, "dst")
-    activation = op.values["activation"]
+    activation, computed_b = op.values["activation"], op.values["computed_b"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(scratch, kernels.qmatmul_scratch(src1.shape, dst.shape))
-    b = kernels.qweight(src2, src2_zero, axis=src2.ndim - 1)
+    ws = kernels.carve(
+        scratch, kernels.qmatmul_scratch(src1.shape, dst.shape, computed_b)
+    )
+    b = (
+        None
+        if computed_b
+        else kernels.qweight(
+            src2,
+            src2_zero,
+            axis=src2.ndim - 1,
+            dtype=kernels.qmatmul_dtype(src1.shape[-1]),
+        )
+    )
     m = kernels.qmultiplier(src1_scale, src2_scale, dst_scale)
     return lambda: kernels.qmatmul(
         src1,
         src1_zero,
-        b,
+        src2 if computed_b else b,
         bias,
         dst,
         multiplier=m,
         dst_zero=dst_zero,
         activation=activation,
         ws=ws,
+        src2_zero=src2_zero,
     )
 
 
@@ -155,9 +172,9 @@ def qmatmul_dnnl_pre_run(op, tensors):
     src1, src2, bias, src2_zero = ck.get("src1", "src2", "bias", "src2_zero")
     ck.satisfy(
         "op",
-        src2.dtype.name == "TL_INT8" and src2_zero is None,
-        'src2.dtype.name == "TL_INT8" and src2_zero is None',
-        "oneDNN's weights are int8 with zero point 0",
+        src2.dtype.name == "TL_INT8" and src2_zero is None and src2.static,
+        'src2.dtype.name == "TL_INT8" and src2_zero is None and src2.static',
+        "oneDNN's weights are static, int8 with zero point 0",
         lambda: found(src2=src2, src2_zero=src2_zero),
     )
     ck.satisfy(

@@ -326,6 +326,7 @@ def expand_qmatmul(ctx, target):
     if (
         op.ins.src2.dtype.name == "TL_INT8"
         and not op.given("src2_zero")
+        and op.ins.src2.static
         and (not op.given("bias") or op.ins.bias.static)
         and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
         and dnnl.int8_sums_exact(op.ins.src1.dtype.name, op.value("src2"))

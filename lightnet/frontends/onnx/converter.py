@@ -215,7 +215,11 @@ class Converter:
         needed = {x for n in nodes for x in n.inputs if x in self.consts}
         for name in sorted(needed):
             value = self.consts[name]
-            if ((value.size <= 4096 or value.dtype.kind in "iub")
+            # Integers may be shapes or indices; 8-bit ones are a quantized model's
+            # weights, which no shape reads: they would spend the fold limit.
+            shape_like = value.dtype.kind == "b" or (value.dtype.kind in "iu"
+                                                     and value.dtype.itemsize > 1)
+            if ((value.size <= 4096 or shape_like)
                     and self.fold_budget.take(value.size)):
                 try:
                     inits.append(onnx.numpy_helper.from_array(value, name))
@@ -286,6 +290,34 @@ class Converter:
         self.nodes = [n for n in self.nodes if n.index in self.folded] + fuse_qdq(
             fused, self.consts, self.graph_output_names,
             lambda name: self.info.get(name, (0, None))[1])
+        for n in self.nodes:
+            if n.index not in self.folded and self._fold_dequantized_constant(n):
+                self.folded.add(n.index)
+
+    def _fold_dequantized_constant(self, n: Node) -> bool:
+        """Whether `n` is a DequantizeLinear of constants no quantized operator took (a
+        QDQ model's LayerNormalization scale, a bias a float op adds), now its float32
+        value (x - zero point) * scale, as a float model's weight: the float op reads a
+        constant (layernorm's dnnl variant needs one) and no dequantize runs each time."""
+        if (n.op_type != "DequantizeLinear" or n.outputs[0] in self.graph_output_names
+                or n.attrs.get("block_size") or n.attrs.get("output_dtype")
+                or not all(x in self.consts for x in n.inputs if x)):
+            return False
+        x, scale = self.consts[n.input(0)], self.consts[n.input(1)]
+        if (x.dtype.kind not in "iu" or x.dtype.itemsize > 4 or scale.dtype != np.float32
+                or x.size > FOLD_LIMIT or not self.fold_budget.take(x.size)):
+            return False
+        view = [1] * x.ndim
+        if scale.size != 1:
+            if scale.ndim != 1 or not x.ndim:
+                return False
+            view[n.attrs.get("axis", 1) % x.ndim] = scale.size
+        zero = self.consts[n.input(2)] if n.has_input(2) else np.zeros((), x.dtype)
+        value = np.subtract(x, np.reshape(zero, view if zero.size != 1 else ()),
+                            dtype=np.float32)
+        self._set_const(n.outputs[0], np.multiply(value, np.reshape(
+            scale, view if scale.size != 1 else ()), dtype=np.float32))
+        return True
 
     def _try_fold(self, n: Node) -> bool:
         if n.op_type in ("Shape", "Size"):

@@ -12,14 +12,15 @@ becomes a `lightnet.QConv` (QLinearConv's inputs, a fused relu) or a `lightnet.Q
 handlers/quantize.py. Without a QuantizeLinear after it, the operator still reads the
 integers and writes float (its output a float op reads). A pattern is taken when the
 activation is per-tensor 8-bit with a constant scale and zero point, the weight a
-constant per-tensor or per-output-channel 8-bit tensor, the bias (if any) int32 with
-zero points 0 and the scale x_scale * w_scale (the accumulator's), and the Gemm
+constant per-tensor or per-output-channel 8-bit tensor (a MatMul's B may also be an
+activation like A: attention's scores and its product with V), the bias (if any) int32
+with zero points 0 and the scale x_scale * w_scale (the accumulator's), and the Gemm
 computes A @ B (+ C) (transA 0, alpha 1, beta 1).
 
-A MaxPool or Concat between DequantizeLinear nodes and a QuantizeLinear of one scale
-and zero point (each per tensor, of equal values and dtype) reads the integers and
-writes the QuantizeLinear's output itself: it only moves values, and quantizing a
-dequantized value with its own scale and zero point gives it back.
+A MaxPool, Concat, Reshape or Transpose between DequantizeLinear nodes and a
+QuantizeLinear of one scale and zero point (each per tensor, of equal values and dtype)
+reads the integers and writes the QuantizeLinear's output itself: it only moves values,
+and quantizing a dequantized value with its own scale and zero point gives it back.
 
 Two more patterns become ONNX Runtime's operators where they compute the same integers:
 
@@ -150,9 +151,11 @@ def _fused(g: Graph, node):
         channel_axis = 0
     x = _activation(g, node.input(0), node)
     w = _weight(g, node.input(1), node, channel_axis)
-    if x is None or w is None:
+    if w is None and node.op_type == "MatMul":  # a product of two activations
+        w = _activation(g, node.input(1), node)
+    elif w is not None and node.op_type != "Conv" and g.consts[w[0]].ndim != 2:
         return None
-    if node.op_type != "Conv" and g.consts[w[0]].ndim != 2:
+    if x is None or w is None:
         return None
     bias = ""
     if node.op_type != "MatMul" and node.has_input(2):
@@ -176,8 +179,8 @@ def _same_quantization(g: Graph, a, b) -> bool:
 
 
 def _moved(g: Graph, node):
-    """(its op type, inputs, attributes, the nodes replaced) of the MaxPool or Concat
-    `node` reading the integers, when
+    """(its op type, inputs, attributes, the nodes replaced) of the MaxPool, Concat,
+    Reshape or Transpose `node` reading the integers (a Reshape's shape as it is), when
     it lies between DequantizeLinear nodes and a QuantizeLinear of one quantization
     (see the module docstring), or None."""
     if node.op_type == "MaxPool" and len([o for o in node.outputs if o]) != 1:
@@ -185,14 +188,16 @@ def _moved(g: Graph, node):
     quantize, relu, replaced = _output(g, node)
     if quantize is None or relu:
         return None
-    inputs = [_activation(g, x, node) for x in node.inputs]
+    moved = node.inputs[:1] if node.op_type == "Reshape" else node.inputs  # not its shape
+    inputs = [_activation(g, x, node) for x in moved]
     if not inputs or any(x is None for x in inputs):
         return None
     if not all(_same_quantization(g, x[1:], [quantize.input(1), quantize.input(2)])
                for x in inputs):
         return None
-    dequantizes = [g.producer[x] for x in node.inputs if g.internal(x, node)]
-    return node.op_type, [x[0] for x in inputs], node.attrs, dequantizes + replaced
+    dequantizes = [g.producer[x] for x in moved if g.internal(x, node)]
+    return (node.op_type, [x[0] for x in inputs] + node.inputs[len(moved):], node.attrs,
+            dequantizes + replaced)
 
 
 def _quantized_output(g: Graph, node):
@@ -241,7 +246,8 @@ def _fused_pool(g: Graph, node, shape_of):
 
 
 FUSED = {"Conv": _fused, "MatMul": _fused, "Gemm": _fused, "Add": _fused_elementwise,
-         "Mul": _fused_elementwise, "MaxPool": _moved, "Concat": _moved}
+         "Mul": _fused_elementwise, "MaxPool": _moved, "Concat": _moved, "Reshape": _moved,
+         "Transpose": _moved}
 
 
 def fuse_qdq(nodes, consts, protected, shape_of=lambda name: None):

@@ -4,7 +4,8 @@ QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger).
 
 The integer products accumulate in float64, which holds every sum of products of
 8-bit values exactly (|sum| < 2^53), so the result is the int32 accumulation ONNX
-specifies while numpy's BLAS does the work (numpy's integer matmul has none).
+specifies while numpy's BLAS does the work (numpy's integer matmul has none); a
+matrix product short enough that its sums stay below 2^24 accumulates in float32.
 Requantization is ONNX's: the accumulator times the float32 multiplier
 src_scale * weight_scale / dst_scale in float64, plus the output zero point, rounded
 half to even and saturated.
@@ -16,7 +17,8 @@ from lightnet.archs.cpu.kernels.conv import conv2d, conv2d_scratch
 from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
-           "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_scratch",
+           "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_dtype",
+           "qmatmul_scratch",
            "qmatmul", "requantize", "qbias", "zero_point_int32", "dynamic_quantize",
            "qelew_factors", "qelew_scratch", "qelew", "qglobal_avgpool2d_scratch",
            "qglobal_avgpool2d"]
@@ -83,13 +85,13 @@ def dequantize(src, scale, zero, dst, *, axis: int) -> None:
     np.multiply(dst, per_axis(scale, src.shape, axis), out=dst)
 
 
-def qweight(weight, zero, axis: int) -> np.ndarray:
-    """weight - zero (per index of `axis` or one value) in float64: what the products
-    read, prepared once at load."""
+def qweight(weight, zero, axis: int, dtype=np.float64) -> np.ndarray:
+    """weight - zero (per index of `axis` or one value) in `dtype` (qmatmul_dtype's for a
+    product): what the products read, prepared once at load."""
     w = np.asarray(weight, dtype=np.float64)
     if zero is not None:
         w = w - per_axis(np.asarray(zero, dtype=np.float64), w.shape, axis)
-    return np.ascontiguousarray(w)
+    return np.ascontiguousarray(w, dtype=dtype)
 
 
 def qmultiplier(src_scale, weight_scale, dst_scale):
@@ -159,26 +161,50 @@ def qconv2d(src, src_zero, weight, bias, dst, *, multiplier, dst_zero, group, st
     requantize(acc, dst, multiplier, dst_zero, axis=1, activation=activation)
 
 
-def qmatmul_scratch(a_shape, dst_shape) -> tuple:
-    """Scratch layout of `qmatmul`: A minus its zero point and the accumulator
-    (float64)."""
-    return (("a", tuple(a_shape), np.float64), ("acc", tuple(dst_shape), np.float64))
+def qmatmul_dtype(depth: int):
+    """The float dtype a product of 8-bit values less their zero points (each within
+    +-255) over `depth` terms is summed in exactly: float32 while every partial sum stays
+    below 2^24 (depth <= 258: attention's products, twice as fast), else float64."""
+    return np.float32 if depth * 255 * 255 < 1 << 24 else np.float64
+
+
+def qmatmul_scratch(a_shape, dst_shape, computed_b=None) -> tuple:
+    """Scratch layout of `qmatmul`: A minus its zero point (in qmatmul_dtype's), the
+    accumulator (float64; and in float32 first when the sums are), and B minus its zero
+    point when B is computed (`computed_b` its shape)."""
+    dtype = qmatmul_dtype(a_shape[-1])
+    layout = (("a", tuple(a_shape), dtype), ("acc", tuple(dst_shape), np.float64))
+    if dtype == np.float32:
+        layout += (("acc32", tuple(dst_shape), np.float32),)
+    return layout + ((("b", tuple(computed_b), dtype),) if computed_b else ())
 
 
 def qmatmul(src1, src1_zero, src2, bias, dst, *, multiplier, dst_zero, activation="none",
-            ws=None) -> None:
+            ws=None, src2_zero=None) -> None:
     """Quantized matrix product (ONNX QLinearMatMul / MatMulInteger, and a quantized
-    Gemm): acc = (A - src1_zero) @ B + bias, B being qweight's (its zero point, per
-    column or one, taken off; float64), stacks of matrices broadcasting as numpy's
-    matmul; then requantize, per column."""
+    Gemm): acc = (A - src1_zero) @ (B - src2_zero) + bias, stacks of matrices
+    broadcasting as numpy's matmul; then requantize, per column. `src2` is qweight's
+    (a weight, its zero point taken off at load, in qmatmul_dtype's), or the 8-bit
+    integers of a computed B, whose zero point (per column or one) is taken off here."""
     if ws is None:
-        ws = carve(None, qmatmul_scratch(src1.shape, dst.shape))
+        computed = None if src2.dtype.kind == "f" else src2.shape
+        ws = carve(None, qmatmul_scratch(src1.shape, dst.shape, computed))
     a, acc = ws["a"], ws["acc"]
     if src1_zero is None:
         np.copyto(a, src1)
     else:
-        np.subtract(src1, np.reshape(src1_zero, ()), out=a, dtype=np.float64)
-    np.matmul(a, src2, out=acc)
+        np.subtract(src1, np.reshape(src1_zero, ()), out=a, dtype=a.dtype)
+    if src2.dtype.kind != "f":
+        b = ws["b"]
+        np.subtract(src2, 0 if src2_zero is None else per_axis(src2_zero, src2.shape,
+                                                               src2.ndim - 1),
+                    out=b, dtype=b.dtype)
+        src2 = b
+    if "acc32" in ws:
+        np.matmul(a, src2, out=ws["acc32"])
+        np.copyto(acc, ws["acc32"])
+    else:
+        np.matmul(a, src2, out=acc)
     if bias is not None:
         np.add(acc, bias, out=acc)
     requantize(acc, dst, multiplier, dst_zero, axis=acc.ndim - 1, activation=activation)
@@ -217,10 +243,12 @@ def qelew_factors(scale1, zero1, scale2, zero2, dst_scale, dst_zero, elew_op) ->
             for name, f in zip(("scale1", "scale2", "shift"), factors)}
 
 
-def qelew_scratch(shape) -> tuple:
-    """Scratch layout of `qelew`: both inputs dequantized (float32), of the output's
-    shape."""
-    return (("a", tuple(shape), np.float32), ("b", tuple(shape), np.float32))
+def qelew_scratch(shape, src2_shape=None) -> tuple:
+    """Scratch layout of `qelew`: the first input dequantized (float32) in the output's
+    shape, the second in its own (`src2_shape`; the output's when None), broadcast as
+    the two combine."""
+    return (("a", tuple(shape), np.float32),
+            ("b", tuple(shape if src2_shape is None else src2_shape), np.float32))
 
 
 def qelew(src1, scale1, zero1, src2, scale2, zero2, dst_scale, dst_zero, dst, *, elew_op,

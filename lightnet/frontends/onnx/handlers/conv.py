@@ -131,49 +131,74 @@ def conv_transpose(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, 
 def _pool(optype2d: str):
     def handle(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0,
                count_include_pad=0, dilations=None, pads=None, strides=None, storage_order=0):
-        x = c.val(n.input(0))
-        if x.rank not in (3, 4, 5):
-            raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D, 2-D and 3-D)")
-        if optype2d == "avgpool2d":
-            x.require_float("AveragePool input")
-        k = x.rank - 2
-        optype = optype2d.replace("2d", "3d") if k == 3 else optype2d
-        given_dilations = dilations
-        strides, dilations, pads, autopad, kernel = _spatial_params(
-            k, kernel_shape, strides, dilations, pads, auto_pad)
-        params = {"size": kernel, "stride": strides, "padding": pads, "autopad": autopad}
-        if any(d != 1 for d in dilations):
-            if not c.has_param(optype, "dilation"):
-                raise Unsupported(f"dilations {given_dilations}")
-            params["dilation"] = dilations
-        if count_include_pad:
-            if c.has_param(optype, "count_include_pad"):
-                params["count_include_pad"] = True
-            elif any(pads) or autopad in ("SAME_UPPER", "SAME_LOWER"):
-                raise Unsupported("count_include_pad 1 with padding")
-        shape = c.out_shape(n)
-        if ceil_mode:
-            if c.has_param(optype, "ceil_mode"):
-                params["ceil_mode"] = True
-            else:
-
-                in_hw = x.shape[2:] if k == 2 else (1,) + x.shape[2:]
-                padding = autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads
-                if tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
-                        pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
-                    raise Unsupported("ceil_mode 1 where it changes the output size")
-        if c.used(n, 1):
-            if k == 3:
-                raise Unsupported("the Indices of a 3-D MaxPool")
-            _maxpool_indices(c, n, x, params, bool(storage_order))
-        elif k == 1:
-            y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
-                       shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
-            c.reshape(y, shape, out=n.outputs[0])
-        else:
-            c.emit(optype, {"src": x}, params, x.dtype, shape, out=n.outputs[0],
-                   hint=n.name or n.outputs[0])
+        pool(c, n, optype2d, c.val(n.input(0)), c.out_shape(n), kernel_shape=kernel_shape,
+             auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+             dilations=dilations, pads=pads, strides=strides, storage_order=storage_order)
     return handle
+
+
+def pooled_shape(x: Val, **attributes) -> tuple[int, ...]:
+    """The output shape of an ONNX AveragePool (opset 19) of `x` with `attributes` (for
+    an operator ONNX's shape inference does not know)."""
+    from onnx import TensorProto, helper, shape_inference
+
+    node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
+    graph = helper.make_graph(
+        [node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    try:
+        inferred = shape_inference.infer_shapes(model, strict_mode=True)
+    except Exception as e:
+        raise Unsupported(f"pooling {list(x.shape)} with {attributes}: {e}") from None
+    dims = inferred.graph.output[0].type.tensor_type.shape.dim
+    return tuple(d.dim_value for d in dims)
+
+
+def pool(c: Converter, n: Node, optype2d: str, x: Val, shape, *, kernel_shape,
+         auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, pads=None,
+         strides=None, storage_order=0, out: str | None = None) -> Val | None:
+    """`optype2d` (maxpool2d, avgpool2d; 3-D pools likewise) of `x` into `shape`: node
+    `n`'s output, or, given `out` (a fresh name), that tensor, returned."""
+    if x.rank not in (3, 4, 5):
+        raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D, 2-D and 3-D)")
+    if optype2d == "avgpool2d":
+        x.require_float("AveragePool input")
+    k = x.rank - 2
+    optype = optype2d.replace("2d", "3d") if k == 3 else optype2d
+    given_dilations = dilations
+    strides, dilations, pads, autopad, kernel = _spatial_params(
+        k, kernel_shape, strides, dilations, pads, auto_pad)
+    params = {"size": kernel, "stride": strides, "padding": pads, "autopad": autopad}
+    if any(d != 1 for d in dilations):
+        if not c.has_param(optype, "dilation"):
+            raise Unsupported(f"dilations {given_dilations}")
+        params["dilation"] = dilations
+    if count_include_pad:
+        if c.has_param(optype, "count_include_pad"):
+            params["count_include_pad"] = True
+        elif any(pads) or autopad in ("SAME_UPPER", "SAME_LOWER"):
+            raise Unsupported("count_include_pad 1 with padding")
+    if ceil_mode:
+        if c.has_param(optype, "ceil_mode"):
+            params["ceil_mode"] = True
+        else:
+            in_hw = x.shape[2:] if k == 2 else (1,) + x.shape[2:]
+            padding = autopad_padding(in_hw, kernel, strides, [1, 1], autopad) or pads
+            if tuple(pool2d_output_hw(in_hw, kernel, strides, padding)) != tuple(
+                    pool2d_output_hw(in_hw, kernel, strides, padding, ceil_mode=True)):
+                raise Unsupported("ceil_mode 1 where it changes the output size")
+    if out is None and c.used(n, 1):
+        if k == 3:
+            raise Unsupported("the Indices of a 3-D MaxPool")
+        _maxpool_indices(c, n, x, params, bool(storage_order))
+    elif k == 1:
+        y = c.emit(optype, {"src": _lift(c, x)}, params, x.dtype,
+                   shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
+        return c.reshape(y, shape, out=out or n.outputs[0])
+    else:
+        return c.emit(optype, {"src": x}, params, x.dtype, shape, out=out or n.outputs[0],
+                      hint=n.name or n.outputs[0])
 
 
 def _maxpool_indices(c: Converter, n: Node, x: Val, params: dict, storage_order: bool):

@@ -1,6 +1,7 @@
 """Quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, the QOperator
 forms QLinearConv, ConvInteger, QLinearMatMul and MatMulInteger, ONNX Runtime's
-QLinearAdd, QLinearMul and QLinearGlobalAveragePool (com.microsoft), and the quantized
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearConcat and QLinearAveragePool
+(com.microsoft), and the quantized
 operators (`lightnet.QConv`, `lightnet.QGemm`, `lightnet.QAdd`,
 `lightnet.QGlobalAveragePool`) that qdq.py makes of a QDQ model's DequantizeLinear -
 operator - QuantizeLinear.
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lightnet.ir.shapes import broadcast_shape, matmul_shape
+from lightnet.ir.shapes import (autopad_padding, broadcast_shape, conv2d_output_hw,
+                                 matmul_shape)
 from lightnet.ir.tensor import DType
 
 from ..dispatch import handler
@@ -117,11 +119,16 @@ def qelew(c: Converter, n: Node, elew_op: str):
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = (n.inputs + [""] * 8)[:8]
     x1, x2 = c.val(a), c.val(b)
     _eight_bit(x1, f"{n.op_type.split('.')[-1]}'s A")
+    shape = broadcast_shape(x1.shape, x2.shape)
+    if x1.shape != shape == x2.shape:
+        # A broadcast to B (a bias added to a product): B first, as qelew's variants
+        # broadcast their second input (the sum and product are the same either way).
+        (a, a_scale, a_zero), (b, b_scale, b_zero) = (b, b_scale, b_zero), (a, a_scale, a_zero)
+        x1, x2 = x2, x1
     ins = {"src1": x1, "src1_scale": _one(c, a_scale), "src1_zero": _one(c, a_zero),
            "src2": x2, "src2_scale": _one(c, b_scale), "src2_zero": _one(c, b_zero),
            "dst_scale": _one(c, y_scale), "dst_zero": _one(c, y_zero)}
-    c.emit("qelew", ins, {"elew_op": elew_op}, x1.dtype, broadcast_shape(x1.shape, x2.shape),
-           **n.as_output)
+    c.emit("qelew", ins, {"elew_op": elew_op}, x1.dtype, shape, **n.as_output)
 
 
 def _one(c: Converter, name: str) -> Val | None:
@@ -165,6 +172,91 @@ def qlinear_global_average_pool(c: Converter, n: Node, *, channels_last=0):
         return
     y = c.emit("qglobal_avgpool2d", ins, {}, x.dtype, shape, hint=n.outputs[0])
     c.reshape(y, (shape[0], 1, 1, shape[1]), out=n.outputs[0])
+
+
+def _requantized(c: Converter, x: Val, scale: str, zero: str, y_scale: str, y_zero: str,
+                 hint: str) -> Val:
+    """8-bit `x` of (scale, zero) in (y_scale, y_zero): x itself when the two are equal,
+    else dequantized and quantized again in float32 (the lookup table ONNX Runtime's
+    QLinearConcat builds holds these values: its DequantizeLinear and QuantizeLinear)."""
+    ins = [_one(c, name) for name in (scale, zero, y_scale, y_zero)]
+    values = [None if not name else np.reshape(c.const(name, name), -1)
+              for name in (scale, zero, y_scale, y_zero)]
+    if (values[0] is not None and np.array_equal(values[0], values[2])
+            and np.array_equal(values[1] if zero else 0, values[3] if y_zero else 0)):
+        return x
+    d = c.emit("dequantize", {"src": x, "scale": ins[0], "zero": ins[1]}, {"axis": 0},
+               "TL_FLOAT", x.shape, hint=f"{hint}_dequantized")
+    return c.emit("quantize", {"src": d, "scale": ins[2], "zero": ins[3]},
+                  {"axis": 0, "dtype": x.dtype}, x.dtype, x.shape, hint=f"{hint}_requantized")
+
+
+@handler("com.microsoft.QLinearConcat", 0)
+def qlinear_concat(c: Converter, n: Node, *, axis):
+    """Each input (X, X_scale, X_zero_point after Y_scale, Y_zero_point) requantized to
+    the output's scale and zero point, then concatenated: ONNX Runtime's arithmetic."""
+    y_scale, y_zero, rest = n.input(0), n.input(1), n.inputs[2:]
+    if not rest or len(rest) % 3:
+        raise Unsupported(f"{len(n.inputs)} inputs (Y_scale, Y_zero_point, then (X, "
+                          "X_scale, X_zero_point) for each input)")
+    xs = []
+    for k in range(0, len(rest), 3):
+        x = c.val(rest[k])
+        _eight_bit(x, f"QLinearConcat's input {k // 3}")
+        if y_zero and x.dtype != c.val(y_zero).dtype:
+            raise Unsupported(f"input {k // 3} of dtype {x.dtype} and Y_zero_point of dtype "
+                              f"{c.val(y_zero).dtype} (one dtype)")
+        xs.append(_requantized(c, x, rest[k + 1], rest[k + 2], y_scale, y_zero,
+                               n.outputs[0]))
+    if len({x.rank for x in xs}) != 1 or not -xs[0].rank <= axis < xs[0].rank:
+        raise Unsupported(f"axis {axis} of inputs of ranks {[x.rank for x in xs]}")
+    axis %= xs[0].rank
+    shape = list(xs[0].shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    if len(xs) == 1:
+        c.reshape_output(n, xs[0], shape)
+        return
+    c.emit("concat", {"src": xs}, {"axis": axis}, xs[0].dtype, shape, **n.as_output)
+
+
+@handler("com.microsoft.QLinearAveragePool", 0)
+def qlinear_average_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET",
+                         ceil_mode=0, channels_last=0, count_include_pad=0, pads=None,
+                         strides=None):
+    """ONNX Runtime's QLinearAveragePool: X dequantized, AveragePool's float average,
+    quantized. (ONNX Runtime sums each window in its own order and adds the zero point
+    before rounding: the two agree to within a step, now and then one apart.)"""
+    from .conv import pool, pooled_shape
+
+    x = c.val(n.input(0))
+    _eight_bit(x, "QLinearAveragePool's input")
+    if x.rank not in (3, 4, 5):
+        raise Unsupported(f"a rank-{x.rank} input (1-D, 2-D and 3-D pooling: rank 3 to 5)")
+    if channels_last:
+        perm = [0, x.rank - 1] + list(range(1, x.rank - 1))
+        x = c.emit("transpose", {"src": x}, {"axes": perm}, x.dtype,
+                   tuple(x.shape[i] for i in perm), hint=n.outputs[0])
+    scale, zero, y_scale, y_zero = (n.inputs[1:] + [""] * 4)[:4]
+    d = c.emit("dequantize", {"src": x, "scale": _one(c, scale), "zero": _one(c, zero)},
+               {"axis": 0}, "TL_FLOAT", x.shape, hint=f"{n.outputs[0]}_dequantized")
+    attrs = {"kernel_shape": kernel_shape, "auto_pad": auto_pad, "ceil_mode": ceil_mode,
+             "count_include_pad": count_include_pad, "pads": pads, "strides": strides}
+    shape = pooled_shape(d, **{k: v for k, v in attrs.items() if v is not None})
+    pooled = pool(c, n, "avgpool2d", d, shape, **attrs,
+                  out=c.fresh(f"{n.outputs[0]}_pooled"))
+    y_dtype = c.val(y_zero).dtype if y_zero else x.dtype
+    if y_dtype != x.dtype:
+        raise Unsupported(f"X of dtype {x.dtype} and Y_zero_point of dtype {y_dtype} "
+                          "(one dtype)")
+    ins = {"src": pooled, "scale": _one(c, y_scale), "zero": _one(c, y_zero)}
+    params = {"axis": 0, "dtype": x.dtype}
+    if not channels_last:
+        c.emit("quantize", ins, params, x.dtype, pooled.shape, **n.as_output)
+        return
+    y = c.emit("quantize", ins, params, x.dtype, pooled.shape, hint=n.outputs[0])
+    perm = [0] + list(range(2, y.rank)) + [1]
+    c.emit("transpose", {"src": y}, {"axes": perm}, y.dtype,
+           tuple(y.shape[i] for i in perm), **n.as_output)
 
 
 # Quantized convolution and product -----------------------------------------------------------
@@ -238,7 +330,13 @@ def qconv(c: Converter, n: Node, inputs: list[str], *, dtype: str, activation: s
            "dst_scale": _static(c, ys, "y_scale"), "dst_zero": _zero(c, yz, "y_zero_point")}
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
               "padding": pads, "autopad": autopad, "dtype": dtype, "activation": activation}
-    shape = c.out_shape(n)
+    if c.info.get(n.outputs[0], (0, None))[1] is not None:
+        shape = c.out_shape(n)
+    else:  # after an operator ONNX's shape inference does not know (com.microsoft's)
+        hw = x.shape[2:]
+        padding = autopad_padding(hw, kernel, strides, dilations, autopad) or pads
+        shape = (x.shape[0], weight.shape[0]) + tuple(
+            conv2d_output_hw(hw, kernel, strides, padding, dilations)[k == 1:])
     if k == 1:
         y = c.emit("qconv2d", ins, params, dtype, shape[:2] + (1,) + shape[2:],
                    hint=n.outputs[0])
@@ -247,27 +345,37 @@ def qconv(c: Converter, n: Node, inputs: list[str], *, dtype: str, activation: s
         c.emit("qconv2d", ins, params, dtype, shape, **n.as_output)
 
 
+def _static_b(c: Converter, name: str, trans_b: bool) -> Val:
+    """Constant B as a matrix or a stack of them, transposed when `trans_b`."""
+    value = c.const(name, "B")
+    if trans_b:
+        value = np.swapaxes(value, -1, -2)
+    if value.ndim == 1:
+        value = value.reshape(-1, 1)
+    if trans_b or value.shape != c.const(name).shape:
+        array = to_tl_array(np.ascontiguousarray(value), f"constant '{name}'")
+        return c.tensor_const(array, DType.from_numpy(array.dtype).name, name)
+    return c.val(name)
+
+
 def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=False,
-            activation: str = "none"):
+            activation: str = "none", computed_b=False):
     """A qmatmul from the ONNX tensors `inputs`: a, a_scale, a_zero_point, b, b_scale,
     b_zero_point, y_scale, y_zero_point, bias ("" where absent); numpy matmul's
-    shapes, B transposed first when `trans_b` (a Gemm's)."""
+    shapes, B transposed first when `trans_b` (a Gemm's). B is a constant unless
+    `computed_b` (a product of two activations, never transposed)."""
     a_name, as_, az, b_name, bs, bz, ys, yz, bias = (inputs + [""] * 9)[:9]
     a = c.val(a_name)
     _eight_bit(a, "the quantized product's A")
-    b_value = c.const(b_name, "B")
-    if trans_b:
-        b_value = np.swapaxes(b_value, -1, -2)
-    if b_value.ndim == 1:
-        b_value = b_value.reshape(-1, 1)
-    if trans_b or b_value.shape != c.const(b_name).shape:
-        array = to_tl_array(np.ascontiguousarray(b_value), f"constant '{b_name}'")
-        b = c.tensor_const(array, DType.from_numpy(array.dtype).name, b_name)
-    else:
+    if computed_b and not c.is_const(b_name):
         b = c.val(b_name)
+        if b.rank == 1:
+            b = c.reshape(b, b.shape + (1,))
+    else:
+        b = _static_b(c, b_name, trans_b)
     _eight_bit(b, "the quantized product's B")
-    if n.op_type.startswith("com.microsoft."):  # ONNX's shape inference does not know it
-        shape = matmul_shape(a.shape, b.shape)
+    if n.op_type.startswith("com.microsoft.") or c.info.get(n.outputs[0], (0, None))[1] is None:
+        shape = matmul_shape(a.shape, b.shape)  # an operator ONNX's inference does not know
     else:
         shape = c.out_shape(n)
     if a.rank == 1:
@@ -308,8 +416,10 @@ def conv_integer(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, gr
 
 @handler("QLinearMatMul", 10, 21)
 def qlinear_matmul(c: Converter, n: Node):
+    """B a constant or computed (attention's products in ONNX Runtime's QOperator
+    models)."""
     a = c.val(n.input(0))
-    qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a))
+    qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a), computed_b=True)
 
 
 @handler("MatMulInteger", 10)
@@ -342,7 +452,8 @@ def qgemm(c: Converter, n: Node, *, alpha=1.0, transA=0, transB=0):  # noqa: N80
 @handler("lightnet.QGemm", 1)
 def qdq_gemm(c: Converter, n: Node, *, activation="none", transB=0):  # noqa: N803
     """QLinearMatMul with a bias (input 8), B transposed when transB, a float output
-    when it has no y_scale, and a fused relu (qdq.py)."""
+    when it has no y_scale, and a fused relu (qdq.py); B a constant or (a MatMul's) an
+    activation."""
     a = c.val(n.input(0))
     qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a),
-            trans_b=bool(transB), activation=activation)
+            trans_b=bool(transB), activation=activation, computed_b=True)
