@@ -1212,6 +1212,38 @@ def test_attention_products_of_two_activations_match_cpu():
     assert "weights_dnnl" not in [op.optype for op in ctx.ops]
 
 
+@pytest.mark.parametrize("k_axes,trans_b", [((0, 2, 3, 1), False), ((0, 2, 1, 3), True)])
+def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
+    """Q, K and V projected ([B, T, H * D]), reshaped to [B, T, H, D] and transposed to
+    heads: the transposes only matmuls read are views (no copy, no reorder), which
+    the batched products read by strides; the context's transpose back, which the
+    model outputs, is a copy. A transpose another op reads too stays a copy."""
+    m = ModelBuilder()
+    x = m.input("x", [2, 7, 24])
+    heads = []
+    for name, axes in (("q", (0, 2, 1, 3)), ("k", k_axes), ("v", (0, 2, 1, 3))):
+        y = m.op("matmul", {"src1": x, "src2": m.weight(f"w{name}", [24, 24])})
+        y = m.op("reshape", {"src": y}, dims=[2, 7, 3, 8])
+        heads.append(m.op("transpose", {"src": y}, axes=list(axes)))
+    q, k, v = heads
+    s = m.op("matmul", {"src1": q, "src2": k}, transB=trans_b)
+    p = m.op("softmax", {"src": s}, axis=3)
+    c = m.op("matmul", {"src1": p, "src2": v})
+    m.op("transpose", {"src": c}, axes=[0, 2, 1, 3])
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
+    transposes = [op for op in ctx.ops if op.optype == "transpose_dnnl"]
+    assert [op.values["view"] for op in transposes] == [True, True, True, False]
+    assert [op.values["call"].impl_info for op in transposes[:3]] == ["view"] * 3
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+    for op in transposes[:3]:  # the bytes of its source, seen permuted
+        dst = ctx.tensors[op.tensors_out["dst"]]
+        assert ctx.tensors.root(dst.name) is ctx.tensors.root(op.tensors_in["src"])
+    m.op("relu", {"src": q})  # Q read by another op too: copied
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
+    views = [op.values["view"] for op in ctx.ops if op.optype == "transpose_dnnl"]
+    assert views == [False, True, True, False]
+
+
 @pytest.mark.parametrize("cheap", [True, False])
 def test_attention_scale_and_mask_add_fuse_into_the_scores_matmul(cheap, monkeypatch):
     """softmax(Q @ K^T / sqrt(D) + mask), BERT's scores: the division becomes the

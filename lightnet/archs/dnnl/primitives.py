@@ -470,7 +470,8 @@ def deconv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 
 
 
 def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bias_shape=None,
-           dtype: str = "float32", b_layout="any", post_ops=()) -> Kernel:
+           dtype: str = "float32", b_layout="any", post_ops=(),
+           a_layout: MemoryDesc | None = None) -> Kernel:
     """dst = op(A) @ op(B) (+ bias, broadcast) (the cpu matmul with alpha = beta = 1;
     an alpha is an eltwise linear post-op), over the last two axes, leading (batch)
     axes broadcasting like numpy's: an operand of fewer dimensions is described with
@@ -480,7 +481,9 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
     (load_weights reorders it) "any" (oneDNN's choice) or "transposed" (B^T dense,
     which gemm:jit:f32 on AVX2 multiplies faster than the [K, N] it chooses: 104 against
     85 GFLOP/s for BERT's [128, 768] @ [768, 3072] on 2 cores, where N = 3072 rows
-    of 12 KB alias in the cache). Tensors src, weights, bias, dst."""
+    of 12 KB alias in the cache). A descriptor as `a_layout` or `b_layout` is the
+    operand's layout before op (strides of a view: a transpose_view's, read as they
+    are). Tensors src, weights, bias, dst."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     if min(len(a_shape), len(b_shape)) < 2:
         raise ValueError(f"oneDNN matmul: operands of 2 or more dimensions, found "
@@ -501,6 +504,8 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
 
     a_log, a_d, a_plain = operand(a_shape, trans_a)
     b_log, b_d, b_plain = operand(b_shape, trans_b)
+    if a_layout is not None:
+        a_d = a_layout.transposed(_last_two_swapped(rank)) if trans_a else a_layout
     if a_log[-1] != b_log[-2]:
         raise ValueError(f"oneDNN matmul: A {list(a_shape)} and B {list(b_shape)} do not "
                             "multiply")
@@ -510,6 +515,8 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
         order = list(range(len(b_log)))
         order[-2], order[-1] = order[-1], order[-2]
         b_d = strided_desc(b_log, dtype, order)
+    elif isinstance(b_layout, MemoryDesc):
+        b_d = b_layout.transposed(_last_two_swapped(rank)) if trans_b else b_layout
     elif b_layout != "plain":
         b_d = _desc(b_log, dtype, b_layout)
     dst_d = plain_desc(dst_shape, dtype)
@@ -529,6 +536,10 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
         "dnnl_matmul_primitive_desc_create", capi.library().engine, a_d, b_d,
         bias_d, dst_d, attr)
     return Kernel("matmul", pd, args, plain, extra)
+
+
+def _last_two_swapped(rank: int) -> tuple[int, ...]:
+    return (*range(rank - 2), rank - 1, rank - 2)
 
 
 # A linear layer's blocked layout: channels in blocks of 8 (AVX2's).

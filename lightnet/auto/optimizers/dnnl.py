@@ -941,6 +941,23 @@ def combine_transpose_dnnl_transpose(ctx, window):
     ]
 
 
+def combine_transpose_view(ctx, window):
+    """A transpose that only batched matmuls read is a view of its source (its
+    axes permuted by strides), which oneDNN's matmul reads as it is:
+    attention's Q, K and V split into heads ([B, T, H, D] to [B, H, T, D], K to
+    [B, H, D, T]) are not copied."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        not ops[0].params.view
+        and ops[0].consumers("dst") >= 1
+        and ops[0].reader_optypes("dst") == {"matmul_dnnl"}
+        and ops[0].outs.dst.ndim >= 3
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op(like=ops[0], params={"view": True})]
+
+
 def combine_sink_reshape(ctx, window):
     """Run an element-wise op (an activation, or a bias [C] added along the last
     axis) that follows a reshape of a matmul's output before the reshape, which
@@ -1417,6 +1434,7 @@ COMBINERS = (
         ("transpose_dnnl", "transpose_dnnl"),
         combine_transpose_dnnl_transpose,
     ),
+    Combiner("transpose_view", ("transpose_dnnl",), combine_transpose_view),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
