@@ -994,6 +994,36 @@ def test_a_linear_layer_runs_as_a_blocked_1x1_convolution(rows, transB, bias, re
         assert kernel.format("weights") != "ab"  # reordered at load into the conv's blocks
 
 
+@pytest.mark.parametrize("source", ["layernorm", "input"])
+def test_linears_reading_one_matrix_share_its_blocked_copy(source):
+    """BERT's Q, K and V projections of one layernorm (each through a reshape of its
+    own): one reorder_dnnl (to: linear) copies it into the linears' blocked layout, and
+    the three read that copy, reordering nothing themselves; a fourth product of it
+    that is not a linear (3 columns) reads it plain. Against the cpu."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 9, 776])
+    if source == "layernorm":
+        x = m.op("layernorm", {"src": x, "scale": m.weight("g", [776]),
+                               "bias": m.weight("h", [776])}, axis=2)
+    for i in range(3):
+        y = m.op("reshape", {"src": x}, dims=[9, 776])
+        m.op("matmul", {"src1": y, "src2": m.weight(f"w{i}", [776, 784], -0.05, 0.05),
+                        "bias": m.weight(f"b{i}", [784])})
+    m.op("matmul", {"src1": m.op("reshape", {"src": x}, dims=[9, 776]),
+                    "src2": m.weight("w3", [776, 3])})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    if dnnl_ops.matmul_post_ops_cheap():  # AVX-512: no linears
+        return
+    (copy,) = [op for op in ctx.ops if op.optype == "reorder_dnnl"]
+    assert copy.values["to"] == "linear"
+    blocked = copy.tensors_out["dst"]
+    mms = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert [op.tensors_in["src1"] == blocked for op in mms] == [True, True, True, False]
+    for op in mms[:3]:
+        kernel = op.values["call"].kernel
+        assert kernel.what == "linear" and kernel.reorder_in is None
+
+
 def test_a_weight_of_a_linear_layer_and_of_a_matmul_is_reordered_for_each():
     """One weight read by a product of 9 rows (a linear layer below AVX-512: its
     convolution's blocks) and one of 3 (a matmul: B^T): each reader has its own copy in

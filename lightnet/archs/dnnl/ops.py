@@ -1198,6 +1198,12 @@ class Reorder:
         self.src, self.dst, self.to = src, dst, to
         if to == "dnnl":
             dst.layout = Layout(PENDING, dtype=dtype)
+        elif to == "linear":
+            if dst.ndim != 2 or dtype != "float32":
+                raise ValueError(f"oneDNN reorder to a linear's layout: a float32 matrix, "
+                                 f"found {dtype} {list(dst.shape)}")
+            desc = primitives.blocked_matrix(dst.shape, dtype)
+            dst.layout = Layout(desc.format, desc)
 
     def bind(self, scratch, arrays: dict):
         if _pending(self.dst):
@@ -1223,7 +1229,8 @@ def _desc(entry):
 
 def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
     """A reorder op copying `src` to oneDNN's layout (`to` "dnnl"), held in `dtype`
-    there (an 8-bit tensor in its own), or to plain; it needs no scratchpad."""
+    there (an 8-bit tensor in its own), to a linear's blocked operand (`to` "linear"),
+    or to plain; it needs no scratchpad."""
     if _np_name(src.dtype) in ("uint8", "int8"):
         dtype = _np_name(src.dtype)
     op.values["call"] = Reorder(src, dst, to, dtype)
