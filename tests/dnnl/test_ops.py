@@ -1277,9 +1277,10 @@ def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
 @pytest.mark.parametrize("cheap", [True, False])
 def test_attention_scale_and_mask_add_fuse_into_the_scores_matmul(cheap, monkeypatch):
     """softmax(Q @ K^T / sqrt(D) + mask), BERT's scores: the division becomes the
-    matmul's alpha and the mask [N, 1, 1, S] a binary add post-op where oneDNN applies
-    a batched product's post-ops cheaply (matmul_post_ops_cheap, patched both ways);
-    elsewhere they stay elew ops. Both match the cpu."""
+    matmul's alpha (oneDNN's weights scale) and the mask [N, 1, 1, S] a binary add
+    post-op where oneDNN applies a batched product's post-ops cheaply
+    (matmul_post_ops_cheap, patched both ways); elsewhere the add stays an elew op.
+    Both match the cpu."""
     monkeypatch.setattr(dnnl_ops, "matmul_post_ops_cheap", lambda: cheap)
     m = ModelBuilder()
     q, k = m.input("q", [2, 3, 9, 4]), m.input("k", [2, 3, 4, 9])
@@ -1295,9 +1296,11 @@ def test_attention_scale_and_mask_add_fuse_into_the_scores_matmul(cheap, monkeyp
         assert mm.tensors_in["addend"] == "mask" and mm.values["alpha"] == 0.5
         assert "elew_dnnl" not in [op.optype for op in ctx.ops]
     else:
-        assert "addend" not in mm.tensors_in and mm.values["alpha"] == 1
+        assert "addend" not in mm.tensors_in and mm.values["alpha"] == 0.5
         assert [op.values["elew_op"] for op in ctx.ops if op.optype == "elew_dnnl"] == [
-            "TL_DIV", "TL_SUM"]
+            "TL_SUM"]
+        kernel = mm.values["call"].kernel
+        assert kernel.what == "matmul" and kernel.constants["alpha"][0] == 0.5
 
 
 def test_a_mask_add_after_a_2d_matmul_fuses_and_a_read_product_does_not():

@@ -578,8 +578,9 @@ def _strided(entry, dtype: str, rank: int):
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
            activation="none", addend=None, blocked=False, **act) -> int:
     """dst = act(alpha * A' @ B' + beta * bias + addend), over stacks of matrices (batch
-    dims broadcasting); alpha is an eltwise linear post-op, so a bias goes with alpha =
-    beta = 1 only (beta = 0 leaves it out); the addend (broadcasting) a binary add
+    dims broadcasting); alpha is oneDNN's weights scale (an eltwise linear post-op of
+    a product run as a linear), so a bias goes with alpha = beta = 1 only (beta = 0
+    leaves it out); the addend (broadcasting) a binary add
     post-op, the activation an eltwise one. A, a B computed per run, the addend and
     the output plain (transposes are strides; a source a producer holds in a layout
     of its own is reordered first, into the scratch); a static B (a weight) in the
@@ -593,7 +594,9 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         raise ValueError("oneDNN matmul: alpha * A' @ B' + bias needs alpha = beta = 1 (the "
                          "dnnl expanders keep such an op on the cpu)")
     before = {}
-    post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
+    # alpha: a linear post-op of a product run as a linear, else the matmul's scale.
+    linear_alpha = alpha != 1 and _as_linear(src1, src2, transA, transB, dtype, [])
+    post = [eltwise_post_op("linear", alpha)] if linear_alpha else []
     args = {"src": "src1", "weights": "src2", "dst": "dst"}
     if addend is not None:
         args[f"post_op_{len(post)}"] = "addend"
@@ -623,7 +626,8 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA,
                          trans_b=transB, bias_shape=None if bias is None else bias.shape,
                          dtype=dtype, post_ops=post, a_layout=a_desc,
-                         b_layout=weights if b_desc is None else b_desc)
+                         b_layout=weights if b_desc is None else b_desc,
+                         alpha=1.0 if linear_alpha else alpha)
     if bias is not None:
         args["bias"] = "bias"
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,

@@ -1019,7 +1019,8 @@ def combine_matmul_bias(ctx, window):
 def combine_matmul_scale(ctx, window):
     """Scale the product of a matmul without a bias instead of its operand, when
     the operand is a multiply by a known scalar that only the matmul reads
-    (attention's q * D^-0.5): alpha (a linear post-op), the multiply not made."""
+    (attention's q * D^-0.5): alpha (oneDNN's weights scale), the multiply not
+    made."""
     ops = [OpView(ctx, op) for op in window]
     if not (
         ops[0].optype in ("elew_cpu", "elew_dnnl")
@@ -1082,13 +1083,11 @@ def combine_matmul_scale(ctx, window):
 def combine_matmul_output_scale(ctx, window):
     """Scale a matmul's product by a known scalar that divides or multiplies it
     next, when nothing else reads the product and no bias, addend or activation
-    is fused yet (attention's scores / sqrt(D)): alpha (a linear post-op), the
-    division not made; a batched product only where oneDNN applies its post-ops
-    cheaply (dnnl.matmul_post_ops_cheap)."""
+    is fused yet (attention's scores / sqrt(D)): alpha (oneDNN's weights scale,
+    which its GEMM applies as it multiplies), the division not made."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        (ops[0].outs.dst.ndim <= 2 or dnnl.matmul_post_ops_cheap())
-        and ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
+        ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
         and ops[1].ins.src1.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[1].ins.src2.len == 1
