@@ -88,6 +88,11 @@ class OpView:
         """How many ops read output `arg`."""
         return self._ctx.dfg.num_consumers(self._op.tensors_out[arg])
 
+    def reader_optypes(self, arg: str) -> set[str]:
+        """The optypes of the ops reading output `arg`."""
+        dfg = self._ctx.dfg
+        return {dfg.ops[r].optype for r in dfg.consumers.get(self._op.tensors_out[arg], ())}
+
     def value(self, arg: str) -> np.ndarray | None:
         """The data of input `arg` at compile time: known for weights (and
         what ops compute from weights and params) when the model is compiled

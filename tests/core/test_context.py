@@ -212,6 +212,24 @@ def test_arena_allocation_failure_is_a_user_error():
     assert str(e.value) == f"<model>: cannot allocate the cpu arena of {arena} bytes"
 
 
+@pytest.mark.parametrize("size", [1000, 9 << 20])
+def test_an_arena_is_zeroed_writable_memory_of_its_size(size):
+    """A large arena (HUGE_ARENA bytes or more) is an anonymous mapping with huge pages
+    asked for, where the platform has them; either kind is zeroed and writable."""
+    import mmap
+
+    from lightnet.compiler.memory_plan import MemReport
+    from lightnet.ir.tensor import MemType
+    from lightnet.runtime import context
+
+    arena = Context()._alloc_arena(MemReport(MemType.CPU, size, size, size))
+    assert arena.dtype == np.uint8 and arena.shape == (size,) and not arena.any()
+    arena[-1] = 7
+    assert arena[-1] == 7
+    mapped = isinstance(arena.base, memoryview) and isinstance(arena.base.obj, mmap.mmap)
+    assert mapped == (size >= context.HUGE_ARENA and hasattr(mmap, "MADV_HUGEPAGE"))
+
+
 def test_unload_and_cleanup(capsys):
     _, ctx = run_model(no_print_model())
     ctx.unload()

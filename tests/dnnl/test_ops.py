@@ -994,6 +994,36 @@ def test_a_linear_layer_runs_as_a_blocked_1x1_convolution(rows, transB, bias, re
         assert kernel.format("weights") != "ab"  # reordered at load into the conv's blocks
 
 
+@pytest.mark.parametrize("source", ["layernorm", "input"])
+def test_linears_reading_one_matrix_share_its_blocked_copy(source):
+    """BERT's Q, K and V projections of one layernorm (each through a reshape of its
+    own): one reorder_dnnl (to: linear) copies it into the linears' blocked layout, and
+    the three read that copy, reordering nothing themselves; a fourth product of it
+    that is not a linear (3 columns) reads it plain. Against the cpu."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 9, 776])
+    if source == "layernorm":
+        x = m.op("layernorm", {"src": x, "scale": m.weight("g", [776]),
+                               "bias": m.weight("h", [776])}, axis=2)
+    for i in range(3):
+        y = m.op("reshape", {"src": x}, dims=[9, 776])
+        m.op("matmul", {"src1": y, "src2": m.weight(f"w{i}", [776, 784], -0.05, 0.05),
+                        "bias": m.weight(f"b{i}", [784])})
+    m.op("matmul", {"src1": m.op("reshape", {"src": x}, dims=[9, 776]),
+                    "src2": m.weight("w3", [776, 3])})
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    if dnnl_ops.matmul_post_ops_cheap():  # AVX-512: no linears
+        return
+    (copy,) = [op for op in ctx.ops if op.optype == "reorder_dnnl"]
+    assert copy.values["to"] == "linear"
+    blocked = copy.tensors_out["dst"]
+    mms = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert [op.tensors_in["src1"] == blocked for op in mms] == [True, True, True, False]
+    for op in mms[:3]:
+        kernel = op.values["call"].kernel
+        assert kernel.what == "linear" and kernel.reorder_in is None
+
+
 def test_a_weight_of_a_linear_layer_and_of_a_matmul_is_reordered_for_each():
     """One weight read by a product of 9 rows (a linear layer below AVX-512: its
     convolution's blocks) and one of 3 (a matmul: B^T): each reader has its own copy in
@@ -1212,12 +1242,45 @@ def test_attention_products_of_two_activations_match_cpu():
     assert "weights_dnnl" not in [op.optype for op in ctx.ops]
 
 
+@pytest.mark.parametrize("k_axes,trans_b", [((0, 2, 3, 1), False), ((0, 2, 1, 3), True)])
+def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
+    """Q, K and V projected ([B, T, H * D]), reshaped to [B, T, H, D] and transposed to
+    heads: the transposes only matmuls read are views (no copy, no reorder), which
+    the batched products read by strides; the context's transpose back, which the
+    model outputs, is a copy. A transpose another op reads too stays a copy."""
+    m = ModelBuilder()
+    x = m.input("x", [2, 7, 24])
+    heads = []
+    for name, axes in (("q", (0, 2, 1, 3)), ("k", k_axes), ("v", (0, 2, 1, 3))):
+        y = m.op("matmul", {"src1": x, "src2": m.weight(f"w{name}", [24, 24])})
+        y = m.op("reshape", {"src": y}, dims=[2, 7, 3, 8])
+        heads.append(m.op("transpose", {"src": y}, axes=list(axes)))
+    q, k, v = heads
+    s = m.op("matmul", {"src1": q, "src2": k}, transB=trans_b)
+    p = m.op("softmax", {"src": s}, axis=3)
+    c = m.op("matmul", {"src1": p, "src2": v})
+    m.op("transpose", {"src": c}, axes=[0, 2, 1, 3])
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
+    transposes = [op for op in ctx.ops if op.optype == "transpose_dnnl"]
+    assert [op.values["view"] for op in transposes] == [True, True, True, False]
+    assert [op.values["call"].impl_info for op in transposes[:3]] == ["view"] * 3
+    assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
+    for op in transposes[:3]:  # the bytes of its source, seen permuted
+        dst = ctx.tensors[op.tensors_out["dst"]]
+        assert ctx.tensors.root(dst.name) is ctx.tensors.root(op.tensors_in["src"])
+    m.op("relu", {"src": q})  # Q read by another op too: copied
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
+    views = [op.values["view"] for op in ctx.ops if op.optype == "transpose_dnnl"]
+    assert views == [False, True, True, False]
+
+
 @pytest.mark.parametrize("cheap", [True, False])
 def test_attention_scale_and_mask_add_fuse_into_the_scores_matmul(cheap, monkeypatch):
     """softmax(Q @ K^T / sqrt(D) + mask), BERT's scores: the division becomes the
-    matmul's alpha and the mask [N, 1, 1, S] a binary add post-op where oneDNN applies
-    a batched product's post-ops cheaply (matmul_post_ops_cheap, patched both ways);
-    elsewhere they stay elew ops. Both match the cpu."""
+    matmul's alpha (oneDNN's weights scale) and the mask [N, 1, 1, S] a binary add
+    post-op where oneDNN applies a batched product's post-ops cheaply
+    (matmul_post_ops_cheap, patched both ways); elsewhere the add stays an elew op.
+    Both match the cpu."""
     monkeypatch.setattr(dnnl_ops, "matmul_post_ops_cheap", lambda: cheap)
     m = ModelBuilder()
     q, k = m.input("q", [2, 3, 9, 4]), m.input("k", [2, 3, 4, 9])
@@ -1233,9 +1296,11 @@ def test_attention_scale_and_mask_add_fuse_into_the_scores_matmul(cheap, monkeyp
         assert mm.tensors_in["addend"] == "mask" and mm.values["alpha"] == 0.5
         assert "elew_dnnl" not in [op.optype for op in ctx.ops]
     else:
-        assert "addend" not in mm.tensors_in and mm.values["alpha"] == 1
+        assert "addend" not in mm.tensors_in and mm.values["alpha"] == 0.5
         assert [op.values["elew_op"] for op in ctx.ops if op.optype == "elew_dnnl"] == [
-            "TL_DIV", "TL_SUM"]
+            "TL_SUM"]
+        kernel = mm.values["call"].kernel
+        assert kernel.what == "matmul" and kernel.constants["alpha"][0] == 0.5
 
 
 def test_a_mask_add_after_a_2d_matmul_fuses_and_a_read_product_does_not():

@@ -45,6 +45,7 @@ converts where a dnnl op reads a tensor held in the other data type.
 from __future__ import annotations
 
 from lightnet.archs.dnnl import conv_layouts
+from lightnet.archs.dnnl import ops as dnnl_ops
 from lightnet.archs.registry import get_arch, get_proto
 from lightnet.ir.op import Op, unique_name
 from lightnet.ir.param import Param
@@ -76,7 +77,7 @@ def _makes_dnnl(op) -> bool:
     """Whether `op`'s output is in oneDNN's layout: a dnnl op's, or a reorder's into it
     (so that the pass leaves a model it already laid out as it is)."""
     return _is_dnnl(op) or op.optype == WEIGHTS or (
-        op.optype == REORDER and op.values.get("to") == "dnnl")
+        op.optype == REORDER and op.values.get("to") in ("dnnl", "linear"))
 
 
 def _laid_out(op, entry) -> bool:
@@ -166,6 +167,9 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                 held = holds(made_by) if made_by is not None and _makes_dnnl(made_by) else None
                 follows[op.name] = held or FLOAT32
 
+    shared = _shared_linear_sources(ops, tensors, producer) if dtype == FLOAT32 else {}
+    linear_copies: dict[tuple, str] = {}  # a shared source's key -> its blocked copy
+    unread: set[str] = set()  # views of a shared source its linears no longer read
     result: list[Op] = []
     ins: list[tuple[Op, str, str]] = []  # (op, input arg, new tensor)
     outs: list[tuple[Op, str, str]] = []  # (op, output arg, new tensor)
@@ -177,6 +181,15 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
             dtype = computes_in(op)
             for arg, name in op.tensors_in.items():
                 entry = tensors[name]
+                group = shared.get(op.name) if arg == "src1" else None
+                if group is not None:  # one blocked copy for the linears reading it
+                    if group not in linear_copies:
+                        linear_copies[group] = fresh(name)
+                        result.append(new_op(REORDER, name, linear_copies[group], to="linear"))
+                    else:
+                        unread.add(name)
+                    ins.append((op, arg, linear_copies[group]))
+                    continue
                 if entry.dtype in EIGHT_BIT and not entry.static and not _laid_out(op, entry):
                     continue  # read plain (an int8 product's source)
                 made_by = producer.get(name)
@@ -229,12 +242,40 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                 result.append(new_op(REORDER, new, name, to="plain"))
     for op, arg, new in ins:
         op.tensors_in[arg] = new
+    if unread:  # a view (a reshape) nothing reads now: not made, and not an output
+        read = {n for op in result for n in op.tensors_in.values()}
+        result = [op for op in result if not (
+            not _is_dnnl(op) and len(op.tensors_out) == 1
+            and all(n in unread and n not in read and tensors[n].owner is not None
+                    for n in op.tensors_out.values()))]
     for op, arg, new in outs:
         op.tensors_out[arg] = new
     changed = {id(op): op for op, _, _ in (*ins, *outs)}
     changed.update((id(op), op) for op in convs_laid_out)
     ctx.rewrite(result, list(changed.values()))  # the ops next to the reorders, ...
     _drop_copies(ctx)
+
+
+def _shared_linear_sources(ops, tensors, producer) -> dict[str, tuple]:
+    """The float32 matmuls running as linears (dnnl.linear_shapes) that read one matrix
+    with others (BERT's Q, K and V projections of one layernorm, through reshapes of
+    it): by op name, the key of their shared source. Each would reorder the matrix into
+    its blocked layout itself; one reorder_dnnl (to: linear) makes that copy for all."""
+    readers: dict[tuple, list[str]] = {}
+    for op in ops:
+        if op.optype != "matmul_dnnl" or "addend" in op.tensors_in or op.values["alpha"] != 1:
+            continue
+        src, weight = tensors[op.tensors_in["src1"]], tensors[op.tensors_in["src2"]]
+        made_by = producer.get(src.name)
+        if (src.dtype is not DType.TL_FLOAT or src.static or made_by is None
+                or made_by.optype == "matmul_dnnl" and made_by.values["blocked"]
+                or not dnnl_ops.linear_shapes(src.shape, weight.shape, op.values["transA"],
+                                              op.values["transB"], weight.static)):
+            continue
+        root = tensors.root(src.name)
+        if tensors.offset_in_root(src.name) == 0 and root.nbytes == src.nbytes:
+            readers.setdefault((root.name, src.shape), []).append(op.name)
+    return {name: key for key, names in readers.items() if len(names) > 1 for name in names}
 
 
 def _choose_conv_layouts(ops, tensors) -> list:

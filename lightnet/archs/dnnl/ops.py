@@ -562,11 +562,26 @@ def _as_linear(src1, src2, trans_a: bool, trans_b: bool, dtype: str, post) -> bo
             and linear_shapes(src1.shape, src2.shape, trans_a, trans_b, src2.static))
 
 
+def _strided(entry, dtype: str, rank: int):
+    """The layout `entry` is held in when the matmul can read it as it is: strides with
+    no blocks (a transpose_view's), of the matmul's rank and data type; else None."""
+    layout = entry.layout
+    if layout is None or layout.desc is None or entry.ndim != rank:
+        return None
+    desc = layout.desc
+    form = desc.format
+    if desc.dtype != dtype or form in ("any", "undef") or not (form.isalpha()
+                                                               and form.islower()):
+        return None
+    return desc
+
+
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
            activation="none", addend=None, blocked=False, **act) -> int:
     """dst = act(alpha * A' @ B' + beta * bias + addend), over stacks of matrices (batch
-    dims broadcasting); alpha is an eltwise linear post-op, so a bias goes with alpha =
-    beta = 1 only (beta = 0 leaves it out); the addend (broadcasting) a binary add
+    dims broadcasting); alpha is oneDNN's weights scale (an eltwise linear post-op of
+    a product run as a linear), so a bias goes with alpha = beta = 1 only (beta = 0
+    leaves it out); the addend (broadcasting) a binary add
     post-op, the activation an eltwise one. A, a B computed per run, the addend and
     the output plain (transposes are strides; a source a producer holds in a layout
     of its own is reordered first, into the scratch); a static B (a weight) in the
@@ -580,7 +595,9 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
         raise ValueError("oneDNN matmul: alpha * A' @ B' + bias needs alpha = beta = 1 (the "
                          "dnnl expanders keep such an op on the cpu)")
     before = {}
-    post = [eltwise_post_op("linear", alpha)] if alpha != 1 else []
+    # alpha: a linear post-op of a product run as a linear, else the matmul's scale.
+    linear_alpha = alpha != 1 and _as_linear(src1, src2, transA, transB, dtype, [])
+    post = [eltwise_post_op("linear", alpha)] if linear_alpha else []
     args = {"src": "src1", "weights": "src2", "dst": "dst"}
     if addend is not None:
         args[f"post_op_{len(post)}"] = "addend"
@@ -591,9 +608,12 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
     as_linear = _as_linear(src1, src2, transA, transB, dtype, post)
     src_blocked = (as_linear and src1.layout is not None and src1.layout.desc is not None
                    and src1.layout.desc == primitives.blocked_matrix(src1.shape, dtype))
-    if not src1.static and not src_blocked:
+    rank = max(src1.ndim, src2.ndim)
+    a_desc = None if as_linear or src1.static else _strided(src1, dtype, rank)
+    b_desc = None if src2.static else _strided(src2, dtype, rank)
+    if not src1.static and not src_blocked and a_desc is None:
         _read_plain(src1, dtype, "src", before)
-    if not src2.static:
+    if not src2.static and b_desc is None:
         _read_plain(src2, dtype, "weights", before)
     # A static B in float32 as B^T (primitives.matmul: gemm:jit:f32 runs it faster);
     # in bfloat16 where oneDNN chooses.
@@ -606,7 +626,9 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
     else:
         kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA,
                          trans_b=transB, bias_shape=None if bias is None else bias.shape,
-                         dtype=dtype, b_layout=weights, post_ops=post)
+                         dtype=dtype, post_ops=post, a_layout=a_desc,
+                         b_layout=weights if b_desc is None else b_desc,
+                         alpha=1.0 if linear_alpha else alpha)
     if bias is not None:
         args["bias"] = "bias"
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
@@ -835,15 +857,35 @@ class _Reordered:
         return self.kernel.bind({"src": _bytes(arrays["src"]), "dst": _bytes(arrays["dst"])})
 
 
-def transpose(op, src, dst, *, axes) -> int:
+class _View:
+    """The call of an op whose output is a view of its source's memory: nothing runs."""
+
+    impl_info = "view"
+
+    def bind(self, scratch, arrays: dict):
+        return _nothing
+
+
+def _nothing() -> None:
+    pass
+
+
+def transpose(op, src, dst, *, axes, view: bool = False) -> int:
     """dst = src with its axes permuted (numpy's transpose): one reorder reading src in
     its producer's layout seen with permuted axes (a blocked one too, so no reorder to
     plain comes first). dst is plain, or channels-last where that is the order src's
     bytes are in already ([N, H, W, C] to [N, C, H, W]: a copy, and the convolution
-    reading it runs a direct kernel on it where a plain source would take im2col)."""
+    reading it runs a direct kernel on it where a plain source would take im2col).
+    With `view`, dst is src's memory in that permuted layout, no copy (its readers are
+    matmuls, which take strided operands as they are)."""
     if _pending(src):
         record(src, primitives.plain_desc(src.shape, _dtype(src)))
     desc = _desc(src).transposed(axes)
+    if view:
+        record(dst, desc)
+        dst.owner = src.name
+        op.values["call"] = _View()
+        return 0
     out = primitives.plain_desc(dst.shape, desc.dtype)
     if desc.ndim == 4 and desc.format == "acdb":
         out = _tagged(dst.shape, desc.dtype, ("acdb",))[0]
@@ -1161,6 +1203,12 @@ class Reorder:
         self.src, self.dst, self.to = src, dst, to
         if to == "dnnl":
             dst.layout = Layout(PENDING, dtype=dtype)
+        elif to == "linear":
+            if dst.ndim != 2 or dtype != "float32":
+                raise ValueError(f"oneDNN reorder to a linear's layout: a float32 matrix, "
+                                 f"found {dtype} {list(dst.shape)}")
+            desc = primitives.blocked_matrix(dst.shape, dtype)
+            dst.layout = Layout(desc.format, desc)
 
     def bind(self, scratch, arrays: dict):
         if _pending(self.dst):
@@ -1186,7 +1234,8 @@ def _desc(entry):
 
 def reorder(op, src, dst, to: str, dtype: str = "float32") -> int:
     """A reorder op copying `src` to oneDNN's layout (`to` "dnnl"), held in `dtype`
-    there (an 8-bit tensor in its own), or to plain; it needs no scratchpad."""
+    there (an 8-bit tensor in its own), to a linear's blocked operand (`to` "linear"),
+    or to plain; it needs no scratchpad."""
     if _np_name(src.dtype) in ("uint8", "int8"):
         dtype = _np_name(src.dtype)
     op.values["call"] = Reorder(src, dst, to, dtype)

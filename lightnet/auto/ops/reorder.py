@@ -39,7 +39,7 @@ REORDER_DNNL = OpProto(
     ),
     tensors_out=(TensorArg("dst"),),
     params=(
-        ParamArg("to", ParamType.STRING, choices=("dnnl", "plain")),
+        ParamArg("to", ParamType.STRING, choices=("dnnl", "plain", "linear")),
         ParamArg("dtype", ParamType.STRING, "float32", choices=("float32", "bfloat16")),
     ),
     pre_run=reorder_dnnl_pre_run,

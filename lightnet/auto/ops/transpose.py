@@ -64,8 +64,8 @@ def transpose_dnnl_pre_run(op, tensors):
 
 def transpose_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
-    src, dst, axes = ck.get("src", "dst", "axes")
-    ck.scratch(dnnl.transpose(op, src, dst, axes=axes))
+    src, dst, axes, view = ck.get("src", "dst", "axes", "view")
+    ck.scratch(dnnl.transpose(op, src, dst, axes=axes, view=view))
 
 
 def transpose_dnnl_load(op, arrays):
@@ -80,6 +80,7 @@ TRANSPOSE_DNNL = replace(
     optype="transpose_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
+    params=(*TRANSPOSE.params, ParamArg("view", ParamType.BOOL, False)),
     pre_run=transpose_dnnl_pre_run,
     scratch=transpose_dnnl_scratch,
     load=transpose_dnnl_load,

@@ -942,6 +942,23 @@ def combine_transpose_dnnl_transpose(ctx, window):
     ]
 
 
+def combine_transpose_view(ctx, window):
+    """A transpose that only batched matmuls read is a view of its source (its
+    axes permuted by strides), which oneDNN's matmul reads as it is:
+    attention's Q, K and V split into heads ([B, T, H, D] to [B, H, T, D], K to
+    [B, H, D, T]) are not copied."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        not ops[0].params.view
+        and ops[0].consumers("dst") >= 1
+        and ops[0].reader_optypes("dst") == {"matmul_dnnl"}
+        and ops[0].outs.dst.ndim >= 3
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op(like=ops[0], params={"view": True})]
+
+
 def combine_sink_reshape(ctx, window):
     """Run an element-wise op (an activation, or a bias [C] added along the last
     axis) that follows a reshape of a matmul's output before the reshape, which
@@ -1003,7 +1020,8 @@ def combine_matmul_bias(ctx, window):
 def combine_matmul_scale(ctx, window):
     """Scale the product of a matmul without a bias instead of its operand, when
     the operand is a multiply by a known scalar that only the matmul reads
-    (attention's q * D^-0.5): alpha (a linear post-op), the multiply not made."""
+    (attention's q * D^-0.5): alpha (oneDNN's weights scale), the multiply not
+    made."""
     ops = [OpView(ctx, op) for op in window]
     if not (
         ops[0].optype in ("elew_cpu", "elew_dnnl")
@@ -1066,13 +1084,11 @@ def combine_matmul_scale(ctx, window):
 def combine_matmul_output_scale(ctx, window):
     """Scale a matmul's product by a known scalar that divides or multiplies it
     next, when nothing else reads the product and no bias, addend or activation
-    is fused yet (attention's scores / sqrt(D)): alpha (a linear post-op), the
-    division not made; a batched product only where oneDNN applies its post-ops
-    cheaply (dnnl.matmul_post_ops_cheap)."""
+    is fused yet (attention's scores / sqrt(D)): alpha (oneDNN's weights scale,
+    which its GEMM applies as it multiplies), the division not made."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        (ops[0].outs.dst.ndim <= 2 or dnnl.matmul_post_ops_cheap())
-        and ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
+        ops[1].params.elew_op in ("TL_DIV", "TL_MUL")
         and ops[1].ins.src1.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[1].ins.src2.len == 1
@@ -1418,6 +1434,7 @@ COMBINERS = (
         ("transpose_dnnl", "transpose_dnnl"),
         combine_transpose_dnnl_transpose,
     ),
+    Combiner("transpose_view", ("transpose_dnnl",), combine_transpose_view),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
