@@ -107,14 +107,18 @@ class OpView:
     def may_overwrite(self, tensor) -> bool:
         """Whether this op may write into `tensor`'s memory (a residual added in place):
         a tensor the run makes (not an input, a weight, a model output or a view), every
-        reader of which but one (the op the rule removes) runs before this op."""
+        reader of which but one (the op the rule removes) runs before this op; a reader
+        of a view of it (a reshape's) is its reader too."""
         name = _name(tensor)
-        entry = self._ctx.tensors[name]
+        tensors = self._ctx.tensors
+        entry = tensors[name]
         if entry.static or entry.input or entry.owner is not None or not entry.creator:
             return False
-        ops = self._ctx.ops
+        names = [name] + [n for n, e in tensors.items()
+                          if e.owner is not None and tensors.root(n) is entry]
+        ops, dfg = self._ctx.ops, self._ctx.dfg
         here = ops.index(self._op)
-        readers = [ops.index(self._ctx.dfg.ops[r]) for r in self._ctx.dfg.consumers.get(name, [])]
+        readers = [ops.index(dfg.ops[r]) for n in names for r in dfg.consumers.get(n, [])]
         return len(readers) >= 1 and sum(i >= here for i in readers) <= 1 and here not in readers
 
     def producer(self, arg: str) -> str | None:
