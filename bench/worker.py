@@ -74,7 +74,7 @@ def _outside_arena_bytes(ctx) -> int:
         total += base.nbytes
 
     for _, run in ctx._run_ops:
-        for cell in run.__closure__ or ():
+        for cell in getattr(run, "__closure__", None) or ():  # a capi.Execute has none
             value = cell.cell_contents
             if isinstance(value, dict):
                 for v in value.values():
