@@ -7,6 +7,7 @@ session creation on the same ONNX file (not part of the unit tests).
     python bench/compile_time.py --models resnet50,vit_s16
     python bench/compile_time.py --ops "" --models ~/.cache/lightnet-zoo/swin_t.onnx
     python bench/compile_time.py --profile 10000          # cProfile of LightNet's setup
+    python bench/compile_time.py --instructions 1000,5000 # instructions per op (valgrind)
 
 A chain is N unary ONNX nodes (Relu, Sigmoid, Tanh, Neg in turn) on a [1, 64] input,
 each mapping to one LightNet op: its cost is what the import, the compiler and the
@@ -15,7 +16,12 @@ BatchNormalization + Relu blocks in a row, seeded random weights: 3N nodes and 5
 initializers, and as many batchnorms the compiler folds into the convolutions' weights
 (what real exports of convolutional networks are made of). `--models` takes the bench networks of bench/models.py (seeded
 random weights), or are ONNX files (a path ending in .onnx, such as the zoo's in
-~/.cache/lightnet-zoo/). Each engine sets the model up in a fresh process (this script run
+~/.cache/lightnet-zoo/). `--instructions` counts what a chain's op costs in machine instructions (valgrind's
+cachegrind, which counts exactly: on a shared machine whose speed moves from minute to
+minute, a change of a few per cent shows there and nowhere else): a worker setting up and
+running a chain of each length, the difference divided by the difference in ops (what
+importing the modules and the run's fixed costs take cancels out).
+Each engine sets the model up in a fresh process (this script run
 with --worker), after its modules are imported: LightNet from the ONNX file to a
 loaded Session (lightnet.Session(path): import, compile, plan, load), ONNX Runtime
 to an InferenceSession. Both then run the model once. Each row gives the setup's wall
@@ -30,6 +36,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -144,6 +152,33 @@ def profile(n: int, target: str) -> None:
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
 
 
+def instructions(lengths: list[int], target: str) -> None:
+    """Instructions per op of LightNet's setup (and one run) of a chain, on `target`."""
+    import onnx
+
+    if shutil.which("valgrind") is None:
+        sys.exit("compile_time.py: --instructions needs valgrind")
+    counts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in lengths:
+            path = os.path.join(tmp, f"chain{n}.onnx")
+            onnx.save(chain(n), path)
+            out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                                  "--cachegrind-out-file=/dev/null", sys.executable, __file__,
+                                  "--worker", f"ours:{target}", path],
+                                 capture_output=True, text=True, check=False,
+                                 # no OpenMP threads spinning through the run's count
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+            found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+            if out.returncode or found is None:
+                sys.exit(f"compile_time.py: the worker under valgrind failed: "
+                         f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
+            counts.append(int(found.group(1).replace(",", "")))
+            print(f"chain {n:,} on {target}: {counts[-1]:,} instructions", flush=True)
+    for (n1, c1), (n2, c2) in zip(zip(lengths, counts), zip(lengths[1:], counts[1:])):
+        print(f"{n1:,} -> {n2:,} ops: {(c2 - c1) / (n2 - n1):,.0f} instructions per op")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ops", default="2000,10000",
@@ -155,6 +190,8 @@ def main() -> None:
     p.add_argument("--targets", default="cpu,dnnl", help="LightNet's targets (default cpu,dnnl)")
     p.add_argument("--profile", type=int, metavar="N",
                    help="print a cProfile of LightNet's setup of a chain of N ops and exit")
+    p.add_argument("--instructions", metavar="N1,N2",
+                   help="instructions per op between chains of N1 and N2 ops (valgrind), and exit")
     p.add_argument("--worker", nargs=2, metavar=("ENGINE", "PATH"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -162,6 +199,9 @@ def main() -> None:
         return
     if args.profile:
         profile(args.profile, args.targets.split(",")[0])
+        return
+    if args.instructions:
+        instructions([int(n) for n in args.instructions.split(",")], args.targets.split(",")[-1])
         return
 
     import numpy as np
