@@ -540,11 +540,16 @@ class Converter:
         self.weights[name] = np.ascontiguousarray(array).reshape(lnshape(array.shape))
         return params
 
+    def known_shape(self, n: Node, i: int = 0) -> tuple[int, ...] | None:
+        """The shape ONNX's inference gave output `i` of `n`; None when it gave none (an
+        operator it does not know, or one after such)."""
+        return self.info.get(n.outputs[i], (0, None))[1]
+
     def out_shape(self, n: Node, i: int = 0) -> tuple[int, ...]:
-        info = self.info.get(n.outputs[i])
-        if info is None or info[1] is None:
+        shape = self.known_shape(n, i)
+        if shape is None:
             raise Unsupported(f"the shape of output '{n.outputs[i]}' is unknown")
-        return info[1]
+        return shape
 
     # Emitting ----------------------------------------------------------------------
 

@@ -153,6 +153,12 @@ def qlinear_mul(c: Converter, n: Node):
     qelew(c, n, "TL_MUL")
 
 
+def _transposed(c: Converter, x: Val, perm: list[int], **out) -> Val:
+    """`x` with its axes permuted (a channels-last operator's input and output)."""
+    return c.emit("transpose", {"src": x}, {"axes": perm}, x.dtype,
+                  tuple(x.shape[i] for i in perm), **out)
+
+
 @handler("lightnet.QGlobalAveragePool", 1)
 @handler("com.microsoft.QLinearGlobalAveragePool", 0)
 def qlinear_global_average_pool(c: Converter, n: Node, *, channels_last=0):
@@ -161,8 +167,7 @@ def qlinear_global_average_pool(c: Converter, n: Node, *, channels_last=0):
     if x.rank != 4:
         raise Unsupported(f"a rank-{x.rank} input (only 2-D pooling, rank 4)")
     if channels_last:
-        x = c.emit("transpose", {"src": x}, {"axes": [0, 3, 1, 2]}, x.dtype,
-                   (x.shape[0], x.shape[3], x.shape[1], x.shape[2]), hint=n.outputs[0])
+        x = _transposed(c, x, [0, 3, 1, 2], hint=n.outputs[0])
     scale, zero, y_scale, y_zero = (n.inputs[1:] + [""] * 4)[:4]
     ins = {"src": x, "src_scale": _one(c, scale), "src_zero": _one(c, zero),
            "dst_scale": _one(c, y_scale), "dst_zero": _one(c, y_zero)}
@@ -233,9 +238,7 @@ def qlinear_average_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSE
     if x.rank not in (3, 4, 5):
         raise Unsupported(f"a rank-{x.rank} input (1-D, 2-D and 3-D pooling: rank 3 to 5)")
     if channels_last:
-        perm = [0, x.rank - 1] + list(range(1, x.rank - 1))
-        x = c.emit("transpose", {"src": x}, {"axes": perm}, x.dtype,
-                   tuple(x.shape[i] for i in perm), hint=n.outputs[0])
+        x = _transposed(c, x, [0, x.rank - 1, *range(1, x.rank - 1)], hint=n.outputs[0])
     scale, zero, y_scale, y_zero = (n.inputs[1:] + [""] * 4)[:4]
     d = c.emit("dequantize", {"src": x, "scale": _one(c, scale), "zero": _one(c, zero)},
                {"axis": 0}, "TL_FLOAT", x.shape, hint=f"{n.outputs[0]}_dequantized")
@@ -254,9 +257,7 @@ def qlinear_average_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSE
         c.emit("quantize", ins, params, x.dtype, pooled.shape, **n.as_output)
         return
     y = c.emit("quantize", ins, params, x.dtype, pooled.shape, hint=n.outputs[0])
-    perm = [0] + list(range(2, y.rank)) + [1]
-    c.emit("transpose", {"src": y}, {"axes": perm}, y.dtype,
-           tuple(y.shape[i] for i in perm), **n.as_output)
+    _transposed(c, y, [0, *range(2, y.rank), 1], **n.as_output)
 
 
 # Quantized convolution and product -----------------------------------------------------------
@@ -330,9 +331,8 @@ def qconv(c: Converter, n: Node, inputs: list[str], *, dtype: str, activation: s
            "dst_scale": _static(c, ys, "y_scale"), "dst_zero": _zero(c, yz, "y_zero_point")}
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
               "padding": pads, "autopad": autopad, "dtype": dtype, "activation": activation}
-    if c.info.get(n.outputs[0], (0, None))[1] is not None:
-        shape = c.out_shape(n)
-    else:  # after an operator ONNX's shape inference does not know (com.microsoft's)
+    shape = c.known_shape(n)
+    if shape is None:  # after an operator ONNX's shape inference does not know
         hw = x.shape[2:]
         padding = autopad_padding(hw, kernel, strides, dilations, autopad) or pads
         shape = (x.shape[0], weight.shape[0]) + tuple(
@@ -374,10 +374,9 @@ def qmatmul(c: Converter, n: Node, inputs: list[str], *, dtype: str, trans_b=Fal
     else:
         b = _static_b(c, b_name, trans_b)
     _eight_bit(b, "the quantized product's B")
-    if n.op_type.startswith("com.microsoft.") or c.info.get(n.outputs[0], (0, None))[1] is None:
-        shape = matmul_shape(a.shape, b.shape)  # an operator ONNX's inference does not know
-    else:
-        shape = c.out_shape(n)
+    shape = None if n.op_type.startswith("com.microsoft.") else c.known_shape(n)
+    if shape is None:  # an operator ONNX's inference does not know, or one after it
+        shape = matmul_shape(a.shape, b.shape)
     if a.rank == 1:
         a = c.reshape(a, (1,) + a.shape)
     if b.rank == 2:
