@@ -176,11 +176,12 @@ def _fitting(items: list, statement) -> list[str]:
     return lines + ([statement(chunk)] if chunk else [])
 
 
-def _get_lines(names: list[str], call: str) -> list[str]:
-    """`a, b = ck.get("a", "b")`: statements binding `names` to what `call` gives."""
+def _get_lines(names: list[str], call: str, *lead: str) -> list[str]:
+    """`a, b = ck.get("a", "b")`: statements binding `names` to what `call` gives (its
+    arguments `lead`, then the names)."""
     def statement(chunk):
         targets = ", ".join(chunk) + ("," if len(chunk) == 1 else "")
-        return f"{targets} = {call}({', '.join(f'{n!r}' for n in chunk)})"
+        return f"{targets} = {call}({', '.join([*lead, *(f'{n!r}' for n in chunk)])})"
 
     return _fitting(names, statement)
 
@@ -356,12 +357,14 @@ def _bind_lines(op: OpDesc, code: str) -> list[str]:
     """Statements binding the names `code` reads: arrays, checked values, priv
     (as few as fit on a line each)."""
     used = _names_read(code) if code else set()
-    binds = [(t.arg_name, f'op.{"arrays_in" if getattr(t, "variadic", False) else "array"}'
-                          f'(arrays, "{t.arg_name}")')
-             for t in (*op.tensors_in, *op.tensors_out) if t.arg_name in used]
+    tensors = [t for t in (*op.tensors_in, *op.tensors_out) if t.arg_name in used]
+    lines = _get_lines([t.arg_name for t in tensors if not getattr(t, "variadic", False)],
+                       "op.arrays", "arrays")
+    binds = [(t.arg_name, f'op.arrays_in(arrays, "{t.arg_name}")')
+             for t in tensors if getattr(t, "variadic", False)]
     binds += [(name, f'op.values["{name}"]') for name in _kept_names(op) if name in used]
-    lines = _fitting(binds, lambda chunk: f"{', '.join(n for n, _ in chunk)} = "
-                                          f"{', '.join(v for _, v in chunk)}")
+    lines += _fitting(binds, lambda chunk: f"{', '.join(n for n, _ in chunk)} = "
+                                           f"{', '.join(v for _, v in chunk)}")
     if "priv" in used:
         lines.append("priv = op.priv")
     if op.scratch and "scratch" in used:

@@ -137,18 +137,21 @@ def test_dead_constants_go_in_chains_but_former_outputs_stay():
     assert list(ctx.tensors) == [unread]
 
 
-@pytest.mark.parametrize("view_read_after", [False, True])
-def test_an_op_may_overwrite_a_tensor_only_when_no_view_of_it_is_read_later(view_read_after):
+@pytest.mark.parametrize("view", ["read before", "read after", "a model output"])
+def test_an_op_may_overwrite_a_tensor_only_when_no_view_of_it_is_read_later(view):
     m = ModelBuilder()
     x = m.input("x", (2, 3))
     a = m.op("relu", {"src": x}, name="a")
     v = m.op("reshape", {"src": a}, name="v", dims=[3, 2])  # a view of a
+    if view == "read before":
+        m.op("relu", {"src": v}, name="r")
     c = m.op("relu", {"src": x}, name="c")
     m.op("elew", {"src1": c, "src2": a}, name="s", elew_op="TL_SUM")
-    if view_read_after:
+    if view == "read after":
         m.op("relu", {"src": v}, name="r")
     ctx = Context()
     ctx.init(m.to_dict())
     c_op = next(op for op in ctx.ops if op.name == "c")
-    # c adding a in place (writing a's memory) would change what r reads through v.
-    assert OpView(ctx, c_op).may_overwrite("a") is not view_read_after
+    # c adding a in place (writing a's memory) would change what r reads through v, or
+    # the model's output v.
+    assert OpView(ctx, c_op).may_overwrite("a") is (view == "read before")

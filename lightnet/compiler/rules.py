@@ -106,20 +106,23 @@ class OpView:
 
     def may_overwrite(self, tensor) -> bool:
         """Whether this op may write into `tensor`'s memory (a residual added in place):
-        a tensor the run makes (not an input, a weight, a model output or a view), every
-        reader of which but one (the op the rule removes) runs before this op; a reader
-        of a view of it (a reshape's) is its reader too."""
+        memory the run makes (not an input's or a weight's), every reader of which but
+        one (the op the rule removes) runs before this op. Every tensor held in that
+        memory counts (a view of it, a residual added into it before: a chain of
+        residual blocks), and none may be a model output (read by no op)."""
         name = _name(tensor)
         tensors = self._ctx.tensors
-        entry = tensors[name]
-        if entry.static or entry.input or entry.owner is not None or not entry.creator:
+        root = tensors.root(name)
+        if root.static or root.input or not root.creator:
             return False
-        names = [name] + [n for n, e in tensors.items()
-                          if e.owner is not None and tensors.root(n) is entry]
+        names = [n for n, e in tensors.items()
+                 if e is root or (e.owner is not None and tensors.root(n) is root)]
         ops, dfg = self._ctx.ops, self._ctx.dfg
+        if not all(dfg.consumers.get(n) for n in names):
+            return False
         here = ops.index(self._op)
-        readers = [ops.index(dfg.ops[r]) for n in names for r in dfg.consumers.get(n, [])]
-        return len(readers) >= 1 and sum(i >= here for i in readers) <= 1 and here not in readers
+        readers = [ops.index(dfg.ops[r]) for n in names for r in dfg.consumers[n]]
+        return sum(i >= here for i in readers) <= 1 and here not in readers
 
     def producer(self, arg: str) -> str | None:
         """The optype of the op that produced input `arg`."""

@@ -140,10 +140,13 @@ class Op:
     def arrays_in(self, arrays: dict, arg_name: str) -> list[np.ndarray]:
         return [arrays[self.tensors_in[a]] for a in self.variadic_in(arg_name)]
 
-    def array(self, arrays: dict, arg_name: str) -> np.ndarray | None:
-        """The bound array of an input or output arg (None: optional, absent)."""
-        name = self.tensors_in.get(arg_name) or self.tensors_out.get(arg_name)
-        return None if name is None else arrays[name]
+    def arrays(self, arrays: dict, *arg_names: str) -> tuple[np.ndarray | None, ...]:
+        """The bound arrays of input or output args (None: optional, absent)."""
+        ins, outs, bound = self.tensors_in, self.tensors_out, []
+        for arg_name in arg_names:
+            name = ins.get(arg_name) or outs.get(arg_name)
+            bound.append(None if name is None else arrays[name])
+        return tuple(bound)
 
     def pre_run(self, tensors: TensorTable) -> None:
         """Check the op and register its outputs. A helper that rejects the

@@ -2029,3 +2029,25 @@ def test_a_bias_the_matmul_cannot_take_stays_an_add(case):
     ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
     assert "elew_dnnl" in [op.optype for op in ctx.ops]
     assert not any("bias" in op.tensors_in for op in ctx.ops if op.optype == "matmul_dnnl")
+
+
+def test_an_op_may_overwrite_a_residual_added_in_place_before():
+    """A chain of residual blocks: the second block's convolution may add into the
+    first's output, itself held in the memory of the residual the first added into."""
+    m = ModelBuilder()
+    x = m.input("x", (1, 8, 5, 5))
+    t = m.conv(x, 8, 8, 1)
+    for _ in range(2):  # each block: two convolutions of t, added to t
+        t = m.op("elew", {"src1": m.conv(m.conv(t, 8, 8, 1), 8, 8, 1), "src2": t},
+                 elew_op="TL_SUM")
+    m.conv(t, 8, 8, 1)
+    ctx = compiled(m.to_dict(), "dnnl", weights={})
+    fused = [op for op in ctx.ops if op.optype == "conv2d_dnnl" and "residual" in op.tensors_in]
+    assert len(fused) == 2, [op.optype for op in ctx.ops]
+    second = ctx.tensors[fused[1].tensors_in["residual"]]
+    assert second.owner == fused[0].tensors_in["residual"]  # held in the first's residual
+    feeds = {x: np.random.default_rng(5).standard_normal((1, 8, 5, 5)).astype(np.float32)}
+    want = run(compiled(m.to_dict(), load=True), feeds)
+    got = run(compiled(m.to_dict(), "dnnl", load=True), feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5)

@@ -435,6 +435,114 @@ def test_int8_residual_add_keeps_channels_last():
     np.testing.assert_array_equal(run(ctx, {"src": src})["out"], want)
 
 
+def _set_static(ops, name, array):
+    """Make create op of tensor `name` in `ops` hold `array`."""
+    at = next(i for i, o in enumerate(ops) if o["name"] == f"create_{name}")
+    ops[at] = create_op(name, array)
+
+
+def _residual_block(src, weights, scales, zeros, later_reader=False):
+    """A QDQ bottleneck of three uint8 convolutions (_chain), the third's output plus
+    the first's requantized as the model's output `r` (scales and zero points of: the
+    third's output as both the convolution and the sum read it, the first's, the sum's);
+    `later_reader`: the first's output is read after the third too (a dequantize,
+    another output)."""
+    doc = _chain(src, weights)
+    ops = doc["ops"]
+    statics = _qelew_statics(np.uint8, scales, zeros)
+    statics["mid_zero"] = np.array([zeros[0]], np.uint8)
+    ops[1:1] = [create_op(k, v) for k, v in statics.items()]
+    last = next(o for o in ops if o["name"] == "q2")
+    last["tensors_out"][0]["name"] = "t2"
+    ins = {t["arg_name"]: t for t in last["tensors_in"]}
+    _set_static(ops, ins["dst_scale"]["name"], np.array([scales[0]], np.float32))
+    last["tensors_in"].append({"arg_name": "dst_zero", "name": "mid_zero"})
+    ops.append(op("res", "qelew", {"src1": "t2", "src2": "t0",
+                                   **{k: k for k in statics if k != "mid_zero"}}, {"dst": "r"}))
+    if later_reader:
+        ops.append(op("dq", "dequantize", {"src": "t0", "scale": "src2_scale",
+                                           "zero": "src2_zero"}, {"dst": "t0_float"}))
+    return doc
+
+
+@pytest.mark.parametrize("scales, zeros", [((0.125, 0.125, 0.125), (2, 3, 1)),
+                                           ((0.0731, 0.0419, 0.0913), (5, 9, 4))], ids=str)
+def test_int8_residual_add_fuses_into_the_convolution(scales, zeros):
+    """qint8_sum: a QDQ residual add whose residual the convolution may overwrite runs
+    inside it (the convolution's requantization and the residual as post-ops, in
+    place): no qelew left, oneDNN's jit kernel, the values the cpu's (which quantizes,
+    dequantizes and adds as ONNX does): equal where every sum is a whole number of dst
+    steps, within one step at a rounding tie otherwise (oneDNN rounds after adding dst's
+    zero point)."""
+    rng = np.random.default_rng(24)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    # Small weights: sums spread over the 8-bit range, few saturate.
+    weights = [rng.integers(-2, 3, (8, 8, 3, 3)).astype(np.int8) for _ in range(3)]
+    doc = _residual_block(src, weights, scales, zeros)
+    want = run(compiled(doc, load=True), {"src": src})["r"]
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    optypes = [o.optype for o in ctx.ops if o.optype not in ("create_cpu", "weights_dnnl")]
+    assert optypes == ["input_cpu", "reorder_dnnl"] + ["qconv2d_dnnl"] * 3 + ["reorder_dnnl"], \
+        optypes
+    fused = next(o for o in ctx.ops if "residual" in o.tensors_in)
+    assert fused.tensors_in["residual"] == "t0"
+    assert fused.values["mid_scale"] == np.float32(scales[0])
+    assert (fused.values["mid_zero"], fused.values["residual_zero"]) == zeros[:2]
+    assert fused.values["call"].impl_info.startswith("jit"), fused.values["call"].impl_info
+    got = run(ctx, {"src": src})["r"]
+    assert np.mean((want > 0) & (want < 255)) > 0.8  # neither saturated nor cut by a relu
+    if scales[0] == 0.125:
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+        assert np.mean(got != want) < 0.02
+
+
+@pytest.mark.parametrize("case", ["residual read later", "other quantization"])
+def test_int8_residual_add_stays_where_it_cannot_fuse(case):
+    """No qint8_sum where the convolution may not write into the residual (read after
+    it), or where the sum dequantizes the convolution's output otherwise than it was
+    quantized: the qelew runs on its own, the values the cpu's."""
+    rng = np.random.default_rng(25)
+    src = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    weights = [rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8) for _ in range(4)]
+    doc = _residual_block(src, weights, (0.125, 0.125, 0.125), (2, 3, 1),
+                          later_reader=case == "residual read later")
+    if case == "other quantization":  # the sum reads the third's output at another scale
+        _set_static(doc["ops"], "src1_scale", np.array([0.25], np.float32))
+    want = run(compiled(doc, load=True), {"src": src})
+    ctx = compiled(doc, "dnnl", load=True, weights={})
+    assert [o.optype for o in ctx.ops].count("qelew_dnnl") == 1
+    assert not any("residual" in o.tensors_in for o in ctx.ops)
+    got = run(ctx, {"src": src})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("case", ["no mid_scale", "other shape", "float output"])
+def test_qconv2d_dnnl_refuses_a_residual_it_cannot_add(case):
+    """A qconv2d_dnnl op in an IR (as a compile writes it) with a residual but no
+    mid_scale, a residual of another shape, or a float output is refused."""
+    src = np.zeros((1, 8, 4, 4), np.uint8)
+    residual = np.zeros((1, 8, 4, 4 if case != "other shape" else 3), np.uint8)
+    statics = {"weight": np.ones((8, 8, 1, 1), np.int8), "src_scale": np.ones(1, np.float32),
+               "weight_scale": np.ones(1, np.float32)}
+    if case != "float output":
+        statics["dst_scale"] = np.ones(1, np.float32)
+    ops = [input_op("src", src), input_op("residual", residual)]
+    ops += [create_op(k, v) for k, v in statics.items()]
+    ops.append(op("q", "qconv2d_dnnl", {"src": "src", "residual": "residual",
+                                        **{k: k for k in statics}}, {"dst": "out"},
+                  size=[1, 1], mid_scale=0.0 if case == "no mid_scale" else 0.5,
+                  dtype="TL_FLOAT" if case == "float output" else "TL_UINT8"))
+    for o in ops[:-1]:
+        o["optype"] += "_cpu"
+    msg = ("a residual is added into a TL_UINT8 or TL_INT8 dst" if case == "float output"
+           else "a residual has dst's shape and comes with mid_scale")
+    with pytest.raises(LightNetError, match=msg):
+        Context().init({"ops": ops})
+
+
 @pytest.mark.parametrize("case", ["product with zero points", "scale made at run time"])
 def test_qelew_dnnl_refuses_what_it_cannot_fold(case):
     """A qelew_dnnl op in an IR (as a compile writes it) whose zero points oneDNN's

@@ -698,7 +698,7 @@ class Memory(_Owner):
 
 class Attr(_Owner):
     """Primitive attributes: a user-managed scratchpad (always: it is planned in
-    the arena), post-ops, each ("eltwise", alg, alpha, beta), ("sum", scale) or
+    the arena), post-ops, each ("eltwise", alg, alpha, beta), ("sum", scale, zero point, data type) or
     ("binary", alg, MemoryDesc of the second operand), and an int8 primitive's scales
     and zero points, each {DNNL_ARG_*: mask} (mask 0: one value; bit d set: one per
     index of dimension d), their values given at run time (DNNL_ARG_ATTR_SCALES |
@@ -724,7 +724,7 @@ class Attr(_Owner):
                     if op[0] == "eltwise":
                         lib.dnnl_post_ops_append_eltwise(ops, op[1], op[2], op[3])
                     elif op[0] == "sum":
-                        lib.dnnl_post_ops_append_sum(ops, op[1], 0, dnnl_data_type_undef)
+                        lib.dnnl_post_ops_append_sum(ops, op[1], op[2], op[3])
                     elif op[0] == "binary":
                         lib.dnnl_post_ops_append_binary(ops, op[1], op[2].handle)
                     else:

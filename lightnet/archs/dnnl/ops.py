@@ -35,7 +35,8 @@ from lightnet.errors import LightNetError
 PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
-           "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact", "quantize", "dequantize",
+           "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact", "int8_residual",
+           "zero_point", "quantize", "dequantize",
            "merged_groups", "linear_shapes", "pool", "transpose", "batchnorm", "layernorm",
            "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
@@ -674,30 +675,94 @@ def _quantization(weight_scale, dst_scale, src_zero, dst_zero) -> primitives.Qua
 _QUANTIZATION_ARGS = ("src_scale", "weight_scale", "dst_scale", "src_zero", "dst_zero")
 
 
-def qconv2d(op, src, weight, bias, dst, *, group, stride, padding, dilation,
+def qconv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
             activation="none", weight_scale=None, dst_scale=None, src_zero=None,
-            dst_zero=None) -> int:
+            dst_zero=None, mid_scale=0.0, mid_zero=0, residual_scale=1.0,
+            residual_zero=0) -> int:
     """An int8 convolution (scales and zero points as the entries given: None for none)
-    with a fused relu. oneDNN's int8 kernels work channels-last, and the layout pass
+    with a fused relu, and a fused residual add (see _residual_post_ops: dst is the
+    residual's memory). oneDNN's int8 kernels work channels-last, and the layout pass
     passes 8-bit tensors between them so (and a float output as any other): a source
     held otherwise (plain, a producer's other layout) is reordered into the scratch
     first; an int32 output, which LightNet holds plain, is written there and reordered
     into dst after."""
+    post_ops = _post_ops(None, activation)
+    if residual is not None:
+        post_ops += _residual_post_ops(residual, mid_scale, mid_zero, residual_scale,
+                                       residual_zero)
     kernel = _create(primitives.qconv2d, src.shape, weight.shape,
                      src_dtype=_np_name(src.dtype), dst_dtype=_np_name(dst.dtype),
                      bias=bias is not None,
                      quantization=_quantization(weight_scale, dst_scale, src_zero, dst_zero),
                      group=group, stride=stride, padding=padding, dilation=dilation,
-                     post_ops=_post_ops(None, activation))
+                     post_ops=post_ops)
     before, after = {}, {}
     if not _pending(src) and _desc(src) != kernel.descs["src"]:
         before["src"] = _create(primitives.reorder, _desc(src), kernel.descs["src"])
     if dst.dtype.name == "TL_INT32":
         after["dst"] = _create(primitives.reorder, kernel.descs["dst"], kernel.plain["dst"])
+    if residual is not None:
+        if _pending(residual):
+            record(residual, _tagged(residual.shape, _np_name(residual.dtype), ("acdb",))[0])
+        elif _format(residual) != "acdb":
+            raise ValueError(f"oneDNN qconv2d: a residual held as {_format(residual)}, "
+                             "not channels-last")
+        dst.owner = residual.name  # the sum post-op adds into the residual's memory
     args = {"src": "src", "weights": "weight", "bias": "bias", "dst": "dst"}
     args.update((name, name) for name in _QUANTIZATION_ARGS if name in kernel.args)
     return _settle(op, Call(kernel, args, {"src": src, "weight": weight, "bias": bias,
                                            "dst": dst}, before, after))
+
+
+# The dnnl ops that read and write 8-bit activations in oneDNN's layouts (channels-last
+# when 4-D).
+INT8_LAYOUT_OPS = frozenset({"qconv2d_dnnl", "quantize_dnnl", "dequantize_dnnl",
+                             "maxpool2d_int8_dnnl", "concat_int8_dnnl", "qelew_dnnl"})
+
+
+def int8_residual(conv, add) -> str | None:
+    """The input of qelew_dnnl `add` (an optimizer rule's OpView, a sum) that the
+    qint8_sum combiner adds inside qconv2d_dnnl `conv`, "src1" or "src2"; None where it
+    cannot: the other input must be conv's output dequantized as conv quantizes it (the
+    same scale and zero point, known at compile), the residual of its shape, with a
+    scale and zero point known at compile, made by a dnnl op in oneDNN's int8 layout,
+    and conv may write into its memory (OpView.may_overwrite)."""
+    out = conv.outs.dst.name
+    names = (add.ins.src1.name, add.ins.src2.name)
+    if out not in names or names[0] == names[1]:
+        return None
+    mid, res = ("src1", "src2") if names[0] == out else ("src2", "src1")
+    residual = getattr(add.ins, res)
+    if (residual.shape != conv.outs.dst.shape or add.producer(res) not in INT8_LAYOUT_OPS
+            or not conv.known("dst_scale") or not add.known(f"{mid}_scale", f"{res}_scale")
+            or conv.value("dst_scale")[0] != add.value(f"{mid}_scale")[0]):
+        return None
+    zeros = [zero_point(conv, "dst_zero"), zero_point(add, f"{mid}_zero"),
+             zero_point(add, f"{res}_zero")]
+    if None in zeros or zeros[0] != zeros[1]:
+        return None
+    return res if conv.may_overwrite(residual) else None
+
+
+def zero_point(view, arg: str) -> int | None:
+    """Input `arg`'s zero point (0 when not given; None when not known at compile)."""
+    if not view.given(arg):
+        return 0
+    value = view.value(arg)
+    return None if value is None else int(value.reshape(-1)[0])
+
+
+def _residual_post_ops(residual, mid_scale, mid_zero, residual_scale, residual_zero) -> list:
+    """A QDQ model's residual add after a convolution, as ONNX computes it: the
+    convolution's output quantized (scale mid_scale, zero point mid_zero, saturating to
+    the type of the residual and dst) and dequantized, then the residual's dequantized value added: linear,
+    round (half to even), clip and linear post-ops, then a sum taking the residual's
+    zero point off and scaling it. dst's own scale and zero point requantize the sum."""
+    info = np.iinfo(_np_name(residual.dtype))
+    return [eltwise_post_op("linear", 1.0 / mid_scale), eltwise_post_op("round"),
+            eltwise_post_op("clip", info.min - mid_zero, info.max - mid_zero),
+            eltwise_post_op("linear", mid_scale),
+            sum_post_op(residual_scale, residual_zero, _np_name(residual.dtype))]
 
 
 def qmatmul(op, src1, src2, bias, dst, *, activation="none", weight_scale=None,

@@ -106,6 +106,8 @@ class PostOp:
     beta: float = 0.0
     shape: tuple[int, ...] = ()
     layout: MemoryDesc | None = None  # a binary operand's (None: plain)
+    zero: int = 0  # a sum's: the zero point taken off what dst holds
+    dtype: str = ""  # a sum's: the data type dst holds before the run ("": dst's)
 
 
 def eltwise_post_op(name: str, alpha: float = 0.0, beta: float = 0.0) -> PostOp:
@@ -113,8 +115,10 @@ def eltwise_post_op(name: str, alpha: float = 0.0, beta: float = 0.0) -> PostOp:
     return PostOp("eltwise", name, alpha, beta)
 
 
-def sum_post_op(scale: float = 1.0) -> PostOp:
-    return PostOp("sum", alpha=scale)
+def sum_post_op(scale: float = 1.0, zero: int = 0, dtype: str = "") -> PostOp:
+    """dst += scale * (what dst holds before the run - zero), that held as `dtype` (of
+    dst's size; "": dst's own)."""
+    return PostOp("sum", alpha=scale, zero=zero, dtype=dtype)
 
 
 def binary_post_op(name: str, shape, layout: MemoryDesc | None = None) -> PostOp:
@@ -133,7 +137,7 @@ def _attr(post_ops, dst_shape, dtype,
         if p.kind == "eltwise":
             ops.append(("eltwise", ELTWISE[p.name], p.alpha, p.beta))
         elif p.kind == "sum":
-            ops.append(("sum", p.alpha))
+            ops.append(_sum(p))
         else:
             shape = (1,) * (len(dst_shape) - len(p.shape)) + p.shape
             broadcast_shape(dst_shape, shape)
@@ -142,6 +146,11 @@ def _attr(post_ops, dst_shape, dtype,
             extra[f"post_op_{i}"] = (capi.DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | capi.DNNL_ARG_SRC_1,
                                      desc)
     return capi.Attr(ops, scales), extra
+
+
+def _sum(p: PostOp) -> tuple:
+    return ("sum", p.alpha, p.zero,
+            capi.data_type(p.dtype) if p.dtype else capi.dnnl_data_type_undef)
 
 
 @dataclass(frozen=True)
@@ -183,9 +192,13 @@ def _quantized_attr(q: Quantization, channel_mask: int, post_ops):
                zeros, 0)
     ops = []
     for p in post_ops:
-        if p.kind != "eltwise":
-            raise ValueError(f"oneDNN: an int8 primitive takes eltwise post-ops, not {p.kind}")
-        ops.append(("eltwise", ELTWISE[p.name], p.alpha, p.beta))
+        if p.kind == "eltwise":
+            ops.append(("eltwise", ELTWISE[p.name], p.alpha, p.beta))
+        elif p.kind == "sum":
+            ops.append(_sum(p))
+        else:
+            raise ValueError(f"oneDNN: an int8 primitive takes eltwise and sum post-ops, "
+                             f"not {p.kind}")
     return capi.Attr(ops, scales, zeros), extra
 
 

@@ -78,8 +78,8 @@ ARANGE = OpProto(
 
 
 def arange_cpu_load(op, arrays):
-    dst, start, stop = op.array(arrays, "dst"), op.values["start"], op.values["stop"]
-    step = op.values["step"]
+    (dst,) = op.arrays(arrays, "dst")
+    start, stop, step = op.values["start"], op.values["stop"], op.values["step"]
     kernels.fill_arange(dst, start, stop, step)
     return None
 

@@ -42,8 +42,8 @@ ARG_REDUCE = OpProto(
 
 
 def arg_reduce_cpu_load(op, arrays):
-    src, dst, func = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["func"]
-    axis, keepdims = op.values["axis"], op.values["keepdims"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    func, axis, keepdims = op.values["func"], op.values["axis"], op.values["keepdims"]
     select_last_index = op.values["select_last_index"]
     return lambda: kernels.arg_reduce(
         src,

@@ -74,8 +74,8 @@ def avgpool2d_cpu_scratch(op, tensors):
 
 
 def avgpool2d_cpu_load(op, arrays):
-    src, dst, size = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["size"]
-    stride, padding = op.values["stride"], op.values["padding"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
     dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
     scratch = arrays[op.scratch_key]
     ws = kernels.avgpool_workspace(
@@ -148,7 +148,7 @@ def avgpool2d_dnnl_scratch(op, tensors):
 
 
 def avgpool2d_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

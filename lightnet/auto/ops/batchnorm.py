@@ -49,9 +49,8 @@ BATCHNORM = OpProto(
 
 
 def batchnorm_cpu_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    offset, mean = op.array(arrays, "offset"), op.array(arrays, "mean")
-    var, dst = op.array(arrays, "var"), op.array(arrays, "dst")
+    src, scale, offset, mean = op.arrays(arrays, "src", "scale", "offset", "mean")
+    var, dst = op.arrays(arrays, "var", "dst")
     epsilon = op.values["epsilon"]
     return lambda: kernels.batchnorm(
         src, scale, offset, mean, var, dst, epsilon=epsilon
@@ -94,9 +93,8 @@ def batchnorm_dnnl_scratch(op, tensors):
 
 
 def batchnorm_dnnl_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    offset, mean = op.array(arrays, "offset"), op.array(arrays, "mean")
-    var, dst = op.array(arrays, "var"), op.array(arrays, "dst")
+    src, scale, offset, mean = op.arrays(arrays, "src", "scale", "offset", "mean")
+    var, dst = op.arrays(arrays, "var", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op, scratch, src=src, scale=scale, offset=offset, mean=mean, var=var, dst=dst

@@ -52,11 +52,10 @@ BN2SCALE_WTS = OpProto(
 
 
 def bn2scale_wts_cpu_load(op, arrays):
-    src_mean, src_var = op.array(arrays, "src_mean"), op.array(arrays, "src_var")
-    src_scale = op.array(arrays, "src_scale")
-    src_offset = op.array(arrays, "src_offset")
-    dst_scale, dst_shift = op.array(arrays, "dst_scale"), op.array(arrays, "dst_shift")
-    dst_power, epsilon = op.array(arrays, "dst_power"), op.values["epsilon"]
+    src_mean, src_var, src_scale = op.arrays(arrays, "src_mean", "src_var", "src_scale")
+    src_offset, dst_scale = op.arrays(arrays, "src_offset", "dst_scale")
+    dst_shift, dst_power = op.arrays(arrays, "dst_shift", "dst_power")
+    epsilon = op.values["epsilon"]
     kernels.bn2scale_wts(
         src_mean,
         src_var,

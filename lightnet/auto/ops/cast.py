@@ -49,7 +49,7 @@ CAST = OpProto(
 
 
 def cast_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.cast(src, dst)
 
 
@@ -86,7 +86,7 @@ def cast_dnnl_scratch(op, tensors):
 
 
 def cast_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

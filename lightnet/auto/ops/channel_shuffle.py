@@ -41,7 +41,7 @@ CHANNEL_SHUFFLE = OpProto(
 
 
 def channel_shuffle_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     group = op.values["group"]
     return lambda: kernels.channel_shuffle(src, dst, group=group)
 
@@ -69,7 +69,7 @@ def channel_shuffle_dnnl_scratch(op, tensors):
 
 
 def channel_shuffle_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -48,8 +48,8 @@ CLIP = OpProto(
 
 
 def clip_cpu_load(op, arrays):
-    src, dst, min = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["min"]
-    max = op.values["max"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    min, max = op.values["min"], op.values["max"]
     return lambda: kernels.clip(src, dst, min=min, max=max)
 
 
@@ -72,7 +72,7 @@ def clip_dnnl_scratch(op, tensors):
 
 
 def clip_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

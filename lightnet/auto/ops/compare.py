@@ -46,8 +46,8 @@ COMPARE = OpProto(
 
 
 def compare_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst, cmp_op = op.array(arrays, "dst"), op.values["cmp_op"]
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
+    cmp_op = op.values["cmp_op"]
     return lambda: kernels.compare(src1, src2, dst, cmp_op=cmp_op)
 
 

@@ -68,8 +68,8 @@ CONCAT = OpProto(
 
 
 def concat_cpu_load(op, arrays):
-    src, dst = op.arrays_in(arrays, "src"), op.array(arrays, "dst")
-    axis = op.values["axis"]
+    (dst,) = op.arrays(arrays, "dst")
+    src, axis = op.arrays_in(arrays, "src"), op.values["axis"]
     # dst's part for each input; inputs the planner placed there are skipped.
     ends = np.cumsum([s.shape[axis] for s in src])
     parts = [
@@ -111,7 +111,8 @@ def concat_int8_dnnl_scratch(op, tensors):
 
 
 def concat_int8_dnnl_load(op, arrays):
-    src, dst = op.arrays_in(arrays, "src"), op.array(arrays, "dst")
+    (dst,) = op.arrays(arrays, "dst")
+    src = op.arrays_in(arrays, "src")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op, scratch, dst=dst, **{f"src{i + 1}": a for i, a in enumerate(src)}
@@ -144,7 +145,8 @@ def concat_dnnl_scratch(op, tensors):
 
 
 def concat_dnnl_load(op, arrays):
-    src, dst = op.arrays_in(arrays, "src"), op.array(arrays, "dst")
+    (dst,) = op.arrays(arrays, "dst")
+    src = op.arrays_in(arrays, "src")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op, scratch, dst=dst, **{f"src{i + 1}": a for i, a in enumerate(src)}

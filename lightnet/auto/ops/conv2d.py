@@ -124,15 +124,14 @@ def conv2d_cpu_scratch(op, tensors):
 
 
 def conv2d_cpu_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, bn_scale = op.array(arrays, "bias"), op.array(arrays, "bn_scale")
-    bn_offset, bn_mean = op.array(arrays, "bn_offset"), op.array(arrays, "bn_mean")
-    bn_var, residual = op.array(arrays, "bn_var"), op.array(arrays, "residual")
-    dst, stride = op.array(arrays, "dst"), op.values["stride"]
-    padding, dilation = op.values["padding"], op.values["dilation"]
-    group, activation = op.values["group"], op.values["activation"]
-    negslope, clip_min = op.values["negslope"], op.values["clip_min"]
-    clip_max, bn_epsilon = op.values["clip_max"], op.values["bn_epsilon"]
+    src, weight, bias, bn_scale = op.arrays(arrays, "src", "weight", "bias", "bn_scale")
+    bn_offset, bn_mean, bn_var = op.arrays(arrays, "bn_offset", "bn_mean", "bn_var")
+    residual, dst = op.arrays(arrays, "residual", "dst")
+    stride, padding = op.values["stride"], op.values["padding"]
+    dilation, group = op.values["dilation"], op.values["group"]
+    activation, negslope = op.values["activation"], op.values["negslope"]
+    clip_min, clip_max = op.values["clip_min"], op.values["clip_max"]
+    bn_epsilon = op.values["bn_epsilon"]
     scratch = arrays[op.scratch_key]
     ws = kernels.conv2d_workspace(
         src.shape,
@@ -241,15 +240,13 @@ def depthwise_conv2d_cpu_scratch(op, tensors):
 
 
 def depthwise_conv2d_cpu_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, bn_scale = op.array(arrays, "bias"), op.array(arrays, "bn_scale")
-    bn_offset, bn_mean = op.array(arrays, "bn_offset"), op.array(arrays, "bn_mean")
-    bn_var, residual = op.array(arrays, "bn_var"), op.array(arrays, "residual")
-    dst, stride = op.array(arrays, "dst"), op.values["stride"]
-    padding, dilation = op.values["padding"], op.values["dilation"]
-    activation, negslope = op.values["activation"], op.values["negslope"]
-    clip_min, clip_max = op.values["clip_min"], op.values["clip_max"]
-    bn_epsilon = op.values["bn_epsilon"]
+    src, weight, bias, bn_scale = op.arrays(arrays, "src", "weight", "bias", "bn_scale")
+    bn_offset, bn_mean, bn_var = op.arrays(arrays, "bn_offset", "bn_mean", "bn_var")
+    residual, dst = op.arrays(arrays, "residual", "dst")
+    stride, padding = op.values["stride"], op.values["padding"]
+    dilation, activation = op.values["dilation"], op.values["activation"]
+    negslope, clip_min = op.values["negslope"], op.values["clip_min"]
+    clip_max, bn_epsilon = op.values["clip_max"], op.values["bn_epsilon"]
     scratch = arrays[op.scratch_key]
     ws = kernels.depthwise_conv2d_workspace(
         src.shape,
@@ -344,8 +341,7 @@ def conv2d_dnnl_scratch(op, tensors):
 
 
 def conv2d_dnnl_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    src, weight, bias, dst = op.arrays(arrays, "src", "weight", "bias", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, weight=weight, bias=bias, dst=dst)
     return execute

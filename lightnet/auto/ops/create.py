@@ -84,8 +84,8 @@ CREATE = OpProto(
 
 
 def create_cpu_load(op, arrays):
-    dst, data, ran = op.array(arrays, "dst"), op.values["data"], op.values["ran"]
-    from_file = op.values["from_file"]
+    (dst,) = op.arrays(arrays, "dst")
+    data, ran, from_file = op.values["data"], op.values["ran"], op.values["from_file"]
     if not from_file:
         if ran[0] != 0 or ran[1] != 0:
             kernels.fill_uniform(dst, ran[0], ran[1], op.tensors_out["dst"], op.seed)

@@ -38,8 +38,9 @@ CUMSUM = OpProto(
 
 
 def cumsum_cpu_load(op, arrays):
-    src, dst, axis = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["axis"]
-    exclusive, reverse = op.values["exclusive"], op.values["reverse"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    axis, exclusive = op.values["axis"], op.values["exclusive"]
+    reverse = op.values["reverse"]
     return lambda: kernels.cumsum(
         src, dst, axis=axis, exclusive=exclusive, reverse=reverse
     )

@@ -219,8 +219,7 @@ def deconv2d_cpu_scratch(op, tensors):
 
 
 def deconv2d_cpu_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    src, weight, bias, dst = op.arrays(arrays, "src", "weight", "bias", "dst")
     stride, padding = op.values["stride"], op.values["padding"]
     dilation, group = op.values["dilation"], op.values["group"]
     output_padding = op.values["output_padding"]
@@ -298,8 +297,7 @@ def deconv2d_dnnl_scratch(op, tensors):
 
 
 def deconv2d_dnnl_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    src, weight, bias, dst = op.arrays(arrays, "src", "weight", "bias", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, weight=weight, bias=bias, dst=dst)
     return execute

@@ -67,10 +67,9 @@ DETECT_YOLOV3 = OpProto(
 
 
 def detect_yolov3_cpu_load(op, arrays):
-    feature, anchors = op.array(arrays, "feature"), op.array(arrays, "anchors")
-    box_centers = op.array(arrays, "box_centers")
-    box_sizes, boxes = op.array(arrays, "box_sizes"), op.array(arrays, "boxes")
-    confs, probs = op.array(arrays, "confs"), op.array(arrays, "probs")
+    feature, anchors = op.arrays(arrays, "feature", "anchors")
+    box_centers, box_sizes = op.arrays(arrays, "box_centers", "box_sizes")
+    boxes, confs, probs = op.arrays(arrays, "boxes", "confs", "probs")
     img_width, img_height = op.values["img_width"], op.values["img_height"]
     return lambda: kernels.detect_yolov3(
         feature,

@@ -35,8 +35,7 @@ DOT_PRODUCT = OpProto(
 
 
 def dot_product_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst = op.array(arrays, "dst")
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
     return lambda: kernels.dot_product(src1, src2, dst)
 
 

@@ -48,8 +48,8 @@ def einsum_cpu_scratch(op, tensors):
 
 
 def einsum_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst, plan = op.array(arrays, "dst"), op.values["plan"]
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
+    plan = op.values["plan"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, plan.scratch(dst.dtype))
     return lambda: kernels.einsum(src1, src2, dst, plan=plan, ws=ws)

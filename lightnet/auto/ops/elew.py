@@ -60,8 +60,8 @@ ELEW = OpProto(
 
 
 def elew_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst, elew_op = op.array(arrays, "dst"), op.values["elew_op"]
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
+    elew_op = op.values["elew_op"]
     return lambda: kernels.elew(src1, src2, dst, elew_op=elew_op)
 
 
@@ -114,8 +114,7 @@ def elew_dnnl_scratch(op, tensors):
 
 
 def elew_dnnl_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst = op.array(arrays, "dst")
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src1=src1, src2=src2, dst=dst)
     return execute

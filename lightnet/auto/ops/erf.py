@@ -40,7 +40,7 @@ def erf_cpu_scratch(op, tensors):
 
 
 def erf_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.erf_scratch(dst.shape, dst.dtype))
     return lambda: kernels.erf(src, dst, ws)

@@ -42,7 +42,7 @@ EXPAND = OpProto(
 
 
 def expand_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.expand(src, dst)
 
 

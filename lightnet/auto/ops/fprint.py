@@ -38,7 +38,8 @@ FPRINT = OpProto(
 
 
 def fprint_cpu_load(op, arrays):
-    src, msg, file = op.array(arrays, "src"), op.values["msg"], op.values["file"]
+    (src,) = op.arrays(arrays, "src")
+    msg, file = op.values["msg"], op.values["file"]
 
     def run():
         with open(file, "a", encoding="utf-8") as out:

@@ -35,8 +35,8 @@ GATHER = OpProto(
 
 
 def gather_cpu_load(op, arrays):
-    src, indices = op.array(arrays, "src"), op.array(arrays, "indices")
-    dst, axis = op.array(arrays, "dst"), op.values["axis"]
+    src, indices, dst = op.arrays(arrays, "src", "indices", "dst")
+    axis = op.values["axis"]
     idx = kernels.gather_indices(indices, src.shape[axis])
     return lambda: kernels.gather(src, idx, dst, axis=axis)
 

@@ -41,8 +41,8 @@ GATHER_ELEMENTS = OpProto(
 
 
 def gather_elements_cpu_load(op, arrays):
-    src, indices = op.array(arrays, "src"), op.array(arrays, "indices")
-    dst, axis = op.array(arrays, "dst"), op.values["axis"]
+    src, indices, dst = op.arrays(arrays, "src", "indices", "dst")
+    axis = op.values["axis"]
     return lambda: kernels.gather_elements(src, indices, dst, axis=axis)
 
 

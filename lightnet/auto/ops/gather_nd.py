@@ -72,8 +72,8 @@ def gather_nd_cpu_scratch(op, tensors):
 
 
 def gather_nd_cpu_load(op, arrays):
-    src, indices = op.array(arrays, "src"), op.array(arrays, "indices")
-    dst, batch_dims = op.array(arrays, "dst"), op.values["batch_dims"]
+    src, indices, dst = op.arrays(arrays, "src", "indices", "dst")
+    batch_dims = op.values["batch_dims"]
     scratch = arrays[op.scratch_key]
     ws = kernels.gather_nd_workspace(
         src.shape, indices.shape, batch_dims=batch_dims, scratch=scratch

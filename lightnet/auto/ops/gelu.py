@@ -49,7 +49,7 @@ def gelu_cpu_scratch(op, tensors):
 
 
 def gelu_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     approximate = op.values["approximate"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.gelu_scratch(dst.shape, dst.dtype, approximate))
@@ -80,7 +80,7 @@ def gelu_dnnl_scratch(op, tensors):
 
 
 def gelu_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

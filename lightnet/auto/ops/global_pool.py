@@ -34,7 +34,7 @@ GLOBAL_AVGPOOL2D = OpProto(
 
 
 def global_avgpool2d_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.global_avgpool2d(src, dst)
 
 
@@ -67,7 +67,7 @@ GLOBAL_MAXPOOL2D = OpProto(
 
 
 def global_maxpool2d_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.global_maxpool2d(src, dst)
 
 
@@ -104,7 +104,7 @@ def global_avgpool2d_dnnl_scratch(op, tensors):
 
 
 def global_avgpool2d_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute
@@ -153,9 +153,8 @@ def qglobal_avgpool2d_cpu_scratch(op, tensors):
 
 
 def qglobal_avgpool2d_cpu_load(op, arrays):
-    src, src_scale = op.array(arrays, "src"), op.array(arrays, "src_scale")
-    src_zero, dst_scale = op.array(arrays, "src_zero"), op.array(arrays, "dst_scale")
-    dst_zero, dst = op.array(arrays, "dst_zero"), op.array(arrays, "dst")
+    src, src_scale, src_zero = op.arrays(arrays, "src", "src_scale", "src_zero")
+    dst_scale, dst_zero, dst = op.arrays(arrays, "dst_scale", "dst_zero", "dst")
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.qglobal_avgpool2d_scratch(src.shape))
     return lambda: kernels.qglobal_avgpool2d(

@@ -63,8 +63,7 @@ def groupnorm_cpu_scratch(op, tensors):
 
 
 def groupnorm_cpu_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    src, scale, bias, dst = op.arrays(arrays, "src", "scale", "bias", "dst")
     groups, epsilon = op.values["groups"], op.values["epsilon"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.groupnorm_scratch(src.shape, groups, dst.dtype))

@@ -38,7 +38,7 @@ HARD_SIGMOID = OpProto(
 
 
 def hard_sigmoid_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     alpha, beta = op.values["alpha"], op.values["beta"]
     return lambda: kernels.hard_sigmoid(src, dst, alpha=alpha, beta=beta)
 
@@ -66,7 +66,7 @@ def hard_sigmoid_dnnl_scratch(op, tensors):
 
 
 def hard_sigmoid_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -102,8 +102,8 @@ def interpolate_cpu_scratch(op, tensors):
 
 
 def interpolate_cpu_load(op, arrays):
-    src, dst, dims = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["dims"]
-    scales, mode = op.values["scales"], op.values["mode"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    dims, scales, mode = op.values["dims"], op.values["scales"], op.values["mode"]
     coordinate_mode = op.values["coordinate_mode"]
     nearest_mode, cubic_coeff_a = op.values["nearest_mode"], op.values["cubic_coeff_a"]
     exclude_outside, antialias = op.values["exclude_outside"], op.values["antialias"]

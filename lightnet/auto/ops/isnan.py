@@ -33,7 +33,7 @@ ISNAN = OpProto(
 
 
 def isnan_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.isnan(src, dst)
 
 
@@ -65,7 +65,7 @@ ISINF = OpProto(
 
 
 def isinf_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     detect_positive = op.values["detect_positive"]
     detect_negative = op.values["detect_negative"]
     return lambda: kernels.isinf(

@@ -75,8 +75,7 @@ def layernorm_cpu_scratch(op, tensors):
 
 
 def layernorm_cpu_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    src, scale, bias, dst = op.arrays(arrays, "src", "scale", "bias", "dst")
     axis, epsilon = op.values["axis"], op.values["epsilon"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.layernorm_scratch(src.shape, axis, dst.dtype))
@@ -122,8 +121,7 @@ def layernorm_dnnl_scratch(op, tensors):
 
 
 def layernorm_dnnl_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    bias, dst = op.array(arrays, "bias"), op.array(arrays, "dst")
+    src, scale, bias, dst = op.arrays(arrays, "src", "scale", "bias", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, scale=scale, bias=bias, dst=dst)
     return execute

@@ -45,8 +45,8 @@ LOGIC = OpProto(
 
 
 def logic_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst, logic_op = op.array(arrays, "dst"), op.values["logic_op"]
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
+    logic_op = op.values["logic_op"]
     return lambda: kernels.logic(src1, src2, dst, logic_op=logic_op)
 
 
@@ -75,7 +75,7 @@ LOGIC_NOT = OpProto(
 
 
 def logic_not_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.logic_not(src, dst)
 
 

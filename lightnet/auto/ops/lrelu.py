@@ -45,7 +45,7 @@ LRELU = OpProto(
 
 
 def lrelu_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     negslope = op.values["negslope"]
     return lambda: kernels.lrelu(src, dst, negslope=negslope)
 
@@ -69,7 +69,7 @@ def lrelu_dnnl_scratch(op, tensors):
 
 
 def lrelu_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

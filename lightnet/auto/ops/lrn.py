@@ -52,8 +52,9 @@ def lrn_cpu_scratch(op, tensors):
 
 
 def lrn_cpu_load(op, arrays):
-    src, dst, size = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["size"]
-    alpha, beta, bias = op.values["alpha"], op.values["beta"], op.values["bias"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    size, alpha, beta = op.values["size"], op.values["alpha"], op.values["beta"]
+    bias = op.values["bias"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.lrn_scratch(src.shape, size, dst.dtype))
     return lambda: kernels.lrn(
@@ -94,7 +95,7 @@ def lrn_dnnl_scratch(op, tensors):
 
 
 def lrn_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -137,10 +137,9 @@ def matmul_cpu_scratch(op, tensors):
 
 
 def matmul_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    bias, bn_scale = op.array(arrays, "bias"), op.array(arrays, "bn_scale")
-    bn_offset, bn_mean = op.array(arrays, "bn_offset"), op.array(arrays, "bn_mean")
-    bn_var, dst = op.array(arrays, "bn_var"), op.array(arrays, "dst")
+    src1, src2, bias, bn_scale = op.arrays(arrays, "src1", "src2", "bias", "bn_scale")
+    bn_offset, bn_mean, bn_var = op.arrays(arrays, "bn_offset", "bn_mean", "bn_var")
+    (dst,) = op.arrays(arrays, "dst")
     transA, transB, alpha = op.values["transA"], op.values["transB"], op.values["alpha"]
     beta, activation = op.values["beta"], op.values["activation"]
     negslope, clip_min = op.values["negslope"], op.values["clip_min"]
@@ -272,9 +271,8 @@ def matmul_dnnl_scratch(op, tensors):
 
 
 def matmul_dnnl_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    bias, addend = op.array(arrays, "bias"), op.array(arrays, "addend")
-    dst = op.array(arrays, "dst")
+    src1, src2, bias, addend = op.arrays(arrays, "src1", "src2", "bias", "addend")
+    (dst,) = op.arrays(arrays, "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op, scratch, src1=src1, src2=src2, bias=bias, addend=addend, dst=dst

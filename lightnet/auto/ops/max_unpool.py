@@ -45,8 +45,7 @@ MAX_UNPOOL = OpProto(
 
 
 def max_unpool_cpu_load(op, arrays):
-    src, indices = op.array(arrays, "src"), op.array(arrays, "indices")
-    dst = op.array(arrays, "dst")
+    src, indices, dst = op.arrays(arrays, "src", "indices", "dst")
     return lambda: kernels.max_unpool(src, indices, dst)
 
 

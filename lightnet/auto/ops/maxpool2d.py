@@ -75,8 +75,8 @@ def maxpool2d_cpu_scratch(op, tensors):
 
 
 def maxpool2d_cpu_load(op, arrays):
-    src, dst, size = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["size"]
-    stride, padding = op.values["stride"], op.values["padding"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
     dilation = op.values["dilation"]
     scratch = arrays[op.scratch_key]
     ws = kernels.maxpool_workspace(
@@ -131,7 +131,7 @@ def maxpool2d_dnnl_scratch(op, tensors):
 
 
 def maxpool2d_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute
@@ -182,7 +182,7 @@ def maxpool2d_int8_dnnl_scratch(op, tensors):
 
 
 def maxpool2d_int8_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute
@@ -243,9 +243,8 @@ def maxpool2d_argmax_cpu_scratch(op, tensors):
 
 
 def maxpool2d_argmax_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
-    indices, size = op.array(arrays, "indices"), op.values["size"]
-    stride, padding = op.values["stride"], op.values["padding"]
+    src, dst, indices = op.arrays(arrays, "src", "dst", "indices")
+    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
     dilation, storage_order = op.values["dilation"], op.values["storage_order"]
     scratch = arrays[op.scratch_key]
     ws = kernels.maxpool2d_argmax_workspace(

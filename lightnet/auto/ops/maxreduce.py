@@ -34,7 +34,8 @@ MAXREDUCE = OpProto(
 
 
 def maxreduce_cpu_load(op, arrays):
-    src, dst, axis = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["axis"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    axis = op.values["axis"]
     return lambda: kernels.maxreduce(src, dst, axis=axis)
 
 

@@ -35,8 +35,8 @@ MAXREDUCE_ARG = OpProto(
 
 
 def maxreduce_arg_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
-    arg, axis = op.array(arrays, "arg"), op.values["axis"]
+    src, dst, arg = op.arrays(arrays, "src", "dst", "arg")
+    axis = op.values["axis"]
     return lambda: kernels.maxreduce_arg(src, dst, arg, axis=axis)
 
 

@@ -44,8 +44,8 @@ MOD = OpProto(
 
 
 def mod_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    dst, fmod = op.array(arrays, "dst"), op.values["fmod"]
+    src1, src2, dst = op.arrays(arrays, "src1", "src2", "dst")
+    fmod = op.values["fmod"]
     return lambda: kernels.mod(src1, src2, dst, fmod=fmod)
 
 

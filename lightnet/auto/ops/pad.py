@@ -86,8 +86,8 @@ PAD = OpProto(
 
 
 def pad_cpu_load(op, arrays):
-    src, dst, pads = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["pads"]
-    mode, value = op.values["mode"], op.values["value"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    pads, mode, value = op.values["pads"], op.values["mode"], op.values["value"]
     return lambda: kernels.pad(src, dst, pads=pads, mode=mode, value=value)
 
 

@@ -41,8 +41,8 @@ PICK1D = OpProto(
 
 
 def pick1d_cpu_load(op, arrays):
-    src, src_index = op.array(arrays, "src"), op.array(arrays, "src_index")
-    dst, len, stride = op.array(arrays, "dst"), op.values["len"], op.values["stride"]
+    src, src_index, dst = op.arrays(arrays, "src", "src_index", "dst")
+    len, stride = op.values["len"], op.values["stride"]
     return lambda: kernels.pick1d(src, src_index, dst, len=len, stride=stride)
 
 

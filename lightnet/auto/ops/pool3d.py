@@ -73,8 +73,8 @@ def maxpool3d_cpu_scratch(op, tensors):
 
 
 def maxpool3d_cpu_load(op, arrays):
-    src, dst, size = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["size"]
-    stride, padding = op.values["stride"], op.values["padding"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
     dilation = op.values["dilation"]
     scratch = arrays[op.scratch_key]
     ws = kernels.maxpool_workspace(
@@ -129,7 +129,7 @@ def maxpool3d_dnnl_scratch(op, tensors):
 
 
 def maxpool3d_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute
@@ -200,8 +200,8 @@ def avgpool3d_cpu_scratch(op, tensors):
 
 
 def avgpool3d_cpu_load(op, arrays):
-    src, dst, size = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["size"]
-    stride, padding = op.values["stride"], op.values["padding"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
     dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
     scratch = arrays[op.scratch_key]
     ws = kernels.avgpool_workspace(
@@ -274,7 +274,7 @@ def avgpool3d_dnnl_scratch(op, tensors):
 
 
 def avgpool3d_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

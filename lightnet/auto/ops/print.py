@@ -29,7 +29,8 @@ PRINT = OpProto(
 
 
 def print_cpu_load(op, arrays):
-    src, msg = op.array(arrays, "src"), op.values["msg"]
+    (src,) = op.arrays(arrays, "src")
+    msg = op.values["msg"]
     return lambda: kernels.print_tensor(src, msg)
 
 

@@ -129,15 +129,13 @@ def qconv2d_cpu_scratch(op, tensors):
 
 
 def qconv2d_cpu_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, src_scale = op.array(arrays, "bias"), op.array(arrays, "src_scale")
-    src_zero = op.array(arrays, "src_zero")
-    weight_scale = op.array(arrays, "weight_scale")
-    weight_zero = op.array(arrays, "weight_zero")
-    dst_scale, dst_zero = op.array(arrays, "dst_scale"), op.array(arrays, "dst_zero")
-    dst, stride = op.array(arrays, "dst"), op.values["stride"]
-    padding, dilation = op.values["padding"], op.values["dilation"]
-    group, activation = op.values["group"], op.values["activation"]
+    src, weight, bias = op.arrays(arrays, "src", "weight", "bias")
+    src_scale, src_zero = op.arrays(arrays, "src_scale", "src_zero")
+    weight_scale, weight_zero = op.arrays(arrays, "weight_scale", "weight_zero")
+    dst_scale, dst_zero, dst = op.arrays(arrays, "dst_scale", "dst_zero", "dst")
+    stride, padding = op.values["stride"], op.values["padding"]
+    dilation, group = op.values["dilation"], op.values["group"]
+    activation = op.values["activation"]
     scratch = arrays[op.scratch_key]
     ws = kernels.qconv2d_workspace(
         src.shape,
@@ -181,6 +179,7 @@ def qconv2d_dnnl_pre_run(op, tensors):
     qconv2d_pre_run(op, tensors)
     ck = Checker(op, tensors)
     weight, bias, weight_zero = ck.get("weight", "bias", "weight_zero")
+    residual, dst, dtype, mid_scale = ck.get("residual", "dst", "dtype", "mid_scale")
     ck.satisfy(
         "op",
         weight.dtype.name == "TL_INT8" and weight_zero is None,
@@ -195,20 +194,37 @@ def qconv2d_dnnl_pre_run(op, tensors):
         "the bias is scaled at load",
         lambda: found(bias=bias),
     )
+    ck.satisfy(
+        "op",
+        residual is None or dtype in ("TL_UINT8", "TL_INT8"),
+        'residual is None or dtype in ("TL_UINT8", "TL_INT8")',
+        "a residual is added into a TL_UINT8 or TL_INT8 dst",
+        lambda: found(residual=residual, dtype=dtype),
+    )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        residual is None or residual.shape == dst.shape and mid_scale > 0,
+        "residual is None or residual.shape == dst.shape and mid_scale > 0",
+        "a residual has dst's shape and comes with mid_scale",
+        lambda: found(residual=residual, mid_scale=mid_scale, dst=dst),
+    )
 
 
 def qconv2d_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, weight, bias, src_zero = ck.get("src", "weight", "bias", "src_zero")
     weight_scale, dst_scale, dst_zero = ck.get("weight_scale", "dst_scale", "dst_zero")
-    dst, stride, padding, dilation = ck.get("dst", "stride", "padding", "dilation")
-    group, activation = ck.get("group", "activation")
+    residual, dst, stride, padding = ck.get("residual", "dst", "stride", "padding")
+    dilation, group, activation = ck.get("dilation", "group", "activation")
+    mid_scale, mid_zero = ck.get("mid_scale", "mid_zero")
+    residual_scale, residual_zero = ck.get("residual_scale", "residual_zero")
     ck.scratch(
         dnnl.qconv2d(
             op,
             src,
             weight,
             bias,
+            residual,
             dst,
             group=group,
             stride=stride,
@@ -219,17 +235,19 @@ def qconv2d_dnnl_scratch(op, tensors):
             dst_scale=dst_scale,
             src_zero=src_zero,
             dst_zero=dst_zero,
+            mid_scale=mid_scale,
+            mid_zero=mid_zero,
+            residual_scale=residual_scale,
+            residual_zero=residual_zero,
         )
     )
 
 
 def qconv2d_dnnl_load(op, arrays):
-    src, weight = op.array(arrays, "src"), op.array(arrays, "weight")
-    bias, src_scale = op.array(arrays, "bias"), op.array(arrays, "src_scale")
-    src_zero = op.array(arrays, "src_zero")
-    weight_scale = op.array(arrays, "weight_scale")
-    dst_scale, dst_zero = op.array(arrays, "dst_scale"), op.array(arrays, "dst_zero")
-    dst = op.array(arrays, "dst")
+    src, weight, bias = op.arrays(arrays, "src", "weight", "bias")
+    src_scale, src_zero = op.arrays(arrays, "src_scale", "src_zero")
+    weight_scale, dst_scale = op.arrays(arrays, "weight_scale", "dst_scale")
+    dst_zero, dst = op.arrays(arrays, "dst_zero", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op,
@@ -252,6 +270,17 @@ QCONV2D_DNNL = replace(
     optype="qconv2d_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
+    tensors_in=(
+        *QCONV2D.tensors_in,
+        TensorArg("residual", optional=True, dtype=(DType.TL_UINT8, DType.TL_INT8)),
+    ),
+    params=(
+        *QCONV2D.params,
+        ParamArg("mid_scale", ParamType.NUMBER, 0, realtype="float"),
+        ParamArg("mid_zero", ParamType.NUMBER, 0, realtype="int"),
+        ParamArg("residual_scale", ParamType.NUMBER, 1, realtype="float"),
+        ParamArg("residual_zero", ParamType.NUMBER, 0, realtype="int"),
+    ),
     pre_run=qconv2d_dnnl_pre_run,
     scratch=qconv2d_dnnl_scratch,
     load=qconv2d_dnnl_load,

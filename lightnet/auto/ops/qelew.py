@@ -51,11 +51,9 @@ def qelew_cpu_scratch(op, tensors):
 
 
 def qelew_cpu_load(op, arrays):
-    src1, src1_scale = op.array(arrays, "src1"), op.array(arrays, "src1_scale")
-    src1_zero, src2 = op.array(arrays, "src1_zero"), op.array(arrays, "src2")
-    src2_scale = op.array(arrays, "src2_scale")
-    src2_zero, dst_scale = op.array(arrays, "src2_zero"), op.array(arrays, "dst_scale")
-    dst_zero, dst = op.array(arrays, "dst_zero"), op.array(arrays, "dst")
+    src1, src1_scale, src1_zero = op.arrays(arrays, "src1", "src1_scale", "src1_zero")
+    src2, src2_scale, src2_zero = op.arrays(arrays, "src2", "src2_scale", "src2_zero")
+    dst_scale, dst_zero, dst = op.arrays(arrays, "dst_scale", "dst_zero", "dst")
     elew_op = op.values["elew_op"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.qelew_scratch(dst.shape, src2.shape))
@@ -126,11 +124,9 @@ def qelew_dnnl_scratch(op, tensors):
 
 
 def qelew_dnnl_load(op, arrays):
-    src1, src1_scale = op.array(arrays, "src1"), op.array(arrays, "src1_scale")
-    src1_zero, src2 = op.array(arrays, "src1_zero"), op.array(arrays, "src2")
-    src2_scale = op.array(arrays, "src2_scale")
-    src2_zero, dst_scale = op.array(arrays, "src2_zero"), op.array(arrays, "dst_scale")
-    dst_zero, dst = op.array(arrays, "dst_zero"), op.array(arrays, "dst")
+    src1, src1_scale, src1_zero = op.arrays(arrays, "src1", "src1_scale", "src1_zero")
+    src2, src2_scale, src2_zero = op.arrays(arrays, "src2", "src2_scale", "src2_zero")
+    dst_scale, dst_zero, dst = op.arrays(arrays, "dst_scale", "dst_zero", "dst")
     elew_op = op.values["elew_op"]
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(

@@ -119,12 +119,10 @@ def qmatmul_cpu_scratch(op, tensors):
 
 
 def qmatmul_cpu_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    bias, src1_scale = op.array(arrays, "bias"), op.array(arrays, "src1_scale")
-    src1_zero = op.array(arrays, "src1_zero")
-    src2_scale = op.array(arrays, "src2_scale")
-    src2_zero, dst_scale = op.array(arrays, "src2_zero"), op.array(arrays, "dst_scale")
-    dst_zero, dst = op.array(arrays, "dst_zero"), op.array(arrays, "dst")
+    src1, src2, bias = op.arrays(arrays, "src1", "src2", "bias")
+    src1_scale, src1_zero = op.arrays(arrays, "src1_scale", "src1_zero")
+    src2_scale, src2_zero = op.arrays(arrays, "src2_scale", "src2_zero")
+    dst_scale, dst_zero, dst = op.arrays(arrays, "dst_scale", "dst_zero", "dst")
     activation, computed_b = op.values["activation"], op.values["computed_b"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(
@@ -215,12 +213,10 @@ def qmatmul_dnnl_scratch(op, tensors):
 
 
 def qmatmul_dnnl_load(op, arrays):
-    src1, src2 = op.array(arrays, "src1"), op.array(arrays, "src2")
-    bias, src1_scale = op.array(arrays, "bias"), op.array(arrays, "src1_scale")
-    src1_zero = op.array(arrays, "src1_zero")
-    src2_scale = op.array(arrays, "src2_scale")
-    dst_scale, dst_zero = op.array(arrays, "dst_scale"), op.array(arrays, "dst_zero")
-    dst = op.array(arrays, "dst")
+    src1, src2, bias = op.arrays(arrays, "src1", "src2", "bias")
+    src1_scale, src1_zero = op.arrays(arrays, "src1_scale", "src1_zero")
+    src2_scale, dst_scale = op.arrays(arrays, "src2_scale", "dst_scale")
+    dst_zero, dst = op.arrays(arrays, "dst_zero", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op,

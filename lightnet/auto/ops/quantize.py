@@ -79,8 +79,7 @@ def quantize_cpu_scratch(op, tensors):
 
 
 def quantize_cpu_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    zero, dst = op.array(arrays, "zero"), op.array(arrays, "dst")
+    src, scale, zero, dst = op.arrays(arrays, "src", "scale", "zero", "dst")
     axis = op.values["axis"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.quantize_scratch(src.shape))
@@ -132,8 +131,7 @@ def quantize_dnnl_scratch(op, tensors):
 
 
 def quantize_dnnl_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    zero, dst = op.array(arrays, "zero"), op.array(arrays, "dst")
+    src, scale, zero, dst = op.arrays(arrays, "src", "scale", "zero", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op, scratch, src=src, dst=dst, scale=scale, zero=kernels.zero_point_int32(zero)
@@ -208,8 +206,7 @@ DEQUANTIZE = OpProto(
 
 
 def dequantize_cpu_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    zero, dst = op.array(arrays, "zero"), op.array(arrays, "dst")
+    src, scale, zero, dst = op.arrays(arrays, "src", "scale", "zero", "dst")
     axis = op.values["axis"]
     return lambda: kernels.dequantize(src, scale, zero, dst, axis=axis)
 
@@ -258,8 +255,7 @@ def dequantize_dnnl_scratch(op, tensors):
 
 
 def dequantize_dnnl_load(op, arrays):
-    src, scale = op.array(arrays, "src"), op.array(arrays, "scale")
-    zero, dst = op.array(arrays, "zero"), op.array(arrays, "dst")
+    src, scale, zero, dst = op.arrays(arrays, "src", "scale", "zero", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
         op, scratch, src=src, dst=dst, scale=scale, zero=kernels.zero_point_int32(zero)
@@ -306,8 +302,7 @@ def dynamic_quantize_cpu_scratch(op, tensors):
 
 
 def dynamic_quantize_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
-    scale, zero = op.array(arrays, "scale"), op.array(arrays, "zero")
+    src, dst, scale, zero = op.arrays(arrays, "src", "dst", "scale", "zero")
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(scratch, kernels.quantize_scratch(src.shape))
     return lambda: kernels.dynamic_quantize(src, dst, scale, zero, ws=ws)

@@ -56,8 +56,8 @@ REARANGE = OpProto(
 
 
 def rearange_cpu_load(op, arrays):
-    dst, start, stop = op.array(arrays, "dst"), op.values["start"], op.values["stop"]
-    step = op.values["step"]
+    (dst,) = op.arrays(arrays, "dst")
+    start, stop, step = op.values["start"], op.values["stop"], op.values["step"]
     return lambda: kernels.fill_arange(dst, start, stop, step)
 
 

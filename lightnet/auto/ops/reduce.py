@@ -83,8 +83,8 @@ def reduce_cpu_scratch(op, tensors):
 
 
 def reduce_cpu_load(op, arrays):
-    src, dst, func = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["func"]
-    axes, keepdims = op.values["axes"], op.values["keepdims"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    func, axes, keepdims = op.values["func"], op.values["axes"], op.values["keepdims"]
     scratch = arrays[op.scratch_key]
     ws = kernels.carve(
         scratch, kernels.reduce_scratch(src.shape, axes, func, dst.dtype)
@@ -118,7 +118,7 @@ def reduce_dnnl_scratch(op, tensors):
 
 
 def reduce_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -24,7 +24,7 @@ def reorder_dnnl_scratch(op, tensors):
 
 
 def reorder_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute
@@ -63,7 +63,7 @@ def weights_dnnl_scratch(op, tensors):
 
 
 def weights_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     dnnl.bind(op, scratch, src=src, dst=dst)()
     return None

@@ -57,8 +57,8 @@ def resize_cpu_scratch(op, tensors):
 
 
 def resize_cpu_load(op, arrays):
-    src, dst, mode = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["mode"]
-    dims = op.values["dims"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    mode, dims = op.values["mode"], op.values["dims"]
     scratch = arrays[op.scratch_key]
     ws = kernels.resize_workspace(
         src.shape, dst.dtype, mode=mode, dims=dims, scratch=scratch
@@ -107,7 +107,7 @@ def resize_dnnl_scratch(op, tensors):
 
 
 def resize_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

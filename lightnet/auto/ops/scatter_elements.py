@@ -66,8 +66,7 @@ def scatter_elements_cpu_scratch(op, tensors):
 
 
 def scatter_elements_cpu_load(op, arrays):
-    data, indices = op.array(arrays, "data"), op.array(arrays, "indices")
-    updates, dst = op.array(arrays, "updates"), op.array(arrays, "dst")
+    data, indices, updates, dst = op.arrays(arrays, "data", "indices", "updates", "dst")
     axis, reduction = op.values["axis"], op.values["reduction"]
     scratch = arrays[op.scratch_key]
     ws = kernels.scatter_elements_workspace(indices.shape, scratch=scratch)

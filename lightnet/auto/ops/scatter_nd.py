@@ -60,8 +60,7 @@ SCATTER_ND = OpProto(
 
 
 def scatter_nd_cpu_load(op, arrays):
-    data, indices = op.array(arrays, "data"), op.array(arrays, "indices")
-    updates, dst = op.array(arrays, "updates"), op.array(arrays, "dst")
+    data, indices, updates, dst = op.arrays(arrays, "data", "indices", "updates", "dst")
     reduction = op.values["reduction"]
     return lambda: kernels.scatter_nd(data, indices, updates, dst, reduction=reduction)
 

@@ -47,8 +47,8 @@ SLICE = OpProto(
 
 
 def slice_cpu_load(op, arrays):
-    src, dst, axis = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["axis"]
-    start, len = op.values["start"], op.values["len"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    axis, start, len = op.values["axis"], op.values["start"], op.values["len"]
     return lambda: kernels.slice(src, dst, axis, start, len)
 
 
@@ -71,7 +71,7 @@ def slice_dnnl_scratch(op, tensors):
 
 
 def slice_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

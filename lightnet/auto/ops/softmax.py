@@ -48,7 +48,8 @@ def softmax_cpu_scratch(op, tensors):
 
 
 def softmax_cpu_load(op, arrays):
-    src, dst, axis = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["axis"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    axis = op.values["axis"]
     scratch = arrays[op.scratch_key]
     ws = kernels.softmax_workspace(dst.shape, dst.dtype, axis=axis, scratch=scratch)
     return lambda: kernels.softmax(src, dst, axis=axis, ws=ws)
@@ -78,7 +79,7 @@ def softmax_dnnl_scratch(op, tensors):
 
 
 def softmax_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -38,7 +38,7 @@ SORT1D = OpProto(
 
 
 def sort1d_cpu_load(op, arrays):
-    src_key, dst_key = op.array(arrays, "src_key"), op.array(arrays, "dst_key")
+    src_key, dst_key = op.arrays(arrays, "src_key", "dst_key")
     dir = op.values["dir"]
     return lambda: kernels.sort1d(src_key, dst_key, dir=dir)
 

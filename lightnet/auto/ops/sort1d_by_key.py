@@ -40,8 +40,8 @@ SORT1D_BY_KEY = OpProto(
 
 
 def sort1d_by_key_cpu_load(op, arrays):
-    src_key, src_val = op.array(arrays, "src_key"), op.array(arrays, "src_val")
-    dst_key, dst_val = op.array(arrays, "dst_key"), op.array(arrays, "dst_val")
+    src_key, src_val, dst_key = op.arrays(arrays, "src_key", "src_val", "dst_key")
+    (dst_val,) = op.arrays(arrays, "dst_val")
     dir = op.values["dir"]
     return lambda: kernels.sort1d_by_key(src_key, src_val, dst_key, dst_val, dir=dir)
 

@@ -46,8 +46,9 @@ STRIDED_SLICE = OpProto(
 
 
 def strided_slice_cpu_load(op, arrays):
-    src, dst, axis = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["axis"]
-    start, step, len = op.values["start"], op.values["step"], op.values["len"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    axis, start, step = op.values["axis"], op.values["start"], op.values["step"]
+    len = op.values["len"]
     return lambda: kernels.strided_slice(
         src, dst, axis=axis, start=start, step=step, len=len
     )

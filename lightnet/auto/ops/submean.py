@@ -51,7 +51,8 @@ SUBMEAN = OpProto(
 
 
 def submean_cpu_load(op, arrays):
-    src, dst, mean = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["mean"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    mean = op.values["mean"]
     return lambda: kernels.submean(src, dst, mean=mean)
 
 

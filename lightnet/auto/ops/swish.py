@@ -35,7 +35,7 @@ SWISH = OpProto(
 
 
 def swish_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     alpha = op.values["alpha"]
     return lambda: kernels.swish(src, dst, alpha=alpha)
 
@@ -59,7 +59,7 @@ def swish_dnnl_scratch(op, tensors):
 
 
 def swish_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -34,7 +34,7 @@ TANH = OpProto(
 
 
 def tanh_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     return lambda: kernels.tanh(src, dst)
 
 
@@ -57,7 +57,7 @@ def tanh_dnnl_scratch(op, tensors):
 
 
 def tanh_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

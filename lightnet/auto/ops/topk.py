@@ -43,9 +43,8 @@ TOPK = OpProto(
 
 
 def topk_cpu_load(op, arrays):
-    src, values = op.array(arrays, "src"), op.array(arrays, "values")
-    indices, axis, k = op.array(arrays, "indices"), op.values["axis"], op.values["k"]
-    largest = op.values["largest"]
+    src, values, indices = op.arrays(arrays, "src", "values", "indices")
+    axis, k, largest = op.values["axis"], op.values["k"], op.values["largest"]
     return lambda: kernels.topk(src, values, indices, axis=axis, k=k, largest=largest)
 
 

@@ -62,8 +62,7 @@ TRANSFORM_BBOXSQD = OpProto(
 
 
 def transform_bboxSQD_cpu_load(op, arrays):
-    src_delta = op.array(arrays, "src_delta")
-    src_anchor, dst = op.array(arrays, "src_anchor"), op.array(arrays, "dst")
+    src_delta, src_anchor, dst = op.arrays(arrays, "src_delta", "src_anchor", "dst")
     width, height = op.values["width"], op.values["height"]
     img_width, img_height = op.values["img_width"], op.values["img_height"]
     x_shift, y_shift = op.values["x_shift"], op.values["y_shift"]

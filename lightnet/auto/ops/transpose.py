@@ -42,7 +42,8 @@ TRANSPOSE = OpProto(
 
 
 def transpose_cpu_load(op, arrays):
-    src, dst, axes = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["axes"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    axes = op.values["axes"]
     return lambda: kernels.transpose(src, dst, axes=axes)
 
 
@@ -69,7 +70,7 @@ def transpose_dnnl_scratch(op, tensors):
 
 
 def transpose_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

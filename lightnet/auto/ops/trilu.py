@@ -35,7 +35,7 @@ TRILU = OpProto(
 
 
 def trilu_cpu_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     upper, k = op.values["upper"], op.values["k"]
     drop = ~kernels.trilu_keep(src.shape[-2], src.shape[-1], upper, k)
     return lambda: kernels.trilu(src, dst, drop=drop)

@@ -102,8 +102,8 @@ UNARY = OpProto(
 
 
 def unary_cpu_load(op, arrays):
-    src, dst, func = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["func"]
-    alpha, beta = op.values["alpha"], op.values["beta"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    func, alpha, beta = op.values["func"], op.values["alpha"], op.values["beta"]
     return lambda: kernels.unary(src, dst, func=func, alpha=alpha, beta=beta)
 
 
@@ -146,7 +146,7 @@ def unary_dnnl_scratch(op, tensors):
 
 
 def unary_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

@@ -67,8 +67,8 @@ def upsample_cpu_scratch(op, tensors):
 
 
 def upsample_cpu_load(op, arrays):
-    src, dst, mode = op.array(arrays, "src"), op.array(arrays, "dst"), op.values["mode"]
-    scales = op.values["scales"]
+    src, dst = op.arrays(arrays, "src", "dst")
+    mode, scales = op.values["mode"], op.values["scales"]
     scratch = arrays[op.scratch_key]
     ws = kernels.upsample_workspace(
         src.shape, dst.dtype, mode=mode, scales=scales, scratch=scratch
@@ -124,7 +124,7 @@ def upsample_dnnl_scratch(op, tensors):
 
 
 def upsample_dnnl_load(op, arrays):
-    src, dst = op.array(arrays, "src"), op.array(arrays, "dst")
+    src, dst = op.arrays(arrays, "src", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(op, scratch, src=src, dst=dst)
     return execute

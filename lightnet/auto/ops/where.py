@@ -43,8 +43,7 @@ WHERE = OpProto(
 
 
 def where_cpu_load(op, arrays):
-    cond, src1 = op.array(arrays, "cond"), op.array(arrays, "src1")
-    src2, dst = op.array(arrays, "src2"), op.array(arrays, "dst")
+    cond, src1, src2, dst = op.arrays(arrays, "cond", "src1", "src2", "dst")
     return lambda: kernels.where(cond, src1, src2, dst)
 
 

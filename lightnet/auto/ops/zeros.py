@@ -56,7 +56,7 @@ ZEROS = OpProto(
 
 
 def zeros_cpu_load(op, arrays):
-    dst = op.array(arrays, "dst")
+    (dst,) = op.arrays(arrays, "dst")
     return lambda: kernels.fill_zeros(dst)
 
 

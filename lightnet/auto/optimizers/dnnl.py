@@ -840,6 +840,63 @@ def combine_conv_sum(ctx, window):
     ]
 
 
+def combine_qint8_sum(ctx, window):
+    """Add a QDQ model's residual (an 8-bit sum of an int8 convolution's output
+    and a tensor of its shape) inside the convolution, when that runs last of
+    the sum's two producers, as conv_sum does a float one: the convolution's
+    own requantization and the residual's dequantization as post-ops, the sum
+    in place in the residual's memory (dnnl.int8_residual says when)."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].params.elew_op == "TL_SUM"
+        and ops[0].consumers("dst") == 1
+        and not ops[0].given("residual")
+        and ops[0].params.dtype in ("TL_UINT8", "TL_INT8")
+        and dnnl.int8_residual(ops[0], ops[1]) is not None
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            ins={
+                "residual": (
+                    ops[1].ins.src2
+                    if ops[1].ins.src1.name == ops[0].outs.dst.name
+                    else ops[1].ins.src1
+                ),
+                "dst_scale": ops[1].ins.dst_scale,
+                "dst_zero": (
+                    ops[1].ins.dst_zero
+                    if ops[1].given("dst_zero") and ops[1].value("dst_zero").any()
+                    else None
+                ),
+            },
+            outs={"dst": ops[1].outs.dst},
+            params={
+                "dtype": ops[1].outs.dst.dtype.name,
+                "mid_scale": float(ops[0].value("dst_scale")[0]),
+                "mid_zero": dnnl.zero_point(ops[0], "dst_zero"),
+                "residual_scale": float(
+                    ops[1].value(
+                        "src2_scale"
+                        if ops[1].ins.src1.name == ops[0].outs.dst.name
+                        else "src1_scale"
+                    )[0]
+                ),
+                "residual_zero": dnnl.zero_point(
+                    ops[1],
+                    (
+                        "src2_zero"
+                        if ops[1].ins.src1.name == ops[0].outs.dst.name
+                        else "src1_zero"
+                    ),
+                ),
+            },
+        )
+    ]
+
+
 def combine_matmul_transpose(ctx, window):
     """Read a transpose of the last two axes that only a matmul reads as the
     matmul's transA or transB: oneDNN reads the untransposed operand by
@@ -1423,6 +1480,7 @@ COMBINERS = (
     ),
     Combiner("conv_group_merge", ("conv2d_dnnl",), combine_conv_group_merge),
     Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
+    Combiner("qint8_sum", ("qconv2d_dnnl", "qelew_dnnl"), combine_qint8_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
     Combiner(
         "linear_blocked_product",
