@@ -670,11 +670,14 @@ class Context:
         """A zeroed arena; one of HUGE_ARENA bytes or more is mapped with transparent huge
         pages asked for (Linux's MADV_HUGEPAGE), where the kernel grants them on request
         only: a transformer streams its weights (held in the arena on dnnl) through every
-        run, and through 2 MB pages BERT-base and GPT-2 ran 3-4 % faster on 2 AVX2 cores
-        (docs/performance.md)."""
+        run, through fewer TLB entries in 2 MB pages (docs/performance.md: on 2 AVX2 Zen 3
+        cores BERT-base and GPT-2 gained nothing the machine's noise lets show)."""
         try:
             if report.arena >= HUGE_ARENA and hasattr(mmap, "MADV_HUGEPAGE"):
-                pages = mmap.mmap(-1, report.arena)  # anonymous: zeroed, like np.zeros
+                # Private: a shared anonymous mapping is shmem, whose huge pages
+                # shmem_enabled (commonly "never") rules, not MADV_HUGEPAGE.
+                pages = mmap.mmap(-1, report.arena,  # anonymous: zeroed, like np.zeros
+                                  flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
                 pages.madvise(mmap.MADV_HUGEPAGE)
                 return np.frombuffer(pages, dtype=np.uint8)  # which keeps the mapping
             return np.zeros(report.arena, dtype=np.uint8)

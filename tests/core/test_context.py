@@ -3,6 +3,7 @@
 import copy
 import io
 import json
+import os
 
 import numpy as np
 import pytest
@@ -228,6 +229,33 @@ def test_an_arena_is_zeroed_writable_memory_of_its_size(size):
     assert arena[-1] == 7
     mapped = isinstance(arena.base, memoryview) and isinstance(arena.base.obj, mmap.mmap)
     assert mapped == (size >= context.HUGE_ARENA and hasattr(mmap, "MADV_HUGEPAGE"))
+    if mapped and os.path.exists("/proc/self/smaps"):
+        # Private, not shmem (whose huge pages shmem_enabled rules, often "never"): the
+        # kernel's own account of the mapping says whether it may take huge pages.
+        flags, eligible = _mapping_of(arena.__array_interface__["data"][0])
+        assert "sh" not in flags.split()
+        thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+        if eligible is not None and os.path.exists(thp) and "[never]" not in open(thp).read():
+            assert eligible
+
+
+def _mapping_of(address: int) -> tuple[str, bool | None]:
+    """The VmFlags of the mapping holding `address` in /proc/self/smaps, and whether
+    the kernel counts it eligible for transparent huge pages (None: not said)."""
+    flags, eligible, inside = "", None, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(x, 16) for x in head.split("-"))
+                if inside:
+                    break
+                inside = start <= address < end
+            elif inside and head == "VmFlags:":
+                flags = line.partition(":")[2]
+            elif inside and head == "THPeligible:":
+                eligible = line.split()[1] == "1"
+    return flags, eligible
 
 
 def test_unload_and_cleanup(capsys):

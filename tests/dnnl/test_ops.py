@@ -1082,6 +1082,81 @@ def test_a_feed_forward_product_stays_blocked_between_its_linears(approximate, c
     assert second.values["call"].kernel.reorder_in is None
 
 
+@pytest.mark.parametrize("cin,linear", [(768, True), (12, False)])
+def test_a_residual_add_after_a_linear_layer_is_made_in_place(cin, linear, monkeypatch):
+    """A transformer's residual add after its output projection ([T, C] product,
+    reshaped to [1, T, C], its bias, then + the residual, either operand order):
+    matmul_sum adds it in the matmul, into the residual's memory (dst's owner), in a
+    linear's output reorder (768 channels below AVX-512) or as the GEMM's sum post-op
+    (12), and no add runs; the residual's other reader (a tanh, which the product
+    reads) runs first. Against the cpu."""
+    if linear:  # a linear below AVX-512 either way
+        monkeypatch.setattr(dnnl_ops, "matmul_post_ops_cheap", lambda: False)
+    for order in (0, 1):
+        m = ModelBuilder()
+        x = m.input("x", [1, 9, cin])
+        r = m.op("layernorm", {"src": x, "scale": m.weight("g", [cin]),
+                               "bias": m.weight("h", [cin])}, axis=2)
+        y = linear_layer(m, m.op("tanh", {"src": r}), 9, cin, cin)
+        pair = [y, r] if order == 0 else [r, y]
+        m.op("elew", {"src1": pair[0], "src2": pair[1]}, elew_op="TL_SUM")
+        ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+        assert "elew_dnnl" not in [op.optype for op in ctx.ops]
+        (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+        (ln,) = [op for op in ctx.ops if op.optype == "layernorm_dnnl"]
+        assert mm.tensors_in["residual"] == ln.tensors_out["dst"]
+        assert ctx.tensors[mm.tensors_out["dst"]].owner == ln.tensors_out["dst"]
+        kernel = mm.values["call"].kernel
+        assert kernel.what == ("linear" if linear else "matmul")
+        if linear:
+            assert kernel.reorder_out.pd.impl_info.startswith("jit")
+
+
+def test_a_residual_held_in_a_layout_of_its_own_is_read_as_an_addend():
+    """A residual a convolution holds channels-last ([1, 16, 6, 6], the product's 36 x
+    16 elements reshaped): the matmul cannot write into it in place, so it reads it as
+    its addend (a binary post-op, the residual reordered plain first) and owns its
+    output; against the cpu."""
+    m = ModelBuilder()
+    r = m.op("conv2d", {"src": m.input("x", [1, 16, 6, 6]),
+                        "weight": m.weight("cw", [16, 16, 3, 3], -0.1, 0.1),
+                        "bias": m.weight("cb", [16])},
+             size=[3, 3], group=1, stride=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1])
+    flat = m.op("reshape", {"src": m.op("tanh", {"src": r})}, dims=[36, 16])
+    y = m.op("matmul", {"src1": flat, "src2": m.weight("w", [16, 16], -0.3, 0.3)})
+    y = m.op("reshape", {"src": y}, dims=[1, 16, 6, 6])
+    m.op("elew", {"src1": y, "src2": r}, elew_op="TL_SUM")
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    residual = ctx.tensors[mm.tensors_in["residual"]]
+    assert residual.layout is not None and residual.layout.format != "abcd"
+    assert ctx.tensors[mm.tensors_out["dst"]].owner is None
+    call = mm.values["call"]
+    assert "post_op_0" in call.kernel.args and call.args["post_op_0"] == "residual"
+
+
+def test_a_residual_read_after_the_product_is_not_added_in_place():
+    """The residual is read again after the product (a second add), or the product
+    reads it itself: matmul_sum leaves it, the matmul's own addend (matmul_addend needs
+    the product 2-D) does not apply either, and the adds run; against the cpu."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 9, 12])
+    r = m.op("relu", {"src": x})
+    y = linear_layer(m, m.op("tanh", {"src": r}), 9, 12, 12)
+    s = m.op("elew", {"src1": y, "src2": r}, elew_op="TL_SUM")
+    m.op("elew", {"src1": s, "src2": r}, elew_op="TL_SUM")
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert "residual" not in mm.tensors_in
+    assert [op.optype for op in ctx.ops].count("elew_dnnl") == 2
+    m = ModelBuilder()
+    r = m.op("relu", {"src": m.input("x", [1, 9, 12])})
+    m.op("elew", {"src1": linear_layer(m, r, 9, 12, 12), "src2": r}, elew_op="TL_SUM")
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl"])
+    (mm,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"]
+    assert "residual" not in mm.tensors_in and "elew_dnnl" in [op.optype for op in ctx.ops]
+
+
 @pytest.mark.parametrize("tanh", [False, True])
 def test_an_onnx_feed_forward_block_matches_onnx_runtime(tanh):
     """BERT's (erf GELU) and GPT-2's (tanh GELU) feed-forward block as the exporters

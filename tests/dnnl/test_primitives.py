@@ -175,6 +175,22 @@ def test_linear_reads_and_writes_its_blocks(src_blocked, dst_blocked):
     close(execute(kernel, {"src": a, "weights": b, "bias": c}, weights=("weights",)), want)
 
 
+def test_linear_adds_a_residual_in_its_output_reorder():
+    """`residual`: the linear's output reorder adds its product to what dst holds (a
+    sum post-op), the cpu matmul's values plus the residual; a blocked product takes
+    none."""
+    rng = np.random.default_rng(8)
+    m, k_, n = 10, 21, 19
+    a, b, c, r = rand(rng, m, k_), rand(rng, k_, n), rand(rng, n), rand(rng, m, n)
+    want = np.zeros((m, n), np.float32)
+    K.matmul(a, b, c, want, transA=False, transB=False)
+    kernel = P.linear(a.shape, b.shape, bias=True, residual=True)
+    close(execute(kernel, {"src": a, "weights": b, "bias": c}, weights=("weights",),
+                  prefill=r), want + r)
+    with pytest.raises(ValueError, match="residual is added to a plain product only"):
+        P.linear(a.shape, b.shape, dst_blocked=True, residual=True)
+
+
 def test_pooling_random_geometries():
     rng = np.random.default_rng(5)
     unsupported = 0

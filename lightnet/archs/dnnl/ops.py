@@ -578,35 +578,53 @@ def _strided(entry, dtype: str, rank: int):
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
-           activation="none", addend=None, blocked=False, **act) -> int:
-    """dst = act(alpha * A' @ B' + beta * bias + addend), over stacks of matrices (batch
-    dims broadcasting); alpha is oneDNN's weights scale (an eltwise linear post-op of
-    a product run as a linear), so a bias goes with alpha = beta = 1 only (beta = 0
-    leaves it out); the addend (broadcasting) a binary add
+           activation="none", addend=None, blocked=False, residual=None, **act) -> int:
+    """dst = act(alpha * A' @ B' + beta * bias + addend) + residual, over stacks of
+    matrices (batch dims broadcasting); alpha is oneDNN's weights scale (an eltwise
+    linear post-op of a product run as a linear), so a bias goes with alpha = beta = 1
+    only (beta = 0 leaves it out); the addend (broadcasting) a binary add
     post-op, the activation an eltwise one. A, a B computed per run, the addend and
     the output plain (transposes are strides; a source a producer holds in a layout
     of its own is reordered first, into the scratch); a static B (a weight) in the
     layout the matmul chose. A product run as a linear reads an A held in its blocked
     layout (primitives.blocked_matrix: a linear's `blocked` product, an element-wise
-    op between) as it is, and writes its product so when `blocked`."""
+    op between) as it is, and writes its product so when `blocked`. A plain residual
+    (the combiner matmul_sum's; no activation) is added in place: dst is its memory
+    (its owner), a sum post-op adds into it (in a linear, its output reorder's); one
+    held in a layout of its own (or in bfloat16) is read as an addend instead."""
     dtype = _computes_in(src1, src2)
     if bias is not None and beta == 0:
         bias = None
     if bias is not None and (alpha != 1 or beta != 1):
         raise ValueError("oneDNN matmul: alpha * A' @ B' + bias needs alpha = beta = 1 (the "
                          "dnnl expanders keep such an op on the cpu)")
+    if residual is not None and (addend is not None or activation != "none" or blocked):
+        raise ValueError("oneDNN matmul: a residual goes with no addend, activation or "
+                         "blocked output")
+    if residual is not None and _pending(residual):
+        record(residual, _plain(residual.shape, dtype))
+    in_place = residual is not None and residual.layout is None and dtype == "float32"
+    if residual is not None and not in_place:
+        addend, residual = residual, None
+        addend_arg = "residual"  # the op's arg the addend is bound from
+    else:
+        addend_arg = "addend"
     before = {}
     # alpha: a linear post-op of a product run as a linear, else the matmul's scale.
     linear_alpha = alpha != 1 and _as_linear(src1, src2, transA, transB, dtype, [])
     post = [eltwise_post_op("linear", alpha)] if linear_alpha else []
     args = {"src": "src1", "weights": "src2", "dst": "dst"}
     if addend is not None:
-        args[f"post_op_{len(post)}"] = "addend"
+        args[f"post_op_{len(post)}"] = addend_arg
         if not addend.static:
             _read_plain(addend, dtype, f"post_op_{len(post)}", before)
-        post.append(binary_post_op("add", addend.shape))
+        # A residual read as an addend has the product's elements, in its own shape.
+        post.append(binary_post_op("add", dst.shape if addend_arg == "residual"
+                                   else addend.shape))
     post += _post_ops(None, activation, **act)
     as_linear = _as_linear(src1, src2, transA, transB, dtype, post)
+    if in_place and not as_linear:
+        post.append(primitives.sum_post_op())  # the GEMM's beta = 1
     src_blocked = (as_linear and src1.layout is not None and src1.layout.desc is not None
                    and src1.layout.desc == primitives.blocked_matrix(src1.shape, dtype))
     rank = max(src1.ndim, src2.ndim)
@@ -623,7 +641,8 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
     if as_linear:
         kernel = _create(primitives.linear, src1.shape, src2.shape, trans_b=transB,
                          bias=bias is not None, dtype=dtype, post_ops=post,
-                         src_blocked=src_blocked, dst_blocked=bool(blocked))
+                         src_blocked=src_blocked, dst_blocked=bool(blocked),
+                         residual=in_place)
     else:
         kernel = _create(primitives.matmul, src1.shape, src2.shape, trans_a=transA,
                          trans_b=transB, bias_shape=None if bias is None else bias.shape,
@@ -632,8 +651,10 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
                          alpha=1.0 if linear_alpha else alpha)
     if bias is not None:
         args["bias"] = "bias"
+    if in_place:
+        dst.owner = residual.name  # the sum post-op adds into the residual's memory
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
-                                           "addend": addend, "dst": dst}, before))
+                                           addend_arg: addend, "dst": dst}, before))
 
 
 def int8_exact() -> bool:

@@ -593,12 +593,14 @@ class Linear:
     transformer's feed-forward product between its two linears (0.1-0.15 ms a reorder
     of [128, 3072] on 2 AVX2 cores). A Kernel to its callers: tensors src, weights,
     bias, dst, all but the weights plain unless blocked; the blocked copies live in
-    its scratchpad."""
+    its scratchpad. `residual`: the output reorder adds the product to what dst holds
+    (a sum post-op: a residual added in place, no pass of its own)."""
 
     what = "linear"
 
     def __init__(self, a_shape, b_shape, trans_b: bool, bias: bool, dtype: str, post_ops,
-                 src_blocked: bool = False, dst_blocked: bool = False):
+                 src_blocked: bool = False, dst_blocked: bool = False,
+                 residual: bool = False):
         (m, k), n = a_shape, b_shape[0] if trans_b else b_shape[1]
         self.conv = conv2d((1, k, 1, m), (n, k, 1, 1), bias=bias, dtype=dtype,
                            src=BLOCKED_4D, dst=BLOCKED_4D, post_ops=post_ops)
@@ -606,7 +608,8 @@ class Linear:
         self.reorder_in = None if src_blocked else reorder(
             _desc((1, k, 1, m), dtype, "acdb"), self.conv.descs["src"])
         self.reorder_out = None if dst_blocked else reorder(
-            self.conv.descs["dst"], _desc((1, n, 1, m), dtype, "acdb"))
+            self.conv.descs["dst"], _desc((1, n, 1, m), dtype, "acdb"),
+            post_ops=[sum_post_op()] if residual else ())
         self.impl_info = self.conv.impl_info
         # B [K, N] (B^T [N, K] with trans_b) is the weight [N, K, 1, 1] by strides.
         weights = strided_desc((n, k, 1, 1), held(dtype), (1, 0, 2, 3) if not trans_b
@@ -667,18 +670,20 @@ class Linear:
 
 def linear(a_shape, b_shape, *, trans_b: bool = False, bias: bool = False,
            dtype: str = "float32", post_ops=(), src_blocked: bool = False,
-           dst_blocked: bool = False) -> Linear:
-    """A[M, K] @ B (B [K, N], or [N, K] with trans_b) + bias [N] as a Linear (above);
-    float32, eltwise post-ops only."""
+           dst_blocked: bool = False, residual: bool = False) -> Linear:
+    """A[M, K] @ B (B [K, N], or [N, K] with trans_b) + bias [N] as a Linear (above),
+    plus what dst holds with `residual`; float32, eltwise post-ops only."""
     if dtype != "float32":
         raise ValueError(f"oneDNN linear: float32 only, found {dtype}")
+    if residual and dst_blocked:
+        raise ValueError("oneDNN linear: a residual is added to a plain product only")
     if any(p.kind != "eltwise" for p in post_ops):
         raise ValueError("oneDNN linear: eltwise post-ops only")
     if len(a_shape) != 2 or len(b_shape) != 2:
         raise ValueError(f"oneDNN linear: 2-D operands, found {list(a_shape)} and "
                          f"{list(b_shape)}")
     return Linear(tuple(a_shape), tuple(b_shape), trans_b, bias, dtype, post_ops,
-                  src_blocked, dst_blocked)
+                  src_blocked, dst_blocked, residual)
 
 
 def qconv2d(src_shape, weight_shape, *, src_dtype: str, dst_dtype: str, bias: bool,
@@ -1028,10 +1033,11 @@ def resample(src_shape, dst_shape, mode: str, *, dtype: str = "float32", src="pl
                   src, dst, (alg, None), dst_shape=dst_shape)
 
 
-def reorder(src: MemoryDesc, dst: MemoryDesc) -> Kernel:
-    """Copy a tensor from one layout (or data type) to another; tensors src, dst."""
+def reorder(src: MemoryDesc, dst: MemoryDesc, post_ops=()) -> Kernel:
+    """Copy a tensor from one layout (or data type) to another; tensors src, dst. A
+    sum post-op adds what dst holds (oneDNN's reorders take no other)."""
     lib = capi.library()
-    attr, _ = _attr((), src.shape, src.dtype)
+    attr, _ = _attr(post_ops, src.shape, src.dtype)
     pd = capi.PrimitiveDesc.create("dnnl_reorder_primitive_desc_create", src, lib.engine,
                                    dst, lib.engine, attr)
     return Kernel("reorder", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},

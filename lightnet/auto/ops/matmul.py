@@ -208,8 +208,8 @@ def matmul_dnnl_pre_run(op, tensors):
     """matmul's checks, then those matmul_dnnl adds."""
     matmul_pre_run(op, tensors)
     ck = Checker(op, tensors)
-    src1, src2, bias, addend, dst = ck.get("src1", "src2", "bias", "addend", "dst")
-    alpha, beta = ck.get("alpha", "beta")
+    src1, src2, bias, addend = ck.get("src1", "src2", "bias", "addend")
+    residual, dst, alpha, beta = ck.get("residual", "dst", "alpha", "beta")
     activation_clip_max(ck)
     dnnl_dtype(ck, "src1")
     ck.satisfy(
@@ -237,14 +237,22 @@ def matmul_dnnl_pre_run(op, tensors):
         "the addend broadcasts to the output",
         lambda: found(addend=addend, dst=dst),
     )
+    ck.satisfy(
+        "tensor_out 'dst'",
+        residual is None or residual.len == dst.len,
+        "residual is None or residual.len == dst.len",
+        "the residual has the output's number of elements",
+        lambda: found(residual=residual, dst=dst),
+    )
 
 
 def matmul_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
-    src1, src2, bias, addend, dst = ck.get("src1", "src2", "bias", "addend", "dst")
-    transA, transB, alpha, beta = ck.get("transA", "transB", "alpha", "beta")
-    activation, negslope, clip_min = ck.get("activation", "negslope", "clip_min")
-    clip_max, hard_alpha, hard_beta = ck.get("clip_max", "hard_alpha", "hard_beta")
+    src1, src2, bias, addend = ck.get("src1", "src2", "bias", "addend")
+    residual, dst, transA, transB = ck.get("residual", "dst", "transA", "transB")
+    alpha, beta, activation = ck.get("alpha", "beta", "activation")
+    negslope, clip_min, clip_max = ck.get("negslope", "clip_min", "clip_max")
+    hard_alpha, hard_beta = ck.get("hard_alpha", "hard_beta")
     swish_alpha, blocked = ck.get("swish_alpha", "blocked")
     ck.scratch(
         dnnl.matmul(
@@ -266,16 +274,24 @@ def matmul_dnnl_scratch(op, tensors):
             swish_alpha=swish_alpha,
             addend=addend,
             blocked=blocked,
+            residual=residual,
         )
     )
 
 
 def matmul_dnnl_load(op, arrays):
     src1, src2, bias, addend = op.arrays(arrays, "src1", "src2", "bias", "addend")
-    (dst,) = op.arrays(arrays, "dst")
+    residual, dst = op.arrays(arrays, "residual", "dst")
     scratch = arrays[op.scratch_key]
     execute = dnnl.bind(
-        op, scratch, src1=src1, src2=src2, bias=bias, addend=addend, dst=dst
+        op,
+        scratch,
+        src1=src1,
+        src2=src2,
+        bias=bias,
+        addend=addend,
+        residual=residual,
+        dst=dst,
     )
     return execute
 
@@ -288,6 +304,7 @@ MATMUL_DNNL = replace(
     tensors_in=(
         *MATMUL.tensors_in,
         TensorArg("addend", optional=True, sametype="src1"),
+        TensorArg("residual", optional=True, sametype="src1"),
     ),
     params=(
         *MATMUL.params,

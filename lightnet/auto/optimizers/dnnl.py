@@ -1174,6 +1174,50 @@ def combine_matmul_output_scale(ctx, window):
     ]
 
 
+def combine_matmul_sum(ctx, window):
+    """Add a residual to a 2-D matmul's product (reshaped to the residual's shape,
+    as exporters write a linear layer of [N, T, C]) in place, when every other
+    reader of the residual runs before the matmul: a sum post-op writing into
+    the residual's memory, in a linear its output reorder (transformers'
+    residual adds after the attention output and the feed-forward products),
+    not an add of its own."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[2].params.elew_op == "TL_SUM"
+        and ops[0].outs.dst.ndim == 2
+        and ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and ops[1].consumers("dst") == 1
+        and ops[1].outs.dst.name in (ops[2].ins.src1.name, ops[2].ins.src2.name)
+        and ops[2].ins.src1.name != ops[2].ins.src2.name
+        and ops[2].ins.src1.shape == ops[2].ins.src2.shape
+        and ops[0].params.activation == "none"
+        and not ops[0].params.blocked
+        and not ops[0].given("addend")
+        and not ops[0].given("residual")
+        and ops[0].may_overwrite(
+            ops[2].ins.src2
+            if ops[2].ins.src1.name == ops[1].outs.dst.name
+            else ops[2].ins.src1
+        )
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(
+            like=ops[0],
+            ins={
+                "residual": (
+                    ops[2].ins.src2
+                    if ops[2].ins.src1.name == ops[1].outs.dst.name
+                    else ops[2].ins.src1
+                )
+            },
+        ),
+        b.op(like=ops[1], outs={"dst": ops[2].outs.dst}),
+    ]
+
+
 def combine_matmul_addend(ctx, window):
     """Add a tensor that broadcasts to a matmul's product inside the matmul (a
     binary add post-op), when nothing else reads the product and no addend or
@@ -1498,6 +1542,9 @@ COMBINERS = (
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
     Combiner(
         "matmul_output_scale", ("matmul_dnnl", "elew_dnnl"), combine_matmul_output_scale
+    ),
+    Combiner(
+        "matmul_sum", ("matmul_dnnl", "reshape_cpu", "elew_dnnl"), combine_matmul_sum
     ),
     Combiner("matmul_addend", ("matmul_dnnl", "elew_dnnl"), combine_matmul_addend),
     Combiner("fuse_relu", ("*", "relu_dnnl"), combine_fuse_relu),
