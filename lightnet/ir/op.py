@@ -358,8 +358,10 @@ def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
     pattern = None if len(set(names)) == len(names) else tuple(map(names.index, names))
     # The prototype by identity (a frozen dataclass hashes all its fields); the memo
     # keeps it alive (see _made), so no other object takes its id.
+    params = op.params
     return (id(op.proto), op.seed, tuple(op.tensors_in), tuple(op.tensors_out), pattern,
-            tuple((arg, p.key) for arg, p in op.params.items()), tuple(entries))
+            tuple([(arg, p.key) for arg, p in params.items()]) if params else (),
+            tuple(entries))
 
 
 # A TensorEntry's fields in their order (name first), and where creator and owner are.
