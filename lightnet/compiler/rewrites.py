@@ -23,7 +23,7 @@ def expand(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> None:
     i = 0
     while i < len(ctx.ops):
         op = ctx.ops[i]
-        if op.arch in runs:
+        if op.proto.arch in runs:
             i += 1
             continue
         new_ops = None if op.name in on_fallback else lower(ctx, arch, op)

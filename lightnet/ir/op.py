@@ -246,9 +246,11 @@ class CheckMemo:
             op.values, op.scratch = taken[9], taken[10]
             self._checked[op.name] = taken[:9]
             return
-        ins = [tensors.get(n) for n in op.tensors_in.values()]
-        read = [None if e is None else _state(e) for e in ins]
-        key = None if None in ins else _signature(op, ins)
+        ins = list(map(tensors.get, op.tensors_in.values()))
+        if None in ins:
+            read, key = [None if e is None else _state(e) for e in ins], None
+        else:
+            read, key = [tuple(e.__dict__.values()) for e in ins], _signature(op, ins)
         if key is not None:
             made = self._made.get(key)
             if made is not None and _define_again(made, op, tensors):
@@ -401,7 +403,7 @@ def _define_again(made: tuple, op: Op, tensors: TensorTable) -> bool:
     False, defining nothing, when one of them is defined already (its check fails)."""
     proto, values, scratch, entries = made
     outs = list(op.tensors_out.values())
-    if proto is not op.proto or any(name in tensors for name in outs):
+    if proto is not op.proto or not tensors.keys().isdisjoint(outs):
         return False
     ins = list(op.tensors_in.values())
     for out, owner, before, between, after in entries:
