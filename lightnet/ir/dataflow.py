@@ -7,7 +7,7 @@ consumes an op's output and who produced an op's input.
 
 from __future__ import annotations
 
-from itertools import chain, compress, repeat
+from itertools import chain, compress, filterfalse, repeat
 from operator import attrgetter, gt
 
 from lightnet.errors import LightNetError
@@ -208,11 +208,11 @@ class DataFlowGraph:
 
     @property
     def dangling_ins(self) -> list[str]:
-        return [t for t in self.consumers if t not in self.producer]
+        return list(filterfalse(self.producer.__contains__, self.consumers))
 
     @property
     def dangling_outs(self) -> list[str]:
-        return [t for t in self.producer if t not in self.consumers]
+        return list(filterfalse(self.consumers.__contains__, self.producer))
 
     def check(self) -> None:
         """Every input must be produced by an op, and the graph must be acyclic."""

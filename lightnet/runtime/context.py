@@ -430,10 +430,10 @@ class Context:
         has one producer, as pre_run refuses to define one twice)."""
         defined = set()
         for op in self.ops:
-            for arg, name in op.tensors_in.items():
-                if name not in defined:
-                    raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): "
-                                        f"input '{arg}' reads tensor '{name}' before any op creates it")
+            if not defined.issuperset(op.tensors_in.values()):
+                arg, name = next((a, n) for a, n in op.tensors_in.items() if n not in defined)
+                raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): "
+                                    f"input '{arg}' reads tensor '{name}' before any op creates it")
             defined.update(op.tensors_out.values())
 
     @property

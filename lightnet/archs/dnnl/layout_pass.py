@@ -307,7 +307,7 @@ def _drop_copies(ctx) -> None:
     dnnl op reading or writing LightNet's plain layout: a matmul, or an op fed plain
     data): their readers read the tensor itself, and a dnnl producer writes the plain
     tensor a reorder made. The ops this changes are checked again (Context.rewrite)."""
-    copies = [op for op in ctx.ops if op.optype == REORDER and all(
+    copies = [op for op in ctx.ops if op.proto.optype == REORDER and all(
         ctx.tensors[n].layout is None for n in op.tensor_names())
         and not (op.values["to"] == "dnnl" and _chooser_reads(ctx, op.tensors_out["dst"]))]
     if not copies:
