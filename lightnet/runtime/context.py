@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 from itertools import compress, islice, repeat
-from operator import attrgetter, gt
+from operator import attrgetter, gt, not_
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +64,7 @@ def _same_place(old: Op, new: Op) -> bool:
 
 _name_of = attrgetter("name")
 _creator_of = attrgetter("creator")
+_tensors_in_of = attrgetter("tensors_in")
 
 
 def _locked(method):
@@ -445,8 +446,8 @@ class Context:
     def inputs(self) -> list[str]:
         """The model's inputs: tensors the user feeds (`input` ops), in order."""
         tensors = self.tensors  # an input op reads nothing (the generator sees to it)
-        return [n for op in self.ops if not op.tensors_in for n in op.tensors_out.values()
-                if tensors[n].input]
+        sources = compress(self.ops, map(not_, map(_tensors_in_of, self.ops)))
+        return [n for op in sources for n in op.tensors_out.values() if tensors[n].input]
 
     # Compiling --------------------------------------------------------------------
 
