@@ -337,7 +337,7 @@ class CheckMemo:
         return True
 
 
-# What a check reads of an entry but its layout (Context._content's fields).
+# What a check reads of an entry but its layout (context._content_fields).
 _keyed_fields = operator.attrgetter("dtype", "shape", "mtype", "static", "owner",
                                     "owner_offset", "from_file", "input", "offset")
 

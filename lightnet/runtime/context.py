@@ -44,14 +44,20 @@ _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 HUGE_ARENA = 8 << 20
 
 
-def _content(entry) -> tuple:
-    """What a check reading `entry` reads of it (not which op made it): a layout by
-    its content (Layout.key) where it has one."""
-    layout = entry.layout
-    if layout is not None:
-        layout = getattr(layout, "key", layout)
-    return (entry.dtype, entry.shape, entry.mtype, entry.static, entry.owner,
-            entry.owner_offset, entry.from_file, entry.input, entry.offset, layout)
+# What a check reading an entry reads of it (not which op made it) but its layout.
+_content_fields = attrgetter("dtype", "shape", "mtype", "static", "owner", "owner_offset",
+                             "from_file", "input", "offset")
+
+
+def _same_content(a, b) -> bool:
+    """Whether a check reading entry `a` or `b` reads the same: the fields of
+    _content_fields, and a layout by its content (Layout.key) where it has one."""
+    if _content_fields(a) != _content_fields(b):
+        return False
+    la, lb = a.layout, b.layout
+    if la is None or lb is None:
+        return la is lb
+    return getattr(la, "key", la) == getattr(lb, "key", lb)
 
 
 def _same_place(old: Op, new: Op) -> bool:
@@ -417,7 +423,7 @@ class Context:
                     f"{self.label}: a pass changed tensor '{name}' from "
                     f"{entry.describe()} to {new.describe()}"
                 )
-            if _content(new) != _content(entry):
+            if not _same_content(new, entry):
                 changed.append(name)
         # Its readers were checked with the old entries: the next rewrite checks them
         # again (the dnnl layout pass's; an op replaced meanwhile is checked anew).
