@@ -23,7 +23,7 @@ def expand(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> None:
     i = 0
     while i < len(ctx.ops):
         op = ctx.ops[i]
-        if op.arch in runs:
+        if op.proto.arch in runs:
             i += 1
             continue
         new_ops = None if op.name in on_fallback else lower(ctx, arch, op)
@@ -62,7 +62,7 @@ def combine(ctx, arch: Arch, on_fallback: frozenset[str] = frozenset()) -> int:
         changed = False
         # The optype of every op, in step with ctx.ops: a rule's window is looked for
         # with list.index (most positions fail on their optype).
-        optypes = [op.optype for op in ctx.ops]
+        optypes = [op.proto.optype for op in ctx.ops]
         for combiner in combiners:
             size = len(combiner.window)
             # The window's first optype that is not "*": most positions fail on it.
@@ -121,8 +121,10 @@ def hoist_constants(ctx) -> None:
     (create, input, arange) to the front, in their order. They may run
     anywhere before their readers; at the front they no longer sit between
     two ops a combiner could join."""
-    ctx.ops[:] = [op for op in ctx.ops if _is_source(ctx, op)] + [
-        op for op in ctx.ops if not _is_source(ctx, op)]
+    sources, others = [], []
+    for op in ctx.ops:
+        (sources if _is_source(ctx, op) else others).append(op)
+    ctx.ops[:] = sources + others
 
 
 def _hoist_sources(ctx, start: int, count: int) -> int:
@@ -143,9 +145,13 @@ def remove_dead_constants(ctx, outputs_before) -> None:
     an op removed may have been the last reader of another's output."""
     keep = set(outputs_before)
     while True:
-        dead = [i for i, op in enumerate(ctx.ops) if op.tensors_out and all(
-            ctx.tensors[n].static and ctx.dfg.num_consumers(n) == 0 and n not in keep
-            for n in op.tensors_out.values())]
+        tensors, consumers = ctx.tensors, ctx.dfg.consumers
+        dead = []
+        for i, op in enumerate(ctx.ops):
+            outs = op.tensors_out.values()
+            if outs and all(tensors[n].static and n not in consumers and n not in keep
+                            for n in outs):
+                dead.append(i)
         if not dead:
             return
         for i in reversed(dead):

@@ -249,9 +249,11 @@ class CheckMemo:
             op.values, op.scratch = taken[9], taken[10]
             self._checked[op.name] = taken[:9]
             return
-        ins = [tensors.get(n) for n in op.tensors_in.values()]
-        read = [None if e is None else _state(e) for e in ins]
-        key = None if None in ins else _signature(op, ins)
+        ins = list(map(tensors.get, op.tensors_in.values()))
+        if None in ins:
+            read, key = [None if e is None else _state(e) for e in ins], None
+        else:
+            read, key = [tuple(e.__dict__.values()) for e in ins], _signature(op, ins)
         if key is not None:
             made = self._made.get(key)
             if made is not None and _define_again(made, op, tensors):
@@ -338,7 +340,7 @@ class CheckMemo:
         return True
 
 
-# What a check reads of an entry but its layout (Context._content's fields).
+# What a check reads of an entry but its layout (context._content_fields).
 _keyed_fields = operator.attrgetter("dtype", "shape", "mtype", "static", "owner",
                                     "owner_offset", "from_file", "input", "offset")
 
@@ -361,8 +363,10 @@ def _signature(op: Op, ins: list[TensorEntry]) -> tuple | None:
     pattern = None if len(set(names)) == len(names) else tuple(map(names.index, names))
     # The prototype by identity (a frozen dataclass hashes all its fields); the memo
     # keeps it alive (see _made), so no other object takes its id.
+    params = op.params
     return (id(op.proto), op.seed, tuple(op.tensors_in), tuple(op.tensors_out), pattern,
-            tuple((arg, p.key) for arg, p in op.params.items()), tuple(entries))
+            tuple([(arg, p.key) for arg, p in params.items()]) if params else (),
+            tuple(entries))
 
 
 # A TensorEntry's fields in their order (name first), and where creator and owner are.
@@ -402,7 +406,7 @@ def _define_again(made: tuple, op: Op, tensors: TensorTable) -> bool:
     False, defining nothing, when one of them is defined already (its check fails)."""
     proto, values, scratch, entries = made
     outs = list(op.tensors_out.values())
-    if proto is not op.proto or any(name in tensors for name in outs):
+    if proto is not op.proto or not tensors.keys().isdisjoint(outs):
         return False
     ins = list(op.tensors_in.values())
     for out, owner, before, between, after in entries:

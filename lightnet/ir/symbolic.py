@@ -84,7 +84,8 @@ def _places(doc):
         return
     ops = doc.get("ops")
     for index, op in enumerate(ops if isinstance(ops, list) else []):
-        if not isinstance(op, dict) or not isinstance(op.get("params"), list):
+        if not isinstance(op, dict) or not isinstance(op.get("params"), list) \
+                or not op["params"]:
             continue
         optype = op.get("optype")
         numbers = _number_params(optype) if isinstance(optype, str) else frozenset()

@@ -97,7 +97,7 @@ def signature(doc, label: str, memory_limit=None, checked: Context | None = None
     else:
         ctx = check({s: symbolic.PROBES[i] for i, s in enumerate(symbols)})
     if own is None:
-        own = {n: e.shape for n, e in ctx.tensors.items()}
+        own = {n: ctx.tensors[n].shape for n in (*ctx.inputs, *ctx.outputs)}
     borders = Borders(ctx)  # checks the interface against the tensors
     declared = {}
     interface = doc.get("interface") if isinstance(doc, dict) else None

@@ -16,6 +16,8 @@ import mmap
 import threading
 import time
 import warnings
+from itertools import compress, islice, repeat
+from operator import attrgetter, gt, not_
 from pathlib import Path
 
 import numpy as np
@@ -42,14 +44,20 @@ _DATA_ERRORS = (ArithmeticError, IndexError, ValueError, OSError)
 HUGE_ARENA = 8 << 20
 
 
-def _content(entry) -> tuple:
-    """What a check reading `entry` reads of it (not which op made it): a layout by
-    its content (Layout.key) where it has one."""
-    layout = entry.layout
-    if layout is not None:
-        layout = getattr(layout, "key", layout)
-    return (entry.dtype, entry.shape, entry.mtype, entry.static, entry.owner,
-            entry.owner_offset, entry.from_file, entry.input, entry.offset, layout)
+# What a check reading an entry reads of it (not which op made it) but its layout.
+_content_fields = attrgetter("dtype", "shape", "mtype", "static", "owner", "owner_offset",
+                             "from_file", "input", "offset")
+
+
+def _same_content(a, b) -> bool:
+    """Whether a check reading entry `a` or `b` reads the same: the fields of
+    _content_fields, and a layout by its content (Layout.key) where it has one."""
+    if _content_fields(a) != _content_fields(b):
+        return False
+    la, lb = a.layout, b.layout
+    if la is None or lb is None:
+        return la is lb
+    return getattr(la, "key", la) == getattr(lb, "key", lb)
 
 
 def _same_place(old: Op, new: Op) -> bool:
@@ -58,6 +66,11 @@ def _same_place(old: Op, new: Op) -> bool:
     return (old.name == new.name
             and tuple(old.tensors_in.items()) == tuple(new.tensors_in.items())
             and tuple(old.tensors_out.items()) == tuple(new.tensors_out.items()))
+
+
+_name_of = attrgetter("name")
+_creator_of = attrgetter("creator")
+_tensors_in_of = attrgetter("tensors_in")
 
 
 def _locked(method):
@@ -282,22 +295,29 @@ class Context:
         its check left it, but for the readers of a tensor replace_ops made anew with
         other contents); otherwise every op is compared with what its check read."""
         memo = self._checks
-        old = {id(op) for op in self.ops}
-        kept = {id(op) for op in ops}
-        made: dict[str, list[str]] = {}  # an op's name -> the tensors it made
-        for name, entry in self.tensors.items():
-            made.setdefault(entry.creator, []).append(name)
+        # The bookkeeping below is O(changes) in Python and O(ops) only in C (set
+        # operations, map, compress): the dnnl layout pass inserts a few reorders into a
+        # model of thousands of ops, twice.
+        old = set(map(id, self.ops))
+        kept = set(map(id, ops))
+        tensors, added = self.tensors, self.dfg.names
 
         def made_by(op: Op) -> list[str]:
-            """The tensors `op` made (whatever it now names its outputs)."""
-            return made.get(op.name, [])
+            """The tensors `op` made (whatever it now names its outputs): its outputs
+            when it was checked (and added to the graph), or now."""
+            name = op.name
+            was = added.get(name)
+            outs = op.tensors_out.values() if was is None else dict.fromkeys(
+                (*was[1], *op.tensors_out.values()))
+            return [n for n in outs if (e := tensors.get(n)) is not None and e.creator == name]
 
-        position = {op.name: i for i, op in enumerate(ops)}
+        position = dict(zip(map(_name_of, ops), range(len(ops))))
         todo: list[int] = []  # positions in `ops` to look at (a heap)
         if changed is None or memo is None:
             todo = list(range(len(ops)))
         else:
-            todo = [i for i, op in enumerate(ops) if id(op) not in old]
+            new = kept - old
+            todo = list(compress(range(len(ops)), map(new.__contains__, map(id, ops))))
             todo += [position[op.name] for op in changed]
             todo += [position[name] for name in self._stale if name in position]
             # Ops whose entries a reader's check changed (a weight whose layout its
@@ -317,11 +337,11 @@ class Context:
                         seen.add(at)
                         heapq.heappush(todo, at)
 
-        for op in self.ops:
-            if id(op) not in kept:
-                names = made_by(op)
-                self._unmake(op, names)
-                look_at(names)
+        gone = old - kept
+        for op in compress(self.ops, map(gone.__contains__, map(id, self.ops))) if gone else ():
+            names = made_by(op)
+            self._unmake(op, names)
+            look_at(names)
         at = len(ops)  # where a check failed
         try:
             while todo:
@@ -353,10 +373,13 @@ class Context:
             self.mem = None
             if at < len(ops):
                 position = {op.name: i for i, op in enumerate(self.ops)}
-            entries = sorted(self.tensors.items(),
-                             key=lambda item: position.get(item[1].creator, -1))
-            self.tensors.clear()
-            self.tensors.update(entries)
+            # The entries in their creators' order (a stable sort, by index).
+            entries = list(tensors.items())
+            places = list(map(position.get, map(_creator_of, tensors.values()), repeat(-1)))
+            if any(map(gt, places, islice(places, 1, None))):
+                tensors.clear()
+                tensors.update(map(entries.__getitem__,
+                                   sorted(range(len(entries)), key=places.__getitem__)))
             if at < len(ops):
                 self.dfg.rebuild(self.ops)
             else:  # only the ops new, gone or given other tensors are taken out and added
@@ -400,7 +423,7 @@ class Context:
                     f"{self.label}: a pass changed tensor '{name}' from "
                     f"{entry.describe()} to {new.describe()}"
                 )
-            if _content(new) != _content(entry):
+            if not _same_content(new, entry):
                 changed.append(name)
         # Its readers were checked with the old entries: the next rewrite checks them
         # again (the dnnl layout pass's; an op replaced meanwhile is checked anew).
@@ -414,10 +437,10 @@ class Context:
         has one producer, as pre_run refuses to define one twice)."""
         defined = set()
         for op in self.ops:
-            for arg, name in op.tensors_in.items():
-                if name not in defined:
-                    raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): "
-                                        f"input '{arg}' reads tensor '{name}' before any op creates it")
+            if not defined.issuperset(op.tensors_in.values()):
+                arg, name = next((a, n) for a, n in op.tensors_in.items() if n not in defined)
+                raise LightNetError(f"{self.label}: op '{op.name}' ({op.optype}): "
+                                    f"input '{arg}' reads tensor '{name}' before any op creates it")
             defined.update(op.tensors_out.values())
 
     @property
@@ -429,8 +452,8 @@ class Context:
     def inputs(self) -> list[str]:
         """The model's inputs: tensors the user feeds (`input` ops), in order."""
         tensors = self.tensors  # an input op reads nothing (the generator sees to it)
-        return [n for op in self.ops if not op.tensors_in for n in op.tensors_out.values()
-                if tensors[n].input]
+        sources = compress(self.ops, map(not_, map(_tensors_in_of, self.ops)))
+        return [n for op in sources for n in op.tensors_out.values() if tensors[n].input]
 
     # Compiling --------------------------------------------------------------------
 

@@ -44,12 +44,17 @@ converts where a dnnl op reads a tensor held in the other data type.
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter, not_
+
 from lightnet.archs.dnnl import conv_layouts
 from lightnet.archs.dnnl import ops as dnnl_ops
 from lightnet.archs.registry import get_arch, get_proto
 from lightnet.ir.op import Op, unique_name
 from lightnet.ir.param import Param
 from lightnet.ir.tensor import DType
+
+_name_of = attrgetter("name")
 
 DNNL = "dnnl"
 REORDER = "reorder_dnnl"
@@ -68,7 +73,8 @@ FLOAT32_ARGS = frozenset({"bias", "scale", "offset", "mean", "var"})
 
 def _is_dnnl(op) -> bool:
     """A dnnl op of the model's own (not a reorder this pass inserts)."""
-    return op.arch == DNNL and op.optype not in (REORDER, WEIGHTS)
+    proto = op.proto  # (not Op's properties: called for every op, some twice)
+    return proto.arch == DNNL and proto.optype not in (REORDER, WEIGHTS)
 
 
 def _makes_dnnl(op) -> bool:
@@ -112,7 +118,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
 
     outputs = set(ctx.outputs)
     tensor_names = set(tensors)
-    op_names = {op.name for op in ops}
+    op_names = set(map(_name_of, ops))
 
     def fresh(base: str) -> str:
         name = f"{base}_dnnl"
@@ -299,7 +305,7 @@ def _drop_copies(ctx) -> None:
     dnnl op reading or writing LightNet's plain layout: a matmul, or an op fed plain
     data): their readers read the tensor itself, and a dnnl producer writes the plain
     tensor a reorder made. The ops this changes are checked again (Context.rewrite)."""
-    copies = [op for op in ctx.ops if op.optype == REORDER and all(
+    copies = [op for op in ctx.ops if op.proto.optype == REORDER and all(
         ctx.tensors[n].layout is None for n in op.tensor_names())
         and not (op.values["to"] == "dnnl" and _chooser_reads(ctx, op.tensors_out["dst"]))]
     if not copies:
@@ -312,15 +318,22 @@ def _drop_copies(ctx) -> None:
         else:
             renames[src] = dst  # the dnnl producer writes the plain tensor
     dropped = {id(op) for op in copies}
-    ops = [op for op in ctx.ops if id(op) not in dropped]
-    changed = []
-    for op in ops:
+    ops = list(compress(ctx.ops, map(not_, map(dropped.__contains__, map(id, ctx.ops)))))
+    # The ops naming a renamed tensor, found through the data-flow graph (a model of
+    # thousands of ops has a few copies).
+    dfg = ctx.dfg
+    naming = {}
+    for name in renames:
+        for op_name in (dfg.producer.get(name), *dfg.consumers.get(name, ())):
+            op = dfg.ops.get(op_name)
+            if op is not None and id(op) not in dropped:
+                naming[id(op)] = op
+    changed = list(naming.values())
+    for op in changed:
         for names in (op.tensors_in, op.tensors_out):
             for arg, name in names.items():
                 if name in renames:
                     names[arg] = renames[name]
-                    if not changed or changed[-1] is not op:
-                        changed.append(op)
     ctx.rewrite(ops, changed)
 
 
