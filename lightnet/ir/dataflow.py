@@ -7,33 +7,9 @@ consumes an op's output and who produced an op's input.
 
 from __future__ import annotations
 
-from itertools import chain, compress, filterfalse, repeat
-from operator import attrgetter, gt
-
 from lightnet.errors import LightNetError
 from lightnet.ir.digraph import CycleError, Graph
 from lightnet.ir.op import Op
-
-
-_name_of = attrgetter("name")
-
-
-def _keys_values(mapping: dict, keys) -> tuple[list, list]:
-    """`keys` once each, in order, and their values in `mapping`."""
-    keys = list(dict.fromkeys(keys))
-    return keys, list(map(mapping.__getitem__, keys))
-
-
-def _several(lists):
-    """The lists of `lists` of two or more items."""
-    lists = list(lists)
-    return compress(lists, map(gt, map(len, lists), repeat(1)))
-
-
-def _several_items(mapping: dict):
-    """The (key, list) items of `mapping` whose list has two or more items."""
-    items = list(mapping.items())
-    return compress(items, map(gt, map(len, mapping.values()), repeat(1)))
 
 
 class DataFlowGraph:
@@ -152,38 +128,36 @@ class DataFlowGraph:
                     or was[0] != tuple(op.tensors_in.values())
                     or was[1] != tuple(op.tensors_out.values())):
                 moved.append(op)
-        for name in every.keys() - position.keys():
-            self.remove(every[name])
+        for op in [op for name, op in every.items() if name not in position]:
+            self.remove(op)
         for op in moved:
             if op.name in every:
                 self.remove(every[op.name])
         for op in moved:
             self.add(op)
-        # The orders rebuild gives, built in C (map, zip, compress) but for the lists of
-        # several entries, few in most models.
         graph = self.graph
-        order = list(map(_name_of, ops))
-        self.ops = every = dict(zip(order, ops))
-        self.names = dict(zip(order, map(names.__getitem__, order)))
+        self.ops = every = {op.name: op for op in ops}
+        self.names = {name: names[name] for name in every}
         succ, pred = graph._succ, graph._pred
-        graph._succ = dict(zip(order, map(succ.__getitem__, order)))
-        graph._pred = dict(zip(order, map(pred.__getitem__, order)))
-        read, wrote = zip(*self.names.values()) if order else ((), ())
-        self.producer = producer = dict(zip(chain.from_iterable(wrote), chain.from_iterable(
-            map(repeat, order, map(len, wrote)))))
+        graph._succ = {name: succ[name] for name in every}
+        graph._pred = {name: pred[name] for name in every}
+        self.producer = producer = {t: op.name for op in ops for t in op.tensors_out.values()}
         consumers = self.consumers
-        self.consumers = dict(zip(*_keys_values(consumers, chain.from_iterable(read))))
+        self.consumers = {t: consumers[t] for op in ops for t in op.tensors_in.values()}
         at = position.__getitem__
-        for readers in _several(consumers.values()):
-            readers.sort(key=at)
-        for name, edges in _several_items(graph._pred):
-            edges[:] = [(producer[t], t) for t in every[name].tensors_in.values()
-                        if t in producer]
-        for name, edges in _several_items(graph._succ):
-            readers = sorted({reader for reader, _ in edges}, key=at)
-            edges[:] = [(reader, t) for reader in readers
-                        for t in every[reader].tensors_in.values()
-                        if producer.get(t) == name]
+        for readers in consumers.values():
+            if len(readers) > 1:
+                readers.sort(key=at)
+        for name, edges in graph._pred.items():
+            if len(edges) > 1:
+                edges[:] = [(producer[t], t) for t in every[name].tensors_in.values()
+                            if t in producer]
+        for name, edges in graph._succ.items():
+            if len(edges) > 1:
+                readers = sorted({reader for reader, _ in edges}, key=at)
+                edges[:] = [(reader, t) for reader in readers
+                            for t in every[reader].tensors_in.values()
+                            if producer.get(t) == name]
 
     def link(self, op1: Op, op2: Op, tname: str) -> None:
         self.graph.link(op1.name, op2.name, tname)
@@ -208,11 +182,11 @@ class DataFlowGraph:
 
     @property
     def dangling_ins(self) -> list[str]:
-        return list(filterfalse(self.producer.__contains__, self.consumers))
+        return [t for t in self.consumers if t not in self.producer]
 
     @property
     def dangling_outs(self) -> list[str]:
-        return list(filterfalse(self.consumers.__contains__, self.producer))
+        return [t for t in self.producer if t not in self.consumers]
 
     def check(self) -> None:
         """Every input must be produced by an op, and the graph must be acyclic."""

@@ -16,8 +16,7 @@ import mmap
 import threading
 import time
 import warnings
-from itertools import compress, islice, repeat
-from operator import attrgetter, gt, not_
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -66,11 +65,6 @@ def _same_place(old: Op, new: Op) -> bool:
     return (old.name == new.name
             and tuple(old.tensors_in.items()) == tuple(new.tensors_in.items())
             and tuple(old.tensors_out.items()) == tuple(new.tensors_out.items()))
-
-
-_name_of = attrgetter("name")
-_creator_of = attrgetter("creator")
-_tensors_in_of = attrgetter("tensors_in")
 
 
 def _locked(method):
@@ -295,29 +289,22 @@ class Context:
         its check left it, but for the readers of a tensor replace_ops made anew with
         other contents); otherwise every op is compared with what its check read."""
         memo = self._checks
-        # The bookkeeping below is O(changes) in Python and O(ops) only in C (set
-        # operations, map, compress): the dnnl layout pass inserts a few reorders into a
-        # model of thousands of ops, twice.
-        old = set(map(id, self.ops))
-        kept = set(map(id, ops))
-        tensors, added = self.tensors, self.dfg.names
+        old = {id(op) for op in self.ops}
+        kept = {id(op) for op in ops}
+        made: dict[str, list[str]] = {}  # an op's name -> the tensors it made
+        for name, entry in self.tensors.items():
+            made.setdefault(entry.creator, []).append(name)
 
         def made_by(op: Op) -> list[str]:
-            """The tensors `op` made (whatever it now names its outputs): its outputs
-            when it was checked (and added to the graph), or now."""
-            name = op.name
-            was = added.get(name)
-            outs = op.tensors_out.values() if was is None else dict.fromkeys(
-                (*was[1], *op.tensors_out.values()))
-            return [n for n in outs if (e := tensors.get(n)) is not None and e.creator == name]
+            """The tensors `op` made (whatever it now names its outputs)."""
+            return made.get(op.name, [])
 
-        position = dict(zip(map(_name_of, ops), range(len(ops))))
+        position = {op.name: i for i, op in enumerate(ops)}
         todo: list[int] = []  # positions in `ops` to look at (a heap)
         if changed is None or memo is None:
             todo = list(range(len(ops)))
         else:
-            new = kept - old
-            todo = list(compress(range(len(ops)), map(new.__contains__, map(id, ops))))
+            todo = [i for i, op in enumerate(ops) if id(op) not in old]
             todo += [position[op.name] for op in changed]
             todo += [position[name] for name in self._stale if name in position]
             # Ops whose entries a reader's check changed (a weight whose layout its
@@ -337,11 +324,11 @@ class Context:
                         seen.add(at)
                         heapq.heappush(todo, at)
 
-        gone = old - kept
-        for op in compress(self.ops, map(gone.__contains__, map(id, self.ops))) if gone else ():
-            names = made_by(op)
-            self._unmake(op, names)
-            look_at(names)
+        for op in self.ops:
+            if id(op) not in kept:
+                names = made_by(op)
+                self._unmake(op, names)
+                look_at(names)
         at = len(ops)  # where a check failed
         try:
             while todo:
@@ -373,13 +360,10 @@ class Context:
             self.mem = None
             if at < len(ops):
                 position = {op.name: i for i, op in enumerate(self.ops)}
-            # The entries in their creators' order (a stable sort, by index).
-            entries = list(tensors.items())
-            places = list(map(position.get, map(_creator_of, tensors.values()), repeat(-1)))
-            if any(map(gt, places, islice(places, 1, None))):
-                tensors.clear()
-                tensors.update(map(entries.__getitem__,
-                                   sorted(range(len(entries)), key=places.__getitem__)))
+            entries = sorted(self.tensors.items(),
+                             key=lambda item: position.get(item[1].creator, -1))
+            self.tensors.clear()
+            self.tensors.update(entries)
             if at < len(ops):
                 self.dfg.rebuild(self.ops)
             else:  # only the ops new, gone or given other tensors are taken out and added
@@ -452,8 +436,8 @@ class Context:
     def inputs(self) -> list[str]:
         """The model's inputs: tensors the user feeds (`input` ops), in order."""
         tensors = self.tensors  # an input op reads nothing (the generator sees to it)
-        sources = compress(self.ops, map(not_, map(_tensors_in_of, self.ops)))
-        return [n for op in sources for n in op.tensors_out.values() if tensors[n].input]
+        return [n for op in self.ops if not op.tensors_in for n in op.tensors_out.values()
+                if tensors[n].input]
 
     # Compiling --------------------------------------------------------------------
 

@@ -44,17 +44,12 @@ converts where a dnnl op reads a tensor held in the other data type.
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import attrgetter, not_
-
 from lightnet.archs.dnnl import conv_layouts
 from lightnet.archs.dnnl import ops as dnnl_ops
 from lightnet.archs.registry import get_arch, get_proto
 from lightnet.ir.op import Op, unique_name
 from lightnet.ir.param import Param
 from lightnet.ir.tensor import DType
-
-_name_of = attrgetter("name")
 
 DNNL = "dnnl"
 REORDER = "reorder_dnnl"
@@ -118,7 +113,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
 
     outputs = set(ctx.outputs)
     tensor_names = set(tensors)
-    op_names = set(map(_name_of, ops))
+    op_names = {op.name for op in ops}
 
     def fresh(base: str) -> str:
         name = f"{base}_dnnl"
@@ -318,7 +313,7 @@ def _drop_copies(ctx) -> None:
         else:
             renames[src] = dst  # the dnnl producer writes the plain tensor
     dropped = {id(op) for op in copies}
-    ops = list(compress(ctx.ops, map(not_, map(dropped.__contains__, map(id, ctx.ops)))))
+    ops = [op for op in ctx.ops if id(op) not in dropped]
     # The ops naming a renamed tensor, found through the data-flow graph (a model of
     # thousands of ops has a few copies).
     dfg = ctx.dfg
