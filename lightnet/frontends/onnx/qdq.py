@@ -32,9 +32,12 @@ Two more patterns become ONNX Runtime's operators where they compute the same in
     exact in float32 and both round the same value (other scales would round the sum
     differently from the float path, by a step now and then).
 
-Each needs per-tensor 8-bit activations of one dtype (inputs and output). Everything else
-of a QDQ graph (a Relu between QuantizeLinear / DequantizeLinear pairs) runs as it is
-written: dequantized, in float, and quantized again.
+Each needs per-tensor 8-bit activations of one dtype (inputs and output). Before all
+these, element-wise float nodes of one 8-bit activation and constants of one value,
+between its DequantizeLinear and a QuantizeLinear (a Gelu, attention's scale, a Relu),
+become one table lookup, `lightnet.QLookup` (qlookup.py). Everything else of a QDQ
+graph (a Softmax, a LayerNormalization) runs as it is written: dequantized, in float,
+and quantized again.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import dataclasses
 import numpy as np
 
 from .fusion import Graph
+from .qlookup import lookups
 
 __all__ = ["fuse_qdq"]
 
@@ -260,6 +264,10 @@ def fuse_qdq(nodes, consts, protected, shape_of=lambda name: None):
     g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
+    for final, (node, dead) in lookups(g).items():
+        removed.update(id(n) for n in dead)
+        removed.add(final)
+        replacement[final] = node
     for n in g.nodes:
         if id(n) in removed:
             continue

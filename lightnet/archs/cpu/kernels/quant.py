@@ -16,7 +16,7 @@ import numpy as np
 from lightnet.archs.cpu.kernels.conv import conv2d, conv2d_scratch
 from lightnet.archs.cpu.kernels.scratch import carve
 
-__all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
+__all__ = ["qlookup", "quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
            "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_dtype",
            "qmatmul_scratch",
            "qmatmul", "requantize", "qbias", "zero_point_int32", "dynamic_quantize",
@@ -288,3 +288,9 @@ def qglobal_avgpool2d(src, src_scale, src_zero, dst_scale, dst_zero, dst, *, ws)
     lo, hi = _range(dst.dtype)
     np.clip(q, lo, hi, out=q)
     np.copyto(dst.reshape(q.shape), q, casting="unsafe")
+
+
+def qlookup(src, table, dst) -> None:
+    """dst = table[byte of src]: an 8-bit tensor through the table of its 256 codes (an
+    int8 source read as its bytes, so -1 is entry 255)."""
+    np.take(table, src.view(np.uint8), out=dst, mode="clip")

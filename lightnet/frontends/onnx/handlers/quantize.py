@@ -4,7 +4,8 @@ QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearConcat and QLinearAvera
 (com.microsoft), and the quantized
 operators (`lightnet.QConv`, `lightnet.QGemm`, `lightnet.QAdd`,
 `lightnet.QGlobalAveragePool`) that qdq.py makes of a QDQ model's DequantizeLinear -
-operator - QuantizeLinear.
+operator - QuantizeLinear, and the table lookups (`lightnet.QLookup`) qlookup.py makes of
+its element-wise float chains.
 
 A quantized convolution or product reads its weight, scales and zero points as constants
 (LightNet prepares the weight once, at load); its activation zero points are one value.
@@ -456,3 +457,21 @@ def qdq_gemm(c: Converter, n: Node, *, activation="none", transB=0):  # noqa: N8
     a = c.val(n.input(0))
     qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a),
             trans_b=bool(transB), activation=activation, computed_b=True)
+
+
+@handler("lightnet.QLookup", 1)
+def qdq_lookup(c: Converter, n: Node, *, table):
+    """Element-wise float nodes of one 8-bit activation between its DequantizeLinear and a
+    QuantizeLinear, as the table of their 256 results (qlookup.py) indexed by its byte."""
+    x = c.val(n.input(0))
+    _eight_bit(x, "the lookup's input")
+    dtype = DType.from_numpy(table.dtype).name
+    t = c.tensor_const(table, dtype, f"{n.outputs[0]}_table")
+    shape = c.known_shape(n) or x.shape
+    if tuple(shape) == x.shape:
+        c.emit("qlookup", {"src": x, "table": t}, {}, dtype, shape, **n.as_output)
+        return
+    if math.prod(shape) != math.prod(x.shape):
+        raise Unsupported(f"a lookup of shape {list(x.shape)} into {list(shape)}")
+    y = c.emit("qlookup", {"src": x, "table": t}, {}, dtype, x.shape, hint=n.outputs[0])
+    c.reshape(y, shape, out=n.outputs[0])
