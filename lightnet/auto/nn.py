@@ -1924,8 +1924,8 @@ def qlookup(src: Tensor, table: Tensor, *, name: str | None = None) -> Tensor:
 
     Args:
         src: The codes. (dtype TL_UINT8, TL_INT8)
-        table: dst's code of each byte of src. (dtype TL_UINT8, TL_INT8; ndim 1; len
-            256)
+        table: dst's code of each byte of src, given at load. (dtype TL_UINT8, TL_INT8;
+            ndim 1; len 256; static)
         name: The op's name, and its output's; None: `qlookup` and a number not taken.
 
     Returns:

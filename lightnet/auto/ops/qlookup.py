@@ -24,7 +24,9 @@ QLOOKUP = OpProto(
     mtype=MemType.NONE,
     tensors_in=(
         TensorArg("src", dtype=(DType.TL_UINT8, DType.TL_INT8)),
-        TensorArg("table", dtype=(DType.TL_UINT8, DType.TL_INT8), ndim=1, len=256),
+        TensorArg(
+            "table", dtype=(DType.TL_UINT8, DType.TL_INT8), ndim=1, static=True, len=256
+        ),
     ),
     tensors_out=(TensorArg("dst"),),
     params=(),
@@ -36,7 +38,8 @@ QLOOKUP = OpProto(
 def qlookup_cpu_load(op, arrays):
     src, table = op.array(arrays, "src"), op.array(arrays, "table")
     dst = op.array(arrays, "dst")
-    return lambda: kernels.qlookup(src, table, dst)
+    pairs = kernels.qlookup_pairs(table)
+    return lambda: kernels.qlookup(src, table, pairs, dst)
 
 
 QLOOKUP_CPU = replace(
