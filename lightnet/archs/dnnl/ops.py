@@ -564,7 +564,9 @@ def _as_linear(src1, src2, trans_a: bool, trans_b: bool, dtype: str, post) -> bo
 
 def _strided(entry, dtype: str, rank: int):
     """The layout `entry` is held in when the matmul can read it as it is: strides with
-    no blocks (a transpose_view's), of the matmul's rank and data type; else None."""
+    no blocks (a transpose_view's), of the matmul's rank and data type, one of the
+    matrix dims innermost (oneDNN's gemm reads no other: a channels-last stack, a
+    dequantize's of a 4-D int8 tensor, took its reference kernel); else None."""
     layout = entry.layout
     if layout is None or layout.desc is None or entry.ndim != rank:
         return None
@@ -573,7 +575,8 @@ def _strided(entry, dtype: str, rank: int):
     if desc.dtype != dtype or form in ("any", "undef") or not (form.isalpha()
                                                                and form.islower()):
         return None
-    return desc
+    matrix_dims = {chr(ord("a") + rank - 2), chr(ord("a") + rank - 1)}
+    return desc if form[-1] in matrix_dims else None
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
