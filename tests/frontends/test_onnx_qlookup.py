@@ -144,3 +144,21 @@ def test_what_is_no_function_of_one_code_runs_as_written(tmp_path):
         want = ReferenceEvaluator(m).run(None, feeds)
         for name, value in zip([o.name for o in m.graph.output], want):
             np.testing.assert_allclose(got[name], value, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("y_scale,identity", [(0.031 / 8, True), (0.032 / 8, False)])
+def test_a_table_of_every_code_to_itself_is_no_op(y_scale, identity, tmp_path):
+    """A Mul by 1/8 quantized with an eighth of the input's scale and its zero point (as
+    quantize_static calibrates BERT's attention scale) gives every code back: the output
+    is the input, with no lookup (here a forward, the input being the graph's output);
+    another scale is a lookup."""
+    m = _chain_model([("Mul", 0.125)])
+    m.graph.initializer[2].CopyFrom(init("ys", np.float32(y_scale)))
+    m.graph.initializer[3].CopyFrom(init("yz", np.uint8(9)))
+    x = _every_code(np.uint8)
+    got, ir = run_lightnet(m, {"x": x}, tmp_path, target="cpu")
+    optypes = [op["optype"] for op in ir["ops"] if op["optype"] != "create"]
+    assert ("qlookup" in optypes) != identity and len(optypes) == 2, optypes
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got["y"], want)
+    assert np.array_equal(want, x) == identity

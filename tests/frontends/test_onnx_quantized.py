@@ -479,8 +479,9 @@ def test_a_transformer_block_as_onnx_runtime_runs_it_as_written(activation, redu
     session, ir = _session(m, tmp_path, target)
     optypes = [op["optype"] for op in ir["ops"]]
     assert optypes.count("qmatmul") == 8 and "matmul" not in optypes, optypes
-    # The scale's Mul and the Gelu's Div, Erf, Add and two Muls: a table lookup each.
-    assert optypes.count("qlookup") == 2, optypes
+    # The Gelu's Div, Erf, Add and two Muls: one table lookup; the scale's Mul another, or
+    # nothing where its table maps every code to itself.
+    assert optypes.count("qlookup") in (1, 2), optypes
     assert optypes.count("qelew") == 8 and not {"elew", "erf"} & set(optypes), optypes
     ctx = session.ctx
     moved = [o for o in ctx.ops if o.optype.startswith(("transpose", "reshape"))]

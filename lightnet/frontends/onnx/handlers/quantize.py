@@ -462,12 +462,17 @@ def qdq_gemm(c: Converter, n: Node, *, activation="none", transB=0):  # noqa: N8
 @handler("lightnet.QLookup", 1)
 def qdq_lookup(c: Converter, n: Node, *, table):
     """Element-wise float nodes of one 8-bit activation between its DequantizeLinear and a
-    QuantizeLinear, as the table of their 256 results (qlookup.py) indexed by its byte."""
+    QuantizeLinear, as the table of their 256 results (qlookup.py) indexed by its byte;
+    nothing where the table maps every code to itself."""
     x = c.val(n.input(0))
     _eight_bit(x, "the lookup's input")
     dtype = DType.from_numpy(table.dtype).name
-    t = c.tensor_const(table, dtype, f"{n.outputs[0]}_table")
     shape = c.known_shape(n) or x.shape
+    if dtype == x.dtype and np.array_equal(table, np.arange(256, dtype=np.uint8).view(
+            table.dtype)):  # every code to itself (BERT's attention scale): x as it is
+        c.reshape_output(n, x, shape)
+        return
+    t = c.tensor_const(table, dtype, f"{n.outputs[0]}_table")
     if tuple(shape) == x.shape:
         c.emit("qlookup", {"src": x, "table": t}, {}, dtype, shape, **n.as_output)
         return
