@@ -663,3 +663,30 @@ def test_qlinear_matmul_of_a_computed_b_is_onnx_reference_exactly(b_dtype, tmp_p
     for target in ("cpu", "dnnl"):
         got, _ = run_lightnet(m, feeds, tmp_path, target=target)
         np.testing.assert_array_equal(got["y"], ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("target", ["cpu", "dnnl"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_an_embedding_lookup_gathers_the_integers(dtype, target, tmp_path):
+    """A Gather of computed indices from a constant 8-bit table dequantized per tensor
+    gathers the rows of the integers and dequantizes only them (a word embedding is not
+    dequantized whole on every run), giving what ONNX's reference does."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from tests.frontends.onnxutil import init, model, run_lightnet
+
+    info = np.iinfo(dtype)
+    table = np.random.default_rng(4).integers(info.min, info.max + 1, (50, 6)).astype(dtype)
+    nodes = [helper.make_node("DequantizeLinear", ["table", "s", "z"], ["dq"]),
+             helper.make_node("Gather", ["dq", "ids"], ["y"])]
+    inits = [init("table", table), init("s", np.float32(0.037)), init("z", np.array(3, dtype))]
+    ids = np.array([[0, 5, 2], [5, 1, 0]], np.int64)
+    m = model(nodes, [("ids", [2, 3], TensorProto.INT64)], [("y", None, TensorProto.FLOAT)],
+              inits, opset=19)
+    got, ir = run_lightnet(m, {"ids": ids}, tmp_path, target=target)
+    dequantized = [op for op in ir["ops"] if op["optype"] == "dequantize"]
+    assert len(dequantized) == 1, ir["ops"]
+    want = ReferenceEvaluator(m).run(None, {"ids": ids})[0]
+    assert got["y"].shape == want.shape == (2, 3, 6)
+    np.testing.assert_array_equal(got["y"], want)

@@ -32,6 +32,11 @@ Two more patterns become ONNX Runtime's operators where they compute the same in
     exact in float32 and both round the same value (other scales would round the sum
     differently from the float path, by a step now and then).
 
+A Gather of computed indices (an embedding lookup) from a constant 8-bit table
+dequantized per tensor becomes a `lightnet.DequantizedGather`: the rows gathered from
+the integers, then dequantized (a word embedding of 30,522 x 768 is not dequantized
+whole on every run; gathering and dequantizing commute).
+
 Each needs per-tensor 8-bit activations of one dtype (inputs and output). Before all
 these, element-wise float nodes of one 8-bit activation and constants of one value,
 between its DequantizeLinear and a QuantizeLinear (a Gelu, attention's scale, a Relu),
@@ -249,8 +254,21 @@ def _fused_pool(g: Graph, node, shape_of):
             [node, quantize])
 
 
+def _dequantized_gather(g: Graph, node):
+    """(op type, inputs, attributes, the nodes replaced) of the lightnet.DequantizedGather
+    a Gather of computed indices (an embedding lookup) from a constant 8-bit table
+    dequantized per tensor becomes, or None."""
+    d = _dequantize(g, node.input(0), node)
+    if d is None or d.input(0) not in g.consts or node.input(1) in g.consts:
+        return None
+    if g.consts[d.input(1)].size != 1 or g.consts[d.input(2)].size != 1:
+        return None
+    return ("lightnet.DequantizedGather", [d.input(0), node.input(1), d.input(1), d.input(2)],
+            node.attrs, [d, node])
+
+
 FUSED = {"Conv": _fused, "MatMul": _fused, "Gemm": _fused, "Add": _fused_elementwise,
-         "Mul": _fused_elementwise, "MaxPool": _moved, "Concat": _moved, "Reshape": _moved,
+         "Mul": _fused_elementwise, "Gather": _dequantized_gather, "MaxPool": _moved, "Concat": _moved, "Reshape": _moved,
          "Transpose": _moved}
 
 

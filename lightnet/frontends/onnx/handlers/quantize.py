@@ -3,7 +3,7 @@ forms QLinearConv, ConvInteger, QLinearMatMul and MatMulInteger, ONNX Runtime's
 QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearConcat and QLinearAveragePool
 (com.microsoft), and the quantized
 operators (`lightnet.QConv`, `lightnet.QGemm`, `lightnet.QAdd`,
-`lightnet.QGlobalAveragePool`) that qdq.py makes of a QDQ model's DequantizeLinear -
+`lightnet.QGlobalAveragePool`, `lightnet.DequantizedGather`) that qdq.py makes of a QDQ model's DequantizeLinear -
 operator - QuantizeLinear, and the table lookups (`lightnet.QLookup`) qlookup.py makes of
 its element-wise float chains.
 
@@ -480,3 +480,19 @@ def qdq_lookup(c: Converter, n: Node, *, table):
         raise Unsupported(f"a lookup of shape {list(x.shape)} into {list(shape)}")
     y = c.emit("qlookup", {"src": x, "table": t}, {}, dtype, x.shape, hint=n.outputs[0])
     c.reshape(y, shape, out=n.outputs[0])
+
+
+@handler("lightnet.DequantizedGather", 1)
+def dequantized_gather(c: Converter, n: Node, *, axis=0):
+    """Gather (its `axis`) of a constant 8-bit table dequantized per tensor (qdq.py): the
+    rows gathered from the integers, then dequantized."""
+    from .shape import gather
+
+    table, indices, scale, zero = n.inputs
+    rows = c.fresh(f"{n.outputs[0]}_quantized")
+    elem = c.onnx.helper.np_dtype_to_tensor_dtype(c.const(table, "the table").dtype)
+    c.info[rows] = (elem, c.known_shape(n))  # the gathered shape, for Gather's handler
+    gather(c, dataclasses.replace(n, op_type="Gather", inputs=[table, indices], outputs=[rows]),
+           axis=axis)
+    dequantize_linear(c, dataclasses.replace(n, op_type="DequantizeLinear",
+                                             inputs=[rows, scale, zero]))
