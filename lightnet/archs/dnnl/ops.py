@@ -741,9 +741,14 @@ def _quantizing_reorder(op, src, scale, zero, dst, dst_desc, side: str) -> int:
 def quantize(op, src, scale, zero, dst) -> int:
     """float32 to 8-bit integers (one scale and zero point) in one pass of oneDNN's
     reorder, from the source's layout to channels-last where 4-D (the layout of oneDNN's
-    int8 convolutions, which read it as it is), else plain."""
-    return _quantizing_reorder(op, src, scale, zero, dst,
-                               _channels_last_or_plain(dst, _np_name(dst.dtype)), "dst")
+    int8 convolutions, which read it as it is), else plain; plain too from a source held
+    plain (a matmul's or softmax's: attention's scores, whose readers, element-wise ops
+    and products, read plain faster: the addition of a mask [1, 1, T, T] broadcast over
+    channels-last scores [1, H, T, T] took 6x as long)."""
+    dtype = _np_name(dst.dtype)
+    held_plain = not _pending(src) and _desc(src) == _plain(src.shape, _dtype(src))
+    return _quantizing_reorder(op, src, scale, zero, dst, _plain(dst.shape, dtype) if held_plain
+                               else _channels_last_or_plain(dst, dtype), "dst")
 
 
 def dequantize(op, src, scale, zero, dst) -> int:
