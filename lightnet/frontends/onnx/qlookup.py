@@ -56,15 +56,15 @@ class _Trace:
     sources: set
 
 
-def _per_tensor(g, node, zero_required=True) -> bool:
-    """A QuantizeLinear / DequantizeLinear of one constant scale and zero point, 8-bit."""
+def _per_tensor(g, node) -> bool:
+    """A QuantizeLinear / DequantizeLinear of one constant float32 scale and one constant
+    8-bit zero point (which says the integers' dtype)."""
     scale, zero = node.input(1), node.input(2)
     if set(node.attrs) - {"axis"} or scale not in g.consts or g.consts[scale].size != 1:
         return False
-    if g.consts[scale].dtype != np.float32:
+    if g.consts[scale].dtype != np.float32 or not zero or zero not in g.consts:
         return False
-    return (bool(zero) or not zero_required) and zero in g.consts and (
-        g.consts[zero].size == 1 and g.consts[zero].dtype in _EIGHT_BIT)
+    return g.consts[zero].size == 1 and g.consts[zero].dtype in _EIGHT_BIT
 
 
 def _trace(g, name, memo) -> _Trace | None:
