@@ -65,6 +65,7 @@ __all__ = [
     "print",
     "qconv2d",
     "qelew",
+    "qlookup",
     "qmatmul",
     "quantize",
     "dequantize",
@@ -1911,6 +1912,26 @@ def qelew(
         {"elew_op": elew_op},
         name,
     )
+
+
+def qlookup(src: Tensor, table: Tensor, *, name: str | None = None) -> Tensor:
+    """dst = table[byte of src] element-wise: an 8-bit tensor mapped through a table of its
+    256 codes, indexed by the byte (0..255 for TL_UINT8; for TL_INT8 0..127 are 0..127
+    and 128..255 are -128..-1). A QDQ model's element-wise float nodes of one activation
+    between its DequantizeLinear and a QuantizeLinear (a Gelu, attention's scale),
+    evaluated once on every code (lightnet/frontends/onnx/qlookup.py). Accepts TL_UINT8
+    or TL_INT8 `src`; `table` [256] of TL_UINT8 or TL_INT8, dst's dtype.
+
+    Args:
+        src: The codes. (dtype TL_UINT8, TL_INT8)
+        table: dst's code of each byte of src, given at load. (dtype TL_UINT8, TL_INT8;
+            ndim 1; len 256; static)
+        name: The op's name, and its output's; None: `qlookup` and a number not taken.
+
+    Returns:
+        dst: The looked-up codes.
+    """
+    return apply("qlookup", {"src": src, "table": table}, {}, name)
 
 
 def qmatmul(

@@ -53,6 +53,7 @@ from lightnet.auto.ops import pool3d as pool3d_ops
 from lightnet.auto.ops import print as print_ops
 from lightnet.auto.ops import qconv2d as qconv2d_ops
 from lightnet.auto.ops import qelew as qelew_ops
+from lightnet.auto.ops import qlookup as qlookup_ops
 from lightnet.auto.ops import qmatmul as qmatmul_ops
 from lightnet.auto.ops import quantize as quantize_ops
 from lightnet.auto.ops import rearange as rearange_ops
@@ -134,6 +135,7 @@ OP_PROTOS = {
         print_ops,
         qconv2d_ops,
         qelew_ops,
+        qlookup_ops,
         qmatmul_ops,
         quantize_ops,
         rearange_ops,

@@ -565,7 +565,9 @@ def _as_linear(src1, src2, trans_a: bool, trans_b: bool, dtype: str, post) -> bo
 
 def _strided(entry, dtype: str, rank: int):
     """The layout `entry` is held in when the matmul can read it as it is: strides with
-    no blocks (a transpose_view's), of the matmul's rank and data type; else None."""
+    no blocks (a transpose_view's), of the matmul's rank and data type, one of the
+    matrix dims innermost (oneDNN's gemm reads no other: a channels-last stack, a
+    dequantize's of a 4-D int8 tensor, took its reference kernel); else None."""
     layout = entry.layout
     if layout is None or layout.desc is None or entry.ndim != rank:
         return None
@@ -574,7 +576,8 @@ def _strided(entry, dtype: str, rank: int):
     if desc.dtype != dtype or form in ("any", "undef") or not (form.isalpha()
                                                                and form.islower()):
         return None
-    return desc
+    matrix_dims = {chr(ord("a") + rank - 2), chr(ord("a") + rank - 1)}
+    return desc if form[-1] in matrix_dims else None
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
@@ -824,9 +827,14 @@ def _quantizing_reorder(op, src, scale, zero, dst, dst_desc, side: str) -> int:
 def quantize(op, src, scale, zero, dst) -> int:
     """float32 to 8-bit integers (one scale and zero point) in one pass of oneDNN's
     reorder, from the source's layout to channels-last where 4-D (the layout of oneDNN's
-    int8 convolutions, which read it as it is), else plain."""
-    return _quantizing_reorder(op, src, scale, zero, dst,
-                               _channels_last_or_plain(dst, _np_name(dst.dtype)), "dst")
+    int8 convolutions, which read it as it is), else plain; plain too from a source held
+    plain (a matmul's or softmax's: attention's scores, whose readers, element-wise ops
+    and products, read plain faster: the addition of a mask [1, 1, T, T] broadcast over
+    channels-last scores [1, H, T, T] took 6x as long)."""
+    dtype = _np_name(dst.dtype)
+    held_plain = not _pending(src) and _desc(src) == _plain(src.shape, _dtype(src))
+    return _quantizing_reorder(op, src, scale, zero, dst, _plain(dst.shape, dtype) if held_plain
+                               else _channels_last_or_plain(dst, dtype), "dst")
 
 
 def dequantize(op, src, scale, zero, dst) -> int:

@@ -320,7 +320,7 @@ def expand_qconv2d(ctx, target):
 
 
 def expand_qmatmul(ctx, target):
-    """Lower qmatmul to qmatmul_dnnl."""
+    """Lower qmatmul to qmatmul_dnnl or dequantize_dnnl + dequantize_dnnl + matmul_dnnl + quantize_dnnl."""
     op = OpView(ctx, target)
     b = Builder(ctx, "dnnl", fallback="cpu")
     if (
@@ -352,6 +352,72 @@ def expand_qmatmul(ctx, target):
                     ),
                 },
             )
+        ]
+    if (
+        not op.ins.src2.static
+        and op.params.dtype in ("TL_UINT8", "TL_INT8")
+        and op.params.activation == "none"
+        and not op.given("bias")
+        and op.ins.src2_scale.len == 1
+        and (not op.given("src2_zero") or op.ins.src2_zero.len == 1)
+        and kernels.qmatmul_dtype(op.ins.src1.shape[-1]) == np.float32
+        and max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12
+        and op.known("src1_scale", "src2_scale", "dst_scale")
+    ):
+        a_less_zero = b.tensor("a_less_zero")
+        b_less_zero = b.tensor("b_less_zero")
+        sums = b.tensor("sums")
+        one = b.constant(op.name + "_one", np.ones(1, np.float32))
+        return [
+            *b.create_ops,
+            b.op(
+                "dequantize_dnnl",
+                name=op.name + "_a",
+                ins={
+                    "src": op.ins.src1,
+                    "scale": one,
+                    "zero": op.ins.src1_zero if op.given("src1_zero") else None,
+                },
+                outs={"dst": a_less_zero},
+                params={"axis": 0},
+            ),
+            b.op(
+                "dequantize_dnnl",
+                name=op.name + "_b",
+                ins={
+                    "src": op.ins.src2,
+                    "scale": one,
+                    "zero": op.ins.src2_zero if op.given("src2_zero") else None,
+                },
+                outs={"dst": b_less_zero},
+                params={"axis": 0},
+            ),
+            b.op(
+                "matmul_dnnl",
+                name=op.name,
+                ins={"src1": a_less_zero, "src2": b_less_zero},
+                outs={"dst": sums},
+                params={
+                    "alpha": float(
+                        kernels.qmultiplier(
+                            op.value("src1_scale"),
+                            op.value("src2_scale"),
+                            op.value("dst_scale"),
+                        )[0]
+                    )
+                },
+            ),
+            b.op(
+                "quantize_dnnl",
+                name=op.name + "_quantize",
+                ins={
+                    "src": sums,
+                    "scale": one,
+                    "zero": op.ins.dst_zero if op.given("dst_zero") else None,
+                },
+                outs={"dst": op.outs.dst},
+                params={"axis": 0, "dtype": op.params.dtype},
+            ),
         ]
     return None
 

@@ -32,9 +32,17 @@ Two more patterns become ONNX Runtime's operators where they compute the same in
     exact in float32 and both round the same value (other scales would round the sum
     differently from the float path, by a step now and then).
 
-Each needs per-tensor 8-bit activations of one dtype (inputs and output). Everything else
-of a QDQ graph (a Relu between QuantizeLinear / DequantizeLinear pairs) runs as it is
-written: dequantized, in float, and quantized again.
+A Gather of computed indices (an embedding lookup) from a constant 8-bit table
+dequantized per tensor becomes a `lightnet.DequantizedGather`: the rows gathered from
+the integers, then dequantized (a word embedding of 30,522 x 768 is not dequantized
+whole on every run; gathering and dequantizing commute).
+
+Each needs per-tensor 8-bit activations of one dtype (inputs and output). Before all
+these, element-wise float nodes of one 8-bit activation and constants of one value,
+between its DequantizeLinear and a QuantizeLinear (a Gelu, attention's scale, a Relu),
+become one table lookup, `lightnet.QLookup` (qlookup.py). Everything else of a QDQ
+graph (a Softmax, a LayerNormalization) runs as it is written: dequantized, in float,
+and quantized again.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import dataclasses
 import numpy as np
 
 from .fusion import Graph
+from .qlookup import lookups
 
 __all__ = ["fuse_qdq"]
 
@@ -245,8 +254,21 @@ def _fused_pool(g: Graph, node, shape_of):
             [node, quantize])
 
 
+def _dequantized_gather(g: Graph, node):
+    """(op type, inputs, attributes, the nodes replaced) of the lightnet.DequantizedGather
+    a Gather of computed indices (an embedding lookup) from a constant 8-bit table
+    dequantized per tensor becomes, or None."""
+    d = _dequantize(g, node.input(0), node)
+    if d is None or d.input(0) not in g.consts or node.input(1) in g.consts:
+        return None
+    if g.consts[d.input(1)].size != 1 or g.consts[d.input(2)].size != 1:
+        return None
+    return ("lightnet.DequantizedGather", [d.input(0), node.input(1), d.input(1), d.input(2)],
+            node.attrs, [d, node])
+
+
 FUSED = {"Conv": _fused, "MatMul": _fused, "Gemm": _fused, "Add": _fused_elementwise,
-         "Mul": _fused_elementwise, "MaxPool": _moved, "Concat": _moved, "Reshape": _moved,
+         "Mul": _fused_elementwise, "Gather": _dequantized_gather, "MaxPool": _moved, "Concat": _moved, "Reshape": _moved,
          "Transpose": _moved}
 
 
@@ -260,6 +282,10 @@ def fuse_qdq(nodes, consts, protected, shape_of=lambda name: None):
     g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
+    for final, (node, dead) in lookups(g).items():
+        removed.update(id(n) for n in dead)
+        removed.add(final)
+        replacement[final] = node
     for n in g.nodes:
         if id(n) in removed:
             continue

@@ -16,7 +16,7 @@ import numpy as np
 from lightnet.archs.cpu.kernels.conv import conv2d, conv2d_scratch
 from lightnet.archs.cpu.kernels.scratch import carve
 
-__all__ = ["quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
+__all__ = ["qlookup", "qlookup_pairs", "quantize", "quantize_scratch", "dequantize", "per_axis", "qconv2d_scratch",
            "qconv2d_workspace", "qweight", "qmultiplier", "qconv2d", "qmatmul_dtype",
            "qmatmul_scratch",
            "qmatmul", "requantize", "qbias", "zero_point_int32", "dynamic_quantize",
@@ -288,3 +288,21 @@ def qglobal_avgpool2d(src, src_scale, src_zero, dst_scale, dst_zero, dst, *, ws)
     lo, hi = _range(dst.dtype)
     np.clip(q, lo, hi, out=q)
     np.copyto(dst.reshape(q.shape), q, casting="unsafe")
+
+
+def qlookup_pairs(table) -> np.ndarray:
+    """The table of two adjacent codes at once (65,536 uint16 entries, 128 KiB): a
+    lookup of the pair's two bytes gives both results, half as many numpy steps."""
+    pairs = np.arange(1 << 16, dtype=np.uint16).view(np.uint8)
+    return np.asarray(table).view(np.uint8)[pairs].view(np.uint16)
+
+
+def qlookup(src, table, pairs, dst) -> None:
+    """dst = table[byte of src]: an 8-bit tensor through the table of its 256 codes (an
+    int8 source read as its bytes, so -1 is entry 255), two bytes at a time through
+    `pairs` (qlookup_pairs of the table)."""
+    s, d = src.reshape(-1).view(np.uint8), dst.reshape(-1).view(np.uint8)
+    even = s.size & ~1
+    np.take(pairs, s[:even].view(np.uint16), out=d[:even].view(np.uint16), mode="clip")
+    if even < s.size:
+        d[-1] = np.asarray(table).view(np.uint8)[s[-1]]

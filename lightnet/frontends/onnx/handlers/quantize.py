@@ -3,8 +3,9 @@ forms QLinearConv, ConvInteger, QLinearMatMul and MatMulInteger, ONNX Runtime's
 QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearConcat and QLinearAveragePool
 (com.microsoft), and the quantized
 operators (`lightnet.QConv`, `lightnet.QGemm`, `lightnet.QAdd`,
-`lightnet.QGlobalAveragePool`) that qdq.py makes of a QDQ model's DequantizeLinear -
-operator - QuantizeLinear.
+`lightnet.QGlobalAveragePool`, `lightnet.DequantizedGather`) that qdq.py makes of a QDQ model's DequantizeLinear -
+operator - QuantizeLinear, and the table lookups (`lightnet.QLookup`) qlookup.py makes of
+its element-wise float chains.
 
 A quantized convolution or product reads its weight, scales and zero points as constants
 (LightNet prepares the weight once, at load); its activation zero points are one value.
@@ -456,3 +457,42 @@ def qdq_gemm(c: Converter, n: Node, *, activation="none", transB=0):  # noqa: N8
     a = c.val(n.input(0))
     qmatmul(c, n, n.inputs, dtype=_out_dtype(c, n.input(6), n.input(7), a),
             trans_b=bool(transB), activation=activation, computed_b=True)
+
+
+@handler("lightnet.QLookup", 1)
+def qdq_lookup(c: Converter, n: Node, *, table):
+    """Element-wise float nodes of one 8-bit activation between its DequantizeLinear and a
+    QuantizeLinear, as the table of their 256 results (qlookup.py) indexed by its byte;
+    nothing where the table maps every code to itself."""
+    x = c.val(n.input(0))
+    _eight_bit(x, "the lookup's input")
+    dtype = DType.from_numpy(table.dtype).name
+    shape = c.known_shape(n) or x.shape
+    if dtype == x.dtype and np.array_equal(table, np.arange(256, dtype=np.uint8).view(
+            table.dtype)):  # every code to itself (BERT's attention scale): x as it is
+        c.reshape_output(n, x, shape)
+        return
+    t = c.tensor_const(table, dtype, f"{n.outputs[0]}_table")
+    if tuple(shape) == x.shape:
+        c.emit("qlookup", {"src": x, "table": t}, {}, dtype, shape, **n.as_output)
+        return
+    if math.prod(shape) != math.prod(x.shape):
+        raise Unsupported(f"a lookup of shape {list(x.shape)} into {list(shape)}")
+    y = c.emit("qlookup", {"src": x, "table": t}, {}, dtype, x.shape, hint=n.outputs[0])
+    c.reshape(y, shape, out=n.outputs[0])
+
+
+@handler("lightnet.DequantizedGather", 1)
+def dequantized_gather(c: Converter, n: Node, *, axis=0):
+    """Gather (its `axis`) of a constant 8-bit table dequantized per tensor (qdq.py): the
+    rows gathered from the integers, then dequantized."""
+    from .shape import gather
+
+    table, indices, scale, zero = n.inputs
+    rows = c.fresh(f"{n.outputs[0]}_quantized")
+    elem = c.onnx.helper.np_dtype_to_tensor_dtype(c.const(table, "the table").dtype)
+    c.info[rows] = (elem, c.known_shape(n))  # the gathered shape, for Gather's handler
+    gather(c, dataclasses.replace(n, op_type="Gather", inputs=[table, indices], outputs=[rows]),
+           axis=axis)
+    dequantize_linear(c, dataclasses.replace(n, op_type="DequantizeLinear",
+                                             inputs=[rows, scale, zero]))
