@@ -36,8 +36,7 @@ QLOOKUP = OpProto(
 
 
 def qlookup_cpu_load(op, arrays):
-    src, table = op.array(arrays, "src"), op.array(arrays, "table")
-    dst = op.array(arrays, "dst")
+    src, table, dst = op.arrays(arrays, "src", "table", "dst")
     pairs = kernels.qlookup_pairs(table)
     return lambda: kernels.qlookup(src, table, pairs, dst)
 
