@@ -59,7 +59,9 @@ CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
 
 FLOAT32 = "float32"
 EIGHT_BIT = (DType.TL_UINT8, DType.TL_INT8)
-INT8_LAYOUT_OPS = dnnl_ops.INT8_LAYOUT_OPS
+# The dnnl ops that read and write 8-bit activations in oneDNN's layouts.
+INT8_LAYOUT_OPS = frozenset({"qconv2d_dnnl", "quantize_dnnl", "dequantize_dnnl",
+                             "maxpool2d_int8_dnnl", "concat_int8_dnnl", "qelew_dnnl"})
 
 # The args a dnnl op reads in float32 whatever it computes in (oneDNN's biases and
 # normalization statistics): static ones of one dimension are read plain.

@@ -738,26 +738,21 @@ def qconv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dil
                                            "dst": dst}, before, after))
 
 
-# The dnnl ops that read and write 8-bit activations in oneDNN's layouts (channels-last
-# when 4-D).
-INT8_LAYOUT_OPS = frozenset({"qconv2d_dnnl", "quantize_dnnl", "dequantize_dnnl",
-                             "maxpool2d_int8_dnnl", "concat_int8_dnnl", "qelew_dnnl"})
-
-
 def int8_residual(conv, add) -> str | None:
     """The input of qelew_dnnl `add` (an optimizer rule's OpView, a sum) that the
     qint8_sum combiner adds inside qconv2d_dnnl `conv`, "src1" or "src2"; None where it
     cannot: the other input must be conv's output dequantized as conv quantizes it (the
     same scale and zero point, known at compile), the residual of its shape, with a
-    scale and zero point known at compile, made by a dnnl op in oneDNN's int8 layout,
-    and conv may write into its memory (OpView.may_overwrite)."""
+    scale and zero point known at compile, made by another int8 convolution (which
+    writes channels-last, as conv does: other int8 ops keep their sources' layout, which
+    may be plain), and conv may write into its memory (OpView.may_overwrite)."""
     out = conv.outs.dst.name
     names = (add.ins.src1.name, add.ins.src2.name)
     if out not in names or names[0] == names[1]:
         return None
     mid, res = ("src1", "src2") if names[0] == out else ("src2", "src1")
     residual = getattr(add.ins, res)
-    if (residual.shape != conv.outs.dst.shape or add.producer(res) not in INT8_LAYOUT_OPS
+    if (residual.shape != conv.outs.dst.shape or add.producer(res) != "qconv2d_dnnl"
             or not conv.known("dst_scale") or not add.known(f"{mid}_scale", f"{res}_scale")
             or conv.value("dst_scale")[0] != add.value(f"{mid}_scale")[0]):
         return None
