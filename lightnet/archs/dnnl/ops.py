@@ -774,9 +774,9 @@ def zero_point(view, arg: str) -> int | None:
 def _residual_post_ops(residual, mid_scale, mid_zero, residual_scale, residual_zero) -> list:
     """A QDQ model's residual add after a convolution, as ONNX computes it: the
     convolution's output quantized (scale mid_scale, zero point mid_zero, saturating to
-    the type of the residual and dst) and dequantized, then the residual's dequantized value added: linear,
-    round (half to even), clip and linear post-ops, then a sum taking the residual's
-    zero point off and scaling it. dst's own scale and zero point requantize the sum."""
+    the type of the residual and dst) and dequantized by linear, round (half to even),
+    clip and linear post-ops, then the residual added by a sum taking its zero point off
+    and scaling it. dst's own scale and zero point requantize the sum."""
     info = np.iinfo(_np_name(residual.dtype))
     return [eltwise_post_op("linear", 1.0 / mid_scale), eltwise_post_op("round"),
             eltwise_post_op("clip", info.min - mid_zero, info.max - mid_zero),
