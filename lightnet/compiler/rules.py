@@ -93,6 +93,15 @@ class OpView:
         dfg = self._ctx.dfg
         return {dfg.ops[r].optype for r in dfg.consumers.get(self._op.tensors_out[arg], ())}
 
+    def other_arg(self, tensor) -> str:
+        """Of a binary op's operands src1 and src2, the arg that does not read `tensor`
+        (an entry or a name): "src2" when src1 reads it, else "src1"."""
+        return "src2" if self._op.tensors_in["src1"] == _name(tensor) else "src1"
+
+    def other(self, tensor):
+        """The operand entry other_arg(tensor) names: a sum's other summand."""
+        return getattr(self.ins, self.other_arg(tensor))
+
     def value(self, arg: str) -> np.ndarray | None:
         """The data of input `arg` at compile time: known for weights (and
         what ops compute from weights and params) when the model is compiled

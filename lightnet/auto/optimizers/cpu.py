@@ -225,13 +225,7 @@ def combine_conv_residual(ctx, window):
     return [
         b.op(
             like=ops[0],
-            ins={
-                "residual": (
-                    ops[1].ins.src2
-                    if ops[1].ins.src1.name == ops[0].outs.dst.name
-                    else ops[1].ins.src1
-                )
-            },
+            ins={"residual": ops[1].other(ops[0].outs.dst)},
             outs={"dst": ops[1].outs.dst},
         )
     ]

@@ -883,24 +883,14 @@ def combine_conv_sum(ctx, window):
         and ops[0].outs.dst.name in (ops[1].ins.src1.name, ops[1].ins.src2.name)
         and ops[1].ins.src1.name != ops[1].ins.src2.name
         and ops[1].ins.src1.shape == ops[1].ins.src2.shape
-        and ops[0].may_overwrite(
-            ops[1].ins.src2
-            if ops[1].ins.src1.name == ops[0].outs.dst.name
-            else ops[1].ins.src1
-        )
+        and ops[0].may_overwrite(ops[1].other(ops[0].outs.dst))
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(
             like=ops[0],
-            ins={
-                "residual": (
-                    ops[1].ins.src2
-                    if ops[1].ins.src1.name == ops[0].outs.dst.name
-                    else ops[1].ins.src1
-                )
-            },
+            ins={"residual": ops[1].other(ops[0].outs.dst)},
             outs={"dst": ops[1].outs.dst},
         )
     ]
@@ -926,11 +916,7 @@ def combine_qint8_sum(ctx, window):
         b.op(
             like=ops[0],
             ins={
-                "residual": (
-                    ops[1].ins.src2
-                    if ops[1].ins.src1.name == ops[0].outs.dst.name
-                    else ops[1].ins.src1
-                ),
+                "residual": ops[1].other(ops[0].outs.dst),
                 "dst_scale": ops[1].ins.dst_scale,
                 "dst_zero": (
                     ops[1].ins.dst_zero
@@ -944,19 +930,10 @@ def combine_qint8_sum(ctx, window):
                 "mid_scale": float(ops[0].value("dst_scale")[0]),
                 "mid_zero": dnnl.zero_point(ops[0], "dst_zero"),
                 "residual_scale": float(
-                    ops[1].value(
-                        "src2_scale"
-                        if ops[1].ins.src1.name == ops[0].outs.dst.name
-                        else "src1_scale"
-                    )[0]
+                    ops[1].value(ops[1].other_arg(ops[0].outs.dst) + "_scale")[0]
                 ),
                 "residual_zero": dnnl.zero_point(
-                    ops[1],
-                    (
-                        "src2_zero"
-                        if ops[1].ins.src1.name == ops[0].outs.dst.name
-                        else "src1_zero"
-                    ),
+                    ops[1], ops[1].other_arg(ops[0].outs.dst) + "_zero"
                 ),
             },
         )
@@ -1261,25 +1238,12 @@ def combine_matmul_sum(ctx, window):
         and not ops[0].params.blocked
         and not ops[0].given("addend")
         and not ops[0].given("residual")
-        and ops[0].may_overwrite(
-            ops[2].ins.src2
-            if ops[2].ins.src1.name == ops[1].outs.dst.name
-            else ops[2].ins.src1
-        )
+        and ops[0].may_overwrite(ops[2].other(ops[1].outs.dst))
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [
-        b.op(
-            like=ops[0],
-            ins={
-                "residual": (
-                    ops[2].ins.src2
-                    if ops[2].ins.src1.name == ops[1].outs.dst.name
-                    else ops[2].ins.src1
-                )
-            },
-        ),
+        b.op(like=ops[0], ins={"residual": ops[2].other(ops[1].outs.dst)}),
         b.op(like=ops[1], outs={"dst": ops[2].outs.dst}),
     ]
 
@@ -1301,25 +1265,14 @@ def combine_matmul_addend(ctx, window):
         and ops[1].outs.dst.shape == ops[0].outs.dst.shape
         and not ops[0].given("addend")
         and ops[0].params.activation == "none"
-        and (
-            ops[1].ins.src2
-            if ops[1].ins.src1.name == ops[0].outs.dst.name
-            else ops[1].ins.src1
-        ).ndim
-        >= 2
+        and ops[1].other(ops[0].outs.dst).ndim >= 2
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
     return [
         b.op(
             like=ops[0],
-            ins={
-                "addend": (
-                    ops[1].ins.src2
-                    if ops[1].ins.src1.name == ops[0].outs.dst.name
-                    else ops[1].ins.src1
-                )
-            },
+            ins={"addend": ops[1].other(ops[0].outs.dst)},
             outs={"dst": ops[1].outs.dst},
         )
     ]
