@@ -138,6 +138,12 @@ class OpView:
         prev = self._ctx.dfg.prev(self._op, self._op.tensors_in[arg])
         return None if prev is None else prev.optype
 
+    def made_by(self, arg: str) -> OpView | None:
+        """The op that produced input `arg`, as a rule sees it (None if none): its
+        params and tensors, one op back along the data flow."""
+        prev = self._ctx.dfg.prev(self._op, self._op.tensors_in[arg])
+        return None if prev is None else OpView(self._ctx, prev)
+
 
 class Builder:
     """Makes the ops a rule puts in place, with op and tensor names unique in

@@ -40,7 +40,7 @@ __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "
            "merged_groups", "linear_shapes", "pool", "transpose", "batchnorm", "layernorm",
            "lrn", "softmax",
            "eltwise", "gelu", "binary", "concat",
-           "shuffle", "reduce", "unary", "slice", "reorder",
+           "shuffle", "reduce", "unary", "slice", "reshape", "reorder", "as_view",
            "kernel_counts", "describe_kernels"]
 
 
@@ -51,24 +51,30 @@ class Layout:
     chooses) and descriptor `desc`; for a weight the plain layout `source` it is
     reordered from; for a pending tensor the data type oneDNN is to hold it in
     (`dtype`, bfloat16 in a bfloat16 model: the layout pass's choice; None: its
-    own). Frozen: the entries of ops of one signature share it (lightnet.ir.op.
-    CheckMemo); an op choosing a layout gives the entry another."""
+    own). `span`: of a view of its owner's memory (see as_view), the bytes of that
+    memory from the view's start, which a descriptor at an offset into it (a
+    sub-memory's) does not give. Frozen: the entries of ops of one signature share it
+    (lightnet.ir.op.CheckMemo); an op choosing a layout gives the entry another."""
 
     format: str
     desc: object = None
     source: object = None
     dtype: str | None = None
+    span: int | None = None
 
     @property
     def key(self) -> tuple:
         """The layout by its content (what an op's check reads of it: lightnet.ir.op.
         CheckMemo keys checks by it)."""
         return (self.format, None if self.desc is None else self.desc.key,
-                None if self.source is None else self.source.key, self.dtype)
+                None if self.source is None else self.source.key, self.dtype, self.span)
 
     @property
     def nbytes(self) -> int | None:
-        """The library's figure, blocked padding included; None while pending."""
+        """The library's figure, blocked padding included; None while pending; a
+        view's span."""
+        if self.span is not None:
+            return self.span
         return None if self.desc is None else self.desc.nbytes
 
     def is_block_of(self, whole: Layout, axis: int) -> bool:
@@ -133,6 +139,18 @@ def record(entry, desc, source=None) -> None:
         entry.layout = None
         return
     entry.layout = Layout(desc.format, desc, source)
+
+
+def as_view(dst, src, desc) -> None:
+    """Make `dst` a view of `src`'s memory seen through `desc` (strides, and an offset
+    into it where desc is a sub-memory's): its owner is src, and it is bound to src's
+    bytes from where src starts. A desc that is the C order of dst's shape leaves dst
+    plain, the owner reshaped."""
+    dst.owner = src.name
+    if desc == _plain(dst.shape, _np_name(dst.dtype)):
+        dst.layout = None
+        return
+    dst.layout = Layout(desc.format, desc, span=src.stored_nbytes)
 
 
 class Call:
@@ -968,8 +986,7 @@ def transpose(op, src, dst, *, axes, view: bool = False) -> int:
         record(src, primitives.plain_desc(src.shape, _dtype(src)))
     desc = _desc(src).transposed(axes)
     if view:
-        record(dst, desc)
-        dst.owner = src.name
+        as_view(dst, src, desc)
         op.values["call"] = _View()
         return 0
     out = primitives.plain_desc(dst.shape, desc.dtype)
@@ -1250,16 +1267,23 @@ class _Slice:
         return run
 
 
-def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A002
+def slice(op, src, dst, *, axis: int, start: int, len: int,  # noqa: A002
+          view: bool = False) -> int:
     """dst = the `len` entries of src from `start` along `axis`, src read in its
     producer's layout (plain where the layout pass left it to this op); dst in that
-    layout (see _Slice)."""
+    layout (see _Slice). With `view`, dst is that part of src's memory, no copy (a
+    sub-memory: src's strides from the part's offset), where src is held without
+    blocks; a blocked src is copied."""
     dtype = _dtype(src)
     if _pending(src):
         record(src, _plain(src.shape, dtype))
     whole = _desc(src)
     shape, offsets = list(src.shape), [0] * src.ndim
     shape[axis], offsets[axis] = len, start
+    if view and whole.format.islower():
+        as_view(dst, src, whole.submemory(shape, offsets))
+        op.values["call"] = _View()
+        return 0
     first = None
     try:
         part = whole.submemory(shape, offsets)
@@ -1273,6 +1297,22 @@ def slice(op, src, dst, *, axis: int, start: int, len: int) -> int:  # noqa: A00
     record(dst, kernel.descs["dst"])
     op.values["call"] = _Slice(kernel, first)
     return op.values["call"].scratch
+
+
+def reshape(op, src, dst) -> int:
+    """dst = src seen with dst's shape, a view of its memory: src's layout reshaped by
+    oneDNN (dnnl_memory_desc_reshape: dims split, or joined where their strides
+    allow; a slice_dnnl view's strides and offset kept), plain where src is."""
+    if _pending(src):
+        record(src, _plain(src.shape, _dtype(src)))
+    try:
+        desc = _desc(src).reshaped(dst.shape)
+    except LightNetError as e:
+        raise ValueError(f"oneDNN reshape: {_desc(src).format} {list(src.shape)} cannot be "
+                         f"seen as {list(dst.shape)} ({e})") from None
+    as_view(dst, src, desc)
+    op.values["call"] = _View()
+    return 0
 
 
 class Reorder:

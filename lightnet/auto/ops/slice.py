@@ -67,7 +67,8 @@ def slice_dnnl_pre_run(op, tensors):
 def slice_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
     src, dst, axis, start, len = ck.get("src", "dst", "axis", "start", "len")
-    ck.scratch(dnnl.slice(op, src, dst, axis=axis, start=start, len=len))
+    (view,) = ck.get("view")
+    ck.scratch(dnnl.slice(op, src, dst, axis=axis, start=start, len=len, view=view))
 
 
 def slice_dnnl_load(op, arrays):
@@ -82,6 +83,7 @@ SLICE_DNNL = replace(
     optype="slice_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
+    params=(*SLICE.params, ParamArg("view", ParamType.BOOL, False)),
     pre_run=slice_dnnl_pre_run,
     scratch=slice_dnnl_scratch,
     load=slice_dnnl_load,

@@ -1059,6 +1059,42 @@ def combine_transpose_view(ctx, window):
     return [b.op(like=ops[0], params={"view": True})]
 
 
+def combine_reshape_view(ctx, window):
+    """A reshape splitting the last axis of a slice of a plain tensor, which only
+    transposes read (GPT-2's Q, K and V: a Split of the fused [T, 3C] product,
+    each part to [B, T, H, D], then to heads), is a view in the slice's layout
+    (reshape_strided_dnnl), so that the slice can be a view too (slice_view)
+    and the batched matmuls read the product by strides."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[0].producer("src") == "slice_dnnl"
+        and ops[0].ins.src.dtype == DType.TL_FLOAT
+        and ops[0].made_by("src").producer("src") == "reshape_cpu"
+        and ops[0].reader_optypes("dst") == {"transpose_dnnl"}
+        and ops[0].outs.dst.shape[: ops[0].ins.src.ndim - 1]
+        == ops[0].ins.src.shape[:-1]
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op("reshape_strided_dnnl", like=ops[0])]
+
+
+def combine_slice_view(ctx, window):
+    """A slice of a plain tensor that only reshape_view's reshapes read is a view
+    of the tensor's memory (its strides from the part's offset), not a copy:
+    with transpose_view, attention's Q, K and V cut from one fused product
+    reach the batched matmuls without a copy."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        not ops[0].params.view
+        and ops[0].producer("src") == "reshape_cpu"
+        and ops[0].reader_optypes("dst") == {"reshape_strided_dnnl"}
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [b.op(like=ops[0], params={"view": True})]
+
+
 def combine_sink_reshape(ctx, window):
     """Run an element-wise op (an activation, or a bias [C] added along the last
     axis) that follows a reshape of a matmul's output before the reshape, which
@@ -1556,6 +1592,8 @@ COMBINERS = (
         combine_transpose_dnnl_transpose,
     ),
     Combiner("transpose_view", ("transpose_dnnl",), combine_transpose_view),
+    Combiner("reshape_view", ("reshape_cpu",), combine_reshape_view),
+    Combiner("slice_view", ("slice_dnnl",), combine_slice_view),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
     Combiner("matmul_bias", ("matmul_dnnl", "elew_dnnl"), combine_matmul_bias),
     Combiner("matmul_scale", ("*", "matmul_dnnl"), combine_matmul_scale),
