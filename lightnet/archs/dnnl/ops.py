@@ -145,10 +145,11 @@ def as_view(dst, src, desc) -> None:
     """Make `dst` a view of `src`'s memory seen through `desc` (strides, and an offset
     into it where desc is a sub-memory's): its owner is src, and it is bound to src's
     bytes from where src starts. A desc that is the C order of dst's shape leaves dst
-    plain, the owner reshaped."""
+    plain, at src's start (owner_offset 0: src may be held in strides, a matmul's
+    dst_axes)."""
     dst.owner = src.name
     if desc == _plain(dst.shape, _np_name(dst.dtype)):
-        dst.layout = None
+        dst.layout, dst.owner_offset = None, 0
         return
     dst.layout = Layout(desc.format, desc, span=src.stored_nbytes)
 
@@ -599,7 +600,8 @@ def _strided(entry, dtype: str, rank: int):
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
-           activation="none", addend=None, blocked=False, residual=None, **act) -> int:
+           activation="none", addend=None, blocked=False, residual=None, dst_axes=(),
+           **act) -> int:
     """dst = act(alpha * A' @ B' + beta * bias + addend) + residual, over stacks of
     matrices (batch dims broadcasting); alpha is oneDNN's weights scale (an eltwise
     linear post-op of a product run as a linear), so a bias goes with alpha = beta = 1
@@ -612,7 +614,9 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
     op between) as it is, and writes its product so when `blocked`. A plain residual
     (the combiner matmul_sum's; no activation) is added in place: dst is its memory
     (its owner), a sum post-op adds into it (in a linear, its output reorder's); one
-    held in a layout of its own (or in bfloat16) is read as an addend instead."""
+    held in a layout of its own (or in bfloat16) is read as an addend instead. With
+    `dst_axes`, dst is laid out as its transpose by them is in C order (the
+    transpose_view reading it sees plain bytes: the copy is not made)."""
     dtype = _computes_in(src1, src2)
     if bias is not None and beta == 0:
         bias = None
@@ -622,6 +626,9 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
     if residual is not None and (addend is not None or activation != "none" or blocked):
         raise ValueError("oneDNN matmul: a residual goes with no addend, activation or "
                          "blocked output")
+    if dst_axes and (residual is not None or addend is not None or blocked):
+        raise ValueError("oneDNN matmul: an output laid out transposed goes with no "
+                         "residual, addend or blocked output")
     if residual is not None and _pending(residual):
         record(residual, _plain(residual.shape, dtype))
     in_place = residual is not None and residual.layout is None and dtype == "float32"
@@ -669,13 +676,25 @@ def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
                          trans_b=transB, bias_shape=None if bias is None else bias.shape,
                          dtype=dtype, post_ops=post, a_layout=a_desc,
                          b_layout=weights if b_desc is None else b_desc,
-                         alpha=1.0 if linear_alpha else alpha)
+                         alpha=1.0 if linear_alpha else alpha,
+                         dst_layout=_transposed_layout(dst.shape, dst_axes, dtype))
     if bias is not None:
         args["bias"] = "bias"
     if in_place:
         dst.owner = residual.name  # the sum post-op adds into the residual's memory
     return _settle(op, Call(kernel, args, {"src1": src1, "src2": src2, "bias": bias,
                                            addend_arg: addend, "dst": dst}, before))
+
+
+def _transposed_layout(shape, axes, dtype: str):
+    """The layout of a tensor of `shape` whose transpose by `axes` is in C order (None
+    for no axes): the C order of the transpose seen with the inverse permutation."""
+    if not axes:
+        return None
+    inverse = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inverse[a] = i
+    return _plain([shape[a] for a in axes], dtype).transposed(inverse)
 
 
 def int8_exact() -> bool:

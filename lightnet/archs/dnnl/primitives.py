@@ -490,7 +490,8 @@ def deconv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 
 
 def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bias_shape=None,
            dtype: str = "float32", b_layout="any", post_ops=(),
-           a_layout: MemoryDesc | None = None, alpha: float = 1.0) -> Kernel:
+           a_layout: MemoryDesc | None = None, alpha: float = 1.0,
+           dst_layout: MemoryDesc | None = None) -> Kernel:
     """dst = op(A) @ op(B) (+ bias, broadcast) (the cpu matmul with alpha = beta = 1;
     an alpha is an eltwise linear post-op), over the last two axes, leading (batch)
     axes broadcasting like numpy's: an operand of fewer dimensions is described with
@@ -505,7 +506,9 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
     are). `alpha` scales the product as oneDNN's weights scale (one value, bound by the
     kernel itself), which gemm:jit:f32 applies as its GEMM's alpha: a batched [12, 128,
     64] @ [12, 64, 128] took 0.214 ms so against 0.223 bare and 0.271 with the
-    eltwise linear post-op (2 AVX2 cores). Tensors src, weights, bias, dst."""
+    eltwise linear post-op (2 AVX2 cores). `dst_layout`: the output's strides, where it
+    is written laid out otherwise than plain (attention's context straight into its
+    transpose's [B, T, H, D]). Tensors src, weights, bias, dst."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     if min(len(a_shape), len(b_shape)) < 2:
         raise ValueError(f"oneDNN matmul: operands of 2 or more dimensions, found "
@@ -541,7 +544,7 @@ def matmul(a_shape, b_shape, *, trans_a: bool = False, trans_b: bool = False, bi
         b_d = b_layout.transposed(_last_two_swapped(rank)) if trans_b else b_layout
     elif b_layout != "plain":
         b_d = _desc(b_log, dtype, b_layout)
-    dst_d = plain_desc(dst_shape, dtype)
+    dst_d = plain_desc(dst_shape, dtype) if dst_layout is None else dst_layout
     args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
     plain = {"src": a_plain, "weights": b_plain, "dst": plain_desc(dst_shape, held(dtype))}
     bias_d = None

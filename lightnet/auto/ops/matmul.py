@@ -253,7 +253,7 @@ def matmul_dnnl_scratch(op, tensors):
     alpha, beta, activation = ck.get("alpha", "beta", "activation")
     negslope, clip_min, clip_max = ck.get("negslope", "clip_min", "clip_max")
     hard_alpha, hard_beta = ck.get("hard_alpha", "hard_beta")
-    swish_alpha, blocked = ck.get("swish_alpha", "blocked")
+    swish_alpha, blocked, dst_axes = ck.get("swish_alpha", "blocked", "dst_axes")
     ck.scratch(
         dnnl.matmul(
             op,
@@ -275,6 +275,7 @@ def matmul_dnnl_scratch(op, tensors):
             addend=addend,
             blocked=blocked,
             residual=residual,
+            dst_axes=dst_axes,
         )
     )
 
@@ -310,6 +311,7 @@ MATMUL_DNNL = replace(
         *MATMUL.params,
         *ACTIVATION_DNNL,
         ParamArg("blocked", ParamType.BOOL, False),
+        ParamArg("dst_axes", ParamType.ARRAY_NUMBER, (), realtype="int"),
     ),
     pre_run=matmul_dnnl_pre_run,
     scratch=matmul_dnnl_scratch,

@@ -1059,6 +1059,31 @@ def combine_transpose_view(ctx, window):
     return [b.op(like=ops[0], params={"view": True})]
 
 
+def combine_matmul_transposed_output(ctx, window):
+    """A batched product that only a transpose reads (attention's context, [B, H,
+    T, D] to [B, T, H, D]) writes its output laid out as the transpose is in C
+    order (dst_axes: oneDNN's matmul writes by strides), and the transpose is a
+    view of it: the copy is not made."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[0].consumers("dst") == 1
+        and not ops[1].params.view
+        and not ops[0].params.dst_axes
+        and not ops[0].params.blocked
+        and not ops[0].given("addend")
+        and not ops[0].given("residual")
+        and ops[0].outs.dst.ndim >= 3
+        and ops[0].outs.dst.dtype == DType.TL_FLOAT
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    return [
+        b.op(like=ops[0], params={"dst_axes": list(ops[1].params.axes)}),
+        b.op(like=ops[1], params={"view": True}),
+    ]
+
+
 def combine_reshape_view(ctx, window):
     """A reshape splitting the last axis of a slice of a plain tensor, which only
     transposes read (GPT-2's Q, K and V: a Split of the fused [T, 3C] product,
@@ -1592,6 +1617,11 @@ COMBINERS = (
         combine_transpose_dnnl_transpose,
     ),
     Combiner("transpose_view", ("transpose_dnnl",), combine_transpose_view),
+    Combiner(
+        "matmul_transposed_output",
+        ("matmul_dnnl", "transpose_dnnl"),
+        combine_matmul_transposed_output,
+    ),
     Combiner("reshape_view", ("reshape_cpu",), combine_reshape_view),
     Combiner("slice_view", ("slice_dnnl",), combine_slice_view),
     Combiner("sink_reshape", ("reshape_cpu", "*"), combine_sink_reshape),
