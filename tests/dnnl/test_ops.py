@@ -1349,6 +1349,87 @@ def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
     assert views == [False, True, True, False]
 
 
+def fused_qkv_attention(tokens: int, heads: int, depth: int, extra_reader: str = ""):
+    """GPT-2's attention as exporters write it: one [C, 3C] projection (a bias), its
+    Split into Q, K and V along the channels, each reshaped to [1, T, H, D] and
+    transposed to heads (K to [1, H, D, T]), softmax(Q K^T / sqrt(D)) V, the context
+    transposed back to [1, T, H, D], reshaped to [T, C] and projected. `extra_reader`
+    ("k": K's slice, "context": the context) gives that tensor a relu reader besides."""
+    c = heads * depth
+    m = ModelBuilder()
+    x = m.input("x", [tokens, c])
+    qkv = m.op("matmul", {"src1": x, "src2": m.weight("w", [c, 3 * c], -0.2, 0.2),
+                          "bias": m.weight("b", [3 * c], -0.1, 0.1)})
+    qkv = m.op("reshape", {"src": qkv}, dims=[1, tokens, 3 * c])
+    parts = [m.op("slice", {"src": qkv}, axis=2, start=i * c, len=c) for i in range(3)]
+    if extra_reader == "k":
+        m.op("relu", {"src": parts[1]})
+    q, k, v = (m.op("transpose", {"src": m.op("reshape", {"src": p},
+                                              dims=[1, tokens, heads, depth])}, axes=axes)
+               for p, axes in zip(parts, ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3])))
+    s = m.op("matmul", {"src1": q, "src2": k}, alpha=depth ** -0.5)
+    p = m.op("softmax", {"src": s}, axis=3)
+    context = m.op("matmul", {"src1": p, "src2": v})
+    if extra_reader == "context":
+        m.op("relu", {"src": context})
+    y = m.op("reshape", {"src": m.op("transpose", {"src": context}, axes=[0, 2, 1, 3])},
+             dims=[tokens, c])
+    m.op("matmul", {"src1": y, "src2": m.weight("wo", [c, c], -0.2, 0.2)})
+    return m
+
+
+@pytest.mark.parametrize("tokens,heads,depth", [(7, 3, 8), (16, 12, 64)])
+def test_fused_qkv_slices_and_context_transpose_are_views(tokens, heads, depth):
+    """The Split of a fused Q, K, V product, the reshapes to heads and the transposes
+    are views of the product (slice_view, reshape_view, transpose_view: sub-memories
+    read by strides, nothing copied), and the context's product is written straight
+    into its transpose back (matmul_transposed_output): no slice, transpose or reorder
+    runs, and every output matches the cpu. (16 tokens of 12 heads of 64: the
+    projections run as linears, GPT-2's widths.)"""
+    m = fused_qkv_attention(tokens, heads, depth)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "slice_dnnl",
+                                                  "reshape_strided_dnnl", "transpose_dnnl"])
+    kinds = [op.optype for op in ctx.ops]
+    assert kinds.count("reshape_strided_dnnl") == 3 and "reorder_dnnl" not in kinds
+    views = [op for op in ctx.ops if op.optype in ("slice_dnnl", "reshape_strided_dnnl",
+                                                   "transpose_dnnl")]
+    assert len(views) == 10
+    assert all(op.values["call"].impl_info == "view" for op in views)
+    ran = {op.name for op, _ in ctx._run_ops}
+    assert not ran & {op.name for op in views}
+    product = ctx.tensors.root(views[0].tensors_in["src"])
+    for op in views:  # the bytes of the fused product, or the context's
+        assert ctx.tensors.root(op.tensors_out["dst"]).name in (
+            product.name, ctx.tensors.root(views[-1].tensors_out["dst"]).name)
+    (context,) = [op for op in ctx.ops if op.optype == "matmul_dnnl"
+                  and op.values["dst_axes"]]
+    assert list(context.values["dst_axes"]) == [0, 2, 1, 3]
+    assert ctx.tensors[views[-1].tensors_out["dst"]].owner == context.tensors_out["dst"]
+
+
+@pytest.mark.parametrize("extra_reader", ["k", "context"])
+def test_fused_qkv_parts_other_ops_read_are_copied(extra_reader):
+    """A part of the fused product another op reads too (a relu of K's slice) stays a
+    copy (plain: its reshape to heads a plain view of it); a context another op reads
+    is written plain and transposed by a copy. Both match the cpu."""
+    m = fused_qkv_attention(7, 3, 8, extra_reader)
+    ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "slice_dnnl"])
+    slices = [op.values["view"] for op in ctx.ops if op.optype == "slice_dnnl"]
+    transposes = [op.values["view"] for op in ctx.ops if op.optype == "transpose_dnnl"]
+    dst_axes = [list(op.values["dst_axes"]) for op in ctx.ops if op.optype == "matmul_dnnl"]
+    if extra_reader == "k":
+        assert slices == [True, False, True]
+        (k_slice,) = [op for op in ctx.ops
+                      if op.optype == "slice_dnnl" and not op.values["view"]]
+        (k_heads,) = [op for op in ctx.ops if op.optype == "reshape_strided_dnnl"
+                      and op.tensors_in["src"] == k_slice.tensors_out["dst"]]
+        assert ctx.tensors[k_heads.tensors_out["dst"]].layout is None
+        assert k_slice.values["call"].impl_info != "view"
+    else:
+        assert slices == [True] * 3 and transposes[-1] is False
+        assert all(not axes for axes in dst_axes)
+
+
 @pytest.mark.parametrize("cheap", [True, False])
 def test_attention_scale_and_mask_add_fuse_into_the_scores_matmul(cheap, monkeypatch):
     """softmax(Q @ K^T / sqrt(D) + mask), BERT's scores: the division becomes the
