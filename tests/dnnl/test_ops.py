@@ -1322,7 +1322,8 @@ def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
     """Q, K and V projected ([B, T, H * D]), reshaped to [B, T, H, D] and transposed to
     heads: the transposes only matmuls read are views (no copy, no reorder), which
     the batched products read by strides; the context's transpose back, which the
-    model outputs, is a copy. A transpose another op reads too stays a copy."""
+    model outputs, is a view of the product written into it (matmul_transposed_output).
+    A transpose another op reads too stays a copy."""
     m = ModelBuilder()
     x = m.input("x", [2, 7, 24])
     heads = []
@@ -1337,8 +1338,8 @@ def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
     m.op("transpose", {"src": c}, axes=[0, 2, 1, 3])
     ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
     transposes = [op for op in ctx.ops if op.optype == "transpose_dnnl"]
-    assert [op.values["view"] for op in transposes] == [True, True, True, False]
-    assert [op.values["call"].impl_info for op in transposes[:3]] == ["view"] * 3
+    assert [op.values["view"] for op in transposes] == [True, True, True, True]
+    assert [op.values["call"].impl_info for op in transposes] == ["view"] * 4
     assert "reorder_dnnl" not in [op.optype for op in ctx.ops]
     for op in transposes[:3]:  # the bytes of its source, seen permuted
         dst = ctx.tensors[op.tensors_out["dst"]]
@@ -1346,7 +1347,7 @@ def test_heads_split_by_a_transpose_are_views_the_matmuls_read(k_axes, trans_b):
     m.op("relu", {"src": q})  # Q read by another op too: copied
     ctx = check_against_cpu(m.to_dict(), optypes=["matmul_dnnl", "transpose_dnnl"])
     views = [op.values["view"] for op in ctx.ops if op.optype == "transpose_dnnl"]
-    assert views == [False, True, True, False]
+    assert views == [False, True, True, True]
 
 
 def fused_qkv_attention(tokens: int, heads: int, depth: int, extra_reader: str = ""):
