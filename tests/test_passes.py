@@ -155,3 +155,20 @@ def test_an_op_may_overwrite_a_tensor_only_when_no_view_of_it_is_read_later(view
     # c adding a in place (writing a's memory) would change what r reads through v, or
     # the model's output v.
     assert OpView(ctx, c_op).may_overwrite("a") is (view == "read before")
+
+
+def test_a_rule_sees_the_op_making_an_input_with_its_params():
+    """OpView.made_by: the producer of an input as a rule sees it (its optype, params and
+    tensors), chained one op back at a time."""
+    m = ModelBuilder()
+    x = m.input("x", (2, 6))
+    s = m.op("slice", {"src": x}, name="s", axis=1, start=2, len=3)
+    m.op("reshape", {"src": s}, name="v", dims=[3, 2])
+    ctx = Context()
+    ctx.init(m.to_dict())
+    v_op = next(op for op in ctx.ops if op.name == "v")
+    made = OpView(ctx, v_op).made_by("src")
+    assert (made.name, made.optype) == ("s", "slice")
+    assert (made.params.axis, made.params.start, made.params.len) == (1, 2, 3)
+    assert made.ins.src.shape == (2, 6) and made.outs.dst.shape == (2, 3)
+    assert made.made_by("src").optype == "input"
