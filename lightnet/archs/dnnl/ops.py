@@ -1299,7 +1299,7 @@ def slice(op, src, dst, *, axis: int, start: int, len: int,  # noqa: A002
     whole = _desc(src)
     shape, offsets = list(src.shape), [0] * src.ndim
     shape[axis], offsets[axis] = len, start
-    if view and whole.format.islower():
+    if view and whole.format not in ("any", "undef") and whole.format.islower():
         as_view(dst, src, whole.submemory(shape, offsets))
         op.values["call"] = _View()
         return 0
