@@ -315,10 +315,11 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     its own (a oneDNN blocked one) takes its layout's bytes, padding included.
     """
     roots, first, last = {}, {}, {}
+    abstract = MemType.NONE  # (an Enum member looked up once, not per tensor)
     for i, op in enumerate(ops):
         for name in op.tensors_out.values():
             entry = tensors[name]
-            if entry.mtype is MemType.NONE:
+            if entry.mtype is abstract:
                 raise LightNetError(
                     f"op '{op.name}' ({op.optype}) is abstract and cannot run: "
                     "compile the model for a target first"
