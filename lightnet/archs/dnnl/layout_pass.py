@@ -276,7 +276,7 @@ def _shared_linear_sources(ops, tensors, producer) -> dict[str, tuple]:
     its blocked layout itself; one reorder_dnnl (to: linear) makes that copy for all."""
     readers: dict[tuple, list[str]] = {}
     for op in ops:
-        if op.optype != "matmul_dnnl" or "addend" in op.tensors_in or op.values["alpha"] != 1:
+        if op.proto.optype != "matmul_dnnl" or "addend" in op.tensors_in or op.values["alpha"] != 1:
             continue
         src, weight = tensors[op.tensors_in["src1"]], tensors[op.tensors_in["src2"]]
         made_by = producer.get(src.name)
@@ -297,7 +297,7 @@ def _choose_conv_layouts(ops, tensors) -> list:
     chosen = conv_layouts.choose(ops, tensors)
     changed = []
     for op in ops:
-        if op.optype != conv_layouts.CONV:
+        if op.proto.optype != conv_layouts.CONV:  # (not the property: per op)
             continue
         layout = chosen.get(op.name, "any")
         if op.values.get("layout", "any") != layout:
