@@ -136,10 +136,41 @@ class _Block:
     offset: int = 0
 
 
-# The placed blocks are found by lifetime in buckets of this many ops, so that
-# placing one looks only at those live near it (a chain of 50,000 ops has 50,000
-# blocks, each live with two others).
-_BUCKET_OPS = 32
+class _Lifetimes:
+    """The placed blocks not live through the whole plan, found by lifetime. Level
+    `width` (8, 64, 512, ... ops) cuts the ops into buckets of that many; a block is
+    indexed at the narrowest level whose width exceeds its lifetime's span, so it is
+    in one bucket or two. The blocks live with another are in the buckets its
+    lifetime covers at each level: a query looks at the blocks live near it, not at
+    every block placed (a chain of 50,000 ops has 50,000 blocks, each live with two
+    others)."""
+
+    WIDTH = 8  # of the narrowest level; each next one is this many times wider
+
+    def __init__(self):
+        self.levels: dict[int, dict[int, list[tuple]]] = {}  # width -> bucket -> blocks
+
+    def add(self, first: int, last: int, start: int, stop: int) -> None:
+        """A block live from op `first` to op `last` (inclusive), at [start, stop)."""
+        width = self.WIDTH
+        while last - first >= width:
+            width *= self.WIDTH
+        buckets = self.levels.setdefault(width, {})
+        placed = (first, last, start, stop)
+        for k in range(first // width, last // width + 1):
+            buckets.setdefault(k, []).append(placed)
+
+    def live_with(self, first: int, last: int) -> list[tuple[int, int]]:
+        """(start, stop) of each block placed whose lifetime meets [first, last]."""
+        live = []
+        for width, buckets in self.levels.items():
+            low = first // width
+            for k in range(low, last // width + 1):
+                for f, l, start, stop in buckets.get(k, ()):
+                    # in the first bucket of both lifetimes' only: not found twice
+                    if f <= last and first <= l and max(f // width, low) == k:
+                        live.append((start, stop))
+        return live
 
 
 def _place_in_order(blocks: list[_Block], align: int) -> int:
@@ -151,18 +182,18 @@ def _place_in_order(blocks: list[_Block], align: int) -> int:
     into the arena) overlap every other: one goes above all placed before it, and
     what is kept of them is the free intervals between them (and below the first),
     by start and by (size, start), and where the last one stops (`top`). The others
-    are indexed by the buckets of ops their lifetime covers. A block's gaps are the
-    free intervals the blocks live with it do not reach (the tightest by size, then
-    the lowest), and what is left of those they cut, and of the space between `top`
-    and the highest of them: found without going over every block live through the
-    plan (thousands, in a model of thousands of reordered weights)."""
+    are indexed by lifetime (_Lifetimes). A block's gaps are the free intervals the
+    blocks live with it do not reach (the tightest by size, then the lowest), and
+    what is left of those they cut, and of the space between `top` and the highest
+    of them: found without going over every block live through the plan (thousands,
+    in a model of thousands of reordered weights)."""
     if not blocks:
         return 0
     lo, hi = min(b.first for b in blocks), max(b.last for b in blocks)
     free: list[tuple[int, int]] = []  # [start, stop) between the blocks always live
     fitting: list[tuple[int, int]] = []  # the same as (size, start)
     top = 0
-    buckets: dict[int, list[tuple[_Block, int]]] = {}  # bucket -> (block, its stop)
+    placed = _Lifetimes()
     end = 0
     for block in blocks:
         size = align_up(max(block.nbytes, 1), align)
@@ -174,23 +205,16 @@ def _place_in_order(blocks: list[_Block], align: int) -> int:
             _cover(free, fitting, top, end, end + size)
             top = end + size
         else:
-            block.offset = _tightest(block, size, buckets, free, fitting, top)
-            for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
-                buckets.setdefault(k, []).append((block, block.offset + size))
+            live = placed.live_with(block.first, block.last)
+            block.offset = _tightest(live, size, free, fitting, top)
+            placed.add(block.first, block.last, block.offset, block.offset + size)
         end = max(end, block.offset + size)
     return end
 
 
-def _tightest(block: _Block, size: int, buckets, free, fitting, top: int) -> int:
-    """The offset of `block` (not always live; see _place_in_order)."""
-    live = []  # (start, stop) of the placed blocks live with this one
-    seen = set()
-    for k in range(block.first // _BUCKET_OPS, block.last // _BUCKET_OPS + 1):
-        for other, stop in buckets.get(k, ()):
-            if (other.first <= block.last and block.first <= other.last
-                    and id(other) not in seen):
-                seen.add(id(other))
-                live.append((other.offset, stop))
+def _tightest(live: list[tuple[int, int]], size: int, free, fitting, top: int) -> int:
+    """The offset of a block of `size` bytes (not always live; see _place_in_order)
+    that the placed blocks `live` ((start, stop) each) are live with."""
     live.sort()
     highest = max(top, max((stop for _, stop in live), default=0))
     cut = set()  # the starts of the free intervals the live blocks reach
@@ -265,18 +289,16 @@ def _place(blocks: list[_Block], align: int, lower_bound: int) -> int:
             jitter = [1.0 if trial == 0 else rng.uniform(0.7, 1.3) for _ in blocks]
             order = sorted(range(len(blocks)), key=lambda i: (
                 scratch_first and not blocks[i].scratch, -blocks[i].nbytes * jitter[i]))
-            copies = [_Block(b.mtype, b.nbytes, b.first, b.last, b.scratch, b.offset)
-                      for b in map(blocks.__getitem__, order)]  # not replace(): slower
-            arena = _place_in_order(copies, align)
+            arena = _place_in_order([blocks[i] for i in order], align)
             if best is None or arena < best[0]:
-                best = (arena, {i: c.offset for i, c in zip(order, copies)})
+                best = (arena, [b.offset for b in blocks])
             if best[0] <= 1.01 * lower_bound:
                 break
         if best[0] <= _WARM_SCRATCH_SLACK * lower_bound:
             break
-    for i, block in enumerate(blocks):
-        block.offset = best[1][i] if best else 0
-    return best[0] if best else 0
+    for block, offset in zip(blocks, best[1]):
+        block.offset = offset
+    return best[0]
 
 
 def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
@@ -293,10 +315,11 @@ def plan(ops, tensors: TensorTable, keep) -> dict[MemType, MemReport]:
     its own (a oneDNN blocked one) takes its layout's bytes, padding included.
     """
     roots, first, last = {}, {}, {}
+    abstract = MemType.NONE  # (an Enum member looked up once, not per tensor)
     for i, op in enumerate(ops):
         for name in op.tensors_out.values():
             entry = tensors[name]
-            if entry.mtype is MemType.NONE:
+            if entry.mtype is abstract:
                 raise LightNetError(
                     f"op '{op.name}' ({op.optype}) is abstract and cannot run: "
                     "compile the model for a target first"

@@ -368,3 +368,24 @@ def test_a_tensor_s_producer_and_readers_share_its_memory_object():
         plain.compile("dnnl")
         plain.load()
     assert len(memories(plain)) == 60
+
+
+def test_ops_sharing_a_primitive_each_write_their_own_output():
+    """Two relus of one shape share a primitive (it holds no memory: each op binds its
+    own), and each writes the relu of its own source to its own output."""
+    m = ModelBuilder()
+    one = m.op("relu", {"src": m.input("a", [2, 8])})
+    two = m.op("relu", {"src": m.input("b", [2, 8])})
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("dnnl")
+    relus = [op for op in ctx.ops if op.optype == "relu_dnnl"]
+    assert len(relus) == 2 and relus[0].values["call"].kernel is relus[1].values["call"].kernel
+    ctx.load()
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 8), np.float32), rng.standard_normal((2, 8), np.float32)
+    ctx.set_data("a", a)
+    ctx.set_data("b", b)
+    ctx.run()
+    np.testing.assert_array_equal(ctx.get_data(one), np.maximum(a, 0))
+    np.testing.assert_array_equal(ctx.get_data(two), np.maximum(b, 0))

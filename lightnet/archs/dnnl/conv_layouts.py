@@ -84,7 +84,7 @@ def choose(ops, tensors) -> dict[str, str]:
     channels-last groups, and those writing a blocked group from a channels-last one;
     the others keep "any" (their source's layout or oneDNN's choice). Empty on other
     instruction sets than the model was measured on."""
-    if capi.library().cpu_isa not in ISAS or not any(op.optype == CONV for op in ops):
+    if capi.library().cpu_isa not in ISAS or not any(op.proto.optype == CONV for op in ops):
         return {}
     parent: dict[str, str] = {}
 

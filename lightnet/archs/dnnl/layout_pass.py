@@ -58,6 +58,7 @@ WEIGHTS = "weights_dnnl"
 CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
 
 FLOAT32 = "float32"
+FLOAT = DType.TL_FLOAT  # (an Enum member looked up once: the pass asks per tensor)
 EIGHT_BIT = (DType.TL_UINT8, DType.TL_INT8)
 # The dnnl ops that read and write 8-bit activations in oneDNN's layouts.
 INT8_LAYOUT_OPS = frozenset({"qconv2d_dnnl", "quantize_dnnl", "dequantize_dnnl",
@@ -84,7 +85,7 @@ def _makes_dnnl(op) -> bool:
 def _laid_out(op, entry) -> bool:
     """Whether dnnl op `op` reads or writes `entry` (a tensor the run computes) in
     oneDNN's layout: a float one, or an 8-bit one of an op of INT8_LAYOUT_OPS."""
-    return entry.dtype is DType.TL_FLOAT or (entry.dtype in EIGHT_BIT
+    return entry.dtype is FLOAT or (entry.dtype in EIGHT_BIT
                                              and op.optype in INT8_LAYOUT_OPS)
 
 
@@ -108,10 +109,18 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     convs_laid_out = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else []
     producer = {n: op for op in ops for n in op.tensors_out.values()}
     dfg_ops, consumers = ctx.dfg.ops, ctx.dfg.consumers
+    dnnl_ops = {op.name for op in ops if _is_dnnl(op)}
 
     def readers(name: str) -> list:
         """The ops reading `name` (the graph is as it was until the rewrite below)."""
         return [dfg_ops[r] for r in consumers.get(name, ())]
+
+    def laid_out_for(reader, entry) -> bool:
+        """Whether `reader` reads `entry` in dnnl's layout: a dnnl op laying it out,
+        or a reorder of it to plain (of a model laid out before)."""
+        if reader.name in dnnl_ops:
+            return _laid_out(reader, entry)
+        return reader.optype == REORDER and reader.values.get("to") == "plain"
 
     outputs = set(ctx.outputs)
     tensor_names = set(tensors)
@@ -176,8 +185,11 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     outs: list[tuple[Op, str, str]] = []  # (op, output arg, new tensor)
     copies: dict[tuple[str, str], str] = {}  # (a tensor, a data type) -> its dnnl copy
     renamed: dict[str, str] = {}  # a dnnl op's output -> what it writes (plain readers)
+    # A tensor a dnnl op (or a reorder into dnnl's layout) makes -> the data type it is
+    # held in there (None: a weight), filled in run order, before the tensor is read.
+    held_in: dict[str, str | None] = {}
     for op in ops:
-        dnnl = _is_dnnl(op)
+        dnnl = op.name in dnnl_ops
         if dnnl:
             dtype = computes_in(op)
             for arg, name in op.tensors_in.items():
@@ -193,10 +205,9 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                     continue
                 if entry.dtype in EIGHT_BIT and not entry.static and not _laid_out(op, entry):
                     continue  # read plain (an int8 product's source)
-                made_by = producer.get(name)
-                if made_by is not None and _makes_dnnl(made_by):
-                    held = holds(made_by)
-                    if held is not None and held != dtype and entry.dtype is DType.TL_FLOAT:
+                if name in held_in:
+                    held = held_in[name]
+                    if held is not None and held != dtype and entry.dtype is FLOAT:
                         # Between dnnl ops computing in different data types.
                         if (name, dtype) not in copies:
                             copies[name, dtype] = fresh(name)
@@ -205,7 +216,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                                                  dtype=dtype))
                         ins.append((op, arg, copies[name, dtype]))
                     continue
-                if entry.dtype is not DType.TL_FLOAT and not (
+                if entry.dtype is not FLOAT and not (
                         _int8_weight(entry) or _laid_out(op, entry) and not entry.static):
                     continue  # read plain: oneDNN's layouts hold float data (a cast's source)
                 if entry.static:
@@ -219,26 +230,27 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                     if (name, dtype) not in copies:
                         copies[name, dtype] = fresh(name)
                         params = {"to": "dnnl"}
-                        if dtype != FLOAT32 and entry.dtype is DType.TL_FLOAT:
+                        if dtype != FLOAT32 and entry.dtype is FLOAT:
                             params["dtype"] = dtype
                         result.append(new_op(REORDER, name, copies[name, dtype], **params))
                     ins.append((op, arg, copies[name, dtype]))
         result.append(op)
+        if dnnl or _makes_dnnl(op):
+            held = holds(op)
+            held_in.update((name, held) for name in op.tensors_out.values())
         if dnnl:
             for arg, name in op.tensors_out.items():
                 entry = tensors[name]
                 if not _laid_out(op, entry):
                     continue  # written plain (a cast to an integer)
-                plain_readers = [r for r in readers(name)
-                                 if not (_is_dnnl(r) and _laid_out(r, entry))
-                                 and not (r.optype == REORDER and r.values.get("to") == "plain")]
-                if not plain_readers and name not in outputs:
-                    continue
+                if name not in outputs and all(laid_out_for(dfg_ops[r], entry)
+                                               for r in consumers.get(name, ())):
+                    continue  # no plain reader
                 new = fresh(name)
                 outs.append((op, arg, new))
                 renamed[name] = new
                 for r in readers(name):
-                    if _is_dnnl(r) and _laid_out(r, entry):
+                    if r.name in dnnl_ops and _laid_out(r, entry):
                         ins.extend((r, a, new) for a, n in r.tensors_in.items() if n == name)
                 result.append(new_op(REORDER, new, name, to="plain"))
     for op, arg, new in ins:
@@ -264,7 +276,7 @@ def _shared_linear_sources(ops, tensors, producer) -> dict[str, tuple]:
     its blocked layout itself; one reorder_dnnl (to: linear) makes that copy for all."""
     readers: dict[tuple, list[str]] = {}
     for op in ops:
-        if op.optype != "matmul_dnnl" or "addend" in op.tensors_in or op.values["alpha"] != 1:
+        if op.proto.optype != "matmul_dnnl" or "addend" in op.tensors_in or op.values["alpha"] != 1:
             continue
         src, weight = tensors[op.tensors_in["src1"]], tensors[op.tensors_in["src2"]]
         made_by = producer.get(src.name)
@@ -285,7 +297,7 @@ def _choose_conv_layouts(ops, tensors) -> list:
     chosen = conv_layouts.choose(ops, tensors)
     changed = []
     for op in ops:
-        if op.optype != conv_layouts.CONV:
+        if op.proto.optype != conv_layouts.CONV:  # (not the property: per op)
             continue
         layout = chosen.get(op.name, "any")
         if op.values.get("layout", "any") != layout:

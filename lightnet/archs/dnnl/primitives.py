@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ctypes
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,6 +294,14 @@ class Kernel:
         # Tensors the kernel holds itself (a matmul's alpha), bound with the others.
         self.constants: dict[str, np.ndarray] = {}
 
+    @functools.cached_property
+    def bindings(self) -> tuple[tuple[str, int, MemoryDesc], ...]:
+        """(tensor name, DNNL_ARG_*, the layout its memory has) of each argument bound,
+        found once (the constructors set `views` before a kernel is first bound; ops
+        sharing the kernel each bind it)."""
+        return tuple((name, arg, self.views.get(name, self.descs[name]))
+                     for name, arg in self.args.items())
+
     def nbytes(self, name: str) -> int:
         """Bytes tensor `name` takes in the primitive's layout (blocked padding included)."""
         return self.descs[name].nbytes
@@ -308,13 +317,12 @@ class Kernel:
         live no longer than the call)."""
         if self.constants:
             buffers = {**{n: c.view(np.uint8) for n, c in self.constants.items()}, **buffers}
-        missing = [n for n in self.args if n not in buffers]
-        if missing:
+        if not buffers.keys() >= self.args.keys():
+            missing = [n for n in self.args if n not in buffers]
             raise ValueError(f"oneDNN {self.what}: no buffer for {missing}")
         memories = {}
-        for name, arg in self.args.items():
-            memories[arg] = _memory(self.views.get(name, self.descs[name]), buffers[name],
-                                    self.what, name, share)
+        for name, arg, desc in self.bindings:
+            memories[arg] = _memory(desc, buffers[name], self.what, name, share)
         if self.scratchpad:
             if scratchpad is None:
                 raise ValueError(f"oneDNN {self.what}: needs a scratchpad of "
@@ -379,13 +387,14 @@ def _memory(desc: MemoryDesc, buffer: np.ndarray, what: str, name: str,
 
 def _address(buffer: np.ndarray, nbytes: int, what: str, name: str) -> int:
     """Where the bytes of `buffer` (tensor `name` of primitive `what`) start."""
-    if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
+    flags = buffer.flags if isinstance(buffer, np.ndarray) else None
+    if flags is None or not flags.c_contiguous:
         raise ValueError(f"oneDNN {what} {name}: the buffer must be a C-contiguous numpy "
                          "array")
     if buffer.nbytes < nbytes:
         raise ValueError(f"oneDNN {what} {name}: the buffer has {buffer.nbytes} bytes, "
                             f"the primitive needs {nbytes}")
-    if buffer.flags.writeable and buffer.nbytes:  # 5x faster than __array_interface__
+    if flags.writeable and buffer.nbytes:  # 5x faster than __array_interface__
         return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     return buffer.__array_interface__["data"][0]
 
