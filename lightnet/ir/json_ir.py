@@ -12,15 +12,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from lightnet.errors import LightNetError
 from lightnet.ir import limits
 from lightnet.ir.param import Param
 
 
-@dataclass(frozen=True)
-class OpSpec:
-    """One op as the IR states it, before any check of its optype."""
+class OpSpec(NamedTuple):
+    """One op as the IR states it, before any check of its optype (a tuple: a
+    model's ops are made by the thousand, and a frozen dataclass is slower to make)."""
 
     name: str
     optype: str

@@ -91,8 +91,8 @@ def dim_dependent(proto, free: list[str], dims: dict, shapes, fold_limit) -> fro
 def dims_of_shapes(proto, shapes: dict, dims: dict) -> dict:
     """The values `shapes` ({input name: shape}) give the inputs' symbolic dims;
     every shape must fit its input (rank, fixed dims) and agree with `dims`."""
-    inputs = {i.name: i for i in proto.graph.input
-              if i.name not in {t.name for t in proto.graph.initializer}}
+    initializers = {t.name for t in proto.graph.initializer}  # (once, not per input)
+    inputs = {i.name: i for i in proto.graph.input if i.name not in initializers}
     found: dict = {}
     for name, shape in shapes.items():
         where = f"--shape {name}={','.join(map(str, shape))}"

@@ -21,8 +21,8 @@ from .dtypes import BFLOAT16, FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
 from .fusion import fuse
-from .graph import (Node, Schema, Val, attribute_value, lnshape, node_problem, onnx_package,
-                    pyval, tensor_array)
+from .graph import (Node, Schema, TensorTypes, Val, attribute_value, lnshape, node_problem,
+                    onnx_package, pyval, tensor_array)
 from .qdq import fuse_qdq
 
 
@@ -59,7 +59,7 @@ class Converter:
         self.initializers: set[str] = set()
         self.vals: dict[str, Val] = {}  # ONNX name -> LightNet tensor
         self.materialized: dict[str, Val] = {}
-        self.info: dict[str, tuple[int, tuple | None]] = {}  # ONNX name -> (elem type, shape)
+        self.info = TensorTypes()  # ONNX name -> (elem type, shape)
         self.used_tensor_names: set[str] = set()
         self.op_names: set[str] = set()
         self.problems: list[tuple[str, int, str]] = []
@@ -129,12 +129,17 @@ class Converter:
         self.nodes = [self._node(i, n) for i, n in enumerate(self.node_protos)]
         # (The nodes' names read from the Node lists: each access to a protobuf field
         # makes a new Python object.)
-        self.used_tensor_names.update(x for n in self.nodes for x in (*n.outputs, *n.inputs)
-                                      if x)
+        named, read = set(), set()
+        for n in self.nodes:
+            named.update(n.inputs, n.outputs)
+            read.update(n.inputs)
+        named.discard("")  # (an input or output left out)
+        read.discard("")
+        self.used_tensor_names |= named
+        self.consumed = read | self.graph_output_names
         self.inputs = [i for i in g.input if i.name not in self.consts]
         self.used_tensor_names.update(i.name for i in g.input)
         self.used_tensor_names.update(o.name for o in g.output)
-        self.consumed = {x for n in self.nodes for x in n.inputs if x} | self.graph_output_names
         self._fix_inputs()
 
     def _schema(self, op_type: str) -> Schema | None:
@@ -148,6 +153,8 @@ class Converter:
         return self.schemas[op_type]
 
     def _node(self, index, n) -> Node:
+        """NodeProto `n` as a Node, each of its fields read once (every read of a
+        protobuf field makes a new Python object)."""
         domain, op_type = n.domain, n.op_type
         if domain == "ai.onnx":
             domain = ""
@@ -155,13 +162,15 @@ class Converter:
         version = 0 if schema is None else schema.version
         if domain:
             op_type = f"{domain}.{op_type}"
+        attributes = n.attribute
         node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
-        problem = None if schema is None else node_problem(self.onnx, schema, n)
+        problem = None if schema is None else node_problem(
+            self.onnx, schema, node.inputs, node.outputs, attributes)
         if problem is not None:
             raise LightNetError(f"node {node.label} ({op_type}-{version}): {problem}")
-        if len(n.attribute):
+        if attributes:
             what = f"node {node.label} ({op_type}-{version})"
-            node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in n.attribute}
+            node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in attributes}
         return node
 
     def _fix_inputs(self):
@@ -206,7 +215,8 @@ class Converter:
     def _infer(self, nodes):
         """ONNX shape inference over the unfolded nodes, constants given as initializers
         (small ones, which shape computations read, while the fold limit lasts) or
-        typed inputs (weights)."""
+        typed inputs (weights). Its model is made now; it runs when the importer first
+        reads a type (self.info), which a chain of unary ops never does."""
         onnx = self.onnx
         helper = onnx.helper
         inputs = [helper.make_tensor_value_info(i.name, i.type.tensor_type.elem_type,
@@ -231,32 +241,24 @@ class Converter:
         outputs = [helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
                    for o in self.graph.output]
         protos = [self.node_protos[n.index] for n in nodes]
-        graph = helper.make_graph(protos, "g", inputs, outputs, inits)
-        model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
-        model.ir_version = max(self.model.ir_version, 4)
-        try:
-            # No data propagation: it computes the values of shape tensors in C++ with
-            # no bound (an Expand to the shape of a [2**31 - 1] input took 20 GB);
-            # the folding between rounds computes them, within the fold limit.
-            inferred = onnx.shape_inference.infer_shapes(model, check_type=False,
-                                                         strict_mode=False)
-        except Exception:
-            inferred = model
-        info = self.info
-        for vi in (*inferred.graph.value_info, *inferred.graph.output):
-            typ = vi.type
-            if not typ.HasField("tensor_type"):
-                continue
-            t = typ.tensor_type
-            shape = None
-            if t.HasField("shape"):
-                dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-                shape = None if None in dims else tuple(dims)
-            name, elem = vi.name, t.elem_type
-            old = info.get(name)
-            if old is None or old[1] is None or elem:
-                info[name] = (elem or (old[0] if old else 0),
-                              shape if shape is not None else (old[1] if old else None))
+
+        def infer():
+            model = helper.make_model(helper.make_graph([], "g", inputs, outputs, inits),
+                                      opset_imports=list(self.model.opset_import))
+            # The nodes copied once (make_model copies the graph make_graph made).
+            model.graph.node.extend(protos)
+            model.ir_version = max(self.model.ir_version, 4)
+            try:
+                # No data propagation: it computes the values of shape tensors in C++
+                # with no bound (an Expand to the shape of a [2**31 - 1] input took
+                # 20 GB); the folding between rounds computes them, within the fold limit.
+                inferred = onnx.shape_inference.infer_shapes(model, check_type=False,
+                                                             strict_mode=False)
+            except Exception:
+                inferred = model
+            return (*inferred.graph.value_info, *inferred.graph.output)
+
+        self.info.infer_later(infer)
 
     def _fold(self):
         self.folded = set()
@@ -393,14 +395,14 @@ class Converter:
         seen = set()
         while stack:
             t = stack.pop()
-            if t in seen or t in self.consts:
+            if not t or t in seen or t in self.consts:  # ("": an input left out)
                 continue
             seen.add(t)
             n = producers.get(t)
             if n is None or n.index in needed:
                 continue
             needed.add(n.index)
-            stack.extend(x for x in n.inputs if x)
+            stack.extend(n.inputs)
         for n in self.nodes:
             if n.index in self.folded or n.index not in needed:
                 continue
@@ -589,7 +591,7 @@ class Converter:
             "tensors_out": [{"arg_name": "dst", "name": name}],
             "params": [{"arg_name": k, "value": pyval(v)} for k, v in params.items()],
         })
-        v = Val(name, dtype, tuple(int(d) for d in shape))
+        v = Val(name, dtype, tuple(map(int, shape)))
         if out is not None and bind:
             self.vals[out] = v
         return v
@@ -653,10 +655,13 @@ class Converter:
     # Finishing -----------------------------------------------------------------------
 
     def _finish(self):
-        readers: dict[str, list[dict]] = {}
+        # The ops reading each graph output (one that is also read inside the graph is
+        # renamed, and a forward op writes it).
+        readers: dict[str, list[dict]] = {o.name: [] for o in self.graph.output}
         for op in self.ops:
             for t in op["tensors_in"]:
-                readers.setdefault(t["name"], []).append(op)
+                if t["name"] in readers:
+                    readers[t["name"]].append(op)
         for o in self.graph.output:
             name = o.name
             if name in self.vals:
@@ -671,7 +676,7 @@ class Converter:
                 continue
             else:
                 raise LightNetError(f"graph output '{name}' is not computed by any node")
-            if v.name == name and name not in readers:
+            if v.name == name and not readers[name]:
                 continue
             if v.name == name:
                 producer = next(op for op in self.ops

@@ -75,6 +75,74 @@ class Node:
         return {"out": self.outputs[0], "hint": self.name or self.outputs[0]}
 
 
+class TensorTypes:
+    """ONNX name -> (elem type, shape or None) of the tensors the graph's inputs, the
+    constants and ONNX shape inference describe. A round of inference runs when a type
+    is next read or set, and what it says of a tensor is decoded when its name is first
+    read: most tensors' types are never asked for (a unary op's output has its input's),
+    and every read of a protobuf field makes a new Python object."""
+
+    def __init__(self):
+        self.known: dict[str, tuple[int, tuple | None]] = {}
+        self.inferred: dict[str, object] = {}  # name -> its ValueInfoProto, not yet read
+        self.inference = None  # the round of shape inference not yet run
+
+    def infer_later(self, infer) -> None:
+        """Take a round of shape inference, `infer()` giving its ValueInfoProtos, to be
+        run when a type is next read or set (what it says adds to the rounds' before,
+        and what is set after it replaces what it says, as if it ran now)."""
+        self._run_inference()
+        self.inference = infer
+
+    def _run_inference(self) -> None:
+        if self.inference is not None:
+            infer, self.inference = self.inference, None
+            self._add_inferred(infer())
+
+    def _add_inferred(self, value_infos) -> None:
+        """Take a round of shape inference's results: what it says of a tensor adds to
+        what was known (its elem type and shape where it gives them)."""
+        for vi in value_infos:
+            name = vi.name
+            if name in self.inferred:  # an earlier round's, merged first
+                self._decode(name)
+            self.inferred[name] = vi
+
+    def _decode(self, name: str) -> None:
+        typ = self.inferred.pop(name).type
+        if not typ.HasField("tensor_type"):
+            return
+        t = typ.tensor_type
+        shape = None
+        if t.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+            shape = None if None in dims else tuple(dims)
+        elem = t.elem_type
+        old = self.known.get(name)
+        if old is None or old[1] is None or elem:
+            self.known[name] = (elem or (old[0] if old else 0),
+                                shape if shape is not None else (old[1] if old else None))
+
+    def _settle(self, name: str) -> None:
+        """What inference says of `name` taken into `known`."""
+        self._run_inference()
+        if name in self.inferred:
+            self._decode(name)
+
+    def get(self, name: str, default=None):
+        self._settle(name)
+        return self.known.get(name, default)
+
+    def __getitem__(self, name: str) -> tuple[int, tuple | None]:
+        self._settle(name)
+        return self.known[name]
+
+    def __setitem__(self, name: str, value: tuple[int, tuple | None]) -> None:
+        self._run_inference()
+        self.inferred.pop(name, None)  # what is set replaces what inference said
+        self.known[name] = value
+
+
 def attribute_value(onnx, attr, what: str):
     """An ONNX AttributeProto as a Python value (strings decoded, tensors as arrays)."""
     value = onnx.helper.get_attribute_value(attr)
@@ -128,10 +196,11 @@ class Schema:
                    {name: (int(a.type), a.required) for name, a in schema.attributes.items()})
 
 
-def node_problem(onnx, schema: Schema, n) -> str | None:
-    """What makes ONNX NodeProto `n` break its op's schema (too few or too many
-    inputs or outputs, an attribute missing or of another type), if anything."""
-    inputs, outputs = n.input, n.output
+def node_problem(onnx, schema: Schema, inputs: list[str], outputs: list[str],
+                 attributes) -> str | None:
+    """What makes an ONNX node (its input and output names, its AttributeProtos)
+    break its op's schema (too few or too many inputs or outputs, an attribute
+    missing or of another type), if anything."""
     for kind, given, (least, most) in (("inputs", len(inputs), schema.inputs),
                                        ("outputs", len(outputs), schema.outputs)):
         if not least <= given <= most:
@@ -146,11 +215,11 @@ def node_problem(onnx, schema: Schema, n) -> str | None:
                 "ONNX model)")
     if not schema.attributes:
         return None  # (no attribute is declared: none is required, none has a type)
-    given = {a.name for a in n.attribute}
+    given = {a.name for a in attributes}
     for name, (_, required) in schema.attributes.items():
         if required and name not in given:
             return f"required attribute '{name}' is missing (an invalid ONNX model)"
-    for a in n.attribute:
+    for a in attributes:
         declared = schema.attributes.get(a.name)
         if declared is not None and a.type != declared[0]:
             names = onnx.AttributeProto.AttributeType

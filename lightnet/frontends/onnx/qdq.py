@@ -279,6 +279,8 @@ def fuse_qdq(nodes, consts, protected, shape_of=lambda name: None):
     graph outputs, `shape_of(name)` is a tensor's shape (None where unknown). The fused
     node keeps the name, index and
     outputs of the last node it replaces (the QuantizeLinear), and takes its place."""
+    if not any(n.op_type == "DequantizeLinear" for n in nodes):
+        return list(nodes)  # (every pattern starts at one)
     g = Graph(nodes, consts, protected)
     removed: set[int] = set()
     replacement: dict[int, object] = {}
