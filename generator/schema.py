@@ -215,6 +215,12 @@ class NewOp:
     params: tuple[tuple[str, str], ...]
     rename: tuple[tuple[str, str], ...]  # tensor -> tensor, in every arg of the op
 
+    @property
+    def plain(self) -> bool:
+        """Whether it is the op `like` as another optype, nothing else differing."""
+        return (self.optype is not None and self.like is not None
+                and not (self.name or self.ins or self.outs or self.params or self.rename))
+
 
 @dataclass(frozen=True)
 class Constant:
@@ -235,6 +241,13 @@ class Rule:
     tensors: tuple[str, ...]
     constants: tuple[Constant, ...]
     replace: tuple[NewOp, ...]
+
+    @property
+    def plain(self) -> bool:
+        """Whether it puts one plain op (NewOp.plain) in place, making nothing else:
+        a lowering needing no Builder (OpView.as_optype)."""
+        return (not self.tensors and not self.constants and len(self.replace) == 1
+                and self.replace[0].plain)
 
 
 @dataclass(frozen=True)

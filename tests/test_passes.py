@@ -72,6 +72,19 @@ def test_an_expander_may_emit_several_ops_with_new_tensors():
     np.testing.assert_array_equal(ctx.get_data("r"), [[0, 2, 0], [4, 0, 6]])
 
 
+def test_a_plain_lowering_is_the_op_a_builder_makes_like_it():
+    ctx = Context()
+    ctx.init(model())
+    op = ctx.ops[1]
+    plain = OpView(ctx, op).as_optype("relu_cpu")
+    built = Builder(ctx, "cpu").op("relu_cpu", like=OpView(ctx, op))
+    for new in (plain, built):
+        assert (new.proto, new.name, new.tensors_in, new.tensors_out, new.params) == (
+            archs()["cpu"].ops["relu_cpu"], "r", {"src": "x"}, {"dst": "r"}, {})
+        # its own dicts: a pass changing the new op leaves the old one as it was
+        assert new.tensors_in is not op.tensors_in and new.params is not op.params
+
+
 def test_a_rule_removing_an_op_whose_output_is_read_fails_clearly():
     m = ModelBuilder()
     x = m.input("x", (2,))

@@ -72,6 +72,11 @@ class OpView:
         tensors = self._ctx.tensors
         return SimpleNamespace(**{a: tensors[n] for a, n in self._op.tensors_out.items()})
 
+    def as_optype(self, optype: str) -> Op:
+        """The op as `optype`, its name, tensors and params unchanged: an expander's
+        plain lowering (what a Builder's first op `like` it would be)."""
+        return self._op.copy_as(OP_PROTOS[optype])
+
     def given(self, arg: str) -> bool:
         """Whether input `arg` (an optional one) is given."""
         return arg in self._op.tensors_in

@@ -38,11 +38,14 @@ class DataFlowGraph:
                     f"tensor '{tname}' is produced by both op '{other}' and op '{op.name}'"
                 )
             produced[tname] = op.name
-        name, graph, producer, consumers = op.name, self.graph, self.producer, self.consumers
+        name, producer, consumers = op.name, self.producer, self.consumers
         self.ops[name] = op
         ins = tuple(op.tensors_in.values())
         self.names[name] = (ins, tuple(produced))
-        graph.add(name)
+        # The graph's edges linked here, as rebuild does (every op is a node of it).
+        succ, pred = self.graph._succ, self.graph._pred
+        if name not in succ:
+            succ[name], pred[name] = [], []
         for tname in ins:
             readers = consumers.get(tname)
             if readers is None:
@@ -51,11 +54,13 @@ class DataFlowGraph:
                 readers.append(name)
             made_by = producer.get(tname)
             if made_by is not None:
-                graph.link(made_by, name, tname)
-        for tname in op.tensors_out.values():
+                succ[made_by].append((name, tname))
+                pred[name].append((made_by, tname))
+        for tname in produced:
             producer[tname] = name
             for consumer in consumers.get(tname, ()):
-                graph.link(name, consumer, tname)
+                succ[name].append((consumer, tname))
+                pred[consumer].append((name, tname))
 
     def remove(self, op: Op) -> None:
         """Remove `op` and its edges (those of the tensors it had when it was added); its

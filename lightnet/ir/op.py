@@ -221,9 +221,12 @@ class CheckMemo:
     with a copy of the values and the scratch the first op made (a chain of thousands
     of relus is checked once per shape). An op whose check changed an entry it read,
     or keeps entries, or did not define exactly its outputs, gives no signature.
-    Context.init and Context.compile hold one while they run."""
+    Context.init and Context.compile hold one while they run; init's keeps no
+    `records` of ops (nothing is taken out and put back while it runs), only the
+    signatures."""
 
-    def __init__(self):
+    def __init__(self, records: bool = True):
+        self._records = records
         self._checked: dict[str, tuple] = {}  # op name -> what its check read and made
         self._taken: dict[str, tuple] = {}  # ... of an op taken out, with its values
         self._never: set[str] = set()  # the ops checked anew every time
@@ -250,15 +253,14 @@ class CheckMemo:
             self._checked[op.name] = taken[:9]
             return
         ins = list(map(tensors.get, op.tensors_in.values()))
-        if None in ins:
-            read, key = [None if e is None else _state(e) for e in ins], None
-        else:
-            read, key = [tuple(e.__dict__.values()) for e in ins], _signature(op, ins)
+        key = None if None in ins else _signature(op, ins)
         if key is not None:
             made = self._made.get(key)
             if made is not None and _define_again(made, op, tensors):
-                self._remember(op, ins, read, tensors)
+                if self._records:
+                    self._remember(op, ins, [_state(e) for e in ins], tensors)
                 return
+        read = [None if e is None else _state(e) for e in ins]
         op.pre_run(tensors)  # raises when an input is missing
         if any(getattr(v, "keeps_entries", False) for v in op.values.values()):
             self._never.add(op.name)
@@ -271,7 +273,7 @@ class CheckMemo:
             made = _made(op, tensors)
             if made is not None:
                 self._made[key] = made
-        if op.name not in self._never:
+        if self._records and op.name not in self._never:
             self._remember(op, ins, read, tensors)
 
     def _remember(self, op: Op, ins: list[TensorEntry], read: list[tuple],

@@ -192,7 +192,7 @@ class Context:
             warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
                           f"ops, compiled for the target: {', '.join(foreign)}",
                           LightNetWarning, stacklevel=2)
-        self._checks = CheckMemo()  # ops of one signature checked once
+        self._checks = CheckMemo(records=False)  # ops of one signature checked once
         try:
             self.add_ops(0, ops)
         finally:
@@ -230,19 +230,18 @@ class Context:
         """Replace the op at `position` by `new`, of its name and tensors (an op lowered
         to the target's variant): what taking it out and putting `new` in its place
         does, but its edges in the data-flow graph stay (they are the same)."""
-        old = self.ops[position]
-        old.post_run(self.tensors)
+        tensors = self.tensors
+        self.ops[position].post_run(tensors)
         new.seed = self.seed
         self.mem = None
         try:
             if self._checks is None:
-                new.pre_run(self.tensors)
+                new.pre_run(tensors)
             else:
-                self._checks.pre_run(new, self.tensors)
+                self._checks.pre_run(new, tensors)
         except LightNetError as e:
             self._forget_outputs(new)
-            self.dfg.remove(old)
-            del self.ops[position]
+            self.dfg.remove(self.ops.pop(position))
             raise LightNetError(f"{self.label}: {e}") from e
         self.dfg.ops[new.name] = new
         self.ops[position] = new
@@ -385,34 +384,33 @@ class Context:
         produced and later ops still read must keep its dtype and shape; the ops
         reading one whose entry changed otherwise (a dnnl layout) are checked again
         by the next rewrite."""
-        old = {n: self.tensors[n] for op in self.ops[position : position + count]
-               for n in op.tensors_out.values()}
-        if count == 1 and len(new_ops) == 1 and _same_place(self.ops[position], new_ops[0]):
+        tensors = self.tensors
+        replaced = self.ops[position : position + count]
+        old = [tensors[n] for op in replaced for n in op.tensors_out.values()]
+        if count == 1 and len(new_ops) == 1 and _same_place(replaced[0], new_ops[0]):
             self._swap(position, new_ops[0])
         else:
             self._take_out(position, count)
             self._put(position, count, new_ops)
-        if self._stale:
-            self._stale.difference_update(op.name for op in new_ops)
-        changed = []  # tensors made anew with other contents than their readers read
-        for name, entry in old.items():
-            if self.dfg.num_consumers(name) == 0:
-                continue
-            new = self.tensors.get(name)
-            if new is None:
-                raise LightNetError(f"{self.label}: a pass removed tensor '{name}', "
-                                    f"which op '{self.dfg.consumers[name][0]}' still reads")
-            if (new.dtype, new.shape) != (entry.dtype, entry.shape):
-                raise LightNetError(
-                    f"{self.label}: a pass changed tensor '{name}' from "
-                    f"{entry.describe()} to {new.describe()}"
-                )
-            if not _same_content(new, entry):
-                changed.append(name)
-        # Its readers were checked with the old entries: the next rewrite checks them
-        # again (the dnnl layout pass's; an op replaced meanwhile is checked anew).
-        for name in changed:
-            self._stale.update(self.dfg.consumers.get(name, ()))
+        stale = self._stale
+        if stale:
+            stale.difference_update(op.name for op in new_ops)
+        consumers = self.dfg.consumers
+        for entry in old:
+            readers = consumers.get(entry.name)
+            if readers:
+                new = tensors.get(entry.name)
+                if new is None:
+                    raise LightNetError(f"{self.label}: a pass removed tensor "
+                                        f"'{entry.name}', which op '{readers[0]}' still reads")
+                if new.dtype is not entry.dtype or new.shape != entry.shape:
+                    raise LightNetError(f"{self.label}: a pass changed tensor '{entry.name}' "
+                                        f"from {entry.describe()} to {new.describe()}")
+                # Its readers were checked with the old entry: the next rewrite checks
+                # them again (the dnnl layout pass's; an op replaced meanwhile is
+                # checked anew).
+                if not _same_content(new, entry):
+                    stale.update(readers)
 
     def check(self) -> None:
         """Every op reads only tensors created by an earlier op. Then every edge of the
@@ -473,7 +471,9 @@ class Context:
         self.weights = None if weights is None else self._read_weights(weights)
         self.compiled_with_weights = weights is not None
         # Each compile starts from the model's own ops and weights (passes fold and drop).
-        originals = [op.copy_as(op.proto) for op in self.ops]
+        # An abstract op is its own original: expand puts new ops in its place and no
+        # pass sees it again; an op already of an architecture may be changed in place.
+        originals = [op if op.arch == "none" else op.copy_as(op.proto) for op in self.ops]
         lowered = {op.name for op in originals if op.arch == "none"}
         given = None if self.weights is None else dict(self.weights)
         self.refused = {}
@@ -632,10 +632,17 @@ class Context:
             elif entry.owner is None or entry.owner_offset is not None:
                 arrays[name] = np.ndarray(entry.shape, entry.dtype.np, self.arenas[entry.mtype],
                                           entry.offset)
+        tensors, arenas = self.tensors, self.arenas
+        no_scratch = np.empty(0, np.uint8)
         for op in self.ops:
+            if op.scratch:
+                start = op.scratch_offset
+                arrays[op.scratch_key] = arenas[op.proto.mtype][start : start + op.scratch]
+            else:  # what an op asking for 0 bytes (this time) gets
+                arrays[op.scratch_key] = no_scratch
             views = op.proto.views(op, arrays) if op.proto.views is not None else {}
             for arg, name in op.tensors_out.items():
-                entry = self.tensors[name]
+                entry = tensors[name]
                 # A tensor in a layout of its own sharing its owner's memory (a residual
                 # a dnnl op adds in place) is bound as bytes above.
                 if entry.owner is not None and entry.owner_offset is None and entry.layout is None:
@@ -648,13 +655,6 @@ class Context:
                             "description's view is wrong"
                         )
                     arrays[name] = view
-        no_scratch = np.empty(0, np.uint8)
-        for op in self.ops:
-            if op.scratch:
-                start = op.scratch_offset
-                arrays[op.scratch_key] = self.arenas[op.proto.mtype][start : start + op.scratch]
-            else:  # what an op asking for 0 bytes (this time) gets
-                arrays[op.scratch_key] = no_scratch
         runs = []
         with contextlib.ExitStack() as caches:
             for arch in archs().values():  # e.g. a oneDNN memory object per tensor

@@ -17,13 +17,12 @@ from lightnet.compiler.rules import Builder, Combiner, OpView
 def expand_conv2d(ctx, target):
     """Lower conv2d to depthwise_conv2d_cpu or conv2d_cpu."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "cpu")
     if (
         op.params.group > 1
         and op.params.group == op.ins.src.shape[1] == op.ins.weight.shape[0]
     ):
-        return [b.op("depthwise_conv2d_cpu", like=op)]
-    return [b.op("conv2d_cpu", like=op)]
+        return [op.as_optype("depthwise_conv2d_cpu")]
+    return [op.as_optype("conv2d_cpu")]
 
 
 def combine_conv_batchnorm_fold(ctx, window):

@@ -34,9 +34,8 @@ def expand_avgpool2d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if not (op.params.ceil_mode and op.params.count_include_pad):
-        return [b.op("avgpool2d_dnnl", like=op)]
+        return [op.as_optype("avgpool2d_dnnl")]
     return None
 
 
@@ -45,9 +44,8 @@ def expand_avgpool3d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if not (op.params.ceil_mode and op.params.count_include_pad):
-        return [b.op("avgpool3d_dnnl", like=op)]
+        return [op.as_optype("avgpool3d_dnnl")]
     return None
 
 
@@ -60,7 +58,7 @@ def expand_elew(ctx, target):
     if op.params.elew_op != "TL_POW" and shapes.broadcasts_to(
         op.ins.src2.shape, op.ins.src1.shape
     ):
-        return [b.op("elew_dnnl", like=op)]
+        return [op.as_optype("elew_dnnl")]
     if op.params.elew_op in (
         "TL_SUM",
         "TL_MUL",
@@ -76,7 +74,6 @@ def expand_elew(ctx, target):
 def expand_cast(ctx, target):
     """Lower cast to cast_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if (op.ins.src.dtype.name, op.params.dtype) in (
         ("TL_INT32", "TL_FLOAT"),
         ("TL_INT8", "TL_FLOAT"),
@@ -84,7 +81,7 @@ def expand_cast(ctx, target):
         ("TL_INT8", "TL_INT32"),
         ("TL_UINT8", "TL_INT32"),
     ):
-        return [b.op("cast_dnnl", like=op)]
+        return [op.as_optype("cast_dnnl")]
     return None
 
 
@@ -93,7 +90,6 @@ def expand_unary(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.params.func in (
         "exp",
         "sqrt",
@@ -106,7 +102,7 @@ def expand_unary(ctx, target):
         "elu",
         "softplus",
     ):
-        return [b.op("unary_dnnl", like=op)]
+        return [op.as_optype("unary_dnnl")]
     return None
 
 
@@ -115,14 +111,13 @@ def expand_reduce(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if any(op.ins.src.shape[a] > 1 for a in op.params.axes) and op.params.func not in (
         "max",
         "min",
         "log_sum",
         "log_sum_exp",
     ):
-        return [b.op("reduce_dnnl", like=op)]
+        return [op.as_optype("reduce_dnnl")]
     return None
 
 
@@ -131,7 +126,6 @@ def expand_resize(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         3 <= op.ins.src.ndim <= 5
         and tuple(op.params.dims[:2]) == tuple(op.ins.src.shape[:2])
@@ -140,7 +134,7 @@ def expand_resize(ctx, target):
             or all(d % s == 0 for d, s in zip(op.params.dims[2:], op.ins.src.shape[2:]))
         )
     ):
-        return [b.op("resize_dnnl", like=op)]
+        return [op.as_optype("resize_dnnl")]
     return None
 
 
@@ -149,7 +143,6 @@ def expand_upsample(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         3 <= op.ins.src.ndim <= 5
         and op.params.scales[0] == 1
@@ -159,7 +152,7 @@ def expand_upsample(ctx, target):
             op.params.mode == "TL_LINEAR" or all(f == int(f) for f in op.params.scales)
         )
     ):
-        return [b.op("upsample_dnnl", like=op)]
+        return [op.as_optype("upsample_dnnl")]
     return None
 
 
@@ -168,11 +161,10 @@ def expand_transpose(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if 2 <= op.ins.src.ndim <= 6 and list(op.params.axes) != list(
         range(op.ins.src.ndim)
     ):
-        return [b.op("transpose_dnnl", like=op)]
+        return [op.as_optype("transpose_dnnl")]
     return None
 
 
@@ -229,9 +221,8 @@ def expand_slice(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.ndim <= 12 and not op.ins.src.static:
-        return [b.op("slice_dnnl", like=op)]
+        return [op.as_optype("slice_dnnl")]
     return None
 
 
@@ -240,12 +231,11 @@ def expand_deconv2d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.params.output_padding[0] <= op.params.padding[2]
         and op.params.output_padding[1] <= op.params.padding[3]
     ):
-        return [b.op("deconv2d_dnnl", like=op)]
+        return [op.as_optype("deconv2d_dnnl")]
     return None
 
 
@@ -254,9 +244,8 @@ def expand_batchnorm(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.ins.src.ndim == 4:
-        return [b.op("batchnorm_dnnl", like=op)]
+        return [op.as_optype("batchnorm_dnnl")]
     return None
 
 
@@ -265,9 +254,8 @@ def expand_lrn(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if op.params.size % 2 == 1 and op.ins.src.ndim == 4:
-        return [b.op("lrn_dnnl", like=op)]
+        return [op.as_optype("lrn_dnnl")]
     return None
 
 
@@ -276,13 +264,12 @@ def expand_matmul(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src1.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if max(op.ins.src1.ndim, op.ins.src2.ndim) <= 12 and (
         not op.given("bias")
         or op.params.beta == 0
         or (op.params.alpha == 1 and op.params.beta == 1)
     ):
-        return [b.op("matmul_dnnl", like=op)]
+        return [op.as_optype("matmul_dnnl")]
     return None
 
 
@@ -425,7 +412,6 @@ def expand_qmatmul(ctx, target):
 def expand_quantize(ctx, target):
     """Lower quantize to quantize_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.params.dtype in ("TL_UINT8", "TL_INT8")
         and 1 <= op.ins.src.ndim <= 12
@@ -433,14 +419,13 @@ def expand_quantize(ctx, target):
         and op.ins.scale.static
         and (not op.given("zero") or op.ins.zero.static)
     ):
-        return [b.op("quantize_dnnl", like=op)]
+        return [op.as_optype("quantize_dnnl")]
     return None
 
 
 def expand_dequantize(ctx, target):
     """Lower dequantize to dequantize_dnnl."""
     op = OpView(ctx, target)
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if (
         op.ins.src.dtype.name in ("TL_UINT8", "TL_INT8")
         and 1 <= op.ins.src.ndim <= 12
@@ -448,7 +433,7 @@ def expand_dequantize(ctx, target):
         and op.ins.scale.static
         and (not op.given("zero") or op.ins.zero.static)
     ):
-        return [b.op("dequantize_dnnl", like=op)]
+        return [op.as_optype("dequantize_dnnl")]
     return None
 
 
@@ -496,14 +481,13 @@ def expand_layernorm(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
     if all(
         t.static
         and t.ndim == 1
         and t.len == math.prod(op.ins.src.shape[op.params.axis :])
         for t in ([op.ins.scale] + ([op.ins.bias] if op.given("bias") else []))
     ):
-        return [b.op("layernorm_dnnl", like=op)]
+        return [op.as_optype("layernorm_dnnl")]
     return None
 
 
@@ -512,8 +496,7 @@ def expand_channel_shuffle(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("channel_shuffle_dnnl", like=op)]
+    return [op.as_optype("channel_shuffle_dnnl")]
 
 
 def expand_clip(ctx, target):
@@ -521,8 +504,7 @@ def expand_clip(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("clip_dnnl", like=op)]
+    return [op.as_optype("clip_dnnl")]
 
 
 def expand_concat(ctx, target):
@@ -530,8 +512,7 @@ def expand_concat(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src1.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("concat_dnnl", like=op)]
+    return [op.as_optype("concat_dnnl")]
 
 
 def expand_conv2d(ctx, target):
@@ -539,8 +520,7 @@ def expand_conv2d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("conv2d_dnnl", like=op)]
+    return [op.as_optype("conv2d_dnnl")]
 
 
 def expand_gelu(ctx, target):
@@ -548,8 +528,7 @@ def expand_gelu(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("gelu_dnnl", like=op)]
+    return [op.as_optype("gelu_dnnl")]
 
 
 def expand_global_avgpool2d(ctx, target):
@@ -557,8 +536,7 @@ def expand_global_avgpool2d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("global_avgpool2d_dnnl", like=op)]
+    return [op.as_optype("global_avgpool2d_dnnl")]
 
 
 def expand_hard_sigmoid(ctx, target):
@@ -566,8 +544,7 @@ def expand_hard_sigmoid(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("hard_sigmoid_dnnl", like=op)]
+    return [op.as_optype("hard_sigmoid_dnnl")]
 
 
 def expand_hard_swish(ctx, target):
@@ -575,8 +552,7 @@ def expand_hard_swish(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("hard_swish_dnnl", like=op)]
+    return [op.as_optype("hard_swish_dnnl")]
 
 
 def expand_log_softmax(ctx, target):
@@ -584,8 +560,7 @@ def expand_log_softmax(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("log_softmax_dnnl", like=op)]
+    return [op.as_optype("log_softmax_dnnl")]
 
 
 def expand_lrelu(ctx, target):
@@ -593,8 +568,7 @@ def expand_lrelu(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("lrelu_dnnl", like=op)]
+    return [op.as_optype("lrelu_dnnl")]
 
 
 def expand_maxpool2d(ctx, target):
@@ -602,8 +576,7 @@ def expand_maxpool2d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("maxpool2d_dnnl", like=op)]
+    return [op.as_optype("maxpool2d_dnnl")]
 
 
 def expand_maxpool3d(ctx, target):
@@ -611,8 +584,7 @@ def expand_maxpool3d(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("maxpool3d_dnnl", like=op)]
+    return [op.as_optype("maxpool3d_dnnl")]
 
 
 def expand_relu(ctx, target):
@@ -620,8 +592,7 @@ def expand_relu(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("relu_dnnl", like=op)]
+    return [op.as_optype("relu_dnnl")]
 
 
 def expand_sigmoid(ctx, target):
@@ -629,8 +600,7 @@ def expand_sigmoid(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("sigmoid_dnnl", like=op)]
+    return [op.as_optype("sigmoid_dnnl")]
 
 
 def expand_softmax(ctx, target):
@@ -638,8 +608,7 @@ def expand_softmax(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("softmax_dnnl", like=op)]
+    return [op.as_optype("softmax_dnnl")]
 
 
 def expand_swish(ctx, target):
@@ -647,8 +616,7 @@ def expand_swish(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("swish_dnnl", like=op)]
+    return [op.as_optype("swish_dnnl")]
 
 
 def expand_tanh(ctx, target):
@@ -656,8 +624,7 @@ def expand_tanh(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    b = Builder(ctx, "dnnl", fallback="cpu")
-    return [b.op("tanh_dnnl", like=op)]
+    return [op.as_optype("tanh_dnnl")]
 
 
 def combine_int8_maxpool(ctx, window):
