@@ -150,14 +150,28 @@ class DataFlowGraph:
         consumers = self.consumers
         self.consumers = {t: consumers[t] for op in ops for t in op.tensors_in.values()}
         at = position.__getitem__
-        for readers in consumers.values():
+        # Only the lists an added op was appended to may be out of order: the readers
+        # of what it reads, the edges into it and into its readers, and those out of
+        # it and out of its producers (all of them when any op may have moved).
+        if suspects is None:
+            readers_of, into, out_of = consumers.values(), graph._pred, graph._succ
+        else:
+            read = {t for op in moved for t in op.tensors_in.values()}
+            made = [t for op in moved for t in op.tensors_out.values()]
+            readers_of = [consumers[t] for t in read if t in consumers]
+            into = {n: graph._pred[n] for n in [
+                *(op.name for op in moved),
+                *(r for t in made for r in self.consumers.get(t, ()))]}
+            out_of = {n: graph._succ[n] for n in [
+                *(op.name for op in moved), *(producer[t] for t in read if t in producer)]}
+        for readers in readers_of:
             if len(readers) > 1:
                 readers.sort(key=at)
-        for name, edges in graph._pred.items():
+        for name, edges in into.items():
             if len(edges) > 1:
                 edges[:] = [(producer[t], t) for t in every[name].tensors_in.values()
                             if t in producer]
-        for name, edges in graph._succ.items():
+        for name, edges in out_of.items():
             if len(edges) > 1:
                 readers = sorted({reader for reader, _ in edges}, key=at)
                 edges[:] = [(reader, t) for reader in readers

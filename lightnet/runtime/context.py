@@ -288,15 +288,15 @@ class Context:
         its check left it, but for the readers of a tensor replace_ops made anew with
         other contents); otherwise every op is compared with what its check read."""
         memo = self._checks
-        old = {id(op) for op in self.ops}
-        kept = {id(op) for op in ops}
-        made: dict[str, list[str]] = {}  # an op's name -> the tensors it made
-        for name, entry in self.tensors.items():
-            made.setdefault(entry.creator, []).append(name)
+        old = set(map(id, self.ops))
+        kept = set(map(id, ops))
+        # An op's check defines its outputs only: what an op of the model made are the
+        # outputs it had when the data-flow graph was told of it, after its check.
+        added = self.dfg.names
 
-        def made_by(op: Op) -> list[str]:
+        def made_by(op: Op) -> tuple[str, ...]:
             """The tensors `op` made (whatever it now names its outputs)."""
-            return made.get(op.name, [])
+            return added[op.name][1] if op.name in added else ()
 
         position = {op.name: i for i, op in enumerate(ops)}
         todo: list[int] = []  # positions in `ops` to look at (a heap)
