@@ -597,6 +597,13 @@ class MemoryDesc(_Owner):
                           for i in order)
         return letters + "".join(f"{b}{chr(ord('a') + i)}" for b, i in zip(blks, idxs))
 
+    @property
+    def unblocked(self) -> bool:
+        """Whether the layout is strides alone (plain, or its dims in another order; a
+        sub-memory's): no inner blocks, neither `any` nor `undef`."""
+        form = self.format
+        return form not in ("any", "undef") and form.isalpha() and form.islower()
+
     def _blocking(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """A blocked layout's outer strides (elements, per logical dim) and its inner
         blocks: their sizes and the dims they block, outermost first."""

@@ -591,12 +591,10 @@ def _strided(entry, dtype: str, rank: int):
     if layout is None or layout.desc is None or entry.ndim != rank:
         return None
     desc = layout.desc
-    form = desc.format
-    if desc.dtype != dtype or form in ("any", "undef") or not (form.isalpha()
-                                                               and form.islower()):
+    if desc.dtype != dtype or not desc.unblocked:
         return None
     matrix_dims = {chr(ord("a") + rank - 2), chr(ord("a") + rank - 1)}
-    return desc if form[-1] in matrix_dims else None
+    return desc if desc.format[-1] in matrix_dims else None
 
 
 def matmul(op, src1, src2, bias, dst, *, transA, transB, alpha=1.0, beta=1.0,
@@ -1299,7 +1297,7 @@ def slice(op, src, dst, *, axis: int, start: int, len: int,  # noqa: A002
     whole = _desc(src)
     shape, offsets = list(src.shape), [0] * src.ndim
     shape[axis], offsets[axis] = len, start
-    if view and whole.format not in ("any", "undef") and whole.format.islower():
+    if view and whole.unblocked:
         as_view(dst, src, whole.submemory(shape, offsets))
         op.values["call"] = _View()
         return 0
