@@ -113,7 +113,7 @@ def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
 def dot(ctx: Context) -> str:
     """The model as Graphviz DOT (`--dot`), the ops of every architecture that runs
     beside its fallback (dnnl's) filled."""
-    return ctx.dfg.to_dot(ctx.tensors, {a.name for a in archs().values() if a.fallback})
+    return ctx.dfg.to_dot(ctx.ops, ctx.tensors, {a.name for a in archs().values() if a.fallback})
 
 
 def write_text(path: str, text: str) -> None:

@@ -116,57 +116,46 @@ class DataFlowGraph:
                     for consumer in consumers[tname]:
                         graph.link(name, consumer, tname)
 
-    def update(self, ops, position: dict[str, int], suspects=None) -> None:
-        """Make the graph what rebuild(ops) makes (`position`: each op's index in `ops`,
-        by name; every op reads tensors made before it), taking out and adding only
-        the ops that are new, gone, or read or write other tensors than when they were
-        added (Context.rewrite: a pass inserting a few reorders into a large model);
-        the orders rebuild gives (ops, producers and readers in op order, each op's
-        edges in the order of its args) are then restored. `suspects`: the ops of `ops`
-        that may be new or read or write other tensors (None: any)."""
+    def update(self, position: dict[str, int], gone, suspects) -> None:
+        """Make the graph that of the op list `position` orders (each op's index in it,
+        by name; every op reads tensors made before it), told what changed: `gone`, the
+        ops taken out of it; `suspects`, the ops that may be new or read or write other
+        tensors than when they were added (Context.rewrite: a pass inserting a few
+        reorders into a large model). Only those are taken out and added, and the lists
+        an op added was appended to put back in the order rebuild gives them (a
+        tensor's readers in op order, each op's edges in the order of its args); the
+        dicts are left in no particular order (ops added go last)."""
         every, names = self.ops, self.names
         moved = []  # the ops to take out (if in the graph) and add
-        for op in ops if suspects is None else suspects:
+        for op in suspects:
             name = op.name
             was = names.get(name)
             if (was is None or every[name] is not op
                     or was[0] != tuple(op.tensors_in.values())
                     or was[1] != tuple(op.tensors_out.values())):
                 moved.append(op)
-        for op in [op for name, op in every.items() if name not in position]:
+        for op in gone:
             self.remove(op)
         for op in moved:
             if op.name in every:
                 self.remove(every[op.name])
         for op in moved:
             self.add(op)
-        graph = self.graph
-        self.ops = every = {op.name: op for op in ops}
-        self.names = {name: names[name] for name in every}
-        succ, pred = graph._succ, graph._pred
-        graph._succ = {name: succ[name] for name in every}
-        graph._pred = {name: pred[name] for name in every}
-        self.producer = producer = {t: op.name for op in ops for t in op.tensors_out.values()}
-        consumers = self.consumers
-        self.consumers = {t: consumers[t] for op in ops for t in op.tensors_in.values()}
+        producer, consumers, graph = self.producer, self.consumers, self.graph
         at = position.__getitem__
         # Only the lists an added op was appended to may be out of order: the readers
         # of what it reads, the edges into it and into its readers, and those out of
-        # it and out of its producers (all of them when any op may have moved).
-        if suspects is None:
-            readers_of, into, out_of = consumers.values(), graph._pred, graph._succ
-        else:
-            read = {t for op in moved for t in op.tensors_in.values()}
-            made = [t for op in moved for t in op.tensors_out.values()]
-            readers_of = [consumers[t] for t in read if t in consumers]
-            into = {n: graph._pred[n] for n in [
-                *(op.name for op in moved),
-                *(r for t in made for r in self.consumers.get(t, ()))]}
-            out_of = {n: graph._succ[n] for n in [
-                *(op.name for op in moved), *(producer[t] for t in read if t in producer)]}
-        for readers in readers_of:
+        # it and out of its producers.
+        read = {t for op in moved for t in op.tensors_in.values()}
+        made = [t for op in moved for t in op.tensors_out.values()]
+        for t in read:
+            readers = consumers[t]
             if len(readers) > 1:
                 readers.sort(key=at)
+        into = {n: graph._pred[n] for n in [
+            *(op.name for op in moved), *(r for t in made for r in consumers.get(t, ()))]}
+        out_of = {n: graph._succ[n] for n in [
+            *(op.name for op in moved), *(producer[t] for t in read if t in producer)]}
         for name, edges in into.items():
             if len(edges) > 1:
                 edges[:] = [(producer[t], t) for t in every[name].tensors_in.values()
@@ -201,10 +190,14 @@ class DataFlowGraph:
 
     @property
     def dangling_ins(self) -> list[str]:
+        """The tensors read and made by no op, in the order they were first read (as
+        the ops were added; in no particular order after update)."""
         return [t for t in self.consumers if t not in self.producer]
 
     @property
     def dangling_outs(self) -> list[str]:
+        """The tensors made and read by no op, in the order they were made (as the ops
+        were added; in no particular order after update)."""
         return [t for t in self.producer if t not in self.consumers]
 
     def check(self) -> None:
@@ -218,28 +211,31 @@ class DataFlowGraph:
         except CycleError as e:
             raise LightNetError(f"the model has a cycle among ops {e.nodes}") from None
 
-    def to_dot(self, tensors, filled=()) -> str:
-        """Graphviz DOT: ops as boxes (filled for ops of the architectures `filled`,
-        such as dnnl's, whose reorders then show where tensors cross), tensors as
-        labelled edges (with a layout of their own when they have one); model outputs
-        as edges to plain `output` nodes."""
+    def to_dot(self, ops, tensors, filled=()) -> str:
+        """Graphviz DOT of the graph drawn in the order of the op list `ops` (the
+        graph's dicts have none after update): ops as boxes (filled for ops of the
+        architectures `filled`, such as dnnl's, whose reorders then show where tensors
+        cross), tensors as labelled edges (with a layout of their own when they have
+        one); model outputs as edges to plain `output` nodes."""
         lines = ["digraph lightnet {", "  node [shape=box, fontname=monospace];"]
-        for name, op in self.ops.items():
-            label = _dot_id(name + "\n" + op.optype)
+        for op in ops:
+            label = _dot_id(op.name + "\n" + op.optype)
             style = ", style=filled, fillcolor=lightblue" if op.arch in filled else ""
-            lines.append(f"  {_dot_id(name)} [label={label}{style}];")
-        for name in self.graph.nodes:
-            for succ, tname in self.graph.successors(name):
-                lines.append(f"  {_dot_id(name)} -> {_dot_id(succ)} "
+            lines.append(f"  {_dot_id(op.name)} [label={label}{style}];")
+        for op in ops:
+            for succ, tname in self.graph.successors(op.name):
+                lines.append(f"  {_dot_id(op.name)} -> {_dot_id(succ)} "
                              f"[label={_dot_id(_tensor_label(tensors, tname))}];")
-        for tname in self.dangling_outs:
-            out = _dot_id(f"out:{tname}")
-            lines.append(f"  {out} [shape=plaintext, label={_dot_id(tname)}];")
-            lines.append(f"  {_dot_id(self.producer[tname])} -> {out} "
-                         f"[label={_dot_id(_tensor_label(tensors, tname))}];")
+        for op in ops:
+            for tname in op.tensors_out.values():
+                if tname in self.consumers:
+                    continue
+                out = _dot_id(f"out:{tname}")
+                lines.append(f"  {out} [shape=plaintext, label={_dot_id(tname)}];")
+                lines.append(f"  {_dot_id(op.name)} -> {out} "
+                             f"[label={_dot_id(_tensor_label(tensors, tname))}];")
         lines.append("}")
         return "\n".join(lines) + "\n"
-
 
 def _tensor_label(tensors, tname: str) -> str:
     entry = tensors.get(tname)

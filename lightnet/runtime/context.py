@@ -279,14 +279,20 @@ class Context:
         """Make `ops` the model's op list: ops of the model in their order, some reading
         or writing other tensors or with other params than when they were checked (those
         of `changed`), and new ones among them; the ops left out are taken out. What it
-        leaves is what taking every op out and adding `ops` would (the tensor table and
-        the data-flow graph in op order), but while a CheckMemo is held an op that reads
-        what its check read, with the outputs its check made, is left as it is: a pass
-        inserting a few ops into a large model checks a few ops again (the dnnl layout
-        pass, which inserts reorders). Given `changed`, only the new and changed ops and
-        those reading what an op checked again made are looked at (every other op is as
-        its check left it, but for the readers of a tensor replace_ops made anew with
-        other contents); otherwise every op is compared with what its check read."""
+        leaves is what taking every op out and adding `ops` would, but while a CheckMemo
+        is held an op that reads what its check read, with the outputs its check made, is
+        left as it is: a pass inserting a few ops into a large model checks a few ops
+        again (the dnnl layout pass, which inserts reorders). Given `changed`, only the
+        new and changed ops and those reading what an op checked again made are looked
+        at (every other op is as its check left it, but for the readers of a tensor
+        replace_ops made anew with other contents); otherwise every op is compared with
+        what its check read.
+
+        Only what changed is touched: the tensor table and the data-flow graph's dicts
+        are left in no particular order (the entries and ops made anew go last), as
+        nothing asks them for op order (the op list has it: `outputs`, to_dot); each
+        list of a tensor's readers and each op's edges stay in op order
+        (DataFlowGraph.update)."""
         memo = self._checks
         old = set(map(id, self.ops))
         kept = set(map(id, ops))
@@ -323,11 +329,11 @@ class Context:
                         seen.add(at)
                         heapq.heappush(todo, at)
 
-        for op in self.ops:
-            if id(op) not in kept:
-                names = made_by(op)
-                self._unmake(op, names)
-                look_at(names)
+        gone = [op for op in self.ops if id(op) not in kept]
+        for op in gone:
+            names = made_by(op)
+            self._unmake(op, names)
+            look_at(names)
         at = len(ops)  # where a check failed
         try:
             while todo:
@@ -357,16 +363,10 @@ class Context:
                 self._unmake(op, made_by(op))
             self.ops = ops[:at]
             self.mem = None
-            if at < len(ops):
-                position = {op.name: i for i, op in enumerate(self.ops)}
-            entries = sorted(self.tensors.items(),
-                             key=lambda item: position.get(item[1].creator, -1))
-            self.tensors.clear()
-            self.tensors.update(entries)
-            if at < len(ops):
+            if at < len(ops) or suspects is None:
                 self.dfg.rebuild(self.ops)
             else:  # only the ops new, gone or given other tensors are taken out and added
-                self.dfg.update(self.ops, position, suspects)
+                self.dfg.update(position, gone, suspects)
 
     def _unmake(self, op: Op, names) -> None:
         """post_run `op` for rewrite: the tensors it made (`names`) go, whatever it now
@@ -427,8 +427,10 @@ class Context:
 
     @property
     def outputs(self) -> list[str]:
-        """The model's outputs: tensors no op reads, in creation order."""
-        return self.dfg.dangling_outs
+        """The model's outputs: tensors no op reads, in creation order (the op list's:
+        the data-flow graph's dicts are in no particular order after a rewrite)."""
+        consumers = self.dfg.consumers
+        return [n for op in self.ops for n in op.tensors_out.values() if n not in consumers]
 
     @property
     def inputs(self) -> list[str]:

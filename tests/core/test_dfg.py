@@ -133,15 +133,15 @@ def test_check_cycle():
 
 
 def ordered(dfg):
-    """Everything the graph holds, in its orders."""
-    return (list(dfg.ops.items()), list(dfg.producer.items()),
-            [(t, list(r)) for t, r in dfg.consumers.items()],
-            [(n, dfg.graph.successors(n), dfg.graph.predecessors(n)) for n in dfg.graph.nodes],
-            list(dfg.names.items()))
+    """Everything the graph holds: its dicts by content (update leaves them in no
+    particular order), each list of a tensor's readers and of an op's edges in its order."""
+    return (dfg.ops, dfg.producer, {t: list(r) for t, r in dfg.consumers.items()},
+            {n: (dfg.graph.successors(n), dfg.graph.predecessors(n)) for n in dfg.graph.nodes},
+            dfg.names)
 
 
-def updated(dfg, ops):
-    dfg.update(ops, {o.name: i for i, o in enumerate(ops)})
+def updated(dfg, ops, gone, suspects):
+    dfg.update({o.name: i for i, o in enumerate(ops)}, gone, suspects)
     expected = DataFlowGraph()
     expected.rebuild(ops)
     assert ordered(dfg) == ordered(expected)
@@ -151,24 +151,26 @@ def test_update_makes_what_rebuild_makes():
     a, b, c, d = (op("a", [], ["t1", "u1"]), op("b", ["t1"], ["t2"]),
                   op("c", ["t2", "u1", "t1"], ["t3"]), op("d", ["t1", "t3", "t1"], []))
     dfg = DataFlowGraph([a, b, c, d])
-    # An op taken out and added again goes last everywhere: update puts it back in place.
-    dfg.remove(b)
-    dfg.add(b)
-    assert list(dfg.ops) == ["a", "c", "d", "b"]
-    updated(dfg, [a, b, c, d])
-    assert dfg.consumers["t1"] == ["b", "c", "d", "d"]
+    # An op put in another's place is taken out and added, which puts it last in every
+    # list: update puts it back in op order.
+    b = op("b", ["t1"], ["t2"])
+    updated(dfg, [a, b, c, d], [], [b])
+    assert dfg.ops["b"] is b and dfg.consumers["t1"] == ["b", "c", "d", "d"]
+    assert dfg.graph.successors("a") == [("b", "t1"), ("c", "u1"), ("c", "t1"),
+                                         ("d", "t1"), ("d", "t1")]
     # A pass inserts r (t1 -> t1r) before c, which reads t1r instead, and renames b's
     # output (its readers told before the graph).
     r = op("r", ["t1"], ["t1r"])
     c.tensors_in["in2"] = "t1r"
     b.tensors_out["out0"] = "t2b"
     c.tensors_in["in0"] = "t2b"
-    updated(dfg, [a, b, r, c, d])
+    updated(dfg, [a, b, r, c, d], [], [b, r, c])
     assert ("r", "c", "t1r") in edges(dfg) and ("a", "c", "t1") not in edges(dfg)
     assert dfg.names["c"] == (("t2b", "u1", "t1r"), ("t3",))
+    assert dfg.consumers["t1"] == ["b", "r", "d", "d"]
     # ... then drops the copy again, and an op reading the same tensor twice.
     c.tensors_in["in2"] = "t1"
-    updated(dfg, [a, b, c])
+    updated(dfg, [a, b, c], [r, d], [c])
     assert "r" not in dfg.ops and "t1r" not in dfg.producer and "t3" not in dfg.consumers
     assert dfg.dangling_outs == ["t3"]
 

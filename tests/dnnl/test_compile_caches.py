@@ -140,7 +140,8 @@ def snapshot(ctx):
     ops = [(op.name, op.optype, op.tensors_in, op.tensors_out, op.scratch, op.scratch_offset,
             getattr(op.values.get("call"), "impl_info", None),
             {k: v for k, v in op.values.items() if k != "call"}) for op in ctx.ops]
-    return {"ops": ops, "tensors": [(n, entry_state(e)) for n, e in ctx.tensors.items()],
+    # The tensor table by content: a rewrite leaves it in no particular order.
+    return {"ops": ops, "tensors": {n: entry_state(e) for n, e in ctx.tensors.items()},
             "memory": repr(ctx.mem), "ir": ctx.print(), "refused": ctx.refused,
             "outputs": ctx.outputs, "inputs": ctx.inputs}
 
