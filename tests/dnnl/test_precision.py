@@ -17,7 +17,7 @@ import pytest
 
 from lightnet import Context, LightNetError, Session, accuracy
 from lightnet.archs import registry
-from lightnet.archs.dnnl import capi
+from lightnet.archs.dnnl import capi, layout_pass
 from lightnet.auto.archs import ARCHS
 from lightnet.compiler import targets
 from tests.helpers import BENCH_NETWORKS, bench_models, rel_error
@@ -338,3 +338,46 @@ def test_the_onnx_packages_networks_run_in_bf16(path, tmp_path):
     for name, want in f32.items():
         assert 0 < rel_error(bf16[name].astype(np.float64), want.astype(np.float64)) <= \
             LIGHT_BOUNDS.get(path.stem, CONTRACT), name
+
+
+def test_the_ops_after_a_float32_region_compute_in_bfloat16_again(monkeypatch):
+    """The layout pass's choice of data types in bfloat16 (what it inserts; decided on
+    any CPU): a softmax and the convolution making its scores compute in float32, the
+    convolution after it in bfloat16 again (a reorder converts the softmax's output),
+    as does the concat after that and the sigmoid reading the concat; the sigmoid
+    reading the model's input computes in float32."""
+    m = ModelBuilder()
+    x = m.op("sigmoid", {"src": m.input("data", [1, 8, 6, 6])})
+    y = m.conv(m.conv(x, 8, 16, 3, pad=1), 16, 8, 3, pad=1)
+    y = m.conv(m.op("softmax", {"src": y}, axis=1), 8, 8, 3, pad=1)
+    m.op("sigmoid", {"src": m.concat([y, y])})
+    laid_out = []  # the model before the layout pass, then the ops it makes
+    real = layout_pass.lay_out
+    monkeypatch.setattr(layout_pass, "lay_out", lambda ctx, dtype: laid_out.append(ctx))
+    ctx = Context()
+    ctx.init(m.to_dict())
+    ctx.compile("dnnl")
+    monkeypatch.setattr(ctx, "rewrite", lambda ops, changed: laid_out.append(ops))
+    real(ctx, "bfloat16")
+    ops = laid_out[1]
+    made = {n: op for op in ops for n in op.tensors_out.values()}
+
+    def source(op, arg="src"):  # the op making what `op` reads, and a reorder's dtype
+        maker = made[op.tensors_in[arg]]
+        dtype = maker.params.get("dtype")
+        return maker.optype, None if dtype is None else dtype.value
+
+    convs = [op for op in ops if op.optype == "conv2d_dnnl"]
+    sigmoids = [op for op in ops if op.optype == "sigmoid_dnnl"]
+    (softmax,) = [op for op in ops if op.optype == "softmax_dnnl"]
+    (concat,) = [op for op in ops if op.optype == "concat_dnnl"]
+    assert source(sigmoids[0]) == ("reorder_dnnl", None)  # float32, from the input
+    assert source(convs[0]) == ("reorder_dnnl", "bfloat16")
+    assert source(convs[1]) == ("reorder_dnnl", "float32")
+    assert source(softmax) == ("conv2d_dnnl", None)
+    assert source(convs[2]) == ("reorder_dnnl", "bfloat16")
+    assert made[convs[2].tensors_in["src"]].tensors_in["src"] == softmax.tensors_out["dst"]
+    assert source(concat, "src1") == source(concat, "src2") == ("conv2d_dnnl", None)
+    assert source(sigmoids[1]) == ("concat_dnnl", None)
+    assert layout_pass._other_data_types(laid_out[0].ops, "bfloat16", lambda n: made.get(n)) \
+        == {sigmoids[0].name: "float32", convs[1].name: "float32", softmax.name: "float32"}

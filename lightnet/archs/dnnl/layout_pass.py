@@ -107,8 +107,13 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         return
     tensors = ctx.tensors
     convs_laid_out = _choose_conv_layouts(ops, tensors) if dtype == FLOAT32 else []
-    producer = {n: op for op in ops for n in op.tensors_out.values()}
-    dfg_ops, consumers = ctx.dfg.ops, ctx.dfg.consumers
+    dfg_ops, consumers, made_by = ctx.dfg.ops, ctx.dfg.consumers, ctx.dfg.producer
+
+    def producer(name: str):
+        """The op making `name`; None for none (the graph is as it was until the
+        rewrite below)."""
+        return dfg_ops[made_by[name]] if name in made_by else None
+
     dnnl_ops = {op.name for op in ops if _is_dnnl(op)}
 
     def readers(name: str) -> list:
@@ -148,34 +153,8 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
         return Op(get_proto(optype), name, {"src": src}, {"dst": dst},
                   {k: Param.from_value(k, v) for k, v in params.items()})
 
-    float32_ops = set()
-    if dtype != FLOAT32:
-        for op in ops:
-            if _is_dnnl(op) and op.optype in get_arch(DNNL).float32_ops:
-                float32_ops.add(op.name)
-                float32_ops.update(producer[n].name for n in op.tensors_in.values()
-                                   if n in producer and _is_dnnl(producer[n]))
-
-    follows: dict[str, str] = {}  # an element-wise op -> the data type it reads
-
-    def computes_in(op) -> str:
-        """The data type dnnl op `op` computes in (and holds its output in)."""
-        if op.name in float32_ops:
-            return FLOAT32
-        return follows.get(op.name, dtype)
-
-    def holds(op) -> str | None:
-        """The data type of what `op` makes in dnnl's layout (None: a weight)."""
-        if _is_dnnl(op):
-            return computes_in(op)
-        return op.values.get("dtype", FLOAT32) if op.optype == REORDER else None
-
-    if dtype != FLOAT32:
-        for op in ops:  # in run order: a producer's data type is settled first
-            if _is_dnnl(op) and op.optype in get_arch(DNNL).elementwise_ops:
-                made_by = producer.get(op.tensors_in["src"])
-                held = holds(made_by) if made_by is not None and _makes_dnnl(made_by) else None
-                follows[op.name] = held or FLOAT32
+    # The dnnl ops computing in another data type than `dtype` (in bfloat16 only).
+    others = {} if dtype == FLOAT32 else _other_data_types(ops, dtype, producer)
 
     shared = _shared_linear_sources(ops, tensors, producer) if dtype == FLOAT32 else {}
     linear_copies: dict[tuple, str] = {}  # a shared source's key -> its blocked copy
@@ -191,7 +170,7 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     for op in ops:
         dnnl = op.name in dnnl_ops
         if dnnl:
-            dtype = computes_in(op)
+            computes = others.get(op.name, dtype)  # the data type it computes and holds
             for arg, name in op.tensors_in.items():
                 entry = tensors[name]
                 group = shared.get(op.name) if arg == "src1" else None
@@ -207,37 +186,38 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
                     continue  # read plain (an int8 product's source)
                 if name in held_in:
                     held = held_in[name]
-                    if held is not None and held != dtype and entry.dtype is FLOAT:
+                    if held is not None and held != computes and entry.dtype is FLOAT:
                         # Between dnnl ops computing in different data types.
-                        if (name, dtype) not in copies:
-                            copies[name, dtype] = fresh(name)
+                        if (name, computes) not in copies:
+                            copies[name, computes] = fresh(name)
                             result.append(new_op(REORDER, renamed.get(name, name),
-                                                 copies[name, dtype], to="dnnl",
-                                                 dtype=dtype))
-                        ins.append((op, arg, copies[name, dtype]))
+                                                 copies[name, computes], to="dnnl",
+                                                 dtype=computes))
+                        ins.append((op, arg, copies[name, computes]))
                     continue
                 if entry.dtype is not FLOAT and not (
                         _int8_weight(entry) or _laid_out(op, entry) and not entry.static):
                     continue  # read plain: oneDNN's layouts hold float data (a cast's source)
                 if entry.static:
-                    if entry.ndim < 2 and (dtype == FLOAT32 or arg in FLOAT32_ARGS):
+                    if entry.ndim < 2 and (computes == FLOAT32 or arg in FLOAT32_ARGS):
                         continue
                     # One per reader: each reads the weight in the layout it chose.
                     new = fresh(name)
                     result.append(new_op(WEIGHTS, name, new))
                     ins.append((op, arg, new))
                 else:
-                    if (name, dtype) not in copies:
-                        copies[name, dtype] = fresh(name)
+                    if (name, computes) not in copies:
+                        copies[name, computes] = fresh(name)
                         params = {"to": "dnnl"}
-                        if dtype != FLOAT32 and entry.dtype is FLOAT:
-                            params["dtype"] = dtype
-                        result.append(new_op(REORDER, name, copies[name, dtype], **params))
-                    ins.append((op, arg, copies[name, dtype]))
+                        if computes != FLOAT32 and entry.dtype is FLOAT:
+                            params["dtype"] = computes
+                        result.append(new_op(REORDER, name, copies[name, computes], **params))
+                    ins.append((op, arg, copies[name, computes]))
         result.append(op)
-        if dnnl or _makes_dnnl(op):
-            held = holds(op)
-            held_in.update((name, held) for name in op.tensors_out.values())
+        if dnnl:
+            held_in.update(dict.fromkeys(op.tensors_out.values(), computes))
+        elif _makes_dnnl(op):
+            held_in.update(dict.fromkeys(op.tensors_out.values(), _holds(op, others, dtype)))
         if dnnl:
             for arg, name in op.tensors_out.items():
                 entry = tensors[name]
@@ -269,17 +249,52 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
     _drop_copies(ctx)
 
 
+def _other_data_types(ops, dtype: str, producer) -> dict[str, str]:
+    """The data type each dnnl op of `ops` (in run order) computes in where it is not
+    `dtype` (bfloat16), by name: float32 for the float32_ops and the dnnl ops making
+    what they read; an element-wise op's is what its source is held in, float32 where a
+    cpu op or the model's input makes it (see the module docstring). `producer(name)`:
+    the op making tensor `name`, None for none."""
+    arch = get_arch(DNNL)
+    computes: dict[str, str] = {}
+    for op in ops:
+        if _is_dnnl(op) and op.optype in arch.float32_ops:
+            computes[op.name] = FLOAT32
+            for name in op.tensors_in.values():
+                source = producer(name)
+                if source is not None and _is_dnnl(source):
+                    computes[source.name] = FLOAT32
+    for op in ops:  # in run order: a source's data type is settled first
+        if (_is_dnnl(op) and op.optype in arch.elementwise_ops
+                and op.name not in computes):
+            source = producer(op.tensors_in["src"])
+            held = (_holds(source, computes, dtype)
+                    if source is not None and _makes_dnnl(source) else None)
+            computes[op.name] = held or FLOAT32
+    return {name: held for name, held in computes.items() if held != dtype}
+
+
+def _holds(op, others: dict[str, str], dtype: str) -> str | None:
+    """The data type op `op`, making a tensor in dnnl's layout, holds it in: a dnnl
+    op's (`others`, by name, where it is not `dtype`), a reorder's `dtype` param; None
+    for a weight."""
+    if _is_dnnl(op):
+        return others.get(op.name, dtype)
+    return op.values.get("dtype", FLOAT32) if op.optype == REORDER else None
+
+
 def _shared_linear_sources(ops, tensors, producer) -> dict[str, tuple]:
     """The float32 matmuls running as linears (dnnl.linear_shapes) that read one matrix
     with others (BERT's Q, K and V projections of one layernorm, through reshapes of
     it): by op name, the key of their shared source. Each would reorder the matrix into
-    its blocked layout itself; one reorder_dnnl (to: linear) makes that copy for all."""
+    its blocked layout itself; one reorder_dnnl (to: linear) makes that copy for all.
+    `producer(name)`: the op making tensor `name`, None for none."""
     readers: dict[tuple, list[str]] = {}
     for op in ops:
         if op.proto.optype != "matmul_dnnl" or "addend" in op.tensors_in or op.values["alpha"] != 1:
             continue
         src, weight = tensors[op.tensors_in["src1"]], tensors[op.tensors_in["src2"]]
-        made_by = producer.get(src.name)
+        made_by = producer(src.name)
         if (src.dtype is not DType.TL_FLOAT or src.static or made_by is None
                 or made_by.optype == "matmul_dnnl" and made_by.values["blocked"]
                 or not dnnl_ops.linear_shapes(src.shape, weight.shape, op.values["transA"],
