@@ -145,13 +145,16 @@ def remove_dead_constants(ctx, outputs_before) -> None:
     an op removed may have been the last reader of another's output."""
     keep = set(outputs_before)
     while True:
-        tensors, consumers = ctx.tensors, ctx.dfg.consumers
-        dead = []
-        for i, op in enumerate(ctx.ops):
-            outs = op.tensors_out.values()
-            if outs and all(tensors[n].static and n not in consumers and n not in keep
-                            for n in outs):
-                dead.append(i)
+        tensors, dfg = ctx.tensors, ctx.dfg
+        # The makers of the static tensors nothing reads (a model's few), of which
+        # those making nothing else.
+        makers = {dfg.producer[n] for n in dfg.dangling_outs
+                  if n not in keep and tensors[n].static}
+        if not makers:
+            return
+        dead = [i for i, op in enumerate(ctx.ops) if op.name in makers and all(
+            tensors[n].static and n not in dfg.consumers and n not in keep
+            for n in op.tensors_out.values())]
         if not dead:
             return
         for i in reversed(dead):

@@ -429,8 +429,13 @@ class Context:
     def outputs(self) -> list[str]:
         """The model's outputs: tensors no op reads, in creation order (the op list's:
         the data-flow graph's dicts are in no particular order after a rewrite)."""
-        consumers = self.dfg.consumers
-        return [n for op in self.ops for n in op.tensors_out.values() if n not in consumers]
+        unread = set(self.dfg.dangling_outs)
+        found: list[str] = []  # looked for from the last op back: outputs come late
+        for op in reversed(self.ops):
+            if len(found) == len(unread):
+                break
+            found.extend(n for n in reversed(op.tensors_out.values()) if n in unread)
+        return found[::-1]
 
     @property
     def inputs(self) -> list[str]:
@@ -586,7 +591,7 @@ class Context:
     def plan(self) -> None:
         """Plan memory: one arena per memory type. A plan needing more than
         `memory_limit` is refused here, before anything is allocated."""
-        keep = self.outputs + self.inputs
+        keep = {*self.dfg.dangling_outs, *self.inputs}  # (the outputs in any order)
         self.mem = None  # until the new plan is within the limit
         memory_plan.assemble_in_place(self.ops, self.tensors, keep)
         reports = memory_plan.plan(self.ops, self.tensors, keep)

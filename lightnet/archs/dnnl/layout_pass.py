@@ -127,9 +127,9 @@ def lay_out(ctx, dtype: str = FLOAT32) -> None:
             return _laid_out(reader, entry)
         return reader.optype == REORDER and reader.values.get("to") == "plain"
 
-    outputs = set(ctx.outputs)
+    outputs = set(ctx.dfg.dangling_outs)  # the model's outputs (in any order)
     tensor_names = set(tensors)
-    op_names = {op.name for op in ops}
+    op_names = set(dfg_ops)
 
     def fresh(base: str) -> str:
         name = f"{base}_dnnl"
