@@ -283,7 +283,8 @@ def _place(blocks: list[_Block], align: int, lower_bound: int) -> int:
     the arena within _WARM_SCRATCH_SLACK of the lower bound: no two ops'
     scratch are live together, so then all of it lands at offset 0."""
     best = None
-    for scratch_first in (True, False):
+    # Without scratch both orders are one: it is placed once.
+    for scratch_first in (True, False) if any(b.scratch for b in blocks) else (False,):
         rng = random.Random(0)
         for trial in range(_TRIALS if len(blocks) <= _TRIAL_BLOCKS else 1):
             jitter = [1.0 if trial == 0 else rng.uniform(0.7, 1.3) for _ in blocks]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lightnet import Context
+from lightnet.compiler import memory_plan
 from lightnet.compiler.memory_plan import MemReport, align_up, plan
 from lightnet.errors import LightNetError
 from lightnet.ir.tensor import DType, MemType, TensorEntry, TensorTable
@@ -36,6 +37,24 @@ def test_plan_chain_hand_computed():
     # C, live with B only, in the gap below it at 0; D, live with C, at 64.
     assert [tensors[n].offset for n in "ABCD"] == [0, 128, 0, 64]
     assert reports == {MemType.CPU: MemReport(MemType.CPU, 192, 292, 164)}
+
+
+def test_plan_tries_each_order_once(monkeypatch):
+    # Neither hand-computed plan reaches the lower bound: every jittered order is tried,
+    # with scratch first and without it where there is scratch, once where there is none.
+    placed = []
+    real = memory_plan._place_in_order
+    monkeypatch.setattr(memory_plan, "_place_in_order",
+                        lambda blocks, align: placed.append(len(blocks)) or real(blocks, align))
+    tensors = TensorTable(A=f32("A", 25), B=f32("B", 16), C=f32("C", 16), D=f32("D", 16))
+    ops = [op("o0", [], ["A"]), op("o1", ["A"], ["B"]), op("o2", ["B"], ["C"]),
+           op("o3", ["C"], ["D"])]
+    assert plan(ops, tensors, keep=["D"])[MemType.CPU].arena == 192
+    assert placed == [4] * memory_plan._TRIALS
+    placed.clear()
+    ops[1].scratch = 100
+    assert plan(ops, tensors, keep=["D"])[MemType.CPU].arena == 320
+    assert placed == [5] * 2 * memory_plan._TRIALS
 
 
 def test_plan_static_and_kept_survive():
