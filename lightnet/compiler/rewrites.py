@@ -42,7 +42,7 @@ def lower(ctx, arch: Arch, op):
     """The ops `arch` puts in place of `op`: its expander's, else by default
     the arch's variant `<optype>_<arch>` with the same tensors and params;
     None when neither applies."""
-    expander = arch.expanders.get(op.optype)
+    expander = arch.expanders.get(op.proto.optype)
     if expander is not None:
         return expander(ctx, op)
     variant = arch.ops.get(f"{op.optype}_{arch.name}")

@@ -54,7 +54,7 @@ class OpView:
 
     def __init__(self, ctx, op):
         self.name = op.name
-        self.optype = op.optype
+        self.optype = op.proto.optype
         self._ctx = ctx
         self._op = op
 

@@ -258,7 +258,7 @@ class CheckMemo:
             made = self._made.get(key)
             if made is not None and _define_again(made, op, tensors):
                 if self._records:
-                    self._remember(op, ins, [_state(e) for e in ins], tensors)
+                    self._remember(op, ins, list(map(_state, ins)), tensors)
                 return
         read = [None if e is None else _state(e) for e in ins]
         op.pre_run(tensors)  # raises when an input is missing

@@ -394,7 +394,7 @@ class Context:
             self._put(position, count, new_ops)
         stale = self._stale
         if stale:
-            stale.difference_update(op.name for op in new_ops)
+            stale.difference_update([op.name for op in new_ops])
         consumers = self.dfg.consumers
         for entry in old:
             readers = consumers.get(entry.name)
@@ -480,8 +480,8 @@ class Context:
         # Each compile starts from the model's own ops and weights (passes fold and drop).
         # An abstract op is its own original: expand puts new ops in its place and no
         # pass sees it again; an op already of an architecture may be changed in place.
-        originals = [op if op.arch == "none" else op.copy_as(op.proto) for op in self.ops]
-        lowered = {op.name for op in originals if op.arch == "none"}
+        originals = [op if op.proto.arch == "none" else op.copy_as(op.proto) for op in self.ops]
+        lowered = {op.name for op in originals if op.proto.arch == "none"}
         given = None if self.weights is None else dict(self.weights)
         self.refused = {}
         with contextlib.ExitStack() as caches:
@@ -494,9 +494,10 @@ class Context:
                     self._fold_budget = limits.FoldBudget(self.fold_limit)
                     self.weights = None if given is None else dict(given)
                     pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
+                    used = {name: get_arch(name) for name in {op.proto.arch for op in self.ops}}
                     slow = {op.name: (op.optype, kernel) for op in self.ops
                             if op.name in lowered
-                            and (kernel := get_arch(op.arch).slow_kernel(op)) is not None}
+                            and (kernel := used[op.proto.arch].slow_kernel(op)) is not None}
                     if slow.keys() <= self.refused.keys():
                         break
                     self.refused.update(slow)

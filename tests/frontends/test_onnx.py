@@ -3,6 +3,7 @@ compared with ONNX Runtime; the onnx2ln command; its errors."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -618,7 +619,7 @@ def test_unsupported_attribute_values_and_ranks():
 def test_an_unknown_attribute_names_the_node_the_op_and_the_attribute():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="act", alpha=0.5),
              helper.make_node("Sigmoid", ["a"], ["y"], beta=1, gamma=2)]
-    m = model(nodes, [("x", [2, 3])], [("y", None)])
+    m = model(nodes, [("x", [2, 3])], [("y", [2, 3])])
     with pytest.raises(onnx2ln.UnsupportedModelError) as info:
         onnx2ln.convert(m)
     message = str(info.value)
@@ -926,3 +927,25 @@ def test_two_channel_shuffles_after_a_grouped_conv_agree(groups, channels, width
     for target in ("cpu", "dnnl"):
         got = Session(str(path), target=target).run(feeds)["y1"]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=target)
+
+
+def test_import_leaves_no_cycle_for_the_collector():
+    # The collector is paused while a model is built (lightnet/runtime/gc_pause.py): an
+    # importer kept alive by a cycle (its pending round of shape inference holding it)
+    # stayed in memory through the whole setup, 9 MB of a 10,000-op model's peak.
+    from lightnet.frontends.onnx.converter import Converter
+
+    # (Unary ops to a declared output read no type: their round of inference is left
+    # pending.)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
+    m = model(nodes, [("x", [2, 3])], [("y", [2, 3])])
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        doc, weights = onnx2ln.convert(m, check=False)
+        alive = [o for o in gc.get_objects() if isinstance(o, Converter)]
+    finally:
+        if enabled:
+            gc.enable()
+    assert alive == [] and [op["optype"] for op in doc["ops"]] == ["input", "relu", "sigmoid"]

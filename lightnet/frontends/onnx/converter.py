@@ -241,13 +241,17 @@ class Converter:
         outputs = [helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
                    for o in self.graph.output]
         protos = [self.node_protos[n.index] for n in nodes]
+        opsets, ir_version = list(self.model.opset_import), max(self.model.ir_version, 4)
 
+        # Not a closure over self: self.info keeps the round, and the converter it would
+        # hold would live on (a cycle) until the collector, paused while a model is
+        # built (gc_pause), runs again.
         def infer():
             model = helper.make_model(helper.make_graph([], "g", inputs, outputs, inits),
-                                      opset_imports=list(self.model.opset_import))
+                                      opset_imports=opsets)
             # The nodes copied once (make_model copies the graph make_graph made).
             model.graph.node.extend(protos)
-            model.ir_version = max(self.model.ir_version, 4)
+            model.ir_version = ir_version
             try:
                 # No data propagation: it computes the values of shape tensors in C++
                 # with no bound (an Expand to the shape of a [2**31 - 1] input took
