@@ -154,7 +154,9 @@ class Converter:
 
     def _node(self, index, n) -> Node:
         """NodeProto `n` as a Node, each of its fields read once (every read of a
-        protobuf field makes a new Python object)."""
+        protobuf field makes a new Python object). Its names are taken by slicing:
+        iterating a repeated field ends in an IndexError, raised and caught, which
+        costs more than the names' own reading."""
         domain, op_type = n.domain, n.op_type
         if domain == "ai.onnx":
             domain = ""
@@ -162,8 +164,8 @@ class Converter:
         version = 0 if schema is None else schema.version
         if domain:
             op_type = f"{domain}.{op_type}"
-        attributes = n.attribute
-        node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
+        attributes = n.attribute[:]
+        node = Node(index, n.name, op_type, version, n.input[:], n.output[:])
         problem = None if schema is None else node_problem(
             self.onnx, schema, node.inputs, node.outputs, attributes)
         if problem is not None:
