@@ -154,9 +154,9 @@ class Converter:
 
     def _node(self, index, n) -> Node:
         """NodeProto `n` as a Node, each of its fields read once (every read of a
-        protobuf field makes a new Python object). Its names are taken by slicing:
-        iterating a repeated field ends in an IndexError, raised and caught, which
-        costs more than the names' own reading."""
+        protobuf field makes a new Python object). Its names and attributes are taken
+        by slicing: iterating a repeated field ends in an IndexError, raised and
+        caught, which costs more than reading what it holds."""
         domain, op_type = n.domain, n.op_type
         if domain == "ai.onnx":
             domain = ""
