@@ -295,17 +295,17 @@ class Converter:
             fused, self.consts, self.graph_output_names,
             lambda name: self.info.get(name, (0, None))[1])
         for n in self.nodes:
-            if n.index not in self.folded and self._fold_dequantized_constant(n):
+            if (n.op_type == "DequantizeLinear" and n.index not in self.folded
+                    and self._fold_dequantized_constant(n)):
                 self.folded.add(n.index)
 
     def _fold_dequantized_constant(self, n: Node) -> bool:
-        """Whether `n` is a DequantizeLinear of constants no quantized operator took (a
+        """Whether DequantizeLinear `n` is one of constants no quantized operator took (a
         QDQ model's LayerNormalization scale, a bias a float op adds), now its float32
         value (x - zero point) * scale, as a float model's weight: the float op reads a
         constant (layernorm's dnnl variant needs one) and no dequantize runs each time."""
-        if (n.op_type != "DequantizeLinear" or n.outputs[0] in self.graph_output_names
-                or n.attrs.get("block_size") or n.attrs.get("output_dtype")
-                or not all(x in self.consts for x in n.inputs if x)):
+        if (n.outputs[0] in self.graph_output_names or n.attrs.get("block_size")
+                or n.attrs.get("output_dtype") or not all(x in self.consts for x in n.inputs if x)):
             return False
         x, scale = self.consts[n.input(0)], self.consts[n.input(1)]
         if (x.dtype.kind not in "iu" or x.dtype.itemsize > 4 or scale.dtype != np.float32
@@ -591,7 +591,8 @@ class Converter:
             "optype": optype,
             "tensors_in": tensors_in,
             "tensors_out": [{"arg_name": "dst", "name": name}],
-            "params": [{"arg_name": k, "value": pyval(v)} for k, v in params.items()],
+            "params": [{"arg_name": k, "value": pyval(v)} for k, v in params.items()]
+            if params else [],
         })
         v = Val(name, dtype, tuple(map(int, shape)))
         if out is not None and bind:
@@ -699,8 +700,11 @@ class Converter:
             self.emit("forward", {"src": v}, {}, v.dtype, v.shape, out=name, hint=name)
             readers.setdefault(v.name, []).append(self.ops[-1])
         # Inputs, then every constant, then the computation in node order.
-        rank = {"input": 0, "create": 1}
-        self.ops.sort(key=lambda op: rank.get(op["optype"], 2))
+        inputs, creates, rest = [], [], []
+        ranked = {"input": inputs, "create": creates}
+        for op in self.ops:
+            ranked.get(op["optype"], rest).append(op)
+        self.ops = inputs + creates + rest
 
     def _interface(self) -> dict:
         """The dtype and shape ONNX declares for every graph input and output (those
