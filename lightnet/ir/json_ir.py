@@ -112,8 +112,10 @@ def _type_name(value) -> str:
             list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
 
 
-def parse(doc, label: str) -> list[OpSpec]:
-    """Validate an IR document and return its ops."""
+def parse(doc, label: str, make=OpSpec) -> list:
+    """Validate an IR document and return its ops, each `make(name, optype, tensors_in,
+    tensors_out, params)`: an OpSpec, or what the caller makes of one in the same walk
+    (Context.init makes its Op)."""
     if not isinstance(doc, dict):
         raise LightNetError(f"{label}: the model must be a JSON object, found {_type_name(doc)}")
     if "ops" not in doc:
@@ -121,17 +123,19 @@ def parse(doc, label: str) -> list[OpSpec]:
     if not isinstance(doc["ops"], list):
         raise LightNetError(f"{label}: 'ops' must be an array, found {_type_name(doc['ops'])}")
     limits.check_op_count(len(doc["ops"]), label)
-    specs = []
+    ops = []
     names = set()
+    valid = set()  # the strings found to be names (see _well_formed_op)
     for index, op in enumerate(doc["ops"]):
-        spec = _well_formed_op(op)
-        if spec is None:  # checked field by field, for the message
-            spec = _parse_op(op, f"{label}: op {index}")
-        if spec.name in names:
-            raise LightNetError(f"{label}: op {index}: name '{spec.name}' is used by an earlier op")
-        names.add(spec.name)
-        specs.append(spec)
-    return specs
+        fields = _well_formed_op(op, valid)
+        if fields is None:  # checked field by field, for the message
+            fields = _parse_op(op, f"{label}: op {index}")
+        name = fields[0]
+        if name in names:
+            raise LightNetError(f"{label}: op {index}: name '{name}' is used by an earlier op")
+        names.add(name)
+        ops.append(make(*fields))
+    return ops
 
 
 _OP_FIELDS = frozenset({"name", "optype", "tensors_in", "tensors_out", "params"})
@@ -145,44 +149,70 @@ def _is_name(value) -> bool:
             and (value.isascii() or is_text(value)))
 
 
-def _well_formed_op(op) -> OpSpec | None:
-    """What _parse_op returns for an op it accepts, found without building a message
-    for every field (most ops of a model are well formed); None for anything else,
-    which _parse_op then reports."""
+def _well_formed_op(op, valid: set) -> tuple | None:
+    """The fields _parse_op returns for an op it accepts, found without building a
+    message for every field (most ops of a model are well formed); None for anything
+    else, which _parse_op then reports. `valid` holds the strings found to be names
+    before: a model repeats most of its names (optypes, arg names, each tensor's as an
+    output and then as an input), and looking one up costs less than checking it."""
     if type(op) is not dict or not op.keys() <= _OP_FIELDS:
         return None
     name, optype = op.get("name"), op.get("optype")
-    if not (_is_name(name) and _is_name(optype)):
+    if not _is_name(name):  # (an op's name is its own: no other op's is valid)
         return None
-    tensors_in = _well_formed_list(op.get("tensors_in", []), "name")
-    tensors_out = _well_formed_list(op.get("tensors_out", []), "name")
-    values = _well_formed_list(op.get("params", []), "value")
-    if tensors_in is None or tensors_out is None or values is None:
+    try:
+        if optype not in valid:
+            if not _is_name(optype):
+                return None
+            valid.add(optype)
+        lists = []
+        for field, value_key in _LISTS:
+            items = op.get(field, _NO_ITEMS)
+            if items is _NO_ITEMS or items == []:
+                lists.append({})
+                continue
+            items = _well_formed_list(items, value_key, valid)
+            if items is None:
+                return None
+            lists.append(items)
+    except TypeError:  # an array or an object where a name belongs (a set cannot hold it)
         return None
+    tensors_in, tensors_out, values = lists
     params = {}
     for arg, value in values.items():
         try:
             params[arg] = Param.from_value(arg, value)
         except ValueError:
             return None
-    return OpSpec(name, optype, tensors_in, tensors_out, params)
+    return name, optype, tensors_in, tensors_out, params
 
 
-def _well_formed_list(items, value_key: str) -> dict | None:
-    """What _parse_list returns for a list it accepts; None for anything else."""
+_LISTS = (("tensors_in", "name"), ("tensors_out", "name"), ("params", "value"))
+_NO_ITEMS = []  # (a field left out: no items)
+
+
+def _well_formed_list(items, value_key: str, valid: set) -> dict | None:
+    """What _parse_list returns for a list it accepts; None for anything else (see
+    _well_formed_op for `valid`)."""
     if type(items) is not list:
         return None
     known = _ITEM_FIELDS[value_key]
     result = {}
     for item in items:
-        if type(item) is not dict or not item.keys() <= known:
+        if type(item) is not dict or not item.keys() <= known or value_key not in item:
             return None
         arg = item.get("arg_name")
-        if not _is_name(arg) or arg in result or value_key not in item:
+        if arg not in valid:
+            if not _is_name(arg):
+                return None
+            valid.add(arg)
+        if arg in result:
             return None
         value = item[value_key]
-        if value_key == "name" and not _is_name(value):
-            return None
+        if value_key == "name" and value not in valid:
+            if not _is_name(value):
+                return None
+            valid.add(value)
         result[arg] = value
     return result
 

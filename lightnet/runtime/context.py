@@ -174,30 +174,35 @@ class Context:
             self.label = label
         doc = symbolic.bind(doc, dims, self.label)
         self.dims = dict(dims or {})
-        specs = json_ir.parse(doc, self.label)
+        foreign, unknown = [], []
+
+        def make(name, optype, tensors_in, tensors_out, params):
+            """The op the IR states, made as the parse reads it; None for an unknown
+            optype, reported once the whole IR is read (its errors come first)."""
+            proto = get_proto(optype)
+            if proto is None:
+                proto = abstract_proto(optype)
+                if proto is None:
+                    unknown.append(f"('{name}'): unknown optype '{optype}'")
+                    return None
+                foreign.append(f"'{name}' ({optype})")
+            return Op(proto, name, tensors_in, tensors_out, params)
+
+        ops = json_ir.parse(doc, self.label, make)
         self.interface = json_ir.parse_interface(doc, self.label)
-        ops, foreign = [], []
-        for index, spec in enumerate(specs):
-            proto = get_proto(spec.optype)
-            if proto is None:
-                proto = abstract_proto(spec.optype)
-                if proto is not None:
-                    foreign.append(f"'{spec.name}' ({spec.optype})")
-            if proto is None:
-                raise LightNetError(
-                    f"{self.label}: op {index} ('{spec.name}'): unknown optype '{spec.optype}'"
-                )
-            ops.append(Op(proto, spec.name, spec.tensors_in, spec.tensors_out, spec.params))
+        if unknown:
+            raise LightNetError(f"{self.label}: op {ops.index(None)} {unknown[0]}")
         if foreign:
             warnings.warn(f"{self.label}: ops for another architecture run as their abstract "
                           f"ops, compiled for the target: {', '.join(foreign)}",
                           LightNetWarning, stacklevel=2)
+        # Checked in order (no order check after: an op's check finds each tensor it
+        # reads defined by an earlier op, or fails).
         self._checks = CheckMemo(records=False)  # ops of one signature checked once
         try:
             self.add_ops(0, ops)
         finally:
             self._checks = None
-        self.check()
 
     def add_ops(self, position: int, ops: list[Op]) -> None:
         """Insert `ops` at `position`, checking each (pre_run) in order; those

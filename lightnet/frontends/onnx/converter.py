@@ -154,7 +154,9 @@ class Converter:
 
     def _node(self, index, n) -> Node:
         """NodeProto `n` as a Node, each of its fields read once (every read of a
-        protobuf field makes a new Python object)."""
+        protobuf field makes a new Python object). Its names and attributes are taken
+        by slicing: iterating a repeated field ends in an IndexError, raised and
+        caught, which costs more than reading what it holds."""
         domain, op_type = n.domain, n.op_type
         if domain == "ai.onnx":
             domain = ""
@@ -162,8 +164,8 @@ class Converter:
         version = 0 if schema is None else schema.version
         if domain:
             op_type = f"{domain}.{op_type}"
-        attributes = n.attribute
-        node = Node(index, n.name, op_type, version, list(n.input), list(n.output))
+        attributes = n.attribute[:]
+        node = Node(index, n.name, op_type, version, n.input[:], n.output[:])
         problem = None if schema is None else node_problem(
             self.onnx, schema, node.inputs, node.outputs, attributes)
         if problem is not None:
@@ -297,17 +299,17 @@ class Converter:
             fused, self.consts, self.graph_output_names,
             lambda name: self.info.get(name, (0, None))[1])
         for n in self.nodes:
-            if n.index not in self.folded and self._fold_dequantized_constant(n):
+            if (n.op_type == "DequantizeLinear" and n.index not in self.folded
+                    and self._fold_dequantized_constant(n)):
                 self.folded.add(n.index)
 
     def _fold_dequantized_constant(self, n: Node) -> bool:
-        """Whether `n` is a DequantizeLinear of constants no quantized operator took (a
+        """Whether DequantizeLinear `n` is one of constants no quantized operator took (a
         QDQ model's LayerNormalization scale, a bias a float op adds), now its float32
         value (x - zero point) * scale, as a float model's weight: the float op reads a
         constant (layernorm's dnnl variant needs one) and no dequantize runs each time."""
-        if (n.op_type != "DequantizeLinear" or n.outputs[0] in self.graph_output_names
-                or n.attrs.get("block_size") or n.attrs.get("output_dtype")
-                or not all(x in self.consts for x in n.inputs if x)):
+        if (n.outputs[0] in self.graph_output_names or n.attrs.get("block_size")
+                or n.attrs.get("output_dtype") or not all(x in self.consts for x in n.inputs if x)):
             return False
         x, scale = self.consts[n.input(0)], self.consts[n.input(1)]
         if (x.dtype.kind not in "iu" or x.dtype.itemsize > 4 or scale.dtype != np.float32
@@ -593,7 +595,8 @@ class Converter:
             "optype": optype,
             "tensors_in": tensors_in,
             "tensors_out": [{"arg_name": "dst", "name": name}],
-            "params": [{"arg_name": k, "value": pyval(v)} for k, v in params.items()],
+            "params": [{"arg_name": k, "value": pyval(v)} for k, v in params.items()]
+            if params else [],
         })
         v = Val(name, dtype, tuple(map(int, shape)))
         if out is not None and bind:
@@ -701,8 +704,11 @@ class Converter:
             self.emit("forward", {"src": v}, {}, v.dtype, v.shape, out=name, hint=name)
             readers.setdefault(v.name, []).append(self.ops[-1])
         # Inputs, then every constant, then the computation in node order.
-        rank = {"input": 0, "create": 1}
-        self.ops.sort(key=lambda op: rank.get(op["optype"], 2))
+        inputs, creates, rest = [], [], []
+        ranked = {"input": inputs, "create": creates}
+        for op in self.ops:
+            ranked.get(op["optype"], rest).append(op)
+        self.ops = inputs + creates + rest
 
     def _interface(self) -> dict:
         """The dtype and shape ONNX declares for every graph input and output (those

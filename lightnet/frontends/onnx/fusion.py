@@ -306,5 +306,7 @@ def fuse(nodes, consts, protected, rank_of, add_const):
                 inputs = [x, scale] + ([bias] if bias else [])
                 replace(group, "LayerNormalization", LAYER_NORM_VERSION, inputs,
                         axis=axis, epsilon=epsilon)
+    if not removed:
+        return g.nodes
     return [replacement.get(id(n), n) for n in g.nodes
             if id(n) not in removed or id(n) in replacement]

@@ -201,12 +201,14 @@ def node_problem(onnx, schema: Schema, inputs: list[str], outputs: list[str],
     """What makes an ONNX node (its input and output names, its AttributeProtos)
     break its op's schema (too few or too many inputs or outputs, an attribute
     missing or of another type), if anything."""
-    for kind, given, (least, most) in (("inputs", len(inputs), schema.inputs),
-                                       ("outputs", len(outputs), schema.outputs)):
-        if not least <= given <= most:
-            expected = f"{least}" if least == most else (
-                f"at least {least}" if most >= 2**31 - 1 else f"{least} to {most}")
-            return f"expected {expected} {kind}, found {given} (an invalid ONNX model)"
+    (fewest_in, most_in), (fewest_out, most_out) = schema.inputs, schema.outputs
+    if not (fewest_in <= len(inputs) <= most_in and fewest_out <= len(outputs) <= most_out):
+        for kind, given, (least, most) in (("inputs", len(inputs), schema.inputs),
+                                           ("outputs", len(outputs), schema.outputs)):
+            if not least <= given <= most:
+                expected = f"{least}" if least == most else (
+                    f"at least {least}" if most >= 2**31 - 1 else f"{least} to {most}")
+                return f"expected {expected} {kind}, found {given} (an invalid ONNX model)"
     # The first input is the data (exporters leave a later required one empty, as
     # Resize-11's roi, which ONNX Runtime takes).
     if schema.first_input is not None and inputs and not inputs[0] and (
