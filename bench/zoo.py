@@ -85,10 +85,14 @@ YOLOS = (
     "yolo11n-cls", "yolo12n", "yolo26n",
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
+# More transformers architectures: encoders, a T5 encoder, a small Llama decoder, and
+# Whisper's audio encoder (see _transformer for their configs).
+TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
-MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC)
+MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
+          *TRANSFORMERS_TEXT)
 
 
 def one_line(e: BaseException) -> str:
@@ -143,15 +147,37 @@ def _yolo(name: str):
     return model, {"images": _image(name, size, low=0.0)}, f"ultralytics {model.task}"
 
 
+# name: (config class, model class, config arguments beyond its defaults). Defaults are
+# base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny) except
+# albert's (xxlarge: base-size here) and llama's (7B: 4 layers of 512, 8 heads sharing
+# 2 key-value heads, keeping RMSNorm, rotary positions, the SiLU-gated MLP and the
+# causal mask).
+TRANSFORMER_CONFIGS = {
+    "bert": ("BertConfig", "BertModel", {}),
+    "distilbert": ("DistilBertConfig", "DistilBertModel", {}),
+    "gpt2": ("GPT2Config", "GPT2Model", {}),
+    "roberta": ("RobertaConfig", "RobertaModel", {}),
+    "albert": ("AlbertConfig", "AlbertModel",
+               {"hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}),
+    "electra": ("ElectraConfig", "ElectraModel", {}),
+    "t5": ("T5Config", "T5EncoderModel", {}),
+    "llama": ("LlamaConfig", "LlamaModel",
+              {"hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 4,
+               "num_attention_heads": 8, "num_key_value_heads": 2}),
+    "whisper": ("WhisperConfig", "WhisperModel", {}),
+}
+
+
 def _transformer(name: str):
     import transformers
 
-    config, cls = {"bert": ("BertConfig", "BertModel"),
-                   "distilbert": ("DistilBertConfig", "DistilBertModel"),
-                   "gpt2": ("GPT2Config", "GPT2Model")}[name]
-    config = getattr(transformers, config)(attn_implementation="eager", use_cache=False)
+    config, cls, extra = TRANSFORMER_CONFIGS[name]
+    config = getattr(transformers, config)(attn_implementation="eager", use_cache=False, **extra)
     model = getattr(transformers, cls)(config)
     rng = np.random.default_rng(zlib.crc32(name.encode()))
+    if name == "whisper":  # the encoder alone, on 30 s of 80 log-mel features
+        features = rng.standard_normal((1, config.num_mel_bins, 3000), dtype=np.float32)
+        return model.get_encoder(), {"input_features": features}, "transformers"
     mask = np.ones((1, 128), np.int64)
     mask[:, -16:] = 0
     inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64),
@@ -163,7 +189,7 @@ def _build(name: str):
     """(model, {input name: array}, family) with the framework's initialization."""
     if name in YOLOS:
         return _yolo(name)
-    if name in TRANSFORMERS:
+    if name in TRANSFORMERS or name in TRANSFORMERS_TEXT:
         return _transformer(name)
     if name in TRANSFORMERS_DYNAMIC:
         return _transformer(name[:-len(DYNAMIC)])
