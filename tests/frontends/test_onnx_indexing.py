@@ -170,6 +170,39 @@ def test_constant_folding_of_every_op():
     check(m, {"y_in": np.ones((3, 4), np.float32)})
 
 
+def test_t5_relative_position_buckets_fold():
+    """T5's bucket of a relative distance: log(|d| / 8) / log(16) * 8 truncated to an
+    integer, on constants; folded at import (as ONNX Runtime folds it), not left to
+    oneDNN's log, whose few ulp of error put the distances 16, 32 and 64, exact
+    integers 2, 4 and 6 before truncation, into the bucket below."""
+    distance = np.arange(-70, 71, dtype=np.int64)
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("rel", distance), ("exact", np.array(8, np.int64)),
+        ("exact_f", np.array(8.0, np.float32)), ("log16", np.array(np.log(16), np.float32)),
+        ("last", np.array(15, np.int64)),
+        ("table", np.arange(16, dtype=np.float32) * 10))]
+    nodes = [helper.make_node("Abs", ["rel"], ["a"]),
+             helper.make_node("Less", ["a", "exact"], ["near"]),
+             helper.make_node("Cast", ["a"], ["af"], to=F),
+             helper.make_node("Div", ["af", "exact_f"], ["ratio"]),
+             helper.make_node("Log", ["ratio"], ["log"]),
+             helper.make_node("Div", ["log", "log16"], ["scaled"]),
+             helper.make_node("Mul", ["scaled", "exact_f"], ["steps"]),
+             helper.make_node("Cast", ["steps"], ["steps_i"], to=I64),
+             helper.make_node("Add", ["steps_i", "exact"], ["far"]),
+             helper.make_node("Min", ["far", "last"], ["far_c"]),
+             helper.make_node("Where", ["near", "a", "far_c"], ["bucket"]),
+             helper.make_node("Gather", ["table", "bucket"], ["bias"]),
+             helper.make_node("Add", ["x", "bias"], ["y"])]
+    m = model(nodes, [("x", F, [141])], [("y", F, [141])], inits=inits)
+    ir = check(m, {"x": np.zeros(141, np.float32)})
+    assert optypes(ir) == {"elew"}
+    # The buckets by hand: 16 -> 10, 32 -> 12, 64 -> 14 (8 + 2, 4, 6).
+    y = run(m, {"x": np.zeros(141, np.float32)}, "dnnl")["y"]
+    assert [y[70 + d] / 10 for d in (7, 8, 15, 16, 31, 32, 63, 64)] == [7, 8, 9, 10, 11, 12,
+                                                                       13, 14]
+
+
 def test_constant_of_shape_of_a_computed_shape_is_refused():
     m = model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [("s", I64, [2])],
               [("y", F, None)])

@@ -479,6 +479,8 @@ FOLDERS = {
     "Floor": _unary(np.floor),
     "Ceil": _unary(np.ceil),
     "Sqrt": _unary(np.sqrt),
+    "Log": _unary(np.log),
+    "Exp": _unary(np.exp),
     "Max": _variadic(np.maximum),
     "Min": _variadic(np.minimum),
     "Sum": _variadic(np.add),
