@@ -30,11 +30,16 @@ segmentation models 224x224 rather than their 520x520 training crop), standard n
 ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
-The transformers encoders take input_ids and an attention_mask (the last 16 of 128
-tokens padding), both int64; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
-the same models (the same seeded weights) exported with dynamic batch and sequence
-axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
-manifest entries saying so (`dynamic_axes`).
+The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders,
+t5's encoder, bart's encoder-decoder, decoders from opt to gemma; their configs in
+TRANSFORMER_CONFIGS, eager attention, no key-value cache) take input_ids and an
+attention_mask (the last 16 of 128 tokens padding), both int64 (bart's decoder reads
+its input_ids shifted right, the model's default), except whisper's encoder, which
+takes input_features, [1, 80, 3000] (30 s of log-mel frames), standard normal;
+bert-dynamic, distilbert-dynamic and gpt2-dynamic are the same models (the same
+seeded weights) exported with dynamic batch and sequence axes ("batch", "sequence":
+one ONNX model for any batch and sequence length), their manifest entries saying so
+(`dynamic_axes`).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -87,7 +92,8 @@ YOLOS = (
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
 # More transformers architectures: encoders, a T5 encoder, a small Llama decoder, and
 # Whisper's audio encoder (see _transformer for their configs).
-TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper")
+TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
+                     "mistral", "phi", "gemma", "mpnet", "deberta", "bloom")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
@@ -148,10 +154,18 @@ def _yolo(name: str):
 
 
 # name: (config class, model class, config arguments beyond its defaults). Defaults are
-# base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny) except
-# albert's (xxlarge: base-size here) and llama's (7B: 4 layers of 512, 8 heads sharing
-# 2 key-value heads, keeping RMSNorm, rotary positions, the SiLU-gated MLP and the
-# causal mask).
+# base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny, opt's is
+# opt-125m, bloom's is 2 layers of 64) except where they are large: albert's (xxlarge),
+# bart's (large) and deberta's (xlarge) become base size (deberta's that of
+# deberta-v3-base: relative attention, both position terms, 256 log-spaced position
+# buckets, no absolute positions); the decoders' (7B and more) 4 layers of 512 with
+# 8 heads, keeping each one's features: llama's RMSNorm, rotary positions, SiLU-gated
+# MLP, causal mask and 2 key-value heads (grouped-query attention); mistral's the same
+# with a sliding window of 64 (of the 128 tokens); phi's LayerNorm, rotary positions on
+# half of each head, parallel attention and MLP; gemma's one key-value head
+# (multi-query), GELU-gated MLP, (1 + w) RMSNorm and a 32000-token vocabulary (not
+# 256000: 0.5 GB of embeddings).
+_DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
     "distilbert": ("DistilBertConfig", "DistilBertModel", {}),
@@ -162,9 +176,28 @@ TRANSFORMER_CONFIGS = {
     "electra": ("ElectraConfig", "ElectraModel", {}),
     "t5": ("T5Config", "T5EncoderModel", {}),
     "llama": ("LlamaConfig", "LlamaModel",
-              {"hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 4,
-               "num_attention_heads": 8, "num_key_value_heads": 2}),
+              {**_DECODER, "num_key_value_heads": 2, "intermediate_size": 1376}),
     "whisper": ("WhisperConfig", "WhisperModel", {}),
+    "opt": ("OPTConfig", "OPTModel", {}),
+    "bart": ("BartConfig", "BartModel",
+             {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6,
+              "encoder_attention_heads": 12, "decoder_attention_heads": 12,
+              "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072}),
+    "mistral": ("MistralConfig", "MistralModel",
+                {**_DECODER, "num_key_value_heads": 2, "head_dim": 64,
+                 "intermediate_size": 1376, "sliding_window": 64}),
+    "phi": ("PhiConfig", "PhiModel", {**_DECODER, "intermediate_size": 2048}),
+    "gemma": ("GemmaConfig", "GemmaModel",
+              {**_DECODER, "num_key_value_heads": 1, "head_dim": 64,
+               "intermediate_size": 2048, "vocab_size": 32000}),
+    "mpnet": ("MPNetConfig", "MPNetModel", {}),
+    "deberta": ("DebertaV2Config", "DebertaV2Model",
+                {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                 "intermediate_size": 3072, "relative_attention": True,
+                 "pos_att_type": ["p2c", "c2p"], "position_buckets": 256,
+                 "norm_rel_ebd": "layer_norm", "share_att_key": True,
+                 "position_biased_input": False, "type_vocab_size": 0}),
+    "bloom": ("BloomConfig", "BloomModel", {}),
 }
 
 
