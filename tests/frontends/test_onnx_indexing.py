@@ -80,6 +80,27 @@ def test_scatter_nd_updates_of_another_shape():
         onnx2ln.convert(m)
 
 
+def test_shift_tokens_right_scatters_a_folded_one_element_update():
+    """BART's decoder input: the ids shifted right, then the start token scattered into
+    column 0 from a one-element constant the import folds (a Reshape of [2] to [1, 1]):
+    the folded constant keeps its [1, 1] shape (it became a [1] and the scatter_nd was
+    refused)."""
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("zeros", np.zeros((1, 8), np.int64)), ("starts", np.array([0], np.int64)),
+        ("ends", np.array([-1], np.int64)), ("axes", np.array([1], np.int64)),
+        ("shift", np.array([[[0, j] for j in range(1, 8)]], np.int64)),
+        ("start_token", np.array([2], np.int64)), ("matrix", np.array([1, 1], np.int64)),
+        ("first", np.zeros((1, 1, 2), np.int64)))]
+    nodes = [helper.make_node("Slice", ["ids", "starts", "ends", "axes"], ["head"]),
+             helper.make_node("ScatterND", ["zeros", "shift", "head"], ["shifted"]),
+             helper.make_node("Reshape", ["start_token", "matrix"], ["start"]),
+             helper.make_node("ScatterND", ["shifted", "first", "start"], ["y"])]
+    m = model(nodes, [("ids", I64, [1, 8])], [("y", I64, [1, 8])], inits=inits)
+    ids = np.arange(10, 18, dtype=np.int64).reshape(1, 8)
+    check(m, {"ids": ids})
+    assert run(m, {"ids": ids}, "dnnl")["y"].tolist() == [[2, 10, 11, 12, 13, 14, 15, 16]]
+
+
 @pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("axis, elem", [(1, F), (-3, TensorProto.INT32), (2, TensorProto.DOUBLE)])
 def test_cumsum(exclusive, reverse, axis, elem):

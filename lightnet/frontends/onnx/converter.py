@@ -485,7 +485,7 @@ class Converter:
         uniform = uniform_value(value) if name not in self.initializers else None
         array = (to_tl_array(np.asarray(uniform, value.dtype).reshape(1), what)
                  if uniform is not None else to_tl_array(value, what))
-        if uniform is not None and value.size > 1:
+        if uniform is not None:  # its shape, however many elements ([1, 1] too)
             array = np.broadcast_to(array.reshape(()), value.shape)
         dtype = tl_dtype(self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype), what)
         target = out or (name if name not in self.vals else self.fresh(name))
