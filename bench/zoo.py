@@ -34,8 +34,10 @@ The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders,
 t5's encoder, bart's encoder-decoder, decoders from opt to gemma; their configs in
 TRANSFORMER_CONFIGS, eager attention, no key-value cache) take input_ids and an
 attention_mask (the last 16 of 128 tokens padding), both int64 (bart's decoder reads
-its input_ids shifted right, the model's default), except whisper's encoder, which
-takes input_features, [1, 80, 3000] (30 s of log-mel frames), standard normal;
+its input_ids shifted right, the model's default; fnet takes no mask: it has no
+attention), except whisper's encoder, which takes input_features, [1, 80, 3000] (30 s
+of log-mel frames), and wav2vec2, which takes input_values, [1, 16000] (1 s of 16 kHz
+audio), both standard normal;
 bert-dynamic, distilbert-dynamic and gpt2-dynamic are the same models (the same
 seeded weights) exported with dynamic batch and sequence axes ("batch", "sequence":
 one ONNX model for any batch and sequence length), their manifest entries saying so
@@ -93,7 +95,9 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 # More transformers architectures: encoders, a T5 encoder, a small Llama decoder, and
 # Whisper's audio encoder (see _transformer for their configs).
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
-                     "mistral", "phi", "gemma", "mpnet", "deberta", "bloom")
+                     "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
+                     "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
+                     "fnet")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
@@ -155,16 +159,18 @@ def _yolo(name: str):
 
 # name: (config class, model class, config arguments beyond its defaults). Defaults are
 # base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny, opt's is
-# opt-125m, bloom's is 2 layers of 64) except where they are large: albert's (xxlarge),
-# bart's (large) and deberta's (xlarge) become base size (deberta's that of
-# deberta-v3-base: relative attention, both position terms, 256 log-spaced position
-# buckets, no absolute positions); the decoders' (7B and more) 4 layers of 512 with
-# 8 heads, keeping each one's features: llama's RMSNorm, rotary positions, SiLU-gated
-# MLP, causal mask and 2 key-value heads (grouped-query attention); mistral's the same
-# with a sliding window of 64 (of the 128 tokens); phi's LayerNorm, rotary positions on
-# half of each head, parallel attention and MLP; gemma's one key-value head
-# (multi-query), GELU-gated MLP, (1 + w) RMSNorm and a 32000-token vocabulary (not
-# 256000: 0.5 GB of embeddings).
+# opt-125m, bloom's is 2 layers of 64, mobilebert's is mobilebert-uncased) except where
+# they are large: albert's (xxlarge), bart's and xlnet's (large) and deberta's (xlarge)
+# become base size (deberta's that of deberta-v3-base: relative attention, both
+# position terms, 256 log-spaced position buckets, no absolute positions); the
+# decoders' (1.3B to 7B) 4 layers of 512 with 8 heads, keeping each one's features:
+# llama's RMSNorm, rotary positions, SiLU-gated MLP, causal mask and 2 key-value heads
+# (grouped-query attention); mistral's the same with a sliding window of 64 (of the 128
+# tokens); phi's LayerNorm, rotary positions on half of each head, parallel attention
+# and MLP; gemma's one key-value head (multi-query), GELU-gated MLP, (1 + w) RMSNorm
+# and a 32000-token vocabulary (not 256000: 0.5 GB of embeddings); gpt_neo's global
+# and local attention layers in turn, its local window 32 (not 256: within the 128
+# tokens).
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
@@ -198,6 +204,18 @@ TRANSFORMER_CONFIGS = {
                  "norm_rel_ebd": "layer_norm", "share_att_key": True,
                  "position_biased_input": False, "type_vocab_size": 0}),
     "bloom": ("BloomConfig", "BloomModel", {}),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoModel",
+                {"hidden_size": 512, "num_layers": 4, "num_heads": 8, "window_size": 32,
+                 "attention_types": [[["global", "local"], 2]]}),
+    "funnel": ("FunnelConfig", "FunnelModel", {}),
+    "mobilebert": ("MobileBertConfig", "MobileBertModel", {}),
+    "squeezebert": ("SqueezeBertConfig", "SqueezeBertModel", {}),
+    "convbert": ("ConvBertConfig", "ConvBertModel", {}),
+    "xlnet": ("XLNetConfig", "XLNetModel",
+              {"d_model": 768, "n_layer": 12, "n_head": 12, "d_inner": 3072,
+               "use_mems_eval": False}),
+    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", {}),
+    "fnet": ("FNetConfig", "FNetModel", {}),
 }
 
 
@@ -211,10 +229,13 @@ def _transformer(name: str):
     if name == "whisper":  # the encoder alone, on 30 s of 80 log-mel features
         features = rng.standard_normal((1, config.num_mel_bins, 3000), dtype=np.float32)
         return model.get_encoder(), {"input_features": features}, "transformers"
-    mask = np.ones((1, 128), np.int64)
-    mask[:, -16:] = 0
-    inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64),
-              "attention_mask": mask}
+    if name == "wav2vec2":  # 1 s of 16 kHz audio
+        return model, {"input_values": rng.standard_normal((1, 16000), dtype=np.float32)}, \
+            "transformers"
+    inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64)}
+    if name != "fnet":  # fnet mixes tokens by a Fourier transform: no attention, no mask
+        inputs["attention_mask"] = np.ones((1, 128), np.int64)
+        inputs["attention_mask"][:, -16:] = 0
     return model, inputs, "transformers"
 
 
