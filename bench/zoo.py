@@ -31,17 +31,16 @@ ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
 The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders,
-t5's encoder, bart's encoder-decoder, decoders from opt to gemma; their configs in
-TRANSFORMER_CONFIGS, eager attention, no key-value cache) take input_ids and an
-attention_mask (the last 16 of 128 tokens padding), both int64 (bart's decoder reads
-its input_ids shifted right, the model's default; fnet takes no mask: it has no
-attention), except whisper's encoder, which takes input_features, [1, 80, 3000] (30 s
-of log-mel frames), and wav2vec2, which takes input_values, [1, 16000] (1 s of 16 kHz
-audio), both standard normal;
-bert-dynamic, distilbert-dynamic and gpt2-dynamic are the same models (the same
-seeded weights) exported with dynamic batch and sequence axes ("batch", "sequence":
-one ONNX model for any batch and sequence length), their manifest entries saying so
-(`dynamic_axes`).
+t5's encoder, bart's encoder-decoder, decoders from opt to gemma, whisper's and
+wav2vec2's audio encoders; their configs in TRANSFORMER_CONFIGS, eager attention, no
+key-value cache) take input_ids and an attention_mask (the last 16 of 128 tokens
+padding), both int64 (bart's decoder reads its input_ids shifted right, the model's
+default), except whisper's encoder, which takes input_features, [1, 80, 3000] (30 s of
+log-mel frames), and wav2vec2, which takes input_values, [1, 16000] (1 s of 16 kHz
+audio), both standard normal; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
+the same models (the same seeded weights) exported with dynamic batch and sequence
+axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
+manifest entries saying so (`dynamic_axes`).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -96,8 +95,7 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 # Whisper's audio encoder (see _transformer for their configs).
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
-                     "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
-                     "fnet")
+                     "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
@@ -215,7 +213,6 @@ TRANSFORMER_CONFIGS = {
               {"d_model": 768, "n_layer": 12, "n_head": 12, "d_inner": 3072,
                "use_mems_eval": False}),
     "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", {}),
-    "fnet": ("FNetConfig", "FNetModel", {}),
 }
 
 
@@ -232,10 +229,10 @@ def _transformer(name: str):
     if name == "wav2vec2":  # 1 s of 16 kHz audio
         return model, {"input_values": rng.standard_normal((1, 16000), dtype=np.float32)}, \
             "transformers"
-    inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64)}
-    if name != "fnet":  # fnet mixes tokens by a Fourier transform: no attention, no mask
-        inputs["attention_mask"] = np.ones((1, 128), np.int64)
-        inputs["attention_mask"][:, -16:] = 0
+    mask = np.ones((1, 128), np.int64)
+    mask[:, -16:] = 0
+    inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64),
+              "attention_mask": mask}
     return model, inputs, "transformers"
 
 

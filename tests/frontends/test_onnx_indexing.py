@@ -224,6 +224,29 @@ def test_t5_relative_position_buckets_fold():
                                                                        13, 14]
 
 
+def test_eye_like_folds_from_its_input_shape():
+    """EyeLike (XLNet's -eye(qlen) mask) depends on its input's shape alone: it folds
+    for a computed input of known shape, on the k-th diagonal, in its input's dtype or
+    `dtype`; a 3-D input is no matrix and refused."""
+    node, inp = doubled("x", F, [3, 4])
+    nodes = [node, helper.make_node("EyeLike", ["x"], ["above"], k=1),
+             helper.make_node("EyeLike", ["x"], ["below"], k=-2, dtype=I64),
+             helper.make_node("Add", ["x", "above"], ["y"])]
+    m = model(nodes, [inp], [("y", F, [3, 4]), ("below", I64, [3, 4])], opset=9)
+    m.ir_version = 4
+    feeds = feed_of([inp])
+    ir = check(m, feeds)
+    assert optypes(ir) == {"elew"}
+    got = run(m, feeds, "cpu")
+    np.testing.assert_array_equal(got["y"] - feeds["x_in"] * 2, np.eye(3, 4, 1))
+    assert got["below"].tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]
+    m = model([helper.make_node("EyeLike", ["x"], ["y"])], [("x", F, [2, 2, 2])],
+              [("y", F, [2, 2, 2])])
+    with pytest.raises(onnx2ln.UnsupportedModelError, match=r"EyeLike-9\): a 2-D input of "
+                       r"known shape"):
+        onnx2ln.convert(m, check=False)
+
+
 def test_constant_of_shape_of_a_computed_shape_is_refused():
     m = model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [("s", I64, [2])],
               [("y", F, None)])
