@@ -95,7 +95,8 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 # Whisper's audio encoder (see _transformer for their configs).
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
-                     "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2")
+                     "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
+                     "clip_text", "gpt_neox", "qwen2", "falcon", "longformer")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
@@ -161,14 +162,18 @@ def _yolo(name: str):
 # they are large: albert's (xxlarge), bart's and xlnet's (large) and deberta's (xlarge)
 # become base size (deberta's that of deberta-v3-base: relative attention, both
 # position terms, 256 log-spaced position buckets, no absolute positions); the
-# decoders' (1.3B to 7B) 4 layers of 512 with 8 heads, keeping each one's features:
+# decoders' (1.3B to 40B) 4 layers of 512 with 8 heads, keeping each one's features:
 # llama's RMSNorm, rotary positions, SiLU-gated MLP, causal mask and 2 key-value heads
 # (grouped-query attention); mistral's the same with a sliding window of 64 (of the 128
 # tokens); phi's LayerNorm, rotary positions on half of each head, parallel attention
 # and MLP; gemma's one key-value head (multi-query), GELU-gated MLP, (1 + w) RMSNorm
-# and a 32000-token vocabulary (not 256000: 0.5 GB of embeddings); gpt_neo's global
-# and local attention layers in turn, its local window 32 (not 256: within the 128
-# tokens).
+# and a 32000-token vocabulary (not 256000: 0.5 GB of embeddings); qwen2's biased
+# query, key and value projections, 2 key-value heads and a 32000-token vocabulary;
+# gpt_neox's rotary positions on a quarter of each head and parallel residuals;
+# falcon's one key-value head and parallel attention and MLP; gpt_neo's global and
+# local attention layers in turn, its local window 32 (not 256: within the 128
+# tokens). longformer's sliding attention window is 64 (not 512), clip_text's position
+# table 128 long (not 77) for the 128 tokens.
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
@@ -213,6 +218,13 @@ TRANSFORMER_CONFIGS = {
               {"d_model": 768, "n_layer": 12, "n_head": 12, "d_inner": 3072,
                "use_mems_eval": False}),
     "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", {}),
+    "clip_text": ("CLIPTextConfig", "CLIPTextModel", {"max_position_embeddings": 128}),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXModel", {**_DECODER, "intermediate_size": 2048}),
+    "qwen2": ("Qwen2Config", "Qwen2Model",
+              {**_DECODER, "num_key_value_heads": 2, "intermediate_size": 1376,
+               "vocab_size": 32000}),
+    "falcon": ("FalconConfig", "FalconModel", _DECODER),
+    "longformer": ("LongformerConfig", "LongformerModel", {"attention_window": 64}),
 }
 
 
