@@ -162,7 +162,7 @@ def _yolo(name: str):
 # they are large: albert's (xxlarge), bart's and xlnet's (large) and deberta's (xlarge)
 # become base size (deberta's that of deberta-v3-base: relative attention, both
 # position terms, 256 log-spaced position buckets, no absolute positions); the
-# decoders' (1.3B to 40B) 4 layers of 512 with 8 heads, keeping each one's features:
+# decoders' (1.3B to 20B) 4 layers of 512 with 8 heads, keeping each one's features:
 # llama's RMSNorm, rotary positions, SiLU-gated MLP, causal mask and 2 key-value heads
 # (grouped-query attention); mistral's the same with a sliding window of 64 (of the 128
 # tokens); phi's LayerNorm, rotary positions on half of each head, parallel attention
