@@ -158,25 +158,24 @@ def _yolo(name: str):
 
 
 # name: (config class, model class, config arguments beyond its defaults). Defaults are
-# base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny, opt's is
-# opt-125m, bloom's is 2 layers of 64, mobilebert's is mobilebert-uncased) except where
-# they are large: albert's (xxlarge), bart's, pegasus' and xlnet's (large) and
+# base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny, opt's
+# is opt-125m, bloom's is 2 layers of 64, mobilebert's is mobilebert-uncased) except
+# where they are large: albert's (xxlarge), bart's, pegasus' and xlnet's (large) and
 # deberta's (xlarge) become base size (deberta's that of deberta-v3-base: relative
-# attention, both
-# position terms, 256 log-spaced position buckets, no absolute positions); the
-# decoders' (1.3B to 20B) 4 layers of 512 with 8 heads, keeping each one's features:
-# llama's RMSNorm, rotary positions, SiLU-gated MLP, causal mask and 2 key-value heads
-# (grouped-query attention); mistral's the same with a sliding window of 64 (of the 128
-# tokens); phi's LayerNorm, rotary positions on half of each head, parallel attention
-# and MLP; gemma's one key-value head (multi-query), GELU-gated MLP, (1 + w) RMSNorm
-# and a 32000-token vocabulary (not 256000: 0.5 GB of embeddings); qwen2's biased
-# query, key and value projections, 2 key-value heads and a 32000-token vocabulary;
-# gpt_neox's rotary positions on a quarter of each head and parallel residuals;
-# falcon's one key-value head and parallel attention and MLP; gpt_neo's global and
-# local attention layers in turn, its local window 32 (not 256: within the 128
-# tokens). longformer's sliding attention window is 64 (not 512), clip_text's position
-# table 128 long (not 77) for the 128 tokens, nystromformer's 64 landmarks means of
-# 2 of the 128 tokens each (its segment_means_seq_len the sequence's length).
+# attention, both position terms, 256 log-spaced position buckets, no absolute
+# positions); the decoders' (1.3B to 20B) 4 layers of 512 with 8 heads, keeping each
+# one's features: llama's RMSNorm, rotary positions, SiLU-gated MLP, causal mask and 2
+# key-value heads (grouped-query attention); mistral's the same with a sliding window of
+# 64 (of the 128 tokens); phi's LayerNorm, rotary positions on half of each head,
+# parallel attention and MLP; gemma's one key-value head (multi-query), GELU-gated MLP,
+# (1 + w) RMSNorm and a 32000-token vocabulary (not 256000: 0.5 GB of embeddings);
+# qwen2's biased query, key and value projections, 2 key-value heads and a 32000-token
+# vocabulary; gpt_neox's rotary positions on a quarter of each head and parallel
+# residuals; falcon's one key-value head and parallel attention and MLP; gpt_neo's
+# global and local attention layers in turn, its local window 32 (not 256: within the
+# 128 tokens). longformer's sliding attention window is 64 (not 512), clip_text's
+# position table 128 long (not 77) for the 128 tokens, nystromformer's 64 landmarks
+# means of 2 of the 128 tokens each (its segment_means_seq_len the sequence's length).
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
