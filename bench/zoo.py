@@ -96,8 +96,7 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
                      "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
-                     "clip_text", "gpt_neox", "qwen2", "falcon", "longformer", "nystromformer",
-                     "pegasus")
+                     "clip_text", "gpt_neox", "qwen2", "falcon", "longformer")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
@@ -160,7 +159,7 @@ def _yolo(name: str):
 # name: (config class, model class, config arguments beyond its defaults). Defaults are
 # base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny, opt's
 # is opt-125m, bloom's is 2 layers of 64, mobilebert's is mobilebert-uncased) except
-# where they are large: albert's (xxlarge), bart's, pegasus' and xlnet's (large) and
+# where they are large: albert's (xxlarge), bart's and xlnet's (large) and
 # deberta's (xlarge) become base size (deberta's that of deberta-v3-base: relative
 # attention, both position terms, 256 log-spaced position buckets, no absolute
 # positions); the decoders' (1.3B to 20B) 4 layers of 512 with 8 heads, keeping each
@@ -174,8 +173,7 @@ def _yolo(name: str):
 # residuals; falcon's one key-value head and parallel attention and MLP; gpt_neo's
 # global and local attention layers in turn, its local window 32 (not 256: within the
 # 128 tokens). longformer's sliding attention window is 64 (not 512), clip_text's
-# position table 128 long (not 77) for the 128 tokens, nystromformer's 64 landmarks
-# means of 2 of the 128 tokens each (its segment_means_seq_len the sequence's length).
+# position table 128 long (not 77) for the 128 tokens.
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
@@ -227,8 +225,7 @@ TRANSFORMER_CONFIGS = {
                "vocab_size": 32000}),
     "falcon": ("FalconConfig", "FalconModel", _DECODER),
     "longformer": ("LongformerConfig", "LongformerModel", {"attention_window": 64}),
-    "nystromformer": ("NystromformerConfig", "NystromformerModel",
-                      {"segment_means_seq_len": 128}),
+}),
     "pegasus": ("PegasusConfig", "PegasusModel",
                 {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6,
                  "encoder_attention_heads": 12, "decoder_attention_heads": 12,
