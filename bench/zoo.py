@@ -225,11 +225,6 @@ TRANSFORMER_CONFIGS = {
                "vocab_size": 32000}),
     "falcon": ("FalconConfig", "FalconModel", _DECODER),
     "longformer": ("LongformerConfig", "LongformerModel", {"attention_window": 64}),
-}),
-    "pegasus": ("PegasusConfig", "PegasusModel",
-                {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6,
-                 "encoder_attention_heads": 12, "decoder_attention_heads": 12,
-                 "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072}),
 }
 
 
