@@ -96,7 +96,7 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
                      "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
-                     "clip_text", "gpt_neox", "qwen2", "falcon", "longformer")
+                     "clip_text", "gpt_neox", "qwen2", "falcon")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
@@ -172,8 +172,7 @@ def _yolo(name: str):
 # vocabulary; gpt_neox's rotary positions on a quarter of each head and parallel
 # residuals; falcon's one key-value head and parallel attention and MLP; gpt_neo's
 # global and local attention layers in turn, its local window 32 (not 256: within the
-# 128 tokens). longformer's sliding attention window is 64 (not 512), clip_text's
-# position table 128 long (not 77) for the 128 tokens.
+# 128 tokens). clip_text's position table is 128 long (not 77) for the 128 tokens.
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
@@ -224,7 +223,6 @@ TRANSFORMER_CONFIGS = {
               {**_DECODER, "num_key_value_heads": 2, "intermediate_size": 1376,
                "vocab_size": 32000}),
     "falcon": ("FalconConfig", "FalconModel", _DECODER),
-    "longformer": ("LongformerConfig", "LongformerModel", {"attention_window": 64}),
 }
 
 
