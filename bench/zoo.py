@@ -30,8 +30,14 @@ segmentation models 224x224 rather than their 520x520 training crop), standard n
 ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
-The transformers encoders take input_ids and an attention_mask (the last 16 of 128
-tokens padding), both int64; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
+The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders,
+t5's encoder, bart's encoder-decoder, decoders from opt to gemma, whisper's and
+wav2vec2's audio encoders; their configs in TRANSFORMER_CONFIGS, eager attention, no
+key-value cache) take input_ids and an attention_mask (the last 16 of 128 tokens
+padding), both int64 (bart's decoder reads its input_ids shifted right, the model's
+default), except whisper's encoder, which takes input_features, [1, 80, 3000] (30 s of
+log-mel frames), and wav2vec2, which takes input_values, [1, 16000] (1 s of 16 kHz
+audio), both standard normal; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
 the same models (the same seeded weights) exported with dynamic batch and sequence
 axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
 manifest entries saying so (`dynamic_axes`).
@@ -85,10 +91,17 @@ YOLOS = (
     "yolo11n-cls", "yolo12n", "yolo26n",
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
+# More transformers architectures: encoders, a T5 encoder, a small Llama decoder, and
+# Whisper's audio encoder (see _transformer for their configs).
+TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
+                     "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
+                     "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
+                     "clip_text", "gpt_neox", "qwen2", "falcon")
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
-MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC)
+MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
+          *TRANSFORMERS_TEXT)
 
 
 def one_line(e: BaseException) -> str:
@@ -143,15 +156,89 @@ def _yolo(name: str):
     return model, {"images": _image(name, size, low=0.0)}, f"ultralytics {model.task}"
 
 
+# name: (config class, model class, config arguments beyond its defaults). Defaults are
+# base size or smaller (electra's is small, t5's is t5-small, whisper's is tiny, opt's
+# is opt-125m, bloom's is 2 layers of 64, mobilebert's is mobilebert-uncased) except
+# where they are large: albert's (xxlarge), bart's and xlnet's (large) and
+# deberta's (xlarge) become base size (deberta's that of deberta-v3-base: relative
+# attention, both position terms, 256 log-spaced position buckets, no absolute
+# positions); the decoders' (1.3B to 20B) 4 layers of 512 with 8 heads, keeping each
+# one's features: llama's RMSNorm, rotary positions, SiLU-gated MLP, causal mask and 2
+# key-value heads (grouped-query attention); mistral's the same with a sliding window of
+# 64 (of the 128 tokens); phi's LayerNorm, rotary positions on half of each head,
+# parallel attention and MLP; gemma's one key-value head (multi-query), GELU-gated MLP,
+# (1 + w) RMSNorm and a 32000-token vocabulary (not 256000: 0.5 GB of embeddings);
+# qwen2's biased query, key and value projections, 2 key-value heads and a 32000-token
+# vocabulary; gpt_neox's rotary positions on a quarter of each head and parallel
+# residuals; falcon's one key-value head and parallel attention and MLP; gpt_neo's
+# global and local attention layers in turn, its local window 32 (not 256: within the
+# 128 tokens). clip_text's position table is 128 long (not 77) for the 128 tokens.
+_DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
+TRANSFORMER_CONFIGS = {
+    "bert": ("BertConfig", "BertModel", {}),
+    "distilbert": ("DistilBertConfig", "DistilBertModel", {}),
+    "gpt2": ("GPT2Config", "GPT2Model", {}),
+    "roberta": ("RobertaConfig", "RobertaModel", {}),
+    "albert": ("AlbertConfig", "AlbertModel",
+               {"hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072}),
+    "electra": ("ElectraConfig", "ElectraModel", {}),
+    "t5": ("T5Config", "T5EncoderModel", {}),
+    "llama": ("LlamaConfig", "LlamaModel",
+              {**_DECODER, "num_key_value_heads": 2, "intermediate_size": 1376}),
+    "whisper": ("WhisperConfig", "WhisperModel", {}),
+    "opt": ("OPTConfig", "OPTModel", {}),
+    "bart": ("BartConfig", "BartModel",
+             {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6,
+              "encoder_attention_heads": 12, "decoder_attention_heads": 12,
+              "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072}),
+    "mistral": ("MistralConfig", "MistralModel",
+                {**_DECODER, "num_key_value_heads": 2, "head_dim": 64,
+                 "intermediate_size": 1376, "sliding_window": 64}),
+    "phi": ("PhiConfig", "PhiModel", {**_DECODER, "intermediate_size": 2048}),
+    "gemma": ("GemmaConfig", "GemmaModel",
+              {**_DECODER, "num_key_value_heads": 1, "head_dim": 64,
+               "intermediate_size": 2048, "vocab_size": 32000}),
+    "mpnet": ("MPNetConfig", "MPNetModel", {}),
+    "deberta": ("DebertaV2Config", "DebertaV2Model",
+                {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                 "intermediate_size": 3072, "relative_attention": True,
+                 "pos_att_type": ["p2c", "c2p"], "position_buckets": 256,
+                 "norm_rel_ebd": "layer_norm", "share_att_key": True,
+                 "position_biased_input": False, "type_vocab_size": 0}),
+    "bloom": ("BloomConfig", "BloomModel", {}),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoModel",
+                {"hidden_size": 512, "num_layers": 4, "num_heads": 8, "window_size": 32,
+                 "attention_types": [[["global", "local"], 2]]}),
+    "funnel": ("FunnelConfig", "FunnelModel", {}),
+    "mobilebert": ("MobileBertConfig", "MobileBertModel", {}),
+    "squeezebert": ("SqueezeBertConfig", "SqueezeBertModel", {}),
+    "convbert": ("ConvBertConfig", "ConvBertModel", {}),
+    "xlnet": ("XLNetConfig", "XLNetModel",
+              {"d_model": 768, "n_layer": 12, "n_head": 12, "d_inner": 3072,
+               "use_mems_eval": False}),
+    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", {}),
+    "clip_text": ("CLIPTextConfig", "CLIPTextModel", {"max_position_embeddings": 128}),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXModel", {**_DECODER, "intermediate_size": 2048}),
+    "qwen2": ("Qwen2Config", "Qwen2Model",
+              {**_DECODER, "num_key_value_heads": 2, "intermediate_size": 1376,
+               "vocab_size": 32000}),
+    "falcon": ("FalconConfig", "FalconModel", _DECODER),
+}
+
+
 def _transformer(name: str):
     import transformers
 
-    config, cls = {"bert": ("BertConfig", "BertModel"),
-                   "distilbert": ("DistilBertConfig", "DistilBertModel"),
-                   "gpt2": ("GPT2Config", "GPT2Model")}[name]
-    config = getattr(transformers, config)(attn_implementation="eager", use_cache=False)
+    config, cls, extra = TRANSFORMER_CONFIGS[name]
+    config = getattr(transformers, config)(attn_implementation="eager", use_cache=False, **extra)
     model = getattr(transformers, cls)(config)
     rng = np.random.default_rng(zlib.crc32(name.encode()))
+    if name == "whisper":  # the encoder alone, on 30 s of 80 log-mel features
+        features = rng.standard_normal((1, config.num_mel_bins, 3000), dtype=np.float32)
+        return model.get_encoder(), {"input_features": features}, "transformers"
+    if name == "wav2vec2":  # 1 s of 16 kHz audio
+        return model, {"input_values": rng.standard_normal((1, 16000), dtype=np.float32)}, \
+            "transformers"
     mask = np.ones((1, 128), np.int64)
     mask[:, -16:] = 0
     inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64),
@@ -163,7 +250,7 @@ def _build(name: str):
     """(model, {input name: array}, family) with the framework's initialization."""
     if name in YOLOS:
         return _yolo(name)
-    if name in TRANSFORMERS:
+    if name in TRANSFORMERS or name in TRANSFORMERS_TEXT:
         return _transformer(name)
     if name in TRANSFORMERS_DYNAMIC:
         return _transformer(name[:-len(DYNAMIC)])

@@ -80,6 +80,27 @@ def test_scatter_nd_updates_of_another_shape():
         onnx2ln.convert(m)
 
 
+def test_shift_tokens_right_scatters_a_folded_one_element_update():
+    """BART's decoder input: the ids shifted right, then the start token scattered into
+    column 0 from a one-element constant the import folds (a Reshape of [2] to [1, 1]):
+    the folded constant keeps its [1, 1] shape (it became a [1] and the scatter_nd was
+    refused)."""
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("zeros", np.zeros((1, 8), np.int64)), ("starts", np.array([0], np.int64)),
+        ("ends", np.array([-1], np.int64)), ("axes", np.array([1], np.int64)),
+        ("shift", np.array([[[0, j] for j in range(1, 8)]], np.int64)),
+        ("start_token", np.array([2], np.int64)), ("matrix", np.array([1, 1], np.int64)),
+        ("first", np.zeros((1, 1, 2), np.int64)))]
+    nodes = [helper.make_node("Slice", ["ids", "starts", "ends", "axes"], ["head"]),
+             helper.make_node("ScatterND", ["zeros", "shift", "head"], ["shifted"]),
+             helper.make_node("Reshape", ["start_token", "matrix"], ["start"]),
+             helper.make_node("ScatterND", ["shifted", "first", "start"], ["y"])]
+    m = model(nodes, [("ids", I64, [1, 8])], [("y", I64, [1, 8])], inits=inits)
+    ids = np.arange(10, 18, dtype=np.int64).reshape(1, 8)
+    check(m, {"ids": ids})
+    assert run(m, {"ids": ids}, "dnnl")["y"].tolist() == [[2, 10, 11, 12, 13, 14, 15, 16]]
+
+
 @pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("axis, elem", [(1, F), (-3, TensorProto.INT32), (2, TensorProto.DOUBLE)])
 def test_cumsum(exclusive, reverse, axis, elem):
@@ -168,6 +189,62 @@ def test_constant_folding_of_every_op():
     ir, _ = onnx2ln.convert(m)
     assert optypes(ir) == {"elew"}
     check(m, {"y_in": np.ones((3, 4), np.float32)})
+
+
+def test_t5_relative_position_buckets_fold():
+    """T5's bucket of a relative distance: log(|d| / 8) / log(16) * 8 truncated to an
+    integer, on constants; folded at import (as ONNX Runtime folds it), not left to
+    oneDNN's log, whose few ulp of error put the distances 16, 32 and 64, exact
+    integers 2, 4 and 6 before truncation, into the bucket below."""
+    distance = np.arange(-70, 71, dtype=np.int64)
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("rel", distance), ("exact", np.array(8, np.int64)),
+        ("exact_f", np.array(8.0, np.float32)), ("log16", np.array(np.log(16), np.float32)),
+        ("last", np.array(15, np.int64)),
+        ("table", np.arange(16, dtype=np.float32) * 10))]
+    nodes = [helper.make_node("Abs", ["rel"], ["a"]),
+             helper.make_node("Less", ["a", "exact"], ["near"]),
+             helper.make_node("Cast", ["a"], ["af"], to=F),
+             helper.make_node("Div", ["af", "exact_f"], ["ratio"]),
+             helper.make_node("Log", ["ratio"], ["log"]),
+             helper.make_node("Div", ["log", "log16"], ["scaled"]),
+             helper.make_node("Mul", ["scaled", "exact_f"], ["steps"]),
+             helper.make_node("Cast", ["steps"], ["steps_i"], to=I64),
+             helper.make_node("Add", ["steps_i", "exact"], ["far"]),
+             helper.make_node("Min", ["far", "last"], ["far_c"]),
+             helper.make_node("Where", ["near", "a", "far_c"], ["bucket"]),
+             helper.make_node("Gather", ["table", "bucket"], ["bias"]),
+             helper.make_node("Add", ["x", "bias"], ["y"])]
+    m = model(nodes, [("x", F, [141])], [("y", F, [141])], inits=inits)
+    ir = check(m, {"x": np.zeros(141, np.float32)})
+    assert optypes(ir) == {"elew"}
+    # The buckets by hand: 16 -> 10, 32 -> 12, 64 -> 14 (8 + 2, 4, 6).
+    y = run(m, {"x": np.zeros(141, np.float32)}, "dnnl")["y"]
+    assert [y[70 + d] / 10 for d in (7, 8, 15, 16, 31, 32, 63, 64)] == [7, 8, 9, 10, 11, 12,
+                                                                       13, 14]
+
+
+def test_eye_like_folds_from_its_input_shape():
+    """EyeLike (XLNet's -eye(qlen) mask) depends on its input's shape alone: it folds
+    for a computed input of known shape, on the k-th diagonal, in its input's dtype or
+    `dtype`; a 3-D input is no matrix and refused."""
+    node, inp = doubled("x", F, [3, 4])
+    nodes = [node, helper.make_node("EyeLike", ["x"], ["above"], k=1),
+             helper.make_node("EyeLike", ["x"], ["below"], k=-2, dtype=I64),
+             helper.make_node("Add", ["x", "above"], ["y"])]
+    m = model(nodes, [inp], [("y", F, [3, 4]), ("below", I64, [3, 4])], opset=9)
+    m.ir_version = 4
+    feeds = feed_of([inp])
+    ir = check(m, feeds)
+    assert optypes(ir) == {"elew"}
+    got = run(m, feeds, "cpu")
+    np.testing.assert_array_equal(got["y"] - feeds["x_in"] * 2, np.eye(3, 4, 1))
+    assert got["below"].tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]
+    m = model([helper.make_node("EyeLike", ["x"], ["y"])], [("x", F, [2, 2, 2])],
+              [("y", F, [2, 2, 2])])
+    with pytest.raises(onnx2ln.UnsupportedModelError, match=r"EyeLike-9\): a 2-D input of "
+                       r"known shape"):
+        onnx2ln.convert(m, check=False)
 
 
 def test_constant_of_shape_of_a_computed_shape_is_refused():

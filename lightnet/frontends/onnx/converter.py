@@ -19,7 +19,7 @@ from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
 from .dtypes import BFLOAT16, FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
-from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_shape
+from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_eye_like, fold_shape
 from .fusion import fuse
 from .graph import (Node, Schema, TensorTypes, Val, attribute_value, lnshape, node_problem,
                     onnx_package, pyval, tensor_array)
@@ -328,15 +328,23 @@ class Converter:
         return True
 
     def _try_fold(self, n: Node) -> bool:
-        if n.op_type in ("Shape", "Size"):
+        if n.op_type in ("Shape", "Size", "EyeLike"):  # of the input's shape alone
             info = self.info.get(n.input(0))
-            shape = info[1] if info else None
+            shape, elem = (info[1], info[0]) if info else (None, 0)
             if n.input(0) in self.consts:
                 shape = self.consts[n.input(0)].shape
+                elem = self.onnx.helper.np_dtype_to_tensor_dtype(self.consts[n.input(0)].dtype)
             if shape is None:
                 return False
             if n.op_type == "Size":
                 value = np.array(math.prod(shape), np.int64)
+            elif n.op_type == "EyeLike":
+                if math.prod(shape) > FOLD_LIMIT or not self.fold_budget.take(math.prod(shape)):
+                    return False
+                try:
+                    value = fold_eye_like(shape, elem, **attribute_arguments(fold_eye_like, n))
+                except (Unsupported, LightNetError):
+                    return False
             else:
                 try:
                     value = fold_shape(shape, **attribute_arguments(fold_shape, n))
@@ -491,7 +499,7 @@ class Converter:
         uniform = uniform_value(value) if name not in self.initializers else None
         array = (to_tl_array(np.asarray(uniform, value.dtype).reshape(1), what)
                  if uniform is not None else to_tl_array(value, what))
-        if uniform is not None and value.size > 1:
+        if uniform is not None:  # its shape, however many elements ([1, 1] too)
             array = np.broadcast_to(array.reshape(()), value.shape)
         dtype = tl_dtype(self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype), what)
         target = out or (name if name not in self.vals else self.fresh(name))

@@ -143,6 +143,17 @@ def fold_shape(shape, *, start=0, end=None) -> np.ndarray:
     return np.array(shape[slice(start, len(shape) if end is None else end)], np.int64)
 
 
+def fold_eye_like(shape, elem: int, *, dtype=None, k=0) -> np.ndarray:
+    """The value of EyeLike of a tensor of `shape` and ONNX type `elem`: ones on the
+    k-th diagonal of a matrix of that shape, of type `dtype` (default `elem`)."""
+    if len(shape) != 2:
+        raise Unsupported(f"EyeLike of a {len(shape)}-D input (ONNX's is 2-D)")
+    to = elem if dtype is None else dtype
+    if to not in NP_OF_ONNX:
+        raise Unsupported(f"EyeLike of {type_name(to)}")
+    return np.eye(shape[0], shape[1], k=k, dtype=NP_OF_ONNX[to])
+
+
 # -----------------------------------------------------------------------------
 # The size of a folder's result, before it runs
 # -----------------------------------------------------------------------------
@@ -479,6 +490,8 @@ FOLDERS = {
     "Floor": _unary(np.floor),
     "Ceil": _unary(np.ceil),
     "Sqrt": _unary(np.sqrt),
+    "Log": _unary(np.log),
+    "Exp": _unary(np.exp),
     "Max": _variadic(np.maximum),
     "Min": _variadic(np.minimum),
     "Sum": _variadic(np.add),

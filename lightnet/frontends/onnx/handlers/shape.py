@@ -313,3 +313,4 @@ handler("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24)(_not_folded(
     "only value, value_float(s) and value_int(s) constants of numeric types"))
 handler("Shape", 1, 13, 15, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
 handler("Size", 1, 13, 19, 21, 23, 24)(_not_folded("an input of unknown shape"))
+handler("EyeLike", 9, 22)(_not_folded("a 2-D input of known shape and a numeric dtype"))
