@@ -85,10 +85,14 @@ YOLOS = (
     "yolo11n-cls", "yolo12n", "yolo26n",
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
+TRANSFORMERS_VISION = (
+    "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit",
+)
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
-MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC)
+MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
+          *TRANSFORMERS_VISION)
 
 
 def one_line(e: BaseException) -> str:
@@ -159,6 +163,30 @@ def _transformer(name: str):
     return model, inputs, "transformers"
 
 
+# name: (config class, its arguments, model class). Base models (every token's or pixel's
+# features are outputs) but segformer, whose decode head is its own architecture's part.
+VISION = {
+    "levit": ("LevitConfig", {}, "LevitModel"),
+    "convnextv2": ("ConvNextV2Config", {}, "ConvNextV2Model"),
+    "mobilevit": ("MobileViTConfig", {}, "MobileViTModel"),
+    "segformer": ("SegformerConfig", {}, "SegformerForSemanticSegmentation"),
+    "swinv2": ("Swinv2Config", {}, "Swinv2Model"),
+    "dinov2": ("Dinov2Config", {"hidden_size": 384, "num_attention_heads": 6,
+                                "image_size": 518}, "Dinov2Model"),
+    "beit": ("BeitConfig", {"use_relative_position_bias": True}, "BeitModel"),
+}
+
+
+def _vision_transformer(name: str):
+    import transformers
+
+    config, kwargs, cls = VISION[name]
+    config = getattr(transformers, config)(attn_implementation="eager", **kwargs)
+    model = getattr(transformers, cls)(config)
+    size = 256 if name == "mobilevit" else 224
+    return model, {"pixel_values": _image(name, size)}, "transformers vision"
+
+
 def _build(name: str):
     """(model, {input name: array}, family) with the framework's initialization."""
     if name in YOLOS:
@@ -167,6 +195,8 @@ def _build(name: str):
         return _transformer(name)
     if name in TRANSFORMERS_DYNAMIC:
         return _transformer(name[:-len(DYNAMIC)])
+    if name in TRANSFORMERS_VISION:
+        return _vision_transformer(name)
     return _torchvision(name)
 
 
@@ -239,7 +269,7 @@ def export_one(name: str, cache: str) -> dict:
 
         def forward(self, *xs):
             return tuple(_flat(self.model(**dict(zip(names, xs)))
-                               if family == "transformers" else self.model(*xs)))
+                               if family.startswith("transformers") else self.model(*xs)))
 
     flat = Flat().eval()
     args = tuple(torch.from_numpy(a) for a in inputs.values())
@@ -293,6 +323,7 @@ def export(names, cache: str) -> int:
             print(f"{name}: export failed: {one_line(e)}", flush=True)
             continue
         entry["export_seconds"] = round(time.perf_counter() - t, 1)
+        manifest = read_manifest(cache, missing_ok=True)  # another export's entries kept
         manifest[name] = entry
         write_manifest(cache, manifest)
         print(f"{name}: {entry['family']}, outputs {entry['outputs']} max |y| "
