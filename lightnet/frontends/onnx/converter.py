@@ -8,6 +8,7 @@ map, and binds the graph outputs to their ONNX names.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -56,6 +57,14 @@ class Converter:
         self.ops: list[dict] = []
         self.weights: dict[str, np.ndarray] = {}
         self.consts: dict[str, np.ndarray] = {}  # ONNX name -> value (folded or given)
+        # Folded values by content: ONNX name -> the first name folded to an equal
+        # value, and that value's key -> that name; a node of the same op, attributes
+        # and (so named) inputs as one already folded -> its outputs' names. A
+        # transformer's layers each compute the same index tables (BEiT's relative
+        # position index: twelve copies of 5M elements of work); they fold once.
+        self.same_value: dict[str, str] = {}
+        self.value_names: dict[tuple, str] = {}
+        self.folded_nodes: dict[tuple, tuple] = {}
         self.initializers: set[str] = set()
         self.vals: dict[str, Val] = {}  # ONNX name -> LightNet tensor
         self.materialized: dict[str, Val] = {}
@@ -345,6 +354,12 @@ class Converter:
             return False
         if not all(x in self.consts for x in n.inputs if x):
             return False
+        key = self._node_key(n)
+        if key in self.folded_nodes:
+            for name, same in zip(n.outputs, self.folded_nodes[key]):
+                if name and same:
+                    self._set_const(name, self.consts[same], same)
+            return True
         ins = [self.consts[x] if x else None for x in n.inputs]
         touched, result = fold_elements(n, ins)
         if result > FOLD_LIMIT or not self.fold_budget.take(touched):
@@ -357,10 +372,42 @@ class Converter:
         for name, value in zip(n.outputs, outs):
             if name:
                 self._set_const(name, np.asarray(value))
+        if key is not None and all(not o or o in self.same_value for o in n.outputs):
+            self.folded_nodes[key] = tuple(o and self.same_value[o] for o in n.outputs)
         return True
 
-    def _set_const(self, name, value):
+    def _node_key(self, n: Node) -> tuple | None:
+        """What folding `n` depends on: its op, version, attributes and inputs (by the
+        name of the first equal value folded); None when an input is not such a value
+        (a weight) or an attribute is a tensor."""
+        if not n.inputs or any(x and x not in self.same_value for x in n.inputs):
+            return None
+        if any(isinstance(v, np.ndarray) for v in n.attrs.values()):
+            return None
+        return (n.op_type, n.version, repr(sorted(n.attrs.items())),
+                tuple(x and self.same_value[x] for x in n.inputs))
+
+    def _value_key(self, value: np.ndarray) -> tuple | None:
+        """dtype, shape and a digest of the elements of a folded value (one element of
+        a broadcast one, ConstantOfShape's); None for one too large to read again."""
+        if value.size and not any(value.strides):
+            data = np.ascontiguousarray(value.reshape(-1)[:1])
+        elif value.size <= FOLD_LIMIT:
+            data = np.ascontiguousarray(value)
+        else:
+            return None
+        try:
+            digest = hashlib.blake2b(data.view(np.uint8).reshape(-1), digest_size=16)
+        except (TypeError, ValueError):  # an object array (strings)
+            return None
+        return value.dtype.str, value.shape, digest.digest()
+
+    def _set_const(self, name, value, same: str | None = None):
+        """Constant `name` is `value` (the value of constant `same`, when known)."""
         self.consts[name] = value
+        key = None if same else self._value_key(value)
+        if same or key is not None:
+            self.same_value[name] = same or self.value_names.setdefault(key, name)
         try:
             elem = self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
         except Exception:
