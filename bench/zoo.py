@@ -86,7 +86,9 @@ YOLOS = (
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
 TRANSFORMERS_VISION = (
-    "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit",
+    "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
+    "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
+    "siglip_vision", "bit", "depth_anything",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -174,6 +176,16 @@ VISION = {
     "dinov2": ("Dinov2Config", {"hidden_size": 384, "num_attention_heads": 6,
                                 "image_size": 518}, "Dinov2Model"),
     "beit": ("BeitConfig", {"use_relative_position_bias": True}, "BeitModel"),
+    "poolformer": ("PoolFormerConfig", {}, "PoolFormerModel"),
+    "swiftformer": ("SwiftFormerConfig", {}, "SwiftFormerModel"),
+    "cvt": ("CvtConfig", {}, "CvtModel"),
+    "pvt_v2": ("PvtV2Config", {}, "PvtV2Model"),
+    "focalnet": ("FocalNetConfig", {}, "FocalNetModel"),
+    "hiera": ("HieraConfig", {}, "HieraModel"),
+    "clip_vision": ("CLIPVisionConfig", {}, "CLIPVisionModel"),
+    "siglip_vision": ("SiglipVisionConfig", {}, "SiglipVisionModel"),
+    "bit": ("BitConfig", {}, "BitModel"),
+    "depth_anything": ("DepthAnythingConfig", {}, "DepthAnythingForDepthEstimation"),
 }
 
 

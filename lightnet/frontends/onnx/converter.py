@@ -271,8 +271,9 @@ class Converter:
 
     def _fold(self):
         self.folded = set()
+        live = self._live()
         for _ in range(50):
-            pending = [n for n in self.nodes if n.index not in self.folded]
+            pending = [n for n in self.nodes if n.index not in self.folded and n.index in live]
             self._infer(pending)
             changed = False
             for n in pending:
@@ -281,6 +282,28 @@ class Converter:
                     changed = True
             if not changed:
                 break
+
+    def _live(self) -> set[int]:
+        """The indices of the nodes the graph's outputs depend on: only those fold (a
+        dead constant subgraph would spend the fold limit)."""
+        producers = {o: n for n in self.nodes for o in n.outputs if o}
+        live, stack = set(), [o.name for o in self.graph.output]
+        while stack:
+            n = producers.get(stack.pop())
+            if n is not None and n.index not in live:
+                live.add(n.index)
+                stack.extend(self._read_inputs(n))
+        return live
+
+    def _read_inputs(self, n: Node) -> list[str]:
+        """The inputs `n`'s results depend on: a BatchNormalization in training mode
+        whose running mean and variance are not read does not read its mean and var
+        (torch writes ReduceMeans of a weight-standardized convolution's weight for
+        them, BiT's, whose own statistics normalize it)."""
+        if (n.op_type == "BatchNormalization" and n.attrs.get("training_mode")
+                and not any(self.used(n, i) for i in (1, 2))):
+            return n.inputs[:3]
+        return n.inputs
 
     def _fuse(self):
         """Replace the written-out GELU, SiLU, hard swish and layer normalization
@@ -352,7 +375,8 @@ class Converter:
             return False
         if n.op_type == "Dropout" and len(n.outputs) > 1 and n.outputs[1] in self.consumed:
             return False
-        if not all(x in self.consts for x in n.inputs if x):
+        read = self._read_inputs(n)
+        if not all(x in self.consts for x in read if x):
             return False
         key = self._node_key(n)
         if key in self.folded_nodes:
@@ -360,7 +384,7 @@ class Converter:
                 if name and same:
                     self._set_const(name, self.consts[same], same)
             return True
-        ins = [self.consts[x] if x else None for x in n.inputs]
+        ins = [self.consts[x] if x and x in read else None for x in n.inputs]
         touched, result = fold_elements(n, ins)
         if result > FOLD_LIMIT or not self.fold_budget.take(touched):
             return False  # left to the runtime
