@@ -24,7 +24,7 @@ $LIGHTNET_ZOO; --cache DIR) as NAME.onnx, its inputs as NAME.npz, and an entry i
 manifest.json: name, family, file, inputs (names, shapes, dtypes), outputs, the largest
 output magnitude, and the model's float32 noise, the error of torch's float32 outputs
 against its float64 ones, which two correct float32 engines may differ by too. A model
-whose outputs are not finite is not exported; models already in the manifest are
+with an output not finite or all zero is not exported; models already in the manifest are
 skipped. torchvision's models take 224x224 images (inception_v3 299x299; the
 segmentation models 224x224 rather than their 520x520 training crop), standard normal.
 ultralytics' YOLO models are built from their yaml (no weights, no network:
@@ -34,7 +34,17 @@ The transformers encoders take input_ids and an attention_mask (the last 16 of 1
 tokens padding), both int64; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
 the same models (the same seeded weights) exported with dynamic batch and sequence
 axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
-manifest entries saying so (`dynamic_axes`).
+manifest entries saying so (`dynamic_axes`). The transformers vision models
+(TRANSFORMERS_VISION: LeViT, ConvNeXt-V2, MobileViT, SegFormer, Swin-V2, DINOv2, BEiT,
+PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
+towers, BiT, Depth Anything) are their configs' defaults (base size or smaller; segformer
+is b0, dinov2 the dinov2-small config, hidden 384, 6 heads, whose 518x518 position
+table is interpolated (bicubic) to the 224x224 image's 16x16 patches; beit with its
+relative position bias on, as BEiT's released checkpoints have it) and take
+`pixel_values`, a seeded standard normal [1, 3, 224, 224] (mobilevit 256x256, its
+config's size); the outputs are the base model's (last hidden state, pooled output
+where there is one) but segformer's segmentation logits and depth_anything's depth.
+MobileViT-V2 is not among them: its unfold's inverse (col2im) exports only at opset 18.
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -88,7 +98,8 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
-    "siglip_vision", "bit", "depth_anything",
+    "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "dinov2_registers",
+    "mobilenet_v1", "efficientnet",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -166,7 +177,8 @@ def _transformer(name: str):
 
 
 # name: (config class, its arguments, model class). Base models (every token's or pixel's
-# features are outputs) but segformer, whose decode head is its own architecture's part.
+# features are outputs) but segformer and depth_anything, whose heads are their
+# architectures' own part.
 VISION = {
     "levit": ("LevitConfig", {}, "LevitModel"),
     "convnextv2": ("ConvNextV2Config", {}, "ConvNextV2Model"),
@@ -186,6 +198,14 @@ VISION = {
     "siglip_vision": ("SiglipVisionConfig", {}, "SiglipVisionModel"),
     "bit": ("BitConfig", {}, "BitModel"),
     "depth_anything": ("DepthAnythingConfig", {}, "DepthAnythingForDepthEstimation"),
+    "dpt": ("DPTConfig", {}, "DPTForSemanticSegmentation"),
+    "yolos": ("YolosConfig", {}, "YolosForObjectDetection"),
+    "dinov2_registers": ("Dinov2WithRegistersConfig", {"hidden_size": 384,
+                                                       "num_attention_heads": 6},
+                         "Dinov2WithRegistersModel"),
+    "mobilenet_v1": ("MobileNetV1Config", {}, "MobileNetV1Model"),
+    "efficientnet": ("EfficientNetConfig", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
+                                            "image_size": 224}, "EfficientNetModel"),
 }
 
 
@@ -289,8 +309,8 @@ def export_one(name: str, cache: str) -> dict:
         ys = flat(*args)
     outputs = ["output"] if len(ys) == 1 else [f"output{i}" for i in range(len(ys))]
     largest = [float(y.abs().max()) for y in ys]
-    if not all(math.isfinite(v) for v in largest):
-        raise ValueError(f"outputs not finite: max |y| {largest}")
+    if not all(math.isfinite(v) and v > 0 for v in largest):  # zeros would check nothing
+        raise ValueError(f"outputs not finite or all zero: max |y| {largest}")
     path = os.path.join(cache, f"{name}.onnx")
     dynamic = None
     if name.endswith(DYNAMIC):  # inputs [batch, sequence]; outputs [batch, (sequence,) ...]
