@@ -37,14 +37,19 @@ axes ("batch", "sequence": one ONNX model for any batch and sequence length), th
 manifest entries saying so (`dynamic_axes`). The transformers vision models
 (TRANSFORMERS_VISION: LeViT, ConvNeXt-V2, MobileViT, SegFormer, Swin-V2, DINOv2, BEiT,
 PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
-towers, BiT, Depth Anything) are their configs' defaults (base size or smaller; segformer
-is b0, dinov2 the dinov2-small config, hidden 384, 6 heads, whose 518x518 position
-table is interpolated (bicubic) to the 224x224 image's 16x16 patches; beit with its
-relative position bias on, as BEiT's released checkpoints have it) and take
-`pixel_values`, a seeded standard normal [1, 3, 224, 224] (mobilevit 256x256, its
-config's size); the outputs are the base model's (last hidden state, pooled output
-where there is one) but segformer's segmentation logits and depth_anything's depth.
-MobileViT-V2 is not among them: its unfold's inverse (col2im) exports only at opset 18.
+towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet) are their configs'
+defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config,
+hidden 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the
+224x224 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its
+relative position bias on, as BEiT's released checkpoints have it; efficientnet B0's
+coefficients, the config's default being B7) and take `pixel_values`, a seeded
+standard normal [1, 3, 224, 224] (mobilevit 256x256, its config's size); the outputs
+are the base model's (last hidden state, pooled output where there is one) but
+segformer's and dpt's segmentation logits (dpt's depth head ends in a ReLU that
+zeroes every random-weight output), yolos' class logits and boxes, and
+depth_anything's depth. Not among them: MobileViT-V2 (its unfold's inverse, col2im,
+exports only at opset 18) and DINOv2 with registers (its antialiased bicubic position
+interpolation likewise).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -98,8 +103,7 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
-    "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "dinov2_registers",
-    "mobilenet_v1", "efficientnet",
+    "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -200,12 +204,11 @@ VISION = {
     "depth_anything": ("DepthAnythingConfig", {}, "DepthAnythingForDepthEstimation"),
     "dpt": ("DPTConfig", {}, "DPTForSemanticSegmentation"),
     "yolos": ("YolosConfig", {}, "YolosForObjectDetection"),
-    "dinov2_registers": ("Dinov2WithRegistersConfig", {"hidden_size": 384,
-                                                       "num_attention_heads": 6},
-                         "Dinov2WithRegistersModel"),
     "mobilenet_v1": ("MobileNetV1Config", {}, "MobileNetV1Model"),
+    # EfficientNetConfig's default is B7 (600x600, 64 blocks): B0's coefficients here.
     "efficientnet": ("EfficientNetConfig", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
-                                            "image_size": 224}, "EfficientNetModel"),
+                                            "image_size": 224, "hidden_dim": 1280},
+                     "EfficientNetModel"),
 }
 
 
