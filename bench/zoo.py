@@ -24,7 +24,7 @@ $LIGHTNET_ZOO; --cache DIR) as NAME.onnx, its inputs as NAME.npz, and an entry i
 manifest.json: name, family, file, inputs (names, shapes, dtypes), outputs, the largest
 output magnitude, and the model's float32 noise, the error of torch's float32 outputs
 against its float64 ones, which two correct float32 engines may differ by too. A model
-whose outputs are not finite is not exported; models already in the manifest are
+with an output not finite or all zero is not exported; models already in the manifest are
 skipped. torchvision's models take 224x224 images (inception_v3 299x299; the
 segmentation models 224x224 rather than their 520x520 training crop), standard normal.
 ultralytics' YOLO models are built from their yaml (no weights, no network:
@@ -40,7 +40,22 @@ log-mel frames), and wav2vec2, which takes input_values, [1, 16000] (1 s of 16 k
 audio), both standard normal; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
 the same models (the same seeded weights) exported with dynamic batch and sequence
 axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
-manifest entries saying so (`dynamic_axes`).
+manifest entries saying so (`dynamic_axes`). The transformers vision models
+(TRANSFORMERS_VISION: LeViT, ConvNeXt-V2, MobileViT, SegFormer, Swin-V2, DINOv2, BEiT,
+PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
+towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet) are their configs'
+defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config,
+hidden 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the
+224x224 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its
+relative position bias on, as BEiT's released checkpoints have it; efficientnet B0's
+coefficients, the config's default being B7) and take `pixel_values`, a seeded
+standard normal [1, 3, 224, 224] (mobilevit 256x256, its config's size); the outputs
+are the base model's (last hidden state, pooled output where there is one) but
+segformer's and dpt's segmentation logits (dpt's depth head ends in a ReLU that
+zeroes every random-weight output), yolos' class logits and boxes, and
+depth_anything's depth. Not among them: MobileViT-V2 (its unfold's inverse, col2im,
+exports only at opset 18) and DINOv2 with registers (its antialiased bicubic position
+interpolation likewise).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -97,11 +112,16 @@ TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
                      "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
                      "clip_text", "gpt_neox", "qwen2", "falcon")
+TRANSFORMERS_VISION = (
+    "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
+    "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
+    "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
+)
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
 MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
-          *TRANSFORMERS_TEXT)
+          *TRANSFORMERS_TEXT, *TRANSFORMERS_VISION)
 
 
 def one_line(e: BaseException) -> str:
@@ -246,6 +266,48 @@ def _transformer(name: str):
     return model, inputs, "transformers"
 
 
+# name: (config class, its arguments, model class). Base models (every token's or pixel's
+# features are outputs) but segformer and depth_anything, whose heads are their
+# architectures' own part.
+VISION = {
+    "levit": ("LevitConfig", {}, "LevitModel"),
+    "convnextv2": ("ConvNextV2Config", {}, "ConvNextV2Model"),
+    "mobilevit": ("MobileViTConfig", {}, "MobileViTModel"),
+    "segformer": ("SegformerConfig", {}, "SegformerForSemanticSegmentation"),
+    "swinv2": ("Swinv2Config", {}, "Swinv2Model"),
+    "dinov2": ("Dinov2Config", {"hidden_size": 384, "num_attention_heads": 6,
+                                "image_size": 518}, "Dinov2Model"),
+    "beit": ("BeitConfig", {"use_relative_position_bias": True}, "BeitModel"),
+    "poolformer": ("PoolFormerConfig", {}, "PoolFormerModel"),
+    "swiftformer": ("SwiftFormerConfig", {}, "SwiftFormerModel"),
+    "cvt": ("CvtConfig", {}, "CvtModel"),
+    "pvt_v2": ("PvtV2Config", {}, "PvtV2Model"),
+    "focalnet": ("FocalNetConfig", {}, "FocalNetModel"),
+    "hiera": ("HieraConfig", {}, "HieraModel"),
+    "clip_vision": ("CLIPVisionConfig", {}, "CLIPVisionModel"),
+    "siglip_vision": ("SiglipVisionConfig", {}, "SiglipVisionModel"),
+    "bit": ("BitConfig", {}, "BitModel"),
+    "depth_anything": ("DepthAnythingConfig", {}, "DepthAnythingForDepthEstimation"),
+    "dpt": ("DPTConfig", {}, "DPTForSemanticSegmentation"),
+    "yolos": ("YolosConfig", {}, "YolosForObjectDetection"),
+    "mobilenet_v1": ("MobileNetV1Config", {}, "MobileNetV1Model"),
+    # EfficientNetConfig's default is B7 (600x600, 64 blocks): B0's coefficients here.
+    "efficientnet": ("EfficientNetConfig", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
+                                            "image_size": 224, "hidden_dim": 1280},
+                     "EfficientNetModel"),
+}
+
+
+def _vision_transformer(name: str):
+    import transformers
+
+    config, kwargs, cls = VISION[name]
+    config = getattr(transformers, config)(attn_implementation="eager", **kwargs)
+    model = getattr(transformers, cls)(config)
+    size = 256 if name == "mobilevit" else 224
+    return model, {"pixel_values": _image(name, size)}, "transformers vision"
+
+
 def _build(name: str):
     """(model, {input name: array}, family) with the framework's initialization."""
     if name in YOLOS:
@@ -254,6 +316,8 @@ def _build(name: str):
         return _transformer(name)
     if name in TRANSFORMERS_DYNAMIC:
         return _transformer(name[:-len(DYNAMIC)])
+    if name in TRANSFORMERS_VISION:
+        return _vision_transformer(name)
     return _torchvision(name)
 
 
@@ -326,7 +390,7 @@ def export_one(name: str, cache: str) -> dict:
 
         def forward(self, *xs):
             return tuple(_flat(self.model(**dict(zip(names, xs)))
-                               if family == "transformers" else self.model(*xs)))
+                               if family.startswith("transformers") else self.model(*xs)))
 
     flat = Flat().eval()
     args = tuple(torch.from_numpy(a) for a in inputs.values())
@@ -334,8 +398,8 @@ def export_one(name: str, cache: str) -> dict:
         ys = flat(*args)
     outputs = ["output"] if len(ys) == 1 else [f"output{i}" for i in range(len(ys))]
     largest = [float(y.abs().max()) for y in ys]
-    if not all(math.isfinite(v) for v in largest):
-        raise ValueError(f"outputs not finite: max |y| {largest}")
+    if not all(math.isfinite(v) and v > 0 for v in largest):  # zeros would check nothing
+        raise ValueError(f"outputs not finite or all zero: max |y| {largest}")
     path = os.path.join(cache, f"{name}.onnx")
     dynamic = None
     if name.endswith(DYNAMIC):  # inputs [batch, sequence]; outputs [batch, (sequence,) ...]
@@ -380,6 +444,7 @@ def export(names, cache: str) -> int:
             print(f"{name}: export failed: {one_line(e)}", flush=True)
             continue
         entry["export_seconds"] = round(time.perf_counter() - t, 1)
+        manifest = read_manifest(cache, missing_ok=True)  # another export's entries kept
         manifest[name] = entry
         write_manifest(cache, manifest)
         print(f"{name}: {entry['family']}, outputs {entry['outputs']} max |y| "

@@ -205,7 +205,7 @@ def conv_window2d_checks(ck: Checker) -> None:
 def pool_window2d_checks(ck: Checker) -> None:
     """The checks of pool_window2d, for every op taking the group."""
     size, padding, src, stride = ck.get("size", "padding", "src", "stride")
-    autopad, dilation = ck.get("autopad", "dilation")
+    autopad, dilation, ceil_mode = ck.get("autopad", "dilation", "ceil_mode")
     ck.satisfy(
         "param 'padding'",
         all(p < k for p, k in zip(padding, size * 2)),
@@ -218,12 +218,17 @@ def pool_window2d_checks(ck: Checker) -> None:
         autopad in ("SAME_UPPER", "SAME_LOWER")
         or min(
             shapes.pool2d_output_hw(
-                src.shape[2:], size, stride, padding, dilation=dilation
+                src.shape[2:],
+                size,
+                stride,
+                padding,
+                ceil_mode=ceil_mode,
+                dilation=dilation,
             )
         )
         > 0,
-        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, dilation=dilation)) > 0',
-        "the padded input holds at least one window",
+        'autopad in ("SAME_UPPER", "SAME_LOWER") or min(shapes.pool2d_output_hw(src.shape[2:], size, stride, padding, ceil_mode=ceil_mode, dilation=dilation)) > 0',
+        "the padded input holds at least one window (ceil_mode, one starting in it)",
         lambda: found(
             src=src,
             size=size,
@@ -231,6 +236,7 @@ def pool_window2d_checks(ck: Checker) -> None:
             padding=padding,
             autopad=autopad,
             dilation=dilation,
+            ceil_mode=ceil_mode,
         ),
     )
 

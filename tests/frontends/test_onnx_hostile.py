@@ -122,20 +122,55 @@ def test_an_unfolded_range_27_accumulating_in_float16_is_refused():
 
 
 def test_the_fold_limit_is_spent_across_the_whole_import():
-    """Forty sums of 4M-element constants: each is small enough to fold, all of
-    them are not; past the limit they are reduce ops, and the values agree."""
-    nodes, inits = [], [init("s", np.array([2048, 2048], np.int64))]
+    """Forty sums of 4M-element constants (of forty shapes: equal ones would fold
+    once): each is small enough to fold, all of them are not; past the limit they
+    are reduce ops, and the values agree."""
+    nodes, inits = [], []
     for k in range(40):
-        nodes += [ones_of_shape("s", f"c{k}"),
+        inits.append(init(f"s{k}", np.array([2048, 2048 - k], np.int64)))
+        nodes += [ones_of_shape(f"s{k}", f"c{k}"),
                   helper.make_node("ReduceSum", [f"c{k}"], [f"r{k}"], keepdims=0)]
     nodes.append(helper.make_node("Sum", [f"r{k}" for k in range(40)], ["y"]))
     m = model(nodes, inits)
     ir, _ = onnx2ln.convert(m)
     reduces = sum(op["optype"] == "reduce" for op in ir["ops"])
     folded = 40 - reduces  # each reads 4M elements and may write as many
-    assert 0 < folded <= limits.DEFAULT_FOLD_LIMIT // (2 * 2048 * 2048) < 40
+    assert 0 < folded <= limits.DEFAULT_FOLD_LIMIT // (2 * 2048 * 2000) < 40
     (y,) = session(m).run({}).values()
-    assert y == 40 * 2048 * 2048
+    assert y == sum(2048 * (2048 - k) for k in range(40))
+
+
+def test_layers_computing_the_same_constants_fold_them_once():
+    """BEiT's pattern: each of its layers computes the same relative position
+    index from constants of its own (equal values, other names). Eight layers
+    each add (i - j + n - 1), a [256, 256] table computed from a Range, to the
+    input: one layer's folding fits a fold limit of 1M elements, eight would
+    not; the seven others reuse the first's tables, so all fold and only the
+    adds run."""
+    n, layers = 256, 8
+    nodes, h = [], "x"
+    for k in range(layers):
+        def const(name, value):
+            return helper.make_node("Constant", [], [f"{name}{k}"],
+                                    value=numpy_helper.from_array(np.array(value, np.int64)))
+        nodes += [const("start", 0), const("stop", n), const("step", 1),
+                  const("rows", [1]), const("cols", [0]), const("shift", n - 1),
+                  helper.make_node("Range", [f"start{k}", f"stop{k}", f"step{k}"], [f"r{k}"]),
+                  helper.make_node("Unsqueeze", [f"r{k}", f"rows{k}"], [f"i{k}"]),
+                  helper.make_node("Unsqueeze", [f"r{k}", f"cols{k}"], [f"j{k}"]),
+                  helper.make_node("Sub", [f"i{k}", f"j{k}"], [f"d{k}"]),
+                  helper.make_node("Add", [f"d{k}", f"shift{k}"], [f"index{k}"]),
+                  helper.make_node("Cast", [f"index{k}"], [f"bias{k}"], to=TensorProto.FLOAT),
+                  helper.make_node("Add", [h, f"bias{k}"], ["y" if k == layers - 1 else f"h{k}"])]
+        h = f"h{k}"
+    m = model(nodes, [], inputs=[("x", [n, n])])
+    ir, _ = onnx2ln.convert(m, fold_limit=1_000_000)
+    assert sorted({op["optype"] for op in ir["ops"]}) == ["create", "elew", "input"]
+    assert sum(op["optype"] == "elew" for op in ir["ops"]) == layers
+    x = np.random.default_rng(3).standard_normal((n, n), dtype=np.float32)
+    (y,) = session(m, fold_limit=1_000_000).run({"x": x}).values()
+    i, j = np.indices((n, n))
+    np.testing.assert_allclose(y, x + layers * (i - j + n - 1), rtol=1e-6)
 
 
 def test_the_fold_limit_is_settable():

@@ -230,3 +230,21 @@ def test_max_unpool_to_another_output_shape_is_refused():
     with pytest.raises(LightNetError, match=r"MaxUnpool.*output_shape \[1, 2, 7, 9\] other "
                                             r"than the pooled input's \[1, 2, 6, 8\]"):
         convert(m)
+
+
+@pytest.mark.parametrize("target", ["dnnl", "cpu"])
+@pytest.mark.parametrize("op_type, attrs", [
+    ("AveragePool", {"count_include_pad": 1}), ("AveragePool", {}), ("MaxPool", {})])
+def test_a_ceil_mode_window_wider_than_the_input(op_type, attrs, target, tmp_path):
+    """Hugging Face's EfficientNet pools its 7x7 features with AvgPool2d(1280,
+    ceil_mode=True): one window, starting in the input, far wider than it, the
+    mean of the input's cells (count_include_pad without padding counting nothing
+    more). It was refused ("the padded input holds at least one window")."""
+    m = pool_model(op_type, [1, 4, 7, 7], kernel_shape=[20, 20], strides=[20, 20],
+                   ceil_mode=1, **attrs)
+    x = np.random.default_rng(5).standard_normal((1, 4, 7, 7)).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path, target=target)
+    want = run_ort(m, {"x": x})["y"]
+    reduce = np.mean if op_type == "AveragePool" else np.max
+    np.testing.assert_allclose(want, reduce(x, axis=(2, 3), keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-6, atol=1e-7)

@@ -305,6 +305,59 @@ def test_instance_normalization_matches_onnxruntime(tmp_path):
           rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("target", ["dnnl", "cpu"])
+def test_instance_normalization_of_large_planes_keeps_float32_accuracy(target, tmp_path):
+    """BiT's GroupNorm (an InstanceNormalization of 32 groups of 8 channels of 56x56):
+    the statistics of planes of 25088 values, far from zero on average. oneDNN's
+    average pooling summed each plane in one float32 accumulator (5.8e-6 off); a
+    reduction is within 1e-6 of float64 numpy on both targets."""
+    plane = 25088
+    m = model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],
+              [("x", [1, 32, plane])], [("y", None)],
+              [init("s", np.ones(32, np.float32)), init("b", np.zeros(32, np.float32))],
+              opset=6)
+    x = (RNG.standard_normal((1, 32, plane)) + 3).astype(np.float32)
+    got, _ = run_lightnet(m, {"x": x}, tmp_path, target=target)
+    want = group_norm_reference(x, np.ones(32), np.zeros(32), 32, 1e-5)
+    assert np.abs(got["y"] - want).max() / np.abs(want).max() <= 1e-6
+
+
+def test_weight_standardized_convolution_folds(tmp_path):
+    """BiT's StdConv2d as torch exports it: BatchNormalization-15 in training mode over
+    the weight reshaped to [1, out, in * kh * kw] (each filter normalized by its own
+    mean and variance), its mean and var inputs ReduceMeans of the weight whose
+    running outputs nobody reads. The standardized weight is folded at import (no
+    batchnorm, no reduce op is left) and the convolution matches numpy and ONNX
+    Runtime."""
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.1 + 0.05
+    nodes = [
+        helper.make_node("Reshape", ["w", "flat"], ["w3"]),
+        helper.make_node("ReduceMean", ["w3"], ["mean"], axes=[0, 2], keepdims=0),
+        helper.make_node("ReduceMean", ["w3"], ["mean_sq"], axes=[0, 2], keepdims=0),
+        helper.make_node("BatchNormalization", ["w3", "ones", "zeros", "mean", "mean_sq"],
+                         ["ws", "running_mean", "running_var"], epsilon=1e-8, momentum=1.0,
+                         training_mode=1),
+        helper.make_node("Reshape", ["ws", "shape"], ["w4"]),
+        helper.make_node("Conv", ["x", "w4"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    inits = [init("w", w), init("flat", np.array([1, 4, -1], np.int64)),
+             init("ones", np.ones(4, np.float32)), init("zeros", np.zeros(4, np.float32)),
+             init("shape", np.array(w.shape, np.int64))]
+    m = model(nodes, [("x", [1, 3, 6, 6])], [("y", None)], inits, opset=17)
+    x = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    got, ir = run_lightnet(m, {"x": x}, tmp_path)
+    assert optypes(ir) == ["conv2d"]
+    w64 = w.astype(np.float64).reshape(4, -1)
+    std = ((w64 - w64.mean(1, keepdims=True)) / np.sqrt(w64.var(1, keepdims=True) + 1e-8))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 4, 6, 6))
+    for i in range(6):
+        for j in range(6):
+            want[0, :, i, j] = std @ xp[0, :, i:i + 3, j:j + 3].reshape(-1)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["y"], run_ort(m, {"x": x})["y"], rtol=1e-5, atol=1e-5)
+
+
 # --- blocks of real models ------------------------------------------------------------------
 
 def test_convnext_v2_global_response_normalization(tmp_path):

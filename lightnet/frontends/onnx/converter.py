@@ -8,6 +8,7 @@ map, and binds the graph outputs to their ONNX names.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -56,6 +57,14 @@ class Converter:
         self.ops: list[dict] = []
         self.weights: dict[str, np.ndarray] = {}
         self.consts: dict[str, np.ndarray] = {}  # ONNX name -> value (folded or given)
+        # Folded values by content: ONNX name -> the first name folded to an equal
+        # value, and that value's key -> that name; a node of the same op, attributes
+        # and (so named) inputs as one already folded -> its outputs' names. A
+        # transformer's layers each compute the same index tables (BEiT's relative
+        # position index: twelve copies of 5M elements of work); they fold once.
+        self.same_value: dict[str, str] = {}
+        self.value_names: dict[tuple, str] = {}
+        self.folded_nodes: dict[tuple, tuple] = {}
         self.initializers: set[str] = set()
         self.vals: dict[str, Val] = {}  # ONNX name -> LightNet tensor
         self.materialized: dict[str, Val] = {}
@@ -268,8 +277,9 @@ class Converter:
 
     def _fold(self):
         self.folded = set()
+        live = self._live()
         for _ in range(50):
-            pending = [n for n in self.nodes if n.index not in self.folded]
+            pending = [n for n in self.nodes if n.index not in self.folded and n.index in live]
             self._infer(pending)
             changed = False
             for n in pending:
@@ -278,6 +288,28 @@ class Converter:
                     changed = True
             if not changed:
                 break
+
+    def _live(self) -> set[int]:
+        """The indices of the nodes the graph's outputs depend on: only those fold (a
+        dead constant subgraph would spend the fold limit)."""
+        producers = {o: n for n in self.nodes for o in n.outputs if o}
+        live, stack = set(), [o.name for o in self.graph.output]
+        while stack:
+            n = producers.get(stack.pop())
+            if n is not None and n.index not in live:
+                live.add(n.index)
+                stack.extend(self._read_inputs(n))
+        return live
+
+    def _read_inputs(self, n: Node) -> list[str]:
+        """The inputs `n`'s results depend on: a BatchNormalization in training mode
+        whose running mean and variance are not read does not read its mean and var
+        (torch writes ReduceMeans of a weight-standardized convolution's weight for
+        them, BiT's, whose own statistics normalize it)."""
+        if (n.op_type == "BatchNormalization" and n.attrs.get("training_mode")
+                and not any(self.used(n, i) for i in (1, 2))):
+            return n.inputs[:3]
+        return n.inputs
 
     def _fuse(self):
         """Replace the written-out GELU, SiLU, hard swish and layer normalization
@@ -357,9 +389,16 @@ class Converter:
             return False
         if n.op_type == "Dropout" and len(n.outputs) > 1 and n.outputs[1] in self.consumed:
             return False
-        if not all(x in self.consts for x in n.inputs if x):
+        read = self._read_inputs(n)
+        if not all(x in self.consts for x in read if x):
             return False
-        ins = [self.consts[x] if x else None for x in n.inputs]
+        key = self._node_key(n)
+        if key in self.folded_nodes:
+            for name, same in zip(n.outputs, self.folded_nodes[key]):
+                if name and same:
+                    self._set_const(name, self.consts[same], same)
+            return True
+        ins = [self.consts[x] if x and x in read else None for x in n.inputs]
         touched, result = fold_elements(n, ins)
         if result > FOLD_LIMIT or not self.fold_budget.take(touched):
             return False  # left to the runtime
@@ -371,10 +410,42 @@ class Converter:
         for name, value in zip(n.outputs, outs):
             if name:
                 self._set_const(name, np.asarray(value))
+        if key is not None and all(not o or o in self.same_value for o in n.outputs):
+            self.folded_nodes[key] = tuple(o and self.same_value[o] for o in n.outputs)
         return True
 
-    def _set_const(self, name, value):
+    def _node_key(self, n: Node) -> tuple | None:
+        """What folding `n` depends on: its op, version, attributes and inputs (by the
+        name of the first equal value folded); None when an input is not such a value
+        (a weight) or an attribute is a tensor."""
+        if not n.inputs or any(x and x not in self.same_value for x in n.inputs):
+            return None
+        if any(isinstance(v, np.ndarray) for v in n.attrs.values()):
+            return None
+        return (n.op_type, n.version, repr(sorted(n.attrs.items())),
+                tuple(x and self.same_value[x] for x in n.inputs))
+
+    def _value_key(self, value: np.ndarray) -> tuple | None:
+        """dtype, shape and a digest of the elements of a folded value (one element of
+        a broadcast one, ConstantOfShape's); None for one too large to read again."""
+        if value.size and not any(value.strides):
+            data = np.ascontiguousarray(value.reshape(-1)[:1])
+        elif value.size <= FOLD_LIMIT:
+            data = np.ascontiguousarray(value)
+        else:
+            return None
+        try:
+            digest = hashlib.blake2b(data.view(np.uint8).reshape(-1), digest_size=16)
+        except (TypeError, ValueError):  # an object array (strings)
+            return None
+        return value.dtype.str, value.shape, digest.digest()
+
+    def _set_const(self, name, value, same: str | None = None):
+        """Constant `name` is `value` (the value of constant `same`, when known)."""
         self.consts[name] = value
+        key = None if same else self._value_key(value)
+        if same or key is not None:
+            self.same_value[name] = same or self.value_names.setdefault(key, name)
         try:
             elem = self.onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
         except Exception:

@@ -209,6 +209,10 @@ _RESULT_ELEMENTS = {
 }
 
 
+# Folders whose result is a view of their first input's data when that is contiguous.
+_VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+
+
 def fold_elements(n, ins) -> tuple[int, int]:
     """(the elements folding `n` on `ins` reads and writes, those of its result),
     without running it. Inputs count as many elements as they stand for (a
@@ -217,6 +221,9 @@ def fold_elements(n, ins) -> tuple[int, int]:
     read = sum(int(np.size(x)) for x in ins if x is not None)
     if n.op_type == "ConstantOfShape":
         return read, 0
+    if (n.op_type in _VIEWS and ins and isinstance(ins[0], np.ndarray)
+            and ins[0].flags.c_contiguous):
+        return read - ins[0].size, ins[0].size  # a view of its data: no element touched
     predict = _RESULT_ELEMENTS.get(n.op_type)
     if predict is None:
         return 2 * read, read
@@ -455,6 +462,38 @@ def _reduce(func):
     return fold
 
 
+def _fold_reduce_mean(n, ins, **attrs):
+    if np.asarray(ins[0]).dtype.kind != "f":
+        raise TypeError("an integer mean: left to the handler")
+    return _reduce(np.mean)(n, ins, **attrs)
+
+
+def _fold_batch_normalization(n, ins, *, epsilon=1e-5, momentum=0.9, training_mode=0):
+    """BatchNormalization-9 on (inference), and -14/-15's training mode: the statistics
+    of X itself over every axis but 1 (population variance), which a weight-standardized
+    convolution (BiT's) writes for its constant weight; then the running mean and
+    variance outputs, input * momentum + current * (1 - momentum), unless mean and var
+    are not given (the converter leaves them out when those outputs are not read). In
+    float64."""
+    if n.version < 9:
+        raise TypeError("BatchNormalization before 9: left to the handler")
+    x, scale, bias, mean, var = (None if v is None else np.asarray(v, np.float64)
+                                 for v in (list(ins) + [None] * 5)[:5])
+    view = (-1,) + (1,) * (x.ndim - 2)
+    if training_mode:
+        axes = tuple(a for a in range(x.ndim) if a != 1)
+        current_mean, current_var = x.mean(axis=axes), x.var(axis=axes)
+    else:
+        current_mean, current_var = mean, var
+    y = ((x - current_mean.reshape(view)) / np.sqrt(current_var.reshape(view) + epsilon)
+         * scale.reshape(view) + bias.reshape(view))
+    outs = [y.astype(ins[0].dtype)]
+    if training_mode and mean is not None and var is not None:
+        outs += [(mean * momentum + current_mean * (1 - momentum)).astype(ins[3].dtype),
+                 (var * momentum + current_var * (1 - momentum)).astype(ins[4].dtype)]
+    return outs
+
+
 FOLDERS = {
     "Constant": _fold_constant,
     "ConstantOfShape": _fold_constant_of_shape,
@@ -510,4 +549,6 @@ FOLDERS = {
     "ReduceSum": _reduce(np.sum),
     "ReduceMax": _reduce(np.max),
     "ReduceMin": _reduce(np.min),
+    "ReduceMean": _fold_reduce_mean,
+    "BatchNormalization": _fold_batch_normalization,
 }

@@ -174,7 +174,9 @@ def pool(c: Converter, n: Node, optype2d: str, x: Val, shape, *, kernel_shape,
         if not c.has_param(optype, "dilation"):
             raise Unsupported(f"dilations {given_dilations}")
         params["dilation"] = dilations
-    if count_include_pad:
+    if count_include_pad and (any(pads) or autopad in ("SAME_UPPER", "SAME_LOWER")):
+        # (Without padding it changes nothing: oneDNN, which refuses it with ceil_mode,
+        # then pools EfficientNet's ceil-mode pooler.)
         if c.has_param(optype, "count_include_pad"):
             params["count_include_pad"] = True
         elif any(pads) or autopad in ("SAME_UPPER", "SAME_LOWER"):

@@ -39,8 +39,9 @@ def batchnorm(c: Converter, n: Node, *, epsilon=1e-5, training_mode=0, momentum=
 
 @handler("InstanceNormalization", 1, 6, 22)
 def instance_norm(c: Converter, n: Node, *, epsilon=1e-5, consumed_inputs=None):
-    """(x - mean) / sqrt(var + epsilon) * scale + B over each [n, c] plane, from
-    global average pools and element-wise ops."""
+    """(x - mean) / sqrt(var + epsilon) * scale + B over each [n, c] plane, from mean
+    reductions and element-wise ops (not oneDNN's average pooling, which sums a plane
+    in one float32 accumulator: BiT's 25088-value GroupNorm planes came out 5.8e-6 off)."""
     x = c.val(n.input(0))
     x.require_float("InstanceNormalization input")
     if x.rank < 3:
@@ -49,10 +50,12 @@ def instance_norm(c: Converter, n: Node, *, epsilon=1e-5, consumed_inputs=None):
     s = math.prod(x.shape[2:])
     x4 = c.reshape(x, (nn, ch, s, 1))
     stat = (nn, ch, 1, 1)
-    mean = c.emit("global_avgpool2d", {"src": x4}, {}, x.dtype, stat, hint=f"{n.outputs[0]}_mean")
+    mean = c.emit("reduce", {"src": x4}, {"func": "mean", "axes": [2, 3], "keepdims": True},
+                  x.dtype, stat, hint=f"{n.outputs[0]}_mean")
     d = elew(c, n, x4, mean, "TL_SUB", out=False)
     sq = elew(c, n, d, d, "TL_MUL", out=False)
-    var = c.emit("global_avgpool2d", {"src": sq}, {}, x.dtype, stat, hint=f"{n.outputs[0]}_var")
+    var = c.emit("reduce", {"src": sq}, {"func": "mean", "axes": [2, 3], "keepdims": True},
+                 x.dtype, stat, hint=f"{n.outputs[0]}_var")
     eps = c.scalar(epsilon, x.dtype, f"{n.outputs[0]}_eps")
     inv = elew(c, n, elew(c, n, var, eps, "TL_SUM", out=False),
                c.scalar(-0.5, x.dtype, f"{n.outputs[0]}_rsqrt"), "TL_POW", out=False)
