@@ -313,23 +313,33 @@ class Kernel:
              share: bool = True) -> capi.Execute:
         """The run call over `buffers` (one per tensor, by name: arena views of at least
         nbytes(name) bytes, C-contiguous) and `scratchpad` (at least `scratchpad` bytes).
-        `share=False`: memories of their own, not from the memory_cache (buffers that
-        live no longer than the call)."""
+        Within a memory_cache, ops binding the kernel to the same memories share one
+        run call. `share=False`: memories and a call of their own, not from the
+        memory_cache (buffers that live no longer than the call)."""
         if self.constants:
             buffers = {**{n: c.view(np.uint8) for n, c in self.constants.items()}, **buffers}
-        if not buffers.keys() >= self.args.keys():
-            missing = [n for n in self.args if n not in buffers]
-            raise ValueError(f"oneDNN {self.what}: no buffer for {missing}")
+        cache = _memories.get() if share else None
         memories = {}
         for name, arg, desc in self.bindings:
-            memories[arg] = _memory(desc, buffers[name], self.what, name, share)
+            try:
+                buffer = buffers[name]
+            except KeyError:
+                missing = [n for n in self.args if n not in buffers]
+                raise ValueError(f"oneDNN {self.what}: no buffer for {missing}") from None
+            memories[arg] = _memory(desc, buffer, self.what, name, cache)
         if self.scratchpad:
             if scratchpad is None:
                 raise ValueError(f"oneDNN {self.what}: needs a scratchpad of "
                                     f"{self.scratchpad} bytes")
             memories[capi.DNNL_ARG_SCRATCHPAD] = _memory(self.scratchpad_desc, scratchpad,
-                                                         self.what, "scratchpad", share)
-        return capi.Execute(self.primitive, memories, self.what)
+                                                         self.what, "scratchpad", cache)
+        if cache is None:
+            return capi.Execute(self.primitive, memories, self.what)
+        key = (self, *memories.values())  # the same arguments in the same order
+        execute = cache.calls.get(key)
+        if execute is None:
+            execute = cache.calls[key] = capi.Execute(self.primitive, memories, self.what)
+        return execute
 
     def load_weights(self, name: str, data: np.ndarray, buffer: np.ndarray) -> None:
         """Reorder `data` (tensor `name` in its plain layout) into `buffer` in the
@@ -346,24 +356,37 @@ class Kernel:
         return f"<{self.what} [{self.impl_info}] {layouts}; scratchpad {self.scratchpad}>"
 
 
-# The memory objects made while a model loads (memory_cache), by layout and address:
-# None outside a load.
-_memories: contextvars.ContextVar[dict | None] = contextvars.ContextVar("dnnl_memories",
-                                                                        default=None)
+class _LoadCache:
+    """What a load makes once (memory_cache): memories by layout (its layout_id) and address,
+    and by buffer object and layout (the buffer held with it, so that no other object
+    takes its id); run calls by kernel and memories."""
+
+    def __init__(self):
+        self.memories: dict[tuple, capi.Memory] = {}
+        self.bound: dict[tuple, tuple[np.ndarray, capi.Memory]] = {}
+        self.calls: dict[tuple, capi.Execute] = {}
+
+
+# The memory_cache's: None outside a load.
+_memories: contextvars.ContextVar[_LoadCache | None] = contextvars.ContextVar(
+    "dnnl_memories", default=None)
 
 
 @contextlib.contextmanager
 def memory_cache():
     """Within the block, one memory object per layout (by its content) and address: a
     tensor's producer and its readers bind the same one (the memories of a chain of N
-    ops are N + 1, not 2N). A memory is only a layout and a pointer into a buffer it
-    keeps alive, so no other buffer has its address while it is cached; the cache is
-    dropped when the block ends (Context.load holds one), before any buffer is freed.
-    A block inside another shares the outer one's."""
+    ops are N + 1, not 2N), and the readers find it by the array the producer bound,
+    whose address is not worked out again; and one run call per kernel and memories
+    (ops of one primitive over the same arena places, such as the repeated blocks of
+    a model whose memory plan reuses them, share it). A memory is only a layout and a
+    pointer into a buffer it keeps alive, so no other buffer has its address while it
+    is cached; the cache is dropped when the block ends (Context.load holds one),
+    before any buffer is freed. A block inside another shares the outer one's."""
     if _memories.get() is not None:
         yield
         return
-    token = _memories.set({})
+    token = _memories.set(_LoadCache())
     try:
         yield
     finally:
@@ -371,17 +394,20 @@ def memory_cache():
 
 
 def _memory(desc: MemoryDesc, buffer: np.ndarray, what: str, name: str,
-            share: bool = True) -> capi.Memory:
+            cache: _LoadCache | None) -> capi.Memory:
     """A memory object over `buffer` in layout `desc` (checked to hold its bytes): the
-    memory_cache's when `share`."""
-    address = _address(buffer, desc.nbytes, what, name)
-    cache = _memories.get() if share else None
+    memory_cache's `cache` when one is given."""
     if cache is None:
-        return capi.Memory(desc, address, buffer)
-    key = (desc.key, address)
-    memory = cache.get(key)
+        return capi.Memory(desc, _address(buffer, desc.nbytes, what, name), buffer)
+    layout = desc.layout_id
+    held = cache.bound.get((id(buffer), layout))
+    if held is not None:
+        return held[1]
+    address = _address(buffer, desc.nbytes, what, name)
+    memory = cache.memories.get((layout, address))
     if memory is None:
-        memory = cache[key] = capi.Memory(desc, address, buffer)
+        memory = cache.memories[layout, address] = capi.Memory(desc, address, buffer)
+    cache.bound[id(buffer), layout] = (buffer, memory)
     return memory
 
 
