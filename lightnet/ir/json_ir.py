@@ -167,8 +167,8 @@ def _well_formed_op(op, valid: set) -> tuple | None:
             valid.add(optype)
         lists = []
         for field, value_key in _LISTS:
-            items = op.get(field, _NO_ITEMS)
-            if items is _NO_ITEMS or items == []:
+            items = op.get(field, [])
+            if items == []:  # (left out or empty: no items)
                 lists.append({})
                 continue
             items = _well_formed_list(items, value_key, valid)
@@ -188,7 +188,6 @@ def _well_formed_op(op, valid: set) -> tuple | None:
 
 
 _LISTS = (("tensors_in", "name"), ("tensors_out", "name"), ("params", "value"))
-_NO_ITEMS = []  # (a field left out: no items)
 
 
 def _well_formed_list(items, value_key: str, valid: set) -> dict | None:
