@@ -389,6 +389,25 @@ def gemms(model: onnx.ModelProto) -> list[tuple[int, int, int, int]]:
     return products
 
 
+def ir_gemms(ctx) -> list[tuple[int, int, int, int]]:
+    """`gemms` of a model LightNet has initialized (`ctx`, a Context after init): its
+    shapes are all known, where ONNX shape inference leaves the dims of an exporter's
+    computed reshapes unknown (a transformer's every MatMul)."""
+    products = []
+    for op in ctx.ops:
+        shape = {arg: ctx.tensors[name].shape
+                 for arg, name in (*op.tensors_in.items(), *op.tensors_out.items())}
+        if op.optype == "conv2d":
+            out, w, group = shape["dst"], shape["weight"], op.values["group"]
+            products.append((out[0] * group, w[0] // group, math.prod(w[1:]),
+                             math.prod(out[2:])))
+        elif op.optype == "matmul":
+            a, out = shape["src1"], shape["dst"]
+            k = a[-2] if op.values["transA"] else a[-1]
+            products.append((math.prod(out[:-2]), out[-2], k, out[-1]))
+    return products
+
+
 def gflops(products) -> float:
     """GFLOPs of matrix products as `gemms` lists them: 2 * multiply-accumulates."""
     return 2 * sum(math.prod(p) for p in products) / 1e9
