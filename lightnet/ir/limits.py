@@ -6,8 +6,10 @@ copied into every message). Every limit is far above what a real model
 needs; docs/errors.md lists them.
 
 And how much work evaluating a model before it runs may cost: the fold limit
-(FoldBudget). A model is not refused for it: what is past it is computed when
-the model runs instead, where the memory limit applies.
+(FoldBudget). What is past it is computed when the model runs instead, where
+the memory limit applies; an ONNX node the importer can map only with a shape
+or value folding would have computed (a Reshape to a computed shape) is
+refused, its error saying that the limit ran out (FoldBudget.explain).
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ class FoldBudget:
     the model, computed when the model runs."""
 
     def __init__(self, limit: int | None = None):
-        self.left = DEFAULT_FOLD_LIMIT if limit is None else limit
+        self.limit = DEFAULT_FOLD_LIMIT if limit is None else limit
+        self.left = self.limit
 
     def take(self, elements: int) -> bool:
         """Spend `elements` if that many are left."""
@@ -91,6 +94,13 @@ class FoldBudget:
             return False
         self.left -= elements
         return True
+
+    def explain(self, message: str) -> str:
+        """`message`, an error about a shape or value this budget had no room to
+        compute before the run, with what ran out and how to raise it: the error
+        alone does not tell that a larger limit would avoid it."""
+        return (f"{message}: the fold limit ({self.limit} elements) ran out before it "
+                "could be computed; raise it with --fold-limit or fold_limit=")
 
 
 def parse_fold_limit(value) -> int | None:

@@ -117,8 +117,9 @@ def test_an_unfolded_range_27_accumulating_in_float16_is_refused():
     nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"], stash_type=10)]
     inits = [init("a", np.array(0, np.float16)), init("b", np.array(60000, np.float16)),
              init("d", np.array(1, np.float16))]
-    with pytest.raises(LightNetError, match=r"Range-27\): stash_type 10 \(only 1, float\)"):
+    with pytest.raises(LightNetError) as e:
         session(model(nodes, inits, opset=27), fold_limit=1000)
+    assert str(e.value).endswith("Range-27): stash_type 10 (only 1, float)" + ran_out(1000))
 
 
 def test_the_fold_limit_is_spent_across_the_whole_import():
@@ -222,6 +223,93 @@ def test_cli_fold_limit(capsys):
         main([str(path), "--fold-limit", "lots"])
     assert e.value.code == 2
     assert "expected a number of elements" in capsys.readouterr().err
+
+
+def ran_out(limit: int) -> str:
+    """What an import error adds when the fold limit left a shape or value uncomputed."""
+    return (f": the fold limit ({limit} elements) ran out before it could be computed; "
+            "raise it with --fold-limit or fold_limit=")
+
+
+def computed_reshape_model():
+    """x [2, 3, 4] -> Relu(Reshape(x, Concat(Slice(Shape(x), 0, 1), [-1]))): the
+    reshape's shape, which must be a constant, is computed by nodes folding must
+    evaluate (a Slice and a Concat of a few elements each)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "one"], ["b"]),
+             helper.make_node("Concat", ["b", "minus1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["r"]),
+             helper.make_node("Relu", ["r"], ["y"])]
+    inits = [init("zero", np.array([0], np.int64)), init("one", np.array([1], np.int64)),
+             init("minus1", np.array([-1], np.int64))]
+    return model(nodes, inits, inputs=[("x", [2, 3, 4])])
+
+
+def test_a_shape_the_fold_limit_left_uncomputed_says_so():
+    """A limit of 8 elements folds the Slice but not the Concat: the Reshape's shape
+    is not known, and the error says why; a limit of 1K imports and runs it."""
+    m = computed_reshape_model()
+    with pytest.raises(LightNetError) as e:
+        onnx2ln.convert(m, fold_limit=8)
+    assert str(e.value) == ("unsupported ONNX model: 1 operator(s) cannot be imported: Reshape "
+                            "(opset 13, Reshape-13): shape 't' must be a constant" + ran_out(8))
+    # At 0 the Concat is not folded either, nor its shape inferred: it is named too.
+    with pytest.raises(LightNetError) as e:
+        onnx2ln.convert(m, fold_limit=0)
+    assert str(e.value) == (
+        "unsupported ONNX model: 2 operator(s) cannot be imported: Concat (opset 13, "
+        "Concat-13): the shape of output 't' is unknown" + ran_out(0) + " | Reshape (opset 13, "
+        "Reshape-13): shape 't' must be a constant" + ran_out(0))
+    x = np.random.default_rng(5).standard_normal((2, 3, 4), dtype=np.float32)
+    (y,) = session(m, fold_limit="1K").run({"x": x}).values()
+    np.testing.assert_array_equal(y, np.maximum(x.reshape(2, 12), 0))
+
+
+def test_a_shape_inference_could_not_give_past_the_fold_limit_says_so():
+    """The Reshape's shape [2, -1] (an initializer) is given to ONNX shape inference
+    only while the fold limit lasts; without it the Gather after the Reshape has no
+    output shape, and the error says why."""
+    nodes = [helper.make_node("Reshape", ["x", "t"], ["r"]),
+             helper.make_node("Gather", ["r", "i"], ["y"], axis=1)]
+    inits = [init("t", np.array([2, -1], np.int64)), init("i", np.array([0, 5], np.int64))]
+    m = model(nodes, inits, inputs=[("x", [2, 3, 4])])
+    with pytest.raises(LightNetError) as e:
+        onnx2ln.convert(m, fold_limit=3)
+    assert str(e.value) == ("unsupported ONNX model: 1 operator(s) cannot be imported: Gather "
+                            "(opset 13, Gather-13): the shape of output 'y' is unknown"
+                            + ran_out(3))
+    x = np.random.default_rng(6).standard_normal((2, 3, 4), dtype=np.float32)
+    (y,) = session(m, fold_limit=4).run({"x": x}).values()
+    np.testing.assert_array_equal(y, x.reshape(2, 12)[:, [0, 5]])
+
+
+def test_an_error_the_fold_limit_did_not_cause_does_not_name_it():
+    """The fold limit leaves a sum to the run, and a Reshape's shape is a graph
+    input: that it is not a constant has nothing to do with the limit."""
+    nodes = [ones_of_shape("s", "c"), helper.make_node("ReduceSum", ["c"], ["total"], keepdims=0),
+             helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Mul", ["r", "total"], ["y"])]
+    m = model(nodes, [init("s", np.array([4, 5], np.int64))], inputs=[("x", [2, 3, 4])])
+    m.graph.input.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [2]))
+    with pytest.raises(LightNetError) as e:
+        onnx2ln.convert(m, fold_limit=16)
+    assert str(e.value) == ("unsupported ONNX model: 1 operator(s) cannot be imported: Reshape "
+                            "(opset 13, Reshape-13): shape 'shape' must be a constant")
+
+
+def test_cli_says_the_fold_limit_ran_out(capsys):
+    from lightnet.cli import main
+    from lightnet.frontends.onnx.cli import main as onnx2ln_main
+
+    onnx.save(computed_reshape_model(), "computed.onnx")
+    detail = ("unsupported ONNX model: 1 operator(s) cannot be imported: Reshape (opset 13, "
+              "Reshape-13): shape 't' must be a constant" + ran_out(8))
+    for prog, command in (("lightnet", main), ("onnx2ln", onnx2ln_main)):
+        assert command(["computed.onnx", "--fold-limit", "8"]) == 1
+        out, err = capsys.readouterr()
+        assert err == f"{prog}: error: {detail}\n"
+    assert main(["computed.onnx", "-t", "cpu", "--fold-limit", "1K"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("y: float32[2, 12]")
 
 
 # What the mutation fuzzer found (tests/fuzz/onnx_mutation.py) ---------------------------
@@ -368,4 +456,7 @@ def test_a_resize_too_large_to_compare_with_lightnets_ops():
     node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest")
     m = model([node], [init("s", np.array([1, 1, 2**31, 2], np.int64))],
               inputs=[("x", [1, 1, 2, 2])], opset=19)
-    assert "would touch 2147483650 elements, past the fold limit" in import_error(m)
+    assert import_error(m) == (
+        "unsupported ONNX model: 1 operator(s) cannot be imported: Resize (opset 19, "
+        "Resize-19): output [1, 1, 2147483648, 2]: comparing its coordinates with LightNet's "
+        "ops' would touch 2147483650 elements" + ran_out(limits.DEFAULT_FOLD_LIMIT))

@@ -19,7 +19,7 @@ from lightnet.ir.limits import FoldBudget
 from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
 from .dtypes import BFLOAT16, FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
-from .errors import GRAPH_INPUT, Poisoned, Unsupported, UnsupportedModelError
+from .errors import GRAPH_INPUT, NotKnown, Poisoned, Unsupported, UnsupportedModelError
 from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_eye_like, fold_shape
 from .fusion import fuse
 from .graph import (Node, Schema, TensorTypes, Val, attribute_value, lnshape, node_problem,
@@ -44,8 +44,12 @@ class Converter:
     def __init__(self, model, dims: dict | None, shapes: dict | None = None,
                  fold_limit: int | None = None, unfolded=frozenset()):
         self.onnx = onnx_package()
-        # What folding and the shape inference between its rounds may still touch.
+        # What folding and the shape inference between its rounds may still touch; the
+        # tensors it had no room to compute (or to give shape inference), and those
+        # computed from them by nodes not folded (explain).
         self.fold_budget = FoldBudget(fold_limit)
+        self.past_limit: set[str] = set()
+        self.after_limit: set[str] = set()
         self.model = model
         self.dims = dict(dims or {})
         self.shapes = dict(shapes or {})  # whole input shapes, checked by api.dims_of_shapes
@@ -240,8 +244,7 @@ class Converter:
             # weights, which no shape reads: they would spend the fold limit.
             shape_like = value.dtype.kind == "b" or (value.dtype.kind in "iu"
                                                      and value.dtype.itemsize > 1)
-            if ((value.size <= 4096 or shape_like)
-                    and self.fold_budget.take(value.size)):
+            if (value.size <= 4096 or shape_like) and self.take(value.size, [name]):
                 try:
                     inits.append(onnx.numpy_helper.from_array(value, name))
                     continue
@@ -345,7 +348,7 @@ class Converter:
             return False
         x, scale = self.consts[n.input(0)], self.consts[n.input(1)]
         if (x.dtype.kind not in "iu" or x.dtype.itemsize > 4 or scale.dtype != np.float32
-                or x.size > FOLD_LIMIT or not self.fold_budget.take(x.size)):
+                or x.size > FOLD_LIMIT or not self.take(x.size, n.outputs)):
             return False
         view = [1] * x.ndim
         if scale.size != 1:
@@ -371,7 +374,7 @@ class Converter:
             if n.op_type == "Size":
                 value = np.array(math.prod(shape), np.int64)
             elif n.op_type == "EyeLike":
-                if math.prod(shape) > FOLD_LIMIT or not self.fold_budget.take(math.prod(shape)):
+                if math.prod(shape) > FOLD_LIMIT or not self.take(math.prod(shape), n.outputs):
                     return False
                 try:
                     value = fold_eye_like(shape, elem, **attribute_arguments(fold_eye_like, n))
@@ -400,7 +403,7 @@ class Converter:
             return True
         ins = [self.consts[x] if x and x in read else None for x in n.inputs]
         touched, result = fold_elements(n, ins)
-        if result > FOLD_LIMIT or not self.fold_budget.take(touched):
+        if result > FOLD_LIMIT or not self.take(touched, n.outputs):
             return False  # left to the runtime
         try:
             with np.errstate(all="ignore"):
@@ -413,6 +416,14 @@ class Converter:
         if key is not None and all(not o or o in self.same_value for o in n.outputs):
             self.folded_nodes[key] = tuple(o and self.same_value[o] for o in n.outputs)
         return True
+
+    def take(self, elements: int, names) -> bool:
+        """Spend `elements` of the fold limit computing tensors `names`; False, and those
+        noted as past the limit, when it has not that many left."""
+        if self.fold_budget.take(elements):
+            return True
+        self.past_limit.update(x for x in names if x)
+        return False
 
     def _node_key(self, n: Node) -> tuple | None:
         """What folding `n` depends on: its op, version, attributes and inputs (by the
@@ -488,9 +499,12 @@ class Converter:
                 continue
             needed.add(n.index)
             stack.extend(n.inputs)
-        for n in self.nodes:
-            if n.index in self.folded or n.index not in needed:
-                continue
+        mapped = [n for n in self.nodes if n.index not in self.folded and n.index in needed]
+        self.after_limit = set(self.past_limit)
+        for n in mapped:  # (in the graph's order: each node after those it reads)
+            if any(x in self.after_limit for x in n.inputs):
+                self.after_limit.update(x for x in n.outputs if x)
+        for n in mapped:
             self._map_node(n)
         if self.problems:
             raise UnsupportedModelError(self.problems, self.opset)
@@ -507,7 +521,7 @@ class Converter:
             try:
                 func(self, n, **attribute_arguments(func, n))
             except Unsupported as e:
-                problem = str(e)
+                problem = self.explain(n, e)
             except Poisoned:
                 problem = None
                 self._poison(n)
@@ -527,6 +541,16 @@ class Converter:
             self.problems.append((n.op_type, n.version, problem))
             self._poison(n)
 
+    def explain(self, n: Node, e: Unsupported) -> str:
+        """Why `n` cannot be mapped (`e`), saying that the fold limit ran out when that
+        may be the cause: `n` was left to the run for want of it (folded, it would
+        need no mapping), or a shape or value `n` needs is not known and `n` reads
+        what the limit left uncomputed (through nodes not folded)."""
+        if any(x in self.past_limit for x in n.outputs) or (
+                isinstance(e, NotKnown) and any(x in self.after_limit for x in n.inputs)):
+            return self.fold_budget.explain(str(e))
+        return str(e)
+
     def _poison(self, n: Node):
         for o in n.outputs:
             if o:
@@ -545,7 +569,7 @@ class Converter:
     def const(self, name: str, what: str = "") -> np.ndarray:
         """The constant value of ONNX tensor `name`; unsupported if it is computed."""
         if name not in self.consts:
-            raise Unsupported(f"{what or 'input'} '{name}' must be a constant")
+            raise NotKnown(f"{what or 'input'} '{name}' must be a constant")
         return self.consts[name]
 
     def val(self, name: str) -> Val:
@@ -635,7 +659,7 @@ class Converter:
     def out_shape(self, n: Node, i: int = 0) -> tuple[int, ...]:
         shape = self.known_shape(n, i)
         if shape is None:
-            raise Unsupported(f"the shape of output '{n.outputs[i]}' is unknown")
+            raise NotKnown(f"the shape of output '{n.outputs[i]}' is unknown")
         return shape
 
     # Emitting ----------------------------------------------------------------------

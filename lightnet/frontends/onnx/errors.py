@@ -45,5 +45,11 @@ class Unsupported(Exception):
     """A node cannot be mapped; the message says why (an attribute value, a rank...)."""
 
 
+class NotKnown(Unsupported):
+    """A shape or value a node needs before the run is not known: a computed tensor
+    where a constant is needed, a shape ONNX's inference did not give. The fold
+    limit may have left it so (Converter.explain)."""
+
+
 class Poisoned(Exception):
     """A node reads the output of a node that could not be mapped."""
