@@ -11,7 +11,7 @@ import pytest
 
 from lightnet import Context, LightNetError
 from lightnet.archs.cpu import kernels as K
-from lightnet.archs.dnnl import capi
+from lightnet.archs.dnnl import capi, primitives
 from lightnet.archs.dnnl import ops as dnnl_ops
 from lightnet.compiler import pipeline
 from tests.helpers import compiled, random_inputs, rel_error, run
@@ -757,6 +757,82 @@ def test_other_reduces_stay_on_cpu(shape, axes):
     m.op("reduce", {"src": m.input("data", shape)}, func="max", axes=axes, keepdims=True)
     ctx = check_against_cpu(m.to_dict())
     assert "reduce_cpu" in [op.optype for op in ctx.ops]
+
+
+@pytest.mark.parametrize("shape,axes,merged", [
+    ((2, 5, 7, 1), [2, 3], ((10, 7), [1])),
+    ((1, 3, 4, 1), [2, 3], ((3, 4), [1])),
+    ((2, 1, 5, 7), [1, 2], ((2, 5, 7), [1])),
+    ((2, 3, 4, 5), [0, 2], ((2, 3, 4, 5), [0, 2])),
+    ((1, 6, 1), [1], ((6,), [0]))])
+def test_merged_reduction_drops_size_one_dims_and_merges_neighbours(shape, axes, merged):
+    assert primitives.merged_reduction(shape, axes) == merged
+
+
+@pytest.mark.parametrize("keepdims", [1, 0])
+@pytest.mark.parametrize("shape,axes,optype", [
+    ([2, 5, 7, 1], [2, 3], "reduce_dnnl"),  # a size-1 dim after the reduced one
+    ([1, 3, 4, 1], [2, 3], "reduce_dnnl"),
+    ([2, 5, 7, 1], [1, 2, 3], "reduce_dnnl"),
+    ([2, 3, 4, 5], [2, 3], "reduce_dnnl"),
+    ([1], [0], "reduce_cpu")])  # a copy: nothing reduced (the dnnl expander's rule)
+def test_an_onnx_reduce_mean_over_trailing_axes_runs_on_onednn(shape, axes, keepdims, optype):
+    """ONNX ReduceMean imported and run on dnnl, against numpy and ONNX Runtime. [N, C,
+    S, 1] over [2, 3] is oneDNN's reference kernel as given (a size-1 dim after the reduced
+    axis), which sent the op to the cpu; read as [N * C, S] over [1] it is a jit one."""
+    pytest.importorskip("onnxruntime")
+    from onnx import helper
+
+    from lightnet.frontends.onnx import convert
+    from tests.frontends.onnxutil import init, model, run_ort
+
+    node = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=keepdims)
+    onnx_model = model([node], [("x", shape)], [("y", None)],
+                       [init("axes", np.array(axes, np.int64))], opset=18)
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    want = x.astype(np.float64).mean(axis=tuple(axes), keepdims=bool(keepdims))
+    theirs = run_ort(onnx_model, {"x": x})["y"]
+    ir, weights = convert(onnx_model)
+    ctx = compiled(ir, "dnnl", weights=weights, load=True)
+    assert optype in [op.optype for op in ctx.ops] and not ctx.refused
+    assert not uses_reference(ctx)
+    (ours,) = run(ctx, {"x": x}).values()
+    assert ours.size == want.size == theirs.size
+    assert ours.shape == want.shape or want.ndim == 0  # a scalar is [1] inside
+    assert rel_error(ours.reshape(want.shape), want) <= 1e-6
+    assert rel_error(ours.reshape(want.shape), theirs) <= 1e-6
+
+
+@pytest.mark.parametrize("func", ["mean", "sum", "prod"])
+@pytest.mark.parametrize("shape,axes,conv", [((2, 5, 7, 1), [2, 3], False),
+                                             ((2, 5, 7, 1), [2, 3], True),
+                                             ((3, 1, 6, 1), [2], True),
+                                             ((2, 4, 1, 6, 1), [1, 2, 3, 4], False)])
+def test_a_reduce_with_size_one_dims_after_its_axes_runs_on_onednn(func, shape, axes, conv):
+    """Of a plain source, or of one a convolution writes in blocks (reordered plain)."""
+    m = ModelBuilder()
+    x = m.input("data", list(shape))
+    if conv:
+        x = m.conv(x, shape[1], shape[1], 1)
+    m.op("reduce", {"src": x}, func=func, axes=axes, keepdims=True)
+    ctx = check_against_cpu(m.to_dict())
+    assert "reduce_dnnl" in [op.optype for op in ctx.ops] and not ctx.refused
+
+
+@pytest.mark.parametrize("func,shape,axes", [("mean", (2, 1, 5, 7), [1, 2]),  # [2, 5, 7], [1]
+                                             ("sum", (2, 19, 6, 7), [1]),
+                                             ("mean", (2, 3, 4, 5), [0, 1])])
+def test_a_reduce_of_other_than_trailing_axes_runs_on_the_cpu(func, shape, axes):
+    """oneDNN's jit reduction of a plain source takes its trailing axes only (after
+    merged_reduction), else its reference kernel (docs/runtime.md "Never a reference
+    kernel"): refused, the op runs on the cpu."""
+    m = ModelBuilder()
+    m.op("reduce", {"src": m.input("data", list(shape))}, func=func, axes=axes,
+         keepdims=True)
+    ctx = check_against_cpu(m.to_dict())
+    (reduce,) = [op for op in ctx.ops if op.optype.startswith("reduce")]
+    assert reduce.optype == "reduce_cpu" and intended(ctx, reduce) == "reduce_dnnl"
+    assert ctx.refused[reduce.name][1].startswith("ref:")
 
 
 @pytest.mark.parametrize("func, fill", [("max", -np.inf), ("min", np.inf)])

@@ -1029,20 +1029,50 @@ REDUCTION = {"mean": (capi.dnnl_reduction_mean, 0.0), "sum": (capi.dnnl_reductio
 
 def reduction(shape, axes, name: str, *, dtype: str = "float32", src="plain") -> Kernel:
     """dst = the `name` reduction of src over `axes` (mean, sum, max, min, prod, l1, l2,
-    sum_square), which stay with size 1; dst plain; tensors src, dst."""
+    sum_square), which stay with size 1; dst plain; tensors src, dst. A plain source is
+    reduced as the same bytes seen through merged_reduction's shape (views): oneDNN's
+    jit kernel reduces a plain source's trailing axes only, and tells the reduced
+    axes by src and dst dims that differ, so a size-1 dim after them ([N, C, S, 1] over
+    [2, 3]: a kept axis behind the reduced one) sent it to its reference kernel."""
     alg, p = _lookup(REDUCTION, name, "reduction")
     shape = tuple(shape)
     dst_shape = tuple(1 if i in axes else d for i, d in enumerate(shape))
     if dst_shape == shape:
         raise Unsupported("oneDNN reduction: every reduced axis has one element")
     src_d = _desc(shape, dtype, src, f"reduce {name}", chooses=False)
-    dst_d = _desc(dst_shape, dtype, "plain")
+    dst_d = plain_desc(dst_shape, dtype)
+    views = {}
+    if src_d == plain_desc(shape, dtype):
+        merged, merged_axes = merged_reduction(shape, axes)
+        merged_dst = tuple(1 if i in merged_axes else d for i, d in enumerate(merged))
+        views = {"src": plain_desc(merged, dtype), "dst": plain_desc(merged_dst, dtype)}
     attr, _ = _attr((), dst_shape, dtype)
     pd = capi.PrimitiveDesc.create("dnnl_reduction_primitive_desc_create",
-                                   capi.library().engine, alg, src_d, dst_d, p, 0.0, attr)
-    return Kernel(f"reduce {name}", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
-                  {"src": plain_desc(shape, held(dtype)),
-                   "dst": plain_desc(dst_shape, held(dtype))})
+                                   capi.library().engine, alg, views.get("src", src_d),
+                                   views.get("dst", dst_d), p, 0.0, attr)
+    kernel = Kernel(f"reduce {name}", pd, {"src": capi.DNNL_ARG_SRC, "dst": capi.DNNL_ARG_DST},
+                    {"src": plain_desc(shape, held(dtype)),
+                     "dst": plain_desc(dst_shape, held(dtype))})
+    if views:
+        kernel.views = views
+        kernel.descs["src"], kernel.descs["dst"] = src_d, dst_d
+    return kernel
+
+
+def merged_reduction(shape, axes) -> tuple[tuple[int, ...], list[int]]:
+    """(shape, axes) of the same reduction of the same plain bytes, with the size-1 dims
+    dropped and adjacent dims both reduced (or both kept) merged into one: [2, 5, 7, 1]
+    over [2, 3] is [10, 7] over [1]. At least one reduced dim has more than one element."""
+    dims, reduced = [], []
+    for i, d in enumerate(shape):
+        if d == 1:
+            continue
+        if reduced and reduced[-1] == (i in axes):
+            dims[-1] *= d
+        else:
+            dims.append(d)
+            reduced.append(i in axes)
+    return tuple(dims), [i for i, r in enumerate(reduced) if r]
 
 
 def shuffle(shape, axis: int, group_size: int, *, dtype: str = "float32", src="plain",
