@@ -501,7 +501,7 @@ class Converter:
             stack.extend(n.inputs)
         mapped = [n for n in self.nodes if n.index not in self.folded and n.index in needed]
         self.after_limit = set(self.past_limit)
-        for n in mapped:  # (in the graph's order: each node after those it reads)
+        for n in mapped if self.past_limit else ():  # (in the graph's order)
             if any(x in self.after_limit for x in n.inputs):
                 self.after_limit.update(x for x in n.outputs if x)
         for n in mapped:
