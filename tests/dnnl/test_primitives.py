@@ -382,3 +382,18 @@ def test_a_part_is_a_contiguous_block_of_the_whole(part, whole, tag, dtype, expe
     tags = P.TAGS_4D
     assert capi.MemoryDesc.with_tag(part, dtype, tags[tag]).is_block_of(
         capi.MemoryDesc.with_tag(whole, "float32", tags[tag]), 1) is expected
+
+
+def test_layernorm_refuses_a_dst_layout_other_than_its_src():
+    """oneDNN 3.2 creates jit:uni for a plain src and a linear's blocked dst (Ba8b) but
+    writes dst plain: the primitive is refused, never run with wrong bytes."""
+    plain = P.plain_desc((16, 24))
+    with pytest.raises(P.Unsupported, match="dst in another layout than src"):
+        P.layernorm((16, 24), 1e-5, src=plain, dst=P.blocked_matrix((16, 24)))
+    rng = np.random.default_rng(3)
+    x, scale, shift = rand(rng, 16, 24), rand(rng, 24), rand(rng, 24)
+    k = P.layernorm((16, 24), 1e-5, src=plain, dst=plain)
+    got = execute(k, {"src": x, "scale": scale, "shift": shift})
+    mean = x.mean(axis=1, keepdims=True)
+    want = (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5) * scale + shift
+    close(got, want)

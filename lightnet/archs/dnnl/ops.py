@@ -926,6 +926,9 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
         raise ValueError(f"oneDNN layernorm: scale and bias of {width} values")
     before = {}
     _read_plain(src, dtype, "src", before)
+    # Never another layout for dst than src's: oneDNN 3.2 creates jit:uni for a plain
+    # src and a blocked dst, and writes dst plain (docs/performance.md, "The products
+    # at the machine's peak").
     kernel = _create(primitives.layernorm, (rows, width), epsilon, scale=True,
                      shift=bias is not None, dtype=dtype, src="plain", dst="plain")
     record(dst, _plain(dst.shape, dtype))

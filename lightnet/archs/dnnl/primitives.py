@@ -992,8 +992,13 @@ def layernorm(shape, epsilon: float, *, scale: bool = True, shift: bool = True,
     if shift:
         stats["shift"] = (capi.DNNL_ARG_SHIFT, plain_desc((shape[-1],), "float32"))
         flags |= capi.dnnl_use_shift
-    return _unary("layernorm", "dnnl_layer_normalization_forward_primitive_desc_create",
-                  shape, dtype, src, dst, (), (None, float(epsilon), flags), stats=stats)
+    kernel = _unary("layernorm", "dnnl_layer_normalization_forward_primitive_desc_create",
+                    shape, dtype, src, dst, (), (None, float(epsilon), flags), stats=stats)
+    if kernel.descs["dst"].format != kernel.descs["src"].format:
+        # oneDNN 3.2's jit:uni takes a plain src and a blocked dst, and writes dst plain.
+        raise Unsupported(f"oneDNN layernorm: dst in another layout than src "
+                          f"({kernel.descs['src'].format} to {kernel.descs['dst'].format})")
+    return kernel
 
 
 def lrn(shape, *, size: int, alpha: float, beta: float, bias: float, dtype: str = "float32",
