@@ -23,21 +23,33 @@ TorchScript exporter at opset 17, to the cache (default ~/.cache/lightnet-zoo, o
 $LIGHTNET_ZOO; --cache DIR) as NAME.onnx, its inputs as NAME.npz, and an entry in
 manifest.json: name, family, file, inputs (names, shapes, dtypes), outputs, the largest
 output magnitude, and the model's float32 noise, the error of torch's float32 outputs
-against its float64 ones, which two correct float32 engines may differ by too. A model
-with an output not finite or all zero is not exported; models already in the manifest are
-skipped. torchvision's models take 224x224 images (inception_v3 299x299; the
-segmentation models 224x224 rather than their 520x520 training crop), standard normal.
+against its float64 ones (float64 throughout: torch's default dtype too, for the
+tensors a model makes itself), which two correct float32 engines may differ by too. A
+model with an output not finite or all zero, or float64 outputs not finite (no noise to
+measure), is not exported; models already in the manifest are skipped. torchvision's
+models take 224x224 images (inception_v3 299x299; the segmentation models 224x224
+rather than their 520x520 training crop), standard normal.
 ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
-The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders,
-t5's encoder, bart's encoder-decoder, decoders from opt to gemma, whisper's and
-wav2vec2's audio encoders; their configs in TRANSFORMER_CONFIGS, eager attention, no
-key-value cache) take input_ids and an attention_mask (the last 16 of 128 tokens
-padding), both int64 (bart's decoder reads its input_ids shifted right, the model's
-default), except whisper's encoder, which takes input_features, [1, 80, 3000] (30 s of
-log-mel frames), and wav2vec2, which takes input_values, [1, 16000] (1 s of 16 kHz
-audio), both standard normal; bert-dynamic, distilbert-dynamic and gpt2-dynamic are
+The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders
+(nystromformer's and big_bird's among them), t5's encoder, the encoder-decoders of bart,
+pegasus, marian, m2m100 and prophetnet, decoders from opt to olmo and mamba's state-space
+model, the audio encoders of whisper, wav2vec2, data2vec_audio and speech_to_text; their
+configs in TRANSFORMER_CONFIGS, eager attention, no key-value cache) take input_ids and
+an attention_mask (the last 16 of 128 tokens padding), both int64 (bart's decoder reads
+its input_ids shifted right, the model's default; pegasus', marian's, m2m100's and
+prophetnet's decoders take those as decoder_input_ids, their start token first;
+nystromformer's mask is float32 [1, 1, 1, 128], 0 or float32's lowest, added to its
+attention scores), except whisper's encoder, which takes input_features, [1, 80, 3000]
+(30 s of log-mel frames), speech_to_text's encoder input_features [1, 3000, 80] (30 s
+of filterbank frames), and wav2vec2 and data2vec_audio, which take input_values,
+[1, 16000] (1 s of 16 kHz audio), all standard normal. Not among them: CANINE (its
+attention mask is made in float32 whatever the model's dtype: the float64 run, hence the
+float32 noise, is NaN), LED (its Longformer attention's NonZero on the global-attention
+mask: LightNet refuses NonZero, whose output shape depends on the data), and hubert,
+starcoder2 and blenderbot_small (exported and checked, but wav2vec2's, mistral's and
+bart's patterns again). bert-dynamic, distilbert-dynamic and gpt2-dynamic are
 the same models (the same seeded weights) exported with dynamic batch and sequence
 axes ("batch", "sequence": one ONNX model for any batch and sequence length), their
 manifest entries saying so (`dynamic_axes`). The transformers vision models
@@ -111,7 +123,9 @@ TRANSFORMERS = ("bert", "distilbert", "gpt2")
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
                      "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
-                     "clip_text", "gpt_neox", "qwen2", "falcon")
+                     "clip_text", "gpt_neox", "qwen2", "falcon", "nystromformer", "pegasus",
+                     "big_bird", "rembert", "marian", "m2m100", "prophetnet", "data2vec_audio",
+                     "speech_to_text", "mpt", "stablelm", "olmo", "mamba")
 TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
@@ -193,7 +207,28 @@ def _yolo(name: str):
 # residuals; falcon's one key-value head and parallel attention and MLP; gpt_neo's
 # global and local attention layers in turn, its local window 32 (not 256: within the
 # 128 tokens). clip_text's position table is 128 long (not 77) for the 128 tokens.
+# nystromformer's segment means span the 128 tokens (64 landmarks of 2 tokens each);
+# big_bird's attention is full ("original_full": its block-sparse one falls back to full
+# below 704 tokens anyway); pegasus', m2m100's (32000-token vocabulary) and prophetnet's
+# encoder-decoders are base size as bart's, marian's that of the opus-mt models (512
+# wide, 6 + 6 layers, 8 heads); rembert is base size with its 256-wide input embeddings
+# and a 32000-token vocabulary. The decoders: mpt's ALiBi and bias-free LayerNorm;
+# stablelm's LayerNorm on each head's query and key (qk_layernorm) and rotary positions
+# on a quarter of each head; olmo's LayerNorm without weights and its query, key and
+# value clipped to [-1, 1] (8 or none in OLMo's releases; 1 clips about 3% of these random
+# weights' queries); mamba's 4 selective state-space layers of 768 (no attention).
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
+_SEQ2SEQ = {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6,
+            "encoder_attention_heads": 12, "decoder_attention_heads": 12,
+            "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072}
+# Encoder-decoders whose base model does not shift input_ids right for its decoder (bart's
+# does): that decoder input is an input of its own.
+DECODER_INPUTS = ("pegasus", "marian", "m2m100", "prophetnet")
+# transformers' own [batch, 1, query, key] mask does not broadcast over nystromformer's
+# 64 landmark queries: its mask is an input [batch, 1, 1, key], added to the scores as
+# is (the model's mask before transformers' masking rework).
+ADDITIVE_MASK = ("nystromformer",)
+AUDIO = ("wav2vec2", "data2vec_audio")  # input_values, 1 s of 16 kHz audio
 TRANSFORMER_CONFIGS = {
     "bert": ("BertConfig", "BertModel", {}),
     "distilbert": ("DistilBertConfig", "DistilBertModel", {}),
@@ -243,6 +278,31 @@ TRANSFORMER_CONFIGS = {
               {**_DECODER, "num_key_value_heads": 2, "intermediate_size": 1376,
                "vocab_size": 32000}),
     "falcon": ("FalconConfig", "FalconModel", _DECODER),
+    "nystromformer": ("NystromformerConfig", "NystromformerModel",
+                      {"segment_means_seq_len": 128}),
+    "pegasus": ("PegasusConfig", "PegasusModel", _SEQ2SEQ),
+    "big_bird": ("BigBirdConfig", "BigBirdModel", {"attention_type": "original_full"}),
+    "rembert": ("RemBertConfig", "RemBertModel",
+                {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                 "intermediate_size": 3072, "vocab_size": 32000}),
+    "marian": ("MarianConfig", "MarianModel",
+               {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6,
+                "encoder_attention_heads": 8, "decoder_attention_heads": 8,
+                "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048}),
+    "m2m100": ("M2M100Config", "M2M100Model", {**_SEQ2SEQ, "vocab_size": 32000}),
+    "prophetnet": ("ProphetNetConfig", "ProphetNetModel",
+                   {"hidden_size": 768, "num_encoder_layers": 6, "num_decoder_layers": 6,
+                    "num_encoder_attention_heads": 12, "num_decoder_attention_heads": 12,
+                    "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072}),
+    "data2vec_audio": ("Data2VecAudioConfig", "Data2VecAudioModel", {}),
+    "speech_to_text": ("Speech2TextConfig", "Speech2TextModel", {}),
+    "mpt": ("MptConfig", "MptModel", _DECODER),
+    "stablelm": ("StableLmConfig", "StableLmModel",
+                 {**_DECODER, "num_key_value_heads": 8, "intermediate_size": 1376,
+                  "qk_layernorm": True}),
+    "olmo": ("OlmoConfig", "OlmoModel",
+             {**_DECODER, "intermediate_size": 1376, "clip_qkv": 1.0}),
+    "mamba": ("MambaConfig", "MambaModel", {"num_hidden_layers": 4}),
 }
 
 
@@ -256,13 +316,23 @@ def _transformer(name: str):
     if name == "whisper":  # the encoder alone, on 30 s of 80 log-mel features
         features = rng.standard_normal((1, config.num_mel_bins, 3000), dtype=np.float32)
         return model.get_encoder(), {"input_features": features}, "transformers"
-    if name == "wav2vec2":  # 1 s of 16 kHz audio
+    if name == "speech_to_text":  # the encoder alone, on 30 s of 80 filterbank features
+        features = rng.standard_normal((1, 3000, config.input_feat_per_channel),
+                                       dtype=np.float32)
+        return model.get_encoder(), {"input_features": features}, "transformers"
+    if name in AUDIO:
         return model, {"input_values": rng.standard_normal((1, 16000), dtype=np.float32)}, \
             "transformers"
     mask = np.ones((1, 128), np.int64)
     mask[:, -16:] = 0
-    inputs = {"input_ids": rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64),
-              "attention_mask": mask}
+    ids = rng.integers(0, config.vocab_size, (1, 128), dtype=np.int64)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if name in ADDITIVE_MASK:  # 0 where attended, float32's lowest where padding
+        inputs["attention_mask"] = np.where(mask, 0, np.finfo(np.float32).min).astype(
+            np.float32)[:, None, None, :]
+    if name in DECODER_INPUTS:
+        start = np.full((1, 1), config.decoder_start_token_id, np.int64)
+        inputs["decoder_input_ids"] = np.concatenate([start, ids[:, :-1]], axis=1)
     return model, inputs, "transformers"
 
 
@@ -412,9 +482,17 @@ def export_one(name: str, cache: str) -> dict:
                       dynamic_axes=dynamic)
     os.replace(path + ".part", path)
     np.savez(os.path.join(cache, f"{name}.npz"), **inputs)
-    with torch.no_grad():
-        exact = flat.double()(*(a.double() if a.is_floating_point() else a for a in args))
+    # float64 throughout: tensors the model makes itself (masks from its int64 input) too
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            exact = flat.double()(*(a.double() if a.is_floating_point() else a for a in args))
+    finally:
+        torch.set_default_dtype(default)
     noise = max(rel_error(y.numpy(), y64.numpy()) for y, y64 in zip(ys, exact))
+    if not math.isfinite(noise):  # an infinite tolerance would pass any output
+        raise ValueError("float64 outputs not finite: no float32 noise to measure")
     return {"name": name, "family": family, "file": f"{name}.onnx", "data": f"{name}.npz",
             "inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype)}
                        for n, a in inputs.items()],
