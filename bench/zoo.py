@@ -45,30 +45,32 @@ manifest entries saying so (`dynamic_axes`). The transformers vision models
 PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
 towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2,
 RegNet, ResNet, GLPN, ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR,
-Conditional DETR, Table Transformer, Swin2SR) are their configs' defaults (base size or
-smaller; segformer is b0; dinov2 the dinov2-small config, hidden 384, 6 heads, whose
-518x518 position table is interpolated (bicubic) to the 224x224 image's 16x16 patches,
-as dpt's (384) and yolos' (512x864) are; beit with its relative position bias on, as
-BEiT's released checkpoints have it; efficientnet B0's coefficients, the config's
-default being B7; data2vec_vision with the relative position bias shared by all layers,
-as its released checkpoints have it; upernet's backbone ConvNeXt-tiny; the DETRs' a
-ResNet-50 of transformers' own, not timm's, 100 queries) and take `pixel_values`, a
-seeded standard normal [1, 3, 224, 224] (mobilevit 256x256 and swin2sr 64x64, their
-configs' sizes; upernet 192x192, whose pyramid pooling of the 6x6 last map to 1, 2, 3
-and 6 cells exports, 7x7's not); vit_mae takes its `noise` too, [1, 196] uniform in
-[0, 1), whose argsort picks the quarter of the patches it keeps (else drawn at random in
-the graph). The outputs are the base model's (last hidden state, pooled output where
-there is one) but segformer's, dpt's and upernet's segmentation logits (dpt's depth head
-ends in a ReLU that zeroes every random-weight output), yolos' and the DETRs' class
-logits and boxes (and last hidden states), depth_anything's and glpn's depth and
-swin2sr's 2x upscaled image. Not among them: MobileViT-V2 (its unfold's inverse, col2im,
-exports only at opset 18), DINOv2 with registers (its antialiased bicubic position
-interpolation likewise), MaskFormer and Mask2Former (their models build their losses'
-Hungarian matcher, which needs scipy, not in the zoo extra), DiNAT (needs natten), VAN,
-EfficientFormer, NAT and ViT-hybrid (no longer in transformers), ViTDet with relative
-positions (its get_rel_pos is scripted while tracing: an ONNX If, constant condition,
-per table, which LightNet does not import) and Deformable DETR (its multi-scale
-deformable attention is a GridSample, which LightNet has not).
+Conditional DETR, Table Transformer, Swin2SR, TextNet, HGNet-V2) are their configs'
+defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
+384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
+image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its relative
+position bias on, as BEiT's released checkpoints have it; efficientnet B0's
+coefficients, the config's default being B7; data2vec_vision with the relative position
+bias shared by all layers, as its released checkpoints have it; upernet's backbone
+ConvNeXt-tiny; the DETRs' a ResNet-50 of transformers' own, not timm's, 100 queries) and
+take `pixel_values`, a seeded standard normal [1, 3, 224, 224] (mobilevit 256x256 and
+swin2sr 64x64, their configs' sizes; upernet 192x192 and textnet 256x256, whose poolings
+of the last map (upernet's 6x6 to 1, 2, 3 and 6 cells, textnet's 8x8 to 2) export, 7x7's
+not); vit_mae takes its `noise` too, [1, 196] uniform in [0, 1), whose argsort picks the
+quarter of the patches it keeps (else drawn at random in the graph). The outputs are the
+base model's (last hidden state, pooled output where there is one) but segformer's,
+dpt's and upernet's segmentation logits (dpt's depth head ends in a ReLU that zeroes
+every random-weight output), yolos' and the DETRs' class logits and boxes (and last
+hidden states), depth_anything's and glpn's depth, swin2sr's 2x upscaled image and
+hgnet_v2's class logits (HGNet-V2 has no base model). Not among them: MobileViT-V2 (its
+unfold's inverse, col2im, exports only at opset 18), DINOv2 with registers (its
+antialiased bicubic position interpolation likewise), MaskFormer and Mask2Former (their
+models build their losses' Hungarian matcher, which needs scipy, not in the zoo extra),
+DiNAT (needs natten), VAN, EfficientFormer, NAT and ViT-hybrid (no longer in
+transformers), ViTDet with relative positions (its get_rel_pos is scripted while
+tracing: an ONNX If, constant condition, per table, which LightNet does not import),
+DINOv3 (its RoPE embedding exports two Ifs likewise) and Deformable DETR (its
+multi-scale deformable attention is a GridSample, which LightNet has not).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -131,6 +133,7 @@ TRANSFORMERS_VISION = (
     "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
     "mobilenet_v2", "regnet", "resnet", "glpn", "vit_mae", "data2vec_vision", "convnext",
     "swin", "deit", "upernet", "detr", "conditional_detr", "table_transformer", "swin2sr",
+    "textnet", "hgnet_v2",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -335,6 +338,8 @@ VISION = {
                                                      "use_pretrained_backbone": False},
                           "TableTransformerForObjectDetection"),
     "swin2sr": ("Swin2SRConfig", {}, "Swin2SRForImageSuperResolution"),
+    "textnet": ("TextNetConfig", {}, "TextNetModel"),
+    "hgnet_v2": ("HGNetV2Config", {}, "HGNetV2ForImageClassification"),
 }
 
 
@@ -344,9 +349,9 @@ def _vision_transformer(name: str):
     config, kwargs, cls = VISION[name]
     config = getattr(transformers, config)(attn_implementation="eager", **kwargs)
     model = getattr(transformers, cls)(config)
-    # upernet's pyramid pools its last 1/32 map to 1, 2, 3 and 6 cells: 6x6 at 192x192
-    # (ONNX's export pools only by whole factors).
-    size = {"mobilevit": 256, "upernet": 192, "swin2sr": 64}.get(name, 224)
+    # upernet's pyramid pools its last 1/32 map to 1, 2, 3 and 6 cells: 6x6 at 192x192;
+    # textnet's pooler to 2x2: 8x8 at 256x256 (ONNX's export pools only by whole factors).
+    size = {"mobilevit": 256, "upernet": 192, "swin2sr": 64, "textnet": 256}.get(name, 224)
     inputs = {"pixel_values": _image(name, size)}
     if name == "vit_mae":  # the noise whose argsort picks the unmasked patches
         rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
