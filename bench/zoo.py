@@ -286,7 +286,7 @@ def _transformer(name: str):
 
 # name: (config class, its arguments, model class). Base models (every token's or pixel's
 # features are outputs) but those whose heads are their architectures' own part
-# (segmentation, depth, detection).
+# (segmentation, depth, detection, super-resolution) and hgnet_v2, which has no base model.
 VISION = {
     "levit": ("LevitConfig", {}, "LevitModel"),
     "convnextv2": ("ConvNextV2Config", {}, "ConvNextV2Model"),
