@@ -12,11 +12,11 @@ once, then run by LightNet on each target and compared with ONNX Runtime.
 export (in an environment with the `zoo` extra) builds each model with its framework's
 own default initialization, seeded by the model's name; every parameter the framework
 sets to one constant (zero heads and biases, unit norm scales, 1e-6 layer scales) gets
-U(-0.1, 0.1) added, and every batchnorm's running mean and variance are those of the
-model's own input (one pass over the image and its mirror image): no batchnorm is an
-identity, and every layer's activations are near unit scale and depend on the input,
-whatever the init (inception_v3's would grow to 1e12 under unit statistics, and
-MobileNets' or YOLO's outputs would hardly depend on the image).
+U(-0.1, 0.1) added, and every batchnorm's running mean and variance (the DETRs' frozen
+ones' too) are those of the model's own input (one pass over the image and its mirror
+image): no batchnorm is an identity, and every layer's activations are near unit scale
+and depend on the input, whatever the init (inception_v3's would grow to 1e12 under
+unit statistics, and MobileNets' or YOLO's outputs would hardly depend on the image).
 
 The model is exported in eval mode, batch 1 and static shapes, with torch.onnx's
 TorchScript exporter at opset 17, to the cache (default ~/.cache/lightnet-zoo, or
@@ -55,19 +55,34 @@ axes ("batch", "sequence": one ONNX model for any batch and sequence length), th
 manifest entries saying so (`dynamic_axes`). The transformers vision models
 (TRANSFORMERS_VISION: LeViT, ConvNeXt-V2, MobileViT, SegFormer, Swin-V2, DINOv2, BEiT,
 PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
-towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet) are their configs'
-defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config,
-hidden 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the
-224x224 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its
-relative position bias on, as BEiT's released checkpoints have it; efficientnet B0's
-coefficients, the config's default being B7) and take `pixel_values`, a seeded
-standard normal [1, 3, 224, 224] (mobilevit 256x256, its config's size); the outputs
-are the base model's (last hidden state, pooled output where there is one) but
-segformer's and dpt's segmentation logits (dpt's depth head ends in a ReLU that
-zeroes every random-weight output), yolos' class logits and boxes, and
-depth_anything's depth. Not among them: MobileViT-V2 (its unfold's inverse, col2im,
-exports only at opset 18) and DINOv2 with registers (its antialiased bicubic position
-interpolation likewise).
+towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2,
+RegNet, ResNet, GLPN, ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR,
+Conditional DETR, Table Transformer, Swin2SR, TextNet, HGNet-V2) are their configs'
+defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
+384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
+image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its relative
+position bias on, as BEiT's released checkpoints have it; efficientnet B0's
+coefficients, the config's default being B7; data2vec_vision with the relative position
+bias shared by all layers, as its released checkpoints have it; upernet's backbone
+ConvNeXt-tiny; the DETRs' a ResNet-50 of transformers' own, not timm's, 100 queries) and
+take `pixel_values`, a seeded standard normal [1, 3, 224, 224] (mobilevit 256x256 and
+swin2sr 64x64, their configs' sizes; upernet 192x192 and textnet 256x256, whose poolings
+of the last map (upernet's 6x6 to 1, 2, 3 and 6 cells, textnet's 8x8 to 2) export, 7x7's
+not); vit_mae takes its `noise` too, [1, 196] uniform in [0, 1), whose argsort picks the
+quarter of the patches it keeps (else drawn at random in the graph). The outputs are the
+base model's (last hidden state, pooled output where there is one) but segformer's,
+dpt's and upernet's segmentation logits (dpt's depth head ends in a ReLU that zeroes
+every random-weight output), yolos' and the DETRs' class logits and boxes (and last
+hidden states), depth_anything's and glpn's depth, swin2sr's 2x upscaled image and
+hgnet_v2's class logits (HGNet-V2 has no base model). Not among them: MobileViT-V2 (its
+unfold's inverse, col2im, exports only at opset 18), DINOv2 with registers (its
+antialiased bicubic position interpolation likewise), MaskFormer and Mask2Former (their
+models build their losses' Hungarian matcher, which needs scipy, not in the zoo extra),
+DiNAT (needs natten), VAN, EfficientFormer, NAT and ViT-hybrid (no longer in
+transformers), ViTDet with relative positions (its get_rel_pos is scripted while
+tracing: an ONNX If, constant condition, per table, which LightNet does not import),
+DINOv3 (its RoPE embedding exports two Ifs likewise) and Deformable DETR (its
+multi-scale deformable attention is a GridSample, which LightNet has not).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -130,6 +145,9 @@ TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
     "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
+    "mobilenet_v2", "regnet", "resnet", "glpn", "vit_mae", "data2vec_vision", "convnext",
+    "swin", "deit", "upernet", "detr", "conditional_detr", "table_transformer", "swin2sr",
+    "textnet", "hgnet_v2",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -337,8 +355,8 @@ def _transformer(name: str):
 
 
 # name: (config class, its arguments, model class). Base models (every token's or pixel's
-# features are outputs) but segformer and depth_anything, whose heads are their
-# architectures' own part.
+# features are outputs) but those whose heads are their architectures' own part
+# (segmentation, depth, detection, super-resolution) and hgnet_v2, which has no base model.
 VISION = {
     "levit": ("LevitConfig", {}, "LevitModel"),
     "convnextv2": ("ConvNextV2Config", {}, "ConvNextV2Model"),
@@ -365,6 +383,33 @@ VISION = {
     "efficientnet": ("EfficientNetConfig", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
                                             "image_size": 224, "hidden_dim": 1280},
                      "EfficientNetModel"),
+    "mobilenet_v2": ("MobileNetV2Config", {}, "MobileNetV2Model"),
+    "regnet": ("RegNetConfig", {}, "RegNetModel"),
+    "resnet": ("ResNetConfig", {}, "ResNetModel"),
+    "glpn": ("GLPNConfig", {}, "GLPNForDepthEstimation"),
+    "vit_mae": ("ViTMAEConfig", {}, "ViTMAEModel"),
+    "data2vec_vision": ("Data2VecVisionConfig", {"use_shared_relative_position_bias": True},
+                        "Data2VecVisionModel"),
+    "convnext": ("ConvNextConfig", {}, "ConvNextModel"),
+    "swin": ("SwinConfig", {}, "SwinModel"),
+    "deit": ("DeiTConfig", {}, "DeiTModel"),
+    # ConvNeXt-tiny's backbone; its hidden sizes given as a list (ConvNextBackbone
+    # prepends a list to them, and the config's default is a tuple).
+    "upernet": ("UperNetConfig", {"backbone_config": {
+        "model_type": "convnext", "hidden_sizes": [96, 192, 384, 768],
+        "out_features": ["stage1", "stage2", "stage3", "stage4"]}},
+                "UperNetForSemanticSegmentation"),
+    "detr": ("DetrConfig", {"use_timm_backbone": False, "use_pretrained_backbone": False},
+             "DetrForObjectDetection"),
+    "conditional_detr": ("ConditionalDetrConfig", {"use_timm_backbone": False,
+                                                   "use_pretrained_backbone": False},
+                         "ConditionalDetrForObjectDetection"),
+    "table_transformer": ("TableTransformerConfig", {"use_timm_backbone": False,
+                                                     "use_pretrained_backbone": False},
+                          "TableTransformerForObjectDetection"),
+    "swin2sr": ("Swin2SRConfig", {}, "Swin2SRForImageSuperResolution"),
+    "textnet": ("TextNetConfig", {}, "TextNetModel"),
+    "hgnet_v2": ("HGNetV2Config", {}, "HGNetV2ForImageClassification"),
 }
 
 
@@ -374,8 +419,15 @@ def _vision_transformer(name: str):
     config, kwargs, cls = VISION[name]
     config = getattr(transformers, config)(attn_implementation="eager", **kwargs)
     model = getattr(transformers, cls)(config)
-    size = 256 if name == "mobilevit" else 224
-    return model, {"pixel_values": _image(name, size)}, "transformers vision"
+    # upernet's pyramid pools its last 1/32 map to 1, 2, 3 and 6 cells: 6x6 at 192x192;
+    # textnet's pooler to 2x2: 8x8 at 256x256 (ONNX's export pools only by whole factors).
+    size = {"mobilevit": 256, "upernet": 192, "swin2sr": 64, "textnet": 256}.get(name, 224)
+    inputs = {"pixel_values": _image(name, size)}
+    if name == "vit_mae":  # the noise whose argsort picks the unmasked patches
+        rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
+        patches = (size // config.patch_size) ** 2
+        inputs["noise"] = rng.uniform(0, 1, (1, patches)).astype(np.float32)
+    return model, inputs, "transformers vision"
 
 
 def _build(name: str):
@@ -391,17 +443,28 @@ def _build(name: str):
     return _torchvision(name)
 
 
+def _frozen_stats(module, args) -> None:
+    """A frozen batchnorm's statistics become those of its input (a forward pre-hook)."""
+    x = args[0]
+    module.running_mean.copy_(x.mean((0, 2, 3)))
+    module.running_var.copy_(x.var((0, 2, 3), unbiased=False))
+
+
 def _randomize(torch, model, inputs: dict, seed: int) -> None:
     """Every parameter that holds one constant value gets U(-0.1, 0.1) added; every
     batchnorm's running statistics become those of one pass over the image and its
-    mirror image (the batchnorms alone in training mode)."""
+    mirror image (the batchnorms alone in training mode). The DETRs' frozen batchnorms
+    keep their scale, shift and statistics in buffers, not parameters: they are treated
+    the same way (else each is an identity)."""
     gen = torch.Generator().manual_seed(seed)
+    frozen = [m for m in model.modules() if type(m).__name__.endswith("FrozenBatchNorm2d")]
+    constants = [*model.parameters(), *(t for m in frozen for t in (m.weight, m.bias))]
     with torch.no_grad():
-        for p in model.parameters():
+        for p in constants:
             if p.is_floating_point() and bool((p == p.flatten()[0]).all()):
                 p.add_(torch.rand(p.shape, generator=gen) * 0.2 - 0.1)
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    if not norms:
+    if not norms and not frozen:
         return
     model.eval()
     momenta = [m.momentum for m in norms]
@@ -409,9 +472,12 @@ def _randomize(torch, model, inputs: dict, seed: int) -> None:
         m.reset_running_stats()
         m.momentum = None  # the running statistics become the batch's
         m.train()
+    hooks = [m.register_forward_pre_hook(_frozen_stats) for m in frozen]
     (x,) = (torch.from_numpy(a) for a in inputs.values())
     with torch.no_grad():
         model(torch.cat([x, x.flip(-1)]))
+    for h in hooks:
+        h.remove()
     for m, momentum in zip(norms, momenta):
         m.momentum = momentum
     model.eval()

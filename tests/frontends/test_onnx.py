@@ -396,6 +396,23 @@ def test_pytorch_shape_chain_is_folded(tmp_path):
     assert got["y"].shape == (4, 60)
 
 
+def test_shape_chain_deeper_than_fifty_fold_rounds(tmp_path):
+    """Each layer reshapes its input to the Shape of that input: the shape folds only
+    once inference knows the layer before's output, one round a layer; 60 layers need
+    more rounds than the 50 the folding once stopped at (Swin2SR's 36 layers took 53)."""
+    nodes, h = [], "x"
+    for i in range(60):
+        nodes += [helper.make_node("Shape", [h], [f"s{i}"]),
+                  helper.make_node("Reshape", [h, f"s{i}"], [f"r{i}"]),
+                  helper.make_node("Mul", [f"r{i}", "half"], [f"h{i}"])]
+        h = f"h{i}"
+    nodes.append(helper.make_node("Relu", [h], ["y"]))
+    m = model(nodes, [("x", [2, 3, 4])], [("y", None)],
+              [init("half", np.array(0.5, np.float32))])
+    x = rand(RNG, 2, 3, 4) * 2.0**60
+    check(m, {"x": x}, tmp_path)
+
+
 def test_clip_forms(tmp_path):
     for opset in (6, 7, 11, 13):
         if opset < 11:
