@@ -413,6 +413,25 @@ def test_shape_chain_deeper_than_fifty_fold_rounds(tmp_path):
     check(m, {"x": x}, tmp_path)
 
 
+def test_shape_chain_deeper_than_the_fold_rounds_is_refused_saying_so():
+    """The rounds bound the import's work (each an inference over the nodes not
+    folded): a chain one layer longer than FOLD_ROUNDS is refused, and the message
+    says that folding stopped, not only that a shape is unknown."""
+    from lightnet.frontends.onnx.folding import FOLD_ROUNDS
+
+    nodes, h = [], "x"
+    for i in range(FOLD_ROUNDS + 1):
+        nodes += [helper.make_node("Shape", [h], [f"s{i}"]),
+                  helper.make_node("Reshape", [h, f"s{i}"], [f"r{i}"])]
+        h = f"r{i}"
+    nodes.append(helper.make_node("Relu", [h], ["y"]))
+    m = model(nodes, [("x", [2, 3])], [("y", None)], [])
+    with pytest.raises(LightNetError, match=(
+            rf"Reshape \(opset 13, Reshape-13\): shape 's{FOLD_ROUNDS}' must be a constant: "
+            rf"constant folding stopped after {FOLD_ROUNDS} rounds of shape inference")):
+        onnx2ln.convert(m)
+
+
 def test_clip_forms(tmp_path):
     for opset in (6, 7, 11, 13):
         if opset < 11:

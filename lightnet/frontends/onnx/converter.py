@@ -20,7 +20,7 @@ from . import handlers  # noqa: F401 - registers every handler
 from .dispatch import attribute_arguments, find_handler, supported_versions, HANDLERS
 from .dtypes import BFLOAT16, FLOAT, NP_OF_ONNX, NP_OF_TL, tl_dtype, to_tl_array
 from .errors import GRAPH_INPUT, NotKnown, Poisoned, Unsupported, UnsupportedModelError
-from .folding import FOLD_LIMIT, FOLDERS, fold_elements, fold_eye_like, fold_shape
+from .folding import FOLD_LIMIT, FOLD_ROUNDS, FOLDERS, fold_elements, fold_eye_like, fold_shape
 from .fusion import fuse
 from .graph import (Node, Schema, TensorTypes, Val, attribute_value, lnshape, node_problem,
                     onnx_package, pyval, tensor_array)
@@ -281,11 +281,8 @@ class Converter:
     def _fold(self):
         self.folded = set()
         live = self._live()
-        # As many rounds as it takes: a deep model's shape computations each wait for
-        # the inference of the layer before (Swin2SR's 36 layers take 53 rounds); each
-        # round folds a node more, or is the last.
-        changed = True
-        while changed:
+        self.rounds_ran_out = False
+        for _ in range(FOLD_ROUNDS):  # (see FOLD_ROUNDS)
             pending = [n for n in self.nodes if n.index not in self.folded and n.index in live]
             self._infer(pending)
             changed = False
@@ -293,6 +290,9 @@ class Converter:
                 if self._try_fold(n):
                     self.folded.add(n.index)
                     changed = True
+            if not changed:
+                return
+        self.rounds_ran_out = True
 
     def _live(self) -> set[int]:
         """The indices of the nodes the graph's outputs depend on: only those fold (a
@@ -551,6 +551,9 @@ class Converter:
         if any(x in self.past_limit for x in n.outputs) or (
                 isinstance(e, NotKnown) and any(x in self.after_limit for x in n.inputs)):
             return self.fold_budget.explain(str(e))
+        if isinstance(e, NotKnown) and self.rounds_ran_out:
+            return (f"{e}: constant folding stopped after {FOLD_ROUNDS} rounds of shape "
+                    "inference, before it could be computed")
         return str(e)
 
     def _poison(self, n: Node):

@@ -23,6 +23,12 @@ from .dtypes import NP_OF_ONNX, type_name
 from .errors import Unsupported
 
 FOLD_LIMIT = 1 << 22  # elements: larger results are left to the runtime
+# Rounds of shape inference and folding: each waits for the inference of the round
+# before (a deep model's shape computations, one layer a round: Swin2SR's 36 layers
+# take 53), and each is an inference over every node not folded, so the rounds bound
+# the import's work (a crafted chain of 10,000 Shape -> Reshape layers would take
+# one a layer).
+FOLD_ROUNDS = 200
 
 
 # -----------------------------------------------------------------------------
