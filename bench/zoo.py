@@ -55,8 +55,8 @@ axes ("batch", "sequence": one ONNX model for any batch and sequence length), th
 manifest entries saying so (`dynamic_axes`). The transformers vision models
 (TRANSFORMERS_VISION: LeViT, ConvNeXt-V2, MobileViT, SegFormer, Swin-V2, DINOv2, BEiT,
 PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
-towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2,
-RegNet, ResNet, GLPN, ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR,
+towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2
+(`mobilenet_v2_hf`, beside torchvision's `mobilenet_v2`), RegNet, ResNet, GLPN, ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR,
 Conditional DETR, Table Transformer, Swin2SR, TextNet, HGNet-V2) are their configs'
 defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
@@ -145,7 +145,7 @@ TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
     "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
-    "mobilenet_v2", "regnet", "resnet", "glpn", "vit_mae", "data2vec_vision", "convnext",
+    "mobilenet_v2_hf", "regnet", "resnet", "glpn", "vit_mae", "data2vec_vision", "convnext",
     "swin", "deit", "upernet", "detr", "conditional_detr", "table_transformer", "swin2sr",
     "textnet", "hgnet_v2",
 )
@@ -383,7 +383,7 @@ VISION = {
     "efficientnet": ("EfficientNetConfig", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
                                             "image_size": 224, "hidden_dim": 1280},
                      "EfficientNetModel"),
-    "mobilenet_v2": ("MobileNetV2Config", {}, "MobileNetV2Model"),
+    "mobilenet_v2_hf": ("MobileNetV2Config", {}, "MobileNetV2Model"),
     "regnet": ("RegNetConfig", {}, "RegNetModel"),
     "resnet": ("ResNetConfig", {}, "ResNetModel"),
     "glpn": ("GLPNConfig", {}, "GLPNForDepthEstimation"),

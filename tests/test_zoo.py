@@ -44,3 +44,11 @@ def test_zoo_model_matches_onnx_runtime(name, target):
     r = zoo.check_child(zoo.DEFAULT_CACHE, name, target)
     assert r["status"] == "ok", r["message"] or f"error {r['err']:.1e}"
     assert not r["ref"], f"ref kernels: {'; '.join(r['ref'])}"
+
+
+def test_zoo_model_names_are_unique():
+    """A model's name is its cache entry and its file: two families exporting one name
+    (torchvision's and transformers' MobileNet-V2) would overwrite each other."""
+    seen = set()
+    repeated = [name for name in zoo.MODELS if name in seen or seen.add(name)]
+    assert not repeated
