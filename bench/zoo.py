@@ -56,8 +56,9 @@ manifest entries saying so (`dynamic_axes`). The transformers vision models
 (TRANSFORMERS_VISION: LeViT, ConvNeXt-V2, MobileViT, SegFormer, Swin-V2, DINOv2, BEiT,
 PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's vision
 towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2
-(`mobilenet_v2_hf`, beside torchvision's `mobilenet_v2`), RegNet, ResNet, GLPN, ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR,
-Conditional DETR, Table Transformer, Swin2SR, TextNet, HGNet-V2) are their configs'
+(`mobilenet_v2_hf`, beside torchvision's `mobilenet_v2`), RegNet, ResNet, GLPN,
+ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR, Conditional DETR,
+Table Transformer, Swin2SR, TextNet, HGNet-V2) are their configs'
 defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its relative
