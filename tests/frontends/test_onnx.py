@@ -629,10 +629,23 @@ def test_unsupported_ops_are_all_listed():
     assert "4 operator(s) cannot be imported" in message
     for part in ("Hardmax (opset 14, Hardmax-13)", "Det (opset 14, Det-11)",
                  "Multinomial (opset 14, Multinomial-7)",
-                 "LpPool (opset 14, LpPool-11): p -1"):
+                 "LpPool (opset 14, LpPool-11): p must be positive, found -1"):
         assert part in message
     assert {p[0] for p in info.value.problems} == {"Hardmax", "Det", "Multinomial",
                                                   "LpPool"}
+
+
+def test_an_op_refused_for_many_reasons_gives_the_first_three_and_counts_the_rest():
+    nodes = [helper.make_node("LpPool", ["x"], [f"y{p}"], kernel_shape=[2, 2], p=-p)
+             for p in range(1, 6)]
+    m = model(nodes, [("x", [1, 2, 6, 6])], [(f"y{p}", None) for p in range(1, 6)], opset=14)
+    with pytest.raises(onnx2ln.UnsupportedModelError) as info:
+        onnx2ln.convert(m)
+    assert str(info.value) == (
+        "unsupported ONNX model: 1 operator(s) cannot be imported: LpPool (opset 14, "
+        "LpPool-11): p must be positive, found -1; p must be positive, found -2; p must be "
+        "positive, found -3; and 2 more like these")
+    assert len(info.value.problems) == 5
 
 
 def test_unsupported_attribute_values_and_ranks():

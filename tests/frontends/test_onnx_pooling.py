@@ -167,7 +167,7 @@ def test_global_lppool_matches_onnxruntime(shape, p, tmp_path):
 
 
 def test_global_lppool_refusals():
-    with pytest.raises(LightNetError, match="GlobalLpPool.*p 0"):
+    with pytest.raises(LightNetError, match="GlobalLpPool.*p must be positive, found 0"):
         convert(pool_model("GlobalLpPool", (1, 2, 3, 3), p=0))
     with pytest.raises(LightNetError, match="GlobalLpPool.*rank-2 input"):
         convert(pool_model("GlobalLpPool", (1, 2), p=2))

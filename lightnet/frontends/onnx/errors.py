@@ -6,13 +6,18 @@ from lightnet.errors import LightNetError
 
 GRAPH_INPUT = "graph input"
 
+# The reasons the message gives for one op type: a model refused at hundreds of nodes
+# of one kind (one per attention block) would otherwise make a message of pages.
+DETAILS_SHOWN = 3
+
 
 class UnsupportedModelError(LightNetError):
     """The model uses ONNX operators (or attribute values) the importer cannot map.
 
     `problems` lists every one, as (op_type, op version, detail), detail '' when
     the op type itself is unsupported (op_type 'graph input' for an input whose
-    element type LightNet lacks).
+    element type LightNet lacks). The message gives the first DETAILS_SHOWN distinct
+    reasons of each op type and counts the rest; `problems` holds them all.
     """
 
     def __init__(self, problems, opset):
@@ -31,7 +36,9 @@ class UnsupportedModelError(LightNetError):
         for (op_type, version), details in sorted(grouped.items()):
             text = f"{op_type} (opset {opset}" + (f", {op_type}-{version})" if version else ")")
             if details:
-                text += ": " + "; ".join(details)
+                text += ": " + "; ".join(details[:DETAILS_SHOWN])
+            if len(details) > DETAILS_SHOWN:
+                text += f"; and {len(details) - DETAILS_SHOWN} more like these"
             parts.append(text)
         message = "unsupported ONNX model: "
         if grouped:

@@ -280,7 +280,7 @@ def global_lp_pool(c: Converter, n: Node, *, p=2):
     if x.rank < 3:
         raise Unsupported(f"rank-{x.rank} input")
     if p <= 0:
-        raise Unsupported(f"p {p}")
+        raise Unsupported(f"p must be positive, found {p}")
     axes = list(range(2, x.rank))
     shape = x.shape[:2] + (1,) * (x.rank - 2)
     hint = n.outputs[0]
@@ -310,7 +310,7 @@ def lp_pool(c: Converter, n: Node, *, kernel_shape, auto_pad="NOTSET", ceil_mode
     if x.rank not in (3, 4, 5):
         raise Unsupported(f"{x.rank - 2}-D pooling (only 1-D, 2-D and 3-D)")
     if p <= 0:
-        raise Unsupported(f"p {p}")
+        raise Unsupported(f"p must be positive, found {p}")
     k = x.rank - 2
     strides, dilations, pads, autopad, kernel = _spatial_params(
         k, kernel_shape, strides, dilations, pads, auto_pad)
