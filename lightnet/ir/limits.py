@@ -32,9 +32,15 @@ MAX_STRING_LENGTH = 65_536
 
 # Elements that evaluating constants before the run (the ONNX importer's constant
 # folding and the shape inference between its rounds; a compiler rule's folding of
-# weights) may touch in one import or compile, every input and output counted: about
-# a second of numpy work. A 3-node model can ask for a reduction of 10**12 elements.
-DEFAULT_FOLD_LIMIT = 1 << 26
+# weights) may touch in one import or compile, every input and output counted: a few
+# seconds of numpy work. A 3-node model can ask for a reduction of 10**12 elements;
+# torchvision's Swin3D-T folds 186M computing its shifted windows' attention masks.
+DEFAULT_FOLD_LIMIT = 1 << 28
+# A fold touching at most this many elements is a shape computation's (a Shape,
+# Gather, Concat chain), which the importer may need to map a node at all. A larger
+# one (a mask, a weight) only saves the run some work, so it may spend no more than
+# half the limit: however many of those come first, the small ones still fold.
+SMALL_FOLD = 4096
 
 # A JSON string (skipped: brackets inside it do not nest) or a bracket.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
@@ -89,8 +95,10 @@ class FoldBudget:
         self.left = self.limit
 
     def take(self, elements: int) -> bool:
-        """Spend `elements` if that many are left."""
-        if elements > self.left:
+        """Spend `elements` if that many are left (beyond the half of the limit kept
+        for small folds, for a fold larger than SMALL_FOLD)."""
+        kept = 0 if elements <= SMALL_FOLD else self.limit // 2
+        if elements > self.left - kept:
             return False
         self.left -= elements
         return True

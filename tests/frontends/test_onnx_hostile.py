@@ -136,7 +136,8 @@ def test_the_fold_limit_is_spent_across_the_whole_import():
     ir, _ = onnx2ln.convert(m)
     reduces = sum(op["optype"] == "reduce" for op in ir["ops"])
     folded = 40 - reduces  # each reads 4M elements and may write as many
-    assert 0 < folded <= limits.DEFAULT_FOLD_LIMIT // (2 * 2048 * 2000) < 40
+    # Folds so large may spend half the limit (the other half is kept for small ones).
+    assert 0 < folded <= limits.DEFAULT_FOLD_LIMIT // 2 // (2 * 2048 * 2000) < 40
     (y,) = session(m).run({}).values()
     assert y == sum(2048 * (2048 - k) for k in range(40))
 
@@ -263,6 +264,31 @@ def test_a_shape_the_fold_limit_left_uncomputed_says_so():
     x = np.random.default_rng(5).standard_normal((2, 3, 4), dtype=np.float32)
     (y,) = session(m, fold_limit="1K").run({"x": x}).values()
     np.testing.assert_array_equal(y, np.maximum(x.reshape(2, 12), 0))
+
+
+def test_large_folds_leave_half_the_fold_limit_to_shape_computations():
+    """Sums of three 5000-element constants (about 10K elements touched each) come
+    before the computed Reshape, with a fold limit they would spend to within 5
+    elements, leaving too few for the Concat computing the Reshape's shape. Folds
+    larger than limits.SMALL_FOLD may spend only half the limit: one sum is folded,
+    two are left to the run, and the Reshape's shape is computed."""
+    m = computed_reshape_model()
+    nodes = list(m.graph.node)
+    for k in range(3):
+        m.graph.initializer.append(init(f"s{k}", np.array([50, 100 + k], np.int64)))
+        nodes[:0] = [ones_of_shape(f"s{k}", f"c{k}"),
+                     helper.make_node("ReduceSum", [f"c{k}"], [f"t{k}"], keepdims=0)]
+    nodes[-1] = helper.make_node("Relu", ["r"], ["pos"])
+    nodes += [helper.make_node("Sum", ["t0", "t1", "t2"], ["total"]),
+              helper.make_node("Mul", ["pos", "total"], ["y"])]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    ir, _ = onnx2ln.convert(m, fold_limit=30_320)
+    assert sum(op["optype"] == "reduce" for op in ir["ops"]) == 2
+    x = np.random.default_rng(7).standard_normal((2, 3, 4), dtype=np.float32)
+    (y,) = session(m, fold_limit=30_320).run({"x": x}).values()
+    np.testing.assert_allclose(y, np.maximum(x.reshape(2, 12), 0) * (3 * 5000 + 150),
+                               rtol=1e-6)
 
 
 def test_a_shape_inference_could_not_give_past_the_fold_limit_says_so():
