@@ -1,0 +1,28 @@
+"""Control flow: If. One whose condition folds to a constant is replaced by the branch
+it takes before mapping (inlining.py); one that reaches mapping has a condition
+computed at run time, and is refused: LightNet plans one graph before the run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..dispatch import handler
+from ..errors import NotKnown
+from ..graph import Node
+
+if TYPE_CHECKING:
+    from ..converter import Converter
+
+
+@handler("If", 1, 11, 13, 16, 19, 21, 23, 24, 25)
+def if_(c: Converter, n: Node, *, then_branch, else_branch):
+    cond = n.input(0)
+    if c.is_const(cond):  # folded by the last round of folding, with none left to inline
+        raise NotKnown(f"node {n.label}: condition '{cond}' was computed by the last round "
+                       "of constant folding, and its branch not inlined")
+    producer = next((m for m in c.nodes if cond in m.outputs), None)
+    source = "a graph input" if producer is None else (
+        f"computed by node {producer.label} ({producer.op_type})")
+    raise NotKnown(f"node {n.label}: condition '{cond}' is computed at run time ({source}); "
+                   "expected a constant (an initializer, a Constant, or a value constant "
+                   "folding computes), whose branch the importer inlines")
