@@ -216,3 +216,20 @@ def test_invalid_ifs():
     with pytest.raises(LightNetError, match=r"^node 'if' \(If-16\): else_branch has 1 outputs, "
                        r"expected 2, the If's \(an invalid ONNX model\)$"):
         onnx2ln.convert(m)
+
+
+def test_condition_folded_in_the_last_round(monkeypatch):
+    """A condition folding computes only in its last round: no round is left to inline
+    the branch, and the refusal says so (one round here; FOLD_ROUNDS in a model)."""
+    monkeypatch.setattr("lightnet.frontends.onnx.converter.FOLD_ROUNDS", 1)
+    monkeypatch.setattr("lightnet.frontends.onnx.handlers.control.FOLD_ROUNDS", 1)
+    nodes = [helper.make_node("Size", ["x"], ["n"]),
+             helper.make_node("Equal", ["n", "six"], ["c"]),
+             if_node("c", ["y"],
+                     branch("then", [helper.make_node("Neg", ["x"], ["a"])], ["a"]),
+                     branch("else", [helper.make_node("Exp", ["x"], ["a"])], ["a"]))]
+    m = model(nodes, [("x", [2, 3])], ["y"], [init("six", np.int64(6))])
+    with pytest.raises(UnsupportedModelError, match=(
+            r"If-16\): node 'if': condition 'c' became a constant in the last of constant "
+            r"folding's 1 rounds, which left none to inline the branch it takes$")):
+        onnx2ln.convert(m)
