@@ -58,11 +58,15 @@ PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's visio
 towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2
 (`mobilenet_v2_hf`, beside torchvision's `mobilenet_v2`), RegNet, ResNet, GLPN,
 ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR, Conditional DETR,
-Table Transformer, Swin2SR, TextNet, HGNet-V2) are their configs'
+Table Transformer, Swin2SR, TextNet, HGNet-V2, ViTDet, DINOv3 ViT) are their configs'
 defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its relative
-position bias on, as BEiT's released checkpoints have it; efficientnet B0's
+position bias on, as BEiT's released checkpoints have it, and vitdet its relative
+position embeddings (its get_rel_pos, scripted while tracing, exports an ONNX If per
+table, whose condition folds to a constant: LightNet imports the branch it takes);
+dinov3_vit, ViT-S/16 (384 wide, 6 heads), with the 4 register tokens of DINOv3's
+released ViTs (its RoPE embedding exports two such Ifs); efficientnet B0's
 coefficients, the config's default being B7; data2vec_vision with the relative position
 bias shared by all layers, as its released checkpoints have it; upernet's backbone
 ConvNeXt-tiny; the DETRs' a ResNet-50 of transformers' own, not timm's, 100 queries) and
@@ -80,10 +84,8 @@ unfold's inverse, col2im, exports only at opset 18), DINOv2 with registers (its
 antialiased bicubic position interpolation likewise), MaskFormer and Mask2Former (their
 models build their losses' Hungarian matcher, which needs scipy, not in the zoo extra),
 DiNAT (needs natten), VAN, EfficientFormer, NAT and ViT-hybrid (no longer in
-transformers), ViTDet with relative positions (its get_rel_pos is scripted while
-tracing: an ONNX If, constant condition, per table, which LightNet does not import),
-DINOv3 (its RoPE embedding exports two Ifs likewise) and Deformable DETR (its
-multi-scale deformable attention is a GridSample, which LightNet has not).
+transformers) and Deformable DETR (its multi-scale deformable attention is a
+GridSample, which LightNet has not).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -148,7 +150,7 @@ TRANSFORMERS_VISION = (
     "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
     "mobilenet_v2_hf", "regnet", "resnet", "glpn", "vit_mae", "data2vec_vision", "convnext",
     "swin", "deit", "upernet", "detr", "conditional_detr", "table_transformer", "swin2sr",
-    "textnet", "hgnet_v2",
+    "textnet", "hgnet_v2", "vitdet", "dinov3_vit",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -411,6 +413,8 @@ VISION = {
     "swin2sr": ("Swin2SRConfig", {}, "Swin2SRForImageSuperResolution"),
     "textnet": ("TextNetConfig", {}, "TextNetModel"),
     "hgnet_v2": ("HGNetV2Config", {}, "HGNetV2ForImageClassification"),
+    "vitdet": ("VitDetConfig", {"use_relative_position_embeddings": True}, "VitDetModel"),
+    "dinov3_vit": ("DINOv3ViTConfig", {"num_register_tokens": 4}, "DINOv3ViTModel"),
 }
 
 

@@ -14,7 +14,9 @@ How a model is imported:
    Cast, Slice, Reshape, arithmetic, ...) whose inputs are all constant (Shape:
    whose input shape is known) are evaluated with numpy, alternating with
    ONNX shape inference until nothing more folds. That resolves the
-   Shape -> Gather -> Concat -> Reshape chains exporters write.
+   Shape -> Gather -> Concat -> Reshape chains exporters write. An If whose
+   condition is (or folds to) a constant is replaced by the branch it takes,
+   whose nodes then fold and map like the others.
 3. The subgraphs exporters write for GELU, SiLU, hard swish and layer
    normalization become the one node they compute (fusion.py).
 4. Every remaining node (only those the graph outputs depend on) is mapped to
@@ -25,9 +27,10 @@ How a model is imported:
    shape is compared with the shape ONNX infers.
 
 The package: graph.py (nodes, tensors), dtypes.py, folding.py (step 2),
-dispatch.py (the handler registry: a handler's keyword parameters are the
-attributes it accepts), fusion.py (step 3), converter.py (steps 1-5), handlers/ (one module per
-op family), api.py (convert, import_model, save_weights), cli.py (onnx2ln).
+inlining.py (step 2's Ifs), dispatch.py (the handler registry: a handler's keyword
+parameters are the attributes it accepts), fusion.py (step 3), converter.py (steps
+1-5), handlers/ (one module per op family), api.py (convert, import_model,
+save_weights), cli.py (onnx2ln).
 
 Only numpy is needed at import time of this package; the `onnx` package is
 imported when a model is converted (``pip install -e '.[onnx]'``).

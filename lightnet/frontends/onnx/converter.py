@@ -1,7 +1,8 @@
 """The converter: an ONNX graph to LightNet IR ops and weights.
 
 It fixes the inputs' dims, folds constants (alternating with ONNX shape
-inference), fuses the subgraphs fusion.py recognises, maps every node the
+inference; an If whose condition folds is replaced by the branch it takes,
+inlining.py), fuses the subgraphs fusion.py recognises, maps every node the
 outputs need through its handler (handlers/), collects the nodes it cannot
 map, and binds the graph outputs to their ONNX names.
 """
@@ -24,7 +25,18 @@ from .folding import FOLD_LIMIT, FOLD_ROUNDS, FOLDERS, fold_elements, fold_eye_l
 from .fusion import fuse
 from .graph import (Node, Schema, TensorTypes, Val, attribute_value, lnshape, node_problem,
                     onnx_package, pyval, tensor_array)
+from .inlining import all_names, inline, outer_reads, subgraphs, taken_branch
 from .qdq import fuse_qdq
+
+
+def unique(hint: str, taken: set[str]) -> str:
+    """`hint`, or `hint_1`, `hint_2`... the first not in `taken` (then taken)."""
+    name, k = hint, 1
+    while name in taken:
+        name = f"{hint}_{k}"
+        k += 1
+    taken.add(name)
+    return name
 
 
 def uniform_value(array: np.ndarray):
@@ -75,6 +87,7 @@ class Converter:
         self.info = TensorTypes()  # ONNX name -> (elem type, shape)
         self.used_tensor_names: set[str] = set()
         self.op_names: set[str] = set()
+        self.node_names: set[str] = set()  # the ONNX nodes' (inlined ones are given new ones)
         self.problems: list[tuple[str, int, str]] = []
         self.poisoned: set[str] = set()
         self.graph_output_names = {o.name for o in model.graph.output}
@@ -92,22 +105,10 @@ class Converter:
     # Names ---------------------------------------------------------------------
 
     def fresh(self, hint: str) -> str:
-        base = hint or "t"
-        name, k = base, 1
-        while name in self.used_tensor_names:
-            name = f"{base}_{k}"
-            k += 1
-        self.used_tensor_names.add(name)
-        return name
+        return unique(hint or "t", self.used_tensor_names)
 
     def op_name(self, hint: str) -> str:
-        base = hint or "op"
-        name, k = base, 1
-        while name in self.op_names:
-            name = f"{base}_{k}"
-            k += 1
-        self.op_names.add(name)
-        return name
+        return unique(hint or "op", self.op_names)
 
     # Graph preparation -----------------------------------------------------------
 
@@ -145,7 +146,8 @@ class Converter:
         named, read = set(), set()
         for n in self.nodes:
             named.update(n.inputs, n.outputs)
-            read.update(n.inputs)
+            read.update(n.inputs, n.outer)
+            self.node_names.add(n.name)
         named.discard("")  # (an input or output left out)
         read.discard("")
         self.used_tensor_names |= named
@@ -186,6 +188,12 @@ class Converter:
         if attributes:
             what = f"node {node.label} ({op_type}-{version})"
             node.attrs = {a.name: attribute_value(self.onnx, a, what) for a in attributes}
+            graphs = subgraphs(attributes)
+            if graphs:
+                node.outer = tuple(sorted(set().union(*map(outer_reads, graphs))))
+                # Fresh names avoid theirs too (a name inlined into a subgraph must not be
+                # one it defines).
+                self.used_tensor_names.update(*map(all_names, graphs))
         return node
 
     def _fix_inputs(self):
@@ -237,7 +245,7 @@ class Converter:
         inputs = [helper.make_tensor_value_info(i.name, i.type.tensor_type.elem_type,
                                                 self.input_shapes[i.name]) for i in self.inputs]
         inits = []
-        needed = {x for n in nodes for x in n.inputs if x in self.consts}
+        needed = {x for n in nodes for x in (*n.inputs, *n.outer) if x in self.consts}
         for name in sorted(needed):
             value = self.consts[name]
             # Integers may be shapes or indices; 8-bit ones are a quantized model's
@@ -283,9 +291,11 @@ class Converter:
         live = self._live()
         self.rounds_ran_out = False
         for _ in range(FOLD_ROUNDS):  # (see FOLD_ROUNDS)
+            changed = self._inline(live)
+            if changed:
+                live = self._live()
             pending = [n for n in self.nodes if n.index not in self.folded and n.index in live]
             self._infer(pending)
-            changed = False
             for n in pending:
                 if self._try_fold(n):
                     self.folded.add(n.index)
@@ -293,6 +303,31 @@ class Converter:
             if not changed:
                 return
         self.rounds_ran_out = True
+
+    def _inline(self, live: set[int]) -> bool:
+        """Replace every live If whose condition is now a constant by the nodes of the
+        branch it takes (inlining.py; an If among them whose condition is a constant
+        already, too); whether there was one."""
+        inlined, k = False, 0
+        while k < len(self.nodes):
+            n = self.nodes[k]
+            if n.op_type != "If" or n.index not in live or n.input(0) not in self.consts:
+                k += 1
+                continue
+            protos, initializers = inline(
+                self.onnx, n, taken_branch(n, self.consts[n.input(0)]), self.fresh,
+                lambda hint: unique(hint, self.node_names))
+            for t in initializers:
+                self.consts[t.name] = tensor_array(self.onnx, t, f"initializer '{t.name}'")
+                self.initializers.add(t.name)
+            first = len(self.node_protos)
+            nodes = [self._node(first + i, p) for i, p in enumerate(protos)]
+            self.node_protos.extend(protos)
+            self.nodes[k:k + 1] = nodes  # (k: the first of them, looked at next)
+            live.update(m.index for m in nodes)
+            self.consumed.update(x for m in nodes for x in (*m.inputs, *m.outer) if x)
+            inlined = True
+        return inlined
 
     def _live(self) -> set[int]:
         """The indices of the nodes the graph's outputs depend on: only those fold (a
@@ -307,14 +342,15 @@ class Converter:
         return live
 
     def _read_inputs(self, n: Node) -> list[str]:
-        """The inputs `n`'s results depend on: a BatchNormalization in training mode
-        whose running mean and variance are not read does not read its mean and var
-        (torch writes ReduceMeans of a weight-standardized convolution's weight for
-        them, BiT's, whose own statistics normalize it)."""
+        """The inputs `n`'s results depend on, and the values its subgraphs read (an
+        If's branches); a BatchNormalization in training mode whose running mean and
+        variance are not read does not read its mean and var (torch writes ReduceMeans
+        of a weight-standardized convolution's weight for them, BiT's, whose own
+        statistics normalize it)."""
         if (n.op_type == "BatchNormalization" and n.attrs.get("training_mode")
                 and not any(self.used(n, i) for i in (1, 2))):
             return n.inputs[:3]
-        return n.inputs
+        return [*n.inputs, *n.outer] if n.outer else n.inputs
 
     def _fuse(self):
         """Replace the written-out GELU, SiLU, hard swish and layer normalization
@@ -501,6 +537,7 @@ class Converter:
                 continue
             needed.add(n.index)
             stack.extend(n.inputs)
+            stack.extend(n.outer)
         mapped = [n for n in self.nodes if n.index not in self.folded and n.index in needed]
         self.after_limit = set(self.past_limit)
         for n in mapped if self.past_limit else ():  # (in the graph's order)

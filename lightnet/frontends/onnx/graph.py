@@ -55,6 +55,9 @@ class Node:
     inputs: list[str]
     outputs: list[str]
     attrs: dict = field(default_factory=dict)
+    # The values its subgraphs (an If's branches) read from the graph by name: inputs
+    # of the node as much as `inputs` are.
+    outer: tuple[str, ...] = ()
 
     def input(self, i: int) -> str:
         return self.inputs[i] if i < len(self.inputs) else ""
