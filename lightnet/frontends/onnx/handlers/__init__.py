@@ -1,5 +1,5 @@
 """ONNX op handlers, one module per op family; importing this package registers them all
 (see dispatch.py for how a handler declares the attributes it accepts)."""
 
-from . import (activations, conv, elements, elementwise, logic, math, matmul,  # noqa: F401
-               normalization, quantize, reduce, resize, shape, space_depth)
+from . import (activations, conv, elements, elementwise, grid_sample, logic, math,  # noqa: F401
+               matmul, normalization, quantize, reduce, resize, shape, space_depth)
