@@ -1031,7 +1031,8 @@ def grid_sample(
     cubic the 4 x 4 (Keys' kernel, a = -0.75). Every pixel read outside the image is
     padded by `padding_mode`: zeros reads 0, border the nearest edge pixel, reflection
     the pixel mirrored at the image's edges (the same edges as the coordinates') until
-    inside. Computed in the dtype of src, as ONNX Runtime does. TL_FLOAT or TL_DOUBLE.
+    inside. A NaN grid value reads as -1. Computed in the dtype of src, as ONNX Runtime
+    does. TL_FLOAT or TL_DOUBLE.
 
     Args:
         src: The image [N, C, H, W]. (dtype float; ndim 4)
