@@ -78,6 +78,19 @@ def test_opset_20_names(mode, tmp_path):
     np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-6)
 
 
+def test_double(tmp_path):
+    """float64 (ONNX Runtime has a double kernel from version 20)."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 2, 5, 6))
+    grid = rng.uniform(-1.4, 1.4, (1, 3, 4, 2))
+    m = grid_model(x.shape, grid.shape, opset=20, elem=TensorProto.DOUBLE, mode="cubic",
+                   padding_mode="reflection")
+    want = run_ort(m, {"x": x, "grid": grid})["y"]
+    got, _ = run_lightnet(m, {"x": x, "grid": grid}, tmp_path)
+    assert got["y"].dtype == np.float64
+    np.testing.assert_allclose(got["y"], want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_between_dnnl_ops(target, tmp_path):
     """A Conv making X and a Relu reading Y: on dnnl, the grid_sample between them runs
@@ -192,6 +205,18 @@ def test_kernel_one_pixel_wide_reflection():
     kernels.grid_sample(x, grid, dst, mode="linear", padding_mode="reflection",
                         align_corners=True)
     np.testing.assert_allclose(dst, naive_grid_sample(x, grid, "linear", "reflection", True))
+
+
+def test_kernel_errors():
+    x, dst = np.zeros((1, 1, 2, 2)), np.zeros((1, 1, 1, 1))
+    with pytest.raises(ValueError, match="unknown grid_sample mode 'area' "
+                                         r"\(known: linear, nearest, cubic\)"):
+        kernels.grid_sample(x, np.zeros((1, 1, 1, 2)), dst, mode="area")
+    with pytest.raises(ValueError, match="unknown grid_sample padding_mode 'wrap'"):
+        kernels.grid_sample(x, np.zeros((1, 1, 1, 2)), dst, padding_mode="wrap")
+    with pytest.raises(ValueError, match=r"grid_sample of a \[1, 1, 2, 2\] source by a "
+                                         r"\[1, 1, 1, 3\] grid \(expected \[N, C, H, W\]"):
+        kernels.grid_sample(x, np.zeros((1, 1, 1, 3)), dst)
 
 
 def refusal(m) -> str:
