@@ -58,8 +58,8 @@ PoolFormer, SwiftFormer, CvT, PVT-v2, FocalNet, Hiera, CLIP's and SigLIP's visio
 towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V2
 (`mobilenet_v2_hf`, beside torchvision's `mobilenet_v2`), RegNet, ResNet, GLPN,
 ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR, Conditional DETR,
-Table Transformer, Swin2SR, TextNet, HGNet-V2, ViTDet, DINOv3 ViT) are their configs'
-defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
+Table Transformer, Swin2SR, TextNet, HGNet-V2, ViTDet, DINOv3 ViT, Deformable DETR) are
+their configs' defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its relative
 position bias on, as BEiT's released checkpoints have it, and vitdet its relative
@@ -69,7 +69,9 @@ dinov3_vit, ViT-S/16 (384 wide, 6 heads), with the 4 register tokens of DINOv3's
 released ViTs (its RoPE embedding exports two such Ifs); efficientnet B0's
 coefficients, the config's default being B7; data2vec_vision with the relative position
 bias shared by all layers, as its released checkpoints have it; upernet's backbone
-ConvNeXt-tiny; the DETRs' a ResNet-50 of transformers' own, not timm's, 100 queries) and
+ConvNeXt-tiny; the DETRs' a ResNet-50 of transformers' own, not timm's, 100 queries,
+Deformable DETR's 300 and four feature levels, its multi-scale deformable attention 48
+GridSamples, exported with torch.linspace computed by numpy: _constant_linspace) and
 take `pixel_values`, a seeded standard normal [1, 3, 224, 224] (mobilevit 256x256 and
 swin2sr 64x64, their configs' sizes; upernet 192x192 and textnet 256x256, whose poolings
 of the last map (upernet's 6x6 to 1, 2, 3 and 6 cells, textnet's 8x8 to 2) export, 7x7's
@@ -84,8 +86,7 @@ unfold's inverse, col2im, exports only at opset 18), DINOv2 with registers (its
 antialiased bicubic position interpolation likewise), MaskFormer and Mask2Former (their
 models build their losses' Hungarian matcher, which needs scipy, not in the zoo extra),
 DiNAT (needs natten), VAN, EfficientFormer, NAT and ViT-hybrid (no longer in
-transformers) and Deformable DETR (its multi-scale deformable attention is a
-GridSample, which LightNet has not).
+transformers).
 
 check runs every model of the manifest: ONNX Runtime's outputs are the reference, and
 for each --target (default dnnl,cpu) LightNet imports the model, compiles it with its
@@ -150,7 +151,7 @@ TRANSFORMERS_VISION = (
     "siglip_vision", "bit", "depth_anything", "dpt", "yolos", "mobilenet_v1", "efficientnet",
     "mobilenet_v2_hf", "regnet", "resnet", "glpn", "vit_mae", "data2vec_vision", "convnext",
     "swin", "deit", "upernet", "detr", "conditional_detr", "table_transformer", "swin2sr",
-    "textnet", "hgnet_v2", "vitdet", "dinov3_vit",
+    "textnet", "hgnet_v2", "vitdet", "dinov3_vit", "deformable_detr",
 )
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
@@ -407,6 +408,9 @@ VISION = {
     "conditional_detr": ("ConditionalDetrConfig", {"use_timm_backbone": False,
                                                    "use_pretrained_backbone": False},
                          "ConditionalDetrForObjectDetection"),
+    "deformable_detr": ("DeformableDetrConfig", {"use_timm_backbone": False,
+                                                 "use_pretrained_backbone": False},
+                        "DeformableDetrForObjectDetection"),
     "table_transformer": ("TableTransformerConfig", {"use_timm_backbone": False,
                                                      "use_pretrained_backbone": False},
                           "TableTransformerForObjectDetection"),
@@ -511,6 +515,22 @@ def _flat(y) -> list:
     return [y]
 
 
+# Models whose export needs torch.linspace's values held as constants (_constant_linspace).
+CONSTANT_LINSPACE = ("deformable_detr",)
+
+
+def _constant_linspace(torch):
+    """torch.linspace computed by numpy, so that the export holds its values: torch.onnx's
+    TorchScript exporter writes a linspace as double whatever its dtype, and NaN for one
+    step ((end - start) / (steps - 1)). Deformable DETR's encoder reference points, and
+    with them its sampling grids, were double beside float32 values (a GridSample ONNX
+    Runtime has no kernel for), and NaN at its 1x1 feature level."""
+    def linspace(start, end, steps, *, dtype=None, device=None):
+        values = torch.from_numpy(np.linspace(float(start), float(end), int(steps)))
+        return values.to(dtype=dtype or torch.get_default_dtype(), device=device)
+    return linspace
+
+
 def export_one(name: str, cache: str) -> dict:
     """Build, randomize and export model `name` to `cache`; its manifest entry."""
     import torch
@@ -548,9 +568,15 @@ def export_one(name: str, cache: str) -> dict:
         dynamic = {n: {0: "batch", 1: "sequence"} for n in names}
         dynamic.update({n: {0: "batch", 1: "sequence"} if y.dim() >= 2 and y.shape[1] == sequence
                         else {0: "batch"} for n, y in zip(outputs, ys)})
-    torch.onnx.export(flat, args, path + ".part", input_names=names, output_names=outputs,
-                      opset_version=OPSET, dynamo=False, do_constant_folding=True,
-                      dynamic_axes=dynamic)
+    linspace = torch.linspace
+    if name in CONSTANT_LINSPACE:
+        torch.linspace = _constant_linspace(torch)
+    try:
+        torch.onnx.export(flat, args, path + ".part", input_names=names, output_names=outputs,
+                          opset_version=OPSET, dynamo=False, do_constant_folding=True,
+                          dynamic_axes=dynamic)
+    finally:
+        torch.linspace = linspace
     os.replace(path + ".part", path)
     np.savez(os.path.join(cache, f"{name}.npz"), **inputs)
     # float64 throughout: tensors the model makes itself (masks from its int64 input) too

@@ -39,6 +39,7 @@ __all__ = [
     "global_avgpool2d",
     "global_maxpool2d",
     "qglobal_avgpool2d",
+    "grid_sample",
     "groupnorm",
     "hard_sigmoid",
     "hard_swish",
@@ -1008,6 +1009,48 @@ def qglobal_avgpool2d(
             "dst_zero": dst_zero,
         },
         {},
+        name,
+    )
+
+
+def grid_sample(
+    src: Tensor,
+    grid: Tensor,
+    *,
+    mode: Literal["linear", "nearest", "cubic"] = "linear",
+    padding_mode: Literal["zeros", "border", "reflection"] = "zeros",
+    align_corners: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """ONNX GridSample of a 4-D source: dst[n, c, i, j] is `src`[n, c] read at the point
+    grid[n, i, j] = (x, y), normalized so that -1 and 1 are the image's left (top) and
+    right (bottom) edges: the outer edges of the edge pixels, or with `align_corners`
+    their centres. The pixel coordinate is ((x + 1) * W - 1) / 2, or (x + 1) / 2 * (W -
+    1) with `align_corners` (y likewise with H). nearest reads the pixel at the
+    coordinate rounded half to even; linear interpolates the 2 x 2 pixels around it,
+    cubic the 4 x 4 (Keys' kernel, a = -0.75). Every pixel read outside the image is
+    padded by `padding_mode`: zeros reads 0, border the nearest edge pixel, reflection
+    the pixel mirrored at the image's edges (the same edges as the coordinates') until
+    inside. A NaN grid value reads as -1. Computed in the dtype of src, as ONNX Runtime
+    does. TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        src: The image [N, C, H, W]. (dtype float; ndim 4)
+        grid: The points read [N, Ho, Wo, 2]: (x, y) each, normalized to [-1, 1]. (ndim
+            4; dtype of src; each point is (x, y); one grid per sample of src)
+        mode: The interpolation.
+        padding_mode: What a pixel read outside the image is.
+        align_corners: -1 and 1 are the edge pixels' centres (else their outer edges).
+        name: The op's name, and its output's; None: `grid_sample` and a number not
+            taken.
+
+    Returns:
+        dst: The values read [N, C, Ho, Wo].
+    """
+    return apply(
+        "grid_sample",
+        {"src": src, "grid": grid},
+        {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners},
         name,
     )
 

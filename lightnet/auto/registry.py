@@ -30,6 +30,7 @@ from lightnet.auto.ops import gather_elements as gather_elements_ops
 from lightnet.auto.ops import gather_nd as gather_nd_ops
 from lightnet.auto.ops import gelu as gelu_ops
 from lightnet.auto.ops import global_pool as global_pool_ops
+from lightnet.auto.ops import grid_sample as grid_sample_ops
 from lightnet.auto.ops import groupnorm as groupnorm_ops
 from lightnet.auto.ops import hard_sigmoid as hard_sigmoid_ops
 from lightnet.auto.ops import hard_swish as hard_swish_ops
@@ -112,6 +113,7 @@ OP_PROTOS = {
         gather_nd_ops,
         gelu_ops,
         global_pool_ops,
+        grid_sample_ops,
         groupnorm_ops,
         hard_sigmoid_ops,
         hard_swish_ops,

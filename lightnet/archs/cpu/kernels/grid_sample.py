@@ -1,0 +1,180 @@
+"""ONNX GridSample of a 4-D source (the `grid_sample` op): every output cell reads `src`
+at the point its grid entry names, interpolated (nearest, linear or cubic) from the
+source pixels around it, those outside the image padded (zeros, border or reflection).
+
+The arithmetic is ONNX Runtime's (and PyTorch's grid_sample's): a grid value g in
+[-1, 1] is the pixel coordinate ((g + 1) * size - 1) / 2 (align_corners 0: -1 and 1
+are the outer edges of the edge pixels) or (g + 1) / 2 * (size - 1) (align_corners 1:
+their centres), computed in the source's dtype. nearest reads the pixel at the
+coordinate rounded half to even; linear the 2 x 2 pixels from floor(x), weighted by
+the distances; cubic the 4 x 4 from floor(x) - 1 with Keys' kernel, a = -0.75. The
+padding applies to each pixel read, never to the coordinate: zeros reads 0 outside the
+image, border the nearest edge pixel, reflection the pixel mirrored at the edges
+(across the pixels' outer edges with align_corners 0, their centres with 1) until it
+is inside.
+
+A NaN grid value reads as -1, as ONNX Runtime's does (an exporter's linspace of one
+step is NaN), and coordinates beyond +-2^24 as at 2^24 (outside every image).
+
+The grid changes with every run, so nothing is tabulated at load: each run turns the
+grid into, per axis, the indices and weights of its taps, then per sample gathers every
+tap of every channel at once (from its pixels with a 0 appended, which the taps outside
+read with zeros padding) and sums them weighted. Every array it fills is the op's
+planned scratch (grid_sample_scratch).
+"""
+
+import numpy as np
+
+from lightnet.archs.cpu.kernels.scratch import carve
+
+__all__ = ["GRID_SAMPLE_MODES", "GRID_SAMPLE_PADDINGS", "grid_sample", "grid_sample_scratch"]
+
+GRID_SAMPLE_MODES = ("linear", "nearest", "cubic")
+GRID_SAMPLE_PADDINGS = ("zeros", "border", "reflection")
+_TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
+_CUBIC_A = -0.75
+# Keys' kernel on [0, 1] (near) and [1, 2] (far), highest power first.
+_NEAR = (_CUBIC_A + 2, -(_CUBIC_A + 3), 0.0, 1.0)
+_FAR = (_CUBIC_A, -5 * _CUBIC_A, 8 * _CUBIC_A, -4 * _CUBIC_A)
+# Coordinates are clipped to this before they become indices: every index beyond the
+# image reads as at its edge (zeros, border), and reflection's period is exact below it.
+_FAR_OUT = float(2 ** 24)
+
+
+def _check(src_shape, grid_shape, mode: str, padding_mode: str) -> None:
+    if mode not in GRID_SAMPLE_MODES:
+        raise ValueError(f"unknown grid_sample mode {mode!r} "
+                         f"(known: {', '.join(GRID_SAMPLE_MODES)})")
+    if padding_mode not in GRID_SAMPLE_PADDINGS:
+        raise ValueError(f"unknown grid_sample padding_mode {padding_mode!r} "
+                         f"(known: {', '.join(GRID_SAMPLE_PADDINGS)})")
+    if (len(src_shape) != 4 or len(grid_shape) != 4 or grid_shape[3] != 2
+            or grid_shape[0] != src_shape[0]):
+        raise ValueError(f"grid_sample of a {list(src_shape)} source by a "
+                         f"{list(grid_shape)} grid (expected [N, C, H, W] and "
+                         "[N, Ho, Wo, 2])")
+
+
+def grid_sample_scratch(src_shape, grid_shape, dtype, *, mode: str,
+                        padding_mode: str) -> tuple:
+    """Scratch layout (see kernels.scratch) of grid_sample, for K taps per axis and P
+    output cells per sample: per axis (x, then y) the coordinates and their floor
+    [2, N, P], the taps' indices and whether each is outside the image [2, N, K, P];
+    the K x K taps' flat indices and outside flags [N, K, K, P]; one sample's pixels and
+    a 0 after them [C, H * W + 1]; and but for nearest (one tap, read straight into dst)
+    a buffer [N, P], the taps' weights per axis [2, N, K, P] and in all [N, K, K, P],
+    and one sample's gathered taps [C, K * K, P]."""
+    _check(src_shape, grid_shape, mode, padding_mode)
+    n, c = src_shape[:2]
+    k, p = _TAPS[mode], grid_shape[1] * grid_shape[2]
+    layout = (("coord", (2, n, p), dtype), ("base", (2, n, p), dtype),
+              ("index", (2, n, k, p), np.intp), ("outside", (2, n, k, p), np.bool_),
+              ("flat", (n, k, k, p), np.intp), ("outside2", (n, k, k, p), np.bool_),
+              ("pixels", (c, src_shape[2] * src_shape[3] + 1), dtype))
+    if mode == "nearest":
+        return layout
+    return layout + (("tmp", (n, p), dtype), ("weight", (2, n, k, p), dtype),
+                     ("weight2", (n, k, k, p), dtype), ("gathered", (c, k * k, p), dtype))
+
+
+def _denormalize(g, size: int, align_corners: bool, out) -> None:
+    """out = the pixel coordinate of normalized grid values `g` (ONNX Runtime's order)."""
+    np.add(g, 1, out=out)
+    if align_corners:
+        np.multiply(out, 0.5, out=out)
+        np.multiply(out, size - 1, out=out)
+    else:
+        np.multiply(out, size, out=out)
+        np.subtract(out, 1, out=out)
+        np.multiply(out, 0.5, out=out)
+
+
+def _polynomial(d, coefficients, out) -> None:
+    """out = the polynomial of `coefficients` (highest power first) at d, by Horner."""
+    out.fill(coefficients[0])
+    for a in coefficients[1:]:
+        np.multiply(out, d, out=out)
+        np.add(out, a, out=out)
+
+
+def _axis_weights(coord, base, mode: str, weight, tmp) -> None:
+    """weight[k] = the weight of tap k (from floor(x), less 1 for cubic) at coordinates
+    `coord` (x) of floor `base`, as ONNX Runtime computes it; `tmp` a buffer like coord."""
+    if mode == "linear":
+        np.add(base, 1, out=weight[0])
+        np.subtract(weight[0], coord, out=weight[0])  # (floor(x) + 1) - x
+        np.subtract(coord, base, out=weight[1])  # x - floor(x)
+        return
+    for k, (shift, coefficients) in enumerate(((1, _FAR), (0, _NEAR), (-1, _NEAR),
+                                               (-2, _FAR))):
+        np.subtract(coord, base, out=tmp)  # the tap's distance from x, |x - floor(x) + shift|
+        np.add(tmp, shift, out=tmp)
+        np.abs(tmp, out=tmp)
+        _polynomial(tmp, coefficients, weight[k])
+
+
+def _pad(index, size: int, padding_mode: str, align_corners: bool, outside) -> None:
+    """Indices of taps `index` (any integers) made ones inside [0, size) by the padding;
+    with zeros, `outside` marks those that were not (they read 0), else it is scratch."""
+    if padding_mode == "zeros":
+        np.greater_equal(index.view(np.uintp), size, out=outside)  # negatives wrap: huge
+        np.clip(index, 0, size - 1, out=index)
+    elif padding_mode == "border":
+        np.clip(index, 0, size - 1, out=index)
+    elif align_corners and size == 1:
+        index.fill(0)
+    else:  # reflection: mirrored with period 2 * size (edges) or 2 * (size - 1) (centres)
+        last = size - 1 if align_corners else size
+        period = 2 * last
+        np.mod(index, period, out=index)
+        np.greater(index, size - 1, out=outside)
+        np.subtract(period - (0 if align_corners else 1), index, out=index, where=outside)
+
+
+def grid_sample(src: np.ndarray, grid: np.ndarray, dst: np.ndarray, *, mode: str = "linear",
+                padding_mode: str = "zeros", align_corners: bool = False,
+                ws: dict | None = None) -> None:
+    """dst [N, C, Ho, Wo] = src [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in
+    [-1, 1]); `ws` the arrays of grid_sample_scratch (carve), new when None."""
+    if ws is None:
+        ws = carve(None, grid_sample_scratch(src.shape, grid.shape, dst.dtype, mode=mode,
+                                             padding_mode=padding_mode))
+    n, c, h, w = src.shape
+    taps, p = _TAPS[mode], grid.shape[1] * grid.shape[2]
+    coord, base, index, outside = ws["coord"], ws["base"], ws["index"], ws["outside"]
+    points = grid.reshape(n, p, 2)
+    for axis, size in enumerate((w, h)):
+        _denormalize(points[:, :, axis], size, align_corners, coord[axis])
+        np.isnan(coord[axis], out=outside[axis, :, 0])
+        np.copyto(coord[axis], -0.5 if not align_corners else 0, where=outside[axis, :, 0])
+        np.clip(coord[axis], -_FAR_OUT, _FAR_OUT, out=coord[axis])
+        if mode == "nearest":
+            np.rint(coord[axis], out=base[axis])  # half to even
+        else:
+            np.floor(coord[axis], out=base[axis])
+            _axis_weights(coord[axis], base[axis], mode, ws["weight"][axis].transpose(1, 0, 2),
+                          ws["tmp"])
+        first = -1 if mode == "cubic" else 0
+        for k in range(taps):
+            np.add(base[axis], first + k, out=index[axis, :, k], casting="unsafe")
+        _pad(index[axis], size, padding_mode, align_corners, outside[axis])
+    flat, outside2 = ws["flat"], ws["outside2"]
+    np.multiply(index[1][:, :, None], w, out=flat)
+    np.add(flat, index[0][:, None], out=flat)
+    if padding_mode == "zeros":  # a tap outside reads pixel h * w, a 0 beyond the image
+        np.logical_or(outside[1][:, :, None], outside[0][:, None], out=outside2)
+        np.copyto(flat, h * w, where=outside2)
+    if mode != "nearest":
+        np.multiply(ws["weight"][1][:, :, None], ws["weight"][0][:, None], out=ws["weight2"])
+    planes, out = src.reshape(n, c, h * w), dst.reshape(n, c, p)
+    pixels = ws["pixels"]
+    pixels[:, h * w] = 0  # the pixel every tap outside reads with zeros
+    for i in range(n):  # per sample: all its channels and taps in one gather
+        np.copyto(pixels[:, :h * w], planes[i])
+        if mode == "nearest":
+            np.take(pixels, flat[i, 0, 0], axis=1, out=out[i], mode="clip")
+            continue
+        gathered = ws["gathered"]
+        np.take(pixels, flat[i].reshape(-1), axis=1, out=gathered.reshape(c, -1), mode="clip")
+        np.multiply(gathered, ws["weight2"][i].reshape(taps * taps, p), out=gathered)
+        np.sum(gathered, axis=1, out=out[i])
