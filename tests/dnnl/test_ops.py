@@ -819,13 +819,37 @@ def test_a_reduce_with_size_one_dims_after_its_axes_runs_on_onednn(func, shape, 
     assert "reduce_dnnl" in [op.optype for op in ctx.ops] and not ctx.refused
 
 
-@pytest.mark.parametrize("func,shape,axes", [("mean", (2, 1, 5, 7), [1, 2]),  # [2, 5, 7], [1]
-                                             ("sum", (2, 19, 6, 7), [1]),
-                                             ("mean", (2, 3, 4, 5), [0, 1])])
+@pytest.mark.parametrize("func", ["sum", "mean"])
+@pytest.mark.parametrize("shape,axes", [((8, 32, 30, 16), [3]),  # many short rows
+                                        ((2, 1, 5, 7), [1, 2]),  # [2, 5, 7] over [1]
+                                        ((2, 19, 6, 7), [1]),
+                                        ((2, 3, 4, 5), [0, 1]),  # [6, 20] over [0]
+                                        ((2, 64, 7, 7), [2, 3])])
+def test_a_sum_or_mean_over_one_run_of_axes_is_a_product_on_onednn(func, shape, axes):
+    """A plain source's sum or mean over one run of axes, trailing or not, is a matmul
+    by a vector of ones (primitives._reduction_by_product): oneDNN's jit reduction
+    reads trailing axes only, and many short rows slowly. Against numpy in float64."""
+    m = ModelBuilder()
+    m.op("reduce", {"src": m.input("data", list(shape))}, func=func, axes=axes,
+         keepdims=True)
+    ctx = check_against_cpu(m.to_dict())
+    (reduce,) = [op for op in ctx.ops if op.optype.startswith("reduce")]
+    assert reduce.optype == "reduce_dnnl" and not ctx.refused
+    assert reduce.values["call"].impl_info.startswith("gemm")
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    (ours,) = run(ctx, {"data": x}).values()
+    want = getattr(x.astype(np.float64), func)(axis=tuple(axes), keepdims=True)
+    assert rel_error(ours, want) <= 1e-6
+
+
+@pytest.mark.parametrize("func,shape,axes", [("prod", (2, 1, 5, 7), [1, 2]),  # [2, 5, 7], [1]
+                                             ("sum_square", (2, 19, 6, 7), [1]),
+                                             ("mean", (5, 3), [0])])  # 3 kept: not a product
 def test_a_reduce_of_other_than_trailing_axes_runs_on_the_cpu(func, shape, axes):
     """oneDNN's jit reduction of a plain source takes its trailing axes only (after
     merged_reduction), else its reference kernel (docs/runtime.md "Never a reference
-    kernel"): refused, the op runs on the cpu."""
+    kernel"): refused, the op runs on the cpu, unless it is a sum or mean that is a
+    product (above)."""
     m = ModelBuilder()
     m.op("reduce", {"src": m.input("data", list(shape))}, func=func, axes=axes,
          keepdims=True)

@@ -279,6 +279,21 @@ def test_concat():
         close(execute(k, {f"src{i}": a for i, a in enumerate(arrays)}), want)
 
 
+def test_a_concat_of_short_runs_is_a_reorder_per_source():
+    """Sources whose runs in the output are shorter than SHORT_RUN bytes (a stack along
+    an inner axis) are joined by reorders into their parts of dst; longer runs by
+    oneDNN's concat. Both against numpy."""
+    rng = np.random.default_rng(19)
+    for shapes, axis, joined in (([(8, 3, 5, 1, 4)] * 4, 3, True),
+                                 ([(2, 3, 7, 2), (2, 3, 7, 3)], 3, True),
+                                 ([(2, 3, 16), (2, 5, 16)], 1, False)):
+        arrays = [rand(rng, *s) for s in shapes]
+        k = P.concat(shapes, axis)
+        assert isinstance(k, P.Join) == joined and not k.impl_info.startswith("ref")
+        close(execute(k, {f"src{i}": a for i, a in enumerate(arrays)}),
+              np.concatenate(arrays, axis))
+
+
 def test_batchnorm():
     rng = np.random.default_rng(10)
     x = rand(rng, 2, 20, 6, 7)
