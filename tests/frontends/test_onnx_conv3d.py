@@ -197,15 +197,22 @@ def test_conv3d_in_a_small_graph_runs_end_to_end(tmp_path):
 
 
 def test_conv_errors():
-    """A 4-D convolution is refused; weights of another rank or channel count than the
-    source's are errors naming what does not fit."""
+    """A 4-D convolution is refused, and so are a weight or kernel_shape of another rank
+    than the source's; a weight of other channels than the source's is an error naming
+    what does not fit."""
     w = np.ones((2, 3, 1, 1, 1, 1), np.float32)
     with pytest.raises(LightNetError, match=r"4-D convolution \(only 1-D, 2-D and 3-D\)"):
         convert(conv_model((1, 3, 2, 2, 2, 2), w, None))
+    with pytest.raises(LightNetError) as e:
+        convert(conv_model((1, 3, 4, 4, 4), np.ones((2, 3, 3, 3), np.float32), None,
+                           kernel_shape=[3, 3]))
+    assert ("Conv (opset 17, Conv-11): a rank-4 W for a rank-5 X (W is [M, C / group, "
+            "*kernel], of X's rank)") in str(e.value)
     with pytest.raises(LightNetError, match="attribute lengths do not match the spatial rank"):
-        convert(conv_model((1, 3, 4, 4, 4), np.ones((2, 3, 3, 3), np.float32), None))
+        convert(conv_model((1, 3, 4, 4, 4), np.ones((2, 3, 3, 3, 3), np.float32), None,
+                           kernel_shape=[3, 3]))
     with pytest.raises(LightNetError) as e:
         convert(conv_model((1, 3, 4, 4, 4), np.ones((2, 2, 3, 3, 3), np.float32), None))
-    assert ("op 'y' (conv3d): tensor_in 'weight': check: expected weight.shape[1] * group == src.shape[1] "
-            "(weight.shape[1] is src's channels per group), found src=float32[1, 3, 4, 4, 4], "
-            "weight=float32[2, 2, 3, 3, 3], group=1") in str(e.value)
+    assert ("op 'y' (conv3d): tensor_in 'weight': check: expected weight.shape[1] * group "
+            "== src.shape[1] (weight.shape[1] is src's channels per group), found "
+            "src=float32[1, 3, 4, 4, 4], weight=float32[2, 2, 3, 3, 3], group=1") in str(e.value)

@@ -137,19 +137,20 @@ def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None)
         else:  # a band of output rows at a time (see _IM2COL_BAND_BYTES)
             rows, ow = cols.shape[-2:]
             oh = out[-2]
+            every = (slice(None),) * (2 + k)  # the channels and taps of `windows`
             for b in range(n):
                 image = _view(dst[b], (group, og) + out)
                 for outer in np.ndindex(*out[:-2]):  # each output depth slice in 3-D
                     for y0 in range(0, oh, rows):
                         r = min(rows, oh - y0)
+                        at = outer + (slice(y0, y0 + r),)
                         # the buffer's first r rows' worth, contiguous (the last band is
                         # shorter)
-                        band = _view(cols.reshape(-1)[:c * taps * r * ow], (c,) + kernel + (r, ow))
-                        np.copyto(band, windows[(b, slice(None)) + (slice(None),) * k + outer
-                                                + (slice(y0, y0 + r),)])
+                        band = _view(cols.reshape(-1)[:c * taps * r * ow],
+                                     (c,) + kernel + (r, ow))
+                        np.copyto(band, windows[(b,) + every[1:] + at])
                         np.matmul(w, _view(band, (group, cg * taps, r * ow)),
-                                  out=_view(image[(slice(None),) * 2 + outer + (slice(y0, y0 + r),)],
-                                            (group, og, r * ow)))
+                                  out=_view(image[every[:2] + at], (group, og, r * ow)))
     if bias is not None:
         np.add(dst, np.reshape(bias, (1, o) + (1,) * k), out=dst)
 

@@ -49,6 +49,9 @@ def conv(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
         raise Unsupported(f"{x.rank - 2}-D convolution (only 1-D, 2-D and 3-D)")
     k = x.rank - 2
     w = c.val(n.input(1))
+    if w.rank != x.rank:
+        raise Unsupported(f"a rank-{w.rank} W for a rank-{x.rank} X (W is [M, C / group, "
+                          "*kernel], of X's rank)")
     strides, dilations, pads, autopad, kernel = _spatial_params(
         k, kernel_shape or w.shape[2:], strides, dilations, pads, auto_pad)
     if n.has_input(2):
