@@ -28,7 +28,9 @@ tensors a model makes itself), which two correct float32 engines may differ by t
 model with an output not finite or all zero, or float64 outputs not finite (no noise to
 measure), is not exported; models already in the manifest are skipped. torchvision's
 models take 224x224 images (inception_v3 299x299; the segmentation models 224x224
-rather than their 520x520 training crop), standard normal.
+rather than their 520x520 training crop), standard normal; its video classifiers
+(VIDEO: r3d_18, mc3_18, r2plus1d_18, 3-D convolutions) a `clip` of 16 frames of
+112x112, [1, 3, 16, 112, 112], their training size, standard normal.
 ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
@@ -130,6 +132,8 @@ CLASSIFIERS = (
     "mnasnet1_0", "efficientnet_b0", "efficientnet_v2_s", "regnet_x_400mf",
     "regnet_y_400mf", "convnext_tiny", "vit_b_16", "swin_t", "maxvit_t",
 )
+# torchvision's video classifiers: 3-D convolutions over [1, 3, 16, 112, 112] clips.
+VIDEO = ("r3d_18", "mc3_18", "r2plus1d_18")
 SEGMENTERS = ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
 YOLOS = (
     "yolov5n", "yolov8n", "yolov8n-seg", "yolov8n-pose", "yolov8n-obb", "yolov8n-cls",
@@ -156,7 +160,7 @@ TRANSFORMERS_VISION = (
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
-MODELS = (*CLASSIFIERS, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
+MODELS = (*CLASSIFIERS, *VIDEO, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
           *TRANSFORMERS_TEXT, *TRANSFORMERS_VISION)
 
 
@@ -184,12 +188,14 @@ def rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
 
 # export (torch) --------------------------------------------------------------------------
 
-def _image(name: str, size: int, low=None) -> np.ndarray:
-    """A seeded [1, 3, size, size] image: standard normal, or uniform in [low, 1)."""
+def _image(name: str, size: int, low=None, frames=None) -> np.ndarray:
+    """A seeded [1, 3, size, size] image (a [1, 3, frames, size, size] clip): standard
+    normal, or uniform in [low, 1)."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
+    shape = (1, 3) + ((frames,) if frames else ()) + (size, size)
     if low is None:
-        return rng.standard_normal((1, 3, size, size), dtype=np.float32)
-    return rng.uniform(low, 1.0, (1, 3, size, size)).astype(np.float32)
+        return rng.standard_normal(shape, dtype=np.float32)
+    return rng.uniform(low, 1.0, shape).astype(np.float32)
 
 
 def _torchvision(name: str):
@@ -198,6 +204,9 @@ def _torchvision(name: str):
     if name in SEGMENTERS:
         model = torchvision.models.get_model(name, weights=None, weights_backbone=None)
         return model, {"image": _image(name, 224)}, "torchvision segmentation"
+    if name in VIDEO:
+        model = torchvision.models.get_model(name, weights=None)
+        return model, {"clip": _image(name, 112, frames=16)}, "torchvision video"
     extra = {"init_weights": True} if name in ("googlenet", "inception_v3") else {}
     model = torchvision.models.get_model(name, weights=None, **extra)
     size = 299 if name == "inception_v3" else 224

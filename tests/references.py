@@ -8,6 +8,8 @@ tests/core) hold the kernels to these same definitions:
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 
@@ -39,6 +41,33 @@ def ref_conv2d(x, w, b, group=1, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(
                     out[n, g * og:(g + 1) * og, oy, ox] = acc
     if b is not None:
         out += b.reshape(1, -1, 1, 1)
+    return out
+
+
+def ref_conv3d(x, w, b, group=1, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1)):
+    """Direct definition of a 3-D convolution: every output cell, one kernel tap at a
+    time. `padding` is (front, top, left, back, bottom, right)."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n_, _ = x.shape[:2]
+    o, cg = w.shape[:2]
+    dims, kernel = x.shape[2:], w.shape[2:]
+    out_dims = [(d + p0 + p1 - (dl * (k - 1) + 1)) // s + 1 for d, k, s, dl, p0, p1 in
+                zip(dims, kernel, stride, dilation, padding[:3], padding[3:])]
+    og = o // group
+    out = np.zeros((n_, o, *out_dims))
+    for n in range(n_):
+        for g in range(group):
+            for cell in itertools.product(*map(range, out_dims)):
+                acc = np.zeros(og)
+                for tap in itertools.product(*map(range, kernel)):
+                    at = [c * s - p + t * dl for c, s, p, t, dl in
+                          zip(cell, stride, padding[:3], tap, dilation)]
+                    if all(0 <= a < d for a, d in zip(at, dims)):
+                        acc += w[(slice(g * og, (g + 1) * og), slice(None)) + tap] @ \
+                            x[(n, slice(g * cg, (g + 1) * cg)) + tuple(at)]
+                out[(n, slice(g * og, (g + 1) * og)) + cell] = acc
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1, 1)
     return out
 
 

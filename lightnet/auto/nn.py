@@ -21,6 +21,7 @@ __all__ = [
     "compare",
     "concat",
     "conv2d",
+    "conv3d",
     "create",
     "cumsum",
     "deconv2d",
@@ -490,6 +491,64 @@ def conv2d(
     """
     return apply(
         "conv2d",
+        {"src": src, "weight": weight, "bias": bias},
+        {
+            "size": size,
+            "stride": stride,
+            "padding": padding,
+            "autopad": autopad,
+            "dilation": dilation,
+            "group": group,
+        },
+        name,
+    )
+
+
+def conv3d(
+    src: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    *,
+    size: Sequence[int],
+    stride: Sequence[int] = (1, 1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0, 0, 0),
+    autopad: Literal["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"] = "NOTSET",
+    dilation: Sequence[int] = (1, 1, 1),
+    group: int = 1,
+    name: str | None = None,
+) -> Tensor:
+    """3-D convolution of NCDHW `src` (ONNX Conv of 5-D input): conv2d's kernels, strides,
+    padding, dilation, groups and autopad over depth, height and width, dst[n, o, z, y,
+    x] = bias[o] + sum over c in o's group and kernel taps (i, j, k) of weight[o, c, i,
+    j, k] * src[n, c, z * stride[0] - padding[0] + i * dilation[0], y * stride[1] -
+    padding[1] + j * dilation[1], x * stride[2] - padding[2] + k * dilation[2]], cells
+    outside `src` reading 0. Accepts TL_FLOAT and TL_DOUBLE (all tensors of one dtype);
+    `weight` and `bias` need not be static.
+
+    Args:
+        src: The input [N, C, D, H, W]. (dtype float; ndim 5)
+        weight: The kernels [O, C / group, size[0], size[1], size[2]]. (dtype float;
+            ndim 5; dtype of src; weight.shape[1] is src's channels per group; the
+            output channels split evenly into groups; the kernel dims of weight are
+            size)
+        bias: The per-output-channel bias [O]. (dtype float; ndim 1; len
+            weight.shape[0]; dtype of src)
+        size: Kernel size [depth, height, width]. (length 3; each > 0)
+        stride: Stride [depth, height, width]. (length 3; each > 0)
+        padding: Padding [front, top, left, back, bottom, right]; used with autopad
+            NOTSET only. (length 6; each >= 0)
+        autopad: ONNX auto_pad: NOTSET (use `padding`), VALID (no padding), SAME_UPPER
+            or SAME_LOWER (pad to out = ceil(in / stride)). (explicit padding needs
+            autopad NOTSET)
+        dilation: Dilation [depth, height, width]. (length 3; each > 0)
+        group: Number of channel groups (1 dense, C depthwise). (>= 1)
+        name: The op's name, and its output's; None: `conv3d` and a number not taken.
+
+    Returns:
+        dst: The output [N, O, OD, OH, OW], with `src`'s dtype.
+    """
+    return apply(
+        "conv3d",
         {"src": src, "weight": weight, "bias": bias},
         {
             "size": size,

@@ -57,6 +57,40 @@ CONV_WINDOW2D = (
     ParamArg("group", ParamType.NUMBER, 1, realtype="int", bounds=(("ge", 1),)),
 )
 
+# conv_window2d over the last three axes of NCDHW `src`: the kernels `weight` [O, C /
+# group, size[0], size[1], size[2]].
+CONV_WINDOW3D = (
+    ParamArg(
+        "size", ParamType.ARRAY_NUMBER, realtype="int", length=3, bounds=(("gt", 0),)
+    ),
+    ParamArg(
+        "stride",
+        ParamType.ARRAY_NUMBER,
+        (1, 1, 1),
+        realtype="int",
+        length=3,
+        bounds=(("gt", 0),),
+    ),
+    ParamArg(
+        "padding",
+        ParamType.ARRAY_NUMBER,
+        (0, 0, 0, 0, 0, 0),
+        realtype="int",
+        length=6,
+        bounds=(("ge", 0),),
+    ),
+    *CONV_WINDOW2D[3:4],
+    ParamArg(
+        "dilation",
+        ParamType.ARRAY_NUMBER,
+        (1, 1, 1),
+        realtype="int",
+        length=3,
+        bounds=(("gt", 0),),
+    ),
+    *CONV_WINDOW2D[5:6],
+)
+
 # A pooling window over NCHW `src` (ONNX's pooling attributes), overlapping it
 # everywhere.
 POOL_WINDOW2D = (*DILATED_WINDOW2D, ParamArg("ceil_mode", ParamType.BOOL, False))
@@ -200,6 +234,11 @@ def conv_window2d_checks(ck: Checker) -> None:
             dilation=dilation,
         ),
     )
+
+
+def conv_window3d_checks(ck: Checker) -> None:
+    """The checks of conv_window3d, for every op taking the group."""
+    conv_window2d_checks(ck)
 
 
 def pool_window2d_checks(ck: Checker) -> None:

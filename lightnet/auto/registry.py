@@ -14,6 +14,7 @@ from lightnet.auto.ops import clip as clip_ops
 from lightnet.auto.ops import compare as compare_ops
 from lightnet.auto.ops import concat as concat_ops
 from lightnet.auto.ops import conv2d as conv2d_ops
+from lightnet.auto.ops import conv3d as conv3d_ops
 from lightnet.auto.ops import create as create_ops
 from lightnet.auto.ops import cumsum as cumsum_ops
 from lightnet.auto.ops import deconv2d as deconv2d_ops
@@ -97,6 +98,7 @@ OP_PROTOS = {
         compare_ops,
         concat_ops,
         conv2d_ops,
+        conv3d_ops,
         create_ops,
         cumsum_ops,
         deconv2d_ops,

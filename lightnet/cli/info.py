@@ -34,7 +34,7 @@ def _family(op) -> str:
 
 
 def _conv_macs(op, shape) -> int:
-    # dst[n, o, y, x] sums weight[o, :, :, :] (C / group * kh * kw products).
+    # dst[n, o, y, x] sums weight[o, :, :, :] (C / group * kh * kw products; 3-D alike).
     return math.prod(shape("dst")) * math.prod(shape("weight")[1:])
 
 
@@ -50,6 +50,7 @@ def _matmul_macs(op, shape) -> int:
 
 MACS = {
     "conv2d": _conv_macs,
+    "conv3d": _conv_macs,
     "depthwise_conv2d": _conv_macs,
     "deconv2d": _deconv_macs,
     "matmul": _matmul_macs,

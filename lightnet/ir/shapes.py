@@ -91,12 +91,15 @@ def autopad_padding(in_hw, size, stride, dilation, autopad: str):
     return tuple(begin + end)
 
 
-def conv2d_output_hw(in_hw, size, stride, padding, dilation) -> tuple[int, int]:
-    """Output (oh, ow) of a convolution: floor((in + pads - dilated_size) / stride) + 1."""
-    top, left, bottom, right = padding
+def conv2d_output_hw(in_hw, size, stride, padding, dilation) -> tuple[int, ...]:
+    """Output (oh, ow) of a convolution (of any number of spatial dims, `padding` their
+    begins then their ends: (od, oh, ow) in 3-D): floor((in + pads - dilated_size) /
+    stride) + 1."""
+    rank = len(in_hw)
     return tuple(
         (n + b + e - ((k - 1) * d + 1)) // s + 1
-        for n, k, s, d, b, e in zip(in_hw, size, stride, dilation, (top, left), (bottom, right))
+        for n, k, s, d, b, e in zip(in_hw, size, stride, dilation, padding[:rank],
+                                    padding[rank:])
     )
 
 

@@ -650,17 +650,18 @@ def test_an_op_refused_for_many_reasons_gives_the_first_three_and_counts_the_res
 
 def test_unsupported_attribute_values_and_ranks():
     nodes = [
-        helper.make_node("Conv", ["x", "w"], ["a"], kernel_shape=[1, 1, 1]),
+        helper.make_node("Conv", ["x4", "w"], ["a"], kernel_shape=[1, 1, 1, 1]),
         helper.make_node("Pad", ["x", "p"], ["b"], mode="symmetric_typo"),
         helper.make_node("Resize", ["x", "", "s"], ["c"], mode="bicubic"),
     ]
-    inits = [init("w", rand(RNG, 2, 1, 1, 1, 1)), init("p", np.zeros(10, np.int64)),
+    inits = [init("w", rand(RNG, 2, 1, 1, 1, 1, 1)), init("p", np.zeros(10, np.int64)),
              init("s", np.array([1, 1, 2, 2, 2], np.float32))]
-    m = model(nodes, [("x", [1, 1, 2, 2, 2])], [("a", None), ("b", None), ("c", None)], inits)
+    m = model(nodes, [("x", [1, 1, 2, 2, 2]), ("x4", [1, 1, 2, 2, 2, 2])],
+              [("a", None), ("b", None), ("c", None)], inits)
     with pytest.raises(onnx2ln.UnsupportedModelError) as info:
         onnx2ln.convert(m)
     message = str(info.value)
-    assert "3-D convolution" in message
+    assert "4-D convolution (only 1-D, 2-D and 3-D)" in message
     assert "mode symmetric_typo" in message
     assert "mode bicubic" in message
 

@@ -4,8 +4,8 @@ through the importer and lightnet.Session: every case that imports must pass.
 KNOWN_FAILURES lists cases that import but compute wrong values because of a bug
 in an op description or kernel (not in the importer), with the reason; it is
 empty now. MAY_BE_UNSUPPORTED lists the cases the importer cannot map today, with
-the reason: any other case must import, so a regression in the importer or in an
-op it relies on shows up here.
+the reason (empty too since the 3-D convolutions import): any other case must import,
+so a regression in the importer or in an op it relies on shows up here.
 """
 
 from __future__ import annotations
@@ -22,12 +22,7 @@ from lightnet.frontends import onnx_conformance as conformance  # noqa: E402
 
 KNOWN_FAILURES: dict[str, str] = {}
 
-_NO_3D = "3-D convolution: LightNet's conv2d is 2-D"
-MAY_BE_UNSUPPORTED: dict[str, str] = {
-    **{name: _NO_3D for name in (
-        "test_Conv3d", "test_Conv3d_dilated", "test_Conv3d_dilated_strided", "test_Conv3d_groups",
-        "test_Conv3d_no_bias", "test_Conv3d_stride", "test_Conv3d_stride_padding")},
-}
+MAY_BE_UNSUPPORTED: dict[str, str] = {}
 
 CASES = conformance.cases()
 

@@ -1,4 +1,4 @@
-"""conv2d / deconv2d against naive loop references."""
+"""conv2d (2-D and 3-D) / deconv2d against naive loop references."""
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ from lightnet.archs.cpu.kernels.conv import (
 )
 from lightnet.ir.shapes import conv2d_output_hw, deconv2d_output_hw
 from tests.helpers import arena_view, assert_guards, rand
-from tests.references import ref_conv2d, ref_deconv2d
+from tests.references import ref_conv2d, ref_conv3d, ref_deconv2d
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -133,6 +133,54 @@ def test_conv2d_workspace_contents():
                                                                       "padding": (1, 1, 1, 1)})
     assert set(ws) == {"padded", "cols"} and ws["padded"].shape == (1, 4, 7, 7)
     assert ws["cols"].shape == (1, 4, 3, 3, 5, 5)
+
+
+CONV3D_CASES = [
+    # (N, C, D, H, W), (O, kd, kh, kw), group, stride, padding, dilation
+    ((2, 3, 4, 5, 6), (4, 3, 3, 3), 1, (1, 1, 1), (1, 1, 1, 1, 1, 1), (1, 1, 1)),
+    ((1, 2, 5, 6, 5), (3, 3, 2, 3), 1, (2, 1, 2), (1, 0, 2, 0, 1, 1), (1, 1, 1)),  # asymmetric
+    ((1, 4, 6, 5, 7), (6, 2, 3, 2), 2, (1, 2, 1), (0, 1, 1, 1, 0, 0), (2, 1, 3)),  # groups, dil.
+    ((1, 4, 3, 5, 5), (4, 1, 3, 3), 4, (1, 1, 1), (0, 1, 1, 0, 1, 1), (1, 1, 1)),  # depthwise
+    ((2, 5, 3, 4, 4), (6, 1, 1, 1), 1, (1, 1, 1), (0,) * 6, (1, 1, 1)),  # pointwise
+    ((1, 3, 5, 5, 5), (2, 1, 1, 1), 1, (2, 2, 2), (0,) * 6, (1, 1, 1)),  # strided 1x1x1
+    ((1, 2, 5, 4, 4), (3, 3, 1, 1), 1, (1, 1, 1), (1, 0, 0, 1, 0, 0), (1, 1, 1)),  # (2+1)-D's
+]
+
+
+@pytest.mark.parametrize("band_bytes", [None, 1, 4000])  # whole; one row; a few rows
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("case", CONV3D_CASES)
+def test_conv3d(case, with_bias, band_bytes, monkeypatch):
+    """3-D convolutions (NCDHW) through the same kernel, with the scratch full of
+    garbage; big im2col buffers (forced here) filled a band of rows of one output depth
+    slice at a time."""
+    if band_bytes is not None:
+        monkeypatch.setattr(conv, "_IM2COL_BAND_BYTES", band_bytes)
+    (n, c, d, h, w), (o, kd, kh, kw), group, stride, padding, dilation = case
+    rng = np.random.default_rng(2)
+    x, wt = rand(rng, n, c, d, h, w), rand(rng, o, c // group, kd, kh, kw)
+    b = rand(rng, o) if with_bias else None
+    out = conv2d_output_hw((d, h, w), (kd, kh, kw), stride, padding, dilation)
+    arena, dst = arena_view((n, o) + out, fill=np.nan)
+    layout = conv.conv2d_scratch(x.shape, wt.shape, dst.shape, stride=stride, padding=padding,
+                                 dtype=np.float32)
+    if (kd, kh, kw) != (1, 1, 1) or any(padding) or max(stride) > 1:
+        row = c * kd * kh * kw * out[2] * 4
+        banded = band_bytes is not None and n * out[0] * out[1] * row > 2 * band_bytes
+        cols = layout[0][1]
+        if banded:  # [1, C, kd, kh, kw, 1, rows, OW]: rows of one depth slice
+            rows = 1 if band_bytes == 1 else max(1, min(out[1], band_bytes // row))
+            assert cols == (1, c, kd, kh, kw, 1, rows, out[2])
+        else:
+            assert cols == (n, c, kd, kh, kw) + out
+    buffer, clobber = garbage(layout)
+    params = dict(group=group, stride=stride, padding=padding, dilation=dilation)
+    ws = conv2d_workspace(x.shape, wt.shape, dst.shape, **params, scratch=buffer)
+    expected = ref_conv3d(x, wt, b, group, stride, padding, dilation)
+    for _ in range(2):
+        clobber()
+        conv2d(x, wt, b, dst, **params, ws=ws)
+        check_arena(arena, dst, expected)
 
 
 def garbage(layout):

@@ -55,7 +55,7 @@ DNNL = "dnnl"
 REORDER = "reorder_dnnl"
 WEIGHTS = "weights_dnnl"
 # The dnnl ops that choose their source's layout when the layout pass leaves it to them.
-CHOOSERS = ("conv2d_dnnl", "deconv2d_dnnl")
+CHOOSERS = ("conv2d_dnnl", "conv3d_dnnl", "deconv2d_dnnl")
 
 FLOAT32 = "float32"
 FLOAT = DType.TL_FLOAT  # (an Enum member looked up once: the pass asks per tensor)

@@ -376,16 +376,16 @@ def _post_ops(residual, activation: str, **params):
 
 def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dilation,
            activation="none", layout="any", **act) -> int:
-    """A convolution with its fused residual (a sum post-op: dst is the residual's
-    memory, so it takes its layout) and activation (`act`: its params, see _post_ops);
-    bias may be None.
+    """A convolution of 2 or 3 spatial axes (conv2d_dnnl, conv3d_dnnl) with its fused
+    residual (a sum post-op: dst is the residual's memory, so it takes its layout) and
+    activation (`act`: its params, see _post_ops); bias may be None.
 
     `layout` "any": it reads its source in the layout the producer chose. Where oneDNN
     has no direct implementation for that layout with its own choice of output (it
     would run its GEMM-based or reference one), the output takes the source's layout;
     failing that, the source is reordered first, into the op's scratch, to the layout
     the convolution prefers, if that runs a faster kernel (_slowness).
-    "channels_last" or "blocked" (the layout pass's choice on AVX2,
+    "channels_last" or "blocked" (the layout pass's choice on AVX2 for a 2-D one,
     lightnet.archs.dnnl.conv_layouts): source and output in that layout, a source held
     otherwise reordered first, unless the residual is held otherwise or that kernel is
     slower (then as "any")."""
@@ -406,7 +406,8 @@ def conv2d(op, src, weight, bias, residual, dst, *, group, stride, padding, dila
         dst_layout = _layout(residual) if fixed_dst else "any"
         kernel = create(src_layout, dst_layout)
         if _slowness(kernel) and src_layout != "any":
-            if not fixed_dst and _format(src) in primitives.TAGS_4D:
+            if not fixed_dst and (_format(src) in primitives.TAGS_4D
+                                  or _format(src) in primitives.TAGS_5D):
                 kernel = min(kernel, create(src_layout, _format(src)), key=_slowness)
             if _slowness(kernel):
                 preferred = create("any", dst_layout)

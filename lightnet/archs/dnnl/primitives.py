@@ -252,12 +252,14 @@ def _desc(shape, dtype: str, layout, what: str = "", chooses: bool = True) -> Me
                                 "the producer's)")
         return MemoryDesc.with_tag(shape, dtype, capi.dnnl_format_tag_any)
     if layout == "channels_last":
-        layout = "acdb"
+        layout = "acdeb" if len(shape) == 5 else "acdb"
     if layout in TAGS_4D and len(shape) == 4:
         return MemoryDesc.with_tag(shape, dtype, TAGS_4D[layout])
+    if layout in TAGS_5D and len(shape) == 5:
+        return MemoryDesc.with_tag(shape, dtype, TAGS_5D[layout])
     raise ValueError(f"oneDNN: unknown layout {layout!r} for a {len(shape)}-D tensor "
                         f"(expected plain, any, channels_last, {', '.join(TAGS_4D)} "
-                        "(4-D) or a MemoryDesc)")
+                        f"(4-D), {', '.join(TAGS_5D)} (5-D) or a MemoryDesc)")
 
 
 # Kernels ------------------------------------------------------------------------------------
@@ -434,27 +436,27 @@ def _pair(values, what: str) -> tuple[int, int]:
 
 
 def _weights_plain(weight_shape, group, dtype, transposed: bool) -> tuple[tuple, MemoryDesc]:
-    """oneDNN's logical weight dims ([O, C, kh, kw], or [g, O/g, C/g, kh, kw]) and the
-    plain layout of LightNet's weight: [O, C/g, kh, kw] for a convolution,
-    [C, O/g, kh, kw] (transposed) for a deconvolution."""
+    """oneDNN's logical weight dims ([O, C, *kernel], or [g, O/g, C/g, *kernel]) and the
+    plain layout of LightNet's weight: [O, C/g, *kernel] for a convolution, [C, O/g,
+    *kernel] (transposed) for a deconvolution."""
+    kernel = tuple(weight_shape[2:])
     if transposed:
-        c, og, kh, kw = weight_shape
-        cg, o = c // group, og * group
-        # LightNet memory: [g, C/g, O/g, kh, kw] in C order.
-        mem = (group, cg, og, kh, kw)
-        logical = (group, og, cg, kh, kw)
-        perm = (0, 2, 1, 3, 4)  # logical axis -> memory axis
+        c, og = weight_shape[:2]
+        cg = c // group
+        # LightNet memory: [g, C/g, O/g, *kernel] in C order.
+        mem = (group, cg, og) + kernel
+        logical = (group, og, cg) + kernel
+        perm = (0, 2, 1) + tuple(range(3, 3 + len(kernel)))  # logical axis -> memory axis
     else:
-        o, cg, kh, kw = weight_shape
-        og = o // group
-        mem = logical = (group, og, cg, kh, kw)
-        perm = (0, 1, 2, 3, 4)
-    mem_strides = [0] * 5
+        o, cg = weight_shape[:2]
+        mem = logical = (group, o // group, cg) + kernel
+        perm = tuple(range(3 + len(kernel)))
+    mem_strides = [0] * len(mem)
     step = 1
-    for axis in reversed(range(5)):
+    for axis in reversed(range(len(mem))):
         mem_strides[axis] = step
         step *= mem[axis]
-    strides = [mem_strides[perm[i]] for i in range(5)]
+    strides = [mem_strides[perm[i]] for i in range(len(mem))]
     if group == 1:
         logical, strides = logical[1:], strides[1:]
     return logical, MemoryDesc.with_strides(logical, dtype, strides)
@@ -468,14 +470,14 @@ def _conv(what, function, src_shape, weight_shape, dst_shape, bias, group, strid
     weights_d = MemoryDesc.with_tag(logical, dtype, capi.dnnl_format_tag_any)
     o = dst_shape[1]
     bias_d = plain_desc((o,), held(dtype)) if bias else None
-    top, left, bottom, right = padding
+    rank = len(src_shape) - 2
     attr, extra = _attr(post_ops, dst_shape, dtype)
     alg = capi.dnnl_deconvolution_direct if transposed else capi.dnnl_convolution_direct
     pd = capi.PrimitiveDesc.create(
         function, capi.library().engine, capi.dnnl_forward_inference, alg, src_d,
         weights_d, bias_d, dst_d, capi.dims(stride),
-        capi.dims([d - 1 for d in dilation]), capi.dims((top, left)),
-        capi.dims((bottom, right)), attr)
+        capi.dims([d - 1 for d in dilation]), capi.dims(padding[:rank]),
+        capi.dims(padding[rank:]), attr)
     args = {"src": capi.DNNL_ARG_SRC, "weights": capi.DNNL_ARG_WEIGHTS, "dst": capi.DNNL_ARG_DST}
     plain = {"src": plain_desc(src_shape, held(dtype)), "weights": weights_plain,
              "dst": plain_desc(dst_shape, held(dtype))}
@@ -488,18 +490,25 @@ def _conv(what, function, src_shape, weight_shape, dst_shape, bias, group, strid
 def conv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 1),
            padding=(0, 0, 0, 0), dilation=(1, 1), dtype: str = "float32", src="any",
            dst="any", post_ops=()) -> Kernel:
-    """Convolution (the cpu conv2d): src [N, C, H, W], weight [O, C/group, kh, kw], bias
-    [O] when `bias`; tensors src, weights, bias, dst."""
-    n, c, h, w = src_shape
-    o, cg, kh, kw = weight_shape
+    """Convolution (the cpu conv2d) of 2 or 3 spatial axes: src [N, C, H, W] or [N, C, D,
+    H, W], weight [O, C/group, *kernel], bias [O] when `bias`, `padding` the spatial
+    begins then ends; tensors src, weights, bias, dst."""
+    n, c = src_shape[:2]
+    o, cg = weight_shape[:2]
+    rank = len(src_shape) - 2
     if c != cg * group or o % group:
-        raise ValueError(f"oneDNN conv2d: {c} input and {o} output channels do not "
+        raise ValueError(f"oneDNN convolution: {c} input and {o} output channels do not "
                             f"split into {group} groups of weight {list(weight_shape)}")
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    oh, ow = conv2d_output_hw((h, w), (kh, kw), stride, padding, dilation)
-    return _conv("conv2d", "dnnl_convolution_forward_primitive_desc_create", src_shape,
-                 weight_shape, (n, o, oh, ow), bias, group, stride, padding, dilation, dtype,
-                 src, dst, post_ops, transposed=False)
+    stride, dilation = tuple(int(v) for v in stride), tuple(int(v) for v in dilation)
+    if rank not in (2, 3) or len(weight_shape) != rank + 2 or {len(stride), len(dilation)} \
+            != {rank} or len(padding) != 2 * rank:
+        raise ValueError(f"oneDNN convolution: weight {list(weight_shape)}, stride "
+                         f"{list(stride)}, dilation {list(dilation)}, padding "
+                         f"{list(padding)} do not fit a source {list(src_shape)}")
+    out = conv2d_output_hw(src_shape[2:], weight_shape[2:], stride, padding, dilation)
+    return _conv(f"conv{rank}d", "dnnl_convolution_forward_primitive_desc_create", src_shape,
+                 weight_shape, (n, o) + tuple(out), bias, group, stride, tuple(padding),
+                 dilation, dtype, src, dst, post_ops, transposed=False)
 
 
 def deconv2d(src_shape, weight_shape, *, bias: bool, group: int = 1, stride=(1, 1),

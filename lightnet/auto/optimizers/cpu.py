@@ -31,7 +31,7 @@ def combine_conv_batchnorm_fold(ctx, window):
     old ones, which are dropped when nothing else reads them."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -133,7 +133,7 @@ def combine_conv_batchnorm(ctx, window):
     batchnorm's inputs must be static."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -210,7 +210,7 @@ def combine_conv_residual(ctx, window):
     and a tensor of the same shape."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu")
+        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu")
         and ops[1].params.elew_op == "TL_SUM"
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -231,10 +231,11 @@ def combine_conv_residual(ctx, window):
 
 
 def combine_fuse_relu(ctx, window):
-    """Apply a relu inside the conv2d or matmul that feeds it."""
+    """Apply a relu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
+        ops[0].optype
+        in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -247,10 +248,11 @@ def combine_fuse_relu(ctx, window):
 
 
 def combine_fuse_lrelu(ctx, window):
-    """Apply an lrelu inside the conv2d or matmul that feeds it."""
+    """Apply an lrelu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
+        ops[0].optype
+        in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -267,10 +269,11 @@ def combine_fuse_lrelu(ctx, window):
 
 
 def combine_fuse_sigmoid(ctx, window):
-    """Apply a sigmoid inside the conv2d or matmul that feeds it."""
+    """Apply a sigmoid inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
+        ops[0].optype
+        in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -285,10 +288,11 @@ def combine_fuse_sigmoid(ctx, window):
 
 
 def combine_fuse_tanh(ctx, window):
-    """Apply a tanh inside the conv2d or matmul that feeds it."""
+    """Apply a tanh inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
+        ops[0].optype
+        in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -301,10 +305,11 @@ def combine_fuse_tanh(ctx, window):
 
 
 def combine_fuse_clip(ctx, window):
-    """Apply a clip inside the conv2d or matmul that feeds it."""
+    """Apply a clip inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_cpu", "depthwise_conv2d_cpu", "matmul_cpu")
+        ops[0].optype
+        in ("conv2d_cpu", "depthwise_conv2d_cpu", "conv3d_cpu", "matmul_cpu")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"

@@ -244,7 +244,7 @@ def expand_batchnorm(ctx, target):
     op = OpView(ctx, target)
     if not (op.ins.src.dtype == DType.TL_FLOAT):
         return None
-    if op.ins.src.ndim == 4:
+    if op.ins.src.ndim in (4, 5):
         return [op.as_optype("batchnorm_dnnl")]
     return None
 
@@ -523,6 +523,14 @@ def expand_conv2d(ctx, target):
     return [op.as_optype("conv2d_dnnl")]
 
 
+def expand_conv3d(ctx, target):
+    """Lower conv3d to conv3d_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.src.dtype == DType.TL_FLOAT):
+        return None
+    return [op.as_optype("conv3d_dnnl")]
+
+
 def expand_gelu(ctx, target):
     """Lower gelu to gelu_dnnl."""
     op = OpView(ctx, target)
@@ -698,7 +706,8 @@ def combine_conv_batchnorm_fold(ctx, window):
     the model is compiled with its weights (as on the cpu)."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[1].ins.src.name == ops[0].outs.dst.name
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl")
+        and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
         and not ops[0].given("residual")
@@ -747,7 +756,8 @@ def combine_conv_channel_fold(ctx, window):
     compiled with its weights."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[1].params.elew_op in ("TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl")
+        and ops[1].params.elew_op in ("TL_MUL", "TL_DIV", "TL_SUM", "TL_SUB")
         and ops[1].ins.src1.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -843,7 +853,8 @@ def combine_conv_sum(ctx, window):
     reader of the residual must run before the convolution."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[1].params.elew_op == "TL_SUM"
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl")
+        and ops[1].params.elew_op == "TL_SUM"
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
         and not ops[0].given("residual")
@@ -1310,7 +1321,7 @@ def combine_fuse_relu(ctx, window):
     """Apply a relu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1342,7 +1353,7 @@ def combine_fuse_lrelu(ctx, window):
     """Apply an lrelu inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1362,7 +1373,7 @@ def combine_fuse_sigmoid(ctx, window):
     """Apply a sigmoid inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1380,7 +1391,7 @@ def combine_fuse_tanh(ctx, window):
     """Apply a tanh inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1396,7 +1407,7 @@ def combine_fuse_clip(ctx, window):
     """Apply a clip (relu6) inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1420,7 +1431,7 @@ def combine_fuse_hard_swish(ctx, window):
     """Apply a hard_swish inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1444,7 +1455,7 @@ def combine_fuse_hard_sigmoid(ctx, window):
     """Apply a hard_sigmoid inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1470,11 +1481,11 @@ def combine_fuse_gelu(ctx, window):
     dnnl.matmul_post_ops_cheap)."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
-        and (ops[0].optype == "conv2d_dnnl" or dnnl.matmul_post_ops_cheap())
+        and (ops[0].optype != "matmul_dnnl" or dnnl.matmul_post_ops_cheap())
     ):
         return None
     b = Builder(ctx, "dnnl", fallback="cpu")
@@ -1495,7 +1506,7 @@ def combine_fuse_swish(ctx, window):
     """Apply a swish inside the convolution or matmul that feeds it."""
     ops = [OpView(ctx, op) for op in window]
     if not (
-        ops[0].optype in ("conv2d_dnnl", "matmul_dnnl")
+        ops[0].optype in ("conv2d_dnnl", "conv3d_dnnl", "matmul_dnnl")
         and ops[1].ins.src.name == ops[0].outs.dst.name
         and ops[0].consumers("dst") == 1
         and ops[0].params.activation == "none"
@@ -1540,6 +1551,7 @@ EXPANDERS = {
     "clip": expand_clip,
     "concat": expand_concat,
     "conv2d": expand_conv2d,
+    "conv3d": expand_conv3d,
     "gelu": expand_gelu,
     "global_avgpool2d": expand_global_avgpool2d,
     "hard_sigmoid": expand_hard_sigmoid,
@@ -1562,15 +1574,11 @@ COMBINERS = (
         "channel_shuffle", ("reshape_cpu", "*", "reshape_cpu"), combine_channel_shuffle
     ),
     Combiner(
-        "conv_batchnorm_fold",
-        ("conv2d_dnnl", "batchnorm_dnnl"),
-        combine_conv_batchnorm_fold,
+        "conv_batchnorm_fold", ("*", "batchnorm_dnnl"), combine_conv_batchnorm_fold
     ),
-    Combiner(
-        "conv_channel_fold", ("conv2d_dnnl", "elew_dnnl"), combine_conv_channel_fold
-    ),
+    Combiner("conv_channel_fold", ("*", "elew_dnnl"), combine_conv_channel_fold),
     Combiner("conv_group_merge", ("conv2d_dnnl",), combine_conv_group_merge),
-    Combiner("conv_sum", ("conv2d_dnnl", "elew_dnnl"), combine_conv_sum),
+    Combiner("conv_sum", ("*", "elew_dnnl"), combine_conv_sum),
     Combiner("qint8_sum", ("qconv2d_dnnl", "qelew_dnnl"), combine_qint8_sum),
     Combiner("matmul_transpose", ("*", "matmul_dnnl"), combine_matmul_transpose),
     Combiner(

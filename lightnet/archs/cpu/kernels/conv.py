@@ -1,4 +1,4 @@
-"""Convolution kernels (NCHW): conv2d and transposed conv2d.
+"""Convolution kernels: conv2d (NCHW, and NCDHW: 3-D) and transposed conv2d (NCHW).
 
 Both kernels are GEMM based. conv2d gathers input windows into an im2col scratch
 buffer and multiplies the weights into the destination; deconv2d multiplies the
@@ -14,6 +14,8 @@ the kernel. Every buffer is carved from the op's planned scratch
 kernels.scratch), which every op shares, so they stay in cache from one op to
 the next and the memory plan (and its limit) counts them.
 """
+
+import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -40,7 +42,8 @@ def _view(a: np.ndarray, shape) -> np.ndarray:
 
 
 def _is_pointwise(weight_shape, stride, padding) -> bool:
-    return tuple(weight_shape[2:]) == (1, 1) and tuple(stride) == (1, 1) and not any(padding)
+    return (all(k == 1 for k in weight_shape[2:]) and all(s == 1 for s in stride)
+            and not any(padding))
 
 
 # An im2col buffer larger than twice this is filled and multiplied a band of
@@ -48,35 +51,40 @@ def _is_pointwise(weight_shape, stride, padding) -> bool:
 # (ResNet-50's 64 x 56 x 56 3x3 conv 1.92 -> 1.90 ms in 4 bands, VGG's 32 x 112 x
 # 112 3.64 -> 3.45 ms) and its scratch a quarter or less (ResNet-50's arena 1.19 ->
 # 1.0x the lower bound). Smaller buffers stay whole: bands slowed 28 x 28 layers.
+# A 3-D convolution's bands are rows of one output depth slice at a time.
 _IM2COL_BAND_BYTES = 2 << 20
 
 
-def _band_rows(src_shape, weight_shape, dst_shape, dtype) -> int:
-    """Output rows per im2col band (all of them unless the buffer is big)."""
-    n, c = src_shape[:2]
-    oh, ow = dst_shape[2:]
-    row = c * weight_shape[2] * weight_shape[3] * ow * np.dtype(dtype).itemsize
-    if n * oh * row <= 2 * _IM2COL_BAND_BYTES:
-        return oh
-    return max(1, _IM2COL_BAND_BYTES // row)
+def _band_rows(src_shape, weight_shape, dst_shape, dtype) -> int | None:
+    """Output rows (of the next-to-last output axis) per im2col band; None when the
+    whole output's buffer is small enough to fill at once."""
+    row = src_shape[1] * math.prod(weight_shape[2:]) * dst_shape[-1] * np.dtype(dtype).itemsize
+    if src_shape[0] * math.prod(dst_shape[2:-1]) * row <= 2 * _IM2COL_BAND_BYTES:
+        return None
+    return max(1, min(dst_shape[-2], _IM2COL_BAND_BYTES // row))
 
 
 def conv2d_scratch(src_shape, weight_shape, dst_shape, *, stride, padding, dtype,
                    activation="none") -> tuple:
-    """Scratch layout of `conv2d` (see kernels.scratch): the im2col buffer
-    [N, C, kh, kw, rows, OW] of a band of output rows (N = 1 when banded) and,
-    when padding is non-zero, the input with its zero border; neither for 1x1
-    stride-1 unpadded convs. Then `activation`'s (fused.activate_scratch)."""
+    """Scratch layout of `conv2d` (2-D or 3-D; see kernels.scratch): the im2col
+    buffer [N, C, *kernel, *output], or that of a band of output rows [1, C, *kernel,
+    1, .., rows, OW] (`_band_rows`), and, when padding is non-zero, the input with
+    its zero border; neither for 1x1 stride-1 unpadded convs. Then `activation`'s
+    (fused.activate_scratch)."""
     layout = ()
     if not _is_pointwise(weight_shape, stride, padding):
+        out = tuple(dst_shape[2:])
         rows = _band_rows(src_shape, weight_shape, dst_shape, dtype)
-        n = src_shape[0] if rows == dst_shape[2] else 1
-        layout = (("cols", (n, src_shape[1]) + tuple(weight_shape[2:]) + (rows, dst_shape[3]),
-                   dtype),)
+        if rows is None:
+            cols = (src_shape[0], src_shape[1]) + tuple(weight_shape[2:]) + out
+        else:
+            cols = (1, src_shape[1]) + tuple(weight_shape[2:]) + (1,) * (len(out) - 2) + (
+                rows, out[-1])
+        layout = (("cols", cols, dtype),)
         if any(padding):
-            n, c, h, w = src_shape
-            top, left, bottom, right = padding
-            layout += (("padded", (n, c, h + top + bottom, w + left + right), dtype),)
+            k = len(out)
+            padded = tuple(d + b + e for d, b, e in zip(src_shape[2:], padding[:k], padding[k:]))
+            layout += (("padded", tuple(src_shape[:2]) + padded, dtype),)
     return layout + activate_scratch(dst_shape, activation, dtype)
 
 
@@ -89,53 +97,62 @@ def conv2d_workspace(src_shape, weight_shape, dst_shape, *, group, stride, paddi
 
 
 def conv2d(src, weight, bias, dst, *, group, stride, padding, dilation, ws=None) -> None:
-    """2-D convolution (ONNX Conv, NCHW): dst[N, O, OH, OW] = src (*) weight[O, C/group, kh, kw] + bias.
+    """Convolution (ONNX Conv) of NCHW or NCDHW `src`: dst[N, O, *out] = src (*)
+    weight[O, C/group, *kernel] + bias, over the 2 or 3 spatial axes.
 
-    Cross-correlation as in every DL framework. `bias` may be None; `padding` is
-    (top, left, bottom, right) zero padding; `ws` comes from `conv2d_workspace`.
+    Cross-correlation as in every DL framework. `bias` may be None; `padding` is the
+    spatial axes' zero padding, their begins then their ends ((top, left, bottom,
+    right) in 2-D); `ws` comes from `conv2d_workspace`.
     """
     if ws is None:
         ws = conv2d_workspace(src.shape, weight.shape, dst.shape, group=group, stride=stride,
                               padding=padding, dilation=dilation, dtype=dst.dtype)
-    n, c, h, w = src.shape
-    o, cg, kh, kw = weight.shape
-    oh, ow = dst.shape[2:]
+    n, c = src.shape[:2]
+    o, cg = weight.shape[:2]
+    kernel, out = tuple(weight.shape[2:]), tuple(dst.shape[2:])
+    k, taps, cells = len(out), math.prod(weight.shape[2:]), math.prod(dst.shape[2:])
     og = o // group
     weight = np.asarray(weight, dtype=dst.dtype)
 
     if _is_pointwise(weight.shape, stride, padding):
         x = np.asarray(src, dtype=dst.dtype)
-        np.matmul(weight.reshape(group, og, cg), x.reshape(n, group, cg, h * w),
-                  out=_view(dst, (n, group, og, oh * ow)))
+        np.matmul(weight.reshape(group, og, cg), x.reshape(n, group, cg, cells),
+                  out=_view(dst, (n, group, og, cells)))
     else:
         x = src
         if any(padding):
             x = ws["padded"]
-            place_in_border(x, src, padding[:2], 0)
-        sy, sx = stride
-        dy, dx = dilation
-        s0, s1, s2, s3 = x.strides
-        windows = as_strided(x, (n, c, kh, kw, oh, ow),
-                             (s0, s1, dy * s2, dx * s3, sy * s2, sx * s3), writeable=False)
+            place_in_border(x, src, padding[:k], 0)
+        # windows[n, c, *tap, *cell]: src[n, c, cell * stride + tap * dilation] (padded)
+        windows = as_strided(
+            x, (n, c) + kernel + out,
+            x.strides[:2] + tuple(d * t for d, t in zip(dilation, x.strides[2:]))
+            + tuple(s * t for s, t in zip(stride, x.strides[2:])), writeable=False)
         cols = ws["cols"]
-        w = weight.reshape(group, og, cg * kh * kw)
-        if cols.shape[4] == oh:  # the whole output at once
+        w = weight.reshape(group, og, cg * taps)
+        if cols.shape[0] == n and cols.shape[2 + k:] == out:  # the whole output at once
             np.copyto(cols, windows)
-            np.matmul(w, _view(cols, (n, group, cg * kh * kw, oh * ow)),
-                      out=_view(dst, (n, group, og, oh * ow)))
+            np.matmul(w, _view(cols, (n, group, cg * taps, cells)),
+                      out=_view(dst, (n, group, og, cells)))
         else:  # a band of output rows at a time (see _IM2COL_BAND_BYTES)
-            rows = cols.shape[4]
+            rows, ow = cols.shape[-2:]
+            oh = out[-2]
+            every = (slice(None),) * (2 + k)  # the channels and taps of `windows`
             for b in range(n):
-                out = _view(dst[b], (group, og, oh, ow))
-                for y0 in range(0, oh, rows):
-                    r = min(rows, oh - y0)
-                    # the buffer's first r rows' worth, contiguous (the last band is shorter)
-                    band = _view(cols.reshape(-1)[:c * kh * kw * r * ow], (c, kh, kw, r, ow))
-                    np.copyto(band, windows[b, :, :, :, y0:y0 + r])
-                    np.matmul(w, _view(band, (group, cg * kh * kw, r * ow)),
-                              out=_view(out[:, :, y0:y0 + r], (group, og, r * ow)))
+                image = _view(dst[b], (group, og) + out)
+                for outer in np.ndindex(*out[:-2]):  # each output depth slice in 3-D
+                    for y0 in range(0, oh, rows):
+                        r = min(rows, oh - y0)
+                        at = outer + (slice(y0, y0 + r),)
+                        # the buffer's first r rows' worth, contiguous (the last band is
+                        # shorter)
+                        band = _view(cols.reshape(-1)[:c * taps * r * ow],
+                                     (c,) + kernel + (r, ow))
+                        np.copyto(band, windows[(b,) + every[1:] + at])
+                        np.matmul(w, _view(band, (group, cg * taps, r * ow)),
+                                  out=_view(image[every[:2] + at], (group, og, r * ow)))
     if bias is not None:
-        np.add(dst, np.reshape(bias, (1, o, 1, 1)), out=dst)
+        np.add(dst, np.reshape(bias, (1, o) + (1,) * k), out=dst)
 
 
 def _deconv_geometry(src_shape, weight_shape, dst_shape, stride, padding, dilation):

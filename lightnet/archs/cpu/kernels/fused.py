@@ -34,17 +34,19 @@ def _bn_scale_shift(scale, offset, mean, var, epsilon):
 
 
 def fold_batchnorm_conv(weight, bias, scale, offset, mean, var, epsilon, dtype):
-    """(weight', bias') such that conv(x, weight', bias') == batchnorm(conv(x, weight, bias))."""
+    """(weight', bias') such that conv(x, weight', bias') == batchnorm(conv(x, weight, bias))
+    (a weight [O, C / group, *kernel] of any number of kernel dims)."""
     s, t = _bn_scale_shift(scale, offset, mean, var, epsilon)
-    folded_weight = (np.asarray(weight, np.float64) * s[:, None, None, None]).astype(dtype)
+    w = np.asarray(weight, np.float64)
+    folded_weight = (w * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(dtype)
     b = 0.0 if bias is None else np.asarray(bias, np.float64)
     return folded_weight, (b * s + t).astype(dtype)
 
 
 def channel_operand(shape, dst_shape) -> bool:
     """Whether an operand of `shape` holds one value per channel (axis 1) of `dst_shape`,
-    or one value: [C, 1, 1] or [1, C, 1, 1] beside [N, C, H, W], as Caffe2-converted
-    models scale and shift a convolution's output."""
+    or one value: [C, 1, 1] or [1, C, 1, 1] beside [N, C, H, W] (and so in 3-D), as
+    Caffe2-converted models scale and shift a convolution's output."""
     shape = (1,) * (len(dst_shape) - len(shape)) + tuple(shape)
     return len(shape) == len(dst_shape) >= 2 and shape[0] == 1 and shape[1] in (
         1, dst_shape[1]) and all(d == 1 for d in shape[2:])
@@ -58,7 +60,8 @@ def fold_channel_operand_conv(weight, bias, operand, elew_op, dtype):
     v = np.broadcast_to(np.asarray(operand, np.float64).reshape(-1), b.shape)
     if elew_op in ("TL_MUL", "TL_DIV"):
         s = v if elew_op == "TL_MUL" else 1.0 / v
-        return (w * s[:, None, None, None]).astype(dtype), (b * s).astype(dtype)
+        return ((w * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(dtype),
+                (b * s).astype(dtype))
     return w.astype(dtype), (b + (v if elew_op == "TL_SUM" else -v)).astype(dtype)
 
 

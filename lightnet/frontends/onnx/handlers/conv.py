@@ -1,5 +1,5 @@
 """Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool and the
-global pools, 2-D, with 1-D lifted to 2-D (H = 1); MaxPool and AveragePool 3-D too;
+global pools, 2-D, with 1-D lifted to 2-D (H = 1); Conv, MaxPool and AveragePool 3-D too;
 MaxUnpool."""
 
 from __future__ import annotations
@@ -45,10 +45,13 @@ def conv(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
          kernel_shape=None, pads=None, strides=None):
     x = c.val(n.input(0))
     x.require_float("Conv input")
-    if x.rank not in (3, 4):
-        raise Unsupported(f"{x.rank - 2}-D convolution (only 1-D and 2-D)")
+    if x.rank not in (3, 4, 5):
+        raise Unsupported(f"{x.rank - 2}-D convolution (only 1-D, 2-D and 3-D)")
     k = x.rank - 2
     w = c.val(n.input(1))
+    if w.rank != x.rank:
+        raise Unsupported(f"a rank-{w.rank} W for a rank-{x.rank} X (W is [M, C / group, "
+                          "*kernel], of X's rank)")
     strides, dilations, pads, autopad, kernel = _spatial_params(
         k, kernel_shape or w.shape[2:], strides, dilations, pads, auto_pad)
     if n.has_input(2):
@@ -60,12 +63,13 @@ def conv(c: Converter, n: Node, *, auto_pad="NOTSET", dilations=None, group=1,
     params = {"group": group, "size": kernel, "stride": strides, "dilation": dilations,
               "padding": pads, "autopad": autopad}
     shape = c.out_shape(n)
+    optype = "conv3d" if k == 3 else "conv2d"
     if k == 1:
-        y = c.emit("conv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype,
+        y = c.emit(optype, {"src": x, "weight": w, "bias": b}, params, x.dtype,
                    shape[:2] + (1,) + shape[2:], hint=n.outputs[0])
         c.reshape(y, shape, out=n.outputs[0])
     else:
-        c.emit("conv2d", {"src": x, "weight": w, "bias": b}, params, x.dtype, shape,
+        c.emit(optype, {"src": x, "weight": w, "bias": b}, params, x.dtype, shape,
                out=n.outputs[0], hint=n.name or n.outputs[0])
 
 
