@@ -721,6 +721,25 @@ def test_an_empty_constant_output_is_unsupported():
         onnx2ln.convert(m)
 
 
+def test_a_concat_leaves_out_an_empty_computed_input(tmp_path):
+    """torch.roll by 0 (Swin3D's shifted windows): a Slice of nothing of the input and a
+    Slice of all of it, concatenated. The empty one is left out (not mapped: alone it
+    is refused), the Concat is the other; a Concat of empty inputs only is refused."""
+    nodes = [helper.make_node("Slice", ["x", "end", "end", "axis"], ["nothing"]),
+             helper.make_node("Slice", ["x", "zero", "end", "axis"], ["all"]),
+             helper.make_node("Concat", ["nothing", "all"], ["rolled"], axis=1),
+             helper.make_node("Relu", ["rolled"], ["y"])]
+    inits = [init(n, np.array(v, np.int64)) for n, v in (("end", [4]), ("zero", [0]),
+                                                         ("axis", [1]))]
+    m = model(nodes, [("x", [2, 4, 3])], [("y", None)], inits)
+    ir = check(m, {"x": rand(np.random.default_rng(4), 2, 4, 3)}, tmp_path)
+    assert optypes(ir).count("slice") == 0 and "concat" not in optypes(ir)
+    nodes[2] = helper.make_node("Concat", ["nothing", "nothing"], ["rolled"], axis=1)
+    with pytest.raises(onnx2ln.UnsupportedModelError, match=r"Concat-13\): every input is "
+                                                            "empty"):
+        onnx2ln.convert(model(nodes, [("x", [2, 4, 3])], [("y", None)], inits))
+
+
 def test_symbolic_dims_stay_symbolic():
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     m = model(nodes, [("x", ["n", "width"])], [("y", None)])

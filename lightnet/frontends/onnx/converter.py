@@ -536,7 +536,7 @@ class Converter:
             if n is None or n.index in needed:
                 continue
             needed.add(n.index)
-            stack.extend(n.inputs)
+            stack.extend(x for x in n.inputs if not (n.op_type == "Concat" and self.is_empty(x)))
             stack.extend(n.outer)
         mapped = [n for n in self.nodes if n.index not in self.folded and n.index in needed]
         self.after_limit = set(self.past_limit)
@@ -607,6 +607,13 @@ class Converter:
 
     def is_const(self, name: str) -> bool:
         return name in self.consts
+
+    def is_empty(self, name: str) -> bool:
+        """Whether tensor `name` is known to have no elements (a dim of 0): a Concat
+        leaves it out (torch.roll by 0 exports a Slice of nothing and a Concat)."""
+        shape = self.consts[name].shape if name in self.consts else (
+            self.info.get(name) or (0, None))[1]
+        return shape is not None and 0 in shape
 
     def const(self, name: str, what: str = "") -> np.ndarray:
         """The constant value of ONNX tensor `name`; unsupported if it is computed."""

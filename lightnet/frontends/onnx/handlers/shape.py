@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 @handler("Concat", 1, 4, 11, 13)
 def concat(c: Converter, n: Node, *, axis=1):
-    names = [x for x in n.inputs if x and not (c.is_const(x) and c.const(x).size == 0)]
+    names = [x for x in n.inputs if x and not c.is_empty(x)]  # (empty ones add nothing)
+    if not names:
+        raise Unsupported("every input is empty")
     xs = [c.val(x) for x in names]
     axis = normalize_axes([axis], xs[0].rank)[0]
     shape = c.out_shape(n)
