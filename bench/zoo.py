@@ -29,11 +29,18 @@ model with an output not finite or all zero, or float64 outputs not finite (no n
 measure), is not exported; models already in the manifest are skipped. torchvision's
 models take 224x224 images (inception_v3 299x299; the segmentation models 224x224
 rather than their 520x520 training crop), standard normal; its video classifiers
-(VIDEO: r3d_18, mc3_18, r2plus1d_18, 3-D convolutions) a `clip` of 16 frames of
-112x112, [1, 3, 16, 112, 112], their training size, standard normal.
+(VIDEO: r3d_18, mc3_18, r2plus1d_18, 3-D convolutions, and swin3d_t, shifted 3-D
+windows) a `clip` of 16 frames of 112x112, [1, 3, 16, 112, 112], their training size,
+standard normal; its optical flow model (OPTICAL_FLOW: raft_small, 12 refinements, each
+sampling its correlation pyramid by GridSample) two 128x128 images, `image1` and
+`image2`, standard normal, its 12 flow estimates the outputs.
 ultralytics' YOLO models are built from their yaml (no weights, no network:
 YOLO_OFFLINE) and take 320x320 images (224x224 for -cls; 640 is their default, 320
 keeps the numpy target's runs short), uniform in [0, 1), their heads in export mode.
+Not among them: RT-DETR (rtdetr-l; it imports and runs, GridSample and all), whose
+decoder takes the 300 top-scoring of its anchors: with random weights many score
+alike, and torch's float32 and float64 outputs differ by 0.84 (no tolerance tells
+right from wrong).
 The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders
 (nystromformer's and big_bird's among them), t5's encoder, the encoder-decoders of bart,
 pegasus, marian, m2m100 and prophetnet, decoders from opt to olmo and mamba's state-space
@@ -133,7 +140,8 @@ CLASSIFIERS = (
     "regnet_y_400mf", "convnext_tiny", "vit_b_16", "swin_t", "maxvit_t",
 )
 # torchvision's video classifiers: 3-D convolutions over [1, 3, 16, 112, 112] clips.
-VIDEO = ("r3d_18", "mc3_18", "r2plus1d_18")
+VIDEO = ("r3d_18", "mc3_18", "r2plus1d_18", "swin3d_t")
+OPTICAL_FLOW = ("raft_small",)
 SEGMENTERS = ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
 YOLOS = (
     "yolov5n", "yolov8n", "yolov8n-seg", "yolov8n-pose", "yolov8n-obb", "yolov8n-cls",
@@ -160,7 +168,7 @@ TRANSFORMERS_VISION = (
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
-MODELS = (*CLASSIFIERS, *VIDEO, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
+MODELS = (*CLASSIFIERS, *VIDEO, *OPTICAL_FLOW, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
           *TRANSFORMERS_TEXT, *TRANSFORMERS_VISION)
 
 
@@ -207,6 +215,17 @@ def _torchvision(name: str):
     if name in VIDEO:
         model = torchvision.models.get_model(name, weights=None)
         return model, {"clip": _image(name, 112, frames=16)}, "torchvision video"
+    if name in OPTICAL_FLOW:
+        import torch
+        from torchvision.models.optical_flow import raft
+
+        # Its pixel grid is float32 whatever the model's dtype: the default dtype's, for
+        # the float64 run (the same integers either way).
+        grid = raft.make_coords_grid
+        raft.make_coords_grid = lambda *a, **k: grid(*a, **k).to(torch.get_default_dtype())
+        model = torchvision.models.get_model(name, weights=None)
+        frames = {"image1": _image(name + "1", 128), "image2": _image(name + "2", 128)}
+        return model, frames, "torchvision optical flow"
     extra = {"init_weights": True} if name in ("googlenet", "inception_v3") else {}
     model = torchvision.models.get_model(name, weights=None, **extra)
     size = 299 if name == "inception_v3" else 224
@@ -491,9 +510,8 @@ def _randomize(torch, model, inputs: dict, seed: int) -> None:
         m.momentum = None  # the running statistics become the batch's
         m.train()
     hooks = [m.register_forward_pre_hook(_frozen_stats) for m in frozen]
-    (x,) = (torch.from_numpy(a) for a in inputs.values())
     with torch.no_grad():
-        model(torch.cat([x, x.flip(-1)]))
+        model(*(torch.cat([x, x.flip(-1)]) for x in map(torch.from_numpy, inputs.values())))
     for h in hooks:
         h.remove()
     for m, momentum in zip(norms, momenta):
