@@ -17,9 +17,11 @@ A NaN grid value reads as -1, as ONNX Runtime's does (an exporter's linspace of 
 step is NaN), and coordinates beyond +-2^24 as at 2^24 (outside every image).
 
 The grid changes with every run, so nothing is tabulated at load: each run turns the
-grid into, per axis, the indices and weights of its taps, then per sample gathers every
-tap of every channel at once (from its pixels with a 0 appended, which the taps outside
-read with zeros padding) and sums them weighted. Every array it fills is the op's
+grid into, per axis, the indices and weights of its taps, then gathers every tap of
+every sample and channel at once (from the source's pixels laid out channel by channel,
+each sample's with a 0 appended, which the taps outside read with zeros padding) and
+sums them weighted: one gather, whatever the number of samples (RAFT samples its
+correlation volume as 256 samples of one channel). Every array it fills is the op's
 planned scratch (grid_sample_scratch).
 """
 
@@ -60,21 +62,24 @@ def grid_sample_scratch(src_shape, grid_shape, dtype, *, mode: str,
     """Scratch layout (see kernels.scratch) of grid_sample, for K taps per axis and P
     output cells per sample: per axis (x, then y) the coordinates and their floor
     [2, N, P], the taps' indices and whether each is outside the image [2, N, K, P];
-    the K x K taps' flat indices and outside flags [N, K, K, P]; one sample's pixels and
-    a 0 after them [C, H * W + 1]; and but for nearest (one tap, read straight into dst)
-    a buffer [N, P], the taps' weights per axis [2, N, K, P] and in all [N, K, K, P],
-    and one sample's gathered taps [C, K * K, P]."""
+    the K x K taps' flat indices and outside flags [N, K, K, P]; where each sample's
+    pixels start [N]; the pixels channel by channel, each sample's with a 0 after them
+    [C, N, H * W + 1]; the gathered taps [C, N, K * K, P]; and but for nearest (one
+    tap) a buffer [N, P] and the taps' weights per axis [2, N, K, P] and in all
+    [N, K, K, P]."""
     _check(src_shape, grid_shape, mode, padding_mode)
     n, c = src_shape[:2]
     k, p = _TAPS[mode], grid_shape[1] * grid_shape[2]
     layout = (("coord", (2, n, p), dtype), ("base", (2, n, p), dtype),
               ("index", (2, n, k, p), np.intp), ("outside", (2, n, k, p), np.bool_),
               ("flat", (n, k, k, p), np.intp), ("outside2", (n, k, k, p), np.bool_),
-              ("pixels", (c, src_shape[2] * src_shape[3] + 1), dtype))
+              ("start", (n,), np.intp),
+              ("pixels", (c, n, src_shape[2] * src_shape[3] + 1), dtype),
+              ("gathered", (c, n, k * k, p), dtype))
     if mode == "nearest":
         return layout
     return layout + (("tmp", (n, p), dtype), ("weight", (2, n, k, p), dtype),
-                     ("weight2", (n, k, k, p), dtype), ("gathered", (c, k * k, p), dtype))
+                     ("weight2", (n, k, k, p), dtype))
 
 
 def _denormalize(g, size: int, align_corners: bool, out) -> None:
@@ -166,15 +171,19 @@ def grid_sample(src: np.ndarray, grid: np.ndarray, dst: np.ndarray, *, mode: str
         np.copyto(flat, h * w, where=outside2)
     if mode != "nearest":
         np.multiply(ws["weight"][1][:, :, None], ws["weight"][0][:, None], out=ws["weight2"])
-    planes, out = src.reshape(n, c, h * w), dst.reshape(n, c, p)
-    pixels = ws["pixels"]
-    pixels[:, h * w] = 0  # the pixel every tap outside reads with zeros
-    for i in range(n):  # per sample: all its channels and taps in one gather
-        np.copyto(pixels[:, :h * w], planes[i])
-        if mode == "nearest":
-            np.take(pixels, flat[i, 0, 0], axis=1, out=out[i], mode="clip")
-            continue
-        gathered = ws["gathered"]
-        np.take(pixels, flat[i].reshape(-1), axis=1, out=gathered.reshape(c, -1), mode="clip")
-        np.multiply(gathered, ws["weight2"][i].reshape(taps * taps, p), out=gathered)
-        np.sum(gathered, axis=1, out=out[i])
+    start = ws["start"]  # sample i's pixels start at i * (h * w + 1)
+    start.fill(h * w + 1)
+    start[0] = 0
+    np.cumsum(start, out=start)
+    np.add(flat, start[:, None, None, None], out=flat)
+    pixels, gathered = ws["pixels"], ws["gathered"]
+    pixels[:, :, h * w] = 0  # the pixel every tap outside reads with zeros
+    np.copyto(pixels[:, :, :h * w], src.reshape(n, c, h * w).transpose(1, 0, 2))
+    np.take(pixels.reshape(c, -1), flat.reshape(-1), axis=1, out=gathered.reshape(c, -1),
+            mode="clip")
+    out = dst.reshape(n, c, p).transpose(1, 0, 2)  # [C, N, P], as gathered
+    if mode == "nearest":
+        np.copyto(out, gathered.reshape(c, n, p))
+        return
+    np.multiply(gathered, ws["weight2"].reshape(n, taps * taps, p), out=gathered)
+    np.sum(gathered, axis=2, out=out)
