@@ -141,7 +141,7 @@ TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "
                      "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
                      "clip_text", "gpt_neox", "qwen2", "falcon", "nystromformer", "pegasus",
                      "big_bird", "rembert", "marian", "m2m100", "prophetnet", "data2vec_audio",
-                     "speech_to_text", "mpt", "stablelm", "olmo", "mamba")
+                     "speech_to_text", "mpt", "stablelm", "olmo", "mamba", "encodec")
 TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
@@ -322,6 +322,7 @@ TRANSFORMER_CONFIGS = {
     "olmo": ("OlmoConfig", "OlmoModel",
              {**_DECODER, "intermediate_size": 1376, "clip_qkv": 1.0}),
     "mamba": ("MambaConfig", "MambaModel", {"num_hidden_layers": 4}),
+    "encodec": ("EncodecConfig", "EncodecModel", {}),
 }
 
 
@@ -339,6 +340,16 @@ def _transformer(name: str):
         features = rng.standard_normal((1, 3000, config.input_feat_per_channel),
                                        dtype=np.float32)
         return model.get_encoder(), {"input_features": features}, "transformers"
+    if name == "encodec":  # 0.2 s of 24 kHz audio, mono: 15 frames of 320 samples
+        import torch
+
+        # The codebooks are zero buffers (k-means fills them in training), not parameters
+        # _randomize would touch: standard normal entries, so the codes are not all 0.
+        with torch.no_grad():
+            for vq in model.quantizer.layers:
+                vq.codebook.embed.normal_()
+        audio = rng.standard_normal((1, config.audio_channels, 4800), dtype=np.float32)
+        return model, {"input_values": audio}, "transformers"
     if name in AUDIO:
         return model, {"input_values": rng.standard_normal((1, 16000), dtype=np.float32)}, \
             "transformers"

@@ -71,6 +71,9 @@ __all__ = [
     "dequantize",
     "dynamic_quantize",
     "rearange",
+    "lstm",
+    "gru",
+    "rnn",
     "reduce",
     "relu",
     "reshape",
@@ -2114,6 +2117,187 @@ def rearange(
     """
     return apply(
         "rearange", {"src": src}, {"start": start, "stop": stop, "step": step}, name
+    )
+
+
+def lstm(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    initial_c: Tensor | None = None,
+    p: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
+    clip: float = 0,
+    input_forget: bool = False,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """A long short-term memory layer over the time steps of `x` (ONNX LSTM, layout 0), one
+    or two directions. Per direction and step t: gates = x[t] @ w^T + h @ r^T + b's two
+    halves, in ONNX's order i, o, f, c; with peepholes i += p_i * c and f += p_f * c; i
+    = f_(i), f = f_(f) (1 - i with `input_forget`), c = f * c + i * g_(c~), then o +=
+    p_o * c, o = f_(o), h = o * h_(c). `activations` names f_, g_, h_ (Sigmoid, Tanh,
+    Tanh by default) for both directions, or six for bidirectional, the reverse
+    direction's last; `clip` > 0 bounds the input of f_ and g_ to [-clip, clip]. Absent
+    b, initial states and peepholes are zeros. The ONNX importer makes it of LSTM
+    (transposing layout 1). TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, 4 * hidden, input], gates i, o, f, c. (ndim 3;
+            dtype of x; one weight per direction; w is [directions, 4 * hidden, input])
+        r: The recurrence weights [directions, 4 * hidden, hidden]. (ndim 3; dtype of x;
+            r is [directions, 4 * hidden, hidden])
+        b: The biases [directions, 8 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 8 * hidden])
+        initial_h: The hidden state before the first step [directions, batch, hidden].
+            (dtype of x; initial_h is [directions, batch, hidden])
+        initial_c: The cell state before the first step [directions, batch, hidden].
+            (dtype of x; initial_c is [directions, batch, hidden])
+        p: The peephole weights [directions, 3 * hidden], gates i, o, f. (dtype of x; p
+            is [directions, 3 * hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        activations: f_, g_, h_: Sigmoid, Tanh or Relu; three for every direction, or
+            six. (three per direction; each Sigmoid, Tanh or Relu)
+        clip: Bounds the gates' inputs; 0: no bound. (>= 0)
+        input_forget: f = 1 - i (ONNX's input_forget).
+        name: The op's name (its outputs are `<name>_<output>`); None: `lstm` and a
+            number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        y: Every step's hidden state [seq, directions, batch, hidden].
+        y_h: The last step's hidden state [directions, batch, hidden].
+        y_c: The last step's cell state [directions, batch, hidden].
+    """
+    return apply(
+        "lstm",
+        {
+            "x": x,
+            "w": w,
+            "r": r,
+            "b": b,
+            "initial_h": initial_h,
+            "initial_c": initial_c,
+            "p": p,
+        },
+        {
+            "direction": direction,
+            "activations": activations,
+            "clip": clip,
+            "input_forget": input_forget,
+        },
+        name,
+    )
+
+
+def gru(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    activations: Sequence[str] = ("Sigmoid", "Tanh"),
+    clip: float = 0,
+    linear_before_reset: bool = False,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A gated recurrent unit layer over the time steps of `x` (ONNX GRU, layout 0), one or
+    two directions. Per direction and step t, gates in ONNX's order z, r, h: z = f_(x[t]
+    @ w_z^T + h @ r_z^T + biases), r likewise, then h~ = g_(x[t] @ w_h^T + (r * h) @
+    r_h^T + biases), or with `linear_before_reset` g_(x[t] @ w_h^T + r * (h @ r_h^T +
+    rb_h) + wb_h), and h = (1 - z) * h~ + z * h. `activations` names f_, g_ (Sigmoid,
+    Tanh by default) for both directions, or four for bidirectional; `clip` > 0 bounds
+    their inputs to [-clip, clip]. Absent b and initial_h are zeros. The ONNX importer
+    makes it of GRU (transposing layout 1). TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, 3 * hidden, input], gates z, r, h. (ndim 3;
+            dtype of x; one weight per direction; w is [directions, 3 * hidden, input])
+        r: The recurrence weights [directions, 3 * hidden, hidden]. (ndim 3; dtype of x;
+            r is [directions, 3 * hidden, hidden])
+        b: The biases [directions, 6 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 6 * hidden])
+        initial_h: The hidden state before the first step [directions, batch, hidden].
+            (dtype of x; initial_h is [directions, batch, hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        activations: f_, g_: Sigmoid, Tanh or Relu; two for every direction, or four.
+            (two per direction; each Sigmoid, Tanh or Relu)
+        clip: Bounds the gates' inputs; 0: no bound. (>= 0)
+        linear_before_reset: Apply r after h's recurrence product (ONNX's attribute).
+        name: The op's name (its outputs are `<name>_<output>`); None: `gru` and a
+            number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        y: Every step's hidden state [seq, directions, batch, hidden].
+        y_h: The last step's hidden state [directions, batch, hidden].
+    """
+    return apply(
+        "gru",
+        {"x": x, "w": w, "r": r, "b": b, "initial_h": initial_h},
+        {
+            "direction": direction,
+            "activations": activations,
+            "clip": clip,
+            "linear_before_reset": linear_before_reset,
+        },
+        name,
+    )
+
+
+def rnn(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    activations: Sequence[str] = ("Tanh",),
+    clip: float = 0,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A simple recurrent layer over the time steps of `x` (ONNX RNN, layout 0), one or two
+    directions: per direction and step t, h = f_(x[t] @ w^T + h @ r^T + both biases).
+    `activations` names f_ (Tanh by default) for both directions, or two for
+    bidirectional; `clip` > 0 bounds its input to [-clip, clip]. Absent b and initial_h
+    are zeros. The ONNX importer makes it of RNN (transposing layout 1). TL_FLOAT or
+    TL_DOUBLE.
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, hidden, input]. (ndim 3; dtype of x; one
+            weight per direction; w is [directions, hidden, input])
+        r: The recurrence weights [directions, hidden, hidden]. (ndim 3; dtype of x; r
+            is [directions, hidden, hidden])
+        b: The biases [directions, 2 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 2 * hidden])
+        initial_h: The hidden state before the first step [directions, batch, hidden].
+            (dtype of x; initial_h is [directions, batch, hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        activations: f_: Sigmoid, Tanh or Relu; one for every direction, or two. (one
+            per direction; each Sigmoid, Tanh or Relu)
+        clip: Bounds the activation's input; 0: no bound. (>= 0)
+        name: The op's name (its outputs are `<name>_<output>`); None: `rnn` and a
+            number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        y: Every step's hidden state [seq, directions, batch, hidden].
+        y_h: The last step's hidden state [directions, batch, hidden].
+    """
+    return apply(
+        "rnn",
+        {"x": x, "w": w, "r": r, "b": b, "initial_h": initial_h},
+        {"direction": direction, "activations": activations, "clip": clip},
+        name,
     )
 
 

@@ -2,4 +2,5 @@
 (see dispatch.py for how a handler declares the attributes it accepts)."""
 
 from . import (activations, conv, elements, elementwise, logic, math, matmul,  # noqa: F401
-               normalization, quantize, reduce, resize, shape, space_depth)
+               normalization, quantize, recurrent, reduce, resize, shape,
+               space_depth)

@@ -1,0 +1,163 @@
+"""Recurrent layers (ONNX LSTM, GRU, RNN), layout [seq, batch, features].
+
+Each direction runs on its own: the input projection of every step is one matmul up
+front (x @ w^T plus the biases that are not gated), then each step is one matmul of
+the hidden state by r^T and element-wise gate arithmetic, in place in the scratch.
+The hidden state of step t is written to y[t, direction] and read back from there by
+step t + 1, so nothing but the gates and the cell state needs a buffer.
+"""
+
+import numpy as np
+
+from lightnet.archs.cpu.kernels.scratch import carve
+
+__all__ = ["recurrent_scratch", "lstm", "gru", "rnn"]
+
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+
+
+def recurrent_scratch(cell: str, x_shape, hidden: int, dtype) -> tuple:
+    """Scratch layout of a recurrent op (see kernels.scratch): the input projections of
+    one direction, one step's gates, the cell state (LSTM) and one temporary."""
+    seq, batch, _ = x_shape
+    width = GATES[cell] * hidden
+    return (("xw", (seq, batch, width), dtype), ("gates", (batch, width), dtype),
+            ("c", (batch, hidden), dtype), ("tmp", (batch, hidden), dtype))
+
+
+def _activate(name: str, a: np.ndarray, clip: float) -> None:
+    """a = name(a) in place, its input bounded to [-clip, clip] when clip > 0. The
+    sigmoid is 0.5 * (1 + tanh(a / 2)): no overflow for large |a|."""
+    if clip > 0:
+        np.clip(a, -clip, clip, out=a)
+    if name == "Sigmoid":
+        np.multiply(a, 0.5, out=a)
+        np.tanh(a, out=a)
+        np.add(a, 1, out=a)
+        np.multiply(a, 0.5, out=a)
+    elif name == "Tanh":
+        np.tanh(a, out=a)
+    elif name == "Relu":
+        np.maximum(a, 0, out=a)
+    else:
+        raise ValueError(f"unknown activation {name!r} (expected Sigmoid, Tanh or Relu)")
+
+
+def _directions(direction: str, activations, per: int):
+    """(direction index, reversed, its activations) of each direction run."""
+    dirs = 2 if direction == "bidirectional" else 1
+    acts = list(activations) * (dirs if len(activations) == per else 1)
+    return [(d, direction == "reverse" or d == 1, acts[d * per:(d + 1) * per])
+            for d in range(dirs)]
+
+
+def _project(x, w, xw, *biases) -> None:
+    """xw[t] = x[t] @ w^T + the biases for every step, as one matmul."""
+    seq, batch, width = xw.shape
+    np.matmul(x.reshape(seq * batch, -1), w.T, out=xw.reshape(seq * batch, width))
+    for bias in biases:
+        np.add(xw, bias, out=xw)
+
+
+def _start(initial, d: int, h: np.ndarray) -> np.ndarray:
+    """The state before the first step of direction d, copied into h."""
+    if initial is None:
+        h.fill(0)
+    else:
+        np.copyto(h, initial[d])
+    return h
+
+
+def lstm(x, w, r, b, initial_h, initial_c, p, y, y_h, y_c, *, direction: str,
+         activations, clip: float, input_forget: bool, ws=None) -> None:
+    """ONNX LSTM (gates i, o, f, c) into y [seq, dirs, batch, hidden], y_h, y_c."""
+    hidden = r.shape[2]
+    if ws is None:
+        ws = carve(None, recurrent_scratch("lstm", x.shape, hidden, y.dtype))
+    xw, gates, c, tmp = ws["xw"], ws["gates"], ws["c"], ws["tmp"]
+    i, o, f, g = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+    for d, backwards, (act_f, act_g, act_h) in _directions(direction, activations, 3):
+        _project(x, w[d], xw, *(() if b is None else (b[d, :4 * hidden], b[d, 4 * hidden:])))
+        h = _start(initial_h, d, y_h[d])
+        _start(initial_c, d, c)
+        for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
+            np.matmul(h, r[d].T, out=gates)
+            np.add(gates, xw[t], out=gates)
+            if p is not None:
+                i += np.multiply(c, p[d, :hidden], out=tmp)
+                f += np.multiply(c, p[d, 2 * hidden:], out=tmp)
+            _activate(act_f, i, clip)
+            if input_forget:
+                np.subtract(1, i, out=f)
+            else:
+                _activate(act_f, f, clip)
+            _activate(act_g, g, clip)
+            np.multiply(c, f, out=c)
+            c += np.multiply(i, g, out=tmp)
+            if p is not None:
+                o += np.multiply(c, p[d, hidden:2 * hidden], out=tmp)
+            _activate(act_f, o, clip)
+            np.copyto(tmp, c)
+            _activate(act_h, tmp, 0)
+            h = y[t, d]
+            np.multiply(o, tmp, out=h)
+        np.copyto(y_h[d], h)
+        np.copyto(y_c[d], c)
+
+
+def gru(x, w, r, b, initial_h, y, y_h, *, direction: str, activations, clip: float,
+        linear_before_reset: bool, ws=None) -> None:
+    """ONNX GRU (gates z, r, h) into y [seq, dirs, batch, hidden] and y_h."""
+    hidden = r.shape[2]
+    if ws is None:
+        ws = carve(None, recurrent_scratch("gru", x.shape, hidden, y.dtype))
+    xw, gates, tmp = ws["xw"], ws["gates"], ws["tmp"]
+    zr, z, reset, hh = gates[:, :2 * hidden], gates[:, :hidden], gates[:, hidden:2 * hidden], \
+        gates[:, 2 * hidden:]
+    for d, backwards, (act_f, act_g) in _directions(direction, activations, 2):
+        rz, rh = r[d, :2 * hidden], r[d, 2 * hidden:]
+        _project(x, w[d], xw, *(() if b is None else (b[d, :3 * hidden],)))
+        if b is not None:  # z's and r's recurrence biases join w's; h's is reset with h
+            np.add(xw[:, :, :2 * hidden], b[d, 3 * hidden:5 * hidden], out=xw[:, :, :2 * hidden])
+        h = _start(initial_h, d, y_h[d])
+        for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
+            np.matmul(h, rz.T, out=zr)
+            np.add(zr, xw[t, :, :2 * hidden], out=zr)
+            _activate(act_f, z, clip)
+            _activate(act_f, reset, clip)
+            if linear_before_reset:
+                np.matmul(h, rh.T, out=hh)
+                if b is not None:
+                    np.add(hh, b[d, 5 * hidden:], out=hh)
+                np.multiply(hh, reset, out=hh)
+            else:
+                np.matmul(np.multiply(reset, h, out=tmp), rh.T, out=hh)
+                if b is not None:
+                    np.add(hh, b[d, 5 * hidden:], out=hh)
+            np.add(hh, xw[t, :, 2 * hidden:], out=hh)
+            _activate(act_g, hh, clip)
+            # h = (1 - z) * hh + z * h = hh + z * (h - hh)
+            np.subtract(h, hh, out=tmp)
+            np.multiply(tmp, z, out=tmp)
+            h = y[t, d]
+            np.add(hh, tmp, out=h)
+        np.copyto(y_h[d], h)
+
+
+def rnn(x, w, r, b, initial_h, y, y_h, *, direction: str, activations, clip: float,
+        ws=None) -> None:
+    """ONNX RNN into y [seq, dirs, batch, hidden] and y_h."""
+    hidden = r.shape[2]
+    if ws is None:
+        ws = carve(None, recurrent_scratch("rnn", x.shape, hidden, y.dtype))
+    xw, gates = ws["xw"], ws["gates"]
+    for d, backwards, (act,) in _directions(direction, activations, 1):
+        _project(x, w[d], xw, *(() if b is None else (b[d, :hidden], b[d, hidden:])))
+        h = _start(initial_h, d, y_h[d])
+        for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
+            np.matmul(h, r[d].T, out=gates)
+            np.add(gates, xw[t], out=gates)
+            _activate(act, gates, clip)
+            h = y[t, d]
+            np.copyto(h, gates)
+        np.copyto(y_h[d], h)
