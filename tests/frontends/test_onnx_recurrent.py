@@ -153,6 +153,20 @@ def test_older_opsets(op, opset, tmp_path):
     check(op, tmp_path, direction="reverse", opset=opset)
 
 
+def test_computed_weights(tmp_path):
+    """W and R graph inputs (not constants) are read as they come."""
+    m, feeds = recurrent_model("GRU", direction="bidirectional")
+    for name in ("W", "R"):
+        t = next(t for t in m.graph.initializer if t.name == name)
+        feeds[name] = onnx.numpy_helper.to_array(t)
+        m.graph.initializer.remove(t)
+        m.graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                                           feeds[name].shape))
+    got, _ = run_lightnet(m, feeds, tmp_path)
+    for name, value in run_ort(m, feeds).items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_sequence_lens_of_the_whole_sequence(tmp_path):
     check("GRU", tmp_path, seq_lens=[SEQ] * BATCH)
 
