@@ -72,6 +72,7 @@ __all__ = [
     "dynamic_quantize",
     "rearange",
     "lstm",
+    "lstm_state",
     "gru",
     "rnn",
     "reduce",
@@ -2134,7 +2135,7 @@ def lstm(
     clip: float = 0,
     input_forget: bool = False,
     name: str | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> Tensor:
     """A long short-term memory layer over the time steps of `x` (ONNX LSTM, layout 0), one
     or two directions. Per direction and step t: gates = x[t] @ w^T + h @ r^T + b's two
     halves, in ONNX's order i, o, f, c; with peepholes i += p_i * c and f += p_f * c; i
@@ -2164,17 +2165,81 @@ def lstm(
             six. (three per direction; each Sigmoid, Tanh or Relu)
         clip: Bounds the gates' inputs; 0: no bound. (>= 0)
         input_forget: f = 1 - i (ONNX's input_forget).
-        name: The op's name (its outputs are `<name>_<output>`); None: `lstm` and a
-            number not taken.
+        name: The op's name, and its output's; None: `lstm` and a number not taken.
 
     Returns:
-        The tuple of its outputs:
-        y: Every step's hidden state [seq, directions, batch, hidden].
-        y_h: The last step's hidden state [directions, batch, hidden].
-        y_c: The last step's cell state [directions, batch, hidden].
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
     """
     return apply(
         "lstm",
+        {
+            "x": x,
+            "w": w,
+            "r": r,
+            "b": b,
+            "initial_h": initial_h,
+            "initial_c": initial_c,
+            "p": p,
+        },
+        {
+            "direction": direction,
+            "activations": activations,
+            "clip": clip,
+            "input_forget": input_forget,
+        },
+        name,
+    )
+
+
+def lstm_state(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    initial_c: Tensor | None = None,
+    p: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
+    clip: float = 0,
+    input_forget: bool = False,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """lstm, and its last cell state of each direction (ONNX LSTM's Y_c, which the importer
+    asks for only when it is read).
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, 4 * hidden, input], gates i, o, f, c. (ndim 3;
+            dtype of x; one weight per direction; w is [directions, 4 * hidden, input])
+        r: The recurrence weights [directions, 4 * hidden, hidden]. (ndim 3; dtype of x;
+            r is [directions, 4 * hidden, hidden])
+        b: The biases [directions, 8 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 8 * hidden])
+        initial_h: The hidden state before the first step [directions, batch, hidden].
+            (dtype of x; initial_h is [directions, batch, hidden])
+        initial_c: The cell state before the first step [directions, batch, hidden].
+            (dtype of x; initial_c is [directions, batch, hidden])
+        p: The peephole weights [directions, 3 * hidden], gates i, o, f. (dtype of x; p
+            is [directions, 3 * hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        activations: f_, g_, h_: Sigmoid, Tanh or Relu; three for every direction, or
+            six. (three per direction; each Sigmoid, Tanh or Relu)
+        clip: Bounds the gates' inputs; 0: no bound. (>= 0)
+        input_forget: f = 1 - i (ONNX's input_forget).
+        name: The op's name (its outputs are `<name>_<output>`); None: `lstm_state` and
+            a number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
+        y_c: The last step's cell state [directions, batch, hidden].
+    """
+    return apply(
+        "lstm_state",
         {
             "x": x,
             "w": w,
@@ -2206,7 +2271,7 @@ def gru(
     clip: float = 0,
     linear_before_reset: bool = False,
     name: str | None = None,
-) -> tuple[Tensor, Tensor]:
+) -> Tensor:
     """A gated recurrent unit layer over the time steps of `x` (ONNX GRU, layout 0), one or
     two directions. Per direction and step t, gates in ONNX's order z, r, h: z = f_(x[t]
     @ w_z^T + h @ r_z^T + biases), r likewise, then h~ = g_(x[t] @ w_h^T + (r * h) @
@@ -2231,13 +2296,11 @@ def gru(
             (two per direction; each Sigmoid, Tanh or Relu)
         clip: Bounds the gates' inputs; 0: no bound. (>= 0)
         linear_before_reset: Apply r after h's recurrence product (ONNX's attribute).
-        name: The op's name (its outputs are `<name>_<output>`); None: `gru` and a
-            number not taken.
+        name: The op's name, and its output's; None: `gru` and a number not taken.
 
     Returns:
-        The tuple of its outputs:
-        y: Every step's hidden state [seq, directions, batch, hidden].
-        y_h: The last step's hidden state [directions, batch, hidden].
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
     """
     return apply(
         "gru",
@@ -2263,7 +2326,7 @@ def rnn(
     activations: Sequence[str] = ("Tanh",),
     clip: float = 0,
     name: str | None = None,
-) -> tuple[Tensor, Tensor]:
+) -> Tensor:
     """A simple recurrent layer over the time steps of `x` (ONNX RNN, layout 0), one or two
     directions: per direction and step t, h = f_(x[t] @ w^T + h @ r^T + both biases).
     `activations` names f_ (Tanh by default) for both directions, or two for
@@ -2285,13 +2348,11 @@ def rnn(
         activations: f_: Sigmoid, Tanh or Relu; one for every direction, or two. (one
             per direction; each Sigmoid, Tanh or Relu)
         clip: Bounds the activation's input; 0: no bound. (>= 0)
-        name: The op's name (its outputs are `<name>_<output>`); None: `rnn` and a
-            number not taken.
+        name: The op's name, and its output's; None: `rnn` and a number not taken.
 
     Returns:
-        The tuple of its outputs:
-        y: Every step's hidden state [seq, directions, batch, hidden].
-        y_h: The last step's hidden state [directions, batch, hidden].
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
     """
     return apply(
         "rnn",

@@ -4,7 +4,7 @@ Each direction runs on its own: the input projection of every step is one matmul
 front (x @ w^T plus the biases that are not gated), then each step is one matmul of
 the hidden state by r^T and element-wise gate arithmetic, in place in the scratch.
 The hidden state of step t is written to y[t, direction] and read back from there by
-step t + 1, so nothing but the gates and the cell state needs a buffer.
+step t + 1, so only the initial states, the gates and the cell state need a buffer.
 """
 
 import numpy as np
@@ -18,11 +18,13 @@ GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 
 def recurrent_scratch(cell: str, x_shape, hidden: int, dtype) -> tuple:
     """Scratch layout of a recurrent op (see kernels.scratch): the input projections of
-    one direction, one step's gates, the cell state (LSTM) and one temporary."""
+    one direction, one step's gates, the initial hidden state, the cell state (LSTM) and
+    one temporary."""
     seq, batch, _ = x_shape
     width = GATES[cell] * hidden
     return (("xw", (seq, batch, width), dtype), ("gates", (batch, width), dtype),
-            ("c", (batch, hidden), dtype), ("tmp", (batch, hidden), dtype))
+            ("h", (batch, hidden), dtype), ("c", (batch, hidden), dtype),
+            ("tmp", (batch, hidden), dtype))
 
 
 def _activate(name: str, a: np.ndarray, clip: float) -> None:
@@ -68,9 +70,10 @@ def _start(initial, d: int, h: np.ndarray) -> np.ndarray:
     return h
 
 
-def lstm(x, w, r, b, initial_h, initial_c, p, y, y_h, y_c, *, direction: str,
+def lstm(x, w, r, b, initial_h, initial_c, p, y, y_c, *, direction: str,
          activations, clip: float, input_forget: bool, ws=None) -> None:
-    """ONNX LSTM (gates i, o, f, c) into y [seq, dirs, batch, hidden], y_h, y_c."""
+    """ONNX LSTM (gates i, o, f, c) into y [seq, dirs, batch, hidden] and, unless it is
+    None, the last cell states y_c [dirs, batch, hidden]."""
     hidden = r.shape[2]
     if ws is None:
         ws = carve(None, recurrent_scratch("lstm", x.shape, hidden, y.dtype))
@@ -78,7 +81,7 @@ def lstm(x, w, r, b, initial_h, initial_c, p, y, y_h, y_c, *, direction: str,
     i, o, f, g = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
     for d, backwards, (act_f, act_g, act_h) in _directions(direction, activations, 3):
         _project(x, w[d], xw, *(() if b is None else (b[d, :4 * hidden], b[d, 4 * hidden:])))
-        h = _start(initial_h, d, y_h[d])
+        h = _start(initial_h, d, ws["h"])
         _start(initial_c, d, c)
         for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
             np.matmul(h, r[d].T, out=gates)
@@ -101,13 +104,13 @@ def lstm(x, w, r, b, initial_h, initial_c, p, y, y_h, y_c, *, direction: str,
             _activate(act_h, tmp, 0)
             h = y[t, d]
             np.multiply(o, tmp, out=h)
-        np.copyto(y_h[d], h)
-        np.copyto(y_c[d], c)
+        if y_c is not None:
+            np.copyto(y_c[d], c)
 
 
-def gru(x, w, r, b, initial_h, y, y_h, *, direction: str, activations, clip: float,
+def gru(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
         linear_before_reset: bool, ws=None) -> None:
-    """ONNX GRU (gates z, r, h) into y [seq, dirs, batch, hidden] and y_h."""
+    """ONNX GRU (gates z, r, h) into y [seq, dirs, batch, hidden]."""
     hidden = r.shape[2]
     if ws is None:
         ws = carve(None, recurrent_scratch("gru", x.shape, hidden, y.dtype))
@@ -119,7 +122,7 @@ def gru(x, w, r, b, initial_h, y, y_h, *, direction: str, activations, clip: flo
         _project(x, w[d], xw, *(() if b is None else (b[d, :3 * hidden],)))
         if b is not None:  # z's and r's recurrence biases join w's; h's is reset with h
             np.add(xw[:, :, :2 * hidden], b[d, 3 * hidden:5 * hidden], out=xw[:, :, :2 * hidden])
-        h = _start(initial_h, d, y_h[d])
+        h = _start(initial_h, d, ws["h"])
         for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
             np.matmul(h, rz.T, out=zr)
             np.add(zr, xw[t, :, :2 * hidden], out=zr)
@@ -141,23 +144,21 @@ def gru(x, w, r, b, initial_h, y, y_h, *, direction: str, activations, clip: flo
             np.multiply(tmp, z, out=tmp)
             h = y[t, d]
             np.add(hh, tmp, out=h)
-        np.copyto(y_h[d], h)
 
 
-def rnn(x, w, r, b, initial_h, y, y_h, *, direction: str, activations, clip: float,
+def rnn(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
         ws=None) -> None:
-    """ONNX RNN into y [seq, dirs, batch, hidden] and y_h."""
+    """ONNX RNN into y [seq, dirs, batch, hidden]."""
     hidden = r.shape[2]
     if ws is None:
         ws = carve(None, recurrent_scratch("rnn", x.shape, hidden, y.dtype))
     xw, gates = ws["xw"], ws["gates"]
     for d, backwards, (act,) in _directions(direction, activations, 1):
         _project(x, w[d], xw, *(() if b is None else (b[d, :hidden], b[d, hidden:])))
-        h = _start(initial_h, d, y_h[d])
+        h = _start(initial_h, d, ws["h"])
         for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
             np.matmul(h, r[d].T, out=gates)
             np.add(gates, xw[t], out=gates)
             _activate(act, gates, clip)
             h = y[t, d]
             np.copyto(h, gates)
-        np.copyto(y_h[d], h)

@@ -1,5 +1,7 @@
-"""Recurrent layers: LSTM, GRU, RNN -> `lstm`, `gru`, `rnn` (layout 1 through
-transposes to and from LightNet's [seq, batch, features])."""
+"""Recurrent layers: LSTM, GRU, RNN -> `lstm` (`lstm_state` when Y_c is read), `gru`,
+`rnn`; Y_h is sliced out of Y (its last step of each direction), so that an output the
+graph leaves out is no LightNet tensor nobody reads (which would be a model output).
+Layout 1 through transposes to and from LightNet's [seq, batch, features]."""
 
 from __future__ import annotations
 
@@ -82,14 +84,29 @@ def _recurrent(c: Converter, n: Node, cell: str, hidden_size, direction: str, ac
         ins[arg] = v
     dirs, batch = w.shape[0], x.shape[1]
     state = (dirs, batch, hidden)
-    names = ["y", "y_h", "y_c"][:3 if cell == "lstm" else 2]
-    shapes = [(seq, dirs, batch, hidden), state, state]
-    outs = {arg: (x.dtype, shape, "" if layout or not c.used(n, i) else n.outputs[i])
-            for i, (arg, shape) in enumerate(zip(names, shapes))}
+    # Y's own name when it is read and needs no transpose (a fresh one otherwise).
+    y_name = n.outputs[0] if c.used(n, 0) and not layout else ""
+    outs = {"y": (x.dtype, (seq, dirs, batch, hidden), y_name)}
+    if cell == "lstm" and c.used(n, 2):
+        cell = "lstm_state"
+        outs["y_c"] = (x.dtype, state, "" if layout else n.outputs[2])
     vals = c.emit_outputs(cell, ins, {"direction": direction, "activations": acts,
                                       "clip": clip or 0.0, **extra}, outs, hint=hint)
+    if c.used(n, 1):  # each direction's last step: forward's at seq - 1, reverse's at 0
+        y = vals["y"]
+        lasts = [c.slice(c.slice(y, 0, 0 if direction == "reverse" or d else seq - 1, 1,
+                                 f"{hint}_last"), 1, d, 1, f"{hint}_last")
+                 for d in range(dirs)]
+        last = lasts[0] if dirs == 1 else c.emit(
+            "concat", {"src": lasts}, {"axis": 1}, y.dtype, (1, dirs, batch, hidden),
+            hint=f"{hint}_last")
+        if layout:
+            last = c.reshape(last, state)
+        else:
+            c.reshape(last, state, out=n.outputs[1], hint=f"{hint}_y_h")
+        vals["y_h"] = last
     if layout:  # Y [batch, seq, directions, hidden], the states [batch, directions, hidden]
-        for i, arg in enumerate(names):
+        for i, arg in enumerate(("y", "y_h", "y_c")):
             if c.used(n, i):
                 perm = (2, 0, 1, 3) if arg == "y" else (1, 0, 2)
                 _transpose(c, vals[arg], perm, hint, out=n.outputs[i])
