@@ -1,7 +1,7 @@
 """LSTM, GRU and RNN (the `lstm`, `gru` and `rnn` ops) against ONNX Runtime: every
 direction, with and without biases and initial states, both layouts, batch 2, on cpu
-and dnnl (which runs the cpu kernel); peepholes, clip, input_forget, activations,
-sequence_lens; and the refusals."""
+and dnnl (oneDNN's LSTM where it computes what ONNX does, else the cpu kernel);
+peepholes, clip, input_forget, activations, sequence_lens; and the refusals."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
+from lightnet import Session  # noqa: E402
 from lightnet.archs.dnnl import capi  # noqa: E402
 from lightnet.errors import LightNetError  # noqa: E402
+from lightnet.frontends import onnx as onnx2ln  # noqa: E402
 from tests.frontends.onnxutil import init, run_lightnet, run_ort  # noqa: E402
 
 SEQ, BATCH, INPUT, HIDDEN = 5, 2, 3, 4
@@ -116,6 +118,32 @@ def test_matches_onnxruntime(op, attrs, direction, layout, bias, states, target,
     # Y_c read: LSTM is lstm_state.
     assert {"LSTM": "lstm_state", "GRU": "gru", "RNN": "rnn"}[op] in [o["optype"]
                                                                      for o in ir["ops"]]
+
+
+@pytest.mark.skipif(capi.unavailable_reason() is not None, reason="oneDNN does not load")
+@pytest.mark.parametrize("kwargs,optype", [
+    ({}, "lstm_dnnl"),
+    ({"direction": "reverse", "peepholes": True, "layout": 1}, "lstm_dnnl"),
+    ({"states": False, "bias": False}, "lstm_dnnl"),
+    ({"direction": "bidirectional"}, "lstm_cpu"),
+    ({"clip": 0.5}, "lstm_cpu"),
+    ({"input_forget": 1}, "lstm_cpu"),
+    ({"activations": ["Sigmoid", "Tanh", "Relu"]}, "lstm_cpu"),
+    ({"outputs": ["Y", "", "Y_c"]}, "lstm_state_cpu"),
+])
+def test_dnnl_runs_onednn_lstm_where_it_computes_the_same(kwargs, optype, tmp_path):
+    """One direction with the default activations, no clip, no input_forget and no
+    Y_c: oneDNN's LSTM (its weights made oneDNN's at compile); the others the cpu
+    kernel."""
+    kwargs = {"outputs": ["Y", "Y_h"], **kwargs}
+    m, feeds = recurrent_model("LSTM", **kwargs)
+    ir, weights = onnx2ln.convert(m)
+    onnx2ln.save_weights(tmp_path / "w.npz", weights)
+    session = Session(ir, target="dnnl", datafile=tmp_path / "w.npz")
+    got = session.run(feeds)
+    for name, value in reference("LSTM", **kwargs).items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert optype in [op.optype for op in session.ctx.ops]
 
 
 @pytest.mark.parametrize("target", targets())
@@ -225,10 +253,4 @@ def test_hidden_size_mismatch_refused(tmp_path):
     m, feeds = recurrent_model("RNN")
     next(a for a in m.graph.node[0].attribute if a.name == "hidden_size").i = HIDDEN + 1
     with pytest.raises(LightNetError, match=r"hidden_size 5 for R of shape \[1, 4, 4\]"):
-        onnx_convert(m)
-
-
-def onnx_convert(m):
-    from lightnet.frontends import onnx as onnx2ln
-
-    return onnx2ln.convert(m, check=False)
+        onnx2ln.convert(m, check=False)

@@ -11,7 +11,7 @@ import numpy as np
 
 from lightnet.archs.cpu.kernels.scratch import carve
 
-__all__ = ["recurrent_scratch", "lstm", "gru", "rnn"]
+__all__ = ["recurrent_scratch", "lstm", "gru", "rnn", "lstm_onednn_weights"]
 
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 
@@ -162,3 +162,22 @@ def rnn(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
             _activate(act, gates, clip)
             h = y[t, d]
             np.copyto(h, gates)
+
+
+def lstm_onednn_weights(w, r, b, p, dtype) -> tuple:
+    """oneDNN's LSTM weights of ONNX's of one direction (w [1, 4 * hidden, input], r, b,
+    p; b and p may be None), its gates i, f, c~, o where ONNX's are i, o, f, c (its
+    peepholes i, f, o where ONNX's are i, o, f): weights_layer [1, 1, input, 4, hidden]
+    and weights_iter [1, 1, hidden, 4, hidden] (oneDNN's plain ldigo), bias [1, 1, 4,
+    hidden] (ONNX's two summed), peephole [1, 1, 3, hidden] (zeros without p)."""
+    hidden = r.shape[2]
+    gates = [0, 2, 3, 1]
+
+    def ldigo(m):  # [4 * hidden, k] -> [1, 1, k, 4, hidden]
+        return m.reshape(4, hidden, -1)[gates].transpose(2, 0, 1)[None, None]
+
+    bias = np.zeros((4, hidden)) if b is None else \
+        (b[0, :4 * hidden] + b[0, 4 * hidden:]).reshape(4, hidden)[gates]
+    peephole = np.zeros((3, hidden)) if p is None else p[0].reshape(3, hidden)[[0, 2, 1]]
+    return tuple(np.ascontiguousarray(a, dtype)
+                 for a in (ldigo(w[0]), ldigo(r[0]), bias[None, None], peephole[None, None]))
