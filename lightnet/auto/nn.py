@@ -2131,8 +2131,8 @@ def lstm(
     p: Tensor | None = None,
     *,
     direction: Literal["forward", "reverse", "bidirectional"] = "forward",
-    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
     clip: float = 0,
+    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
     input_forget: bool = False,
     name: str | None = None,
 ) -> Tensor:
@@ -2149,21 +2149,21 @@ def lstm(
     Args:
         x: The sequence [seq, batch, input]. (dtype float; ndim 3)
         w: The input weights [directions, 4 * hidden, input], gates i, o, f, c. (ndim 3;
-            dtype of x; one weight per direction; w is [directions, 4 * hidden, input])
+            dtype of x; w is [directions, gates * hidden, input])
         r: The recurrence weights [directions, 4 * hidden, hidden]. (ndim 3; dtype of x;
-            r is [directions, 4 * hidden, hidden])
+            r is [directions, gates * hidden, hidden]; four gates)
         b: The biases [directions, 8 * hidden]: w's, then r's. (dtype of x; b is
-            [directions, 8 * hidden])
-        initial_h: The hidden state before the first step [directions, batch, hidden].
-            (dtype of x; initial_h is [directions, batch, hidden])
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
         initial_c: The cell state before the first step [directions, batch, hidden].
             (dtype of x; initial_c is [directions, batch, hidden])
         p: The peephole weights [directions, 3 * hidden], gates i, o, f. (dtype of x; p
             is [directions, 3 * hidden])
         direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
         activations: f_, g_, h_: Sigmoid, Tanh or Relu; three for every direction, or
-            six. (three per direction; each Sigmoid, Tanh or Relu)
-        clip: Bounds the gates' inputs; 0: no bound. (>= 0)
+            six. (three per direction, each Sigmoid, Tanh or Relu)
         input_forget: f = 1 - i (ONNX's input_forget).
         name: The op's name, and its output's; None: `lstm` and a number not taken.
 
@@ -2184,8 +2184,8 @@ def lstm(
         },
         {
             "direction": direction,
-            "activations": activations,
             "clip": clip,
+            "activations": activations,
             "input_forget": input_forget,
         },
         name,
@@ -2202,8 +2202,8 @@ def lstm_state(
     p: Tensor | None = None,
     *,
     direction: Literal["forward", "reverse", "bidirectional"] = "forward",
-    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
     clip: float = 0,
+    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
     input_forget: bool = False,
     name: str | None = None,
 ) -> tuple[Tensor, Tensor]:
@@ -2213,21 +2213,21 @@ def lstm_state(
     Args:
         x: The sequence [seq, batch, input]. (dtype float; ndim 3)
         w: The input weights [directions, 4 * hidden, input], gates i, o, f, c. (ndim 3;
-            dtype of x; one weight per direction; w is [directions, 4 * hidden, input])
+            dtype of x; w is [directions, gates * hidden, input])
         r: The recurrence weights [directions, 4 * hidden, hidden]. (ndim 3; dtype of x;
-            r is [directions, 4 * hidden, hidden])
+            r is [directions, gates * hidden, hidden]; four gates)
         b: The biases [directions, 8 * hidden]: w's, then r's. (dtype of x; b is
-            [directions, 8 * hidden])
-        initial_h: The hidden state before the first step [directions, batch, hidden].
-            (dtype of x; initial_h is [directions, batch, hidden])
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
         initial_c: The cell state before the first step [directions, batch, hidden].
             (dtype of x; initial_c is [directions, batch, hidden])
         p: The peephole weights [directions, 3 * hidden], gates i, o, f. (dtype of x; p
             is [directions, 3 * hidden])
         direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
         activations: f_, g_, h_: Sigmoid, Tanh or Relu; three for every direction, or
-            six. (three per direction; each Sigmoid, Tanh or Relu)
-        clip: Bounds the gates' inputs; 0: no bound. (>= 0)
+            six. (three per direction, each Sigmoid, Tanh or Relu)
         input_forget: f = 1 - i (ONNX's input_forget).
         name: The op's name (its outputs are `<name>_<output>`); None: `lstm_state` and
             a number not taken.
@@ -2251,8 +2251,8 @@ def lstm_state(
         },
         {
             "direction": direction,
-            "activations": activations,
             "clip": clip,
+            "activations": activations,
             "input_forget": input_forget,
         },
         name,
@@ -2267,8 +2267,8 @@ def gru(
     initial_h: Tensor | None = None,
     *,
     direction: Literal["forward", "reverse", "bidirectional"] = "forward",
-    activations: Sequence[str] = ("Sigmoid", "Tanh"),
     clip: float = 0,
+    activations: Sequence[str] = ("Sigmoid", "Tanh"),
     linear_before_reset: bool = False,
     name: str | None = None,
 ) -> Tensor:
@@ -2284,17 +2284,17 @@ def gru(
     Args:
         x: The sequence [seq, batch, input]. (dtype float; ndim 3)
         w: The input weights [directions, 3 * hidden, input], gates z, r, h. (ndim 3;
-            dtype of x; one weight per direction; w is [directions, 3 * hidden, input])
+            dtype of x; w is [directions, gates * hidden, input])
         r: The recurrence weights [directions, 3 * hidden, hidden]. (ndim 3; dtype of x;
-            r is [directions, 3 * hidden, hidden])
+            r is [directions, gates * hidden, hidden]; three gates)
         b: The biases [directions, 6 * hidden]: w's, then r's. (dtype of x; b is
-            [directions, 6 * hidden])
-        initial_h: The hidden state before the first step [directions, batch, hidden].
-            (dtype of x; initial_h is [directions, batch, hidden])
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
         direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
         activations: f_, g_: Sigmoid, Tanh or Relu; two for every direction, or four.
-            (two per direction; each Sigmoid, Tanh or Relu)
-        clip: Bounds the gates' inputs; 0: no bound. (>= 0)
+            (two per direction, each Sigmoid, Tanh or Relu)
         linear_before_reset: Apply r after h's recurrence product (ONNX's attribute).
         name: The op's name, and its output's; None: `gru` and a number not taken.
 
@@ -2307,8 +2307,8 @@ def gru(
         {"x": x, "w": w, "r": r, "b": b, "initial_h": initial_h},
         {
             "direction": direction,
-            "activations": activations,
             "clip": clip,
+            "activations": activations,
             "linear_before_reset": linear_before_reset,
         },
         name,
@@ -2323,8 +2323,8 @@ def rnn(
     initial_h: Tensor | None = None,
     *,
     direction: Literal["forward", "reverse", "bidirectional"] = "forward",
-    activations: Sequence[str] = ("Tanh",),
     clip: float = 0,
+    activations: Sequence[str] = ("Tanh",),
     name: str | None = None,
 ) -> Tensor:
     """A simple recurrent layer over the time steps of `x` (ONNX RNN, layout 0), one or two
@@ -2336,18 +2336,18 @@ def rnn(
 
     Args:
         x: The sequence [seq, batch, input]. (dtype float; ndim 3)
-        w: The input weights [directions, hidden, input]. (ndim 3; dtype of x; one
-            weight per direction; w is [directions, hidden, input])
+        w: The input weights [directions, hidden, input]. (ndim 3; dtype of x; w is
+            [directions, gates * hidden, input])
         r: The recurrence weights [directions, hidden, hidden]. (ndim 3; dtype of x; r
-            is [directions, hidden, hidden])
+            is [directions, gates * hidden, hidden]; one gate)
         b: The biases [directions, 2 * hidden]: w's, then r's. (dtype of x; b is
-            [directions, 2 * hidden])
-        initial_h: The hidden state before the first step [directions, batch, hidden].
-            (dtype of x; initial_h is [directions, batch, hidden])
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
         direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
         activations: f_: Sigmoid, Tanh or Relu; one for every direction, or two. (one
-            per direction; each Sigmoid, Tanh or Relu)
-        clip: Bounds the activation's input; 0: no bound. (>= 0)
+            per direction, each Sigmoid, Tanh or Relu)
         name: The op's name, and its output's; None: `rnn` and a number not taken.
 
     Returns:
@@ -2357,7 +2357,7 @@ def rnn(
     return apply(
         "rnn",
         {"x": x, "w": w, "r": r, "b": b, "initial_h": initial_h},
-        {"direction": direction, "activations": activations, "clip": clip},
+        {"direction": direction, "clip": clip, "activations": activations},
         name,
     )
 

@@ -11,6 +11,7 @@ from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
+from lightnet.auto.params import RECURRENT, recurrent_checks
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
 from lightnet.ir.param import ParamType
@@ -20,57 +21,23 @@ from lightnet.ir.tensor import MemType
 def lstm_pre_run(op, tensors):
     """Check a lstm op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    x, w, r, b, initial_h = ck.get("x", "w", "r", "b", "initial_h")
-    initial_c, p, direction = ck.get("initial_c", "p", "direction")
+    x, w, r, initial_c, p = ck.get("x", "w", "r", "initial_c", "p")
     (activations,) = ck.get("activations")
     ck.satisfy(
         "param 'activations'",
-        len(activations) in (3, 3 * w.shape[0]),
-        "len(activations) in (3, 3 * w.shape[0])",
-        "three per direction",
+        len(activations) in (3, 3 * w.shape[0])
+        and all(a in ("Sigmoid", "Tanh", "Relu") for a in activations),
+        "len(activations) in (3, 3 * w.shape[0]) and all(a in ('Sigmoid', 'Tanh', 'Relu') for a in activations)",
+        "three per direction, each Sigmoid, Tanh or Relu",
         lambda: found(w=w, activations=activations),
     )
-    ck.satisfy(
-        "param 'activations'",
-        all(a in ("Sigmoid", "Tanh", "Relu") for a in activations),
-        "all(a in ('Sigmoid', 'Tanh', 'Relu') for a in activations)",
-        "each Sigmoid, Tanh or Relu",
-        lambda: found(activations=activations),
-    )
-    ck.satisfy(
-        "tensor_in 'w'",
-        w.shape[0] == (2 if direction == "bidirectional" else 1),
-        "w.shape[0] == (2 if direction == 'bidirectional' else 1)",
-        "one weight per direction",
-        lambda: found(w=w, direction=direction),
-    )
-    ck.satisfy(
-        "tensor_in 'w'",
-        w.shape[1] == 4 * r.shape[2] and w.shape[2] == x.shape[2],
-        "w.shape[1] == 4 * r.shape[2] and w.shape[2] == x.shape[2]",
-        "w is [directions, 4 * hidden, input]",
-        lambda: found(x=x, w=w, r=r),
-    )
+    recurrent_checks(ck)
     ck.satisfy(
         "tensor_in 'r'",
-        r.shape[0] == w.shape[0] and r.shape[1] == 4 * r.shape[2],
-        "r.shape[0] == w.shape[0] and r.shape[1] == 4 * r.shape[2]",
-        "r is [directions, 4 * hidden, hidden]",
-        lambda: found(w=w, r=r),
-    )
-    ck.satisfy(
-        "tensor_in 'b'",
-        b is None or b.shape == (w.shape[0], 8 * r.shape[2]),
-        "b is None or b.shape == (w.shape[0], 8 * r.shape[2])",
-        "b is [directions, 8 * hidden]",
-        lambda: found(w=w, r=r, b=b),
-    )
-    ck.satisfy(
-        "tensor_in 'initial_h'",
-        initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2]),
-        "initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2])",
-        "initial_h is [directions, batch, hidden]",
-        lambda: found(x=x, w=w, r=r, initial_h=initial_h),
+        r.shape[1] == 4 * r.shape[2],
+        "r.shape[1] == 4 * r.shape[2]",
+        "four gates",
+        lambda: found(r=r),
     )
     ck.satisfy(
         "tensor_in 'initial_c'",
@@ -104,14 +71,8 @@ LSTM = OpProto(
     ),
     tensors_out=(TensorArg("y"),),
     params=(
-        ParamArg(
-            "direction",
-            ParamType.STRING,
-            "forward",
-            choices=("forward", "reverse", "bidirectional"),
-        ),
+        *RECURRENT,
         ParamArg("activations", ParamType.ARRAY_STRING, ("Sigmoid", "Tanh", "Tanh")),
-        ParamArg("clip", ParamType.NUMBER, 0, realtype="float", bounds=(("ge", 0),)),
         ParamArg("input_forget", ParamType.BOOL, False),
     ),
     pre_run=lstm_pre_run,
@@ -122,38 +83,18 @@ LSTM = OpProto(
 def lstm_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
     x, r = ck.get("x", "r")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.recurrent_scratch("lstm", x.shape, r.shape[2], x.dtype.np)
-        )
-    )
+    ck.scratch(kernels.recurrent_bytes("lstm", x.shape, r.shape, x.dtype.np))
 
 
 def lstm_cpu_load(op, arrays):
     x, w, r, b, initial_h = op.arrays(arrays, "x", "w", "r", "b", "initial_h")
     initial_c, p, y = op.arrays(arrays, "initial_c", "p", "y")
-    direction, activations = op.values["direction"], op.values["activations"]
-    clip, input_forget = op.values["clip"], op.values["input_forget"]
+    direction, clip = op.values["direction"], op.values["clip"]
+    activations, input_forget = op.values["activations"], op.values["input_forget"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(
-        scratch, kernels.recurrent_scratch("lstm", x.shape, r.shape[2], y.dtype)
-    )
-    return lambda: kernels.lstm(
-        x,
-        w,
-        r,
-        b,
-        initial_h,
-        initial_c,
-        p,
-        y,
-        None,
-        direction=direction,
-        activations=activations,
-        clip=clip,
-        input_forget=input_forget,
-        ws=ws,
-    )
+    ws = kernels.recurrent_workspace(scratch, "lstm", x.shape, r.shape, y.dtype)
+    cell = kernels.Cell(direction, activations, clip, input_forget)
+    return lambda: kernels.lstm(x, w, r, b, initial_h, initial_c, p, y, None, ws, cell)
 
 
 LSTM_CPU = replace(
@@ -185,38 +126,18 @@ LSTM_STATE = replace(
 def lstm_state_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
     x, r = ck.get("x", "r")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.recurrent_scratch("lstm", x.shape, r.shape[2], x.dtype.np)
-        )
-    )
+    ck.scratch(kernels.recurrent_bytes("lstm", x.shape, r.shape, x.dtype.np))
 
 
 def lstm_state_cpu_load(op, arrays):
     x, w, r, b, initial_h = op.arrays(arrays, "x", "w", "r", "b", "initial_h")
     initial_c, p, y, y_c = op.arrays(arrays, "initial_c", "p", "y", "y_c")
-    direction, activations = op.values["direction"], op.values["activations"]
-    clip, input_forget = op.values["clip"], op.values["input_forget"]
+    direction, clip = op.values["direction"], op.values["clip"]
+    activations, input_forget = op.values["activations"], op.values["input_forget"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(
-        scratch, kernels.recurrent_scratch("lstm", x.shape, r.shape[2], y.dtype)
-    )
-    return lambda: kernels.lstm(
-        x,
-        w,
-        r,
-        b,
-        initial_h,
-        initial_c,
-        p,
-        y,
-        y_c,
-        direction=direction,
-        activations=activations,
-        clip=clip,
-        input_forget=input_forget,
-        ws=ws,
-    )
+    ws = kernels.recurrent_workspace(scratch, "lstm", x.shape, r.shape, y.dtype)
+    cell = kernels.Cell(direction, activations, clip, input_forget)
+    return lambda: kernels.lstm(x, w, r, b, initial_h, initial_c, p, y, y_c, ws, cell)
 
 
 LSTM_STATE_CPU = replace(
@@ -232,85 +153,50 @@ LSTM_STATE_CPU = replace(
 def lstm_dnnl_pre_run(op, tensors):
     """Check a lstm_dnnl op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    x, weights_layer, weights_iter = ck.get("x", "weights_layer", "weights_iter")
-    bias, initial_h, initial_c = ck.get("bias", "initial_h", "initial_c")
-    (peephole,) = ck.get("peephole")
-    ck.satisfy(
-        "tensor_in 'weights_layer'",
-        weights_layer.shape[:3] == (1, 1, x.shape[2]) and weights_layer.shape[3] == 4,
-        "weights_layer.shape[:3] == (1, 1, x.shape[2]) and weights_layer.shape[3] == 4",
-        "weights_layer is [1, 1, input, 4, hidden]",
-        lambda: found(x=x, weights_layer=weights_layer),
-    )
-    ck.satisfy(
-        "tensor_in 'weights_iter'",
-        weights_iter.shape == (1, 1, weights_layer.shape[4], 4, weights_layer.shape[4]),
-        "weights_iter.shape == (1, 1, weights_layer.shape[4], 4, weights_layer.shape[4])",
-        "weights_iter is [1, 1, hidden, 4, hidden]",
-        lambda: found(weights_layer=weights_layer, weights_iter=weights_iter),
-    )
-    ck.satisfy(
-        "tensor_in 'bias'",
-        bias.shape == (1, 1, 4, weights_layer.shape[4]),
-        "bias.shape == (1, 1, 4, weights_layer.shape[4])",
-        "bias is [1, 1, 4, hidden]",
-        lambda: found(weights_layer=weights_layer, bias=bias),
-    )
-    ck.satisfy(
-        "tensor_in 'initial_h'",
-        (initial_h is None) == (initial_c is None)
-        and (
-            initial_h is None
-            or initial_h.shape == (1, x.shape[1], weights_layer.shape[4])
-        ),
-        "(initial_h is None) == (initial_c is None) and (initial_h is None or initial_h.shape == (1, x.shape[1], weights_layer.shape[4]))",
-        "initial_h is [1, batch, hidden], given with initial_c",
-        lambda: found(
-            x=x, weights_layer=weights_layer, initial_h=initial_h, initial_c=initial_c
-        ),
-    )
-    ck.satisfy(
-        "tensor_in 'initial_c'",
-        initial_c is None or initial_c.shape == (1, x.shape[1], weights_layer.shape[4]),
-        "initial_c is None or initial_c.shape == (1, x.shape[1], weights_layer.shape[4])",
-        "initial_c is [1, batch, hidden]",
-        lambda: found(x=x, weights_layer=weights_layer, initial_c=initial_c),
-    )
-    ck.satisfy(
-        "tensor_in 'peephole'",
-        peephole is None or peephole.shape == (1, 1, 3, weights_layer.shape[4]),
-        "peephole is None or peephole.shape == (1, 1, 3, weights_layer.shape[4])",
-        "peephole is [1, 1, 3, hidden]",
-        lambda: found(weights_layer=weights_layer, peephole=peephole),
-    )
+    x, w_layer, w_iter, bias = ck.get("x", "w_layer", "w_iter", "bias")
+    initial_h, initial_c, peephole = ck.get("initial_h", "initial_c", "peephole")
     dnnl_dtype(ck, "x")
-    ck.define("y", x.dtype, (x.shape[0], 1, x.shape[1], weights_layer.shape[4]))
+    ck.satisfy(
+        "op",
+        bias.ndim == 4
+        and bias.shape[:3] == (1, 1, 4)
+        and w_layer.shape == (1, 1, x.shape[2], 4, bias.shape[3])
+        and w_iter.shape == (1, 1, bias.shape[3], 4, bias.shape[3])
+        and (peephole is None or peephole.shape == (1, 1, 3, bias.shape[3])),
+        "bias.ndim == 4 and bias.shape[:3] == (1, 1, 4) and w_layer.shape == (1, 1, x.shape[2], 4, bias.shape[3]) and w_iter.shape == (1, 1, bias.shape[3], 4, bias.shape[3]) and (peephole is None or peephole.shape == (1, 1, 3, bias.shape[3]))",
+        "oneDNN's weights, of ldigo's dims, gates i, f, c~, o (peepholes i, f, o)",
+        lambda: found(
+            x=x, w_layer=w_layer, w_iter=w_iter, bias=bias, peephole=peephole
+        ),
+    )
+    ck.satisfy(
+        "op",
+        (initial_h is None) == (initial_c is None)
+        and all(
+            s is None or s.shape == (1, x.shape[1], bias.shape[3])
+            for s in (initial_h, initial_c)
+        ),
+        "(initial_h is None) == (initial_c is None) and all(s is None or s.shape == (1, x.shape[1], bias.shape[3]) for s in (initial_h, initial_c))",
+        "initial_h and initial_c [1, batch, hidden], both or neither",
+        lambda: found(x=x, bias=bias, initial_h=initial_h, initial_c=initial_c),
+    )
+    ck.define("y", x.dtype, (x.shape[0], 1, x.shape[1], bias.shape[3]))
 
 
 def lstm_dnnl_scratch(op, tensors):
     ck = Checker(op, tensors)
-    x, weights_layer, weights_iter = ck.get("x", "weights_layer", "weights_iter")
-    bias, initial_h, initial_c = ck.get("bias", "initial_h", "initial_c")
-    peephole, y, direction = ck.get("peephole", "y", "direction")
+    x, w_layer, w_iter, bias = ck.get("x", "w_layer", "w_iter", "bias")
+    initial_h, initial_c, peephole = ck.get("initial_h", "initial_c", "peephole")
+    y, direction = ck.get("y", "direction")
     ck.scratch(
         dnnl.lstm(
-            op,
-            x,
-            weights_layer,
-            weights_iter,
-            bias,
-            initial_h,
-            initial_c,
-            peephole,
-            y,
-            direction=direction,
+            op, x, w_layer, w_iter, bias, initial_h, initial_c, peephole, y, direction
         )
     )
 
 
 def lstm_dnnl_load(op, arrays):
-    x, weights_layer = op.arrays(arrays, "x", "weights_layer")
-    weights_iter, bias = op.arrays(arrays, "weights_iter", "bias")
+    x, w_layer, w_iter, bias = op.arrays(arrays, "x", "w_layer", "w_iter", "bias")
     initial_h, initial_c = op.arrays(arrays, "initial_h", "initial_c")
     peephole, y = op.arrays(arrays, "peephole", "y")
     scratch = arrays[op.scratch_key]
@@ -318,8 +204,8 @@ def lstm_dnnl_load(op, arrays):
         op,
         scratch,
         x=x,
-        weights_layer=weights_layer,
-        weights_iter=weights_iter,
+        w_layer=w_layer,
+        w_iter=w_iter,
         bias=bias,
         initial_h=initial_h,
         initial_c=initial_c,
@@ -335,8 +221,8 @@ LSTM_DNNL = OpProto(
     mtype=MemType.CPU,
     tensors_in=(
         TensorArg("x", dtype=FLOAT, ndim=3),
-        TensorArg("weights_layer", ndim=5, static=True, sametype="x"),
-        TensorArg("weights_iter", ndim=5, static=True, sametype="x"),
+        TensorArg("w_layer", static=True, sametype="x"),
+        TensorArg("w_iter", static=True, sametype="x"),
         TensorArg("bias", static=True, sametype="x"),
         TensorArg("initial_h", optional=True, sametype="x"),
         TensorArg("initial_c", optional=True, sametype="x"),
@@ -358,56 +244,22 @@ LSTM_DNNL = OpProto(
 def gru_pre_run(op, tensors):
     """Check a gru op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    x, w, r, b, initial_h = ck.get("x", "w", "r", "b", "initial_h")
-    direction, activations = ck.get("direction", "activations")
+    x, w, r, activations = ck.get("x", "w", "r", "activations")
     ck.satisfy(
         "param 'activations'",
-        len(activations) in (2, 2 * w.shape[0]),
-        "len(activations) in (2, 2 * w.shape[0])",
-        "two per direction",
+        len(activations) in (2, 2 * w.shape[0])
+        and all(a in ("Sigmoid", "Tanh", "Relu") for a in activations),
+        "len(activations) in (2, 2 * w.shape[0]) and all(a in ('Sigmoid', 'Tanh', 'Relu') for a in activations)",
+        "two per direction, each Sigmoid, Tanh or Relu",
         lambda: found(w=w, activations=activations),
     )
-    ck.satisfy(
-        "param 'activations'",
-        all(a in ("Sigmoid", "Tanh", "Relu") for a in activations),
-        "all(a in ('Sigmoid', 'Tanh', 'Relu') for a in activations)",
-        "each Sigmoid, Tanh or Relu",
-        lambda: found(activations=activations),
-    )
-    ck.satisfy(
-        "tensor_in 'w'",
-        w.shape[0] == (2 if direction == "bidirectional" else 1),
-        "w.shape[0] == (2 if direction == 'bidirectional' else 1)",
-        "one weight per direction",
-        lambda: found(w=w, direction=direction),
-    )
-    ck.satisfy(
-        "tensor_in 'w'",
-        w.shape[1] == 3 * r.shape[2] and w.shape[2] == x.shape[2],
-        "w.shape[1] == 3 * r.shape[2] and w.shape[2] == x.shape[2]",
-        "w is [directions, 3 * hidden, input]",
-        lambda: found(x=x, w=w, r=r),
-    )
+    recurrent_checks(ck)
     ck.satisfy(
         "tensor_in 'r'",
-        r.shape[0] == w.shape[0] and r.shape[1] == 3 * r.shape[2],
-        "r.shape[0] == w.shape[0] and r.shape[1] == 3 * r.shape[2]",
-        "r is [directions, 3 * hidden, hidden]",
-        lambda: found(w=w, r=r),
-    )
-    ck.satisfy(
-        "tensor_in 'b'",
-        b is None or b.shape == (w.shape[0], 6 * r.shape[2]),
-        "b is None or b.shape == (w.shape[0], 6 * r.shape[2])",
-        "b is [directions, 6 * hidden]",
-        lambda: found(w=w, r=r, b=b),
-    )
-    ck.satisfy(
-        "tensor_in 'initial_h'",
-        initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2]),
-        "initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2])",
-        "initial_h is [directions, batch, hidden]",
-        lambda: found(x=x, w=w, r=r, initial_h=initial_h),
+        r.shape[1] == 3 * r.shape[2],
+        "r.shape[1] == 3 * r.shape[2]",
+        "three gates",
+        lambda: found(r=r),
     )
     ck.define("y", x.dtype, (x.shape[0], w.shape[0], x.shape[1], r.shape[2]))
 
@@ -425,14 +277,8 @@ GRU = OpProto(
     ),
     tensors_out=(TensorArg("y"),),
     params=(
-        ParamArg(
-            "direction",
-            ParamType.STRING,
-            "forward",
-            choices=("forward", "reverse", "bidirectional"),
-        ),
+        *RECURRENT,
         ParamArg("activations", ParamType.ARRAY_STRING, ("Sigmoid", "Tanh")),
-        ParamArg("clip", ParamType.NUMBER, 0, realtype="float", bounds=(("ge", 0),)),
         ParamArg("linear_before_reset", ParamType.BOOL, False),
     ),
     pre_run=gru_pre_run,
@@ -443,34 +289,18 @@ GRU = OpProto(
 def gru_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
     x, r = ck.get("x", "r")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.recurrent_scratch("gru", x.shape, r.shape[2], x.dtype.np)
-        )
-    )
+    ck.scratch(kernels.recurrent_bytes("gru", x.shape, r.shape, x.dtype.np))
 
 
 def gru_cpu_load(op, arrays):
     x, w, r, b, initial_h, y = op.arrays(arrays, "x", "w", "r", "b", "initial_h", "y")
-    direction, activations = op.values["direction"], op.values["activations"]
-    clip, linear_before_reset = op.values["clip"], op.values["linear_before_reset"]
+    direction, clip = op.values["direction"], op.values["clip"]
+    activations = op.values["activations"]
+    linear_before_reset = op.values["linear_before_reset"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(
-        scratch, kernels.recurrent_scratch("gru", x.shape, r.shape[2], y.dtype)
-    )
-    return lambda: kernels.gru(
-        x,
-        w,
-        r,
-        b,
-        initial_h,
-        y,
-        direction=direction,
-        activations=activations,
-        clip=clip,
-        linear_before_reset=linear_before_reset,
-        ws=ws,
-    )
+    ws = kernels.recurrent_workspace(scratch, "gru", x.shape, r.shape, y.dtype)
+    cell = kernels.Cell(direction, activations, clip, linear_before_reset)
+    return lambda: kernels.gru(x, w, r, b, initial_h, y, ws, cell)
 
 
 GRU_CPU = replace(
@@ -486,56 +316,22 @@ GRU_CPU = replace(
 def rnn_pre_run(op, tensors):
     """Check a rnn op beyond its declared constraints; define its outputs."""
     ck = Checker(op, tensors)
-    x, w, r, b, initial_h = ck.get("x", "w", "r", "b", "initial_h")
-    direction, activations = ck.get("direction", "activations")
+    x, w, r, activations = ck.get("x", "w", "r", "activations")
     ck.satisfy(
         "param 'activations'",
-        len(activations) in (1, w.shape[0]),
-        "len(activations) in (1, w.shape[0])",
-        "one per direction",
+        len(activations) in (1, w.shape[0])
+        and all(a in ("Sigmoid", "Tanh", "Relu") for a in activations),
+        "len(activations) in (1, w.shape[0]) and all(a in ('Sigmoid', 'Tanh', 'Relu') for a in activations)",
+        "one per direction, each Sigmoid, Tanh or Relu",
         lambda: found(w=w, activations=activations),
     )
-    ck.satisfy(
-        "param 'activations'",
-        all(a in ("Sigmoid", "Tanh", "Relu") for a in activations),
-        "all(a in ('Sigmoid', 'Tanh', 'Relu') for a in activations)",
-        "each Sigmoid, Tanh or Relu",
-        lambda: found(activations=activations),
-    )
-    ck.satisfy(
-        "tensor_in 'w'",
-        w.shape[0] == (2 if direction == "bidirectional" else 1),
-        "w.shape[0] == (2 if direction == 'bidirectional' else 1)",
-        "one weight per direction",
-        lambda: found(w=w, direction=direction),
-    )
-    ck.satisfy(
-        "tensor_in 'w'",
-        w.shape[1] == r.shape[2] and w.shape[2] == x.shape[2],
-        "w.shape[1] == r.shape[2] and w.shape[2] == x.shape[2]",
-        "w is [directions, hidden, input]",
-        lambda: found(x=x, w=w, r=r),
-    )
+    recurrent_checks(ck)
     ck.satisfy(
         "tensor_in 'r'",
-        r.shape[0] == w.shape[0] and r.shape[1] == r.shape[2],
-        "r.shape[0] == w.shape[0] and r.shape[1] == r.shape[2]",
-        "r is [directions, hidden, hidden]",
-        lambda: found(w=w, r=r),
-    )
-    ck.satisfy(
-        "tensor_in 'b'",
-        b is None or b.shape == (w.shape[0], 2 * r.shape[2]),
-        "b is None or b.shape == (w.shape[0], 2 * r.shape[2])",
-        "b is [directions, 2 * hidden]",
-        lambda: found(w=w, r=r, b=b),
-    )
-    ck.satisfy(
-        "tensor_in 'initial_h'",
-        initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2]),
-        "initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2])",
-        "initial_h is [directions, batch, hidden]",
-        lambda: found(x=x, w=w, r=r, initial_h=initial_h),
+        r.shape[1] == r.shape[2],
+        "r.shape[1] == r.shape[2]",
+        "one gate",
+        lambda: found(r=r),
     )
     ck.define("y", x.dtype, (x.shape[0], w.shape[0], x.shape[1], r.shape[2]))
 
@@ -552,16 +348,7 @@ RNN = OpProto(
         TensorArg("initial_h", optional=True, sametype="x"),
     ),
     tensors_out=(TensorArg("y"),),
-    params=(
-        ParamArg(
-            "direction",
-            ParamType.STRING,
-            "forward",
-            choices=("forward", "reverse", "bidirectional"),
-        ),
-        ParamArg("activations", ParamType.ARRAY_STRING, ("Tanh",)),
-        ParamArg("clip", ParamType.NUMBER, 0, realtype="float", bounds=(("ge", 0),)),
-    ),
+    params=(*RECURRENT, ParamArg("activations", ParamType.ARRAY_STRING, ("Tanh",))),
     pre_run=rnn_pre_run,
     source="descriptions/ops/recurrent.yaml",
 )
@@ -570,33 +357,17 @@ RNN = OpProto(
 def rnn_cpu_scratch(op, tensors):
     ck = Checker(op, tensors)
     x, r = ck.get("x", "r")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.recurrent_scratch("rnn", x.shape, r.shape[2], x.dtype.np)
-        )
-    )
+    ck.scratch(kernels.recurrent_bytes("rnn", x.shape, r.shape, x.dtype.np))
 
 
 def rnn_cpu_load(op, arrays):
     x, w, r, b, initial_h, y = op.arrays(arrays, "x", "w", "r", "b", "initial_h", "y")
-    direction, activations = op.values["direction"], op.values["activations"]
-    clip = op.values["clip"]
+    direction, clip = op.values["direction"], op.values["clip"]
+    activations = op.values["activations"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(
-        scratch, kernels.recurrent_scratch("rnn", x.shape, r.shape[2], y.dtype)
-    )
-    return lambda: kernels.rnn(
-        x,
-        w,
-        r,
-        b,
-        initial_h,
-        y,
-        direction=direction,
-        activations=activations,
-        clip=clip,
-        ws=ws,
-    )
+    ws = kernels.recurrent_workspace(scratch, "rnn", x.shape, r.shape, y.dtype)
+    cell = kernels.Cell(direction, activations, clip)
+    return lambda: kernels.rnn(x, w, r, b, initial_h, y, ws, cell)
 
 
 RNN_CPU = replace(

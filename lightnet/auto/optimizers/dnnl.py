@@ -45,9 +45,9 @@ def expand_lstm(ctx, target):
         and (not op.given("b") or op.known("b"))
         and (not op.given("p") or op.known("p"))
     ):
-        weights_layer, weights_iter, bias, peephole = b.constants(
+        w_layer, w_iter, bias, peephole = b.constants(
             op.name,
-            ("weights_layer", "weights_iter", "bias", "peephole"),
+            ("w_layer", "w_iter", "bias", "peephole"),
             kernels.lstm_onednn_weights(
                 op.value("w"),
                 op.value("r"),
@@ -63,8 +63,8 @@ def expand_lstm(ctx, target):
                 name=op.name,
                 ins={
                     "x": op.ins.x,
-                    "weights_layer": weights_layer,
-                    "weights_iter": weights_iter,
+                    "w_layer": w_layer,
+                    "w_iter": w_iter,
                     "bias": bias,
                     "initial_h": op.ins.initial_h if op.given("initial_h") else None,
                     "initial_c": op.ins.initial_c if op.given("initial_c") else None,

@@ -7,24 +7,49 @@ The hidden state of step t is written to y[t, direction] and read back from ther
 step t + 1, so only the initial states, the gates and the cell state need a buffer.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
-from lightnet.archs.cpu.kernels.scratch import carve
+from lightnet.archs.cpu.kernels.scratch import carve, scratch_bytes
 
-__all__ = ["recurrent_scratch", "lstm", "gru", "rnn", "lstm_onednn_weights"]
+__all__ = ["Cell", "recurrent_scratch", "recurrent_bytes", "recurrent_workspace", "lstm",
+           "gru", "rnn", "lstm_onednn_weights"]
 
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 
 
-def recurrent_scratch(cell: str, x_shape, hidden: int, dtype) -> tuple:
+class Cell(NamedTuple):
+    """A recurrent op's params: `direction` forward, reverse or bidirectional; the
+    activation names (per direction, or for both); `clip` (0: none); LSTM's input_forget
+    or GRU's linear_before_reset (`coupled`)."""
+
+    direction: str
+    activations: tuple
+    clip: float
+    coupled: bool = False
+
+
+def recurrent_scratch(cell: str, x_shape, r_shape, dtype) -> tuple:
     """Scratch layout of a recurrent op (see kernels.scratch): the input projections of
     one direction, one step's gates, the initial hidden state, the cell state (LSTM) and
     one temporary."""
     seq, batch, _ = x_shape
+    hidden = r_shape[2]
     width = GATES[cell] * hidden
     return (("xw", (seq, batch, width), dtype), ("gates", (batch, width), dtype),
             ("h", (batch, hidden), dtype), ("c", (batch, hidden), dtype),
             ("tmp", (batch, hidden), dtype))
+
+
+def recurrent_bytes(cell: str, x_shape, r_shape, dtype) -> int:
+    """The scratch bytes of recurrent_scratch."""
+    return scratch_bytes(recurrent_scratch(cell, x_shape, r_shape, dtype))
+
+
+def recurrent_workspace(scratch, cell: str, x_shape, r_shape, dtype) -> dict:
+    """The arrays of recurrent_scratch, carved out of `scratch`."""
+    return carve(scratch, recurrent_scratch(cell, x_shape, r_shape, dtype))
 
 
 def _activate(name: str, a: np.ndarray, clip: float) -> None:
@@ -45,11 +70,11 @@ def _activate(name: str, a: np.ndarray, clip: float) -> None:
         raise ValueError(f"unknown activation {name!r} (expected Sigmoid, Tanh or Relu)")
 
 
-def _directions(direction: str, activations, per: int):
+def _directions(cell: Cell, per: int):
     """(direction index, reversed, its activations) of each direction run."""
-    dirs = 2 if direction == "bidirectional" else 1
-    acts = list(activations) * (dirs if len(activations) == per else 1)
-    return [(d, direction == "reverse" or d == 1, acts[d * per:(d + 1) * per])
+    dirs = 2 if cell.direction == "bidirectional" else 1
+    acts = list(cell.activations) * (dirs if len(cell.activations) == per else 1)
+    return [(d, cell.direction == "reverse" or d == 1, acts[d * per:(d + 1) * per])
             for d in range(dirs)]
 
 
@@ -70,16 +95,16 @@ def _start(initial, d: int, h: np.ndarray) -> np.ndarray:
     return h
 
 
-def lstm(x, w, r, b, initial_h, initial_c, p, y, y_c, *, direction: str,
-         activations, clip: float, input_forget: bool, ws=None) -> None:
-    """ONNX LSTM (gates i, o, f, c) into y [seq, dirs, batch, hidden] and, unless it is
-    None, the last cell states y_c [dirs, batch, hidden]."""
-    hidden = r.shape[2]
+def lstm(x, w, r, b, initial_h, initial_c, p, y, y_c, ws, cell: Cell) -> None:
+    """ONNX LSTM (gates i, o, f, c; cell.coupled: input_forget) into y [seq, dirs,
+    batch, hidden] and, unless it is None, the last cell states y_c [dirs, batch,
+    hidden]; ws: recurrent_workspace, None for arrays of its own."""
+    hidden, clip = r.shape[2], cell.clip
     if ws is None:
-        ws = carve(None, recurrent_scratch("lstm", x.shape, hidden, y.dtype))
+        ws = recurrent_workspace(None, "lstm", x.shape, r.shape, y.dtype)
     xw, gates, c, tmp = ws["xw"], ws["gates"], ws["c"], ws["tmp"]
     i, o, f, g = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
-    for d, backwards, (act_f, act_g, act_h) in _directions(direction, activations, 3):
+    for d, backwards, (act_f, act_g, act_h) in _directions(cell, 3):
         _project(x, w[d], xw, *(() if b is None else (b[d, :4 * hidden], b[d, 4 * hidden:])))
         h = _start(initial_h, d, ws["h"])
         _start(initial_c, d, c)
@@ -90,7 +115,7 @@ def lstm(x, w, r, b, initial_h, initial_c, p, y, y_c, *, direction: str,
                 i += np.multiply(c, p[d, :hidden], out=tmp)
                 f += np.multiply(c, p[d, 2 * hidden:], out=tmp)
             _activate(act_f, i, clip)
-            if input_forget:
+            if cell.coupled:
                 np.subtract(1, i, out=f)
             else:
                 _activate(act_f, f, clip)
@@ -108,16 +133,16 @@ def lstm(x, w, r, b, initial_h, initial_c, p, y, y_c, *, direction: str,
             np.copyto(y_c[d], c)
 
 
-def gru(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
-        linear_before_reset: bool, ws=None) -> None:
-    """ONNX GRU (gates z, r, h) into y [seq, dirs, batch, hidden]."""
-    hidden = r.shape[2]
+def gru(x, w, r, b, initial_h, y, ws, cell: Cell) -> None:
+    """ONNX GRU (gates z, r, h; cell.coupled: linear_before_reset) into y [seq, dirs,
+    batch, hidden]; ws: recurrent_workspace, None for arrays of its own."""
+    hidden, clip = r.shape[2], cell.clip
     if ws is None:
-        ws = carve(None, recurrent_scratch("gru", x.shape, hidden, y.dtype))
+        ws = recurrent_workspace(None, "gru", x.shape, r.shape, y.dtype)
     xw, gates, tmp = ws["xw"], ws["gates"], ws["tmp"]
     zr, z, reset, hh = gates[:, :2 * hidden], gates[:, :hidden], gates[:, hidden:2 * hidden], \
         gates[:, 2 * hidden:]
-    for d, backwards, (act_f, act_g) in _directions(direction, activations, 2):
+    for d, backwards, (act_f, act_g) in _directions(cell, 2):
         rz, rh = r[d, :2 * hidden], r[d, 2 * hidden:]
         _project(x, w[d], xw, *(() if b is None else (b[d, :3 * hidden],)))
         if b is not None:  # z's and r's recurrence biases join w's; h's is reset with h
@@ -128,7 +153,7 @@ def gru(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
             np.add(zr, xw[t, :, :2 * hidden], out=zr)
             _activate(act_f, z, clip)
             _activate(act_f, reset, clip)
-            if linear_before_reset:
+            if cell.coupled:
                 np.matmul(h, rh.T, out=hh)
                 if b is not None:
                     np.add(hh, b[d, 5 * hidden:], out=hh)
@@ -146,14 +171,14 @@ def gru(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
             np.add(hh, tmp, out=h)
 
 
-def rnn(x, w, r, b, initial_h, y, *, direction: str, activations, clip: float,
-        ws=None) -> None:
-    """ONNX RNN into y [seq, dirs, batch, hidden]."""
-    hidden = r.shape[2]
+def rnn(x, w, r, b, initial_h, y, ws, cell: Cell) -> None:
+    """ONNX RNN into y [seq, dirs, batch, hidden]; ws: recurrent_workspace, None for
+    arrays of its own."""
+    hidden, clip = r.shape[2], cell.clip
     if ws is None:
-        ws = carve(None, recurrent_scratch("rnn", x.shape, hidden, y.dtype))
+        ws = recurrent_workspace(None, "rnn", x.shape, r.shape, y.dtype)
     xw, gates = ws["xw"], ws["gates"]
-    for d, backwards, (act,) in _directions(direction, activations, 1):
+    for d, backwards, (act,) in _directions(cell, 1):
         _project(x, w[d], xw, *(() if b is None else (b[d, :hidden], b[d, hidden:])))
         h = _start(initial_h, d, ws["h"])
         for t in (reversed(range(x.shape[0])) if backwards else range(x.shape[0])):
