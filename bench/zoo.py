@@ -44,7 +44,9 @@ right from wrong).
 The transformers models (bert, distilbert, gpt2 and TRANSFORMERS_TEXT: encoders
 (nystromformer's and big_bird's among them), t5's encoder, the encoder-decoders of bart,
 pegasus, marian, m2m100 and prophetnet, decoders from opt to olmo and mamba's state-space
-model, the audio encoders of whisper, wav2vec2, data2vec_audio and speech_to_text; their
+model, the audio encoders of whisper, wav2vec2, data2vec_audio and speech_to_text, and
+encodec's audio codec (convolutions and 2-layer LSTMs in its encoder and decoder, a
+residual vector quantizer between them, its zero codebooks made standard normal); their
 configs in TRANSFORMER_CONFIGS, eager attention, no key-value cache) take input_ids and
 an attention_mask (the last 16 of 128 tokens padding), both int64 (bart's decoder reads
 its input_ids shifted right, the model's default; pegasus', marian's, m2m100's and
@@ -53,9 +55,10 @@ nystromformer's mask is float32 [1, 1, 1, 128], 0 or float32's lowest, added to 
 attention scores), except whisper's encoder, which takes input_features, [1, 80, 3000]
 (30 s of log-mel frames), speech_to_text's encoder input_features [1, 3000, 80] (30 s
 of filterbank frames), and wav2vec2 and data2vec_audio, which take input_values,
-[1, 16000] (1 s of 16 kHz audio), all standard normal. Not among them: CANINE (its
-attention mask is made in float32 whatever the model's dtype: the float64 run, hence the
-float32 noise, is NaN), LED (its Longformer attention's NonZero on the global-attention
+[1, 16000] (1 s of 16 kHz audio), and encodec, which takes input_values [1, 1, 4800]
+(0.2 s of 24 kHz audio; its outputs the codes and the decoded audio), all standard
+normal. Not among them: CANINE (its attention mask is made in float32 whatever the
+model's dtype: the float64 run, hence the float32 noise, is NaN), LED (its Longformer attention's NonZero on the global-attention
 mask: LightNet refuses NonZero, whose output shape depends on the data), and hubert,
 starcoder2 and blenderbot_small (exported and checked, but wav2vec2's, mistral's and
 bart's patterns again). bert-dynamic, distilbert-dynamic and gpt2-dynamic are
@@ -149,14 +152,14 @@ YOLOS = (
     "yolo11n-cls", "yolo12n", "yolo26n",
 )
 TRANSFORMERS = ("bert", "distilbert", "gpt2")
-# More transformers architectures: encoders, a T5 encoder, a small Llama decoder, and
-# Whisper's audio encoder (see _transformer for their configs).
+# More transformers architectures: encoders, a T5 encoder, a small Llama decoder,
+# Whisper's audio encoder and EnCodec (see _transformer for their configs).
 TRANSFORMERS_TEXT = ("roberta", "albert", "electra", "t5", "llama", "whisper", "opt", "bart",
                      "mistral", "phi", "gemma", "mpnet", "deberta", "bloom", "gpt_neo",
                      "funnel", "mobilebert", "squeezebert", "convbert", "xlnet", "wav2vec2",
                      "clip_text", "gpt_neox", "qwen2", "falcon", "nystromformer", "pegasus",
                      "big_bird", "rembert", "marian", "m2m100", "prophetnet", "data2vec_audio",
-                     "speech_to_text", "mpt", "stablelm", "olmo", "mamba")
+                     "speech_to_text", "mpt", "stablelm", "olmo", "mamba", "encodec")
 TRANSFORMERS_VISION = (
     "levit", "convnextv2", "mobilevit", "segformer", "swinv2", "dinov2", "beit", "poolformer",
     "swiftformer", "cvt", "pvt_v2", "focalnet", "hiera", "clip_vision",
@@ -267,6 +270,8 @@ def _yolo(name: str):
 # on a quarter of each head; olmo's LayerNorm without weights and its query, key and
 # value clipped to [-1, 1] (8 or none in OLMo's releases; 1 clips about 3% of these random
 # weights' queries); mamba's 4 selective state-space layers of 768 (no attention).
+# encodec's is its config's default, the 24 kHz model (LSTMs of 512 over the 75 Hz
+# frames, 1024-entry codebooks, 2 of them at its default 1.5 kbps).
 _DECODER = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8}
 _SEQ2SEQ = {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6,
             "encoder_attention_heads": 12, "decoder_attention_heads": 12,
@@ -353,6 +358,7 @@ TRANSFORMER_CONFIGS = {
     "olmo": ("OlmoConfig", "OlmoModel",
              {**_DECODER, "intermediate_size": 1376, "clip_qkv": 1.0}),
     "mamba": ("MambaConfig", "MambaModel", {"num_hidden_layers": 4}),
+    "encodec": ("EncodecConfig", "EncodecModel", {}),
 }
 
 
@@ -370,6 +376,16 @@ def _transformer(name: str):
         features = rng.standard_normal((1, 3000, config.input_feat_per_channel),
                                        dtype=np.float32)
         return model.get_encoder(), {"input_features": features}, "transformers"
+    if name == "encodec":  # 0.2 s of 24 kHz audio, mono: 15 frames of 320 samples
+        import torch
+
+        # The codebooks are zero buffers (k-means fills them in training), not parameters
+        # _randomize would touch: standard normal entries, so the codes are not all 0.
+        with torch.no_grad():
+            for vq in model.quantizer.layers:
+                vq.codebook.embed.normal_()
+        audio = rng.standard_normal((1, config.audio_channels, 4800), dtype=np.float32)
+        return model, {"input_values": audio}, "transformers"
     if name in AUDIO:
         return model, {"input_values": rng.standard_normal((1, 16000), dtype=np.float32)}, \
             "transformers"

@@ -54,6 +54,7 @@ ARCHS = {
                 "quantize_dnnl",
                 "qconv2d_dnnl",
                 "qmatmul_dnnl",
+                "lstm_dnnl",
             }
         ),
         elementwise_ops=frozenset(

@@ -73,6 +73,10 @@ __all__ = [
     "dequantize",
     "dynamic_quantize",
     "rearange",
+    "lstm",
+    "lstm_state",
+    "gru",
+    "rnn",
     "reduce",
     "relu",
     "reshape",
@@ -2216,6 +2220,247 @@ def rearange(
     """
     return apply(
         "rearange", {"src": src}, {"start": start, "stop": stop, "step": step}, name
+    )
+
+
+def lstm(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    initial_c: Tensor | None = None,
+    p: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    clip: float = 0,
+    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
+    input_forget: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """A long short-term memory layer over the time steps of `x` (ONNX LSTM, layout 0), one
+    or two directions. Per direction and step t: gates = x[t] @ w^T + h @ r^T + b's two
+    halves, in ONNX's order i, o, f, c; with peepholes i += p_i * c and f += p_f * c; i
+    = f_(i), f = f_(f) (1 - i with `input_forget`), c = f * c + i * g_(c~), then o +=
+    p_o * c, o = f_(o), h = o * h_(c). `activations` names f_, g_, h_ (Sigmoid, Tanh,
+    Tanh by default) for both directions, or six for bidirectional, the reverse
+    direction's last; `clip` > 0 bounds the input of f_ and g_ to [-clip, clip]. Absent
+    b, initial states and peepholes are zeros. The ONNX importer makes it of LSTM
+    (transposing layout 1). TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, 4 * hidden, input], gates i, o, f, c. (ndim 3;
+            dtype of x; w is [directions, gates * hidden, input])
+        r: The recurrence weights [directions, 4 * hidden, hidden]. (ndim 3; dtype of x;
+            r is [directions, gates * hidden, hidden]; four gates)
+        b: The biases [directions, 8 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
+        initial_c: The cell state before the first step [directions, batch, hidden].
+            (dtype of x; initial_c is [directions, batch, hidden])
+        p: The peephole weights [directions, 3 * hidden], gates i, o, f. (dtype of x; p
+            is [directions, 3 * hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
+        activations: f_, g_, h_: Sigmoid, Tanh or Relu; three for every direction, or
+            six. (three per direction, each Sigmoid, Tanh or Relu)
+        input_forget: f = 1 - i (ONNX's input_forget).
+        name: The op's name, and its output's; None: `lstm` and a number not taken.
+
+    Returns:
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
+    """
+    return apply(
+        "lstm",
+        {
+            "x": x,
+            "w": w,
+            "r": r,
+            "b": b,
+            "initial_h": initial_h,
+            "initial_c": initial_c,
+            "p": p,
+        },
+        {
+            "direction": direction,
+            "clip": clip,
+            "activations": activations,
+            "input_forget": input_forget,
+        },
+        name,
+    )
+
+
+def lstm_state(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    initial_c: Tensor | None = None,
+    p: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    clip: float = 0,
+    activations: Sequence[str] = ("Sigmoid", "Tanh", "Tanh"),
+    input_forget: bool = False,
+    name: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """lstm, and its last cell state of each direction (ONNX LSTM's Y_c, which the importer
+    asks for only when it is read).
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, 4 * hidden, input], gates i, o, f, c. (ndim 3;
+            dtype of x; w is [directions, gates * hidden, input])
+        r: The recurrence weights [directions, 4 * hidden, hidden]. (ndim 3; dtype of x;
+            r is [directions, gates * hidden, hidden]; four gates)
+        b: The biases [directions, 8 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
+        initial_c: The cell state before the first step [directions, batch, hidden].
+            (dtype of x; initial_c is [directions, batch, hidden])
+        p: The peephole weights [directions, 3 * hidden], gates i, o, f. (dtype of x; p
+            is [directions, 3 * hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
+        activations: f_, g_, h_: Sigmoid, Tanh or Relu; three for every direction, or
+            six. (three per direction, each Sigmoid, Tanh or Relu)
+        input_forget: f = 1 - i (ONNX's input_forget).
+        name: The op's name (its outputs are `<name>_<output>`); None: `lstm_state` and
+            a number not taken.
+
+    Returns:
+        The tuple of its outputs:
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
+        y_c: The last step's cell state [directions, batch, hidden].
+    """
+    return apply(
+        "lstm_state",
+        {
+            "x": x,
+            "w": w,
+            "r": r,
+            "b": b,
+            "initial_h": initial_h,
+            "initial_c": initial_c,
+            "p": p,
+        },
+        {
+            "direction": direction,
+            "clip": clip,
+            "activations": activations,
+            "input_forget": input_forget,
+        },
+        name,
+    )
+
+
+def gru(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    clip: float = 0,
+    activations: Sequence[str] = ("Sigmoid", "Tanh"),
+    linear_before_reset: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """A gated recurrent unit layer over the time steps of `x` (ONNX GRU, layout 0), one or
+    two directions. Per direction and step t, gates in ONNX's order z, r, h: z = f_(x[t]
+    @ w_z^T + h @ r_z^T + biases), r likewise, then h~ = g_(x[t] @ w_h^T + (r * h) @
+    r_h^T + biases), or with `linear_before_reset` g_(x[t] @ w_h^T + r * (h @ r_h^T +
+    rb_h) + wb_h), and h = (1 - z) * h~ + z * h. `activations` names f_, g_ (Sigmoid,
+    Tanh by default) for both directions, or four for bidirectional; `clip` > 0 bounds
+    their inputs to [-clip, clip]. Absent b and initial_h are zeros. The ONNX importer
+    makes it of GRU (transposing layout 1). TL_FLOAT or TL_DOUBLE.
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, 3 * hidden, input], gates z, r, h. (ndim 3;
+            dtype of x; w is [directions, gates * hidden, input])
+        r: The recurrence weights [directions, 3 * hidden, hidden]. (ndim 3; dtype of x;
+            r is [directions, gates * hidden, hidden]; three gates)
+        b: The biases [directions, 6 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
+        activations: f_, g_: Sigmoid, Tanh or Relu; two for every direction, or four.
+            (two per direction, each Sigmoid, Tanh or Relu)
+        linear_before_reset: Apply r after h's recurrence product (ONNX's attribute).
+        name: The op's name, and its output's; None: `gru` and a number not taken.
+
+    Returns:
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
+    """
+    return apply(
+        "gru",
+        {"x": x, "w": w, "r": r, "b": b, "initial_h": initial_h},
+        {
+            "direction": direction,
+            "clip": clip,
+            "activations": activations,
+            "linear_before_reset": linear_before_reset,
+        },
+        name,
+    )
+
+
+def rnn(
+    x: Tensor,
+    w: Tensor,
+    r: Tensor,
+    b: Tensor | None = None,
+    initial_h: Tensor | None = None,
+    *,
+    direction: Literal["forward", "reverse", "bidirectional"] = "forward",
+    clip: float = 0,
+    activations: Sequence[str] = ("Tanh",),
+    name: str | None = None,
+) -> Tensor:
+    """A simple recurrent layer over the time steps of `x` (ONNX RNN, layout 0), one or two
+    directions: per direction and step t, h = f_(x[t] @ w^T + h @ r^T + both biases).
+    `activations` names f_ (Tanh by default) for both directions, or two for
+    bidirectional; `clip` > 0 bounds its input to [-clip, clip]. Absent b and initial_h
+    are zeros. The ONNX importer makes it of RNN (transposing layout 1). TL_FLOAT or
+    TL_DOUBLE.
+
+    Args:
+        x: The sequence [seq, batch, input]. (dtype float; ndim 3)
+        w: The input weights [directions, hidden, input]. (ndim 3; dtype of x; w is
+            [directions, gates * hidden, input])
+        r: The recurrence weights [directions, hidden, hidden]. (ndim 3; dtype of x; r
+            is [directions, gates * hidden, hidden]; one gate)
+        b: The biases [directions, 2 * hidden]: w's, then r's. (dtype of x; b is
+            [directions, 2 * gates * hidden])
+        initial_h: The hidden state before the first step. (dtype of x; initial_h is
+            [directions, batch, hidden])
+        direction: The order of the steps; bidirectional: both, forward first.
+        clip: Bounds the input of every activation but h_'s; 0: no bound. (>= 0)
+        activations: f_: Sigmoid, Tanh or Relu; one for every direction, or two. (one
+            per direction, each Sigmoid, Tanh or Relu)
+        name: The op's name, and its output's; None: `rnn` and a number not taken.
+
+    Returns:
+        y: Every step's hidden state [seq, directions, batch, hidden] (ONNX's Y; Y_h is
+            its last step of each direction).
+    """
+    return apply(
+        "rnn",
+        {"x": x, "w": w, "r": r, "b": b, "initial_h": initial_h},
+        {"direction": direction, "clip": clip, "activations": activations},
+        name,
     )
 
 

@@ -167,6 +167,20 @@ ACTIVATION_DNNL = (
     ParamArg("swish_alpha", ParamType.NUMBER, 1.0, realtype="float"),
 )
 
+# A recurrent layer (ONNX LSTM, GRU, RNN) over the steps of `x` [seq, batch, input],
+# with the weights `w` [directions, gates * hidden, input] and `r` [directions, gates *
+# hidden, hidden], the biases `b` [directions, 2 * gates * hidden] (w's, then r's) and
+# the hidden state before the first step `initial_h` [directions, batch, hidden].
+RECURRENT = (
+    ParamArg(
+        "direction",
+        ParamType.STRING,
+        "forward",
+        choices=("forward", "reverse", "bidirectional"),
+    ),
+    ParamArg("clip", ParamType.NUMBER, 0, realtype="float", bounds=(("ge", 0),)),
+)
+
 
 def window2d_autopad(ck: Checker) -> None:
     """The checks of window2d's autopad, for every op taking the group."""
@@ -283,3 +297,38 @@ def pool_window2d_checks(ck: Checker) -> None:
 def pool_window3d_checks(ck: Checker) -> None:
     """The checks of pool_window3d, for every op taking the group."""
     pool_window2d_checks(ck)
+
+
+def recurrent_checks(ck: Checker) -> None:
+    """The checks of recurrent, for every op taking the group."""
+    x, w, direction, r, b = ck.get("x", "w", "direction", "r", "b")
+    (initial_h,) = ck.get("initial_h")
+    ck.satisfy(
+        "tensor_in 'w'",
+        w.shape[0] == (2 if direction == "bidirectional" else 1)
+        and w.shape[2] == x.shape[2],
+        "w.shape[0] == (2 if direction == 'bidirectional' else 1) and w.shape[2] == x.shape[2]",
+        "w is [directions, gates * hidden, input]",
+        lambda: found(x=x, w=w, direction=direction),
+    )
+    ck.satisfy(
+        "tensor_in 'r'",
+        r.shape[:2] == w.shape[:2] and r.shape[1] % r.shape[2] == 0,
+        "r.shape[:2] == w.shape[:2] and r.shape[1] % r.shape[2] == 0",
+        "r is [directions, gates * hidden, hidden]",
+        lambda: found(w=w, r=r),
+    )
+    ck.satisfy(
+        "tensor_in 'b'",
+        b is None or b.shape == (w.shape[0], 2 * w.shape[1]),
+        "b is None or b.shape == (w.shape[0], 2 * w.shape[1])",
+        "b is [directions, 2 * gates * hidden]",
+        lambda: found(w=w, b=b),
+    )
+    ck.satisfy(
+        "tensor_in 'initial_h'",
+        initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2]),
+        "initial_h is None or initial_h.shape == (w.shape[0], x.shape[1], r.shape[2])",
+        "initial_h is [directions, batch, hidden]",
+        lambda: found(x=x, w=w, r=r, initial_h=initial_h),
+    )

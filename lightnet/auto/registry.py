@@ -59,6 +59,7 @@ from lightnet.auto.ops import qlookup as qlookup_ops
 from lightnet.auto.ops import qmatmul as qmatmul_ops
 from lightnet.auto.ops import quantize as quantize_ops
 from lightnet.auto.ops import rearange as rearange_ops
+from lightnet.auto.ops import recurrent as recurrent_ops
 from lightnet.auto.ops import reduce as reduce_ops
 from lightnet.auto.ops import relu as relu_ops
 from lightnet.auto.ops import reorder as reorder_ops
@@ -143,6 +144,7 @@ OP_PROTOS = {
         qmatmul_ops,
         quantize_ops,
         rearange_ops,
+        recurrent_ops,
         reduce_ops,
         relu_ops,
         reorder_ops,

@@ -57,7 +57,7 @@ _HANDLES = {"dnnl_engine_t", "dnnl_stream_t", "dnnl_memory_desc_t", "const_dnnl_
             "const char*"}
 _ENUMS = {"dnnl_status_t", "dnnl_engine_kind_t", "dnnl_data_type_t", "dnnl_format_tag_t",
           "dnnl_prop_kind_t", "dnnl_alg_kind_t", "dnnl_query_t", "dnnl_scratchpad_mode_t",
-          "dnnl_cpu_isa_t", "int"}
+          "dnnl_cpu_isa_t", "dnnl_rnn_direction_t", "int"}
 _SCALARS = {"unsigned": ctypes.c_uint, "size_t": ctypes.c_size_t, "float": ctypes.c_float,
             "int32_t": ctypes.c_int32, "dnnl_dim_t": ctypes.c_int64}
 

@@ -862,7 +862,7 @@ CASES = [
         """, "bad.param_groups", "'window3d' is not a group of descriptions/params.yaml "
                                  "(known: window2d, dilated_window2d, conv_window2d, "
                                  "pool_window2d, pool_window3d, "
-                                 "activation, activation_dnnl)"),
+                                 "activation, activation_dnnl, recurrent)"),
     Case("op-group-twice", """\
         bad:
           arch: none

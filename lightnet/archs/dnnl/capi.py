@@ -77,6 +77,9 @@ dnnl_aBcde8b = 142
 
 # dnnl_prop_kind_t
 dnnl_forward_inference = 96
+# dnnl_rnn_direction_t
+dnnl_unidirectional_left2right = 1
+dnnl_unidirectional_right2left = 2
 
 # dnnl_alg_kind_t
 dnnl_convolution_direct = 0x1
@@ -167,8 +170,12 @@ dnnl_cpu_isa_avx512_core_amx_fp16 = 0x1FEF
 DNNL_MAX_NDIMS = 12
 DNNL_ARG_SRC = 1
 DNNL_ARG_SRC_1 = 2
+DNNL_ARG_SRC_2 = 3
 DNNL_ARG_DST = 17
+DNNL_ARG_DST_2 = 19
 DNNL_ARG_WEIGHTS = 33
+DNNL_ARG_WEIGHTS_1 = 34
+DNNL_ARG_WEIGHTS_2 = 35
 DNNL_ARG_BIAS = 41
 DNNL_ARG_MEAN = 49
 DNNL_ARG_VARIANCE = 50
@@ -272,6 +279,11 @@ FUNCTIONS = {
     "dnnl_shuffle_forward_primitive_desc_create": (
         c_int, [_OUT, _H, c_int, _H, _H, c_int, c_int64, _H]),
     "dnnl_reorder_primitive_desc_create": (c_int, [_OUT, _H, _H, _H, _H, _H]),
+    # (engine, prop_kind, direction, src_layer, src_iter, src_iter_c, weights_layer,
+    # weights_iter, weights_peephole, weights_projection, bias, dst_layer, dst_iter,
+    # dst_iter_c, flags, attr)
+    "dnnl_lstm_forward_primitive_desc_create": (
+        c_int, [_OUT, _H, c_int, c_int, _H, _H, _H, _H, _H, _H, _H, _H, _H, _H, _H, c_uint, _H]),
     "dnnl_primitive_desc_query": (c_int, [_H, c_int, c_int, c_void_p]),
     "dnnl_primitive_desc_query_md": (c_void_p, [_H, c_int, c_int]),
     "dnnl_primitive_desc_destroy": (c_int, [_H]),

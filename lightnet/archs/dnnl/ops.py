@@ -35,7 +35,7 @@ from lightnet.errors import LightNetError
 PENDING = "any"
 
 __all__ = ["PENDING", "Layout", "Call", "Unsupported", "kernel_cache", "bind", "conv2d", "deconv2d", "matmul",
-           "qconv2d", "qmatmul", "int8_exact", "int8_sums_exact", "int8_residual",
+           "qconv2d", "qmatmul", "lstm", "int8_exact", "int8_sums_exact", "int8_residual",
            "zero_point", "quantize", "dequantize",
            "merged_groups", "linear_shapes", "pool", "transpose", "batchnorm", "layernorm",
            "lrn", "softmax",
@@ -939,6 +939,31 @@ def layernorm(op, src, scale, bias, dst, *, axis, epsilon) -> int:
     # dst is left out of the entries: its layout, recorded here, is of its own shape.
     return _settle(op, Call(kernel, args, {"src": src, "scale": scale, "bias": bias},
                             before))
+
+
+def lstm(op, x, w_layer, w_iter, bias, initial_h, initial_c, peephole, y,
+         direction) -> int:
+    """One direction of an LSTM: its weights oneDNN's (the dnnl expander made them of
+    the ONNX ones), the two matrices read in the layout the primitive chose (a
+    weights_dnnl op reorders them once, at load); x, the initial states and y plain."""
+    dtype = _dtype(x)
+    seq, batch, inputs = x.shape
+    kernel = _create(primitives.lstm, seq, batch, inputs, w_iter.shape[2],
+                     reverse=direction == "reverse", peephole=peephole is not None,
+                     states=initial_h is not None, dtype=dtype)
+    before = {}
+    for entry, name in ((x, "src_layer"), (initial_h, "src_iter"), (initial_c, "src_iter_c")):
+        if entry is not None:
+            _read_plain(entry, dtype, name, before)
+    record(y, _plain(y.shape, dtype))
+    names = {"src_layer": "x", "weights_layer": "w_layer", "weights_iter": "w_iter",
+             "bias": "bias", "src_iter": "initial_h", "src_iter_c": "initial_c",
+             "weights_peephole": "peephole", "dst_layer": "y"}
+    entries = {"x": x, "w_layer": w_layer, "w_iter": w_iter, "bias": bias,
+               "initial_h": initial_h, "initial_c": initial_c, "peephole": peephole}
+    # y is left out of the entries: its layout, recorded here, is of its own shape.
+    return _settle(op, Call(kernel, {k: v for k, v in names.items() if k in kernel.args},
+                            entries, before))
 
 
 def softmax(op, src, dst, *, axis, log: bool = False) -> int:

@@ -62,7 +62,7 @@ __all__ = ["Kernel", "Unsupported", "ELTWISE", "BINARY", "eltwise_post_op", "sum
            "binary_post_op", "conv2d", "deconv2d", "matmul", "Linear", "linear", "pool",
            "eltwise", "binary", "concat", "batchnorm", "layernorm", "lrn", "softmax",
            "resample", "reorder", "plain_desc", "strided_desc", "REDUCTION", "reduction",
-           "shuffle", "Quantization", "qconv2d", "qmatmul"]
+           "shuffle", "Quantization", "qconv2d", "qmatmul", "lstm"]
 
 
 class Unsupported(Exception):
@@ -1066,6 +1066,45 @@ def layernorm(shape, epsilon: float, *, scale: bool = True, shift: bool = True,
         raise Unsupported(f"oneDNN layernorm: dst in another layout than src "
                           f"({kernel.descs['src'].format} to {kernel.descs['dst'].format})")
     return kernel
+
+
+def lstm(seq: int, batch: int, inputs: int, hidden: int, *, reverse: bool, peephole: bool,
+         states: bool, dtype: str = "float32") -> Kernel:
+    """One layer, one direction of oneDNN's LSTM (gates i, f, c~, o; sigmoid, tanh,
+    tanh): tensors src_layer [seq, batch, inputs] and dst_layer [seq, batch, hidden]
+    plain; weights_layer [1, 1, inputs, 4, hidden] and weights_iter [1, 1, hidden, 4,
+    hidden] in the layout oneDNN chooses (plain: ldigo); bias [1, 1, 4, hidden] and, with
+    `peephole`, weights_peephole [1, 1, 3, hidden] (gates i, f, o) plain; with `states`,
+    the initial states src_iter and src_iter_c [1, 1, batch, hidden] plain (oneDNN takes
+    both or neither; neither: zeros). No final states: oneDNN writes the last cell state
+    only with the last hidden state, which Y holds."""
+    state = (1, 1, batch, hidden)
+    plain = {"src_layer": plain_desc((seq, batch, inputs), dtype),
+             "weights_layer": plain_desc((1, 1, inputs, 4, hidden), dtype),
+             "weights_iter": plain_desc((1, 1, hidden, 4, hidden), dtype),
+             "bias": plain_desc((1, 1, 4, hidden), dtype),
+             "dst_layer": plain_desc((seq, batch, hidden), dtype)}
+    args = {"src_layer": capi.DNNL_ARG_SRC, "weights_layer": capi.DNNL_ARG_WEIGHTS,
+            "weights_iter": capi.DNNL_ARG_WEIGHTS_1, "bias": capi.DNNL_ARG_BIAS,
+            "dst_layer": capi.DNNL_ARG_DST}
+    if states:
+        plain["src_iter"] = plain_desc(state, dtype)
+        plain["src_iter_c"] = plain_desc(state, dtype)
+        args.update(src_iter=capi.DNNL_ARG_SRC_1, src_iter_c=capi.DNNL_ARG_SRC_2)
+    if peephole:
+        plain["weights_peephole"] = plain_desc((1, 1, 3, hidden), dtype)
+        args["weights_peephole"] = capi.DNNL_ARG_WEIGHTS_2
+    descs = {**plain, "weights_layer": _desc(plain["weights_layer"].shape, dtype, "any"),
+             "weights_iter": _desc(plain["weights_iter"].shape, dtype, "any")}
+    direction = (capi.dnnl_unidirectional_right2left if reverse
+                 else capi.dnnl_unidirectional_left2right)
+    pd = capi.PrimitiveDesc.create(
+        "dnnl_lstm_forward_primitive_desc_create", capi.library().engine,
+        capi.dnnl_forward_inference, direction, descs["src_layer"], descs.get("src_iter"),
+        descs.get("src_iter_c"), descs["weights_layer"], descs["weights_iter"],
+        descs.get("weights_peephole"), None, descs["bias"], descs["dst_layer"], None, None,
+        0, capi.Attr())
+    return Kernel("lstm", pd, args, plain)
 
 
 def lrn(shape, *, size: int, alpha: float, beta: float, bias: float, dtype: str = "float32",

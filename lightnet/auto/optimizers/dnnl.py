@@ -29,6 +29,54 @@ from lightnet.ir import shapes
 from lightnet.ir.tensor import DType
 
 
+def expand_lstm(ctx, target):
+    """Lower lstm to lstm_dnnl."""
+    op = OpView(ctx, target)
+    if not (op.ins.x.dtype == DType.TL_FLOAT):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    if (
+        op.params.direction != "bidirectional"
+        and tuple(op.params.activations) == ("Sigmoid", "Tanh", "Tanh")
+        and op.params.clip == 0
+        and not op.params.input_forget
+        and op.given("initial_h") == op.given("initial_c")
+        and op.known("w", "r")
+        and (not op.given("b") or op.known("b"))
+        and (not op.given("p") or op.known("p"))
+    ):
+        w_layer, w_iter, bias, peephole = b.constants(
+            op.name,
+            ("w_layer", "w_iter", "bias", "peephole"),
+            kernels.lstm_onednn_weights(
+                op.value("w"),
+                op.value("r"),
+                op.value("b") if op.given("b") else None,
+                op.value("p") if op.given("p") else None,
+                op.ins.x.dtype.np,
+            ),
+        )
+        return [
+            *b.create_ops,
+            b.op(
+                "lstm_dnnl",
+                name=op.name,
+                ins={
+                    "x": op.ins.x,
+                    "w_layer": w_layer,
+                    "w_iter": w_iter,
+                    "bias": bias,
+                    "initial_h": op.ins.initial_h if op.given("initial_h") else None,
+                    "initial_c": op.ins.initial_c if op.given("initial_c") else None,
+                    "peephole": peephole if op.given("p") else None,
+                },
+                outs={"y": op.outs.y},
+                params={"direction": op.params.direction},
+            ),
+        ]
+    return None
+
+
 def expand_avgpool2d(ctx, target):
     """Lower avgpool2d to avgpool2d_dnnl."""
     op = OpView(ctx, target)
@@ -1526,6 +1574,7 @@ def combine_fuse_swish(ctx, window):
 ELEMENTWISE_OPS = ARCHS["dnnl"].elementwise_ops
 
 EXPANDERS = {
+    "lstm": expand_lstm,
     "avgpool2d": expand_avgpool2d,
     "avgpool3d": expand_avgpool3d,
     "elew": expand_elew,

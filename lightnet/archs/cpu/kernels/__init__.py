@@ -19,6 +19,7 @@ from lightnet.archs.cpu.kernels.norm import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.pad import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.pool import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.quant import *  # noqa: F401,F403
+from lightnet.archs.cpu.kernels.recurrent import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.reduce import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.grid_sample import *  # noqa: F401,F403
 from lightnet.archs.cpu.kernels.interpolate import *  # noqa: F401,F403

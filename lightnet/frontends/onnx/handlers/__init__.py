@@ -2,5 +2,5 @@
 (see dispatch.py for how a handler declares the attributes it accepts)."""
 
 from . import (activations, control, conv, elements, elementwise, grid_sample,  # noqa: F401
-               logic, math, matmul, normalization, quantize, reduce, resize, shape,
+               logic, math, matmul, normalization, quantize, recurrent, reduce, resize, shape,
                space_depth)
