@@ -397,7 +397,7 @@ def ir_gemms(ctx) -> list[tuple[int, int, int, int]]:
     for op in ctx.ops:
         shape = {arg: ctx.tensors[name].shape
                  for arg, name in (*op.tensors_in.items(), *op.tensors_out.items())}
-        if op.optype == "conv2d":
+        if op.optype in ("conv2d", "conv3d"):  # (3-D: one more spatial axis of each)
             out, w, group = shape["dst"], shape["weight"], op.values["group"]
             products.append((out[0] * group, w[0] // group, math.prod(w[1:]),
                              math.prod(out[2:])))
