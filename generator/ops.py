@@ -528,9 +528,23 @@ def _op_checked(optype: str, value, file: str, archs: dict[str, ArchDesc],
                 OwnChecks(tuple(params), tuple(ins), first is not None,
                           checks[len(group_checks):],
                           tuple((t.arg_name, c) for t in outs for c in t.checks)),
-                converts, len(group_checks))
+                converts, len(group_checks), _template(value, archs.get(arch)))
     f.done()
     return op
+
+
+# The keys of an op a template gives: its hooks (a template's doc is the op's own).
+TEMPLATE_HOOKS = ("scratch", "static_run", "run")
+
+
+def _template(value, arch: ArchDesc | None) -> str | None:
+    """The template of the op described by `value` (inheritance and template merged in)
+    when every hook it has is the template's, as the template gives it."""
+    name = value.get("template")
+    template = arch.templates.get(name) if arch is not None and name else None
+    if template is None or any(value.get(k) != template.get(k) for k in TEMPLATE_HOOKS):
+        return None
+    return name
 
 
 def _group_checks(group: ParamGroup, groups: dict[str, ParamGroup]):

@@ -245,11 +245,11 @@ def _proto_fields(op: OpDesc, family: Family, groups) -> dict[str, str]:
               **{kind: _table(op, family, groups, kind) for kind in _TABLES},
               "pre_run": f"{_pre_run_of(op, family)}_pre_run", "source": repr(family.source)}
     if op.scratch:
-        fields["scratch"] = f"{_scratch_of(op, family)}_scratch"
+        fields["scratch"] = f"{_hooks_of(_scratch_op(op, family))}_scratch"
     if any(t.view for t in op.tensors_out):
         fields["views"] = f"{_views_of(op, family)}_views"
     if op.static_run or op.run:
-        fields["load"] = f"{op.optype}_load"
+        fields["load"] = f"{_hooks_of(op)}_load"
     if op.post_run:
         fields["post_run"] = f"{op.optype}_post_run"
     if op.assemble:
@@ -317,14 +317,31 @@ def _pre_run_of(op: OpDesc, family: Family) -> str:
     return op.optype
 
 
-def _scratch_of(op: OpDesc, family: Family) -> str:
+def _scratch_op(op: OpDesc, family: Family) -> OpDesc:
     """The op whose scratch function this op uses (the same expression)."""
     owner = op
     for o in _chain(op, family):
         if o.scratch != op.scratch:
             break
         owner = o
-    return owner.optype
+    return owner
+
+
+def _scratch_of(op: OpDesc, family: Family) -> str:
+    return _scratch_op(op, family).optype
+
+
+def _hooks_of(op: OpDesc) -> str:
+    """The prefix of the names of `op`'s hook functions: its template's (written once,
+    in lightnet/auto/templates.py), else its own optype."""
+    return f"{op.arch}_{op.template}" if op.template else op.optype
+
+
+def _template_hooks(op: OpDesc, family: Family) -> list[str]:
+    """The template hook functions `op` uses (its scratch may be its parent's)."""
+    owner = _scratch_op(op, family)
+    names = [f"{_hooks_of(owner)}_scratch"] if op.scratch and owner.template else []
+    return names + ([f"{_hooks_of(op)}_load"] if op.template else [])
 
 
 def _views_of(op: OpDesc, family: Family) -> str:
@@ -400,8 +417,9 @@ def _globals_used(texts) -> dict[str, bool]:
 def _uses(family: Family, groups) -> dict[str, bool]:
     text = []
     for op in family.ops:
-        text += [op.pre_run or "", op.static_run or "", op.run or "", op.post_run or "",
-                 op.scratch or ""]
+        # (a template's hooks are written, and import what they read, once)
+        hooks = [] if op.template else [op.static_run or "", op.run or "", op.scratch or ""]
+        text += [op.pre_run or "", op.post_run or "", *hooks]
         text += [t.len or "" for t in op.tensors_in]
         text += [t.shape + (t.view or "") + t.dtype + (t.from_file or "") for t in op.tensors_out]
         text += [b.value for p in op.params for b in p.bounds] + [p.len or "" for p in op.params]
@@ -414,7 +432,9 @@ def _uses(family: Family, groups) -> dict[str, bool]:
         "np": bool(re.search(r"\bnp\b", joined)),
         "math": bool(re.search(r"\bmath\b", joined)),
         "found": any(_satisfied(op) for op in family.ops),
-        "checker": any(_has_pre_run(op) or op.scratch for op in family.ops),
+        "checker": any(_has_pre_run(op) or op.scratch and not op.template
+                       for op in family.ops),
+        "templates": sorted({n for op in family.ops for n in _template_hooks(op, family)}),
         "params": any(_table_parts(op, family, groups, "params")[1] for op in family.ops),
         "tensor_args": any(_table_parts(op, family, groups, kind)[1] for op in family.ops
                            for kind in ("tensors_in", "tensors_out")),
@@ -633,7 +653,7 @@ def environment(templates: Path) -> jinja2.Environment:
         is_number=is_number,
         pre_run_of=_pre_run_of,
         scratch_of=_scratch_of,
-        own_scratch=lambda op, family: _scratch_of(op, family) == op.optype,
+        own_scratch=lambda op, family: _scratch_of(op, family) == op.optype and not op.template,
         views_of=_views_of,
         own_views=lambda op, family: _views_of(op, family) == op.optype,
         names_read_by_outputs=lambda op: _names_read(
@@ -664,6 +684,34 @@ def format_python(source: str, name: str) -> str:
         reason = str(e).splitlines()[0] if str(e) else "black cannot parse it"
         raise RenderError(f"{name}: the rendered code is not valid Python ({reason}); "
                           "a template or a snippet is broken") from None
+
+
+def _templates_module(env: jinja2.Environment, descriptions: Descriptions) -> str:
+    """lightnet/auto/templates.py: the hooks of each arch template some op uses, written
+    once. Every op of a template must bind the same names in them (its args of the
+    template's names are the same kind: inputs, outputs or params)."""
+    hooks = env.get_template("hooks.j2").module
+    shared: dict[str, tuple[OpDesc, str]] = {}
+    for family in descriptions.families:
+        for op in family.ops:
+            if not op.template:
+                continue
+            name = _hooks_of(op)
+            text = (hooks.scratch(op, name) if op.scratch else "") + hooks.load(op, name)
+            first = shared.setdefault(name, (op, text))
+            if first[1] != text:
+                raise RenderError(
+                    f"{family.source}: {op.optype} and {first[0].optype} bind the names of "
+                    f"arch template '{op.template}' differently (inputs, outputs or params "
+                    "of theirs): give one its own hooks")
+    texts = [text for _, text in shared.values()]
+    joined = "\n".join(t for op, _ in shared.values()
+                       for t in (op.scratch or "", op.static_run or "", op.run or ""))
+    text = env.get_template("templates.py.j2").render(
+        hooks=texts, uses={m: bool(re.search(rf"\b{m}\b", joined))
+                           for m in ("np", "math", "kernels", "dnnl", "shapes")},
+        checker=any(op.scratch for op, _ in shared.values()))
+    return format_python(text, "lightnet/auto/templates.py")
 
 
 def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
@@ -708,6 +756,7 @@ def render_all(root: Path, descriptions: Descriptions) -> dict[str, str]:
                                for c in (*(c for _, c in g.checks),
                                          *(c for p in g.params for c in p.checks))))
         files[path] = format_python(text, path)
+    files["lightnet/auto/templates.py"] = _templates_module(env, descriptions)
     builders = [op for op in descriptions.ops()
                 if not op.runnable and op.optype not in HAND_WRITTEN_BUILDERS]
     text = env.get_template("nn.py.j2").render(ops=builders)

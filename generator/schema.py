@@ -171,6 +171,9 @@ class OpDesc:
     # apply to it, nor to the expanders lowering it.
     converts: bool = False
     group_checks: int = 0  # its first `checks` are its param groups', made by their verifiers
+    # The arch template whose scratch and run code it runs as given (none of it its
+    # own): its hooks are the template's, generated once (lightnet/auto/templates.py).
+    template: str | None = None
 
     @property
     def runnable(self) -> bool:

@@ -44,6 +44,8 @@ CONV2D = CASES[FAMILIES.index("conv2d.yaml")][2]  # a dnnl variant, ops taking g
 CASES.append(("archs", "dnnl.yaml", CONV2D, {}))
 CASES.append(("", "params.yaml", CONV2D, {}))
 PARAMS = (ROOT / "descriptions" / "params.yaml").read_text()
+# The test archs, the cpu's with the repository's templates (conv2d_cpu runs one).
+ARCHS = {**BASE_ARCHS, "cpu.yaml": (ROOT / "descriptions" / "archs" / "cpu.yaml").read_text()}
 
 
 def _text(kind: str, name: str, ops: dict, optimizers: dict) -> str:
@@ -60,7 +62,7 @@ def _root(case: int) -> tuple[Path, dict]:
     """The generated root of a case (made once), and its snapshot."""
     if case not in _ROOTS:
         _, _, ops, optimizers = CASES[case]
-        root = make_root(_TMP / f"root{case}", ops, optimizers)
+        root = make_root(_TMP / f"root{case}", ops, optimizers, ARCHS)
         result = run(root)
         assert result.rc == 0, result.err
         _ROOTS[case] = root, snapshot(root)

@@ -211,3 +211,34 @@ def test_a_templates_code_is_checked_where_an_op_takes_it(tmp_path):
     assert result.rc == 1
     assert result.err.startswith("error: descriptions/ops/shift.yaml:14: shift_cpu.static_run: "
                                  "unknown name 'alpha'")
+
+
+def test_ops_running_a_template_as_given_share_its_hooks_written_once(tmp_path):
+    """An op whose hooks are all its template's runs the template's, generated once in
+    lightnet/auto/templates.py; one giving any of its own has its own functions."""
+    ops = {"scale.yaml": BASE_OPS["scale.yaml"].split("scale_cpu:")[0] + """\
+scale_cpu: {inherits: scale, arch: cpu, template: scaling}
+
+scale_twice_cpu: {inherits: scale, arch: cpu, template: scaling, run: "np.multiply(src, 2 * factor, out=dst)"}
+"""}
+    root = make_root(tmp_path / "root", ops, archs=TEMPLATED)
+    files = render.render_all(root, model.load(root))
+    shared, scale = files["lightnet/auto/templates.py"], files["lightnet/auto/ops/scale.py"]
+    assert shared.count("def cpu_scaling_load(op, arrays):") == 1
+    assert "from lightnet.auto.templates import cpu_scaling_load" in scale
+    assert "def scale_cpu_load" not in scale and "load=cpu_scaling_load" in scale
+    assert "def scale_twice_cpu_load(op, arrays):" in scale
+    # Another family's op binding the template's names otherwise (alpha an input there).
+    ops["weigh.yaml"] = """\
+weigh:
+  arch: none
+  tensors_in: {src: {}, alpha: {sametype: src}}
+  tensors_out: {dst: {dtype: src.dtype, shape: src.shape}}
+
+weigh_cpu: {inherits: weigh, arch: cpu, template: scaling}
+"""
+    root = make_root(tmp_path / "bad", ops, archs=TEMPLATED)
+    with pytest.raises(render.RenderError, match="descriptions/ops/weigh.yaml: weigh_cpu and "
+                                                 "scale_cpu bind the names of arch template "
+                                                 "'scaling' differently"):
+        render.render_all(root, model.load(root))

@@ -23,6 +23,7 @@ EXPECTED_FILES = {
     "lightnet/auto/optimizers/cpu.py",
     "lightnet/auto/params.py",
     "lightnet/auto/registry.py",
+    "lightnet/auto/templates.py",
 }
 
 

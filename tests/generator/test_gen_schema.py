@@ -861,7 +861,7 @@ CASES = [
           param_groups: [window3d]   # <-
         """, "bad.param_groups", "'window3d' is not a group of descriptions/params.yaml "
                                  "(known: window2d, dilated_window2d, conv_window2d, "
-                                 "pool_window2d, pool_window3d, "
+                                 "conv_window3d, pool_window2d, pool_window3d, "
                                  "activation, activation_dnnl, recurrent)"),
     Case("op-group-twice", """\
         bad:

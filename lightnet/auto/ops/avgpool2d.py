@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
-from lightnet.archs.cpu import kernels
-from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import POOL_WINDOW2D, pool_window2d_checks, window2d_autopad
+from lightnet.auto.templates import (
+    cpu_avgpool_load,
+    cpu_avgpool_scratch,
+    dnnl_avgpool_load,
+    dnnl_avgpool_scratch,
+)
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -54,60 +56,13 @@ AVGPOOL2D = OpProto(
 )
 
 
-def avgpool2d_cpu_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    (dilation,) = ck.get("dilation")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.pool_scratch(
-                src.shape,
-                dst.shape,
-                size=size,
-                stride=stride,
-                padding=padding,
-                dtype=src.dtype.np,
-                dilation=dilation,
-            )
-        )
-    )
-
-
-def avgpool2d_cpu_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
-    dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
-    scratch = arrays[op.scratch_key]
-    ws = kernels.avgpool_workspace(
-        src.shape,
-        dst.shape,
-        size=size,
-        stride=stride,
-        padding=padding,
-        count_include_pad=count_include_pad,
-        dtype=dst.dtype,
-        scratch=scratch,
-        dilation=dilation,
-    )
-    return lambda: kernels.avgpool(
-        src,
-        dst,
-        size=size,
-        stride=stride,
-        padding=padding,
-        count_include_pad=count_include_pad,
-        dilation=dilation,
-        ws=ws,
-    )
-
-
 AVGPOOL2D_CPU = replace(
     AVGPOOL2D,
     optype="avgpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    scratch=avgpool2d_cpu_scratch,
-    load=avgpool2d_cpu_load,
+    scratch=cpu_avgpool_scratch,
+    load=cpu_avgpool_load,
 )
 
 
@@ -126,42 +81,14 @@ def avgpool2d_dnnl_pre_run(op, tensors):
     )
 
 
-def avgpool2d_dnnl_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    dilation, ceil_mode = ck.get("dilation", "ceil_mode")
-    (count_include_pad,) = ck.get("count_include_pad")
-    ck.scratch(
-        dnnl.pool(
-            op,
-            src,
-            dst,
-            kind="avg",
-            size=size,
-            stride=stride,
-            padding=padding,
-            dilation=dilation,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-        )
-    )
-
-
-def avgpool2d_dnnl_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    scratch = arrays[op.scratch_key]
-    execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return execute
-
-
 AVGPOOL2D_DNNL = replace(
     AVGPOOL2D,
     optype="avgpool2d_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
     pre_run=avgpool2d_dnnl_pre_run,
-    scratch=avgpool2d_dnnl_scratch,
-    load=avgpool2d_dnnl_load,
+    scratch=dnnl_avgpool_scratch,
+    load=dnnl_avgpool_load,
 )
 
 PROTOS = (AVGPOOL2D, AVGPOOL2D_CPU, AVGPOOL2D_DNNL)

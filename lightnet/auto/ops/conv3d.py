@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
-from lightnet.archs.cpu import kernels
 from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT
 from lightnet.auto.archs import dnnl_dtype
@@ -19,6 +16,7 @@ from lightnet.auto.params import (
     conv_window3d_checks,
     window2d_autopad,
 )
+from lightnet.auto.templates import cpu_conv_load, cpu_conv_scratch
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -104,81 +102,6 @@ def conv3d_cpu_pre_run(op, tensors):
     )
 
 
-def conv3d_cpu_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, weight, dst, stride = ck.get("src", "weight", "dst", "stride")
-    padding, activation = ck.get("padding", "activation")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.conv2d_scratch(
-                src.shape,
-                weight.shape,
-                dst.shape,
-                stride=stride,
-                padding=padding,
-                dtype=src.dtype.np,
-                activation=activation,
-            )
-        )
-    )
-
-
-def conv3d_cpu_load(op, arrays):
-    src, weight, bias, bn_scale = op.arrays(arrays, "src", "weight", "bias", "bn_scale")
-    bn_offset, bn_mean, bn_var = op.arrays(arrays, "bn_offset", "bn_mean", "bn_var")
-    residual, dst = op.arrays(arrays, "residual", "dst")
-    stride, padding = op.values["stride"], op.values["padding"]
-    dilation, group = op.values["dilation"], op.values["group"]
-    activation, negslope = op.values["activation"], op.values["negslope"]
-    clip_min, clip_max = op.values["clip_min"], op.values["clip_max"]
-    bn_epsilon = op.values["bn_epsilon"]
-    scratch = arrays[op.scratch_key]
-    ws = kernels.conv2d_workspace(
-        src.shape,
-        weight.shape,
-        dst.shape,
-        group=group,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        dtype=dst.dtype,
-        scratch=scratch,
-        activation=activation,
-    )
-    act_ws = ws.get("act")
-    if bn_scale is None:
-        w, b = weight, bias
-    else:
-        w, b = kernels.fold_batchnorm_conv(
-            weight, bias, bn_scale, bn_offset, bn_mean, bn_var, bn_epsilon, dst.dtype
-        )
-
-    def run():
-        kernels.conv2d(
-            src,
-            w,
-            b,
-            dst,
-            group=group,
-            stride=stride,
-            padding=padding,
-            dilation=dilation,
-            ws=ws,
-        )
-        if residual is not None:
-            np.add(dst, residual, out=dst)
-        kernels.activate(
-            dst,
-            activation,
-            negslope=negslope,
-            clip_min=clip_min,
-            clip_max=clip_max,
-            ws=act_ws,
-        )
-
-    return run
-
-
 CONV3D_CPU = replace(
     CONV3D,
     optype="conv3d_cpu",
@@ -200,8 +123,8 @@ CONV3D_CPU = replace(
         ),
     ),
     pre_run=conv3d_cpu_pre_run,
-    scratch=conv3d_cpu_scratch,
-    load=conv3d_cpu_load,
+    scratch=cpu_conv_scratch,
+    load=cpu_conv_load,
 )
 
 

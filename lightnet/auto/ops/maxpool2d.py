@@ -9,10 +9,15 @@ import math
 import numpy as np
 
 from lightnet.archs.cpu import kernels
-from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import NUMERIC
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import POOL_WINDOW2D, pool_window2d_checks, window2d_autopad
+from lightnet.auto.templates import (
+    cpu_maxpool_load,
+    cpu_maxpool_scratch,
+    dnnl_maxpool_load,
+    dnnl_maxpool_scratch,
+)
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -55,52 +60,13 @@ MAXPOOL2D = OpProto(
 )
 
 
-def maxpool2d_cpu_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    (dilation,) = ck.get("dilation")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.pool_scratch(
-                src.shape,
-                dst.shape,
-                size=size,
-                stride=stride,
-                padding=padding,
-                dtype=src.dtype.np,
-                dilation=dilation,
-            )
-        )
-    )
-
-
-def maxpool2d_cpu_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
-    dilation = op.values["dilation"]
-    scratch = arrays[op.scratch_key]
-    ws = kernels.maxpool_workspace(
-        src.shape,
-        dst.shape,
-        size=size,
-        stride=stride,
-        padding=padding,
-        dtype=dst.dtype,
-        scratch=scratch,
-        dilation=dilation,
-    )
-    return lambda: kernels.maxpool(
-        src, dst, size=size, stride=stride, padding=padding, dilation=dilation, ws=ws
-    )
-
-
 MAXPOOL2D_CPU = replace(
     MAXPOOL2D,
     optype="maxpool2d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    scratch=maxpool2d_cpu_scratch,
-    load=maxpool2d_cpu_load,
+    scratch=cpu_maxpool_scratch,
+    load=cpu_maxpool_load,
 )
 
 
@@ -111,40 +77,14 @@ def maxpool2d_dnnl_pre_run(op, tensors):
     dnnl_dtype(ck, "src")
 
 
-def maxpool2d_dnnl_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    dilation, ceil_mode = ck.get("dilation", "ceil_mode")
-    ck.scratch(
-        dnnl.pool(
-            op,
-            src,
-            dst,
-            kind="max",
-            size=size,
-            stride=stride,
-            padding=padding,
-            dilation=dilation,
-            ceil_mode=ceil_mode,
-        )
-    )
-
-
-def maxpool2d_dnnl_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    scratch = arrays[op.scratch_key]
-    execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return execute
-
-
 MAXPOOL2D_DNNL = replace(
     MAXPOOL2D,
     optype="maxpool2d_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
     pre_run=maxpool2d_dnnl_pre_run,
-    scratch=maxpool2d_dnnl_scratch,
-    load=maxpool2d_dnnl_load,
+    scratch=dnnl_maxpool_scratch,
+    load=dnnl_maxpool_load,
 )
 
 
@@ -162,40 +102,14 @@ def maxpool2d_int8_dnnl_pre_run(op, tensors):
     )
 
 
-def maxpool2d_int8_dnnl_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    dilation, ceil_mode = ck.get("dilation", "ceil_mode")
-    ck.scratch(
-        dnnl.pool(
-            op,
-            src,
-            dst,
-            kind="max",
-            size=size,
-            stride=stride,
-            padding=padding,
-            dilation=dilation,
-            ceil_mode=ceil_mode,
-        )
-    )
-
-
-def maxpool2d_int8_dnnl_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    scratch = arrays[op.scratch_key]
-    execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return execute
-
-
 MAXPOOL2D_INT8_DNNL = replace(
     MAXPOOL2D,
     optype="maxpool2d_int8_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
     pre_run=maxpool2d_int8_dnnl_pre_run,
-    scratch=maxpool2d_int8_dnnl_scratch,
-    load=maxpool2d_int8_dnnl_load,
+    scratch=dnnl_maxpool_scratch,
+    load=dnnl_maxpool_load,
 )
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
-from lightnet.archs.cpu import kernels
-from lightnet.archs.dnnl import ops as dnnl
 from lightnet.auto.dtypes import FLOAT, NUMERIC
 from lightnet.auto.archs import dnnl_dtype
 from lightnet.auto.params import POOL_WINDOW3D, pool_window3d_checks, window2d_autopad
+from lightnet.auto.templates import (
+    cpu_avgpool_load,
+    cpu_avgpool_scratch,
+    cpu_maxpool_load,
+    cpu_maxpool_scratch,
+    dnnl_avgpool_load,
+    dnnl_avgpool_scratch,
+    dnnl_maxpool_load,
+    dnnl_maxpool_scratch,
+)
 from lightnet.ir import shapes
 from lightnet.ir.op import OpProto, ParamArg, TensorArg
 from lightnet.ir.checks import Checker, found
@@ -53,52 +59,13 @@ MAXPOOL3D = OpProto(
 )
 
 
-def maxpool3d_cpu_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    (dilation,) = ck.get("dilation")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.pool_scratch(
-                src.shape,
-                dst.shape,
-                size=size,
-                stride=stride,
-                padding=padding,
-                dtype=src.dtype.np,
-                dilation=dilation,
-            )
-        )
-    )
-
-
-def maxpool3d_cpu_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
-    dilation = op.values["dilation"]
-    scratch = arrays[op.scratch_key]
-    ws = kernels.maxpool_workspace(
-        src.shape,
-        dst.shape,
-        size=size,
-        stride=stride,
-        padding=padding,
-        dtype=dst.dtype,
-        scratch=scratch,
-        dilation=dilation,
-    )
-    return lambda: kernels.maxpool(
-        src, dst, size=size, stride=stride, padding=padding, dilation=dilation, ws=ws
-    )
-
-
 MAXPOOL3D_CPU = replace(
     MAXPOOL3D,
     optype="maxpool3d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    scratch=maxpool3d_cpu_scratch,
-    load=maxpool3d_cpu_load,
+    scratch=cpu_maxpool_scratch,
+    load=cpu_maxpool_load,
 )
 
 
@@ -109,40 +76,14 @@ def maxpool3d_dnnl_pre_run(op, tensors):
     dnnl_dtype(ck, "src")
 
 
-def maxpool3d_dnnl_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    dilation, ceil_mode = ck.get("dilation", "ceil_mode")
-    ck.scratch(
-        dnnl.pool(
-            op,
-            src,
-            dst,
-            kind="max",
-            size=size,
-            stride=stride,
-            padding=padding,
-            dilation=dilation,
-            ceil_mode=ceil_mode,
-        )
-    )
-
-
-def maxpool3d_dnnl_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    scratch = arrays[op.scratch_key]
-    execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return execute
-
-
 MAXPOOL3D_DNNL = replace(
     MAXPOOL3D,
     optype="maxpool3d_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
     pre_run=maxpool3d_dnnl_pre_run,
-    scratch=maxpool3d_dnnl_scratch,
-    load=maxpool3d_dnnl_load,
+    scratch=dnnl_maxpool_scratch,
+    load=dnnl_maxpool_load,
 )
 
 
@@ -180,60 +121,13 @@ AVGPOOL3D = OpProto(
 )
 
 
-def avgpool3d_cpu_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    (dilation,) = ck.get("dilation")
-    ck.scratch(
-        kernels.scratch_bytes(
-            kernels.pool_scratch(
-                src.shape,
-                dst.shape,
-                size=size,
-                stride=stride,
-                padding=padding,
-                dtype=src.dtype.np,
-                dilation=dilation,
-            )
-        )
-    )
-
-
-def avgpool3d_cpu_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    size, stride, padding = op.values["size"], op.values["stride"], op.values["padding"]
-    dilation, count_include_pad = op.values["dilation"], op.values["count_include_pad"]
-    scratch = arrays[op.scratch_key]
-    ws = kernels.avgpool_workspace(
-        src.shape,
-        dst.shape,
-        size=size,
-        stride=stride,
-        padding=padding,
-        count_include_pad=count_include_pad,
-        dtype=dst.dtype,
-        scratch=scratch,
-        dilation=dilation,
-    )
-    return lambda: kernels.avgpool(
-        src,
-        dst,
-        size=size,
-        stride=stride,
-        padding=padding,
-        count_include_pad=count_include_pad,
-        dilation=dilation,
-        ws=ws,
-    )
-
-
 AVGPOOL3D_CPU = replace(
     AVGPOOL3D,
     optype="avgpool3d_cpu",
     arch="cpu",
     mtype=MemType.CPU,
-    scratch=avgpool3d_cpu_scratch,
-    load=avgpool3d_cpu_load,
+    scratch=cpu_avgpool_scratch,
+    load=cpu_avgpool_load,
 )
 
 
@@ -252,42 +146,14 @@ def avgpool3d_dnnl_pre_run(op, tensors):
     )
 
 
-def avgpool3d_dnnl_scratch(op, tensors):
-    ck = Checker(op, tensors)
-    src, dst, size, stride, padding = ck.get("src", "dst", "size", "stride", "padding")
-    dilation, ceil_mode = ck.get("dilation", "ceil_mode")
-    (count_include_pad,) = ck.get("count_include_pad")
-    ck.scratch(
-        dnnl.pool(
-            op,
-            src,
-            dst,
-            kind="avg",
-            size=size,
-            stride=stride,
-            padding=padding,
-            dilation=dilation,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-        )
-    )
-
-
-def avgpool3d_dnnl_load(op, arrays):
-    src, dst = op.arrays(arrays, "src", "dst")
-    scratch = arrays[op.scratch_key]
-    execute = dnnl.bind(op, scratch, src=src, dst=dst)
-    return execute
-
-
 AVGPOOL3D_DNNL = replace(
     AVGPOOL3D,
     optype="avgpool3d_dnnl",
     arch="dnnl",
     mtype=MemType.CPU,
     pre_run=avgpool3d_dnnl_pre_run,
-    scratch=avgpool3d_dnnl_scratch,
-    load=avgpool3d_dnnl_load,
+    scratch=dnnl_avgpool_scratch,
+    load=dnnl_avgpool_load,
 )
 
 PROTOS = (
