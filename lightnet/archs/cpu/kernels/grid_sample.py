@@ -18,10 +18,12 @@ step is NaN), and coordinates beyond +-2^24 as at 2^24 (outside every image).
 
 The grid changes with every run, so nothing is tabulated at load: each run turns the
 grid into, per axis, the indices and weights of its taps, then gathers every tap of
-every sample and channel at once (from the source's pixels laid out channel by channel,
-each sample's with a 0 appended, which the taps outside read with zeros padding) and
-sums them weighted: one gather, whatever the number of samples (RAFT samples its
-correlation volume as 256 samples of one channel). Every array it fills is the op's
+every sample at once, each tap a row of all its channels (from the source's pixels laid
+out channels-last, each sample's with a pixel of zeros appended, which the taps outside
+read with zeros padding), and sums them weighted: one gather of whole rows, whatever the
+number of samples (RAFT samples its correlation volume as 256 samples of one channel).
+Deformable DETR's gather of 4 taps of 32 channels at 9,600 points took 0.87 ms by
+channel, 0.20 by rows of channels. Every array it fills is the op's
 planned scratch (grid_sample_scratch).
 """
 
@@ -63,10 +65,10 @@ def grid_sample_scratch(src_shape, grid_shape, dtype, *, mode: str,
     output cells per sample: per axis (x, then y) the coordinates and their floor
     [2, N, P], the taps' indices and whether each is outside the image [2, N, K, P];
     the K x K taps' flat indices and outside flags [N, K, K, P]; where each sample's
-    pixels start [N]; the pixels channel by channel, each sample's with a 0 after them
-    [C, N, H * W + 1]; the gathered taps [C, N, K * K, P]; and but for nearest (one
-    tap) a buffer [N, P] and the taps' weights per axis [2, N, K, P] and in all
-    [N, K, K, P]."""
+    pixels start [N]; the pixels channels-last, each sample's with a pixel of zeros after
+    them [N, H * W + 1, C]; the gathered taps [N, K * K, P, C]; and but for nearest (one
+    tap) a buffer [N, P], the taps' weights per axis [2, N, K, P] and in all
+    [N, K, K, P], and their weighted sum [N, P, C]."""
     _check(src_shape, grid_shape, mode, padding_mode)
     n, c = src_shape[:2]
     k, p = _TAPS[mode], grid_shape[1] * grid_shape[2]
@@ -74,12 +76,12 @@ def grid_sample_scratch(src_shape, grid_shape, dtype, *, mode: str,
               ("index", (2, n, k, p), np.intp), ("outside", (2, n, k, p), np.bool_),
               ("flat", (n, k, k, p), np.intp), ("outside2", (n, k, k, p), np.bool_),
               ("start", (n,), np.intp),
-              ("pixels", (c, n, src_shape[2] * src_shape[3] + 1), dtype),
-              ("gathered", (c, n, k * k, p), dtype))
+              ("pixels", (n, src_shape[2] * src_shape[3] + 1, c), dtype),
+              ("gathered", (n, k * k, p, c), dtype))
     if mode == "nearest":
         return layout
     return layout + (("tmp", (n, p), dtype), ("weight", (2, n, k, p), dtype),
-                     ("weight2", (n, k, k, p), dtype))
+                     ("weight2", (n, k, k, p), dtype), ("summed", (n, p, c), dtype))
 
 
 def _denormalize(g, size: int, align_corners: bool, out) -> None:
@@ -177,13 +179,15 @@ def grid_sample(src: np.ndarray, grid: np.ndarray, dst: np.ndarray, *, mode: str
     np.cumsum(start, out=start)
     np.add(flat, start[:, None, None, None], out=flat)
     pixels, gathered = ws["pixels"], ws["gathered"]
-    pixels[:, :, h * w] = 0  # the pixel every tap outside reads with zeros
-    np.copyto(pixels[:, :, :h * w], src.reshape(n, c, h * w).transpose(1, 0, 2))
-    np.take(pixels.reshape(c, -1), flat.reshape(-1), axis=1, out=gathered.reshape(c, -1),
+    pixels[:, h * w] = 0  # the pixel every tap outside reads with zeros
+    np.copyto(pixels[:, :h * w], src.reshape(n, c, h * w).transpose(0, 2, 1))
+    np.take(pixels.reshape(-1, c), flat.reshape(-1), axis=0, out=gathered.reshape(-1, c),
             mode="clip")
-    out = dst.reshape(n, c, p).transpose(1, 0, 2)  # [C, N, P], as gathered
+    out = dst.reshape(n, c, p)
     if mode == "nearest":
-        np.copyto(out, gathered.reshape(c, n, p))
+        np.copyto(out, gathered.reshape(n, p, c).transpose(0, 2, 1))
         return
-    np.multiply(gathered, ws["weight2"].reshape(n, taps * taps, p), out=gathered)
-    np.sum(gathered, axis=2, out=out)
+    # (one pass: a product broadcast along C and then a sum took twice as long)
+    np.einsum("ntpc,ntp->npc", gathered, ws["weight2"].reshape(n, taps * taps, p),
+              out=ws["summed"])
+    np.copyto(out, ws["summed"].transpose(0, 2, 1))
