@@ -58,8 +58,9 @@ of filterbank frames), and wav2vec2 and data2vec_audio, which take input_values,
 [1, 16000] (1 s of 16 kHz audio), and encodec, which takes input_values [1, 1, 4800]
 (0.2 s of 24 kHz audio; its outputs the codes and the decoded audio), all standard
 normal. Not among them: CANINE (its attention mask is made in float32 whatever the
-model's dtype: the float64 run, hence the float32 noise, is NaN), LED (its Longformer attention's NonZero on the global-attention
-mask: LightNet refuses NonZero, whose output shape depends on the data), and hubert,
+model's dtype: the float64 run, hence the float32 noise, is NaN), LED (its Longformer
+attention's NonZero on the global-attention mask: LightNet refuses NonZero, whose
+output shape depends on the data), and hubert,
 starcoder2 and blenderbot_small (exported and checked, but wav2vec2's, mistral's and
 bart's patterns again). bert-dynamic, distilbert-dynamic and gpt2-dynamic are
 the same models (the same seeded weights) exported with dynamic batch and sequence
@@ -71,8 +72,8 @@ towers, BiT, Depth Anything, DPT, YOLOS, MobileNet-V1, EfficientNet, MobileNet-V
 (`mobilenet_v2_hf`, beside torchvision's `mobilenet_v2`), RegNet, ResNet, GLPN,
 ViT-MAE, data2vec-vision, ConvNeXt, Swin, DeiT, UperNet, DETR, Conditional DETR,
 Table Transformer, Swin2SR, TextNet, HGNet-V2, ViTDet, DINOv3 ViT, Deformable DETR) are
-their configs' defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small config, hidden
-384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
+their configs' defaults (base size or smaller; segformer is b0; dinov2 the dinov2-small
+config, hidden 384, 6 heads, whose 518x518 position table is interpolated (bicubic) to the 224x224
 image's 16x16 patches, as dpt's (384) and yolos' (512x864) are; beit with its relative
 position bias on, as BEiT's released checkpoints have it, and vitdet its relative
 position embeddings (its get_rel_pos, scripted while tracing, exports an ONNX If per
@@ -171,8 +172,8 @@ TRANSFORMERS_VISION = (
 # The same models (same weights) exported with dynamic batch and sequence axes.
 DYNAMIC = "-dynamic"
 TRANSFORMERS_DYNAMIC = tuple(name + DYNAMIC for name in TRANSFORMERS)
-MODELS = (*CLASSIFIERS, *VIDEO, *OPTICAL_FLOW, *SEGMENTERS, *YOLOS, *TRANSFORMERS, *TRANSFORMERS_DYNAMIC,
-          *TRANSFORMERS_TEXT, *TRANSFORMERS_VISION)
+MODELS = (*CLASSIFIERS, *VIDEO, *OPTICAL_FLOW, *SEGMENTERS, *YOLOS, *TRANSFORMERS,
+          *TRANSFORMERS_DYNAMIC, *TRANSFORMERS_TEXT, *TRANSFORMERS_VISION)
 
 
 def one_line(e: BaseException) -> str:
