@@ -1,7 +1,8 @@
 """GridSample: every mode, padding mode and align_corners against ONNX Runtime, on the cpu
 and dnnl targets (dnnl has no grid-sample primitive: it runs the cpu kernel), with grids
 reaching outside [-1, 1] and hitting exact half-pixel points; the kernel against a
-per-pixel loop written from the spec; and the importer's refusals."""
+per-pixel loop written from the spec, on images small enough for its product and large
+enough for its gather; and the importer's refusals."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ from tests.frontends.onnxutil import init, model, run_lightnet, run_ort  # noqa:
 TARGETS = ["cpu", pytest.param("dnnl", marks=pytest.mark.skipif(
     capi.unavailable_reason() is not None, reason="oneDNN is unavailable"))]
 MODES_16 = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
+# Image sizes [H, W] by align_corners whose half-pixel grid values are exact in float32
+# (half_pixel_grid): small ones the kernel samples by a product for linear and cubic,
+# large ones by its gather for every mode.
+IMAGES = {"small": {0: (4, 8), 1: (3, 5)}, "large": {0: (16, 32), 1: (17, 33)}}
+
+
+def kernel_path(shape, mode) -> str:
+    """How the kernel samples an image of `shape` (the test's premise, checked)."""
+    return "product" if kernels.grid_sample_by_product(shape, mode) else "gather"
 
 
 def grid_model(x_shape, grid_shape, opset=16, elem=TensorProto.FLOAT, **attrs):
@@ -46,14 +56,17 @@ def half_pixel_grid(rng, n, h, w, align_corners, out=(6, 10)):
     return grid
 
 
+@pytest.mark.parametrize("image", IMAGES)
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("align_corners", [0, 1])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
-def test_against_onnxruntime(mode, padding_mode, align_corners, target, tmp_path):
+def test_against_onnxruntime(mode, padding_mode, align_corners, target, image, tmp_path):
     rng = np.random.default_rng(7)
-    h, w = (5, 9) if align_corners else (4, 8)  # half-pixel grid values exact
+    h, w = IMAGES[image][align_corners]
     x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+    assert kernel_path(x.shape, mode) == ("product" if image == "small" and mode != "nearest"
+                                          else "gather")
     grid = half_pixel_grid(rng, 2, h, w, align_corners)
     m = grid_model(x.shape, grid.shape, mode=MODES_16[mode], padding_mode=padding_mode,
                    align_corners=align_corners)
@@ -181,12 +194,14 @@ def naive_grid_sample(x, grid, mode, padding_mode, align_corners):
     return out
 
 
+@pytest.mark.parametrize("path", ["product", "gather"])
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
-def test_kernel_against_per_pixel_loop(mode, padding_mode, align_corners):
+def test_kernel_against_per_pixel_loop(mode, padding_mode, align_corners, path):
     rng = np.random.default_rng(11)
-    h, w = (5, 9) if align_corners else (4, 8)
+    h, w = {"product": (2, 4) if mode == "nearest" else (3, 5), "gather": (17, 33)}[path]
+    assert kernel_path((2, 2, h, w), mode) == path
     x = rng.standard_normal((2, 2, h, w))
     grid = half_pixel_grid(rng, 2, h, w, align_corners, out=(5, 7)).astype(np.float64)
     grid[1, 2, :, 0] = np.linspace(-4.5, 4.5, 7)  # reflected more than once
@@ -205,6 +220,22 @@ def test_kernel_one_pixel_wide_reflection():
     kernels.grid_sample(x, grid, dst, mode="linear", padding_mode="reflection",
                         align_corners=True)
     np.testing.assert_allclose(dst, naive_grid_sample(x, grid, "linear", "reflection", True))
+
+
+@pytest.mark.parametrize("value", [np.inf, np.nan])
+def test_kernel_non_finite_source(value):
+    """A source pixel of inf or NaN reaches only the points that read it (a small image:
+    the product would spread it to every point through the zero weights)."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((1, 2, 4, 8))
+    x[0, 1, 2, 5] = value
+    assert kernel_path(x.shape, "linear") == "product"
+    grid = half_pixel_grid(rng, 1, 4, 8, False, out=(5, 7)).astype(np.float64)
+    dst = np.empty((1, 2, 5, 7))
+    kernels.grid_sample(x, grid, dst, padding_mode="zeros")
+    want = naive_grid_sample(x, grid, "linear", "zeros", False)
+    assert np.isfinite(want[0, 0]).all() and 0 < np.isfinite(want[0, 1]).sum() < 35
+    np.testing.assert_allclose(dst, want, rtol=1e-12, atol=1e-12)
 
 
 def test_kernel_errors():
