@@ -338,7 +338,7 @@ def test_einsum_attention(tmp_path):
     m = einsum_attention()
     got, want, ir = run_both(m, feed(m), tmp_path)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-    assert "einsum" in computed_optypes(ir)
+    assert "einsum" not in computed_optypes(ir) and "matmul" in computed_optypes(ir)
 
 
 def test_relative_position_index_is_swins():
@@ -432,19 +432,26 @@ def test_layer_normalization_statistics_outputs_are_refused():
         convert(m)
 
 
-@pytest.mark.parametrize("equation, shape1, shape2", [
-    ("bhqd,bhkd->bhqk", (1, 2, 5, 4), (1, 2, 6, 4)),
-    ("bqhd,bkhd->bhqk", (2, 5, 3, 4), (2, 6, 3, 4)),
-    ("ij,jk->ik", (3, 4), (4, 5)),
-    ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5)),
-    ("bhwc,hkc->bhwk", (2, 3, 4, 5), (3, 6, 5)),
-    ("ij->ji", (3, 4), None),
+@pytest.mark.parametrize("equation, shape1, shape2, optypes", [
+    ("bhqd,bhkd->bhqk", (1, 2, 5, 4), (1, 2, 6, 4), ["matmul"]),  # K^T taken as it is
+    ("bqhd,bkhd->bhqk", (2, 5, 3, 4), (2, 6, 3, 4), ["matmul", "transpose"]),
+    ("ij,jk->ik", (3, 4), (4, 5), ["matmul"]),
+    ("ij,jk->ki", (3, 4), (4, 5), ["matmul"]),  # the operands swapped
+    ("...ij,...jk->...ik", (2, 3, 4), (2, 4, 5), ["matmul"]),
+    ("bhwc,hkc->bhwk", (2, 3, 4, 5), (3, 6, 5), ["matmul", "transpose"]),
+    # XLNet's: attention scores, context, a projection by weights [h, n, d] and back
+    ("ibnd,jbnd->bnij", (5, 1, 3, 4), (6, 1, 3, 4), ["matmul", "transpose"]),
+    ("ijbn,jbnd->ibnd", (5, 6, 1, 3), (6, 1, 3, 4), ["matmul", "transpose"]),
+    ("ibh,hnd->ibnd", (5, 2, 8), (8, 3, 4), ["matmul"]),
+    ("ibnd,hnd->ibh", (5, 2, 3, 4), (8, 3, 4), ["matmul"]),
+    ("ij->ji", (3, 4), None, ["transpose"]),
 ])
-def test_einsum(equation, shape1, shape2, tmp_path):
+def test_einsum(equation, shape1, shape2, optypes, tmp_path):
+    """An einsum is imported as transposes, reshapes and one matmul."""
     inputs = [("a", shape1)] + ([("b", shape2)] if shape2 else [])
     node = helper.make_node("Einsum", [n for n, _ in inputs], ["y"], equation=equation)
     m = node_model([node], inputs)
-    assert check_ops(m, tmp_path, rtol=1e-5, atol=1e-5) == ["einsum"]
+    assert check_ops(m, tmp_path, rtol=1e-5, atol=1e-5) == optypes
 
 
 def test_einsum_that_is_no_matrix_product_is_refused_with_its_reason():

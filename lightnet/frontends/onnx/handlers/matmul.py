@@ -56,8 +56,13 @@ def matmul(c: Converter, n: Node):
 
 @handler("Einsum", 12)
 def einsum(c: Converter, n: Node, *, equation):
-    """Einsums that are batched matrix products or transposes (kernels.einsum)."""
-    from lightnet.archs.cpu.kernels import einsum_plan, einsum_shape
+    """Einsums that are batched matrix products or transposes (kernels.einsum_plan): a
+    product becomes the transposes and reshapes that lay its operands out as [batch...,
+    M, K] and [batch..., K, N] (or their transposes, which the product takes as they
+    are), one matmul, and the reshape and transpose of its result into the output, so
+    that every target runs it as its other products (a weight read as a linear layer's,
+    the transposes of attention heads read in place); a transpose is a transpose."""
+    from lightnet.archs.cpu.kernels import einsum_plan
 
     xs = [c.val(x) for x in n.inputs]
     for x in xs:
@@ -66,12 +71,27 @@ def einsum(c: Converter, n: Node, *, equation):
         plan = einsum_plan(equation, *[x.shape for x in xs])
     except ValueError as e:
         raise Unsupported(str(e)) from None
-    ins = {"src1": xs[0], "src2": xs[1] if len(xs) > 1 else None}
     shape = c.out_shape(n)
-    if lnshape(shape) == einsum_shape(plan):
-        c.emit("einsum", ins, {"equation": equation}, xs[0].dtype, shape, out=n.outputs[0],
-               hint=n.name or n.outputs[0])
+    if plan.second is None:
+        c.emit("transpose", {"src": xs[0]}, {"axes": list(plan.out_perm or range(len(shape)))},
+               xs[0].dtype, shape, out=n.outputs[0], hint=n.name or n.outputs[0])
         return
-    y = c.emit("einsum", ins, {"equation": equation}, xs[0].dtype, einsum_shape(plan),
-               hint=n.outputs[0])
-    c.reshape(y, shape, out=n.outputs[0])
+    a, b = reversed(xs) if plan.swapped else xs
+    a, b = _matrices(c, a, plan.first), _matrices(c, b, plan.second)
+    product = c.emit("matmul", {"src1": a, "src2": b},
+                     {"transA": plan.first.swap, "transB": plan.second.swap}, a.dtype,
+                     plan.product, hint=n.outputs[0])
+    if plan.out_perm is None:
+        c.reshape_output(n, product, shape)
+        return
+    expanded = c.reshape(product, plan.expanded)
+    c.emit("transpose", {"src": expanded}, {"axes": list(plan.out_perm)}, a.dtype, shape,
+           out=n.outputs[0], hint=n.name or n.outputs[0])
+
+
+def _matrices(c: Converter, x, operand):
+    """Einsum operand `x` laid out as the product reads it (kernels.einsum_plan)."""
+    if operand.perm is not None:
+        x = c.emit("transpose", {"src": x}, {"axes": list(operand.perm)}, x.dtype,
+                   tuple(x.shape[p] for p in operand.perm), hint=f"{x.name}_transpose")
+    return c.reshape(x, operand.shape)
