@@ -66,6 +66,23 @@ def test_gather_elements_against_a_loop():
         K.gather_elements(src, np.array([[4]], np.int32), np.empty((1, 1), np.float32), axis=1)
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2, 3])
+def test_gather_elements_4d_against_a_loop(axis):
+    """Every axis of a 4-D source, the indices fewer than src's entries on the other axes
+    (each axis's start in src then differs from the indices' own strides)."""
+    rng = np.random.default_rng(axis)
+    src = rng.standard_normal((2, 3, 4, 5))
+    shape = [1, 3, 2, 4]
+    shape[axis] = 6  # any number of picks along the axis
+    idx = rng.integers(-src.shape[axis], src.shape[axis], shape)
+    dst = np.empty(shape)
+    K.gather_elements(src, idx, dst, axis=axis)
+    for p in np.ndindex(*shape):
+        q = list(p)
+        q[axis] = idx[p] % src.shape[axis]
+        assert dst[p] == src[tuple(q)]
+
+
 def test_scatter_nd_against_a_loop():
     data = np.zeros((3, 2), np.int32)
     idx = np.array([[0, 1], [2, 0], [0, 1]], np.int32)

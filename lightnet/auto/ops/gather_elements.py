@@ -40,10 +40,20 @@ GATHER_ELEMENTS = OpProto(
 )
 
 
+def gather_elements_cpu_scratch(op, tensors):
+    ck = Checker(op, tensors)
+    (indices,) = ck.get("indices")
+    ck.scratch(kernels.scratch_bytes(kernels.gather_elements_scratch(indices.shape)))
+
+
 def gather_elements_cpu_load(op, arrays):
     src, indices, dst = op.arrays(arrays, "src", "indices", "dst")
     axis = op.values["axis"]
-    return lambda: kernels.gather_elements(src, indices, dst, axis=axis)
+    scratch = arrays[op.scratch_key]
+    ws = kernels.gather_elements_workspace(
+        src.shape, indices.shape, axis, scratch=scratch
+    )
+    return lambda: kernels.gather_elements(src, indices, dst, axis=axis, ws=ws)
 
 
 GATHER_ELEMENTS_CPU = replace(
@@ -51,6 +61,7 @@ GATHER_ELEMENTS_CPU = replace(
     optype="gather_elements_cpu",
     arch="cpu",
     mtype=MemType.CPU,
+    scratch=gather_elements_cpu_scratch,
     load=gather_elements_cpu_load,
 )
 

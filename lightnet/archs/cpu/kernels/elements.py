@@ -14,6 +14,8 @@ __all__ = [
     "expand",
     "gather_elements",
     "gather_elements_fits",
+    "gather_elements_scratch",
+    "gather_elements_workspace",
     "gather_nd",
     "gather_nd_scratch",
     "gather_nd_workspace",
@@ -80,21 +82,48 @@ def _checked(indices: np.ndarray, size: int, axis: int, out=None) -> np.ndarray:
     if out is None:
         out = np.empty(indices.shape, np.intp)
     np.copyto(out, indices, casting="unsafe")
-    if out.size and (out.min() < -size or out.max() >= size):
+    low, high = (out.min(), out.max()) if out.size else (0, 0)
+    if low < -size or high >= size:
         bad = (out < -size) | (out >= size)
         raise IndexError(f"index {int(out[bad].reshape(-1)[0])} on axis {axis} is out of range "
                          f"for its {size} entries (valid: {-size} to {size - 1})")
-    np.mod(out, size, out=out)  # in range, the negative ones counted from the end
+    if low < 0:
+        np.mod(out, size, out=out)  # in range, the negative ones counted from the end
     return out
 
 
+def gather_elements_scratch(indices_shape) -> tuple:
+    """Scratch layout of `gather_elements`: the places read in src (flat), intp."""
+    return (("places", tuple(indices_shape), np.intp),)
+
+
+def gather_elements_workspace(src_shape, indices_shape, axis: int, *, scratch=None) -> dict:
+    """Arrays for `gather_elements`: its scratch (carved from `scratch`, new when None),
+    src's stride along `axis` and, for every other axis of more than one index, where
+    each of its positions starts in src (flat), shaped to broadcast along the indices;
+    made once (every run reads them)."""
+    ws = carve(scratch, gather_elements_scratch(indices_shape))
+    strides = [math.prod(src_shape[d + 1:]) for d in range(len(src_shape))]
+    ndim = len(indices_shape)
+    ws["stride"] = strides[axis]
+    ws["starts"] = [(np.arange(n) * strides[d]).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1))
+                    for d, n in enumerate(indices_shape) if d != axis and n > 1]
+    return ws
+
+
 def gather_elements(src: np.ndarray, indices: np.ndarray, dst: np.ndarray, *,
-                    axis: int) -> None:
+                    axis: int, ws=None) -> None:
     """dst[..., i, ...] = src[..., indices[..., i, ...], ...] along `axis`, every other
-    position the same (ONNX GatherElements; numpy take_along_axis)."""
-    idx = _checked(indices, src.shape[axis], axis)
-    region = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
-    dst[...] = np.take_along_axis(src[region], idx, axis=axis)
+    position the same (ONNX GatherElements; numpy take_along_axis), read as one take of
+    src's flat places (take_along_axis builds an index of every axis: 3x slower)."""
+    if ws is None:
+        ws = gather_elements_workspace(src.shape, indices.shape, axis)
+    places = _checked(indices, src.shape[axis], axis, ws["places"])
+    if ws["stride"] != 1:
+        np.multiply(places, ws["stride"], out=places)
+    for start in ws["starts"]:
+        np.add(places, start, out=places)
+    np.take(src.reshape(-1), places.reshape(-1), out=dst.reshape(-1))
 
 
 _REDUCERS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
