@@ -75,7 +75,8 @@ def parser() -> argparse.ArgumentParser:
                         "model's weights, in LightNet's format when it ends in .wts "
                         "(default: OUT with the suffix .npz)")
     p.add_argument("--no-combine", action="store_true",
-                   help="lower the model without fusing ops (to compare results)")
+                   help="lower the model without folding constants or fusing ops (to "
+                        "compare results)")
     p.add_argument("--mem-report", action="store_true",
                    help="print the memory plan: arena, all tensors, lower bound")
     p.add_argument("--profile", action="store_true",
@@ -213,7 +214,7 @@ def _passes_listing() -> list[str]:
     for target in targets.names():
         if target != targets.AUTO:
             lines += [f"{target}:", *(f"  {line}" for line in pipeline.describe(target))]
-    skipped = " and ".join(pipeline.FUSION_PASSES)
+    skipped = ", ".join(pipeline.FUSION_PASSES[:-1]) + " and " + pipeline.FUSION_PASSES[-1]
     return lines + [f"auto: the pipeline of {targets.resolve(targets.AUTO)} here",
                     f"--no-combine leaves out {skipped}"]
 

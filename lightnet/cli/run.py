@@ -85,13 +85,15 @@ def run(args, out) -> None:
 
 def write_symbolic(doc, label: str, args, weights, weights_out: str) -> None:
     """`-c` of a model with symbolic dims: the compiled IR keeps them (compiled
-    at several values of the dims, see symbolic.generalize), and its weights."""
+    at several values of the dims, see symbolic.generalize), and its weights: no
+    constants folded (what ops compute from weights may depend on the dims, as a slice
+    of a position table to the sequence's length does)."""
     def build(dims):
         ctx = Context(memory_limit=args.memory_limit, seed=args.seed, fold_limit=args.fold_limit)
         ctx.init(doc, dims=dims, label=label)
         if not args.run:  # -r: the IR is compiled already
             ctx.compile(args.target, combine=not args.no_combine, weights=weights,
-                        precision=args.precision)
+                        precision=args.precision, fold=False)
         compiled = None
         if weights is not None:
             compiled = {n: ctx.weights[n] for n, e in ctx.tensors.items() if e.from_file}

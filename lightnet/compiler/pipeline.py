@@ -25,7 +25,7 @@ from lightnet.compiler import rewrites
 from lightnet.errors import LightNetError
 
 # The passes `Context.compile(combine=False)` (`--no-combine`) leaves out.
-FUSION_PASSES = ("combine", "remove-dead-constants")
+FUSION_PASSES = ("fold-constants", "combine", "remove-dead-constants")
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,14 @@ class Job:
     """What a pass is given besides the context: the architecture compiled
     for, the model's outputs before compiling (tensors no op read), the data type
     its ops compute in (float32 or bfloat16: the precision asked for, resolved by
-    lightnet.compiler.targets), and the ops the expand pass lowers with the
-    architecture's fallback (Context.compile)."""
+    lightnet.compiler.targets), the ops the expand pass lowers with the
+    architecture's fallback (Context.compile), and whether fold-constants runs."""
 
     arch: Arch
     outputs: tuple[str, ...]
     dtype: str = "float32"
     on_fallback: frozenset[str] = frozenset()
+    folds: bool = True
 
 
 @dataclass(frozen=True)
@@ -183,14 +184,17 @@ def _circle(pending: list[Pass], after: dict[str, set[str]], target: str) -> str
 
 
 def compile(ctx, target: str, combine: bool = True, dtype: str = "float32",
-            on_fallback: frozenset[str] = frozenset()) -> None:
+            on_fallback: frozenset[str] = frozenset(), fold: bool = True) -> None:
     """Run the pipeline of architecture `target` on `ctx`; `combine=False`
     leaves out FUSION_PASSES (to compare an optimized model with its plain
-    lowering); `dtype`: the data type its ops compute in (float32, bfloat16);
-    `on_fallback`: the ops to lower with the architecture's fallback."""
-    job = Job(get_arch(target), tuple(ctx.outputs), dtype, on_fallback)
+    lowering), `fold=False` fold-constants alone; `dtype`: the data type its ops
+    compute in (float32, bfloat16); `on_fallback`: the ops to lower with the
+    architecture's fallback."""
+    left_out = FUSION_PASSES if not combine else () if fold else ("fold-constants",)
+    job = Job(get_arch(target), tuple(ctx.outputs), dtype, on_fallback,
+              folds="fold-constants" not in left_out)
     for p in pipeline(target):
-        if combine or p.name not in FUSION_PASSES:
+        if p.name not in left_out:
             p.run(ctx, job)
 
 
@@ -204,11 +208,24 @@ def describe(target: str) -> list[str]:
 
 @register("expand", provides=["lowered", "ops-final"])
 def _expand(ctx, job):
-    """Replace every op not of the target by what the target's expanders make of it."""
-    rewrites.expand(ctx, job.arch, job.on_fallback)
+    """Replace every op not of the target by what the target's expanders make of it;
+    compiling with the weights, what ops compute from constants alone by what the
+    fallback architecture makes of it (fold-constants evaluates them)."""
+    folded = ()
+    if job.folds and ctx.compiled_with_weights and job.arch.fallback is not None:
+        folded = {op.name for op in rewrites.computed_from_constants(ctx).values()}
+    rewrites.expand(ctx, job.arch, job.on_fallback.union(folded))
 
 
-@register("hoist-constants", requires=["lowered"], provides=["sources-first", "ops-final"])
+@register("fold-constants", requires=["lowered"], provides=["folded", "ops-final"])
+def _fold_constants(ctx, job):
+    """Compiling with the weights, replace what ops compute from weights and constants
+    alone by new weights holding it."""
+    rewrites.fold_constants(ctx, job.arch.fallback or job.arch.name, job.outputs)
+
+
+@register("hoist-constants", requires=["lowered", "folded"],
+          provides=["sources-first", "ops-final"])
 def _hoist_constants(ctx, job):
     """Move ops that read nothing and make only constants or inputs to the front."""
     rewrites.hoist_constants(ctx)

@@ -1,5 +1,5 @@
-"""The passes that rewrite the op list: expand, hoist constants, combine
-until stable, remove dead constants. lightnet.compiler.pipeline registers them and
+"""The passes that rewrite the op list: expand, fold constants, hoist constants,
+combine until stable, remove dead constants. lightnet.compiler.pipeline registers them and
 orders them into a target's pipeline.
 
 Expanders and combiners work on the linear op list (a peephole optimizer);
@@ -9,8 +9,12 @@ every change.
 
 from __future__ import annotations
 
-from lightnet.archs.registry import Arch, get_arch
+import numpy as np
+
+from lightnet.archs.registry import Arch, get_arch, get_proto
 from lightnet.errors import LightNetError
+from lightnet.ir.op import Op
+from lightnet.ir.param import Param
 
 MAX_COMBINE_ROUNDS = 100
 
@@ -163,3 +167,68 @@ def remove_dead_constants(ctx, outputs_before) -> None:
             for n in names:
                 if ctx.weights is not None:
                     ctx.weights.pop(n, None)
+
+
+def computed_from_constants(ctx, arch: str | None = None) -> dict[str, Op]:
+    """The tensors ops compute from static tensors (weights, constants) alone, and what
+    such ops compute, by their makers: ops of `arch` (None: any) of one output, no
+    larger than their inputs together (an expand of a constant stays a run-time op,
+    not a weight as large as its result)."""
+    constant = {name for name, entry in ctx.tensors.items() if entry.static}
+    made = {}
+    for op in ctx.ops:
+        ins = list(op.tensors_in.values())
+        if (not ins or len(op.tensors_out) != 1 or (arch is not None and op.arch != arch)
+                or not all(name in constant for name in ins)):
+            continue
+        (out,) = op.tensors_out.values()
+        if ctx.tensors[out].len <= sum(ctx.tensors[name].len for name in ins):
+            made[out] = op
+            constant.add(out)
+    return made
+
+
+def fold_constants(ctx, arch: str, keep) -> None:
+    """Compute, while compiling with the weights, what ops of `arch` compute from
+    weights and constants alone (computed_from_constants), and put weights holding it
+    in place of those ops: ONNX Runtime's constant folding. Only the tensors other ops
+    read become weights (a create op each, of the same name); the ops making them go,
+    and the weights only they read go in remove-dead-constants. A tensor past the fold
+    limit (Context.value) stays computed at run time; so do model outputs (`keep`)."""
+    if not ctx.compiled_with_weights:
+        return
+    made = computed_from_constants(ctx, arch)
+    readers = ctx.dfg.consumers
+    wanted = set()
+    for name in made:
+        if name in keep or all(made.get(out) is not None for reader in readers.get(name, ())
+                               for out in ctx.dfg.ops[reader].tensors_out.values()):
+            continue
+        # A view costs nothing at run time: what it views is folded (if it is computed).
+        while name in made and ctx.tensors[name].owner is not None and (
+                ctx.tensors[name].owner_offset is None and ctx.tensors[name].layout is None):
+            name = ctx.tensors[name].owner
+        if name in made:
+            wanted.add(name)
+    values = ctx.values_through(sorted(wanted), made)
+    for name, value in values.items():
+        if value is None:
+            continue
+        entry = ctx.tensors[name]
+        data = np.ascontiguousarray(value).reshape(entry.shape)
+        data.flags.writeable = False
+        ctx.add_weight(name, data)
+        create = Op(get_proto(f"create_{arch}"), made[name].name, {}, {"dst": name},
+                    {"dtype": Param.from_value("dtype", entry.dtype.name),
+                     "dims": Param.from_value("dims", list(entry.shape)),
+                     "from_file": Param.from_value("from_file", True)})
+        ctx.replace_ops(ctx.ops.index(made[name]), 1, [create])
+    # The ops whose results only the ops folded read.
+    while True:
+        dead = [i for i, op in enumerate(ctx.ops) if any(
+            made.get(n) is op and n not in keep and not readers.get(n)
+            for n in op.tensors_out.values())]
+        if not dead:
+            return
+        for i in reversed(dead):
+            ctx.remove_ops(i, 1)

@@ -48,6 +48,19 @@ _content_fields = attrgetter("dtype", "shape", "mtype", "static", "owner", "owne
                              "from_file", "input", "offset")
 
 
+def _views_owner(entry) -> bool:
+    """Whether a tensor is bound as a view of its owner's memory (load's rule)."""
+    return entry.owner is not None and entry.owner_offset is None and entry.layout is None
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    """`nbytes` zeroed bytes starting 64-byte aligned (an op's scratch, see
+    kernels.scratch), for an op run while compiling."""
+    buffer = np.zeros(nbytes + 64, np.uint8)
+    start = -buffer.ctypes.data % 64
+    return buffer[start:start + nbytes]
+
+
 def _same_content(a, b) -> bool:
     """Whether a check reading entry `a` or `b` reads the same: the fields of
     _content_fields, and a layout by its content (Layout.key) where it has one."""
@@ -140,6 +153,7 @@ class Context:
         self.model_weights: dict[str, np.ndarray] | None = None
         self._values: dict[str, np.ndarray] = {}  # static data computed while compiling
         self._values_nbytes = 0  # the bytes of _values' arrays
+        self._computable: frozenset[str] = frozenset()  # see values_through
         self._checks: CheckMemo | None = None  # the checks of ops while building
         # Ops that read a tensor a pass made anew, with other contents, since they were
         # checked (replace_ops): the next rewrite checks them again.
@@ -454,9 +468,9 @@ class Context:
     @_locked
     @while_building
     def compile(self, target: str = "auto", combine: bool = True, weights=None,
-                precision: str = "f32") -> None:
+                precision: str = "f32", fold: bool = True) -> None:
         """Lower to `target`'s ops (lightnet.compiler.targets: auto, dnnl, cpu),
-        optimize (combine=False: no fusions), and plan memory.
+        optimize (combine=False: no fusions, no constant folding), and plan memory.
 
         `precision` (f32, bf16, auto; resolved by lightnet.compiler.targets) is what the
         target's ops compute in: bf16 on dnnl holds the tensors between dnnl ops and
@@ -468,6 +482,8 @@ class Context:
         weights), weights nothing reads any more are dropped, and load() takes
         no weight file. `save_weights` writes the compiled model's weights.
         A lightnet.nn Model compiles with its constants unless `weights` is given.
+        With the weights, what ops compute from weights alone becomes weights too
+        (the fold-constants pass), unless `fold` is False.
 
         An op the target's library would run with its reference kernel (Arch.slow_kernel:
         oneDNN's `ref:`, written for clarity, many times slower) makes the model compile
@@ -498,7 +514,8 @@ class Context:
                     self._checks = CheckMemo()
                     self._fold_budget = limits.FoldBudget(self.fold_limit)
                     self.weights = None if given is None else dict(given)
-                    pipeline.compile(self, target, combine, dtype, frozenset(self.refused))
+                    pipeline.compile(self, target, combine, dtype, frozenset(self.refused),
+                                     fold=fold)
                     used = {name: get_arch(name) for name in {op.proto.arch for op in self.ops}}
                     slow = {op.name: (op.optype, kernel) for op in self.ops
                             if op.name in lowered
@@ -541,18 +558,20 @@ class Context:
         if name in self._values:
             return self._values[name]
         entry = self.tensors.get(name)
-        op = None if entry is None or not entry.static else self.dfg.ops.get(entry.creator)
-        if op is None or op.proto.load is None or not all(
-                self.tensors[n].static for n in op.tensors_out.values()):
+        known = self._computable
+        op = (None if entry is None or not (entry.static or name in known)
+              else self.dfg.ops.get(entry.creator))
+        outs = [self.tensors[n] for n in op.tensors_out.values()] if op is not None else []
+        if op is None or not all(e.static or e.name in known for e in outs) or (
+                op.proto.load is None and not all(_views_owner(e) for e in outs)):
             return None
         arrays = {}
         for n in op.tensors_in.values():
             arrays[n] = yield n
         if any(a is None for a in arrays.values()):
             return None
-        outs = [self.tensors[n] for n in op.tensors_out.values()]
-        if not self._fold_budget.take(sum(a.size for a in arrays.values())
-                                      + sum(e.len for e in outs)):
+        touched = sum(a.size for a in arrays.values()) + sum(e.len for e in outs)
+        if op.proto.load is not None and not self._fold_budget.take(touched):  # a view: free
             return None
         limit = memory_plan.memory_limit(self.memory_limit)
         needed = self._values_nbytes + sum(e.nbytes for e in outs)
@@ -561,9 +580,16 @@ class Context:
                                 f"output at compile time needs {needed} bytes, more than the "
                                 f"limit of {limit} bytes (--memory-limit)")
         for e in outs:
-            arrays[e.name] = np.zeros(e.shape, e.dtype.np)
+            if not _views_owner(e):
+                arrays[e.name] = np.zeros(e.shape, e.dtype.np)
+        arrays[op.scratch_key] = _aligned_bytes(op.scratch)
+        views = op.proto.views(op, arrays) if op.proto.views is not None else {}
+        for arg, n in op.tensors_out.items():  # bound as load binds them
+            if _views_owner(self.tensors[n]):
+                arrays[n] = views[arg] if arg in views else arrays[self.tensors[n].owner].reshape(
+                    self.tensors[n].shape)
         try:
-            run = op.proto.load(op, arrays)
+            run = op.proto.load(op, arrays) if op.proto.load is not None else None
             if run is not None:
                 run()
         except (*_DATA_ERRORS, MemoryError) as e:
@@ -574,6 +600,15 @@ class Context:
             self._values[n] = arrays[n]
             self._values_nbytes += arrays[n].nbytes
         return self._values[name]
+
+    def values_through(self, names, computable) -> dict[str, np.ndarray | None]:
+        """value() of each of `names`, computing through the ops that make the tensors
+        in `computable` too (which are not static: what the fold-constants pass folds)."""
+        self._computable = frozenset(computable)
+        try:
+            return {name: self.value(name) for name in names}
+        finally:
+            self._computable = frozenset()
 
     def add_weight(self, name: str, data: np.ndarray) -> None:
         """Record the data of a tensor a rule creates from folded weights."""

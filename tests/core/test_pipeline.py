@@ -17,8 +17,8 @@ from tests.helpers import compiled
 from tests.irbuild import op
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILT_IN = ["expand", "hoist-constants", "combine", "remove-dead-constants", "check",
-            "plan-memory"]
+BUILT_IN = ["expand", "fold-constants", "hoist-constants", "combine", "remove-dead-constants",
+            "check", "plan-memory"]
 
 
 @pytest.fixture
@@ -76,6 +76,7 @@ def by_hand(model, steps, weights=None):
     arch, outputs = get_arch("cpu"), ctx.outputs
     for step in steps:
         {"expand": lambda: rewrites.expand(ctx, arch),
+         "fold-constants": lambda: rewrites.fold_constants(ctx, "cpu", outputs),
          "hoist-constants": lambda: rewrites.hoist_constants(ctx),
          "combine": lambda: rewrites.combine(ctx, arch),
          "remove-dead-constants": lambda: rewrites.remove_dead_constants(ctx, outputs),
@@ -95,8 +96,8 @@ def plan_of(ctx):
 def test_the_built_in_declarations_give_the_pipeline_in_its_order():
     assert [p.name for p in pipeline.pipeline("cpu")] == BUILT_IN
     # dnnl's layout pass runs after the fusions, before the check.
-    assert [p.name for p in pipeline.pipeline("dnnl")] == [*BUILT_IN[:4], "layouts",
-                                                          *BUILT_IN[4:]]
+    assert [p.name for p in pipeline.pipeline("dnnl")] == [*BUILT_IN[:5], "layouts",
+                                                          *BUILT_IN[5:]]
 
 
 @pytest.mark.parametrize("with_weights", [False, True])
@@ -139,8 +140,8 @@ def test_a_pass_rewriting_fused_ops_runs_after_the_fusions_and_before_the_check(
                 ctx.remove_ops(i, 1)
 
     assert [p.name for p in pipeline.pipeline("cpu")] == [
-        "expand", "hoist-constants", "combine", "remove-dead-constants", "drop-prints",
-        "check", "plan-memory"]
+        "expand", "fold-constants", "hoist-constants", "combine", "remove-dead-constants",
+        "drop-prints", "check", "plan-memory"]
     ctx = compiled(conv_bn_relu_print(), weights=model_weights())
     assert seen == {"optypes": ["create_cpu", "create_cpu", "input_cpu", "conv2d_cpu",
                                 "print_cpu"], "planned": False, "target": "cpu"}
@@ -215,7 +216,7 @@ def test_a_requirement_only_another_target_provides_is_missing_too(register):
     register("layout", requires=["fused"], provides=["layouts"], targets=["dnnl"])(
         lambda ctx, job: None)
     register("reorder", requires=["layouts"], provides=["ops-final"])(lambda ctx, job: None)
-    assert [p.name for p in pipeline.pipeline("dnnl")][4:7] == ["layouts", "layout", "reorder"]
+    assert [p.name for p in pipeline.pipeline("dnnl")][5:8] == ["layouts", "layout", "reorder"]
     with pytest.raises(LightNetError, match="'reorder' requires 'layouts', which no pass of "
                                             "target 'cpu' provides"):
         pipeline.pipeline("cpu")
@@ -279,19 +280,21 @@ def test_lightnet_passes_prints_each_targets_pipeline(capsys):
     cpu = [
         "cpu:",
         "  1. expand: requires nothing; provides lowered, ops-final",
-        "  2. hoist-constants: requires lowered; provides sources-first, ops-final",
-        "  3. combine: requires lowered, sources-first; provides fused, ops-final",
-        "  4. remove-dead-constants: requires fused; provides no-dead-constants, ops-final",
-        "  5. check: requires ops-final; provides checked",
-        "  6. plan-memory: requires checked; provides memory-plan",
+        "  2. fold-constants: requires lowered; provides folded, ops-final",
+        "  3. hoist-constants: requires lowered, folded; provides sources-first, ops-final",
+        "  4. combine: requires lowered, sources-first; provides fused, ops-final",
+        "  5. remove-dead-constants: requires fused; provides no-dead-constants, ops-final",
+        "  6. check: requires ops-final; provides checked",
+        "  7. plan-memory: requires checked; provides memory-plan",
     ]
     start = lines.index("cpu:")
-    assert lines[start:start + 7] == cpu
-    dnnl = lines[lines.index("dnnl:") + 1:lines.index("dnnl:") + 8]
-    assert dnnl == [*cpu[1:5], "  5. layouts: requires fused, no-dead-constants; provides "
-                    "laid-out, ops-final", *(f"  {int(line[2]) + 1}{line[3:]}" for line in cpu[5:])]
+    assert lines[start:start + 8] == cpu
+    dnnl = lines[lines.index("dnnl:") + 1:lines.index("dnnl:") + 9]
+    assert dnnl == [*cpu[1:6], "  6. layouts: requires fused, no-dead-constants; provides "
+                    "laid-out, ops-final", *(f"  {int(line[2]) + 1}{line[3:]}" for line in cpu[6:])]
     assert lines[-2].startswith("auto: the pipeline of ")
-    assert lines[-1] == "--no-combine leaves out combine and remove-dead-constants"
+    assert lines[-1] == ("--no-combine leaves out fold-constants, combine and "
+                         "remove-dead-constants")
 
 
 def test_the_runtime_docs_example_prints_what_the_docs_say():
