@@ -401,6 +401,22 @@ def test_a_per_channel_constant_folds_into_the_convolution(elew_op):
     assert conv.values["activation"] == "relu"
 
 
+@pytest.mark.parametrize("reshaped", [False, True])
+def test_a_batchnorm_after_a_matmul_folds_into_it(reshaped):
+    """Compiled with its weights, a batchnorm over a matmul's output columns (oneDNN's
+    batchnorm takes 4-D and 5-D tensors only) becomes the matmul's weights and bias, also
+    across a reshape (LeViT's linear layers flatten [B, T, C] to [B * T, C] for it)."""
+    m = ModelBuilder()
+    x = m.op("reshape", {"src": m.input("data", [2, 5, 16])}, dims=[10, 16])
+    y = m.op("matmul", {"src1": x, "src2": m.weight("w", [16, 24]), "bias": m.weight("b", [24])})
+    if reshaped:
+        y = m.op("reshape", {"src": m.op("reshape", {"src": y}, dims=[2, 5, 24])},
+                 dims=[10, 24])
+    m.relu(m.batchnorm(y, 24))
+    ctx = check_against_cpu(m.to_dict(), weights={}, optypes=["matmul_dnnl"])
+    assert not any(op.optype.startswith("batchnorm") for op in ctx.ops)
+
+
 @pytest.mark.parametrize("cin,cout,group,stride", [(128, 128, 32, 1),  # ResNeXt's 4 per group
                                                    (24, 36, 6, 2), (40, 40, 10, 1)])
 def test_groups_too_narrow_for_a_direct_kernel_run_merged(cin, cout, group, stride):

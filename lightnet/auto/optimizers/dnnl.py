@@ -797,6 +797,123 @@ def combine_conv_batchnorm_fold(ctx, window):
     ]
 
 
+def combine_matmul_batchnorm_fold(ctx, window):
+    """Fold a batchnorm over a matmul's output columns (one left on the cpu:
+    oneDNN's batchnorm takes 4-D and 5-D tensors) into new src2 and bias
+    tensors at compile time, when the model is compiled with its weights (as on
+    the cpu)."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[-1].ins.src.name == ops[-2].outs.dst.name
+        and ops[-2].consumers("dst") == 1
+        and ops[-1].ins.src.ndim == 2
+        and ops[-1].ins.src.shape[1] == ops[0].outs.dst.shape[-1]
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+        and ops[0].params.alpha == 1
+        and not ops[0].params.blocked
+        and not ops[0].params.dst_axes
+        and not ops[0].given("addend")
+        and not ops[0].given("residual")
+        and ops[0].known("src2")
+        and (not ops[0].given("bias") or ops[0].known("bias"))
+        and ops[-1].known("scale", "offset", "mean", "var")
+        and all(
+            t.ndim == 1
+            for t in (
+                ops[-1].ins.scale,
+                ops[-1].ins.offset,
+                ops[-1].ins.mean,
+                ops[-1].ins.var,
+            )
+        )
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    src2, bias = b.constants(
+        ops[0].name,
+        ("src2", "bias"),
+        kernels.fold_batchnorm_gemm(
+            ops[0].value("src2"),
+            ops[0].value("bias"),
+            ops[-1].value("scale"),
+            ops[-1].value("offset"),
+            ops[-1].value("mean"),
+            ops[-1].value("var"),
+            ops[-1].params.epsilon,
+            transB=ops[0].params.transB,
+            beta=ops[0].params.beta,
+            dtype=ops[0].outs.dst.dtype.np,
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(
+            like=ops[0],
+            ins={"src2": src2, "bias": bias},
+            outs={"dst": ops[1].outs.dst},
+            params={"beta": 1.0},
+        ),
+    ]
+
+
+def combine_matmul_reshape_batchnorm_fold(ctx, window):
+    """matmul_batchnorm_fold across the reshape between them (LeViT's linear
+    layers: a [B, T, C] product flattened to [B * T, C] for its batchnorm), the
+    reshape kept."""
+    ops = [OpView(ctx, op) for op in window]
+    if not (
+        ops[1].ins.src.name == ops[0].outs.dst.name
+        and ops[-1].ins.src.name == ops[-2].outs.dst.name
+        and ops[-2].consumers("dst") == 1
+        and ops[-1].ins.src.ndim == 2
+        and ops[-1].ins.src.shape[1] == ops[0].outs.dst.shape[-1]
+        and ops[0].consumers("dst") == 1
+        and ops[0].params.activation == "none"
+        and ops[0].params.alpha == 1
+        and not ops[0].params.blocked
+        and not ops[0].params.dst_axes
+        and not ops[0].given("addend")
+        and not ops[0].given("residual")
+        and ops[0].known("src2")
+        and (not ops[0].given("bias") or ops[0].known("bias"))
+        and ops[-1].known("scale", "offset", "mean", "var")
+        and all(
+            t.ndim == 1
+            for t in (
+                ops[-1].ins.scale,
+                ops[-1].ins.offset,
+                ops[-1].ins.mean,
+                ops[-1].ins.var,
+            )
+        )
+    ):
+        return None
+    b = Builder(ctx, "dnnl", fallback="cpu")
+    src2, bias = b.constants(
+        ops[0].name,
+        ("src2", "bias"),
+        kernels.fold_batchnorm_gemm(
+            ops[0].value("src2"),
+            ops[0].value("bias"),
+            ops[-1].value("scale"),
+            ops[-1].value("offset"),
+            ops[-1].value("mean"),
+            ops[-1].value("var"),
+            ops[-1].params.epsilon,
+            transB=ops[0].params.transB,
+            beta=ops[0].params.beta,
+            dtype=ops[0].outs.dst.dtype.np,
+        ),
+    )
+    return [
+        *b.create_ops,
+        b.op(like=ops[0], ins={"src2": src2, "bias": bias}, params={"beta": 1.0}),
+        b.op(like=ops[1], outs={"dst": ops[2].outs.dst}),
+    ]
+
+
 def combine_conv_channel_fold(ctx, window):
     """Fold a multiply, divide, add or subtract by a known constant of one value
     per output channel ([C, 1, 1], as Caffe2-converted models scale and shift)
@@ -1624,6 +1741,16 @@ COMBINERS = (
     ),
     Combiner(
         "conv_batchnorm_fold", ("*", "batchnorm_dnnl"), combine_conv_batchnorm_fold
+    ),
+    Combiner(
+        "matmul_batchnorm_fold",
+        ("matmul_dnnl", "batchnorm_cpu"),
+        combine_matmul_batchnorm_fold,
+    ),
+    Combiner(
+        "matmul_reshape_batchnorm_fold",
+        ("matmul_dnnl", "reshape_cpu", "batchnorm_cpu"),
+        combine_matmul_reshape_batchnorm_fold,
     ),
     Combiner("conv_channel_fold", ("*", "elew_dnnl"), combine_conv_channel_fold),
     Combiner("conv_group_merge", ("conv2d_dnnl",), combine_conv_group_merge),
