@@ -205,8 +205,7 @@ def fold_constants(ctx, arch: str, keep) -> None:
                                for out in ctx.dfg.ops[reader].tensors_out.values()):
             continue
         # A view costs nothing at run time: what it views is folded (if it is computed).
-        while name in made and ctx.tensors[name].owner is not None and (
-                ctx.tensors[name].owner_offset is None and ctx.tensors[name].layout is None):
+        while name in made and ctx.tensors[name].views_owner:
             name = ctx.tensors[name].owner
         if name in made:
             wanted.add(name)

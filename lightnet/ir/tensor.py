@@ -145,6 +145,12 @@ class TensorEntry:
         return self.len * self.dtype.size
 
     @property
+    def views_owner(self) -> bool:
+        """Whether the tensor is its owner's memory seen in its own shape (a reshape's
+        output): not a part of it at an offset, nor in a layout of its own."""
+        return self.owner is not None and self.owner_offset is None and self.layout is None
+
+    @property
     def stored_nbytes(self) -> int:
         """Bytes the tensor takes in memory: its layout's, else nbytes."""
         stored = None if self.layout is None else self.layout.nbytes

@@ -48,11 +48,6 @@ _content_fields = attrgetter("dtype", "shape", "mtype", "static", "owner", "owne
                              "from_file", "input", "offset")
 
 
-def _views_owner(entry) -> bool:
-    """Whether a tensor is bound as a view of its owner's memory (load's rule)."""
-    return entry.owner is not None and entry.owner_offset is None and entry.layout is None
-
-
 def _aligned_bytes(nbytes: int) -> np.ndarray:
     """`nbytes` zeroed bytes starting 64-byte aligned (an op's scratch, see
     kernels.scratch), for an op run while compiling."""
@@ -563,7 +558,7 @@ class Context:
               else self.dfg.ops.get(entry.creator))
         outs = [self.tensors[n] for n in op.tensors_out.values()] if op is not None else []
         if op is None or not all(e.static or e.name in known for e in outs) or (
-                op.proto.load is None and not all(_views_owner(e) for e in outs)):
+                op.proto.load is None and not all(e.views_owner for e in outs)):
             return None
         arrays = {}
         for n in op.tensors_in.values():
@@ -580,14 +575,13 @@ class Context:
                                 f"output at compile time needs {needed} bytes, more than the "
                                 f"limit of {limit} bytes (--memory-limit)")
         for e in outs:
-            if not _views_owner(e):
+            if not e.views_owner:
                 arrays[e.name] = np.zeros(e.shape, e.dtype.np)
         arrays[op.scratch_key] = _aligned_bytes(op.scratch)
         views = op.proto.views(op, arrays) if op.proto.views is not None else {}
-        for arg, n in op.tensors_out.items():  # bound as load binds them
-            if _views_owner(self.tensors[n]):
-                arrays[n] = views[arg] if arg in views else arrays[self.tensors[n].owner].reshape(
-                    self.tensors[n].shape)
+        for arg, e in zip(op.tensors_out, outs):  # views bound as load binds them
+            if e.views_owner:
+                arrays[e.name] = views[arg] if arg in views else arrays[e.owner].reshape(e.shape)
         try:
             run = op.proto.load(op, arrays) if op.proto.load is not None else None
             if run is not None:
@@ -693,7 +687,7 @@ class Context:
                 entry = tensors[name]
                 # A tensor in a layout of its own sharing its owner's memory (a residual
                 # a dnnl op adds in place) is bound as bytes above.
-                if entry.owner is not None and entry.owner_offset is None and entry.layout is None:
+                if entry.views_owner:
                     owner = arrays[entry.owner]
                     view = views[arg] if arg in views else owner.reshape(entry.shape)
                     if not np.shares_memory(view, owner) or view.shape != entry.shape:
