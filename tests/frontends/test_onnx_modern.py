@@ -445,6 +445,7 @@ def test_layer_normalization_statistics_outputs_are_refused():
     ("ibh,hnd->ibnd", (5, 2, 8), (8, 3, 4), ["matmul"]),
     ("ibnd,hnd->ibh", (5, 2, 3, 4), (8, 3, 4), ["matmul"]),
     ("ij->ji", (3, 4), None, ["transpose"]),
+    ("ij->ij", (3, 4), None, []),  # the operand itself
 ])
 def test_einsum(equation, shape1, shape2, optypes, tmp_path):
     """An einsum is imported as transposes, reshapes and one matmul."""

@@ -54,7 +54,7 @@ def matmul(c: Converter, n: Node):
     c.reshape(y, shape, out=n.outputs[0])
 
 
-@handler("Einsum", 12)
+@handler("Einsum", 12, 28)  # 28: bfloat16 too (LightNet has none)
 def einsum(c: Converter, n: Node, *, equation):
     """Einsums that are batched matrix products or transposes (kernels.einsum_plan): a
     product becomes the transposes and reshapes that lay its operands out as [batch...,
@@ -72,9 +72,12 @@ def einsum(c: Converter, n: Node, *, equation):
     except ValueError as e:
         raise Unsupported(str(e)) from None
     shape = c.out_shape(n)
+    if plan.second is None and plan.out_perm is None:  # the operand as it is
+        c.reshape_output(n, xs[0], shape)
+        return
     if plan.second is None:
-        c.emit("transpose", {"src": xs[0]}, {"axes": list(plan.out_perm or range(len(shape)))},
-               xs[0].dtype, shape, out=n.outputs[0], hint=n.name or n.outputs[0])
+        c.emit("transpose", {"src": xs[0]}, {"axes": list(plan.out_perm)}, xs[0].dtype, shape,
+               out=n.outputs[0], hint=n.name or n.outputs[0])
         return
     a, b = reversed(xs) if plan.swapped else xs
     a, b = _matrices(c, a, plan.first), _matrices(c, b, plan.second)
