@@ -9,7 +9,7 @@ from lightnet.ir.shapes import matmul_shape
 
 from ..dispatch import handler
 from ..errors import Unsupported
-from ..graph import Node, lnshape
+from ..graph import Node
 
 if TYPE_CHECKING:
     from ..converter import Converter
