@@ -190,7 +190,9 @@ def compile(ctx, target: str, combine: bool = True, dtype: str = "float32",
     lowering), `fold=False` fold-constants alone; `dtype`: the data type its ops
     compute in (float32, bfloat16); `on_fallback`: the ops to lower with the
     architecture's fallback."""
-    left_out = FUSION_PASSES if not combine else () if fold else ("fold-constants",)
+    left_out = set() if combine else set(FUSION_PASSES)
+    if not fold:
+        left_out.add("fold-constants")
     job = Job(get_arch(target), tuple(ctx.outputs), dtype, on_fallback,
               folds="fold-constants" not in left_out)
     for p in pipeline(target):

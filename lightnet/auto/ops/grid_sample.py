@@ -85,11 +85,13 @@ def grid_sample_cpu_load(op, arrays):
     mode, padding_mode = op.values["mode"], op.values["padding_mode"]
     align_corners = op.values["align_corners"]
     scratch = arrays[op.scratch_key]
-    ws = kernels.carve(
-        scratch,
-        kernels.grid_sample_scratch(
-            src.shape, grid.shape, dst.dtype, mode=mode, padding_mode=padding_mode
-        ),
+    ws = kernels.grid_sample_workspace(
+        src.shape,
+        grid.shape,
+        dst.dtype,
+        mode=mode,
+        padding_mode=padding_mode,
+        scratch=scratch,
     )
     return lambda: kernels.grid_sample(
         src,

@@ -34,7 +34,8 @@ DETR samples maps of 7 x 7 to 1 x 1 at 1,200 points: 1.2-1.3 ms a call by the ga
 (its weighted sum alone 0.46 ms), 0.3-0.8 by the product. A source with an infinity or
 a NaN is gathered: the product would spread it to every point through the zero weights.
 
-Every array it fills is the op's planned scratch (grid_sample_scratch).
+Every array it fills is the op's planned scratch; what the shapes alone give is made once
+(grid_sample_workspace).
 """
 
 import numpy as np
@@ -42,7 +43,7 @@ import numpy as np
 from lightnet.archs.cpu.kernels.scratch import carve
 
 __all__ = ["GRID_SAMPLE_MODES", "GRID_SAMPLE_PADDINGS", "grid_sample", "grid_sample_by_product",
-           "grid_sample_scratch"]
+           "grid_sample_scratch", "grid_sample_workspace"]
 
 GRID_SAMPLE_MODES = ("linear", "nearest", "cubic")
 GRID_SAMPLE_PADDINGS = ("zeros", "border", "reflection")
@@ -83,21 +84,20 @@ def grid_sample_scratch(src_shape, grid_shape, dtype, *, mode: str,
     """Scratch layout (see kernels.scratch) of grid_sample, for K taps per axis and P
     output cells per sample: per axis (x, then y) the coordinates and their floor
     [2, N, P], the taps' indices and whether each is outside the image [2, K, N, P];
-    the K x K taps' flat indices and outside flags [N, K, K, P]; where each sample's
-    pixels start [N]; the pixels channels-last, each sample's with a pixel of zeros after
-    them [N, H * W + 1, C]; the gathered taps [N, K * K, P, C]; the taps' weights per
+    the K x K taps' flat indices and outside flags [N, K, K, P]; the pixels
+    channels-last, each sample's with a pixel of zeros after them [N, H * W + 1, C]; the gathered taps [N, K * K, P, C]; the taps' weights per
     axis [2, K, N, P] (but for nearest's gather); and but for nearest a buffer [2, N, P],
     the weights in all [N, K, K, P] and their weighted sum [N, P, C]. A small image
     (grid_sample_by_product) adds where one tap's weights go in an axis's matrix [N, P],
-    where pixel 0's go [N, P], the weights there [N, P], the axes' matrices [N, W (+ 2K
-    with zeros padding), P] and [N, H (+ 2K), P] and their product [N, H, W, P]."""
+    the weights there [N, P], the axes' matrices [N, W (+ 2K with zeros padding), P] and
+    [N, H (+ 2K), P] and their product [N, H, W, P]."""
     _check(src_shape, grid_shape, mode, padding_mode)
     n, c, h, w = src_shape
     k, p = _TAPS[mode], grid_shape[1] * grid_shape[2]
     layout = [("coord", (2, n, p), dtype), ("base", (2, n, p), dtype),
               ("index", (2, k, n, p), np.intp), ("outside", (2, k, n, p), np.bool_),
               ("flat", (n, k, k, p), np.intp), ("outside2", (n, k, k, p), np.bool_),
-              ("start", (n,), np.intp), ("pixels", (n, h * w + 1, c), dtype),
+              ("pixels", (n, h * w + 1, c), dtype),
               ("gathered", (n, k * k, p, c), dtype)]
     if mode != "nearest" or grid_sample_by_product(src_shape, mode):
         layout.append(("weight", (2, k, n, p), dtype))
@@ -106,10 +106,28 @@ def grid_sample_scratch(src_shape, grid_shape, dtype, *, mode: str,
                    ("summed", (n, p, c), dtype)]
     if grid_sample_by_product(src_shape, mode):
         rows = 2 * k if padding_mode == "zeros" else 0  # K before the image, K after
-        layout += [("position", (n, p), np.intp), ("offset", (n, p), np.intp),
-                   ("taken", (n, p), dtype), ("axis_x", (n, w + rows, p), dtype),
+        layout += [("position", (n, p), np.intp), ("taken", (n, p), dtype), ("axis_x", (n, w + rows, p), dtype),
                    ("axis_y", (n, h + rows, p), dtype), ("matrix", (n, h, w, p), dtype)]
     return tuple(layout)
+
+
+def grid_sample_workspace(src_shape, grid_shape, dtype, *, mode: str, padding_mode: str,
+                          scratch=None) -> dict:
+    """Arrays for `grid_sample`: its scratch (carved from `scratch`, new when None) and,
+    made once (every run reads them), the image's sizes (x, then y) [2, 1, 1], where
+    each sample's pixels start in the channels-last copy [N, 1, 1, 1] and, for a small
+    image, where each point's weights of pixel 0 go in each axis's matrix [2 x [N, P]]."""
+    ws = carve(scratch, grid_sample_scratch(src_shape, grid_shape, dtype, mode=mode,
+                                            padding_mode=padding_mode))
+    n, _, h, w = src_shape
+    p = grid_shape[1] * grid_shape[2]
+    ws["sizes"] = np.array([w, h], dtype).reshape(2, 1, 1)
+    ws["starts"] = (np.arange(n) * (h * w + 1)).reshape(n, 1, 1, 1)
+    if grid_sample_by_product(src_shape, mode):
+        before = _TAPS[mode] if padding_mode == "zeros" else 0  # rows before pixel 0
+        ws["offsets"] = [np.arange(n)[:, None] * ((size + 2 * before) * p)
+                         + np.arange(before * p, (before + 1) * p) for size in (w, h)]
+    return ws
 
 
 def _denormalize(g, size, align_corners: bool, out) -> None:
@@ -171,16 +189,16 @@ def grid_sample(src: np.ndarray, grid: np.ndarray, dst: np.ndarray, *, mode: str
                 padding_mode: str = "zeros", align_corners: bool = False,
                 ws: dict | None = None) -> None:
     """dst [N, C, Ho, Wo] = src [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in
-    [-1, 1]); `ws` the arrays of grid_sample_scratch (carve), new when None."""
+    [-1, 1]); `ws` grid_sample_workspace's arrays, new when None."""
     if ws is None:
-        ws = carve(None, grid_sample_scratch(src.shape, grid.shape, dst.dtype, mode=mode,
-                                             padding_mode=padding_mode))
+        ws = grid_sample_workspace(src.shape, grid.shape, dst.dtype, mode=mode,
+                                   padding_mode=padding_mode)
     n, c, h, w = src.shape
     taps, p = _TAPS[mode], grid.shape[1] * grid.shape[2]
     by_product = grid_sample_by_product(src.shape, mode) and bool(np.isfinite(src).all())
     # Both axes at once (x, then y): coordinates, their floor, the taps' weights and indices.
     coord, base, index, outside = ws["coord"], ws["base"], ws["index"], ws["outside"]
-    sizes = np.array([w, h], coord.dtype).reshape(2, 1, 1)
+    sizes = ws["sizes"]
     _denormalize(grid.reshape(n, p, 2).transpose(2, 0, 1), sizes, align_corners, coord)
     nan = outside[:, 0]
     np.isnan(coord, out=nan)
@@ -215,11 +233,7 @@ def grid_sample(src: np.ndarray, grid: np.ndarray, dst: np.ndarray, *, mode: str
         weight = ws["weight"]
         np.multiply(weight[1].transpose(taps_n)[:, :, None], weight[0].transpose(taps_n)[:, None],
                     out=ws["weight2"])
-    start = ws["start"]  # sample i's pixels start at i * (h * w + 1)
-    start.fill(h * w + 1)
-    start[0] = 0
-    np.cumsum(start, out=start)
-    np.add(flat, start[:, None, None, None], out=flat)
+    np.add(flat, ws["starts"], out=flat)  # sample i's pixels start at i * (h * w + 1)
     pixels, gathered = ws["pixels"], ws["gathered"]
     pixels[:, h * w] = 0  # the pixel every tap outside reads with zeros
     np.copyto(pixels[:, :h * w], src.reshape(n, c, h * w).transpose(0, 2, 1))
@@ -243,17 +257,15 @@ def _sample_by_product(src, dst, padding_mode: str, align_corners: bool, ws) -> 
     that they do), and only the image's rows are read."""
     n, c, h, w = src.shape
     index, weight = ws["index"], ws["weight"]
-    position, offset, taken = ws["position"], ws["offset"], ws["taken"]
+    position, taken = ws["position"], ws["taken"]
     taps, p = index.shape[1], index.shape[3]
     zeros = padding_mode == "zeros"
-    for axis, (size, matrix) in enumerate(((w, ws["axis_x"]), (h, ws["axis_y"]))):
+    for axis, (size, matrix, offset) in enumerate(zip((w, h), (ws["axis_x"], ws["axis_y"]),
+                                                      ws["offsets"])):
         if not zeros:
             _pad(index[axis], size, padding_mode, align_corners, ws["outside"][axis])
         matrix.fill(0)
         entries = matrix.reshape(-1)
-        first_row = taps if zeros else 0  # the row of pixel 0
-        np.add(np.arange(n)[:, None] * (matrix.shape[1] * p),  # where [i, pixel 0, j] is
-               np.arange(first_row * p, (first_row + 1) * p), out=offset)
         for k in range(taps):
             np.multiply(index[axis, k], p, out=position)
             np.add(position, offset, out=position)
